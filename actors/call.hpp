@@ -1,0 +1,37 @@
+// What travels beside a control message inside one process: the caller's buffers (shared by
+// reference, never copied) and the reply slot the local server fills directly, so a blocking peer
+// thread wakes without going through the actor scheduler.
+#pragma once
+#include <memory>
+
+#include "actors/memory_executor.hpp"
+#include "actors/status.hpp"
+#include "actors/tensor.hpp"
+#include "actors/wait.hpp"
+#include "messages/envelope.hpp"
+
+namespace chorus {
+
+struct Reply {
+  WaitWord done;                  // 1 once the fields below are set
+  Status status;                  // the error; or ok, with a plan for ops
+  std::shared_ptr<OpPlan> plan;   // the op to run, when ok
+  int rank = -1;                  // the index this peer runs in the plan
+  DType out_dtype = DType::f32;   // broadcast/scatter by data: what the receivers allocate
+  Shape out_shape;
+
+  void complete(Status s) {
+    status = std::move(s);
+    done.set(1);
+  }
+};
+
+// One request to the local server: the encoded control message plus its in-process side-car.
+struct Call {
+  Envelope message;
+  Tensor input;    // what the caller sends (may be undefined)
+  Tensor output;   // where the caller receives (may be undefined: in place, or allocated later)
+  std::shared_ptr<Reply> reply = std::make_shared<Reply>();
+};
+
+} // namespace chorus

@@ -1,0 +1,294 @@
+#include "actors/local_server_core.hpp"
+
+#include <algorithm>
+
+namespace chorus {
+
+namespace {
+Status garbled(const std::string& err) { return {Errc::invalid_argument, err}; }
+
+std::string names(const std::vector<int>& ps) {
+  std::string s = ps.size() == 1 ? "peer " : "peers ";
+  for (std::size_t i = 0; i < ps.size(); ++i) s += (i ? ", " : "") + std::to_string(ps[i]);
+  return s;
+}
+} // namespace
+
+LocalServerCore::LocalServerCore(TimerFn timer) : timer_(std::move(timer)) {}
+
+LocalServerCore::~LocalServerCore() {
+  fail_everyone(Status(Errc::reset, "the local server stopped"));
+}
+
+void LocalServerCore::on_register(Call call) {
+  std::string err;
+  auto r = decode_register(call.message, err);
+  if (!r) return call.reply->complete(garbled(err));
+  if (r->protocol_version != protocol_version())
+    return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(r->peer) +
+                                    " speaks protocol " + std::to_string(r->protocol_version) +
+                                    ", this server speaks " + std::to_string(protocol_version())});
+  if (auto s = r->config.validate(); !s) return call.reply->complete(s);
+  if (config_) {
+    if (auto d = config_->first_difference(r->config); !d.empty())
+      return call.reply->complete({Errc::config_mismatch, "peer " + std::to_string(r->peer) +
+                                      " registers with a config that differs from the first peer's: " + d});
+  }
+  const uint32_t n = r->config.num_devices;
+  if (r->peer >= n)
+    return call.reply->complete({Errc::invalid_argument, "peer id " + std::to_string(r->peer) +
+                                    " is outside [0, " + std::to_string(n) + ")"});
+  if (!config_) {
+    config_ = r->config;
+    registered_.assign(n, false);
+    finished_.assign(n, false);
+  }
+  if (finished_[r->peer])
+    return call.reply->complete({Errc::finished, "peer " + std::to_string(r->peer) +
+                                    " has finished; it may register again once every peer has finished"});
+  if (registered_[r->peer])
+    return call.reply->complete({Errc::register_twice, "peer " + std::to_string(r->peer) + " is already registered"});
+  registered_[r->peer] = true;
+  call.reply->complete(Status::ok());
+}
+
+Status LocalServerCore::check_caller(uint32_t peer) const {
+  if (!config_ || peer >= registered_.size() || (!registered_[peer] && !finished_[peer]))
+    return {Errc::not_registered, "peer " + std::to_string(peer) + " called before registering"};
+  if (finished_[peer]) return {Errc::finished, "peer " + std::to_string(peer) + " has already finished"};
+  return Status::ok();
+}
+
+void LocalServerCore::on_finish(Call call) {
+  std::string err;
+  auto peer = decode_peer_only(call.message, false, err);
+  if (!peer) return call.reply->complete(garbled(err));
+  if (config_ && *peer < finished_.size() && finished_[*peer])
+    return call.reply->complete({Errc::unregister_twice, "peer " + std::to_string(*peer) + " finished twice"});
+  if (auto s = check_caller(*peer); !s) return call.reply->complete(s);
+  finished_[*peer] = true;
+  registered_[*peer] = false;
+  // Once everyone has finished, the collective is over and a new one may register.
+  if (std::all_of(finished_.begin(), finished_.end(), [](bool f) { return f; })) {
+    fail_everyone(Status(Errc::finished, "every peer has finished"));
+    clear();
+  }
+  call.reply->complete(Status::ok());
+}
+
+void LocalServerCore::on_reset(Call call) {
+  std::string err;
+  auto peer = decode_peer_only(call.message, true, err);
+  if (!peer) return call.reply->complete(garbled(err));
+  fail_everyone(Status(Errc::reset, "the collective was reset by peer " + std::to_string(*peer)));
+  clear();
+  call.reply->complete(Status::ok());
+}
+
+void LocalServerCore::fail_everyone(const Status& why) {
+  for (auto& [seq, op] : ops_)
+    for (auto& a : op.arrivals)
+      if (a) a->call.reply->complete(why);
+  for (auto* q : {&sends_, &recvs_})
+    for (auto& [key, halves] : *q)
+      for (auto& h : halves) h.arrival.call.reply->complete(why);
+  ops_.clear();
+  sends_.clear();
+  recvs_.clear();
+  op_timers_.clear();
+  p2p_timers_.clear();
+}
+
+void LocalServerCore::clear() {
+  config_.reset();
+  registered_.clear();
+  finished_.clear();
+  ops_.clear();
+}
+
+void LocalServerCore::on_op(Call call) {
+  std::string err;
+  auto req = decode_op(call.message, err);
+  if (!req) return call.reply->complete(garbled(err));
+  if (auto s = check_caller(req->peer); !s) return call.reply->complete(s);
+  if (req->group != 0)
+    return call.reply->complete({Errc::invalid_argument, "group " + std::to_string(req->group) + " does not exist"});
+  if (req->kind == OpKind::send || req->kind == OpKind::recv) return point_to_point(std::move(*req), std::move(call));
+  collective(std::move(*req), std::move(call));
+}
+
+void LocalServerCore::collective(OpRequestData req, Call call) {
+  const int n = static_cast<int>(config_->num_devices);
+  auto [it, fresh] = ops_.try_emplace(req.seq);
+  PendingOp& op = it->second;
+  if (fresh) {
+    op.arrivals.resize(n);
+    op.kind = req.kind;
+    op.timer = next_timer_++;
+    op_timers_[op.timer] = req.seq;
+    timer_(op.timer, config_->timeout);
+  }
+  if (op.failed) {  // a late peer of an op that already failed gets the same error
+    call.reply->complete(op.failure);
+    if (++op.answered == n) { op_timers_.erase(op.timer); ops_.erase(it); }
+    return;
+  }
+  if (op.arrivals[req.peer])
+    return call.reply->complete({Errc::internal, op_label(req.kind, req.seq) + ": peer " +
+                                    std::to_string(req.peer) + " called twice with one sequence number"});
+  op.arrivals[req.peer] = Arrival{std::move(req), std::move(call)};
+  if (++op.arrived == n) {
+    launch(it->first, op);
+    op_timers_.erase(op.timer);
+    ops_.erase(it);
+  }
+}
+
+std::shared_ptr<const CompiledSchedule> LocalServerCore::schedule_for(const ScheduleParams& p) {
+  auto key = std::make_tuple(static_cast<int>(p.op), static_cast<int>(p.strategy.algorithm),
+                             p.strategy.arity, p.n, p.root, p.count, p.elem_size);
+  auto it = schedule_cache_.find(key);
+  if (it != schedule_cache_.end()) return it->second;
+  if (schedule_cache_.size() >= 512) schedule_cache_.clear();  // bound memory; rebuilding is cheap
+  auto cs = CompiledSchedule::compile(make_schedule(p));
+  schedule_cache_.emplace(key, cs);
+  return cs;
+}
+
+void LocalServerCore::launch(uint64_t seq, PendingOp& op) {
+  const int n = static_cast<int>(op.arrivals.size());
+  std::vector<const OpRequestData*> reqs;
+  for (auto& a : op.arrivals) reqs.push_back(&a->req);
+  const std::string label = op_label(op.kind, seq);
+  OpShape shape{};
+  Status s = check_agreement(reqs, shape);
+  std::shared_ptr<OpPlan> plan;
+  if (s) {
+    try {
+      const std::size_t esize = dtype_size(shape.dtype);
+      const std::size_t bytes = shape.count * esize *
+          (shape.kind == OpKind::all_gather || shape.kind == OpKind::reduce_scatter ? n : 1);
+      AutoRule rule{config_->auto_threshold_bytes, config_->auto_tree_arity};
+      Strategy strat = select_strategy(config_->local[static_cast<std::size_t>(shape.kind)], rule,
+                                       shape.kind, bytes, n);
+      auto cs = schedule_for({shape.kind, strat, n, shape.root, shape.count, esize});
+      plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count,
+                                      std::move(cs), deadline(), label);
+    } catch (const std::exception& e) {
+      s = Status(Errc::internal, e.what());
+    }
+  }
+  for (int p = 0; p < n; ++p) {
+    Reply& r = *op.arrivals[p]->call.reply;
+    if (!s) {
+      r.complete(Status(s.code(), label + ": " + s.message()));
+      continue;
+    }
+    r.plan = plan;
+    r.rank = p;
+    r.out_dtype = shape.out_dtype;
+    r.out_shape = shape.out_shape;
+    r.complete(Status::ok());
+  }
+}
+
+void LocalServerCore::point_to_point(OpRequestData req, Call call) {
+  const uint32_t n = config_->num_devices;
+  const bool is_send = req.kind == OpKind::send;
+  const std::string what = is_send ? "send" : "recv";
+  if (req.other >= n || req.other == req.peer)
+    return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req.peer) + ": " + what +
+                                    (is_send ? " to" : " from") + " peer " + std::to_string(req.other) +
+                                    (req.other == req.peer ? " (itself)" : " (not a peer)")});
+  const TensorMeta& mine = is_send ? req.input : req.output;
+  if (!mine.present)
+    return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req.peer) + ": " + what + " without a buffer"});
+  P2PKey key = is_send ? P2PKey{req.peer, req.other, req.tag} : P2PKey{req.other, req.peer, req.tag};
+  auto& mine_q = is_send ? sends_ : recvs_;
+  auto& other_q = is_send ? recvs_ : sends_;
+  auto oit = other_q.find(key);
+  if (oit == other_q.end() || oit->second.empty()) {  // wait for the other half
+    uint64_t t = next_timer_++;
+    p2p_timers_[t] = key;
+    mine_q[key].push_back({Arrival{std::move(req), std::move(call)}, t});
+    timer_(t, config_->timeout);
+    return;
+  }
+  P2PHalf other = std::move(oit->second.front());
+  oit->second.pop_front();
+  if (oit->second.empty()) other_q.erase(oit);
+  p2p_timers_.erase(other.timer);
+  Arrival mine_a{std::move(req), std::move(call)};
+  Arrival& snd = is_send ? mine_a : other.arrival;
+  Arrival& rcv = is_send ? other.arrival : mine_a;
+  const auto& [src, dst, tag] = key;
+  const std::string label = "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
+  Status s;
+  if (snd.req.input.dtype != rcv.req.output.dtype)
+    s = {Errc::dtype_mismatch, label + ": sender has " + snd.req.input.describe() + ", receiver " + rcv.req.output.describe()};
+  else if (snd.req.input.numel() != rcv.req.output.numel())
+    s = {Errc::shape_mismatch, label + ": sender has " + snd.req.input.describe() + ", receiver " + rcv.req.output.describe()};
+  if (!s) {
+    snd.call.reply->complete(s);
+    rcv.call.reply->complete(s);
+    return;
+  }
+  // Two-peer plan: rank 0 sends its buffer, rank 1 copies it straight into its own.
+  const std::size_t count = snd.req.input.numel();
+  std::vector<Program> progs(2);
+  progs[0].push_back(Round{{Step{StepKind::send, 1, 0, count}}});
+  progs[1].push_back(Round{{Step{StepKind::recv_copy, 0, 0, count}}});
+  auto plan = std::make_shared<OpPlan>(OpKind::broadcast, snd.req.input.dtype, ReduceOp::sum, 2, 0, count,
+                                       CompiledSchedule::compile(std::move(progs)), deadline(), label);
+  snd.call.reply->plan = plan;
+  snd.call.reply->rank = 0;
+  rcv.call.reply->plan = plan;
+  rcv.call.reply->rank = 1;
+  snd.call.reply->complete(Status::ok());
+  rcv.call.reply->complete(Status::ok());
+}
+
+void LocalServerCore::on_timeout(uint64_t key) {
+  if (auto t = op_timers_.find(key); t != op_timers_.end()) {
+    uint64_t seq = t->second;
+    op_timers_.erase(t);
+    auto it = ops_.find(seq);
+    if (it == ops_.end() || it->second.failed) return;
+    PendingOp& op = it->second;
+    std::vector<int> missing;
+    for (std::size_t p = 0; p < op.arrivals.size(); ++p)
+      if (!op.arrivals[p]) missing.push_back(static_cast<int>(p));
+    op.failed = true;
+    op.failure = Status(Errc::timeout, op_label(op.kind, seq) + ": " + names(missing) + " never called within " +
+                                           std::to_string(config_->timeout.count()) + " ms");
+    for (auto& a : op.arrivals)
+      if (a) a->call.reply->complete(op.failure);
+    op.answered = op.arrived;
+    op.arrivals.assign(op.arrivals.size(), std::nullopt);
+    return;
+  }
+  auto t = p2p_timers_.find(key);
+  if (t == p2p_timers_.end() || !config_) return;
+  P2PKey pk = t->second;
+  p2p_timers_.erase(t);
+  for (auto* q : {&sends_, &recvs_}) {
+    auto it = q->find(pk);
+    if (it == q->end()) continue;
+    auto& halves = it->second;
+    for (auto h = halves.begin(); h != halves.end(); ++h) {
+      if (h->timer != key) continue;
+      const auto& [src, dst, tag] = pk;
+      bool is_send = q == &sends_;
+      h->arrival.call.reply->complete(Status(
+          Errc::timeout, std::string(is_send ? "send" : "recv") + " " + std::to_string(src) + "->" +
+                             std::to_string(dst) + " tag " + std::to_string(tag) + ": peer " +
+                             std::to_string(is_send ? dst : src) + " never posted the matching " +
+                             (is_send ? "recv" : "send") + " within " + std::to_string(config_->timeout.count()) + " ms"));
+      halves.erase(h);
+      if (halves.empty()) q->erase(it);
+      return;
+    }
+  }
+}
+
+} // namespace chorus

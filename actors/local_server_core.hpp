@@ -1,0 +1,78 @@
+// The local server's logic, free of actor code: registration, matching the calls of one op by
+// (group, sequence number), agreement checks, timeouts, and handing each peer its plan. The CAF
+// actor in local_server.cpp only feeds it messages and timer ticks.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "actors/call.hpp"
+#include "actors/config.hpp"
+#include "actors/op_validation.hpp"
+#include "actors/wire_codec.hpp"
+
+namespace chorus {
+
+class LocalServerCore {
+ public:
+  // Asks the host to call on_timeout(key) after `after`.
+  using TimerFn = std::function<void(uint64_t key, std::chrono::milliseconds after)>;
+  explicit LocalServerCore(TimerFn timer);
+  ~LocalServerCore();
+
+  void on_register(Call call);
+  void on_finish(Call call);
+  void on_reset(Call call);
+  void on_op(Call call);
+  void on_timeout(uint64_t key);
+
+  std::size_t pending_ops() const { return ops_.size(); }
+
+ private:
+  struct Arrival {
+    OpRequestData req;
+    Call call;
+  };
+  struct PendingOp {
+    std::vector<std::optional<Arrival>> arrivals;  // by rank
+    int arrived = 0;
+    int answered = 0;
+    bool failed = false;  // a tombstone: late peers get `failure` at once
+    Status failure;
+    OpKind kind = OpKind::barrier;
+    uint64_t timer = 0;
+  };
+  using P2PKey = std::tuple<uint32_t, uint32_t, uint64_t>;  // source, destination, tag
+  struct P2PHalf {
+    Arrival arrival;
+    uint64_t timer;
+  };
+
+  Status check_caller(uint32_t peer) const;
+  void collective(OpRequestData req, Call call);
+  void point_to_point(OpRequestData req, Call call);
+  void launch(uint64_t seq, PendingOp& op);
+  void fail_everyone(const Status& why);
+  void clear();
+  std::shared_ptr<const CompiledSchedule> schedule_for(const ScheduleParams& p);
+  Clock::time_point deadline() const { return Clock::now() + config_->timeout; }
+
+  TimerFn timer_;
+  std::optional<Config> config_;
+  std::vector<bool> registered_, finished_;
+  std::map<uint64_t, PendingOp> ops_;  // group 0, by sequence number
+  std::map<P2PKey, std::deque<P2PHalf>> sends_, recvs_;
+  uint64_t next_timer_ = 1;                  // timer ids are never reused, so a stale tick is harmless
+  std::map<uint64_t, uint64_t> op_timers_;   // timer id -> sequence number
+  std::map<uint64_t, P2PKey> p2p_timers_;    // timer id -> queue of the waiting half
+  std::map<std::tuple<int, int, int, int, int, std::size_t, std::size_t>,
+           std::shared_ptr<const CompiledSchedule>> schedule_cache_;
+};
+
+} // namespace chorus

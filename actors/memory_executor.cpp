@@ -1,0 +1,117 @@
+#include "actors/memory_executor.hpp"
+
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include "strategies/reduce_kernels.hpp"
+
+namespace chorus {
+
+std::shared_ptr<const CompiledSchedule> CompiledSchedule::compile(std::vector<Program> programs) {
+  auto cs = std::make_shared<CompiledSchedule>();
+  const int n = static_cast<int>(programs.size());
+  // k-th send from a to b pairs with the k-th receive at b from a.
+  std::map<std::tuple<int, int, int>, uint32_t> ids;
+  std::map<std::pair<int, int>, int> sends, recvs;
+  std::vector<std::size_t> send_count, recv_count;
+  auto slot = [&](int from, int to, int k, std::size_t cnt, bool is_send) {
+    auto [it, fresh] = ids.try_emplace({from, to, k}, static_cast<uint32_t>(ids.size()));
+    if (fresh) { send_count.push_back(SIZE_MAX); recv_count.push_back(SIZE_MAX); }
+    (is_send ? send_count : recv_count)[it->second] = cnt;
+    return it->second;
+  };
+  cs->slot_of_step.resize(n);
+  for (int p = 0; p < n; ++p)
+    for (auto& round : programs[p])
+      for (auto& s : round.steps) {
+        uint32_t id = UINT32_MAX;
+        if (s.kind != StepKind::copy && (s.peer < 0 || s.peer >= n || s.peer == p))
+          throw std::logic_error("step of peer " + std::to_string(p) + " names peer " + std::to_string(s.peer));
+        if (s.kind == StepKind::send) id = slot(p, s.peer, sends[{p, s.peer}]++, s.count, true);
+        else if (s.kind != StepKind::copy) id = slot(s.peer, p, recvs[{s.peer, p}]++, s.count, false);
+        cs->slot_of_step[p].push_back(id);
+      }
+  for (std::size_t i = 0; i < send_count.size(); ++i)
+    if (send_count[i] != recv_count[i])
+      throw std::logic_error("schedule has an unpaired or size-mismatched send/receive");
+  cs->num_slots = ids.size();
+  cs->programs = std::move(programs);
+  return cs;
+}
+
+OpPlan::OpPlan(OpKind kind, DType dtype, ReduceOp redop, int n, int root, std::size_t count,
+               std::shared_ptr<const CompiledSchedule> schedule, Clock::time_point deadline,
+               std::string label)
+    : kind_(kind), dtype_(dtype), redop_(redop), n_(n), root_(root), count_(count),
+      schedule_(std::move(schedule)), slots_(new Slot[schedule_->num_slots ? schedule_->num_slots : 1]),
+      deadline_(deadline), label_(std::move(label)) {}
+
+void OpPlan::abort(Status why) {
+  {
+    std::lock_guard<std::mutex> lk(abort_mu_);
+    if (aborted_.load()) return;
+    abort_status_ = std::move(why);
+    aborted_.store(true);
+  }
+  for (std::size_t i = 0; i < schedule_->num_slots; ++i) slots_[i].word.set(3);
+}
+
+Status OpPlan::aborted_status() {
+  std::lock_guard<std::mutex> lk(abort_mu_);
+  return abort_status_;
+}
+
+Status OpPlan::run(int p, WorkBuffer& work) {
+  const auto& program = schedule_->programs[p];
+  const auto& slot_ids = schedule_->slot_of_step[p];
+  auto timeout = [&](const Step& s) {
+    abort(Status(Errc::timeout, label_ + ": peer " + std::to_string(p) + " waited for peer " +
+                                    std::to_string(s.peer) + " past the op's deadline"));
+    return aborted_status();
+  };
+  try {
+    std::size_t flat = 0;
+    for (const Round& round : program) {
+      const std::size_t first = flat;
+      for (const Step& s : round.steps) {  // 1. post sends
+        if (s.kind == StepKind::send) {
+          Slot& sl = slots_[slot_ids[flat]];
+          sl.data = work.read_ptr(s.offset, s.count);
+          sl.word.set(1);
+        }
+        ++flat;
+      }
+      flat = first;
+      for (const Step& s : round.steps) {  // 2. receives and local copies
+        if (s.kind == StepKind::copy) {
+          work.local_copy(s.offset, s.src_offset, s.count);
+        } else if (s.kind != StepKind::send) {
+          Slot& sl = slots_[slot_ids[flat]];
+          if (!sl.word.wait_at_least(1, deadline_)) return timeout(s);
+          if (aborted_.load()) return aborted_status();
+          if (s.kind == StepKind::recv_reduce) work.reduce_from(s.offset, s.count, sl.data, redop_);
+          else work.copy_from(s.offset, s.count, sl.data);
+          sl.word.set(2);
+        }
+        ++flat;
+      }
+      flat = first;
+      for (const Step& s : round.steps) {  // 3. our sends were read: our memory is ours again
+        if (s.kind == StepKind::send) {
+          Slot& sl = slots_[slot_ids[flat]];
+          if (!sl.word.wait_at_least(2, deadline_)) return timeout(s);
+          if (aborted_.load()) return aborted_status();
+        }
+        ++flat;
+      }
+    }
+    work.finish();
+  } catch (const std::exception& e) {
+    abort(Status(Errc::internal, label_ + ": " + e.what()));
+    return aborted_status();
+  }
+  return Status::ok();
+}
+
+} // namespace chorus

@@ -1,0 +1,170 @@
+#include "actors/peer.hpp"
+
+#include "actors/runtime_impl.hpp"
+#include "actors/wire_codec.hpp"
+#include "strategies/reduce_kernels.hpp"
+
+namespace chorus {
+
+namespace {
+
+Status no_peer() { return {Errc::not_registered, "this Peer handle was never registered"}; }
+
+std::byte* bytes(const Tensor& t) { return static_cast<std::byte*>(t.data()); }
+
+// Sends one op request and waits for the server's answer: an error, or a plan to run.
+std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out,
+                               Status& status) {
+  req.peer = s.id;
+  if (req.kind != OpKind::send && req.kind != OpKind::recv) req.seq = s.seq++;
+  req.input = TensorMeta::of(in);
+  req.output = TensorMeta::of(out);
+  Call call;
+  call.message = encode_op(req);
+  call.input = in;
+  call.output = out;
+  auto reply = call.reply;
+  status = s.rt->submit(op_atom::value, call, s.config.timeout);
+  return reply;
+}
+
+// Runs this peer's part of a planned op, then divides for avg where this peer holds a result.
+Status execute(Reply& r, const std::byte* in, std::byte* out) {
+  OpPlan& plan = *r.plan;
+  WorkBuffer work = WorkBuffer::bind(plan.kind(), r.rank, plan.size(), plan.root(), plan.count(),
+                                     plan.dtype(), in, out);
+  if (auto s = plan.run(r.rank, work); !s) return s;
+  if (plan.redop() == ReduceOp::avg && out != nullptr) {
+    bool holds = plan.kind() == OpKind::all_reduce || plan.kind() == OpKind::reduce_scatter ||
+                 (plan.kind() == OpKind::reduce && r.rank == plan.root());
+    if (holds) divide_by(plan.dtype(), out, plan.count(), static_cast<std::size_t>(plan.size()));
+  }
+  return Status::ok();
+}
+
+Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out) {
+  if (!s) return no_peer();
+  Status st;
+  auto reply = request(*s, std::move(req), in, out, st);
+  if (!st) return st;
+  return execute(*reply, bytes(in), bytes(out.defined() ? out : in));
+}
+
+OpRequestData make(OpKind k, ReduceOp op = ReduceOp::sum, PeerId root = 0) {
+  OpRequestData r;
+  r.kind = k;
+  r.redop = op;
+  r.root = root;
+  return r;
+}
+
+} // namespace
+
+PeerId Peer::id() const { return state_ ? state_->id : 0; }
+uint32_t Peer::size() const { return state_ ? state_->config.num_devices : 0; }
+
+Status Peer::all_reduce(Tensor& inout, ReduceOp op) { return all_reduce(inout, inout, op); }
+Status Peer::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
+  return collective(state_.get(), make(OpKind::all_reduce, op), in, out);
+}
+
+Status Peer::reduce(Tensor& inout, ReduceOp op, PeerId root) { return reduce(inout, inout, op, root); }
+Status Peer::reduce(const Tensor& in, Tensor& out, ReduceOp op, PeerId root) {
+  // Only the root receives; elsewhere the output is not touched (the work buffer is scratch).
+  bool is_root = state_ && state_->id == root;
+  Tensor none;
+  return collective(state_.get(), make(OpKind::reduce, op, root), in, is_root ? out : none);
+}
+
+Status Peer::broadcast(Tensor& buf, PeerId root) {
+  bool is_root = state_ && state_->id == root;
+  Tensor none;
+  return collective(state_.get(), make(OpKind::broadcast, ReduceOp::sum, root), is_root ? buf : none, buf);
+}
+
+Result<Tensor> Peer::broadcast(std::optional<Tensor> data) {
+  if (!state_) return no_peer();
+  OpRequestData req = make(OpKind::broadcast);
+  req.root_from_data = true;
+  Tensor in = data ? *data : Tensor();
+  Status st;
+  auto reply = request(*state_, req, in, Tensor(), st);
+  if (!st) return st;
+  Tensor out = data ? *data : Tensor::zeros(reply->out_dtype, reply->out_shape);
+  if (auto s = execute(*reply, bytes(in), bytes(out)); !s) return s;
+  return out;
+}
+
+Status Peer::all_gather(const Tensor& in, Tensor& out) {
+  return collective(state_.get(), make(OpKind::all_gather), in, out);
+}
+
+Status Peer::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
+  return collective(state_.get(), make(OpKind::reduce_scatter, op), in, out);
+}
+
+Status Peer::all_to_all(const Tensor& in, Tensor& out) {
+  return collective(state_.get(), make(OpKind::all_to_all), in, out);
+}
+
+Status Peer::gather(const Tensor& in, Tensor& out, PeerId root) {
+  bool is_root = state_ && state_->id == root;
+  Tensor none;
+  return collective(state_.get(), make(OpKind::gather, ReduceOp::sum, root), in, is_root ? out : none);
+}
+
+Status Peer::scatter(const Tensor& in, Tensor& out, PeerId root) {
+  bool is_root = state_ && state_->id == root;
+  Tensor none;
+  return collective(state_.get(), make(OpKind::scatter, ReduceOp::sum, root), is_root ? in : none, out);
+}
+
+Result<Tensor> Peer::scatter(std::optional<Tensor> data) {
+  if (!state_) return no_peer();
+  OpRequestData req = make(OpKind::scatter);
+  req.root_from_data = true;
+  Tensor in = data ? *data : Tensor();
+  Status st;
+  auto reply = request(*state_, req, in, Tensor(), st);
+  if (!st) return st;
+  Tensor out = Tensor::zeros(reply->out_dtype, reply->out_shape);
+  if (auto s = execute(*reply, bytes(in), bytes(out)); !s) return s;
+  return out;
+}
+
+Status Peer::barrier() {
+  Tensor none;
+  return collective(state_.get(), make(OpKind::barrier), none, none);
+}
+
+Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
+  if (!state_) return no_peer();
+  OpRequestData req = make(OpKind::send);
+  req.other = dst;
+  req.tag = tag;
+  Status st;
+  auto reply = request(*state_, req, t, Tensor(), st);
+  if (!st) return st;
+  // The sender is rank 0 of a two-peer broadcast, in place: its buffer is only read.
+  return execute(*reply, bytes(t), bytes(t));
+}
+
+Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
+  if (!state_) return no_peer();
+  OpRequestData req = make(OpKind::recv);
+  req.other = src;
+  req.tag = tag;
+  Status st;
+  auto reply = request(*state_, req, Tensor(), t, st);
+  if (!st) return st;
+  return execute(*reply, nullptr, bytes(t));
+}
+
+Status Peer::finish() {
+  if (!state_) return no_peer();
+  Call call;
+  call.message = encode_peer_only(state_->id, false);
+  return state_->rt->submit(finish_atom::value, call, state_->config.timeout);
+}
+
+} // namespace chorus

@@ -1,0 +1,61 @@
+// The blocking API a peer thread calls (the burn-collective style): each call returns when this
+// peer's part of the op is done, with a Status naming what went wrong otherwise. A Peer comes from
+// Runtime::register_peer; its id is its rank, in [0, num_devices). Ops are matched across peers by
+// their order: the k-th collective call of every peer belongs to the same op.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "actors/result.hpp"
+#include "actors/status.hpp"
+#include "actors/tensor.hpp"
+
+namespace chorus {
+
+using PeerId = uint32_t;
+struct PeerState;
+
+class Peer {
+ public:
+  Peer() = default;
+  PeerId id() const;
+  uint32_t size() const;  // peers in the collective
+
+  // out = reduction over peers of in. out may be omitted (or be in) for in place.
+  Status all_reduce(Tensor& inout, ReduceOp op);
+  Status all_reduce(const Tensor& in, Tensor& out, ReduceOp op);
+  // The reduction lands in root's out (root's inout when in place); other peers' buffers are unchanged.
+  Status reduce(Tensor& inout, ReduceOp op, PeerId root);
+  Status reduce(const Tensor& in, Tensor& out, ReduceOp op, PeerId root);
+  // Rooted: root's buf is the data, every other peer's buf (same shape) receives it.
+  Status broadcast(Tensor& buf, PeerId root);
+  // By data: exactly one peer passes the data (it is the root); every peer gets the tensor back.
+  Result<Tensor> broadcast(std::optional<Tensor> data);
+  // out (n x in.numel() elements) = the inputs of peers 0..n-1, in rank order.
+  Status all_gather(const Tensor& in, Tensor& out);
+  // out (in.numel()/n elements) = block `rank` of the reduction of every peer's in.
+  Status reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op);
+  // Block j of my in goes to peer j; block i of my out comes from peer i.
+  Status all_to_all(const Tensor& in, Tensor& out);
+  // root's out (n x in.numel()) = everyone's in, in rank order; out is ignored on other peers.
+  Status gather(const Tensor& in, Tensor& out, PeerId root);
+  // Peer i's out = block i of root's in; in is ignored on other peers.
+  Status scatter(const Tensor& in, Tensor& out, PeerId root);
+  // By data: exactly one peer passes data (first dimension n, or numel divisible by n).
+  Result<Tensor> scatter(std::optional<Tensor> data);
+  // Returns once every peer has called barrier.
+  Status barrier();
+  // Point to point, matched FIFO per (source, destination, tag); both block until the copy is done.
+  Status send(const Tensor& t, PeerId dst, uint64_t tag = 0);
+  Status recv(Tensor& t, PeerId src, uint64_t tag = 0);
+  // Leaves the collective; further ops fail with Errc::finished.
+  Status finish();
+
+ private:
+  friend class Runtime;
+  explicit Peer(std::shared_ptr<PeerState> s) : state_(std::move(s)) {}
+  std::shared_ptr<PeerState> state_;
+};
+
+} // namespace chorus

@@ -1,0 +1,48 @@
+#include "actors/runtime.hpp"
+
+#include "actors/local_server.hpp"
+#include "actors/runtime_impl.hpp"
+#include "actors/wire_codec.hpp"
+
+namespace chorus {
+
+RuntimeImpl::RuntimeImpl() {
+  // The sharing policy wakes an idle worker through a condition variable at once; the default
+  // work-stealing policy lets idle workers sleep in long polls, which costs hundreds of µs.
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("scheduler.max-threads", 2);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  system = std::make_unique<caf::actor_system>(cfg);
+  // Detached: the server has its own thread, so peer threads never wait behind other actors.
+  server = system->spawn<caf::detached>(local_server);
+}
+
+RuntimeImpl::~RuntimeImpl() {
+  caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
+  server = nullptr;
+  system->await_all_actors_done();
+  system.reset();
+}
+
+Runtime::Runtime() : impl_(std::make_shared<RuntimeImpl>()) {}
+Runtime::~Runtime() = default;
+
+Result<Peer> Runtime::register_peer(PeerId id, const Config& config) {
+  if (auto s = config.validate(); !s) return s;
+  Call call;
+  call.message = encode_register({protocol_version(), id, config});
+  if (auto s = impl_->submit(register_atom::value, call, config.timeout); !s) return s;
+  auto st = std::make_shared<PeerState>();
+  st->rt = impl_;
+  st->id = id;
+  st->config = config;
+  return Peer(std::move(st));
+}
+
+Status Runtime::reset() {
+  Call call;
+  call.message = encode_peer_only(UINT32_MAX, true);
+  return impl_->submit(reset_atom::value, call, std::chrono::milliseconds(10000));
+}
+
+} // namespace chorus

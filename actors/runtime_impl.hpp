@@ -1,0 +1,40 @@
+// What a Runtime owns, visible to the files that talk to CAF. Host apps never include this.
+#pragma once
+#include <caf/all.hpp>
+
+#include "actors/caf_glue.hpp"
+#include "actors/config.hpp"
+#include "actors/peer.hpp"
+
+namespace chorus {
+
+struct RuntimeImpl {
+  RuntimeImpl();
+  ~RuntimeImpl();
+
+  // Sends one control message to the local server and waits for its reply slot; the wait gives up
+  // `grace` after the op's own timeout so that a vanished server cannot hang the caller.
+  template <class Atom>
+  Status submit(Atom atom, Call& call, std::chrono::milliseconds timeout) {
+    auto reply = call.reply;
+    caf::anon_send(server, atom, std::move(call));
+    if (!reply->done.wait_at_least(1, Clock::now() + timeout + grace))
+      return {Errc::timeout, "the local server did not answer within " +
+                                 std::to_string((timeout + grace).count()) + " ms"};
+    return reply->status;
+  }
+
+  static constexpr std::chrono::milliseconds grace{5000};
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> system;
+  caf::actor server;
+};
+
+struct PeerState {
+  std::shared_ptr<RuntimeImpl> rt;
+  PeerId id = 0;
+  Config config;
+  uint64_t seq = 0;  // this peer's collective sequence number: the op identity
+};
+
+} // namespace chorus

@@ -1,0 +1,34 @@
+// Waiting between peer threads without the actor scheduler: a short spin (the other side is usually
+// a few hundred nanoseconds away), then a futex sleep in slices until the deadline. Every wait has
+// a deadline; a wake costs a syscall only when somebody sleeps.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace chorus {
+
+using Clock = std::chrono::steady_clock;
+
+struct alignas(64) WaitWord {
+  std::atomic<uint32_t> value{0};
+  std::atomic<uint32_t> sleepers{0};
+
+  // Raises the value to v (never lowers it: states only move forward) and wakes sleepers.
+  void set(uint32_t v) {
+    uint32_t cur = value.load(std::memory_order_relaxed);
+    while (cur < v && !value.compare_exchange_weak(cur, v, std::memory_order_seq_cst)) {
+    }
+    if (sleepers.load(std::memory_order_seq_cst) != 0) wake();
+  }
+  // Waits until value >= target; false on deadline.
+  bool wait_at_least(uint32_t target, Clock::time_point deadline);
+
+ private:
+  void wake();
+};
+
+// How long waits spin before sleeping; tuned by the benchmark (CHORUS_SPIN_US overrides).
+std::chrono::nanoseconds spin_budget();
+
+} // namespace chorus

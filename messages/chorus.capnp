@@ -1,0 +1,79 @@
+# The chorus control protocol. Every message that crosses an actor boundary is one of these structs,
+# encoded with Cap'n Proto and carried inside a CAF message. Tensor bytes never travel in these
+# messages between the threads of one process: buffers are shared by reference beside the message.
+# Versioning: fields are only ever appended (new ordinals); `protocolVersion` is bumped when the
+# meaning of an existing field changes. Enums mirror strategies/types.hpp and schedule.hpp.
+@0xa5f68aa0b07d7dbc;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("chorus::wire");
+
+const protocolVersion :UInt32 = 1;
+
+enum DType { f16 @0; bf16 @1; f32 @2; f64 @3; i8 @4; u8 @5; i32 @6; i64 @7; }
+enum ReduceOp { sum @0; prod @1; min @2; max @3; avg @4; band @5; bor @6; bxor @7; }
+enum OpKind {
+  allReduce @0; reduce @1; broadcast @2; allGather @3; reduceScatter @4;
+  allToAll @5; gather @6; scatter @7; barrier @8; send @9; recv @10;
+}
+enum Algorithm { centralized @0; tree @1; ring @2; dbtree @3; }
+
+# How one op kind moves data at one level (local or global).
+struct StrategyChoice {
+  isAuto @0 :Bool;          # true: chosen per call by byte size and peer count
+  algorithm @1 :Algorithm;  # the fixed algorithm when isAuto is false
+  arity @2 :UInt32;         # tree arity (>= 2) when algorithm is tree
+}
+
+# The collective's configuration. Every peer (and, across nodes, every node) must send the same one.
+struct Config {
+  numDevices @0 :UInt32;                 # peers in this process; fixed at register time
+  localStrategies @1 :List(StrategyChoice);   # indexed by OpKind (allReduce .. barrier)
+  autoThresholdBytes @2 :UInt64;         # auto: below this many bytes use a tree, above it a ring
+  autoTreeArity @3 :UInt32;              # auto: the arity of that tree
+  timeoutMs @4 :UInt64;                  # every wait of an op gives up after this long
+  numNodes @5 :UInt32;                   # 0: single process; otherwise processes in the collective
+  orchestratorAddress @6 :Text;          # host:port of the orchestrator (multi-node only)
+  nodeAddress @7 :Text;                  # host:port this node's data plane listens on (multi-node only)
+  globalStrategies @8 :List(StrategyChoice);  # indexed by OpKind, inter-node level
+}
+
+# Peer -> local server: join the collective.
+struct RegisterRequest {
+  protocolVersion @0 :UInt32;  # the sender's protocolVersion constant
+  peerId @1 :UInt32;           # stable, unique, in [0, numDevices)
+  config @2 :Config;           # must equal the first registered peer's config
+}
+
+# Peer -> local server: leave the collective (finish) or drop all state (reset).
+struct Finish { peerId @0 :UInt32; }
+struct Reset { peerId @0 :UInt32; }
+
+# The shape and type of one buffer the caller supplies; the bytes are shared by reference.
+struct TensorDesc {
+  present @0 :Bool;        # false when the caller supplies no buffer (e.g. broadcast receivers)
+  dtype @1 :DType;
+  shape @2 :List(Int64);
+}
+
+# Peer -> local server: one collective call or one point-to-point half.
+struct OpRequest {
+  peerId @0 :UInt32;        # the caller
+  seq @1 :UInt64;           # the caller's collective sequence number (op identity with group)
+  group @2 :UInt32;         # 0: the world group
+  kind @3 :OpKind;
+  redop @4 :ReduceOp;       # reduce kinds only
+  root @5 :UInt32;          # reduce, broadcast, gather, scatter: the root peer id
+  input @6 :TensorDesc;     # what the caller sends
+  output @7 :TensorDesc;    # where the caller receives (absent: in place into input)
+  otherPeer @8 :UInt32;     # send: destination; recv: source
+  tag @9 :UInt64;           # send/recv: matched FIFO per (source, destination, tag)
+  rootFromData @10 :Bool;   # broadcast/scatter: the root is the one peer that supplies input
+}
+
+# Local server -> peer: the outcome of a request that failed (success hands the plan directly).
+struct OpReply {
+  seq @0 :UInt64;           # the sequence number of the request this answers
+  code @1 :UInt16;          # chorus::Errc; 0 is ok
+  message @2 :Text;         # names the peers and values involved
+}
