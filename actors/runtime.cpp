@@ -18,6 +18,11 @@ RuntimeImpl::RuntimeImpl() {
 }
 
 RuntimeImpl::~RuntimeImpl() {
+  {
+    std::lock_guard<std::mutex> lk(owned_mu);
+    for (auto& a : owned) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    owned.clear();
+  }
   caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
   server = nullptr;
   system->await_all_actors_done();

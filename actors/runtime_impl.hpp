@@ -2,6 +2,9 @@
 #pragma once
 #include <caf/all.hpp>
 
+#include <mutex>
+#include <vector>
+
 #include "actors/caf_glue.hpp"
 #include "actors/config.hpp"
 #include "actors/peer.hpp"
@@ -28,6 +31,8 @@ struct RuntimeImpl {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
   caf::actor server;
+  std::mutex owned_mu;
+  std::vector<caf::actor> owned;  // peer actors spawned for the host app; stopped with the runtime
 };
 
 struct PeerState {
