@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what chorus needs from Debian's archive, then configures and builds it into build/.
+# Safe to run again: packages already present are skipped, the build is incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake make g++ pkg-config libcaf-dev libcaf-openssl0.17 capnproto libcapnp-dev libgtest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# nvcc, when present, turns the CUDA layer on (CHORUS_WITH_CUDA); it is not required.
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"${JOBS:-2}"
+echo "setup: built into build/ (binaries in build/bin/)"
