@@ -17,10 +17,12 @@ std::string names(const std::vector<int>& ps) {
 LocalServerCore::LocalServerCore(TimerFn timer) : timer_(std::move(timer)) {}
 
 LocalServerCore::~LocalServerCore() {
+  std::lock_guard<std::mutex> lk(mu_);
   fail_everyone(Status(Errc::reset, "the local server stopped"));
 }
 
 void LocalServerCore::on_register(Call call) {
+  std::lock_guard<std::mutex> lk(mu_);
   std::string err;
   auto r = decode_register(call.message, err);
   if (!r) return call.reply->complete(garbled(err));
@@ -52,6 +54,10 @@ void LocalServerCore::on_register(Call call) {
   call.reply->complete(Status::ok());
 }
 
+void LocalServerCore::start_timer(uint64_t key) {
+  if (timer_) timer_(key, config_->timeout);
+}
+
 Status LocalServerCore::check_caller(uint32_t peer) const {
   if (!config_ || peer >= registered_.size() || (!registered_[peer] && !finished_[peer]))
     return {Errc::not_registered, "peer " + std::to_string(peer) + " called before registering"};
@@ -60,6 +66,7 @@ Status LocalServerCore::check_caller(uint32_t peer) const {
 }
 
 void LocalServerCore::on_finish(Call call) {
+  std::lock_guard<std::mutex> lk(mu_);
   std::string err;
   auto peer = decode_peer_only(call.message, false, err);
   if (!peer) return call.reply->complete(garbled(err));
@@ -77,6 +84,7 @@ void LocalServerCore::on_finish(Call call) {
 }
 
 void LocalServerCore::on_reset(Call call) {
+  std::lock_guard<std::mutex> lk(mu_);
   std::string err;
   auto peer = decode_peer_only(call.message, true, err);
   if (!peer) return call.reply->complete(garbled(err));
@@ -107,6 +115,7 @@ void LocalServerCore::clear() {
 }
 
 void LocalServerCore::on_op(Call call) {
+  std::lock_guard<std::mutex> lk(mu_);
   std::string err;
   auto req = decode_op(call.message, err);
   if (!req) return call.reply->complete(garbled(err));
@@ -126,8 +135,9 @@ void LocalServerCore::collective(OpRequestData req, Call call) {
     op.kind = req.kind;
     op.timer = next_timer_++;
     op_timers_[op.timer] = req.seq;
-    timer_(op.timer, config_->timeout);
+    start_timer(op.timer);
   }
+  call.reply->timer = op.timer;
   if (op.failed) {  // a late peer of an op that already failed gets the same error
     call.reply->complete(op.failure);
     if (++op.answered == n) { op_timers_.erase(op.timer); ops_.erase(it); }
@@ -210,8 +220,9 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call) {
   if (oit == other_q.end() || oit->second.empty()) {  // wait for the other half
     uint64_t t = next_timer_++;
     p2p_timers_[t] = key;
+    call.reply->timer = t;
     mine_q[key].push_back({Arrival{std::move(req), std::move(call)}, t});
-    timer_(t, config_->timeout);
+    start_timer(t);
     return;
   }
   P2PHalf other = std::move(oit->second.front());
@@ -249,6 +260,7 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call) {
 }
 
 void LocalServerCore::on_timeout(uint64_t key) {
+  std::lock_guard<std::mutex> lk(mu_);
   if (auto t = op_timers_.find(key); t != op_timers_.end()) {
     uint64_t seq = t->second;
     op_timers_.erase(t);

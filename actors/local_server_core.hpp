@@ -1,6 +1,8 @@
 // The local server's logic, free of actor code: registration, matching the calls of one op by
 // (group, sequence number), agreement checks, timeouts, and handing each peer its plan. The CAF
-// actor in local_server.cpp only feeds it messages and timer ticks.
+// actor in local_server.cpp feeds it control messages; peer threads of this process enter it
+// directly with their op requests (a mailbox hop would cost a thread wake-up per op), so every
+// entry point takes the core's lock.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -21,9 +24,10 @@ namespace chorus {
 
 class LocalServerCore {
  public:
-  // Asks the host to call on_timeout(key) after `after`.
+  // Asks the host to call on_timeout(key) after `after`. May be empty: then whoever waits on a
+  // reply calls on_timeout(reply.timer) itself when its deadline passes.
   using TimerFn = std::function<void(uint64_t key, std::chrono::milliseconds after)>;
-  explicit LocalServerCore(TimerFn timer);
+  explicit LocalServerCore(TimerFn timer = {});
   ~LocalServerCore();
 
   void on_register(Call call);
@@ -32,7 +36,10 @@ class LocalServerCore {
   void on_op(Call call);
   void on_timeout(uint64_t key);
 
-  std::size_t pending_ops() const { return ops_.size(); }
+  std::size_t pending_ops() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return ops_.size();
+  }
 
  private:
   struct Arrival {
@@ -63,6 +70,9 @@ class LocalServerCore {
   std::shared_ptr<const CompiledSchedule> schedule_for(const ScheduleParams& p);
   Clock::time_point deadline() const { return Clock::now() + config_->timeout; }
 
+  void start_timer(uint64_t key);
+
+  mutable std::mutex mu_;
   TimerFn timer_;
   std::optional<Config> config_;
   std::vector<bool> registered_, finished_;

@@ -13,8 +13,9 @@ RuntimeImpl::RuntimeImpl() {
   cfg.set("scheduler.max-threads", 2);
   cfg.set("logger.verbosity", caf::atom("quiet"));
   system = std::make_unique<caf::actor_system>(cfg);
+  core = std::make_shared<LocalServerCore>();
   // Detached: the server has its own thread, so peer threads never wait behind other actors.
-  server = system->spawn<caf::detached>(local_server);
+  server = system->spawn<caf::detached>(local_server_sharing, core);
 }
 
 RuntimeImpl::~RuntimeImpl() {
@@ -27,6 +28,18 @@ RuntimeImpl::~RuntimeImpl() {
   server = nullptr;
   system->await_all_actors_done();
   system.reset();
+}
+
+Status RuntimeImpl::submit_op(Call& call, std::chrono::milliseconds timeout) {
+  auto reply = call.reply;
+  core->on_op(std::move(call));
+  if (!reply->done.wait_at_least(1, Clock::now() + timeout)) {
+    core->on_timeout(reply->timer);  // fails the op for everyone who came, naming who did not
+    if (!reply->done.wait_at_least(1, Clock::now() + grace))
+      return {Errc::timeout, "the local server did not answer within " +
+                                 std::to_string((timeout + grace).count()) + " ms"};
+  }
+  return reply->status;
 }
 
 Runtime::Runtime() : impl_(std::make_shared<RuntimeImpl>()) {}

@@ -7,6 +7,7 @@
 
 #include "actors/caf_glue.hpp"
 #include "actors/config.hpp"
+#include "actors/local_server_core.hpp"
 #include "actors/peer.hpp"
 
 namespace chorus {
@@ -27,7 +28,12 @@ struct RuntimeImpl {
     return reply->status;
   }
 
+  // Enters the local server's core directly with an op request (no mailbox hop, no thread wake)
+  // and waits for the reply; when the deadline passes, expires the request itself.
+  Status submit_op(Call& call, std::chrono::milliseconds timeout);
+
   static constexpr std::chrono::milliseconds grace{5000};
+  std::shared_ptr<LocalServerCore> core;
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
   caf::actor server;

@@ -121,6 +121,7 @@ void WorkBuffer::materialize(std::size_t off, std::size_t cnt) {
 }
 
 const std::byte* WorkBuffer::read_ptr(std::size_t off, std::size_t cnt) {
+  if (cnt == 0) return nullptr;  // zero-element messages only synchronise
   for (auto& r : pending_)
     if (off >= r.begin && off + cnt <= r.end) return r.src + (off - r.begin) * esize_;
   materialize(off, cnt);

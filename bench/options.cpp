@@ -1,0 +1,260 @@
+#include "bench/options.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <iterator>
+#include <limits>
+#include <vector>
+
+namespace chorus::bench {
+
+namespace {
+
+constexpr std::string_view op_names[] = {"all_reduce", "reduce",     "broadcast", "all_gather",
+                                         "reduce_scatter", "all_to_all", "gather", "scatter",
+                                         "send_recv",  "barrier"};
+
+template <class T>
+std::optional<T> parse_int(std::string_view s) {
+  T v{};
+  if (s.empty()) return std::nullopt;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+template <class Range, class Name>
+std::string join(const Range& items, Name name) {
+  std::string r;
+  for (const auto& item : items) {
+    if (!r.empty()) r.push_back(' ');
+    r.append(name(item));
+  }
+  return r;
+}
+std::string join_dtypes() { return join(all_dtypes, [](DType t) { return to_string(t); }); }
+std::string join_redops() { return join(all_reduce_ops, [](ReduceOp o) { return to_string(o); }); }
+std::string join_ops() { return join(op_names, [](std::string_view n) { return n; }); }
+
+ParseResult fail(std::string msg) {
+  ParseResult r;
+  r.kind = ParseResult::Kind::error;
+  r.error = std::move(msg);
+  return r;
+}
+
+} // namespace
+
+std::string_view to_string(BenchOp op) { return op_names[static_cast<int>(op)]; }
+
+std::optional<BenchOp> parse_bench_op(std::string_view s) {
+  for (std::size_t i = 0; i < std::size(op_names); ++i)
+    if (op_names[i] == s) return static_cast<BenchOp>(i);
+  return std::nullopt;
+}
+
+bool uses_redop(BenchOp op) {
+  return op == BenchOp::all_reduce || op == BenchOp::reduce || op == BenchOp::reduce_scatter;
+}
+
+bool is_rooted(BenchOp op) {
+  return op == BenchOp::reduce || op == BenchOp::broadcast || op == BenchOp::gather ||
+         op == BenchOp::scatter;
+}
+
+OpKind op_kind(BenchOp op) {
+  switch (op) {
+    case BenchOp::all_reduce: return OpKind::all_reduce;
+    case BenchOp::reduce: return OpKind::reduce;
+    case BenchOp::broadcast: return OpKind::broadcast;
+    case BenchOp::all_gather: return OpKind::all_gather;
+    case BenchOp::reduce_scatter: return OpKind::reduce_scatter;
+    case BenchOp::all_to_all: return OpKind::all_to_all;
+    case BenchOp::gather: return OpKind::gather;
+    case BenchOp::scatter: return OpKind::scatter;
+    case BenchOp::send_recv: return OpKind::send;
+    case BenchOp::barrier: return OpKind::barrier;
+  }
+  return OpKind::barrier;
+}
+
+std::optional<std::size_t> parse_size(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  if (i == 0) return std::nullopt;
+  auto base = parse_int<std::size_t>(s.substr(0, i));
+  if (!base) return std::nullopt;
+  std::string_view suffix = s.substr(i);
+  int shift = 0;
+  if (!suffix.empty()) {
+    switch (suffix[0]) {
+      case 'k': case 'K': shift = 10; suffix.remove_prefix(1); break;
+      case 'm': case 'M': shift = 20; suffix.remove_prefix(1); break;
+      case 'g': case 'G': shift = 30; suffix.remove_prefix(1); break;
+      default: break;
+    }
+    if (shift && (suffix == "i" || suffix == "iB" || suffix == "ib")) suffix = {};
+    if (suffix == "B" || suffix == "b") suffix = {};
+    if (!suffix.empty()) return std::nullopt;
+  }
+  if (shift && *base > (std::numeric_limits<std::size_t>::max() >> shift)) return std::nullopt;
+  return *base << shift;
+}
+
+std::string usage(std::string_view program) {
+  std::string p(program);
+  return "usage: " + p + " [flags]\n"
+    "Benchmarks one chorus collective over a sweep of buffer sizes, nccl-tests style: one thread per\n"
+    "peer on one in-process Runtime, WARMUP untimed iterations, then ITERS timed ones per size.\n"
+    "\n"
+    "  --op OP            collective to run (default all_reduce):\n"
+    "                     " + join_ops() + "\n"
+    "                     send_recv pairs peers 0->1, 2->3, ... (the last peer idles when N is odd);\n"
+    "                     barrier ignores the sizes and prints a single row (time only).\n"
+    "  --peers N          number of peers, one thread each (default 2)\n"
+    "  --dtype T          element type (default f32): " + join_dtypes() + "\n"
+    "  --redop R          reduction for all_reduce, reduce, reduce_scatter (default sum):\n"
+    "                     " + join_redops() + "\n"
+    "                     band, bor and bxor need an integer dtype; avg divides the sum by N\n"
+    "                     (integers truncate toward zero)\n"
+    "  --strategy S       local strategy for every op: auto, centralized, tree:K (K >= 2; tree =\n"
+    "                     tree:2), ring, dbtree (default auto: tree below 256 KiB, ring above)\n"
+    "  -b, --minbytes SZ  smallest size in bytes (default 1K)\n"
+    "  -e, --maxbytes SZ  largest size in bytes (default 64M)\n"
+    "  -f, --stepfactor F multiply the size by F (an integer >= 2) between rows (default 2)\n"
+    "                     sizes accept K, M, G suffixes (powers of 1024), e.g. -b 1K -e 64M -f 2.\n"
+    "                     Size semantics follow nccl-tests: for all_gather, reduce_scatter,\n"
+    "                     all_to_all, gather and scatter the size is the whole buffer (N x the\n"
+    "                     per-peer block, element count rounded down to a multiple of N); for\n"
+    "                     all_reduce, reduce, broadcast and send_recv it is each peer's buffer.\n"
+    "  -n, --iters I      timed iterations per size (default 20)\n"
+    "  -w, --warmup_iters W  untimed iterations per size before timing (default 5)\n"
+    "  --root R           root peer of reduce, broadcast, gather, scatter (default 0)\n"
+    "  -c, --check 0|1    1: after timing, run the op once more on fresh inputs and count the wrong\n"
+    "                     elements of every peer against an independent reference (default 1)\n"
+    "  --timeout-ms MS    the runtime's per-wait timeout for every op (default 30000)\n"
+    "  --device D         cpu (default); cuda is not built yet\n"
+    "  -h, --help         this text\n"
+    "\n"
+    "Columns: size (B), count (elements), type, redop, root (-1: unrooted), time (us per iteration\n"
+    "of the slowest peer, mean over ITERS), algbw = size / time (GB/s), busbw = algbw x factor\n"
+    "(all_reduce 2(N-1)/N; reduce_scatter, all_gather, all_to_all, gather, scatter (N-1)/N;\n"
+    "broadcast, reduce, send_recv 1; barrier 0), #wrong (N/A with --check 0), median(us) (median\n"
+    "of peer 0's per-iteration times) and the strategy auto resolves to.\n"
+    "Exit status: 0 all correct, 1 a wrong value or an op error, 2 usage error.\n";
+}
+
+ParseResult parse_options(int argc, const char* const* argv) {
+  ParseResult res;
+  Options& o = res.options;
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view flag = args[i];
+    std::string_view value;
+    bool has_inline = false;
+    if (flag.substr(0, 2) == "--") {
+      if (auto eq = flag.find('='); eq != std::string_view::npos) {
+        value = flag.substr(eq + 1);
+        flag = flag.substr(0, eq);
+        has_inline = true;
+      }
+    } else if (flag.size() > 2 && flag[0] == '-' && flag[1] != '-') {  // -b1K
+      value = flag.substr(2);
+      flag = flag.substr(0, 2);
+      has_inline = true;
+    }
+    if (flag == "-h" || flag == "--help") {
+      res.kind = ParseResult::Kind::help;
+      return res;
+    }
+    auto next = [&]() -> std::optional<std::string_view> {
+      if (has_inline) return value;
+      if (i + 1 >= args.size()) return std::nullopt;
+      return args[++i];
+    };
+    std::string f(flag);
+    static constexpr std::string_view known[] = {
+        "--op", "--peers", "--dtype", "--redop", "--strategy", "-b", "--minbytes", "-e", "--maxbytes",
+        "-f", "--stepfactor", "-n", "--iters", "-w", "--warmup_iters", "--root", "-c", "--check",
+        "--timeout-ms", "--device"};
+    if (std::find(std::begin(known), std::end(known), flag) == std::end(known))
+      return fail("unknown flag " + std::string(args[i]));
+    auto v = next();
+    if (!v) return fail(f + " needs a value");
+    std::string vs(*v);
+    if (flag == "--op") {
+      auto op = parse_bench_op(*v);
+      if (!op) return fail("--op " + vs + ": unknown op; one of: " + join_ops());
+      o.op = *op;
+    } else if (flag == "--peers") {
+      auto n = parse_int<uint32_t>(*v);
+      if (!n || *n < 1 || *n > 4096) return fail("--peers " + vs + ": need an integer in [1, 4096]");
+      o.peers = *n;
+    } else if (flag == "--dtype") {
+      auto t = parse_dtype(*v);
+      if (!t) return fail("--dtype " + vs + ": unknown dtype; one of: " + join_dtypes());
+      o.dtype = *t;
+    } else if (flag == "--redop") {
+      auto r = parse_reduce_op(*v);
+      if (!r) return fail("--redop " + vs + ": unknown reduction; one of: " + join_redops());
+      o.redop = *r;
+      o.redop_given = true;
+    } else if (flag == "--strategy") {
+      auto s = parse_strategy(*v);
+      if (!s) return fail("--strategy " + vs + ": expected auto, centralized, tree:K (K >= 2), ring or dbtree");
+      o.strategy = *s;
+      o.strategy_text = vs;
+    } else if (flag == "-b" || flag == "--minbytes") {
+      auto s = parse_size(*v);
+      if (!s) return fail(f + " " + vs + ": expected a size in bytes such as 1024, 1K, 64M, 1G");
+      o.min_bytes = *s;
+    } else if (flag == "-e" || flag == "--maxbytes") {
+      auto s = parse_size(*v);
+      if (!s) return fail(f + " " + vs + ": expected a size in bytes such as 1024, 1K, 64M, 1G");
+      o.max_bytes = *s;
+    } else if (flag == "-f" || flag == "--stepfactor") {
+      auto s = parse_int<std::size_t>(*v);
+      if (!s || *s < 2) return fail(f + " " + vs + ": the step factor must be an integer >= 2");
+      o.factor = *s;
+    } else if (flag == "-n" || flag == "--iters") {
+      auto n = parse_int<int>(*v);
+      if (!n || *n < 1) return fail(f + " " + vs + ": need a positive number of iterations");
+      o.iters = *n;
+    } else if (flag == "-w" || flag == "--warmup_iters") {
+      auto n = parse_int<int>(*v);
+      if (!n || *n < 0) return fail(f + " " + vs + ": need a number of warmup iterations >= 0");
+      o.warmup = *n;
+    } else if (flag == "--root") {
+      auto r = parse_int<uint32_t>(*v);
+      if (!r) return fail("--root " + vs + ": need a peer index >= 0");
+      o.root = *r;
+    } else if (flag == "-c" || flag == "--check") {
+      if (*v == "0") o.check = false;
+      else if (*v == "1") o.check = true;
+      else return fail(f + " " + vs + ": expected 0 or 1");
+    } else if (flag == "--timeout-ms") {
+      auto t = parse_int<int64_t>(*v);
+      if (!t || *t <= 0) return fail("--timeout-ms " + vs + ": need a positive number of milliseconds");
+      o.timeout_ms = *t;
+    } else if (flag == "--device") {
+      if (*v == "cpu") o.device = Device::cpu;
+      else if (*v == "cuda") o.device = Device::cuda;
+      else return fail("--device " + vs + ": expected cpu or cuda");
+    }
+  }
+  // Cross-flag checks.
+  if (o.min_bytes > o.max_bytes)
+    return fail("-b " + std::to_string(o.min_bytes) + " is larger than -e " + std::to_string(o.max_bytes));
+  if (uses_redop(o.op) && !reduce_op_valid(o.dtype, o.redop))
+    return fail("--redop " + std::string(to_string(o.redop)) + " is not defined for --dtype " +
+                std::string(to_string(o.dtype)) +
+                ": the bitwise reductions band, bor, bxor need an integer dtype (i8 u8 i32 i64)");
+  if (is_rooted(o.op) && o.root >= o.peers)
+    return fail("--root " + std::to_string(o.root) + " is not a peer: --peers " + std::to_string(o.peers) +
+                " gives peers 0.." + std::to_string(o.peers - 1));
+  if (o.op == BenchOp::send_recv && o.peers < 2)
+    return fail("--op send_recv needs --peers 2 or more (peers pair up 0->1, 2->3, ...)");
+  return res;
+}
+
+} // namespace chorus::bench

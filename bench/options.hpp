@@ -1,0 +1,60 @@
+// chorus-bench command line: the flags, their defaults, parsing and validation, and --help.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "strategies/select.hpp"
+#include "strategies/types.hpp"
+
+namespace chorus::bench {
+
+// What the benchmark runs: every collective plus paired send/recv.
+enum class BenchOp : uint8_t {
+  all_reduce, reduce, broadcast, all_gather, reduce_scatter,
+  all_to_all, gather, scatter, send_recv, barrier
+};
+
+std::string_view to_string(BenchOp op);
+std::optional<BenchOp> parse_bench_op(std::string_view s);
+bool uses_redop(BenchOp op);  // all_reduce, reduce, reduce_scatter
+bool is_rooted(BenchOp op);   // reduce, broadcast, gather, scatter
+// The library's op kind (send_recv maps to send; only used for strategy display).
+OpKind op_kind(BenchOp op);
+
+enum class Device : uint8_t { cpu, cuda };
+
+struct Options {
+  BenchOp op = BenchOp::all_reduce;
+  uint32_t peers = 2;
+  DType dtype = DType::f32;
+  ReduceOp redop = ReduceOp::sum;
+  bool redop_given = false;
+  std::string strategy_text = "auto";
+  StrategyChoice strategy{};
+  std::size_t min_bytes = 1024;
+  std::size_t max_bytes = std::size_t{64} << 20;
+  std::size_t factor = 2;
+  int iters = 20;
+  int warmup = 5;
+  uint32_t root = 0;
+  bool check = true;
+  int64_t timeout_ms = 30000;
+  Device device = Device::cpu;
+};
+
+struct ParseResult {
+  enum class Kind { run, help, error } kind = Kind::run;
+  Options options;
+  std::string error;  // for Kind::error: one line naming the flag and what is wrong
+};
+
+ParseResult parse_options(int argc, const char* const* argv);
+std::string usage(std::string_view program);
+
+// "1024", "1K", "64M", "1G" (also lower case and an optional trailing B / iB); powers of 1024.
+std::optional<std::size_t> parse_size(std::string_view s);
+
+} // namespace chorus::bench

@@ -1,0 +1,71 @@
+#include "bench/report.hpp"
+
+#include <cstdio>
+
+namespace chorus::bench {
+
+double bus_factor(BenchOp op, uint32_t peers) {
+  const double n = peers;
+  switch (op) {
+    case BenchOp::all_reduce: return 2.0 * (n - 1) / n;
+    case BenchOp::reduce_scatter:
+    case BenchOp::all_gather:
+    case BenchOp::all_to_all:
+    case BenchOp::gather:
+    case BenchOp::scatter: return (n - 1) / n;
+    case BenchOp::broadcast:
+    case BenchOp::reduce:
+    case BenchOp::send_recv: return 1.0;
+    case BenchOp::barrier: return 0.0;
+  }
+  return 0.0;
+}
+
+double alg_bandwidth(std::size_t bytes, double time_us) {
+  return time_us > 0 ? static_cast<double>(bytes) / (time_us * 1e3) : 0.0;
+}
+
+void print_preamble(const Options& o, unsigned hardware_threads) {
+  std::printf("# chorus-bench: op %s, peers %u, dtype %s, redop %s, strategy %s, device cpu\n",
+              std::string(to_string(o.op)).c_str(), o.peers, std::string(to_string(o.dtype)).c_str(),
+              uses_redop(o.op) ? std::string(to_string(o.redop)).c_str() : "none",
+              o.strategy_text.c_str());
+  std::printf("#  minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d "
+              "validation: %d root: %u timeout: %lld ms\n",
+              o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters, o.check ? 1 : 0, o.root,
+              static_cast<long long>(o.timeout_ms));
+  std::printf("#  one thread per peer on one in-process Runtime; %u hardware threads\n", hardware_threads);
+  std::printf("#\n");
+}
+
+void print_header() {
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %11s  %7s  %7s  %6s  %11s  %s\n", "size", "count", "type",
+              "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "median(us)", "strategy");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %11s  %7s  %7s  %6s  %11s\n", "(B)", "(elements)", "", "", "",
+              "", "(GB/s)", "(GB/s)", "", "");
+  std::fflush(stdout);
+}
+
+void print_row(const Row& r) {
+  const std::string wrong = r.wrong ? std::to_string(*r.wrong) : "N/A";
+  std::printf("  %10zu  %12zu  %8s  %6s  %6ld  %11.2f  %7.3f  %7.3f  %6s  %11.2f  %s\n", r.bytes, r.count,
+              r.type.c_str(), r.redop.c_str(), r.root, r.time_us, r.algbw, r.busbw, wrong.c_str(),
+              r.median_us, r.strategy.c_str());
+  std::fflush(stdout);
+}
+
+void print_failed_row(std::size_t bytes, std::size_t count, const std::string& type,
+                      const std::string& redop, long root) {
+  std::printf("  %10zu  %12zu  %8s  %6s  %6ld  %11s  %7s  %7s  %6s  %11s\n", bytes, count, type.c_str(),
+              redop.c_str(), root, "error", "-", "-", "error", "-");
+  std::fflush(stdout);
+}
+
+void print_summary(std::size_t wrong, double avg_busbw) {
+  std::printf("# Out of bounds values : %zu %s\n", wrong, wrong ? "FAILED" : "OK");
+  std::printf("# Avg bus bandwidth    : %g \n", avg_busbw);
+  std::printf("#\n");
+  std::fflush(stdout);
+}
+
+} // namespace chorus::bench
