@@ -1,0 +1,42 @@
+// A deterministic, single-threaded executor of a full set of programs (one per peer) under exactly
+// the round semantics of schedule.hpp, on int64 work buffers, used to check schedules in tests.
+// It validates as it goes and stops at the first problem, reported in SimResult::error.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strategies/schedule.hpp"
+
+namespace chorus {
+
+struct SimOptions {
+  // false: recv_reduce is a (wrapping) sum. true: it is dst = dst * 1000003 + received + 1
+  // (wrapping), neither commutative nor associative, so peers that combine the same values in a
+  // different order or grouping end with different results: all_reduce must still leave every
+  // peer bit-identical (what floating point needs).
+  bool ordered_combine = false;
+};
+
+struct SimResult {
+  std::vector<std::vector<int64_t>> work;  // final work buffers (as far as it got, on error)
+  std::string error;                       // empty when every program ran to completion cleanly
+  // heard_from[p][q]: by the time p finished, a chain of messages led from q to p (true for p == q).
+  std::vector<std::vector<bool>> heard_from;
+  std::size_t messages = 0;       // sends executed
+  std::size_t elements_sent = 0;  // sum of their counts
+  // Latency-only length of the run: every message takes one time unit, everything else none.
+  std::size_t makespan = 0;
+  bool ok() const { return error.empty(); }
+};
+
+// programs[p] runs on peer p with work buffer initial_work[p] (their sizes define the valid
+// regions). Reports: peer index out of range or self-messages, copy with a peer, regions out of
+// range, overlapping copy source and destination, a receive or copy writing a region a send of
+// the same round reads, count mismatches, unmatched sends or receives, and deadlock.
+SimResult simulate(const std::vector<Program>& programs,
+                   const std::vector<std::vector<int64_t>>& initial_work,
+                   const SimOptions& options = {});
+
+} // namespace chorus

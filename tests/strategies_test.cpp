@@ -1,0 +1,508 @@
+// Schedules of every (op, algorithm) run through the simulator and compared with references
+// computed here independently; plus structural properties, determinism and the simulator's own
+// error detection.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <ostream>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "strategies/schedule.hpp"
+#include "strategies/simulate.hpp"
+
+namespace chorus {
+
+// Readable parameters in gtest's messages (found by argument-dependent lookup, so in chorus).
+void PrintTo(const Strategy& s, std::ostream* os) { *os << to_string(s); }
+void PrintTo(OpKind op, std::ostream* os) { *os << to_string(op); }
+
+namespace {
+
+using Work = std::vector<std::vector<int64_t>>;
+
+constexpr OpKind kOps[] = {OpKind::all_reduce,     OpKind::reduce,     OpKind::broadcast,
+                           OpKind::all_gather,     OpKind::reduce_scatter, OpKind::gather,
+                           OpKind::scatter,        OpKind::all_to_all, OpKind::barrier};
+
+const std::vector<Strategy> kStrategies = {
+    {Algorithm::centralized, 2}, {Algorithm::tree, 2}, {Algorithm::tree, 3}, {Algorithm::tree, 4},
+    {Algorithm::tree, 7},        {Algorithm::ring, 2}, {Algorithm::dbtree, 2}};
+
+// 4 bytes per element gives one pipeline chunk for every count used here; 8 KiB elements give
+// chunks of about 64 elements (512 KiB), so pipelines run with many chunks of uneven sizes.
+// OneElementChunks below covers the other extreme.
+constexpr std::size_t kElemSizes[] = {4, 8 * 1024};
+
+bool rooted(OpKind op) {
+  return op == OpKind::reduce || op == OpKind::broadcast || op == OpKind::gather ||
+         op == OpKind::scatter;
+}
+
+std::vector<int> roots_for(OpKind op, int n) {
+  if (!rooted(op)) return {0};
+  std::set<int> r{0, n - 1, n / 2};
+  return {r.begin(), r.end()};
+}
+
+std::vector<std::size_t> counts_for(int n) {
+  const std::size_t un = static_cast<std::size_t>(n);
+  std::set<std::size_t> c{0, 1, un - 1, un, un + 1, 7, 1000, 1001};
+  return {c.begin(), c.end()};
+}
+
+// Distinct per peer and element, so a lost, misplaced or double-counted contribution changes sums.
+int64_t value(int peer, std::size_t e) {
+  return (peer + 1) * int64_t{1000003} + static_cast<int64_t>(e) * 7 + 1;
+}
+
+Work initial_work(OpKind op, int n, std::size_t count) {
+  Work w(static_cast<std::size_t>(n), std::vector<int64_t>(work_elements(op, n, count)));
+  for (int p = 0; p < n; ++p)
+    for (std::size_t e = 0; e < w[p].size(); ++e) w[p][e] = value(p, e);
+  return w;
+}
+
+std::string describe(const ScheduleParams& sp) {
+  return std::string(to_string(sp.op)) + " " + to_string(sp.strategy) +
+         " n=" + std::to_string(sp.n) + " root=" + std::to_string(sp.root) +
+         " count=" + std::to_string(sp.count) + " elem_size=" + std::to_string(sp.elem_size);
+}
+
+// Compares the regions the op defines with references computed from value(); "" when all match.
+std::string check_result(const ScheduleParams& sp, const SimResult& r) {
+  const int n = sp.n, root = sp.root;
+  const std::size_t count = sp.count, un = static_cast<std::size_t>(n);
+  std::string bad;
+  auto expect = [&](int p, std::size_t e, int64_t want) {
+    if (bad.empty() && r.work[p][e] != want)
+      bad = "peer " + std::to_string(p) + " element " + std::to_string(e) + " is " +
+            std::to_string(r.work[p][e]) + ", expected " + std::to_string(want);
+  };
+  auto sum_over_peers = [&](std::size_t e) {
+    int64_t s = 0;
+    for (int q = 0; q < n; ++q) s += value(q, e);
+    return s;
+  };
+  for (int p = 0; p < n && bad.empty(); ++p) {
+    const std::size_t up = static_cast<std::size_t>(p);
+    switch (sp.op) {
+      case OpKind::all_reduce:
+        for (std::size_t e = 0; e < count; ++e) expect(p, e, sum_over_peers(e));
+        break;
+      case OpKind::reduce:
+        if (p == root)
+          for (std::size_t e = 0; e < count; ++e) expect(p, e, sum_over_peers(e));
+        break;
+      case OpKind::broadcast:
+        for (std::size_t e = 0; e < count; ++e) expect(p, e, value(root, e));
+        break;
+      case OpKind::all_gather:
+        for (int q = 0; q < n; ++q)
+          for (std::size_t e = q * count; e < (q + 1) * count; ++e) expect(p, e, value(q, e));
+        break;
+      case OpKind::reduce_scatter:
+        for (std::size_t e = up * count; e < (up + 1) * count; ++e) expect(p, e, sum_over_peers(e));
+        break;
+      case OpKind::gather:
+        if (p == root)
+          for (int q = 0; q < n; ++q)
+            for (std::size_t e = q * count; e < (q + 1) * count; ++e) expect(p, e, value(q, e));
+        break;
+      case OpKind::scatter:
+        for (std::size_t e = up * count; e < (up + 1) * count; ++e) expect(p, e, value(root, e));
+        break;
+      case OpKind::all_to_all:
+        for (int j = 0; j < n; ++j)
+          for (std::size_t e = 0; e < count; ++e)
+            expect(p, un * count + j * count + e, value(j, up * count + e));
+        break;
+      case OpKind::barrier:
+        for (int q = 0; q < n; ++q)
+          if (bad.empty() && !r.heard_from[p][q])
+            bad = "peer " + std::to_string(p) + " finished without hearing from " +
+                  std::to_string(q);
+        break;
+      default: bad = "unexpected op";
+    }
+  }
+  return bad;
+}
+
+class ScheduleTest : public ::testing::TestWithParam<std::tuple<OpKind, Strategy>> {};
+
+// The full grid: every n, root and count, both chunkings; stops at the first failure.
+TEST_P(ScheduleTest, MatchesReference) {
+  const auto [op, strategy] = GetParam();
+  for (int n = 1; n <= 16; ++n)
+    for (int root : roots_for(op, n))
+      for (std::size_t count : counts_for(n))
+        for (std::size_t elem_size : kElemSizes) {
+          const ScheduleParams sp{op, strategy, n, root, count, elem_size};
+          const auto programs = make_schedule(sp);
+          ASSERT_EQ(programs.size(), static_cast<std::size_t>(n)) << describe(sp);
+          const SimResult r = simulate(programs, initial_work(op, n, count));
+          ASSERT_TRUE(r.ok()) << describe(sp) << ": " << r.error;
+          const std::string bad = check_result(sp, r);
+          ASSERT_TRUE(bad.empty()) << describe(sp) << ": " << bad;
+          if (op == OpKind::barrier) {
+            ASSERT_EQ(r.elements_sent, 0u) << describe(sp);
+          } else if (count == 0) {
+            ASSERT_EQ(r.messages, 0u) << describe(sp);
+          }
+        }
+}
+
+// Elements bigger than a pipeline chunk: one element per chunk (the most chunks there can be).
+TEST_P(ScheduleTest, OneElementChunks) {
+  const auto [op, strategy] = GetParam();
+  for (int n = 1; n <= 16; ++n)
+    for (int root : roots_for(op, n))
+      for (std::size_t count : {std::size_t{1}, std::size_t{3}, static_cast<std::size_t>(n) + 1}) {
+        const ScheduleParams sp{op, strategy, n, root, count, std::size_t{1} << 20};
+        const SimResult r = simulate(make_schedule(sp), initial_work(op, n, count));
+        ASSERT_TRUE(r.ok()) << describe(sp) << ": " << r.error;
+        ASSERT_EQ(check_result(sp, r), "") << describe(sp);
+      }
+}
+
+std::string param_name(const ::testing::TestParamInfo<ScheduleTest::ParamType>& info) {
+  std::string s = std::string(to_string(std::get<0>(info.param))) + "_" +
+                  to_string(std::get<1>(info.param));
+  std::replace(s.begin(), s.end(), ':', '_');
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOpsAllAlgorithms, ScheduleTest,
+                         ::testing::Combine(::testing::ValuesIn(kOps),
+                                            ::testing::ValuesIn(kStrategies)),
+                         param_name);
+
+// With a combine that depends on order and grouping, all_reduce must still leave every peer with
+// the same bits: each chunk is reduced once, in one order, then distributed.
+TEST(Schedule, AllReduceIsBitIdenticalAcrossPeers) {
+  for (const Strategy& strategy : kStrategies)
+    for (int n = 2; n <= 16; ++n)
+      for (std::size_t count : {std::size_t{1}, static_cast<std::size_t>(n) + 1, std::size_t{1001}})
+        for (std::size_t elem_size : kElemSizes) {
+          const ScheduleParams sp{OpKind::all_reduce, strategy, n, 0, count, elem_size};
+          const SimResult r = simulate(make_schedule(sp), initial_work(sp.op, n, count),
+                                       SimOptions{.ordered_combine = true});
+          ASSERT_TRUE(r.ok()) << describe(sp) << ": " << r.error;
+          for (int p = 1; p < n; ++p) ASSERT_EQ(r.work[p], r.work[0]) << describe(sp) << " peer " << p;
+        }
+}
+
+// Round has no operator== (schedule.hpp), so compare step by step.
+bool same_schedule(const std::vector<Program>& a, const std::vector<Program>& b) {
+  auto same_round = [](const Round& x, const Round& y) { return x.steps == y.steps; };
+  auto same_program = [&](const Program& x, const Program& y) {
+    return std::equal(x.begin(), x.end(), y.begin(), y.end(), same_round);
+  };
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), same_program);
+}
+
+TEST(Schedule, IsDeterministic) {
+  for (OpKind op : kOps)
+    for (const Strategy& strategy : kStrategies)
+      for (int n : {1, 5, 8, 13})
+        for (std::size_t elem_size : kElemSizes) {
+          const ScheduleParams sp{op, strategy, n, n / 2, 1001, elem_size};
+          ASSERT_TRUE(same_schedule(make_schedule(sp), make_schedule(sp))) << describe(sp);
+        }
+}
+
+// Barrier: no data, nothing in the (empty) work buffer, and every peer must have heard from every
+// other before its program ends (checked in MatchesReference through heard_from, re-checked here
+// for bigger groups).
+TEST(Schedule, BarrierEveryoneHearsFromEveryone) {
+  for (const Strategy& strategy : kStrategies)
+    for (int n : {1, 2, 17, 32, 33, 64}) {
+      const ScheduleParams sp{OpKind::barrier, strategy, n, 0, 0, 4};
+      const auto programs = make_schedule(sp);
+      for (const Program& prog : programs)
+        for (const Round& round : prog)
+          for (const Step& st : round.steps) ASSERT_EQ(st.count, 0u) << describe(sp);
+      const SimResult r = simulate(programs, Work(static_cast<std::size_t>(n)));
+      ASSERT_TRUE(r.ok()) << describe(sp) << ": " << r.error;
+      for (int p = 0; p < n; ++p)
+        for (int q = 0; q < n; ++q) ASSERT_TRUE(r.heard_from[p][q]) << describe(sp) << " " << p << "<-" << q;
+    }
+}
+
+// Larger groups than the main grid, a few counts: still correct and deadlock free.
+TEST(Schedule, LargerGroups) {
+  for (OpKind op : kOps)
+    for (const Strategy& strategy : kStrategies)
+      for (int n : {31, 64})
+        for (std::size_t count : {std::size_t{3}, std::size_t{100}}) {
+          const ScheduleParams sp{op, strategy, n, n / 3, count, 4096};
+          const SimResult r = simulate(make_schedule(sp), initial_work(op, n, count));
+          ASSERT_TRUE(r.ok()) << describe(sp) << ": " << r.error;
+          ASSERT_EQ(check_result(sp, r), "") << describe(sp);
+        }
+}
+
+// Every message of a schedule, as (sender, receiver).
+std::vector<std::pair<int, int>> edges(const std::vector<Program>& programs) {
+  std::vector<std::pair<int, int>> out;
+  for (int p = 0; p < static_cast<int>(programs.size()); ++p)
+    for (const Round& round : programs[p])
+      for (const Step& st : round.steps)
+        if (st.kind == StepKind::send) out.push_back({p, st.peer});
+  return out;
+}
+
+TEST(Schedule, RingOnlyTalksToNeighbours) {
+  for (OpKind op : kOps) {
+    if (op == OpKind::all_to_all) continue;  // direct exchange under every algorithm
+    for (int n : {2, 3, 9})
+      for (const auto& [from, to] :
+           edges(make_schedule({op, {Algorithm::ring, 2}, n, n - 1, 10, 4})))
+        ASSERT_EQ(to, (from + 1) % n) << to_string(op) << " n=" << n;
+  }
+}
+
+TEST(Schedule, CentralizedOnlyTalksToTheHub) {
+  for (OpKind op : kOps) {
+    if (op == OpKind::all_to_all) continue;
+    const int hub = rooted(op) ? 3 : 0;
+    for (const auto& [from, to] :
+         edges(make_schedule({op, {Algorithm::centralized, 2}, 9, 3, 10, 4})))
+      ASSERT_TRUE(from == hub || to == hub) << to_string(op);
+  }
+}
+
+// A k-ary tree: no peer receives from more than k children when reducing.
+TEST(Schedule, TreeArityBoundsChildren) {
+  for (int k : {2, 3, 4, 7})
+    for (int n : {5, 16, 50}) {
+      const auto programs = make_schedule({OpKind::reduce, {Algorithm::tree, k}, n, 1, 10, 4});
+      for (const Program& prog : programs) {
+        std::set<int> children;
+        for (const Round& round : prog)
+          for (const Step& st : round.steps)
+            if (st.kind == StepKind::recv_reduce) children.insert(st.peer);
+        ASSERT_LE(children.size(), static_cast<std::size_t>(k)) << "k=" << k << " n=" << n;
+      }
+    }
+}
+
+// Double binary tree: apart from the root, no peer forwards data in both trees, and at most one
+// peer (only when n is even) is a leaf in both.
+TEST(Schedule, DoubleBinaryTreesAreComplementary) {
+  for (int n = 3; n <= 40; ++n)
+    for (int root : {0, n - 1}) {
+      const std::size_t count = 100, half = 50;  // tree A carries [0, 50), tree B [50, 100)
+      const auto programs = make_schedule({OpKind::broadcast, {Algorithm::dbtree, 2}, n, root, count, 4});
+      int leaf_in_both = 0;
+      for (int p = 0; p < n; ++p) {
+        if (p == root) continue;
+        bool forwards_a = false, forwards_b = false;
+        for (const Round& round : programs[p])
+          for (const Step& st : round.steps)
+            if (st.kind == StepKind::send) (st.offset < half ? forwards_a : forwards_b) = true;
+        ASSERT_FALSE(forwards_a && forwards_b) << "n=" << n << " peer " << p;
+        leaf_in_both += !forwards_a && !forwards_b;
+      }
+      ASSERT_LE(leaf_in_both, n % 2 == 0 ? 1 : 0) << "n=" << n;
+    }
+}
+
+// Latency (one unit per message): pipelines and rings have the step counts their designs promise.
+TEST(Schedule, Makespans) {
+  const int n = 8;
+  auto makespan = [&](OpKind op, Strategy s, std::size_t count, std::size_t elem_size) {
+    const ScheduleParams sp{op, s, n, 0, count, elem_size};
+    const SimResult r = simulate(make_schedule(sp), initial_work(op, n, count));
+    EXPECT_TRUE(r.ok()) << r.error;
+    return r.makespan;
+  };
+  // Broadcast along a chain of 8 in 10 chunks: 7 hops for the first chunk, then 9 more steps.
+  EXPECT_EQ(makespan(OpKind::broadcast, {Algorithm::ring, 2}, 10, 512 * 1024), 16u);
+  EXPECT_EQ(makespan(OpKind::all_reduce, {Algorithm::ring, 2}, 64, 4), 14u);    // 2(n-1)
+  EXPECT_EQ(makespan(OpKind::all_reduce, {Algorithm::tree, 2}, 64, 4), 6u);     // 2 * depth 3
+  EXPECT_EQ(makespan(OpKind::all_reduce, {Algorithm::centralized, 2}, 64, 4), 2u);
+  EXPECT_EQ(makespan(OpKind::all_to_all, {Algorithm::ring, 2}, 64, 4), 1u);
+  EXPECT_EQ(makespan(OpKind::barrier, {Algorithm::ring, 2}, 0, 4), 14u);        // 2(n-1) hops
+}
+
+TEST(Schedule, RejectsInvalidParams) {
+  const Strategy ring{Algorithm::ring, 2};
+  EXPECT_THROW(make_schedule({OpKind::send, ring, 4, 0, 10, 4}), std::invalid_argument);
+  EXPECT_THROW(make_schedule({OpKind::recv, ring, 4, 0, 10, 4}), std::invalid_argument);
+  EXPECT_THROW(make_schedule({OpKind::all_reduce, ring, 0, 0, 10, 4}), std::invalid_argument);
+  EXPECT_THROW(make_schedule({OpKind::reduce, ring, 4, 4, 10, 4}), std::invalid_argument);
+  EXPECT_THROW(make_schedule({OpKind::reduce, ring, 4, -1, 10, 4}), std::invalid_argument);
+  EXPECT_THROW(make_schedule({OpKind::reduce, {Algorithm::tree, 1}, 4, 0, 10, 4}),
+               std::invalid_argument);
+}
+
+TEST(Schedule, NamesAndSizes) {
+  EXPECT_EQ(to_string(Strategy{Algorithm::centralized, 2}), "centralized");
+  EXPECT_EQ(to_string(Strategy{Algorithm::tree, 3}), "tree:3");
+  EXPECT_EQ(to_string(Strategy{Algorithm::ring, 2}), "ring");
+  EXPECT_EQ(to_string(Strategy{Algorithm::dbtree, 2}), "dbtree");
+  EXPECT_EQ(work_elements(OpKind::all_reduce, 4, 10), 10u);
+  EXPECT_EQ(work_elements(OpKind::reduce, 4, 10), 10u);
+  EXPECT_EQ(work_elements(OpKind::broadcast, 4, 10), 10u);
+  EXPECT_EQ(work_elements(OpKind::all_gather, 4, 10), 40u);
+  EXPECT_EQ(work_elements(OpKind::reduce_scatter, 4, 10), 40u);
+  EXPECT_EQ(work_elements(OpKind::gather, 4, 10), 40u);
+  EXPECT_EQ(work_elements(OpKind::scatter, 4, 10), 40u);
+  EXPECT_EQ(work_elements(OpKind::all_to_all, 4, 10), 80u);
+  EXPECT_EQ(work_elements(OpKind::barrier, 4, 10), 0u);
+}
+
+// ---- the simulator itself ----
+
+Step send(int peer, std::size_t off, std::size_t count) {
+  return {StepKind::send, peer, off, count};
+}
+Step recv(int peer, std::size_t off, std::size_t count) {
+  return {StepKind::recv_copy, peer, off, count};
+}
+Step recv_reduce(int peer, std::size_t off, std::size_t count) {
+  return {StepKind::recv_reduce, peer, off, count};
+}
+
+Work buffers(std::size_t peers, std::size_t size) {
+  Work w(peers, std::vector<int64_t>(size));
+  for (std::size_t p = 0; p < peers; ++p)
+    for (std::size_t e = 0; e < size; ++e) w[p][e] = static_cast<int64_t>(10 * p + e);
+  return w;
+}
+
+std::string sim_error(const std::vector<Program>& programs, std::size_t size = 4) {
+  return simulate(programs, buffers(programs.size(), size)).error;
+}
+
+TEST(Simulator, RunsAValidExchange) {
+  // Both peers send and receive in the same round: posting first makes this fine.
+  const std::vector<Program> programs = {
+      {Round{{send(1, 0, 2), recv_reduce(1, 2, 2)}}, Round{{{StepKind::copy, -1, 0, 2, 2}}}},
+      {Round{{send(0, 0, 2), recv(0, 2, 2)}}},
+  };
+  const SimResult r = simulate(programs, buffers(2, 4));
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.work[0], (std::vector<int64_t>{12, 14, 12, 14}));  // [2,4) += peer 1's [0,2), copied down
+  EXPECT_EQ(r.work[1], (std::vector<int64_t>{10, 11, 0, 1}));
+  EXPECT_EQ(r.messages, 2u);
+  EXPECT_EQ(r.elements_sent, 4u);
+  EXPECT_EQ(r.makespan, 1u);
+  EXPECT_TRUE(r.heard_from[0][1] && r.heard_from[1][0]);
+}
+
+TEST(Simulator, SendSeesContentAtPostTime) {
+  // Peer 0 sends [0,1) in round 0, then overwrites it in round 1; peer 1 receives only in its
+  // second round, but must still see the old value.
+  const std::vector<Program> programs = {
+      {Round{{send(1, 0, 1)}}, Round{{{StepKind::copy, -1, 0, 1, 1}}}},
+      {Round{}, Round{{recv(0, 1, 1)}}},
+  };
+  const SimResult r = simulate(programs, buffers(2, 2));
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.work[0], (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(r.work[1], (std::vector<int64_t>{10, 0}));
+}
+
+TEST(Simulator, FifoPerOrderedPair) {
+  const std::vector<Program> programs = {
+      {Round{{send(1, 0, 1), send(1, 1, 1)}}},
+      {Round{{recv(0, 2, 1), recv(0, 3, 1)}}},
+  };
+  const SimResult r = simulate(programs, buffers(2, 4));
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.work[1], (std::vector<int64_t>{10, 11, 0, 1}));
+}
+
+TEST(Simulator, DetectsDeadlock) {
+  // Each receives before it sends, in separate rounds.
+  const std::vector<Program> programs = {
+      {Round{{recv(1, 0, 1)}}, Round{{send(1, 0, 1)}}},
+      {Round{{recv(0, 0, 1)}}, Round{{send(0, 0, 1)}}},
+  };
+  EXPECT_NE(sim_error(programs).find("deadlock"), std::string::npos) << sim_error(programs);
+}
+
+TEST(Simulator, DetectsRendezvousDeadlock) {
+  // Both send in round 0 and receive in round 1: a send completes only once received, so neither
+  // round 0 ends.
+  const std::vector<Program> programs = {
+      {Round{{send(1, 0, 1)}}, Round{{recv(1, 1, 1)}}},
+      {Round{{send(0, 0, 1)}}, Round{{recv(0, 1, 1)}}},
+  };
+  EXPECT_NE(sim_error(programs).find("deadlock"), std::string::npos) << sim_error(programs);
+}
+
+TEST(Simulator, DetectsCountMismatch) {
+  const std::vector<Program> programs = {{Round{{send(1, 0, 2)}}}, {Round{{recv(0, 0, 1)}}}};
+  EXPECT_NE(sim_error(programs).find("count mismatch"), std::string::npos) << sim_error(programs);
+}
+
+TEST(Simulator, DetectsUnmatchedSendAndReceive) {
+  const std::vector<Program> sends = {{Round{{send(1, 0, 1)}}}, {}};
+  EXPECT_NE(sim_error(sends).find("unmatched send"), std::string::npos) << sim_error(sends);
+  const std::vector<Program> recvs = {{}, {Round{{recv(0, 0, 1)}}}};
+  EXPECT_NE(sim_error(recvs).find("unmatched receive"), std::string::npos) << sim_error(recvs);
+}
+
+TEST(Simulator, DetectsOutOfRangeRegions) {
+  EXPECT_NE(sim_error({{Round{{send(1, 3, 2)}}}, {Round{{recv(0, 0, 2)}}}}).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(sim_error({{Round{{{StepKind::copy, -1, 0, 2, 3}}}}}).find("out of range"),
+            std::string::npos);
+}
+
+TEST(Simulator, DetectsBadPeers) {
+  EXPECT_NE(sim_error({{Round{{send(2, 0, 1)}}}, {}}).find("out of range"), std::string::npos);
+  EXPECT_NE(sim_error({{Round{{recv(-1, 0, 1)}}}, {}}).find("out of range"), std::string::npos);
+  EXPECT_NE(sim_error({{Round{{send(0, 0, 1)}}}, {}}).find("itself"), std::string::npos);
+  EXPECT_NE(sim_error({{Round{{{StepKind::copy, 1, 0, 1, 2}}}}, {}}).find("peer -1"),
+            std::string::npos);
+}
+
+TEST(Simulator, DetectsWriteOverARegionSentInTheSameRound) {
+  const std::vector<Program> programs = {
+      {Round{{send(1, 0, 2), recv(1, 1, 2)}}},
+      {Round{{send(0, 0, 2), recv(0, 2, 2)}}},
+  };
+  EXPECT_NE(sim_error(programs).find("same round"), std::string::npos) << sim_error(programs);
+  const std::vector<Program> by_copy = {
+      {Round{{send(1, 2, 2), {StepKind::copy, -1, 3, 1, 0}}}},
+      {Round{{recv(0, 0, 2)}}},
+  };
+  EXPECT_NE(sim_error(by_copy).find("same round"), std::string::npos) << sim_error(by_copy);
+}
+
+TEST(Simulator, DetectsOverlappingCopy) {
+  EXPECT_NE(sim_error({{Round{{{StepKind::copy, -1, 1, 2, 0}}}}}).find("overlap"),
+            std::string::npos);
+}
+
+TEST(Simulator, OrderedCombineDependsOnOrder) {
+  // Peer 2 combines 0's then 1's value; peer 3 the other way round: results differ.
+  const std::vector<Program> programs = {
+      {Round{{send(2, 0, 1), send(3, 0, 1)}}},
+      {Round{{send(2, 0, 1), send(3, 0, 1)}}},
+      {Round{{recv_reduce(0, 0, 1), recv_reduce(1, 0, 1)}}},
+      {Round{{recv_reduce(1, 0, 1), recv_reduce(0, 0, 1)}}},
+  };
+  const Work init = {{5}, {7}, {0}, {0}};
+  const SimResult sum = simulate(programs, init);
+  ASSERT_TRUE(sum.ok()) << sum.error;
+  EXPECT_EQ(sum.work[2], sum.work[3]);
+  const SimResult ordered = simulate(programs, init, SimOptions{.ordered_combine = true});
+  ASSERT_TRUE(ordered.ok()) << ordered.error;
+  EXPECT_NE(ordered.work[2], ordered.work[3]);
+}
+
+TEST(Simulator, RejectsMismatchedBufferCount) {
+  EXPECT_FALSE(simulate({{}, {}}, Work(1)).ok());
+}
+
+} // namespace
+} // namespace chorus
