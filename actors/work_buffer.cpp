@@ -70,6 +70,18 @@ WorkBuffer WorkBuffer::bind(OpKind op, int p, int n, int root, std::size_t count
         return pt.mem + (r.begin - pt.begin) * e == r.src;
     return false;
   });
+  // Initial content that lives inside memory the op writes (e.g. all_to_all with one tensor as
+  // input and output) cannot be read lazily: a receive would overwrite it before it is sent.
+  // Copy such ranges into place before any peer can touch them.
+  std::vector<std::pair<std::size_t, std::size_t>> eager;
+  for (auto& r : w.pending_) {
+    const std::byte* s0 = r.src;
+    const std::byte* s1 = r.src + (r.end - r.begin) * e;
+    for (auto& pt : w.parts_)
+      if (!pt.scratch && pt.mem && s0 < pt.mem + (pt.end - pt.begin) * e && pt.mem < s1)
+        eager.emplace_back(r.begin, r.end - r.begin);
+  }
+  for (auto& [b, cnt] : eager) w.materialize(b, cnt);
   return w;
 }
 
