@@ -45,7 +45,7 @@ OpPlan::OpPlan(OpKind kind, DType dtype, ReduceOp redop, int n, int root, std::s
                std::string label)
     : kind_(kind), dtype_(dtype), redop_(redop), n_(n), root_(root), count_(count),
       schedule_(std::move(schedule)), slots_(new Slot[schedule_->num_slots ? schedule_->num_slots : 1]),
-      deadline_(deadline), label_(std::move(label)) {}
+      deadline_(deadline), spin_(spin_budget_for(static_cast<unsigned>(n))), label_(std::move(label)) {}
 
 void OpPlan::abort(Status why) {
   {
@@ -70,6 +70,7 @@ Status OpPlan::run(int p, WorkBuffer& work) {
                                     std::to_string(s.peer) + " past the op's deadline"));
     return aborted_status();
   };
+  std::vector<const std::byte*> sources(static_cast<std::size_t>(n_) + 1);
   try {
     std::size_t flat = 0;
     for (const Round& round : program) {
@@ -83,24 +84,39 @@ Status OpPlan::run(int p, WorkBuffer& work) {
         ++flat;
       }
       flat = first;
-      for (const Step& s : round.steps) {  // 2. receives and local copies
+      // 2. receives and local copies, in order. Consecutive receive-and-reduce steps into one
+      // region are fused into a single pass over all their sources.
+      for (std::size_t i = 0; i < round.steps.size();) {
+        const Step& s = round.steps[i];
         if (s.kind == StepKind::copy) {
           work.local_copy(s.offset, s.src_offset, s.count);
-        } else if (s.kind != StepKind::send) {
-          Slot& sl = slots_[slot_ids[flat]];
-          if (!sl.word.wait_at_least(1, deadline_)) return timeout(s);
-          if (aborted_.load()) return aborted_status();
-          if (s.kind == StepKind::recv_reduce) work.reduce_from(s.offset, s.count, sl.data, redop_);
-          else work.copy_from(s.offset, s.count, sl.data);
-          sl.word.set(2);
+          ++i;
+          continue;
         }
-        ++flat;
+        if (s.kind == StepKind::send) {
+          ++i;
+          continue;
+        }
+        std::size_t j = i + 1;
+        if (s.kind == StepKind::recv_reduce)
+          while (j < round.steps.size() && j - i < sources.size() && round.steps[j].kind == StepKind::recv_reduce &&
+                 round.steps[j].offset == s.offset && round.steps[j].count == s.count)
+            ++j;
+        for (std::size_t k = i; k < j; ++k) {
+          Slot& sl = slots_[slot_ids[first + k]];
+          if (!sl.word.wait_at_least(1, deadline_, spin_)) return timeout(round.steps[k]);
+          if (aborted_.load()) return aborted_status();
+          sources[k - i] = sl.data;
+        }
+        if (s.kind == StepKind::recv_copy) work.copy_from(s.offset, s.count, sources[0]);
+        else work.reduce_many(s.offset, s.count, sources.data(), j - i, redop_);
+        for (std::size_t k = i; k < j; ++k) slots_[slot_ids[first + k]].word.set(2);
+        i = j;
       }
-      flat = first;
       for (const Step& s : round.steps) {  // 3. our sends were read: our memory is ours again
         if (s.kind == StepKind::send) {
           Slot& sl = slots_[slot_ids[flat]];
-          if (!sl.word.wait_at_least(2, deadline_)) return timeout(s);
+          if (!sl.word.wait_at_least(2, deadline_, spin_)) return timeout(s);
           if (aborted_.load()) return aborted_status();
         }
         ++flat;

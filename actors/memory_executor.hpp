@@ -58,6 +58,7 @@ class OpPlan {
   std::shared_ptr<const CompiledSchedule> schedule_;
   std::unique_ptr<Slot[]> slots_;
   Clock::time_point deadline_;
+  std::chrono::nanoseconds spin_;
   std::string label_;
   std::atomic<bool> aborted_{false};
   std::mutex abort_mu_;

@@ -24,7 +24,7 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   call.input = in;
   call.output = out;
   auto reply = call.reply;
-  status = s.rt->submit_op(call, s.config.timeout);
+  status = s.rt->submit_op(call, s.config.timeout, s.config.num_devices);
   return reply;
 }
 

@@ -30,10 +30,10 @@ RuntimeImpl::~RuntimeImpl() {
   system.reset();
 }
 
-Status RuntimeImpl::submit_op(Call& call, std::chrono::milliseconds timeout) {
+Status RuntimeImpl::submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers) {
   auto reply = call.reply;
   core->on_op(std::move(call));
-  if (!reply->done.wait_at_least(1, Clock::now() + timeout)) {
+  if (!reply->done.wait_at_least(1, Clock::now() + timeout, spin_budget_for(peers))) {
     core->on_timeout(reply->timer);  // fails the op for everyone who came, naming who did not
     if (!reply->done.wait_at_least(1, Clock::now() + grace))
       return {Errc::timeout, "the local server did not answer within " +

@@ -30,7 +30,8 @@ struct RuntimeImpl {
 
   // Enters the local server's core directly with an op request (no mailbox hop, no thread wake)
   // and waits for the reply; when the deadline passes, expires the request itself.
-  Status submit_op(Call& call, std::chrono::milliseconds timeout);
+  // `peers` threads take part in the op (it decides whether waiting may spin).
+  Status submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers);
 
   static constexpr std::chrono::milliseconds grace{5000};
   std::shared_ptr<LocalServerCore> core;

@@ -1,5 +1,6 @@
 #include "actors/wait.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <linux/futex.h>
@@ -31,11 +32,17 @@ std::chrono::nanoseconds spin_budget() {
   return budget;
 }
 
+std::chrono::nanoseconds spin_budget_for(unsigned threads) {
+  static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return threads <= cores ? spin_budget() : std::chrono::nanoseconds(0);
+}
+
 void WaitWord::wake() { futex(&value, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr); }
 
-bool WaitWord::wait_at_least(uint32_t target, Clock::time_point deadline) {
+bool WaitWord::wait_at_least(uint32_t target, Clock::time_point deadline,
+                             std::chrono::nanoseconds spin) {
   if (value.load(std::memory_order_acquire) >= target) return true;
-  auto spin_end = Clock::now() + spin_budget();
+  auto spin_end = Clock::now() + spin;
   for (unsigned i = 1;; ++i) {
     if (value.load(std::memory_order_acquire) >= target) return true;
     CHORUS_PAUSE();

@@ -10,6 +10,12 @@ namespace chorus {
 
 using Clock = std::chrono::steady_clock;
 
+// How long waits spin before sleeping; tuned by the benchmark (CHORUS_SPIN_US overrides).
+std::chrono::nanoseconds spin_budget();
+// The spin worth doing when `threads` threads take part: none when they outnumber the cores,
+// since a spinning thread would then keep the one it waits for off the CPU.
+std::chrono::nanoseconds spin_budget_for(unsigned threads);
+
 struct alignas(64) WaitWord {
   std::atomic<uint32_t> value{0};
   std::atomic<uint32_t> sleepers{0};
@@ -21,14 +27,14 @@ struct alignas(64) WaitWord {
     }
     if (sleepers.load(std::memory_order_seq_cst) != 0) wake();
   }
-  // Waits until value >= target; false on deadline.
-  bool wait_at_least(uint32_t target, Clock::time_point deadline);
+  // Waits until value >= target, spinning up to `spin` before sleeping; false on deadline.
+  bool wait_at_least(uint32_t target, Clock::time_point deadline, std::chrono::nanoseconds spin);
+  bool wait_at_least(uint32_t target, Clock::time_point deadline) {
+    return wait_at_least(target, deadline, spin_budget());
+  }
 
  private:
   void wake();
 };
-
-// How long waits spin before sleeping; tuned by the benchmark (CHORUS_SPIN_US overrides).
-std::chrono::nanoseconds spin_budget();
 
 } // namespace chorus

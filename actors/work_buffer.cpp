@@ -164,6 +164,26 @@ void WorkBuffer::reduce_from(std::size_t off, std::size_t cnt, const std::byte* 
   forget_pending(off, cnt);
 }
 
+void WorkBuffer::reduce_many(std::size_t off, std::size_t cnt, const std::byte* const* srcs,
+                             std::size_t nsrc, ReduceOp op) {
+  if (cnt == 0 || nsrc == 0) return;
+  if (nsrc == 1) return reduce_from(off, cnt, srcs[0], op);
+  // The first operand is the region's current content: the initial content read in place when
+  // the whole region is still untouched, else the work memory (materialized first if need be).
+  const std::byte* base = nullptr;
+  for (auto& r : pending_)
+    if (off >= r.begin && off + cnt <= r.end) base = r.src + (off - r.begin) * esize_;
+  if (!base) {
+    materialize(off, cnt);
+    base = mem_at(off, cnt);
+  }
+  thread_local std::vector<const void*> all;
+  all.assign(1, base);
+  all.insert(all.end(), srcs, srcs + nsrc);
+  reduce_n(dtype_, op, mem_at(off, cnt), all.data(), all.size(), cnt);
+  forget_pending(off, cnt);
+}
+
 void WorkBuffer::copy_from(std::size_t off, std::size_t cnt, const std::byte* src) {
   if (cnt == 0) return;
   std::memcpy(mem_at(off, cnt), src, cnt * esize_);

@@ -23,6 +23,9 @@ class WorkBuffer {
   const std::byte* read_ptr(std::size_t off, std::size_t cnt);
   // [off, off+cnt) = [off, off+cnt) (op) src, taking untouched ranges from the initial content.
   void reduce_from(std::size_t off, std::size_t cnt, const std::byte* src, ReduceOp op);
+  // [off, off+cnt) = [off, off+cnt) (op) srcs[0] (op) ... (op) srcs[nsrc-1], in one pass.
+  void reduce_many(std::size_t off, std::size_t cnt, const std::byte* const* srcs, std::size_t nsrc,
+                   ReduceOp op);
   // [off, off+cnt) = src.
   void copy_from(std::size_t off, std::size_t cnt, const std::byte* src);
   // [dst, dst+cnt) = [src, src+cnt), both in this work buffer.
