@@ -21,6 +21,14 @@ std::string check_choices(const std::array<StrategyChoice, num_collective_kinds>
 }
 } // namespace
 
+Strategy Config::local_strategy(OpKind op, DType dtype, std::size_t count, int n) const {
+  // Ops whose per-peer count is one block of an n-block buffer are sized by the whole buffer.
+  std::size_t bytes = count * dtype_size(dtype);
+  if (op == OpKind::all_gather || op == OpKind::reduce_scatter) bytes *= static_cast<std::size_t>(n);
+  AutoRule rule{auto_threshold_bytes, auto_tree_arity, /*shared_memory=*/true};
+  return select_strategy(local[static_cast<std::size_t>(op)], rule, op, bytes, n);
+}
+
 Status Config::validate() const {
   if (num_devices == 0) return bad("num_devices is 0; it must be at least 1");
   if (num_devices > 4096) return bad("num_devices " + std::to_string(num_devices) + " exceeds 4096");

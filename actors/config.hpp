@@ -28,6 +28,10 @@ struct Config {
   std::string node_address;
   std::array<StrategyChoice, num_collective_kinds> global{};
 
+  // The strategy the local server runs for an op of `count` elements per peer (in the sense of
+  // strategies/schedule.hpp) among n peers: the fixed choice, or what auto picks for its size.
+  Strategy local_strategy(OpKind op, DType dtype, std::size_t count, int n) const;
+
   // Sets the local strategy for every op kind at once.
   Config& with_local_strategy(StrategyChoice s);
 

@@ -176,11 +176,7 @@ void LocalServerCore::launch(uint64_t seq, PendingOp& op) {
   if (s) {
     try {
       const std::size_t esize = dtype_size(shape.dtype);
-      const std::size_t bytes = shape.count * esize *
-          (shape.kind == OpKind::all_gather || shape.kind == OpKind::reduce_scatter ? n : 1);
-      AutoRule rule{config_->auto_threshold_bytes, config_->auto_tree_arity};
-      Strategy strat = select_strategy(config_->local[static_cast<std::size_t>(shape.kind)], rule,
-                                       shape.kind, bytes, n);
+      Strategy strat = config_->local_strategy(shape.kind, shape.dtype, shape.count, n);
       auto cs = schedule_for({shape.kind, strat, n, shape.root, shape.count, esize});
       plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count,
                                       std::move(cs), deadline(), label);

@@ -29,7 +29,7 @@ void get_choices(capnp::List<wire::StrategyChoice>::Reader r,
   if (r.size() != a.size()) throw std::runtime_error("strategy list has " + std::to_string(r.size()) + " entries");
   for (std::size_t k = 0; k < a.size(); ++k) {
     a[k].is_auto = r[k].getIsAuto();
-    a[k].fixed.algorithm = enum_in_range<Algorithm>(r[k].getAlgorithm(), 3, "algorithm");
+    a[k].fixed.algorithm = enum_in_range<Algorithm>(r[k].getAlgorithm(), 4, "algorithm");
     a[k].fixed.arity = static_cast<int>(std::min<uint32_t>(r[k].getArity(), 1u << 20));
   }
 }

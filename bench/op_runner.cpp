@@ -42,15 +42,8 @@ std::size_t host_bytes(BenchOp op, DType dtype, uint32_t peers, const Layout& l)
 
 std::string resolved_strategy(const Options& o, const Config& cfg, const Layout& l) {
   if (o.op == BenchOp::send_recv) return "p2p";
-  // The bytes the local server hands to select_strategy: its element count is the per-peer
-  // block (the whole buffer for all_reduce/reduce/broadcast), times n for all_gather and
-  // reduce_scatter.
   const OpKind kind = op_kind(o.op);
-  std::size_t bytes = l.block * dtype_size(o.dtype);
-  if (o.op == BenchOp::all_gather || o.op == BenchOp::reduce_scatter) bytes *= o.peers;
-  AutoRule rule{cfg.auto_threshold_bytes, cfg.auto_tree_arity};
-  return to_string(select_strategy(cfg.local[static_cast<std::size_t>(kind)], rule, kind, bytes,
-                                   static_cast<int>(o.peers)));
+  return to_string(cfg.local_strategy(kind, o.dtype, l.block, static_cast<int>(o.peers)));
 }
 
 OpRunner::OpRunner(const Options& o, Peer& peer, uint32_t rank)

@@ -118,7 +118,7 @@ std::string usage(std::string_view program) {
     "                     band, bor and bxor need an integer dtype; avg divides the sum by N\n"
     "                     (integers truncate toward zero)\n"
     "  --strategy S       local strategy for every op: auto, centralized, tree:K (K >= 2; tree =\n"
-    "                     tree:2), ring, dbtree (default auto: tree below 256 KiB, ring above)\n"
+    "                     tree:2), ring, dbtree, direct (default auto: centralized below 256 KiB, direct above)\n"
     "  -b, --minbytes SZ  smallest size in bytes (default 1K)\n"
     "  -e, --maxbytes SZ  largest size in bytes (default 64M)\n"
     "  -f, --stepfactor F multiply the size by F (an integer >= 2) between rows (default 2)\n"
@@ -201,7 +201,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
       o.redop_given = true;
     } else if (flag == "--strategy") {
       auto s = parse_strategy(*v);
-      if (!s) return fail("--strategy " + vs + ": expected auto, centralized, tree:K (K >= 2), ring or dbtree");
+      if (!s) return fail("--strategy " + vs + ": expected auto, centralized, tree:K (K >= 2), ring, dbtree or direct");
       o.strategy = *s;
       o.strategy_text = vs;
     } else if (flag == "-b" || flag == "--minbytes") {

@@ -1,5 +1,5 @@
 // Work-buffer sizes, strategy names, and make_schedule: validation plus dispatch to the
-// per-algorithm builders (centralized.cpp, tree.cpp, ring.cpp, dbtree.cpp).
+// per-algorithm builders (centralized.cpp, tree.cpp, ring.cpp, dbtree.cpp, direct.cpp).
 //
 // What each (op, algorithm) does; "hub" is the op's root, or peer 0 for ops without one:
 //   centralized  everything in to the hub (which reduces in ascending peer order) and back out.
@@ -13,6 +13,11 @@
 //                relayed along the chain; barrier = zero-size token over 2(n-1) hops.
 //   dbtree       all_reduce/reduce/broadcast on two complementary binary trees, half the data each;
 //                every other op is tree:2.
+//   direct       every peer to every other in as few rounds as possible: all_reduce = one-round
+//                reduce-scatter + one-round all-gather over n parts; reduce_scatter/all_gather one
+//                round over the n blocks; rooted ops one round to/from the root; barrier one round
+//                of zero-size messages between every pair. Reductions into one region are
+//                consecutive steps of one round, in ascending source rank (fusable).
 //   all_to_all   a direct pairwise exchange, whatever the algorithm.
 //   count == 0   no messages at all (except barrier, which never has data).
 #include "strategies/schedule.hpp"
@@ -47,6 +52,7 @@ std::string to_string(const Strategy& s) {
     case Algorithm::tree: return "tree:" + std::to_string(s.arity);
     case Algorithm::ring: return "ring";
     case Algorithm::dbtree: return "dbtree";
+    case Algorithm::direct: return "direct";
   }
   return "unknown";
 }
@@ -93,6 +99,7 @@ std::vector<Program> make_schedule(const ScheduleParams& p) {
     case Algorithm::tree: return detail::tree_schedule(p);
     case Algorithm::ring: return detail::ring_schedule(p);
     case Algorithm::dbtree: return detail::dbtree_schedule(p);
+    case Algorithm::direct: return detail::direct_schedule(p);
   }
   throw std::invalid_argument("make_schedule: unknown algorithm");
 }

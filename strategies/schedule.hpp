@@ -61,7 +61,10 @@ struct Round {
 
 using Program = std::vector<Round>;
 
-enum class Algorithm : uint8_t { centralized, tree, ring, dbtree };
+// direct: every peer talks to every other directly in one or two rounds ("one-shot", for shared
+// memory); all recv_reduce steps of a round into one region are consecutive with the same
+// (offset, count), so an executor may fuse them (see direct.cpp for the combination order).
+enum class Algorithm : uint8_t { centralized, tree, ring, dbtree, direct };
 
 // A resolved strategy (auto has already been decided by select_strategy).
 struct Strategy {
@@ -70,7 +73,7 @@ struct Strategy {
   bool operator==(const Strategy&) const = default;
 };
 
-std::string to_string(const Strategy& s);   // "centralized", "tree:3", "ring", "dbtree"
+std::string to_string(const Strategy& s);   // "centralized", "tree:3", "ring", "dbtree", "direct"
 
 struct ScheduleParams {
   OpKind op;           // any OpKind except send and recv

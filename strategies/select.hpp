@@ -15,18 +15,22 @@ struct StrategyChoice {
   bool operator==(const StrategyChoice&) const = default;
 };
 
-// "auto", "centralized", "tree:K" (K >= 2; "tree" means tree:2), "ring", "dbtree".
+// "auto", "centralized", "tree:K" (K >= 2; "tree" means tree:2), "ring", "dbtree", "direct".
 std::optional<StrategyChoice> parse_strategy(std::string_view text);
 std::string to_string(const StrategyChoice& c);
 
 struct AutoRule {
-  std::size_t threshold_bytes;  // below: tree(arity) — latency bound; at or above: ring — bandwidth bound
+  std::size_t threshold_bytes;  // below: latency bound; at or above: bandwidth bound
   int tree_arity;
+  // Peers share memory (one process): every peer reads every other's buffer directly, so the
+  // fewest rounds win. Small ops go centralized (one hand-off in, one out); large ones go direct
+  // (each peer reduces 1/n in one pass over all inputs, then copies the other parts), which moves
+  // about 3x the buffer per peer where the ring moves 5x, in 2 rounds instead of 2(n-1).
+  // Over a network: a tree below the threshold, the ring (bandwidth-optimal per link) above.
+  bool shared_memory = false;
 };
 
-// Resolves a choice for one call. Small messages or few peers favour few sequential steps (tree,
-// or centralized for 2 peers where it is the same thing); large ones favour the ring, whose per-peer
-// traffic does not grow with the group.
+// Resolves a choice for one call (see AutoRule for the reasoning; the README has the measurements).
 Strategy select_strategy(const StrategyChoice& c, const AutoRule& rule, OpKind op,
                          std::size_t bytes, int n);
 

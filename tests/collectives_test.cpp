@@ -584,7 +584,7 @@ std::string strategy_id(const char* s) {
 
 // ---- the full matrix -----------------------------------------------------------------------
 
-constexpr const char* kStrategies[] = {"auto", "centralized", "tree:2", "tree:3", "ring", "dbtree"};
+constexpr const char* kStrategies[] = {"auto", "centralized", "tree:2", "tree:3", "ring", "dbtree", "direct"};
 
 class Matrix : public ::testing::TestWithParam<std::tuple<uint32_t, const char*>> {};
 
