@@ -23,6 +23,7 @@ LocalServerCore::~LocalServerCore() {
 
 void LocalServerCore::on_register(Call call) {
   std::lock_guard<std::mutex> lk(mu_);
+  if (closed_) return call.reply->complete(*closed_);
   std::string err;
   auto r = decode_register(call.message, err);
   if (!r) return call.reply->complete(garbled(err));
@@ -51,6 +52,7 @@ void LocalServerCore::on_register(Call call) {
   if (registered_[r->peer])
     return call.reply->complete({Errc::register_twice, "peer " + std::to_string(r->peer) + " is already registered"});
   registered_[r->peer] = true;
+  call.reply->epoch = epoch_;
   call.reply->complete(Status::ok());
 }
 
@@ -58,21 +60,26 @@ void LocalServerCore::start_timer(uint64_t key) {
   if (timer_) timer_(key, config_->timeout);
 }
 
-Status LocalServerCore::check_caller(uint32_t peer) const {
+Status LocalServerCore::check_caller(uint32_t peer, uint64_t epoch) const {
   if (!config_ || peer >= registered_.size() || (!registered_[peer] && !finished_[peer]))
     return {Errc::not_registered, "peer " + std::to_string(peer) + " called before registering"};
+  if (epoch != epoch_)
+    return {Errc::not_registered, "peer " + std::to_string(peer) +
+                                      "'s registration belongs to a collective that was reset; register again"};
   if (finished_[peer]) return {Errc::finished, "peer " + std::to_string(peer) + " has already finished"};
   return Status::ok();
 }
 
 void LocalServerCore::on_finish(Call call) {
   std::lock_guard<std::mutex> lk(mu_);
+  if (closed_) return call.reply->complete(*closed_);
   std::string err;
-  auto peer = decode_peer_only(call.message, false, err);
-  if (!peer) return call.reply->complete(garbled(err));
-  if (config_ && *peer < finished_.size() && finished_[*peer])
+  auto f = decode_finish(call.message, err);
+  if (!f) return call.reply->complete(garbled(err));
+  const uint32_t* peer = &f->peer;
+  if (config_ && *peer < finished_.size() && finished_[*peer] && f->epoch == epoch_)
     return call.reply->complete({Errc::unregister_twice, "peer " + std::to_string(*peer) + " finished twice"});
-  if (auto s = check_caller(*peer); !s) return call.reply->complete(s);
+  if (auto s = check_caller(*peer, f->epoch); !s) return call.reply->complete(s);
   finished_[*peer] = true;
   registered_[*peer] = false;
   // Once everyone has finished, the collective is over and a new one may register.
@@ -85,12 +92,20 @@ void LocalServerCore::on_finish(Call call) {
 
 void LocalServerCore::on_reset(Call call) {
   std::lock_guard<std::mutex> lk(mu_);
+  if (closed_) return call.reply->complete(*closed_);
   std::string err;
   auto peer = decode_peer_only(call.message, true, err);
   if (!peer) return call.reply->complete(garbled(err));
-  fail_everyone(Status(Errc::reset, "the collective was reset by peer " + std::to_string(*peer)));
+  fail_everyone(Status(Errc::reset, *peer == UINT32_MAX ? std::string("the collective was reset")
+                                                        : "the collective was reset by peer " + std::to_string(*peer)));
   clear();
   call.reply->complete(Status::ok());
+}
+
+void LocalServerCore::close(Status why) {
+  std::lock_guard<std::mutex> lk(mu_);
+  fail_everyone(why);
+  closed_ = std::move(why);
 }
 
 void LocalServerCore::fail_everyone(const Status& why) {
@@ -108,6 +123,7 @@ void LocalServerCore::fail_everyone(const Status& why) {
 }
 
 void LocalServerCore::clear() {
+  ++epoch_;
   config_.reset();
   registered_.clear();
   finished_.clear();
@@ -116,10 +132,11 @@ void LocalServerCore::clear() {
 
 void LocalServerCore::on_op(Call call) {
   std::lock_guard<std::mutex> lk(mu_);
+  if (closed_) return call.reply->complete(*closed_);
   std::string err;
   auto req = decode_op(call.message, err);
   if (!req) return call.reply->complete(garbled(err));
-  if (auto s = check_caller(req->peer); !s) return call.reply->complete(s);
+  if (auto s = check_caller(req->peer, req->epoch); !s) return call.reply->complete(s);
   if (req->group != 0)
     return call.reply->complete({Errc::invalid_argument, "group " + std::to_string(req->group) + " does not exist"});
   if (req->kind == OpKind::send || req->kind == OpKind::recv) return point_to_point(std::move(*req), std::move(call));

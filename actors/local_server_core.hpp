@@ -35,6 +35,12 @@ class LocalServerCore {
   void on_reset(Call call);
   void on_op(Call call);
   void on_timeout(uint64_t key);
+  // Fails everything in flight with `why` and answers every later request with it.
+  void close(Status why);
+  std::optional<Status> closed() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return closed_;
+  }
 
   std::size_t pending_ops() const {
     std::lock_guard<std::mutex> lk(mu_);
@@ -61,7 +67,7 @@ class LocalServerCore {
     uint64_t timer;
   };
 
-  Status check_caller(uint32_t peer) const;
+  Status check_caller(uint32_t peer, uint64_t epoch) const;
   void collective(OpRequestData req, Call call);
   void point_to_point(OpRequestData req, Call call);
   void launch(uint64_t seq, PendingOp& op);
@@ -74,10 +80,12 @@ class LocalServerCore {
 
   mutable std::mutex mu_;
   TimerFn timer_;
+  std::optional<Status> closed_;
   std::optional<Config> config_;
   std::vector<bool> registered_, finished_;
   std::map<uint64_t, PendingOp> ops_;  // group 0, by sequence number
   std::map<P2PKey, std::deque<P2PHalf>> sends_, recvs_;
+  uint64_t epoch_ = 0;                        // bumped whenever the collective is cleared
   uint64_t next_timer_ = 1;                  // timer ids are never reused, so a stale tick is harmless
   std::map<uint64_t, uint64_t> op_timers_;   // timer id -> sequence number
   std::map<uint64_t, P2PKey> p2p_timers_;    // timer id -> queue of the waiting half

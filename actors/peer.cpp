@@ -15,7 +15,12 @@ std::byte* bytes(const Tensor& t) { return static_cast<std::byte*>(t.data()); }
 // Sends one op request and waits for the server's answer: an error, or a plan to run.
 std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out,
                                Status& status) {
+  if (s.finished) {
+    status = Status(Errc::finished, "peer " + std::to_string(s.id) + " has already finished");
+    return nullptr;
+  }
   req.peer = s.id;
+  req.epoch = s.epoch;
   if (req.kind != OpKind::send && req.kind != OpKind::recv) req.seq = s.seq++;
   req.input = TensorMeta::of(in);
   req.output = TensorMeta::of(out);
@@ -162,9 +167,13 @@ Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
 
 Status Peer::finish() {
   if (!state_) return no_peer();
+  if (state_->finished)
+    return {Errc::unregister_twice, "peer " + std::to_string(state_->id) + " finished twice"};
   Call call;
-  call.message = encode_peer_only(state_->id, false);
-  return state_->rt->submit(finish_atom::value, call, state_->config.timeout);
+  call.message = encode_peer_only(state_->id, false, state_->epoch);
+  Status s = state_->rt->submit(finish_atom::value, call, state_->config.timeout);
+  if (s) state_->finished = true;
+  return s;
 }
 
 } // namespace chorus

@@ -18,7 +18,11 @@ RuntimeImpl::RuntimeImpl() {
   server = system->spawn<caf::detached>(local_server_sharing, core);
 }
 
-RuntimeImpl::~RuntimeImpl() {
+RuntimeImpl::~RuntimeImpl() { shutdown(); }
+
+void RuntimeImpl::shutdown() {
+  if (!system) return;
+  core->close(Status(Errc::reset, "the runtime has been destroyed"));
   {
     std::lock_guard<std::mutex> lk(owned_mu);
     for (auto& a : owned) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
@@ -43,14 +47,17 @@ Status RuntimeImpl::submit_op(Call& call, std::chrono::milliseconds timeout, uns
 }
 
 Runtime::Runtime() : impl_(std::make_shared<RuntimeImpl>()) {}
-Runtime::~Runtime() = default;
+// Peers may outlive the runtime (they share its internals); they must fail fast, not hang.
+Runtime::~Runtime() { impl_->shutdown(); }
 
 Result<Peer> Runtime::register_peer(PeerId id, const Config& config) {
   if (auto s = config.validate(); !s) return s;
   Call call;
   call.message = encode_register({protocol_version(), id, config});
+  auto reply = call.reply;
   if (auto s = impl_->submit(register_atom::value, call, config.timeout); !s) return s;
   auto st = std::make_shared<PeerState>();
+  st->epoch = reply->epoch;
   st->rt = impl_;
   st->id = id;
   st->config = config;

@@ -15,12 +15,16 @@ namespace chorus {
 struct RuntimeImpl {
   RuntimeImpl();
   ~RuntimeImpl();
+  // Stops the actors and closes the server's core: peers still holding handles get an error at
+  // once instead of waiting out their timeout. Idempotent.
+  void shutdown();
 
   // Sends one control message to the local server and waits for its reply slot; the wait gives up
   // `grace` after the op's own timeout so that a vanished server cannot hang the caller.
   template <class Atom>
   Status submit(Atom atom, Call& call, std::chrono::milliseconds timeout) {
     auto reply = call.reply;
+    if (auto why = core->closed()) return *why;  // the server is going away: do not wait on it
     caf::anon_send(server, atom, std::move(call));
     if (!reply->done.wait_at_least(1, Clock::now() + timeout + grace))
       return {Errc::timeout, "the local server did not answer within " +
@@ -46,7 +50,9 @@ struct PeerState {
   std::shared_ptr<RuntimeImpl> rt;
   PeerId id = 0;
   Config config;
-  uint64_t seq = 0;  // this peer's collective sequence number: the op identity
+  uint64_t seq = 0;     // this peer's collective sequence number: the op identity
+  uint64_t epoch = 0;   // the registration generation the server handed out (see reset)
+  bool finished = false;
 };
 
 } // namespace chorus

@@ -15,12 +15,22 @@ To enum_in_range(From v, uint16_t max, const char* what) {
   return static_cast<To>(raw);
 }
 
+// Negative values have no wire form: they go out as 0, which validate() rejects by name.
+uint64_t non_negative(int64_t v) { return v < 0 ? 0 : static_cast<uint64_t>(v); }
+
+// Values beyond what any sane config uses are garbled input, not something to clamp silently.
+template <class T>
+T bounded(uint64_t v, uint64_t max, const char* what) {
+  if (v > max) throw std::runtime_error(std::string(what) + " " + std::to_string(v) + " is out of range");
+  return static_cast<T>(v);
+}
+
 void put_choices(capnp::List<wire::StrategyChoice>::Builder b,
                  const std::array<StrategyChoice, num_collective_kinds>& a) {
   for (std::size_t k = 0; k < a.size(); ++k) {
     b[k].setIsAuto(a[k].is_auto);
     b[k].setAlgorithm(static_cast<wire::Algorithm>(a[k].fixed.algorithm));
-    b[k].setArity(static_cast<uint32_t>(a[k].fixed.arity));
+    b[k].setArity(static_cast<uint32_t>(non_negative(a[k].fixed.arity)));
   }
 }
 
@@ -30,7 +40,7 @@ void get_choices(capnp::List<wire::StrategyChoice>::Reader r,
   for (std::size_t k = 0; k < a.size(); ++k) {
     a[k].is_auto = r[k].getIsAuto();
     a[k].fixed.algorithm = enum_in_range<Algorithm>(r[k].getAlgorithm(), 4, "algorithm");
-    a[k].fixed.arity = static_cast<int>(std::min<uint32_t>(r[k].getArity(), 1u << 20));
+    a[k].fixed.arity = bounded<int>(r[k].getArity(), 1u << 20, "tree arity");
   }
 }
 
@@ -38,8 +48,8 @@ void put_config(wire::Config::Builder b, const Config& c) {
   b.setNumDevices(c.num_devices);
   put_choices(b.initLocalStrategies(num_collective_kinds), c.local);
   b.setAutoThresholdBytes(c.auto_threshold_bytes);
-  b.setAutoTreeArity(static_cast<uint32_t>(c.auto_tree_arity));
-  b.setTimeoutMs(static_cast<uint64_t>(c.timeout.count()));
+  b.setAutoTreeArity(static_cast<uint32_t>(non_negative(c.auto_tree_arity)));
+  b.setTimeoutMs(non_negative(c.timeout.count()));
   b.setNumNodes(c.num_nodes);
   b.setOrchestratorAddress(c.orchestrator_address);
   b.setNodeAddress(c.node_address);
@@ -51,8 +61,8 @@ Config get_config(wire::Config::Reader r) {
   c.num_devices = r.getNumDevices();
   get_choices(r.getLocalStrategies(), c.local);
   c.auto_threshold_bytes = r.getAutoThresholdBytes();
-  c.auto_tree_arity = static_cast<int>(std::min<uint32_t>(r.getAutoTreeArity(), 1u << 20));
-  c.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::min<uint64_t>(r.getTimeoutMs(), 1ull << 40)));
+  c.auto_tree_arity = bounded<int>(r.getAutoTreeArity(), 1u << 20, "auto_tree_arity");
+  c.timeout = std::chrono::milliseconds(bounded<int64_t>(r.getTimeoutMs(), 1ull << 40, "timeout_ms"));
   c.num_nodes = r.getNumNodes();
   c.orchestrator_address = r.getOrchestratorAddress();
   c.node_address = r.getNodeAddress();
@@ -109,10 +119,15 @@ Envelope encode_register(const RegisterData& r) {
   return seal(mb);
 }
 
-Envelope encode_peer_only(uint32_t peer, bool reset) {
+Envelope encode_peer_only(uint32_t peer, bool reset, uint64_t epoch) {
   capnp::MallocMessageBuilder mb;
-  if (reset) mb.initRoot<wire::Reset>().setPeerId(peer);
-  else mb.initRoot<wire::Finish>().setPeerId(peer);
+  if (reset) {
+    mb.initRoot<wire::Reset>().setPeerId(peer);
+  } else {
+    auto f = mb.initRoot<wire::Finish>();
+    f.setPeerId(peer);
+    f.setEpoch(epoch);
+  }
   return seal(mb);
 }
 
@@ -130,6 +145,7 @@ Envelope encode_op(const OpRequestData& r) {
   b.setOtherPeer(r.other);
   b.setTag(r.tag);
   b.setRootFromData(r.root_from_data);
+  b.setEpoch(r.epoch);
   return seal(mb);
 }
 
@@ -159,6 +175,13 @@ std::optional<uint32_t> decode_peer_only(const Envelope& e, bool reset, std::str
   });
 }
 
+std::optional<FinishData> decode_finish(const Envelope& e, std::string& error) {
+  return open_envelope(e, error, [](EnvelopeReader& rd) {
+    auto r = rd.root<wire::Finish>();
+    return FinishData{r.getPeerId(), r.getEpoch()};
+  });
+}
+
 std::optional<OpRequestData> decode_op(const Envelope& e, std::string& error) {
   return open_envelope(e, error, [](EnvelopeReader& rd) {
     auto r = rd.root<wire::OpRequest>();
@@ -174,6 +197,7 @@ std::optional<OpRequestData> decode_op(const Envelope& e, std::string& error) {
     d.other = r.getOtherPeer();
     d.tag = r.getTag();
     d.root_from_data = r.getRootFromData();
+    d.epoch = r.getEpoch();
     return d;
   });
 }

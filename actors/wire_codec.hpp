@@ -38,17 +38,24 @@ struct OpRequestData {
   uint32_t other = 0;
   uint64_t tag = 0;
   bool root_from_data = false;
+  uint64_t epoch = 0;
+};
+
+struct FinishData {
+  uint32_t peer = 0;
+  uint64_t epoch = 0;
 };
 
 uint32_t protocol_version();
 
 Envelope encode_register(const RegisterData& r);
-Envelope encode_peer_only(uint32_t peer, bool reset);  // Finish (reset=false) or Reset
+Envelope encode_peer_only(uint32_t peer, bool reset, uint64_t epoch = 0);  // Finish or Reset
 Envelope encode_op(const OpRequestData& r);
 Envelope encode_reply(uint64_t seq, const Status& s);
 
 std::optional<RegisterData> decode_register(const Envelope& e, std::string& error);
 std::optional<uint32_t> decode_peer_only(const Envelope& e, bool reset, std::string& error);
+std::optional<FinishData> decode_finish(const Envelope& e, std::string& error);
 std::optional<OpRequestData> decode_op(const Envelope& e, std::string& error);
 std::optional<Status> decode_reply(const Envelope& e, std::string& error);
 

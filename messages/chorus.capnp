@@ -46,7 +46,10 @@ struct RegisterRequest {
 }
 
 # Peer -> local server: leave the collective (finish) or drop all state (reset).
-struct Finish { peerId @0 :UInt32; }
+struct Finish {
+  peerId @0 :UInt32;
+  epoch @1 :UInt64;         # the registration generation the register reply handed out
+}
 struct Reset { peerId @0 :UInt32; }
 
 # The shape and type of one buffer the caller supplies; the bytes are shared by reference.
@@ -69,6 +72,8 @@ struct OpRequest {
   otherPeer @8 :UInt32;     # send: destination; recv: source
   tag @9 :UInt64;           # send/recv: matched FIFO per (source, destination, tag)
   rootFromData @10 :Bool;   # broadcast/scatter: the root is the one peer that supplies input
+  epoch @11 :UInt64;        # the registration generation the register reply handed out: a handle
+                            # from before a reset cannot join the ops of the next collective
 }
 
 # Local server -> peer: the outcome of a request that failed (success hands the plan directly).
