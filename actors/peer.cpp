@@ -63,6 +63,21 @@ OpRequestData make(OpKind k, ReduceOp op = ReduceOp::sum, PeerId root = 0) {
   return r;
 }
 
+// Broadcast or scatter whose root is the one peer that passes data. Receivers learn the shape from
+// the server's reply and allocate; the broadcast source keeps its own tensor as the result.
+Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data) {
+  if (!s) return no_peer();
+  OpRequestData req = make(kind);
+  req.root_from_data = true;
+  Tensor in = data ? *data : Tensor();
+  Status st;
+  auto reply = request(*s, req, in, Tensor(), st);
+  if (!st) return st;
+  Tensor out = (data && kind == OpKind::broadcast) ? *data : Tensor::zeros(reply->out_dtype, reply->out_shape);
+  if (auto e = execute(*reply, bytes(in), bytes(out)); !e) return e;
+  return out;
+}
+
 } // namespace
 
 PeerId Peer::id() const { return state_ ? state_->id : 0; }
@@ -88,16 +103,7 @@ Status Peer::broadcast(Tensor& buf, PeerId root) {
 }
 
 Result<Tensor> Peer::broadcast(std::optional<Tensor> data) {
-  if (!state_) return no_peer();
-  OpRequestData req = make(OpKind::broadcast);
-  req.root_from_data = true;
-  Tensor in = data ? *data : Tensor();
-  Status st;
-  auto reply = request(*state_, req, in, Tensor(), st);
-  if (!st) return st;
-  Tensor out = data ? *data : Tensor::zeros(reply->out_dtype, reply->out_shape);
-  if (auto s = execute(*reply, bytes(in), bytes(out)); !s) return s;
-  return out;
+  return by_data(state_.get(), OpKind::broadcast, std::move(data));
 }
 
 Status Peer::all_gather(const Tensor& in, Tensor& out) {
@@ -125,16 +131,7 @@ Status Peer::scatter(const Tensor& in, Tensor& out, PeerId root) {
 }
 
 Result<Tensor> Peer::scatter(std::optional<Tensor> data) {
-  if (!state_) return no_peer();
-  OpRequestData req = make(OpKind::scatter);
-  req.root_from_data = true;
-  Tensor in = data ? *data : Tensor();
-  Status st;
-  auto reply = request(*state_, req, in, Tensor(), st);
-  if (!st) return st;
-  Tensor out = Tensor::zeros(reply->out_dtype, reply->out_shape);
-  if (auto s = execute(*reply, bytes(in), bytes(out)); !s) return s;
-  return out;
+  return by_data(state_.get(), OpKind::scatter, std::move(data));
 }
 
 Status Peer::barrier() {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/status_matchers.hpp"
 #include "actors/chorus.hpp"
 #include "peer_harness.hpp"
 
@@ -23,15 +24,6 @@ using namespace std::chrono_literals;
 using harness::config_for;
 using harness::run_peers;
 using Clock = std::chrono::steady_clock;
-
-::testing::AssertionResult has(const Status& s, Errc code, std::initializer_list<std::string> parts) {
-  if (s.code() != code)
-    return ::testing::AssertionFailure() << "expected " << to_string(code) << ", got " << s.to_string();
-  for (const auto& p : parts)
-    if (s.message().find(p) == std::string::npos)
-      return ::testing::AssertionFailure() << "message \"" << s.message() << "\" lacks \"" << p << "\"";
-  return ::testing::AssertionSuccess();
-}
 
 Tensor f32(std::vector<float> v) { return Tensor::from(v); }
 Tensor f32_zeros(int64_t n) { return Tensor::zeros(DType::f32, {n}); }

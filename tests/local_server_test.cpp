@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/status_matchers.hpp"
 #include "actors/caf_glue.hpp"
 #include "actors/call.hpp"
 #include "actors/config.hpp"
@@ -102,15 +103,6 @@ Call op_call(OpRequestData r) {
 }
 
 bool is_done(const Reply& r) { return r.done.value.load() >= 1; }
-
-::testing::AssertionResult has(const Status& s, Errc code, std::initializer_list<std::string> parts) {
-  if (s.code() != code)
-    return ::testing::AssertionFailure() << "expected " << to_string(code) << ", got " << s.to_string();
-  for (const auto& p : parts)
-    if (s.message().find(p) == std::string::npos)
-      return ::testing::AssertionFailure() << "message \"" << s.message() << "\" lacks \"" << p << "\"";
-  return ::testing::AssertionSuccess();
-}
 
 // ---------------------------------------------------------------- LocalServerCore with a fake timer
 
