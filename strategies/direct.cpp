@@ -11,9 +11,11 @@
 // ... (mod n) so the peers do not all address the same one first; send order has no effect on
 // results.
 //
-//   all_reduce      round 0: reduce-scatter over n near-equal parts (split, as ring): peer p sends
-//                   part q to every q != p and reduces part p from every other peer. round 1:
-//                   all-gather: p sends its reduced part p to everyone and receives every part q.
+//   all_reduce      reduce-scatter over n near-equal parts (split, as ring): peer p sends part q
+//                   to every q != p and reduces part p from every other peer; then all-gather: p
+//                   sends its reduced part p to everyone and receives every part q. Parts larger
+//                   than a pipeline chunk are cut into C chunks and the two phases overlap: step t
+//                   reduces chunk t and gathers chunk t-1 (C+1 rounds; 2 when C = 1).
 //                   Empty parts (count < n) have no transfers, so their owner has one round less.
 //   reduce_scatter  round 0 of all_reduce over the n blocks.
 //   all_gather      one round: my block to everyone, every other block from its owner.
@@ -56,11 +58,18 @@ std::vector<Program> direct_schedule(const ScheduleParams& p) {
 
   Plan plan(n, p.op == OpKind::barrier);
   switch (p.op) {
-    case OpKind::all_reduce:
-      // Part d is reduced on peer d (round 0), then d hands it to everyone (round 1).
-      all_pairs(plan, n, 0, [&](int, int d) { return part(d); }, true);
-      all_pairs(plan, n, 1, [&](int s, int) { return part(s); }, false);
+    case OpKind::all_reduce: {
+      // Part d is reduced on peer d, then d hands it to everyone. Large parts are cut into
+      // pipeline chunks: in step t a peer reduces chunk t of its part while the others copy chunk
+      // t-1 of it, which it has just written and which is likely still in the shared cache.
+      const std::size_t chunks = pipeline_chunks(part(0).count, p.elem_size);
+      auto chunk = [&](int q, std::size_t c) { return split(part(q), chunks, c); };
+      for (std::size_t c = 0; c < chunks; ++c) {
+        all_pairs(plan, n, c, [&](int, int d) { return chunk(d, c); }, true);
+        all_pairs(plan, n, c + 1, [&](int s, int) { return chunk(s, c); }, false);
+      }
       break;
+    }
     case OpKind::reduce_scatter:
       all_pairs(plan, n, 0, [&](int, int d) { return block(d); }, true);
       break;

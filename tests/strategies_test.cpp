@@ -315,8 +315,8 @@ TEST(Schedule, DoubleBinaryTreesAreComplementary) {
     }
 }
 
-// Direct all_reduce: one round of reduce-scatter, one of all-gather, on every peer once every part
-// is non-empty (count >= n); never more than two. Every other op: at most one round per peer.
+// Direct all_reduce: C+1 rounds (reduce chunk t while gathering chunk t-1), C the pipeline chunks
+// of one part; 2 when a part fits one chunk. Every other op: at most one round per peer.
 TEST(Schedule, DirectRoundCounts) {
   const Strategy direct{Algorithm::direct, 2};
   for (int n = 1; n <= 16; ++n)
@@ -331,8 +331,10 @@ TEST(Schedule, DirectRoundCounts) {
             if (n == 1) {  // all_to_all still copies its own block
               ASSERT_EQ(rounds, op == OpKind::all_to_all ? 1u : 0u) << describe(sp);
             } else if (op == OpKind::all_reduce) {
-              if (count >= static_cast<std::size_t>(n)) ASSERT_EQ(rounds, 2u) << describe(sp) << " peer " << p;
-              else ASSERT_LE(rounds, 2u) << describe(sp) << " peer " << p;
+              const std::size_t part = (count + n - 1) / n;  // the largest part
+              const std::size_t chunks = std::clamp<std::size_t>((part * sp.elem_size + (512 << 10) - 1) / (512 << 10), 1, part);
+              if (count >= static_cast<std::size_t>(n)) ASSERT_EQ(rounds, chunks + 1) << describe(sp) << " peer " << p;
+              else ASSERT_LE(rounds, chunks + 1) << describe(sp) << " peer " << p;
             } else if (op == OpKind::all_to_all || op == OpKind::reduce_scatter ||
                        op == OpKind::all_gather || op == OpKind::barrier || p == root) {
               ASSERT_EQ(rounds, 1u) << describe(sp) << " peer " << p;
@@ -480,8 +482,11 @@ TEST(Schedule, Makespans) {
   EXPECT_EQ(makespan(OpKind::all_reduce, {Algorithm::centralized, 2}, 64, 4), 2u);
   EXPECT_EQ(makespan(OpKind::all_to_all, {Algorithm::ring, 2}, 64, 4), 1u);
   EXPECT_EQ(makespan(OpKind::barrier, {Algorithm::ring, 2}, 0, 4), 14u);        // 2(n-1) hops
-  // Direct: one message deep per round, whatever the chunking.
-  EXPECT_EQ(makespan(OpKind::all_reduce, {Algorithm::direct, 2}, 64, 512 * 1024), 2u);
+  // Direct: one message deep per round; all_reduce pipelines its two phases over the chunks of a
+  // part (n = 8: 8 elements of 512 KiB make one-element parts, one chunk each: 2 rounds; 64 such
+  // elements make 8 chunks per part: 9 rounds).
+  EXPECT_EQ(makespan(OpKind::all_reduce, {Algorithm::direct, 2}, 8, 512 * 1024), 2u);
+  EXPECT_EQ(makespan(OpKind::all_reduce, {Algorithm::direct, 2}, 64, 512 * 1024), 9u);
   EXPECT_EQ(makespan(OpKind::reduce_scatter, {Algorithm::direct, 2}, 64, 4), 1u);
   EXPECT_EQ(makespan(OpKind::all_gather, {Algorithm::direct, 2}, 64, 4), 1u);
   EXPECT_EQ(makespan(OpKind::reduce, {Algorithm::direct, 2}, 64, 512 * 1024), 1u);
