@@ -12,13 +12,15 @@ membw=$(bash "$anchors" membw | tee /dev/stderr | awk '/^memcpy/ {print $2}')
 mpi=$(bash "$anchors" -n 2 -b 67108864 -e 67108864 mpi-shm | tee /dev/stderr | awk '$1 == 67108864 {print $4}')
 
 echo "## chorus-bench, 2 peers, all_reduce f32 sum"
-"$bench" --op all_reduce --peers 2 -b 1K -e 64M -f 4 -n 20 -w 5 | tee /tmp/chorus-table-2.txt
+# Small sizes need many iterations: the first ones pay for waking sleeping threads.
+"$bench" --op all_reduce --peers 2 -b 1K -e 256K -f 4 -n 2000 -w 200
+"$bench" --op all_reduce --peers 2 -b 1M -e 64M -f 4 -n 20 -w 5 | tee /tmp/chorus-table-2.txt
 echo "## 1 KiB latency, 2 peers (median over 5000 iterations)"
 "$bench" --op all_reduce --peers 2 -b 1K -e 1K -n 5000 -w 200 | grep -E '^ +[0-9]'
 for n in 4 8; do
   echo "## $n peers"
-  "$bench" --op all_reduce --peers $n -b 1K -e 64M -f 64 -n 10 -w 3 | grep -E '^ +[0-9]'
-  "$bench" --op all_reduce --peers $n -b 64M -e 64M -n 5 -w 2 | grep -E '^ +[0-9]'
+  "$bench" --op all_reduce --peers $n -b 1K -e 64K -f 64 -n 1000 -w 100 | grep -E '^ +[0-9]'
+  "$bench" --op all_reduce --peers $n -b 4M -e 64M -f 16 -n 5 -w 2 | grep -E '^ +[0-9]'
 done
 
 ours=$(awk '$1 == 67108864 {print $8}' /tmp/chorus-table-2.txt)
