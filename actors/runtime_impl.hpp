@@ -2,6 +2,7 @@
 #pragma once
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -50,7 +51,7 @@ struct PeerState {
   std::shared_ptr<RuntimeImpl> rt;
   PeerId id = 0;
   Config config;
-  uint64_t seq = 0;     // this peer's collective sequence number: the op identity
+  std::atomic<uint64_t> seq{0};  // this peer's collective sequence number: the op identity
   uint64_t epoch = 0;   // the registration generation the server handed out (see reset)
   bool finished = false;
 };
