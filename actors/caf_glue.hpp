@@ -11,6 +11,7 @@ using register_atom = caf::atom_constant<caf::atom("register")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using reset_atom = caf::atom_constant<caf::atom("reset")>;
 using op_atom = caf::atom_constant<caf::atom("op")>;
+using group_atom = caf::atom_constant<caf::atom("group")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 } // namespace chorus
 

@@ -20,7 +20,8 @@ struct Reply {
   DType out_dtype = DType::f32;   // broadcast/scatter by data: what the receivers allocate
   Shape out_shape;
   uint64_t timer = 0;
-  uint64_t epoch = 0;             // register: the registration generation to send with every op             // the server's timer for this request: on_timeout(timer) expires it
+  uint64_t epoch = 0;             // register: the registration generation to send with every op
+  uint32_t group = 0;             // new group: its id             // the server's timer for this request: on_timeout(timer) expires it
 
   void complete(Status s) {
     status = std::move(s);

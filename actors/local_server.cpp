@@ -17,6 +17,7 @@ caf::behavior local_server_sharing(caf::event_based_actor*, std::shared_ptr<Loca
       [core](finish_atom, Call& c) { core->on_finish(std::move(c)); },
       [core](reset_atom, Call& c) { core->on_reset(std::move(c)); },
       [core](op_atom, Call& c) { core->on_op(std::move(c)); },
+      [core](group_atom, Call& c) { core->on_group(std::move(c)); },
       [core](timeout_atom, uint64_t key) { core->on_timeout(key); },
   };
 }

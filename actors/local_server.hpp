@@ -7,7 +7,7 @@ namespace chorus {
 class LocalServerCore;
 
 // Message interface (all replies go through Call::reply, never through a CAF response):
-//   (register_atom, Call)  (finish_atom, Call)  (reset_atom, Call)  (op_atom, Call)
+//   (register_atom, Call)  (finish_atom, Call)  (reset_atom, Call)  (op_atom, Call)  (group_atom, Call)
 // This form owns its core and expires requests with CAF timers.
 caf::behavior local_server(caf::event_based_actor* self);
 // This form shares `core` with the peer threads of the runtime, which enter it directly for ops

@@ -45,6 +45,9 @@ void LocalServerCore::on_register(Call call) {
     config_ = r->config;
     registered_.assign(n, false);
     finished_.assign(n, false);
+    std::vector<uint32_t> world(n);
+    for (uint32_t i = 0; i < n; ++i) world[i] = i;
+    groups_[0] = Group{world, std::vector<bool>(n, false)};
   }
   if (finished_[r->peer])
     return call.reply->complete({Errc::finished, "peer " + std::to_string(r->peer) +
@@ -115,6 +118,10 @@ void LocalServerCore::fail_everyone(const Status& why) {
   for (auto* q : {&sends_, &recvs_})
     for (auto& [key, halves] : *q)
       for (auto& h : halves) h.arrival.call.reply->complete(why);
+  for (auto& [members, pg] : pending_groups_)
+    for (auto& [peer, c] : pg.arrivals) c.reply->complete(why);
+  pending_groups_.clear();
+  group_timers_.clear();
   ops_.clear();
   sends_.clear();
   recvs_.clear();
@@ -128,6 +135,8 @@ void LocalServerCore::clear() {
   registered_.clear();
   finished_.clear();
   ops_.clear();
+  groups_.clear();
+  next_group_ = 1;
 }
 
 void LocalServerCore::on_op(Call call) {
@@ -137,21 +146,106 @@ void LocalServerCore::on_op(Call call) {
   auto req = decode_op(call.message, err);
   if (!req) return call.reply->complete(garbled(err));
   if (auto s = check_caller(req->peer, req->epoch); !s) return call.reply->complete(s);
-  if (req->group != 0)
-    return call.reply->complete({Errc::invalid_argument, "group " + std::to_string(req->group) + " does not exist"});
-  if (req->kind == OpKind::send || req->kind == OpKind::recv) return point_to_point(std::move(*req), std::move(call));
+  Status not_member;
+  const Group* g = group_of(req->group, req->peer, not_member);
+  if (!g) return call.reply->complete(not_member);
+  req->rank = static_cast<uint32_t>(std::find(g->members.begin(), g->members.end(), req->peer) - g->members.begin());
+  if (req->kind == OpKind::send || req->kind == OpKind::recv) {
+    // The other side is named by its rank in the group; queues are keyed by global ids.
+    const bool is_send = req->kind == OpKind::send;
+    if (req->other >= g->members.size())
+      return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req->peer) + ": " +
+                                      (is_send ? "send to" : "recv from") + " peer " + std::to_string(req->other) +
+                                      " (not a peer)"});
+    req->other = g->members[req->other];
+    return point_to_point(std::move(*req), std::move(call));
+  }
   collective(std::move(*req), std::move(call));
 }
 
+const LocalServerCore::Group* LocalServerCore::group_of(uint32_t gid, uint32_t peer, Status& error) const {
+  auto it = groups_.find(gid);
+  if (it == groups_.end()) {
+    error = {Errc::invalid_argument, "group " + std::to_string(gid) + " does not exist (never created, or destroyed)"};
+    return nullptr;
+  }
+  const auto& m = it->second.members;
+  auto pos = std::find(m.begin(), m.end(), peer);
+  if (pos == m.end()) {
+    std::string list;
+    for (std::size_t i = 0; i < m.size(); ++i) list += (i ? ", " : "") + std::to_string(m[i]);
+    error = {Errc::invalid_argument, "peer " + std::to_string(peer) + " is not a member of group " +
+                                         std::to_string(gid) + " [" + list + "]"};
+    return nullptr;
+  }
+  if (it->second.released[pos - m.begin()]) {
+    error = {Errc::invalid_argument, "peer " + std::to_string(peer) + " already destroyed group " + std::to_string(gid)};
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void LocalServerCore::on_group(Call call) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (closed_) return call.reply->complete(*closed_);
+  std::string err;
+  auto req = decode_group(call.message, err);
+  if (!req) return call.reply->complete(garbled(err));
+  if (auto s = check_caller(req->peer, req->epoch); !s) return call.reply->complete(s);
+  if (req->destroy) {
+    Status e;
+    if (req->group == 0) return call.reply->complete({Errc::invalid_argument, "the world group cannot be destroyed"});
+    const Group* g = group_of(req->group, req->peer, e);
+    if (!g) return call.reply->complete(e);
+    Group& gm = groups_[req->group];
+    gm.released[std::find(gm.members.begin(), gm.members.end(), req->peer) - gm.members.begin()] = true;
+    if (std::all_of(gm.released.begin(), gm.released.end(), [](bool b) { return b; })) groups_.erase(req->group);
+    return call.reply->complete(Status::ok());
+  }
+  const auto& m = req->members;
+  const uint32_t n = config_->num_devices;
+  auto bad = [&](std::string why) {
+    call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req->peer) + ": new group: " + why});
+  };
+  if (m.empty()) return bad("the member list is empty");
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    if (m[i] >= n) return bad("member " + std::to_string(m[i]) + " is not a peer");
+    for (std::size_t j = 0; j < i; ++j)
+      if (m[j] == m[i]) return bad("member " + std::to_string(m[i]) + " is listed twice");
+  }
+  if (std::find(m.begin(), m.end(), req->peer) == m.end()) return bad("the caller is not in the member list");
+  auto [it, fresh] = pending_groups_.try_emplace(m);
+  PendingGroup& pg = it->second;
+  if (fresh) {
+    pg.timer = next_timer_++;
+    group_timers_[pg.timer] = m;
+    start_timer(pg.timer);
+  }
+  call.reply->timer = pg.timer;
+  if (pg.arrivals.count(req->peer)) return bad("asked twice for the same group at once");
+  pg.arrivals.emplace(req->peer, std::move(call));
+  if (pg.arrivals.size() < m.size()) return;
+  const uint32_t gid = next_group_++;
+  groups_[gid] = Group{m, std::vector<bool>(m.size(), false)};
+  for (auto& [peer, c] : pg.arrivals) {
+    c.reply->group = gid;
+    c.reply->complete(Status::ok());
+  }
+  group_timers_.erase(pg.timer);
+  pending_groups_.erase(it);
+}
+
+
 void LocalServerCore::collective(OpRequestData req, Call call) {
-  const int n = static_cast<int>(config_->num_devices);
-  auto [it, fresh] = ops_.try_emplace(req.seq);
+  const int n = static_cast<int>(groups_.at(req.group).members.size());
+  const OpKey key{req.group, req.seq};
+  auto [it, fresh] = ops_.try_emplace(key);
   PendingOp& op = it->second;
   if (fresh) {
     op.arrivals.resize(n);
     op.kind = req.kind;
     op.timer = next_timer_++;
-    op_timers_[op.timer] = req.seq;
+    op_timers_[op.timer] = key;
     start_timer(op.timer);
   }
   call.reply->timer = op.timer;
@@ -160,10 +254,11 @@ void LocalServerCore::collective(OpRequestData req, Call call) {
     if (++op.answered == n) { op_timers_.erase(op.timer); ops_.erase(it); }
     return;
   }
-  if (op.arrivals[req.peer])
+  const uint32_t rank = req.rank;
+  if (op.arrivals[rank])
     return call.reply->complete({Errc::internal, op_label(req.kind, req.seq) + ": peer " +
                                     std::to_string(req.peer) + " called twice with one sequence number"});
-  op.arrivals[req.peer] = Arrival{std::move(req), std::move(call)};
+  op.arrivals[rank] = Arrival{std::move(req), std::move(call)};
   if (++op.arrived == n) {
     launch(it->first, op);
     op_timers_.erase(op.timer);
@@ -182,7 +277,8 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::schedule_for(const Sche
   return cs;
 }
 
-void LocalServerCore::launch(uint64_t seq, PendingOp& op) {
+void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
+  const uint64_t seq = key.second;
   const int n = static_cast<int>(op.arrivals.size());
   std::vector<const OpRequestData*> reqs;
   for (auto& a : op.arrivals) reqs.push_back(&a->req);
@@ -226,7 +322,7 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call) {
   const TensorMeta& mine = is_send ? req.input : req.output;
   if (!mine.present)
     return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req.peer) + ": " + what + " without a buffer"});
-  P2PKey key = is_send ? P2PKey{req.peer, req.other, req.tag} : P2PKey{req.other, req.peer, req.tag};
+  P2PKey key = is_send ? P2PKey{req.group, req.peer, req.other, req.tag} : P2PKey{req.group, req.other, req.peer, req.tag};
   auto& mine_q = is_send ? sends_ : recvs_;
   auto& other_q = is_send ? recvs_ : sends_;
   auto oit = other_q.find(key);
@@ -245,7 +341,7 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call) {
   Arrival mine_a{std::move(req), std::move(call)};
   Arrival& snd = is_send ? mine_a : other.arrival;
   Arrival& rcv = is_send ? other.arrival : mine_a;
-  const auto& [src, dst, tag] = key;
+  const auto& [gid, src, dst, tag] = key;
   const std::string label = "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
   Status s;
   if (snd.req.input.dtype != rcv.req.output.dtype)
@@ -274,10 +370,24 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call) {
 
 void LocalServerCore::on_timeout(uint64_t key) {
   std::lock_guard<std::mutex> lk(mu_);
+  if (auto t = group_timers_.find(key); t != group_timers_.end()) {
+    auto pit = pending_groups_.find(t->second);
+    group_timers_.erase(t);
+    if (pit == pending_groups_.end()) return;
+    std::vector<int> missing;
+    for (uint32_t m : pit->first)
+      if (!pit->second.arrivals.count(m)) missing.push_back(static_cast<int>(m));
+    Status why(Errc::timeout, "new group: " + names(missing) + " never asked for it within " +
+                                  std::to_string(config_ ? config_->timeout.count() : 0) + " ms");
+    for (auto& [peer, c] : pit->second.arrivals) c.reply->complete(why);
+    pending_groups_.erase(pit);
+    return;
+  }
   if (auto t = op_timers_.find(key); t != op_timers_.end()) {
-    uint64_t seq = t->second;
+    const OpKey ok = t->second;
+    const uint64_t seq = ok.second;
     op_timers_.erase(t);
-    auto it = ops_.find(seq);
+    auto it = ops_.find(ok);
     if (it == ops_.end() || it->second.failed) return;
     PendingOp& op = it->second;
     std::vector<int> missing;
@@ -302,7 +412,7 @@ void LocalServerCore::on_timeout(uint64_t key) {
     auto& halves = it->second;
     for (auto h = halves.begin(); h != halves.end(); ++h) {
       if (h->timer != key) continue;
-      const auto& [src, dst, tag] = pk;
+      const auto& [gid, src, dst, tag] = pk;
       bool is_send = q == &sends_;
       h->arrival.call.reply->complete(Status(
           Errc::timeout, std::string(is_send ? "send" : "recv") + " " + std::to_string(src) + "->" +

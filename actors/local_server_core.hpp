@@ -34,6 +34,7 @@ class LocalServerCore {
   void on_finish(Call call);
   void on_reset(Call call);
   void on_op(Call call);
+  void on_group(Call call);
   void on_timeout(uint64_t key);
   // Fails everything in flight with `why` and answers every later request with it.
   void close(Status why);
@@ -61,7 +62,16 @@ class LocalServerCore {
     OpKind kind = OpKind::barrier;
     uint64_t timer = 0;
   };
-  using P2PKey = std::tuple<uint32_t, uint32_t, uint64_t>;  // source, destination, tag
+  using P2PKey = std::tuple<uint32_t, uint32_t, uint32_t, uint64_t>;  // group, source, destination, tag
+  using OpKey = std::pair<uint32_t, uint64_t>;                         // group, sequence number
+  struct Group {
+    std::vector<uint32_t> members;  // global peer ids; rank i is members[i]
+    std::vector<bool> released;     // destroyed by that member
+  };
+  struct PendingGroup {
+    std::map<uint32_t, Call> arrivals;  // by global peer id
+    uint64_t timer = 0;
+  };
   struct P2PHalf {
     Arrival arrival;
     uint64_t timer;
@@ -70,7 +80,9 @@ class LocalServerCore {
   Status check_caller(uint32_t peer, uint64_t epoch) const;
   void collective(OpRequestData req, Call call);
   void point_to_point(OpRequestData req, Call call);
-  void launch(uint64_t seq, PendingOp& op);
+  void launch(const OpKey& key, PendingOp& op);
+  // The caller's group, or an error: it does not exist, or the caller is not a member.
+  const Group* group_of(uint32_t gid, uint32_t peer, Status& error) const;
   void fail_everyone(const Status& why);
   void clear();
   std::shared_ptr<const CompiledSchedule> schedule_for(const ScheduleParams& p);
@@ -83,11 +95,15 @@ class LocalServerCore {
   std::optional<Status> closed_;
   std::optional<Config> config_;
   std::vector<bool> registered_, finished_;
-  std::map<uint64_t, PendingOp> ops_;  // group 0, by sequence number
+  std::map<OpKey, PendingOp> ops_;
+  std::map<uint32_t, Group> groups_;                         // 0 is the world, made at register
+  std::map<std::vector<uint32_t>, PendingGroup> pending_groups_;  // by member list
+  std::map<uint64_t, std::vector<uint32_t>> group_timers_;   // timer id -> pending member list
+  uint32_t next_group_ = 1;
   std::map<P2PKey, std::deque<P2PHalf>> sends_, recvs_;
   uint64_t epoch_ = 0;                        // bumped whenever the collective is cleared
   uint64_t next_timer_ = 1;                  // timer ids are never reused, so a stale tick is harmless
-  std::map<uint64_t, uint64_t> op_timers_;   // timer id -> sequence number
+  std::map<uint64_t, OpKey> op_timers_;      // timer id -> op
   std::map<uint64_t, P2PKey> p2p_timers_;    // timer id -> queue of the waiting half
   std::map<std::tuple<int, int, int, int, int, std::size_t, std::size_t>,
            std::shared_ptr<const CompiledSchedule>> schedule_cache_;

@@ -56,7 +56,7 @@ Status check_request(const OpRequestData& r, int n) {
   if (rooted(r.kind) && !by_data(r) && r.root >= static_cast<uint32_t>(n))
     return bad(who + "root " + std::to_string(r.root) + " is not a peer (group of " + std::to_string(n) + ")");
   if (auto s = same_dtype(); !s) return s;
-  const bool is_root = r.peer == r.root;
+  const bool is_root = r.rank == r.root;
   switch (r.kind) {
     case OpKind::barrier: return Status::ok();
     case OpKind::all_reduce:
@@ -135,7 +135,7 @@ Status check_agreement(const std::vector<const OpRequestData*>& reqs, OpShape& s
   if (data_form) {
     std::vector<int> sources;
     for (auto* r : reqs)
-      if (r->input.present) sources.push_back(static_cast<int>(r->peer));
+      if (r->input.present) sources.push_back(static_cast<int>(r->rank));
     if (sources.empty())
       return {Errc::no_data, "no peer supplied the data (all " + std::to_string(n) + " peers passed none)"};
     if (sources.size() > 1)

@@ -19,8 +19,13 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
     status = Status(Errc::finished, "peer " + std::to_string(s.id) + " has already finished");
     return nullptr;
   }
+  if (s.destroyed) {
+    status = Status(Errc::invalid_argument, "group " + std::to_string(s.group) + " was destroyed by this peer");
+    return nullptr;
+  }
   req.peer = s.id;
   req.epoch = s.epoch;
+  req.group = s.group;
   if (req.kind != OpKind::send && req.kind != OpKind::recv) req.seq = s.seq++;
   req.input = TensorMeta::of(in);
   req.output = TensorMeta::of(out);
@@ -81,7 +86,69 @@ Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data) {
 } // namespace
 
 PeerId Peer::id() const { return state_ ? state_->id : 0; }
-uint32_t Peer::size() const { return state_ ? state_->config.num_devices : 0; }
+uint32_t Peer::size() const { return state_ ? static_cast<uint32_t>(state_->members.size()) : 0; }
+uint32_t Peer::rank() const { return state_ ? state_->rank : 0; }
+uint32_t Peer::group() const { return state_ ? state_->group : 0; }
+std::vector<PeerId> Peer::members() const { return state_ ? state_->members : std::vector<PeerId>{}; }
+
+Result<Peer> Peer::new_group(std::vector<PeerId> members) {
+  if (!state_) return no_peer();
+  PeerState& s = *state_;
+  if (s.finished) return Status(Errc::finished, "peer " + std::to_string(s.id) + " has already finished");
+  GroupRequestData g;
+  g.peer = s.id;
+  g.epoch = s.epoch;
+  g.members = members;
+  Call call;
+  call.message = encode_group(g);
+  auto reply = call.reply;
+  if (auto st = s.rt->submit_group(call, s.config.timeout, s.config.num_devices); !st) return st;
+  auto ns = std::make_shared<PeerState>();
+  ns->rt = s.rt;
+  ns->id = s.id;
+  ns->config = s.config;
+  ns->epoch = s.epoch;
+  ns->group = reply->group;
+  ns->members = std::move(members);
+  ns->rank = static_cast<uint32_t>(std::find(ns->members.begin(), ns->members.end(), s.id) - ns->members.begin());
+  return Peer(std::move(ns));
+}
+
+Result<Peer> Peer::split(int color, int key) {
+  if (!state_) return no_peer();
+  // Everyone learns everyone's (color, key); each color's members, ordered by (key, rank here),
+  // then create their group together. A negative color joins no group (an empty handle).
+  const uint32_t n = size();
+  Tensor mine = Tensor::from(std::vector<int64_t>{color, key});
+  Tensor all = Tensor::zeros(DType::i64, {static_cast<int64_t>(2 * n)});
+  if (auto st = all_gather(mine, all); !st) return st;
+  if (color < 0) return Peer();
+  const int64_t* v = all.data_as<int64_t>();
+  std::vector<std::pair<int64_t, uint32_t>> order;  // (key, rank)
+  for (uint32_t r = 0; r < n; ++r)
+    if (v[2 * r] == color) order.emplace_back(v[2 * r + 1], r);
+  std::sort(order.begin(), order.end());
+  std::vector<PeerId> members;
+  for (auto& [k, r] : order) members.push_back(state_->members[r]);
+  return new_group(std::move(members));
+}
+
+Status Peer::destroy() {
+  if (!state_) return no_peer();
+  PeerState& s = *state_;
+  if (s.group == 0) return {Errc::invalid_argument, "the world group cannot be destroyed; use finish()"};
+  if (s.destroyed) return {Errc::invalid_argument, "group " + std::to_string(s.group) + " was already destroyed by this peer"};
+  GroupRequestData g;
+  g.peer = s.id;
+  g.epoch = s.epoch;
+  g.destroy = true;
+  g.group = s.group;
+  Call call;
+  call.message = encode_group(g);
+  Status st = s.rt->submit_group(call, s.config.timeout, s.config.num_devices);
+  if (st) s.destroyed = true;
+  return st;
+}
 
 Status Peer::all_reduce(Tensor& inout, ReduceOp op) { return all_reduce(inout, inout, op); }
 Status Peer::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
@@ -91,13 +158,13 @@ Status Peer::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
 Status Peer::reduce(Tensor& inout, ReduceOp op, PeerId root) { return reduce(inout, inout, op, root); }
 Status Peer::reduce(const Tensor& in, Tensor& out, ReduceOp op, PeerId root) {
   // Only the root receives; elsewhere the output is not touched (the work buffer is scratch).
-  bool is_root = state_ && state_->id == root;
+  bool is_root = state_ && state_->rank == root;
   Tensor none;
   return collective(state_.get(), make(OpKind::reduce, op, root), in, is_root ? out : none);
 }
 
 Status Peer::broadcast(Tensor& buf, PeerId root) {
-  bool is_root = state_ && state_->id == root;
+  bool is_root = state_ && state_->rank == root;
   Tensor none;
   return collective(state_.get(), make(OpKind::broadcast, ReduceOp::sum, root), is_root ? buf : none, buf);
 }
@@ -119,13 +186,13 @@ Status Peer::all_to_all(const Tensor& in, Tensor& out) {
 }
 
 Status Peer::gather(const Tensor& in, Tensor& out, PeerId root) {
-  bool is_root = state_ && state_->id == root;
+  bool is_root = state_ && state_->rank == root;
   Tensor none;
   return collective(state_.get(), make(OpKind::gather, ReduceOp::sum, root), in, is_root ? out : none);
 }
 
 Status Peer::scatter(const Tensor& in, Tensor& out, PeerId root) {
-  bool is_root = state_ && state_->id == root;
+  bool is_root = state_ && state_->rank == root;
   Tensor none;
   return collective(state_.get(), make(OpKind::scatter, ReduceOp::sum, root), is_root ? in : none, out);
 }

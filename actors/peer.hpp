@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "actors/result.hpp"
 #include "actors/status.hpp"
@@ -19,8 +21,11 @@ struct PeerState;
 class Peer {
  public:
   Peer() = default;
-  PeerId id() const;
-  uint32_t size() const;  // peers in the collective
+  PeerId id() const;      // the global peer id
+  uint32_t size() const;  // peers in this handle's group (the world: every peer)
+  uint32_t rank() const;  // my index in this handle's group; roots and send/recv peers are ranks
+  uint32_t group() const; // 0 for the world
+  std::vector<PeerId> members() const;  // global ids; rank i is members()[i]
 
   // out = reduction over peers of in. out may be omitted (or be in) for in place.
   Status all_reduce(Tensor& inout, ReduceOp op);
@@ -51,6 +56,27 @@ class Peer {
   Status recv(Tensor& t, PeerId src, uint64_t tag = 0);
   // Leaves the collective; further ops fail with Errc::finished.
   Status finish();
+
+  // Groups. A group is a handle like this one whose ops run among its members only, with ranks
+  // renumbered 0..size()-1 in member order. Groups of any membership run ops concurrently without
+  // mixing (every op is identified by group and sequence number).
+  // Collective over `members` (global ids, every member passes the same list, the caller among them).
+  Result<Peer> new_group(std::vector<PeerId> members);
+  // Collective over this handle's group (like MPI_Comm_split): peers with the same color form a
+  // group, ordered by key then by rank here. A negative color joins none (an empty handle, ok).
+  Result<Peer> split(int color, int key);
+  // Releases this member's share of the group; ops on it then fail. Not for the world (use finish).
+  Status destroy();
+
+  // Object collectives: payloads of different lengths per peer (actors/object_collectives.cpp).
+  // Every peer gets every peer's bytes, in rank order.
+  Result<std::vector<std::string>> all_gather_object(const std::string& mine);
+  // Exactly one peer passes the bytes (0 bytes allowed); every peer gets them.
+  Result<std::string> broadcast_object(std::optional<std::string> data);
+  // Every peer gets every peer's tensor (same dtype, any shape of up to 8 dimensions).
+  Result<std::vector<Tensor>> all_gather_v(const Tensor& in);
+  // The root gets every peer's tensor; the others get an empty list.
+  Result<std::vector<Tensor>> gather_v(const Tensor& in, PeerId root);
 
  private:
   friend class Runtime;

@@ -34,16 +34,29 @@ void RuntimeImpl::shutdown() {
   system.reset();
 }
 
-Status RuntimeImpl::submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers) {
+namespace {
+// Enters the core directly and waits for the reply; past the deadline, expires the request itself.
+template <class Enter>
+Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::milliseconds timeout, unsigned peers,
+                      Enter enter) {
   auto reply = call.reply;
-  core->on_op(std::move(call));
+  (core.*enter)(std::move(call));
   if (!reply->done.wait_at_least(1, Clock::now() + timeout, spin_budget_for(peers))) {
-    core->on_timeout(reply->timer);  // fails the op for everyone who came, naming who did not
-    if (!reply->done.wait_at_least(1, Clock::now() + grace))
+    core.on_timeout(reply->timer);  // fails the request for everyone who came, naming who did not
+    if (!reply->done.wait_at_least(1, Clock::now() + RuntimeImpl::grace))
       return {Errc::timeout, "the local server did not answer within " +
-                                 std::to_string((timeout + grace).count()) + " ms"};
+                                 std::to_string((timeout + RuntimeImpl::grace).count()) + " ms"};
   }
   return reply->status;
+}
+} // namespace
+
+Status RuntimeImpl::submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers) {
+  return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_op);
+}
+
+Status RuntimeImpl::submit_group(Call& call, std::chrono::milliseconds timeout, unsigned peers) {
+  return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_group);
 }
 
 Runtime::Runtime() : impl_(std::make_shared<RuntimeImpl>()) {}
@@ -58,6 +71,8 @@ Result<Peer> Runtime::register_peer(PeerId id, const Config& config) {
   if (auto s = impl_->submit(register_atom::value, call, config.timeout); !s) return s;
   auto st = std::make_shared<PeerState>();
   st->epoch = reply->epoch;
+  st->rank = id;
+  for (uint32_t i = 0; i < config.num_devices; ++i) st->members.push_back(i);
   st->rt = impl_;
   st->id = id;
   st->config = config;

@@ -37,6 +37,8 @@ struct RuntimeImpl {
   // and waits for the reply; when the deadline passes, expires the request itself.
   // `peers` threads take part in the op (it decides whether waiting may spin).
   Status submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers);
+  // The same for a group request (creation waits for every member).
+  Status submit_group(Call& call, std::chrono::milliseconds timeout, unsigned peers);
 
   static constexpr std::chrono::milliseconds grace{5000};
   std::shared_ptr<LocalServerCore> core;
@@ -54,6 +56,10 @@ struct PeerState {
   std::atomic<uint64_t> seq{0};  // this peer's collective sequence number: the op identity
   uint64_t epoch = 0;   // the registration generation the server handed out (see reset)
   bool finished = false;
+  uint32_t group = 0;              // 0: the world
+  std::vector<uint32_t> members;   // global ids of the group; rank i is members[i]
+  uint32_t rank = 0;               // this peer's index in members
+  bool destroyed = false;          // destroy() was called on this group handle
 };
 
 } // namespace chorus
