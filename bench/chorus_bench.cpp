@@ -63,14 +63,21 @@ struct Shared {
   std::vector<std::string> all_errors;
 };
 
-void peer_main(uint32_t rank, Runtime& rt, const Config& cfg, const Options& o,
+// `o` describes the sweep's participants (o.peers is the group's size under --group); `id` is this
+// peer's global id, `rank` its index among the participants.
+void peer_main(uint32_t rank, uint32_t id, Runtime& rt, const Config& cfg, const Options& o,
                const std::vector<std::size_t>& sizes, Shared& sh) {
   auto fail = [&](const std::string& what) {
     if (sh.errors[rank].empty()) sh.errors[rank] = what;
     sh.failed.store(true, std::memory_order_relaxed);
   };
-  auto reg = rt.register_peer(rank, cfg);
+  auto reg = rt.register_peer(id, cfg);
   if (!reg) fail("register: " + reg.status().to_string());
+  if (reg && !o.group.empty()) {  // the sweep runs inside the subgroup
+    auto g = reg->new_group(o.group);
+    if (!g) fail("new_group: " + g.status().to_string());
+    else reg = std::move(g);
+  }
   sh.sync.arrive_and_wait();
   const bool registered = reg.is_ok();
   if (sh.failed.load()) {
@@ -211,17 +218,30 @@ int main(int argc, char** argv) {
   print_header();
 
   // Spin in the barrier only when every peer has a hardware thread of its own.
-  Shared sh(o, o.peers <= hw ? 4000u : 0u);
+  Options sweep_opts = o;
+  sweep_opts.peers = o.participants();
+  Shared sh(sweep_opts, o.peers <= hw ? 4000u : 0u);
   {
     Runtime rt;
     std::vector<std::thread> threads;
     threads.reserve(o.peers);
-    for (uint32_t p = 0; p < o.peers; ++p)
-      threads.emplace_back([&, p] { peer_main(p, rt, cfg, o, sizes, sh); });
+    for (uint32_t p = 0; p < o.peers; ++p) {
+      auto pos = std::find(o.group.begin(), o.group.end(), p);
+      if (!o.group.empty() && pos == o.group.end()) {
+        // Not in the group: join the collective, then leave; the group's ops do not involve it.
+        threads.emplace_back([&, p] {
+          auto reg = rt.register_peer(p, cfg);
+          if (reg) (void)reg->finish();
+        });
+        continue;
+      }
+      const uint32_t rank = o.group.empty() ? p : static_cast<uint32_t>(pos - o.group.begin());
+      threads.emplace_back([&, p, rank] { peer_main(rank, p, rt, cfg, sweep_opts, sizes, sh); });
+    }
     for (auto& t : threads) t.join();
   }
   // Errors raised after the last row (finish) are not in all_errors yet.
-  for (uint32_t p = 0; p < o.peers; ++p)
+  for (uint32_t p = 0; p < sweep_opts.peers; ++p)
     if (!sh.finish_errors[p].empty()) sh.all_errors.push_back("peer " + std::to_string(p) + ": " + sh.finish_errors[p]);
 
   print_summary(sh.wrong_total, sh.rows ? sh.busbw_sum / static_cast<double>(sh.rows) : 0.0);

@@ -129,7 +129,9 @@ std::string usage(std::string_view program) {
     "                     all_reduce, reduce, broadcast and send_recv it is each peer's buffer.\n"
     "  -n, --iters I      timed iterations per size (default 20)\n"
     "  -w, --warmup_iters W  untimed iterations per size before timing (default 5)\n"
-    "  --root R           root peer of reduce, broadcast, gather, scatter (default 0)\n"
+    "  --root R           root rank of reduce, broadcast, gather, scatter (default 0)\n"
+    "  --group I,J,...    run the sweep inside the subgroup of these global peer ids (ranks, --root\n"
+    "                     and busbw then refer to the group; the other peers register and idle)\n"
     "  -c, --check 0|1    1: after timing, run the op once more on fresh inputs and count the wrong\n"
     "                     elements of every peer against an independent reference (default 1)\n"
     "  --timeout-ms MS    the runtime's per-wait timeout for every op (default 30000)\n"
@@ -176,12 +178,27 @@ ParseResult parse_options(int argc, const char* const* argv) {
     static constexpr std::string_view known[] = {
         "--op", "--peers", "--dtype", "--redop", "--strategy", "-b", "--minbytes", "-e", "--maxbytes",
         "-f", "--stepfactor", "-n", "--iters", "-w", "--warmup_iters", "--root", "-c", "--check",
-        "--timeout-ms", "--device"};
+        "--timeout-ms", "--device", "--group"};
     if (std::find(std::begin(known), std::end(known), flag) == std::end(known))
       return fail("unknown flag " + std::string(args[i]));
     auto v = next();
     if (!v) return fail(f + " needs a value");
     std::string vs(*v);
+    if (flag == "--group") {
+      o.group.clear();
+      std::size_t at = 0;
+      while (at <= vs.size()) {
+        std::size_t comma = vs.find(',', at);
+        std::string item = vs.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        char* end = nullptr;
+        unsigned long id = std::strtoul(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0') return fail("--group " + vs + ": expected global peer ids like 0,2,5");
+        o.group.push_back(static_cast<uint32_t>(id));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+      }
+      continue;
+    }
     if (flag == "--op") {
       auto op = parse_bench_op(*v);
       if (!op) return fail("--op " + vs + ": unknown op; one of: " + join_ops());
@@ -249,10 +266,16 @@ ParseResult parse_options(int argc, const char* const* argv) {
     return fail("--redop " + std::string(to_string(o.redop)) + " is not defined for --dtype " +
                 std::string(to_string(o.dtype)) +
                 ": the bitwise reductions band, bor, bxor need an integer dtype (i8 u8 i32 i64)");
-  if (is_rooted(o.op) && o.root >= o.peers)
-    return fail("--root " + std::to_string(o.root) + " is not a peer: --peers " + std::to_string(o.peers) +
-                " gives peers 0.." + std::to_string(o.peers - 1));
-  if (o.op == BenchOp::send_recv && o.peers < 2)
+  for (std::size_t i = 0; i < o.group.size(); ++i) {
+    if (o.group[i] >= o.peers)
+      return fail("--group: peer " + std::to_string(o.group[i]) + " is not a peer (--peers " + std::to_string(o.peers) + ")");
+    for (std::size_t j = 0; j < i; ++j)
+      if (o.group[j] == o.group[i]) return fail("--group: peer " + std::to_string(o.group[i]) + " is listed twice");
+  }
+  if (is_rooted(o.op) && o.root >= o.participants())
+    return fail("--root " + std::to_string(o.root) + " is not a rank: the sweep has " +
+                std::to_string(o.participants()) + " peers (ranks 0.." + std::to_string(o.participants() - 1) + ")");
+  if (o.op == BenchOp::send_recv && o.participants() < 2)
     return fail("--op send_recv needs --peers 2 or more (peers pair up 0->1, 2->3, ...)");
   return res;
 }

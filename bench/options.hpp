@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "strategies/select.hpp"
@@ -43,6 +44,11 @@ struct Options {
   bool check = true;
   int64_t timeout_ms = 30000;
   Device device = Device::cpu;
+  // --group: the sweep runs inside the subgroup of these global peer ids (empty: the world).
+  // Ranks, --root and the busbw factors then refer to the group.
+  std::vector<uint32_t> group;
+  // Peers taking part in the sweep: the group's size, or every peer.
+  uint32_t participants() const { return group.empty() ? peers : static_cast<uint32_t>(group.size()); }
 };
 
 struct ParseResult {

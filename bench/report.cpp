@@ -35,6 +35,11 @@ void print_preamble(const Options& o, unsigned hardware_threads) {
               o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters, o.check ? 1 : 0, o.root,
               static_cast<long long>(o.timeout_ms));
   std::printf("#  one thread per peer on one in-process Runtime; %u hardware threads\n", hardware_threads);
+  if (!o.group.empty()) {
+    std::printf("#  inside the group of peers");
+    for (uint32_t id : o.group) std::printf(" %u", id);
+    std::printf(" (ranks 0..%zu; busbw for %zu peers)\n", o.group.size() - 1, o.group.size());
+  }
   std::printf("#\n");
 }
 
