@@ -231,6 +231,9 @@ Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
 
 Status Peer::finish() {
   if (!state_) return no_peer();
+  if (state_->group != 0)
+    return {Errc::invalid_argument, "finish() leaves the collective: call it on the world handle "
+                                    "(a group is released with destroy())"};
   if (state_->finished)
     return {Errc::unregister_twice, "peer " + std::to_string(state_->id) + " finished twice"};
   Call call;

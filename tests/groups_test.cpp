@@ -136,6 +136,7 @@ TEST(Groups, OpsOnADestroyedGroupFail) {
     auto g = p.new_group({0, 1});
     ASSERT_TRUE(g.is_ok());
     ASSERT_TRUE(g->barrier().is_ok());
+    EXPECT_TRUE(has(g->finish(), Errc::invalid_argument, {"world handle"}));
     ASSERT_TRUE(g->destroy().is_ok());
     EXPECT_TRUE(has(g->barrier(), Errc::invalid_argument, {"destroyed"}));
     EXPECT_TRUE(has(g->destroy(), Errc::invalid_argument, {"already destroyed"}));
