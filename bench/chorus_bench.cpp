@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,10 +74,11 @@ void peer_main(uint32_t rank, uint32_t id, Runtime& rt, const Config& cfg, const
   };
   auto reg = rt.register_peer(id, cfg);
   if (!reg) fail("register: " + reg.status().to_string());
-  if (reg && !o.group.empty()) {  // the sweep runs inside the subgroup
+  std::optional<Peer> group;  // the sweep runs inside this subgroup under --group
+  if (reg && !o.group.empty()) {
     auto g = reg->new_group(o.group);
     if (!g) fail("new_group: " + g.status().to_string());
-    else reg = std::move(g);
+    else group = *g;
   }
   sh.sync.arrive_and_wait();
   const bool registered = reg.is_ok();
@@ -87,7 +89,7 @@ void peer_main(uint32_t rank, uint32_t id, Runtime& rt, const Config& cfg, const
     if (registered) (void)reg->finish();
     return;
   }
-  Peer& peer = *reg;
+  Peer& peer = group ? *group : *reg;
   OpRunner runner(o, peer, rank);
   const std::string type(to_string(o.dtype));
   const std::string redop = uses_redop(o.op) ? std::string(to_string(o.redop)) : "none";
@@ -171,7 +173,9 @@ void peer_main(uint32_t rank, uint32_t id, Runtime& rt, const Config& cfg, const
   }
   runner.release();
   // A finish error after a clean run is itself a failure worth reporting (printed by main).
-  if (Status s = peer.finish(); !s && !sh.failed.load()) sh.finish_errors[rank] = "finish: " + s.to_string();
+  if (group)
+    if (Status s = group->destroy(); !s && !sh.failed.load()) sh.finish_errors[rank] = "destroy: " + s.to_string();
+  if (Status s = reg->finish(); !s && !sh.failed.load()) sh.finish_errors[rank] = "finish: " + s.to_string();
 }
 
 } // namespace

@@ -91,3 +91,51 @@ struct OpReply {
   code @1 :UInt16;          # chorus::Errc; 0 is ok
   message @2 :Text;         # names the peers and values involved
 }
+
+# ---- Multi-node control plane: node <-> orchestrator (actors/orchestrator.hpp) ----
+# A node asks to join the orchestrator's current collective. The reply (NodeRegisterReply) comes
+# once every expected node has registered, or at once with an error.
+struct NodeRegister {
+  protocolVersion @0 :UInt32;  # the sender's protocolVersion constant
+  secret @1 :Text;             # the shared secret the orchestrator was started with
+  config @2 :Config;           # must agree with the first node's (numDevices, nodeAddress and
+                               # orchestratorAddress may differ per node)
+  numPeers @3 :UInt32;         # peers hosted by this node (>= 1; may differ between nodes)
+  dataAddress @4 :Text;        # host:port this node's data plane listens on
+}
+
+# One node of the topology, indexed by node id.
+struct NodeInfo {
+  numPeers @0 :UInt32;
+  peerOffset @1 :UInt32;       # global id of this node's first peer (sum of numPeers before it)
+  dataAddress @2 :Text;
+}
+
+# What every node learns once the collective is complete.
+struct Topology {
+  collective @0 :UInt64;       # generation of the collective (grows by one per collective)
+  nodeId @1 :UInt32;           # the receiver's node id (arrival order)
+  numNodes @2 :UInt32;
+  totalPeers @3 :UInt32;
+  nodes @4 :List(NodeInfo);
+}
+
+# Orchestrator -> node: the answer to NodeRegister.
+struct NodeRegisterReply {
+  code @0 :UInt16;             # chorus::Errc; 0 is ok and `topology` is set
+  message @1 :Text;            # the reason of a rejection, naming the field or value
+  topology @2 :Topology;
+}
+
+# Node -> orchestrator: this node leaves the collective (sent as a one-way message).
+struct NodeLeave {
+  collective @0 :UInt64;
+  nodeId @1 :UInt32;
+}
+
+# Orchestrator -> surviving nodes: a node of the complete collective was lost.
+struct NodeLost {
+  collective @0 :UInt64;
+  nodeId @1 :UInt32;
+  reason @2 :Text;
+}
