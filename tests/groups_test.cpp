@@ -111,7 +111,9 @@ TEST(Groups, BadMemberListsAreRejected) {
     EXPECT_TRUE(has(p.new_group({}).status(), Errc::invalid_argument, {"empty"}));
     EXPECT_TRUE(has(p.new_group({0, 1, 7}).status(), Errc::invalid_argument, {"member 7 is not a peer"}));
     EXPECT_TRUE(has(p.new_group({0, 0, 1, 2}).status(), Errc::invalid_argument, {"member 0 is listed twice"}));
-    if (p.id() == 0) EXPECT_TRUE(has(p.new_group({1, 2}).status(), Errc::invalid_argument, {"not in the member list"}));
+    if (p.id() == 0) {
+      EXPECT_TRUE(has(p.new_group({1, 2}).status(), Errc::invalid_argument, {"not in the member list"}));
+    }
     EXPECT_TRUE(has(p.destroy(), Errc::invalid_argument, {"world"}));
   });
 }
@@ -181,7 +183,9 @@ TEST(ObjectCollectives, AllGatherVAndGatherVKeepShapes) {
     auto g = p.gather_v(in, 2);
     ASSERT_TRUE(g.is_ok()) << g.status().to_string();
     EXPECT_EQ(g->size(), me == 2 ? 3u : 0u);
-    if (me == 2) EXPECT_EQ((*g)[1].data_as<double>()[3], 103.0);
+    if (me == 2) {
+      EXPECT_EQ((*g)[1].data_as<double>()[3], 103.0);
+    }
     // Different dtypes: every peer gets the same error.
     Tensor odd = me == 1 ? Tensor::from(std::vector<int32_t>{1}) : Tensor::from(std::vector<float>{1});
     EXPECT_TRUE(has(p.all_gather_v(odd).status(), Errc::dtype_mismatch, {"rank 1 has i32"}));

@@ -1,0 +1,50 @@
+// The node side of the registration protocol (see actors/orchestrator.hpp): connects to the
+// orchestrator with CAF remoting, registers this node, waits (with a deadline) for the topology,
+// collects NodeLost notices, and leaves the collective when done.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/orchestrator.hpp"
+#include "actors/result.hpp"
+
+namespace chorus {
+
+class NodeSession {
+ public:
+  // Connects to host:port, registers `reg` and waits up to `timeout` for the topology (the
+  // orchestrator answers once every expected node is in, or with an error naming the reason).
+  // `sys` must be configured with configure_remoting() and outlive the session.
+  static Result<std::shared_ptr<NodeSession>> join(caf::actor_system& sys, const std::string& host,
+                                                   uint16_t port, const NodeRegisterData& reg,
+                                                   std::chrono::milliseconds timeout);
+  ~NodeSession();
+  NodeSession(const NodeSession&) = delete;
+  NodeSession& operator=(const NodeSession&) = delete;
+
+  const TopologyData& topology() const { return topology_; }
+  // NodeLost notices received so far (and the orchestrator's own loss, as node id UINT32_MAX).
+  std::vector<NodeLostData> lost() const;
+  // Tells the orchestrator this node leaves the collective and stops the node actor. Idempotent.
+  void leave();
+  // The node's actor (the orchestrator monitors it).
+  const caf::actor& actor() const { return node_; }
+
+  struct Shared {
+    mutable std::mutex mu;
+    std::vector<NodeLostData> lost;
+  };
+
+ private:
+  NodeSession() = default;
+  caf::actor node_;
+  TopologyData topology_;
+  std::shared_ptr<Shared> shared_;
+  bool left_ = false;
+};
+
+} // namespace chorus
