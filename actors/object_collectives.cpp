@@ -63,42 +63,44 @@ Status too_many_dims(const Tensor& in) {
   return {Errc::invalid_argument, "tensor " + in.describe() + " has more than " + std::to_string(kMaxDims) + " dimensions"};
 }
 
-} // namespace
 
-Result<std::vector<Tensor>> Peer::all_gather_v(const Tensor& in) {
-  // A peer with too many dimensions still joins the header exchange (ndim -1), so every peer fails
-  // together instead of the others waiting for it.
+// Every peer learns every peer's header (and so the largest payload to pad to). A peer with too
+// many dimensions still joins the exchange (ndim -1), so every peer fails together instead of the
+// others waiting for it.
+Status exchange_headers(Peer& p, const Tensor& in, Tensor& hs, std::size_t& max_bytes) {
   Tensor h = header_of(in);
   if (in.shape().size() > kMaxDims) h.data_as<int64_t>()[1] = -1;
-  const uint32_t n = size();
-  Tensor hs = Tensor::zeros(DType::i64, {static_cast<int64_t>(n) * kHeader});
-  if (auto s = all_gather(h, hs); !s) return s;
+  const uint32_t n = p.size();
+  hs = Tensor::zeros(DType::i64, {static_cast<int64_t>(n) * kHeader});
+  if (auto s = p.all_gather(h, hs); !s) return s;
   const int64_t* hv = hs.data_as<int64_t>();
   for (uint32_t r = 0; r < n; ++r)
     if (hv[r * kHeader + 1] < 0)
-      return r == rank() ? too_many_dims(in)
-                         : Status(Errc::invalid_argument, "rank " + std::to_string(r) + "'s tensor has more than 8 dimensions");
+      return r == p.rank() ? too_many_dims(in)
+                           : Status(Errc::invalid_argument, "rank " + std::to_string(r) + "'s tensor has more than 8 dimensions");
+  return check_headers(hv, n, max_bytes);
+}
+
+} // namespace
+
+Result<std::vector<Tensor>> Peer::all_gather_v(const Tensor& in) {
+  Tensor hs;
   std::size_t max_bytes = 0;
-  if (auto s = check_headers(hv, n, max_bytes); !s) return s;
+  if (auto s = exchange_headers(*this, in, hs, max_bytes); !s) return s;
+  const uint32_t n = size();
+  const int64_t* hv = hs.data_as<int64_t>();
   Tensor all = Tensor::zeros(DType::u8, {static_cast<int64_t>(n * max_bytes)});
   if (auto s = all_gather(padded_bytes(in, max_bytes), all); !s) return s;
   return unpack(hv, all.data_as<uint8_t>(), n, max_bytes);
 }
 
 Result<std::vector<Tensor>> Peer::gather_v(const Tensor& in, PeerId root) {
-  Tensor h = header_of(in);
-  if (in.shape().size() > kMaxDims) h.data_as<int64_t>()[1] = -1;
-  const uint32_t n = size();
   // Every peer needs the largest size to pad to, so the headers go to everyone.
-  Tensor hs = Tensor::zeros(DType::i64, {static_cast<int64_t>(n) * kHeader});
-  if (auto s = all_gather(h, hs); !s) return s;
-  const int64_t* hv = hs.data_as<int64_t>();
-  for (uint32_t r = 0; r < n; ++r)
-    if (hv[r * kHeader + 1] < 0)
-      return r == rank() ? too_many_dims(in)
-                         : Status(Errc::invalid_argument, "rank " + std::to_string(r) + "'s tensor has more than 8 dimensions");
+  Tensor hs;
   std::size_t max_bytes = 0;
-  if (auto s = check_headers(hv, n, max_bytes); !s) return s;
+  if (auto s = exchange_headers(*this, in, hs, max_bytes); !s) return s;
+  const uint32_t n = size();
+  const int64_t* hv = hs.data_as<int64_t>();
   Tensor all = Tensor::zeros(DType::u8, {static_cast<int64_t>(rank() == root ? n * max_bytes : 0)});
   if (auto s = gather(padded_bytes(in, max_bytes), all, root); !s) return s;
   if (rank() != root) return std::vector<Tensor>{};
