@@ -160,7 +160,7 @@ void LocalServerCore::on_op(Call call) {
     req->other = g->members[req->other];
     return point_to_point(std::move(*req), std::move(call));
   }
-  collective(std::move(*req), std::move(call));
+  collective(std::move(*req), std::move(call), static_cast<int>(g->members.size()));
 }
 
 const LocalServerCore::Group* LocalServerCore::group_of(uint32_t gid, uint32_t peer, Status& error) const {
@@ -236,8 +236,7 @@ void LocalServerCore::on_group(Call call) {
 }
 
 
-void LocalServerCore::collective(OpRequestData req, Call call) {
-  const int n = static_cast<int>(groups_.at(req.group).members.size());
+void LocalServerCore::collective(OpRequestData req, Call call, int n) {
   const OpKey key{req.group, req.seq};
   auto [it, fresh] = ops_.try_emplace(key);
   PendingOp& op = it->second;

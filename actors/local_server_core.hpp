@@ -78,7 +78,7 @@ class LocalServerCore {
   };
 
   Status check_caller(uint32_t peer, uint64_t epoch) const;
-  void collective(OpRequestData req, Call call);
+  void collective(OpRequestData req, Call call, int n);  // n: the group's size
   void point_to_point(OpRequestData req, Call call);
   void launch(const OpKey& key, PendingOp& op);
   // The caller's group, or an error: it does not exist, or the caller is not a member.

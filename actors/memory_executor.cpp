@@ -72,18 +72,16 @@ Status OpPlan::run(int p, WorkBuffer& work) {
   };
   std::vector<const std::byte*> sources(static_cast<std::size_t>(n_) + 1);
   try {
-    std::size_t flat = 0;
+    std::size_t first = 0;  // slot_ids index of the round's first step
     for (const Round& round : program) {
-      const std::size_t first = flat;
-      for (const Step& s : round.steps) {  // 1. post sends
+      for (std::size_t i = 0; i < round.steps.size(); ++i) {  // 1. post sends
+        const Step& s = round.steps[i];
         if (s.kind == StepKind::send) {
-          Slot& sl = slots_[slot_ids[flat]];
+          Slot& sl = slots_[slot_ids[first + i]];
           sl.data = work.read_ptr(s.offset, s.count);
           sl.word.set(1);
         }
-        ++flat;
       }
-      flat = first;
       // 2. receives and local copies, in order. Consecutive receive-and-reduce steps into one
       // region are fused into a single pass over all their sources.
       for (std::size_t i = 0; i < round.steps.size();) {
@@ -113,14 +111,15 @@ Status OpPlan::run(int p, WorkBuffer& work) {
         for (std::size_t k = i; k < j; ++k) slots_[slot_ids[first + k]].word.set(2);
         i = j;
       }
-      for (const Step& s : round.steps) {  // 3. our sends were read: our memory is ours again
+      for (std::size_t i = 0; i < round.steps.size(); ++i) {  // 3. our sends were read: our memory is ours again
+        const Step& s = round.steps[i];
         if (s.kind == StepKind::send) {
-          Slot& sl = slots_[slot_ids[flat]];
+          Slot& sl = slots_[slot_ids[first + i]];
           if (!sl.word.wait_at_least(2, deadline_, spin_)) return timeout(s);
           if (aborted_.load()) return aborted_status();
         }
-        ++flat;
       }
+      first += round.steps.size();
     }
     work.finish();
   } catch (const std::exception& e) {

@@ -38,6 +38,17 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   return reply;
 }
 
+// Sends one group request (create or destroy) as this peer and waits for the server's answer.
+std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& status) {
+  g.peer = s.id;
+  g.epoch = s.epoch;
+  Call call;
+  call.message = encode_group(g);
+  auto reply = call.reply;
+  status = s.rt->submit_group(call, s.config.timeout, s.config.num_devices);
+  return reply;
+}
+
 // Runs this peer's part of a planned op, then divides for avg where this peer holds a result.
 Status execute(Reply& r, const std::byte* in, std::byte* out) {
   OpPlan& plan = *r.plan;
@@ -96,13 +107,10 @@ Result<Peer> Peer::new_group(std::vector<PeerId> members) {
   PeerState& s = *state_;
   if (s.finished) return Status(Errc::finished, "peer " + std::to_string(s.id) + " has already finished");
   GroupRequestData g;
-  g.peer = s.id;
-  g.epoch = s.epoch;
   g.members = members;
-  Call call;
-  call.message = encode_group(g);
-  auto reply = call.reply;
-  if (auto st = s.rt->submit_group(call, s.config.timeout, s.config.num_devices); !st) return st;
+  Status st;
+  auto reply = group_request(s, std::move(g), st);
+  if (!st) return st;
   auto ns = std::make_shared<PeerState>();
   ns->rt = s.rt;
   ns->id = s.id;
@@ -139,13 +147,10 @@ Status Peer::destroy() {
   if (s.group == 0) return {Errc::invalid_argument, "the world group cannot be destroyed; use finish()"};
   if (s.destroyed) return {Errc::invalid_argument, "group " + std::to_string(s.group) + " was already destroyed by this peer"};
   GroupRequestData g;
-  g.peer = s.id;
-  g.epoch = s.epoch;
   g.destroy = true;
   g.group = s.group;
-  Call call;
-  call.message = encode_group(g);
-  Status st = s.rt->submit_group(call, s.config.timeout, s.config.num_devices);
+  Status st;
+  group_request(s, std::move(g), st);
   if (st) s.destroyed = true;
   return st;
 }

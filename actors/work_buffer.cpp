@@ -20,7 +20,7 @@ WorkBuffer WorkBuffer::bind(OpKind op, int p, int n, int root, std::size_t count
   auto user = [&](std::size_t b, std::size_t en, std::byte* mem) { w.parts_.push_back({b, en, mem, false}); };
   auto scratch = [&](std::size_t b, std::size_t en) { w.parts_.push_back({b, en, nullptr, true}); };
   auto init = [&](std::size_t b, std::size_t en, const std::byte* src) {
-    w.add_pending(b, en, src, nullptr);
+    w.add_pending(b, en, src);
   };
   switch (op) {
     case OpKind::all_reduce:
@@ -85,7 +85,7 @@ WorkBuffer WorkBuffer::bind(OpKind op, int p, int n, int root, std::size_t count
   return w;
 }
 
-void WorkBuffer::add_pending(std::size_t begin, std::size_t end, const std::byte* src, const std::byte*) {
+void WorkBuffer::add_pending(std::size_t begin, std::size_t end, const std::byte* src) {
   if (begin >= end || src == nullptr) return;
   pending_.push_back({begin, end, src});
   std::sort(pending_.begin(), pending_.end(), [](auto& a, auto& b) { return a.begin < b.begin; });

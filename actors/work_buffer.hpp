@@ -42,7 +42,7 @@ class WorkBuffer {
   std::byte* mem_at(std::size_t off, std::size_t cnt);
   void materialize(std::size_t off, std::size_t cnt);
   void forget_pending(std::size_t off, std::size_t cnt);
-  void add_pending(std::size_t begin, std::size_t end, const std::byte* src, const std::byte* mem);
+  void add_pending(std::size_t begin, std::size_t end, const std::byte* src);
 
   DType dtype_ = DType::f32;
   std::size_t esize_ = 4;
