@@ -7,6 +7,11 @@ Config& Config::with_local_strategy(StrategyChoice s) {
   return *this;
 }
 
+Config& Config::with_global_strategy(StrategyChoice s) {
+  global.fill(s);
+  return *this;
+}
+
 namespace {
 Status bad(std::string what) { return {Errc::invalid_config, std::move(what)}; }
 
@@ -21,12 +26,23 @@ std::string check_choices(const std::array<StrategyChoice, num_collective_kinds>
 }
 } // namespace
 
-Strategy Config::local_strategy(OpKind op, DType dtype, std::size_t count, int n) const {
-  // Ops whose per-peer count is one block of an n-block buffer are sized by the whole buffer.
+namespace {
+// Ops whose per-peer count is one block of an n-block buffer are sized by the whole buffer.
+std::size_t op_bytes(OpKind op, DType dtype, std::size_t count, int n) {
   std::size_t bytes = count * dtype_size(dtype);
   if (op == OpKind::all_gather || op == OpKind::reduce_scatter) bytes *= static_cast<std::size_t>(n);
+  return bytes;
+}
+} // namespace
+
+Strategy Config::local_strategy(OpKind op, DType dtype, std::size_t count, int n) const {
   AutoRule rule{auto_threshold_bytes, auto_tree_arity, /*shared_memory=*/true};
-  return select_strategy(local[static_cast<std::size_t>(op)], rule, op, bytes, n);
+  return select_strategy(local[static_cast<std::size_t>(op)], rule, op, op_bytes(op, dtype, count, n), n);
+}
+
+Strategy Config::global_strategy(OpKind op, DType dtype, std::size_t count, int n) const {
+  AutoRule rule{auto_threshold_bytes, auto_tree_arity, /*shared_memory=*/false};
+  return select_strategy(global[static_cast<std::size_t>(op)], rule, op, op_bytes(op, dtype, count, n), n);
 }
 
 Status Config::validate() const {

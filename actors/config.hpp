@@ -27,13 +27,18 @@ struct Config {
   std::string orchestrator_address;
   std::string node_address;
   std::array<StrategyChoice, num_collective_kinds> global{};
+  std::string secret;  // the orchestrator's shared secret (never compared or sent between nodes)
 
   // The strategy the local server runs for an op of `count` elements per peer (in the sense of
   // strategies/schedule.hpp) among n peers: the fixed choice, or what auto picks for its size.
   Strategy local_strategy(OpKind op, DType dtype, std::size_t count, int n) const;
 
+  // The strategy over all peers of all nodes (multi-node mode) for an op among n peers.
+  Strategy global_strategy(OpKind op, DType dtype, std::size_t count, int n) const;
+
   // Sets the local strategy for every op kind at once.
   Config& with_local_strategy(StrategyChoice s);
+  Config& with_global_strategy(StrategyChoice s);
 
   Status validate() const;
   // The first field in which two configs differ ("" when equal), e.g. "num_devices (4 vs 2)".

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "actors/global_client.hpp"
+
 namespace chorus {
 
 namespace {
@@ -146,6 +148,7 @@ void LocalServerCore::on_op(Call call) {
   auto req = decode_op(call.message, err);
   if (!req) return call.reply->complete(garbled(err));
   if (auto s = check_caller(req->peer, req->epoch); !s) return call.reply->complete(s);
+  if (global_ && req->group == 0) return global_op(std::move(*req), std::move(call));
   Status not_member;
   const Group* g = group_of(req->group, req->peer, not_member);
   if (!g) return call.reply->complete(not_member);
@@ -160,7 +163,26 @@ void LocalServerCore::on_op(Call call) {
     req->other = g->members[req->other];
     return point_to_point(std::move(*req), std::move(call));
   }
-  collective(std::move(*req), std::move(call), static_cast<int>(g->members.size()));
+  const uint32_t index = req->rank;
+  collective(std::move(*req), std::move(call), static_cast<int>(g->members.size()), index);
+}
+
+void LocalServerCore::global_op(OpRequestData req, Call call) {
+  const uint32_t offset = global_->offset(), total = global_->total_peers();
+  req.rank = offset + req.peer;
+  if (req.kind == OpKind::send || req.kind == OpKind::recv) {
+    // Pairs across nodes go through GlobalClient::send/recv; here both ends are on this node.
+    if (req.other < offset || req.other >= offset + config_->num_devices)
+      return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req.rank) + ": " +
+                                      (req.kind == OpKind::send ? "send to" : "recv from") + " peer " +
+                                      std::to_string(req.other) + (req.other >= total ? " (not a peer)" : " (not on this node)")});
+    req.other -= offset;
+    return point_to_point(std::move(req), std::move(call));
+  }
+  if (req.root_from_data)
+    return call.reply->complete({Errc::internal, "by-data broadcast/scatter reached the server in multi-node mode"});
+  const uint32_t index = req.peer;
+  collective(std::move(req), std::move(call), static_cast<int>(config_->num_devices), index);
 }
 
 const LocalServerCore::Group* LocalServerCore::group_of(uint32_t gid, uint32_t peer, Status& error) const {
@@ -192,6 +214,9 @@ void LocalServerCore::on_group(Call call) {
   auto req = decode_group(call.message, err);
   if (!req) return call.reply->complete(garbled(err));
   if (auto s = check_caller(req->peer, req->epoch); !s) return call.reply->complete(s);
+  if (global_)
+    return call.reply->complete({Errc::invalid_argument,
+                                 "groups are not available in multi-node mode yet: only the world group spans nodes"});
   if (req->destroy) {
     Status e;
     if (req->group == 0) return call.reply->complete({Errc::invalid_argument, "the world group cannot be destroyed"});
@@ -236,7 +261,7 @@ void LocalServerCore::on_group(Call call) {
 }
 
 
-void LocalServerCore::collective(OpRequestData req, Call call, int n) {
+void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t index) {
   const OpKey key{req.group, req.seq};
   auto [it, fresh] = ops_.try_emplace(key);
   PendingOp& op = it->second;
@@ -253,7 +278,7 @@ void LocalServerCore::collective(OpRequestData req, Call call, int n) {
     if (++op.answered == n) { op_timers_.erase(op.timer); ops_.erase(it); }
     return;
   }
-  const uint32_t rank = req.rank;
+  const uint32_t rank = index;
   if (op.arrivals[rank])
     return call.reply->complete({Errc::internal, op_label(req.kind, req.seq) + ": peer " +
                                     std::to_string(req.peer) + " called twice with one sequence number"});
@@ -277,13 +302,14 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::schedule_for(const Sche
 }
 
 void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
+  if (global_ && key.first == 0) return launch_global(key, op);
   const uint64_t seq = key.second;
   const int n = static_cast<int>(op.arrivals.size());
   std::vector<const OpRequestData*> reqs;
   for (auto& a : op.arrivals) reqs.push_back(&a->req);
   const std::string label = op_label(op.kind, seq);
   OpShape shape{};
-  Status s = check_agreement(reqs, shape);
+  Status s = check_agreement(reqs, n, shape);
   std::shared_ptr<OpPlan> plan;
   if (s) {
     try {
@@ -306,6 +332,55 @@ void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
     r.rank = p;
     r.out_dtype = shape.out_dtype;
     r.out_shape = shape.out_shape;
+    r.complete(Status::ok());
+  }
+}
+
+void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
+  const uint64_t seq = key.second;
+  const int local = static_cast<int>(op.arrivals.size());
+  const int n = static_cast<int>(global_->total_peers());
+  const uint32_t offset = global_->offset();
+  std::vector<const OpRequestData*> reqs;
+  for (auto& a : op.arrivals) reqs.push_back(&a->req);
+  const std::string label = op_label(op.kind, seq);
+  auto fail_all = [&](const Status& s) {
+    for (auto& a : op.arrivals) a->call.reply->complete(s);
+  };
+  if (auto l = global_->lost(); !l) return fail_all(Status(l.code(), label + ": " + l.message()));
+  OpShape shape{};
+  Status s = check_agreement(reqs, n, shape);
+  OpAnnouncement mine;
+  mine.kind = op.kind;
+  if (s) {
+    mine.dtype = shape.dtype;
+    mine.redop = shape.redop;
+    mine.root = static_cast<uint32_t>(shape.root);
+    mine.count = shape.count;
+    mine.shape = shape.agreed_shape;
+  }
+  mine.status = s;
+  const auto when = deadline();
+  auto remote = global_->begin_op(key.first, seq, mine, when, label);
+  if (!s) {
+    mine.node = global_->node_id();
+    global_->finished(key.first, seq);
+    return fail_all(node_failure(mine, seq));
+  }
+  std::shared_ptr<OpPlan> plan;
+  try {
+    Strategy strat = config_->global_strategy(shape.kind, shape.dtype, shape.count, n);
+    auto cs = schedule_for({shape.kind, strat, n, shape.root, shape.count, dtype_size(shape.dtype)});
+    plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
+                                    when, label, remote, static_cast<unsigned>(local));
+  } catch (const std::exception& e) {
+    remote->abort(Status(Errc::internal, label + ": " + e.what()));
+    return fail_all(Status(Errc::internal, label + ": " + e.what()));
+  }
+  for (int p = 0; p < local; ++p) {
+    Reply& r = *op.arrivals[p]->call.reply;
+    r.plan = plan;
+    r.rank = static_cast<int>(offset) + p;
     r.complete(Status::ok());
   }
 }

@@ -22,6 +22,8 @@
 
 namespace chorus {
 
+class GlobalClient;
+
 class LocalServerCore {
  public:
   // Asks the host to call on_timeout(key) after `after`. May be empty: then whoever waits on a
@@ -36,6 +38,12 @@ class LocalServerCore {
   void on_op(Call call);
   void on_group(Call call);
   void on_timeout(uint64_t key);
+  // Multi-node mode: the world group spans every node (global ranks, see GlobalClient) and its
+  // collective ops run through the global client once every local peer has called.
+  void set_global(std::shared_ptr<GlobalClient> g) {
+    std::lock_guard<std::mutex> lk(mu_);
+    global_ = std::move(g);
+  }
   // Fails everything in flight with `why` and answers every later request with it.
   void close(Status why);
   std::optional<Status> closed() const {
@@ -78,9 +86,12 @@ class LocalServerCore {
   };
 
   Status check_caller(uint32_t peer, uint64_t epoch) const;
-  void collective(OpRequestData req, Call call, int n);  // n: the group's size
+  // n: the arrivals to wait for (the group's members on this node); index: the caller's among them.
+  void collective(OpRequestData req, Call call, int n, uint32_t index);
   void point_to_point(OpRequestData req, Call call);
+  void global_op(OpRequestData req, Call call);
   void launch(const OpKey& key, PendingOp& op);
+  void launch_global(const OpKey& key, PendingOp& op);
   // The caller's group, or an error: it does not exist, or the caller is not a member.
   const Group* group_of(uint32_t gid, uint32_t peer, Status& error) const;
   void fail_everyone(const Status& why);
@@ -92,6 +103,7 @@ class LocalServerCore {
 
   mutable std::mutex mu_;
   TimerFn timer_;
+  std::shared_ptr<GlobalClient> global_;
   std::optional<Status> closed_;
   std::optional<Config> config_;
   std::vector<bool> registered_, finished_;

@@ -1,5 +1,6 @@
 #include "actors/memory_executor.hpp"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -42,10 +43,12 @@ std::shared_ptr<const CompiledSchedule> CompiledSchedule::compile(std::vector<Pr
 
 OpPlan::OpPlan(OpKind kind, DType dtype, ReduceOp redop, int n, int root, std::size_t count,
                std::shared_ptr<const CompiledSchedule> schedule, Clock::time_point deadline,
-               std::string label)
+               std::string label, std::shared_ptr<RemoteSteps> remote, unsigned local_threads)
     : kind_(kind), dtype_(dtype), redop_(redop), n_(n), root_(root), count_(count),
       schedule_(std::move(schedule)), slots_(new Slot[schedule_->num_slots ? schedule_->num_slots : 1]),
-      deadline_(deadline), spin_(spin_budget_for(static_cast<unsigned>(n))), label_(std::move(label)) {}
+      deadline_(deadline),
+      spin_(spin_budget_for(local_threads ? local_threads : static_cast<unsigned>(n))),
+      label_(std::move(label)), remote_(std::move(remote)) {}
 
 void OpPlan::abort(Status why) {
   {
@@ -55,6 +58,7 @@ void OpPlan::abort(Status why) {
     aborted_.store(true);
   }
   for (std::size_t i = 0; i < schedule_->num_slots; ++i) slots_[i].word.set(3);
+  if (remote_) remote_->abort(aborted_status());
 }
 
 Status OpPlan::aborted_status() {
@@ -63,6 +67,33 @@ Status OpPlan::aborted_status() {
 }
 
 Status OpPlan::run(int p, WorkBuffer& work) {
+  Status s = run_program(p, work);
+  return remote_ ? remote_->conclude(p, std::move(s)) : s;
+}
+
+Status OpPlan::receive_remote(const Step& s, uint32_t slot, WorkBuffer& work) {
+  const std::size_t esize = dtype_size(dtype_);
+  const std::size_t bytes = s.count * esize;
+  // Pieces small enough that reducing the first overlaps receiving the next.
+  const std::size_t piece = std::max<std::size_t>(1, (std::size_t{1} << 20) / esize);
+  Status error;
+  for (std::size_t off = 0; off < s.count || off == 0; off += piece) {
+    const std::size_t cnt = std::min(piece, s.count - off);
+    const std::byte* base = remote_->wait_received(slot, s.peer, bytes, (off + cnt) * esize, error);
+    if (!base) {
+      abort(error);
+      return aborted_status();
+    }
+    if (aborted_.load()) return aborted_status();
+    if (cnt == 0) break;
+    if (s.kind == StepKind::recv_copy) work.copy_from(s.offset + off, cnt, base + off * esize);
+    else work.reduce_from(s.offset + off, cnt, base + off * esize, redop_);
+  }
+  remote_->done_with(slot);
+  return Status::ok();
+}
+
+Status OpPlan::run_program(int p, WorkBuffer& work) {
   const auto& program = schedule_->programs[p];
   const auto& slot_ids = schedule_->slot_of_step[p];
   auto timeout = [&](const Step& s) {
@@ -76,11 +107,15 @@ Status OpPlan::run(int p, WorkBuffer& work) {
     for (const Round& round : program) {
       for (std::size_t i = 0; i < round.steps.size(); ++i) {  // 1. post sends
         const Step& s = round.steps[i];
-        if (s.kind == StepKind::send) {
-          Slot& sl = slots_[slot_ids[first + i]];
-          sl.data = work.read_ptr(s.offset, s.count);
-          sl.word.set(1);
+        if (s.kind != StepKind::send) continue;
+        if (remote_ && remote_->is_remote(s.peer)) {
+          remote_->post_send(slot_ids[first + i], s.peer, work.read_ptr(s.offset, s.count),
+                             s.count * dtype_size(dtype_));
+          continue;
         }
+        Slot& sl = slots_[slot_ids[first + i]];
+        sl.data = work.read_ptr(s.offset, s.count);
+        sl.word.set(1);
       }
       // 2. receives and local copies, in order. Consecutive receive-and-reduce steps into one
       // region are fused into a single pass over all their sources.
@@ -95,9 +130,15 @@ Status OpPlan::run(int p, WorkBuffer& work) {
           ++i;
           continue;
         }
+        if (remote_ && remote_->is_remote(s.peer)) {
+          if (auto st = receive_remote(s, slot_ids[first + i], work); !st) return st;
+          ++i;
+          continue;
+        }
         std::size_t j = i + 1;
         if (s.kind == StepKind::recv_reduce)
           while (j < round.steps.size() && j - i < sources.size() && round.steps[j].kind == StepKind::recv_reduce &&
+                 !(remote_ && remote_->is_remote(round.steps[j].peer)) &&
                  round.steps[j].offset == s.offset && round.steps[j].count == s.count)
             ++j;
         for (std::size_t k = i; k < j; ++k) {
@@ -114,6 +155,13 @@ Status OpPlan::run(int p, WorkBuffer& work) {
       for (std::size_t i = 0; i < round.steps.size(); ++i) {  // 3. our sends were read: our memory is ours again
         const Step& s = round.steps[i];
         if (s.kind == StepKind::send) {
+          if (remote_ && remote_->is_remote(s.peer)) {
+            if (auto st = remote_->wait_sent(slot_ids[first + i]); !st) {
+              abort(st);
+              return aborted_status();
+            }
+            continue;
+          }
           Slot& sl = slots_[slot_ids[first + i]];
           if (!sl.word.wait_at_least(2, deadline_, spin_)) return timeout(s);
           if (aborted_.load()) return aborted_status();

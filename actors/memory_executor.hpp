@@ -24,12 +24,35 @@ struct CompiledSchedule {
   static std::shared_ptr<const CompiledSchedule> compile(std::vector<Program> programs);
 };
 
+// The steps of an op whose other side lives in another process; the global client implements
+// them over its data connections (actors/global_client.hpp). Slot ids are those of the compiled
+// schedule, which every node derives identically, so they name a transfer on the wire too.
+class RemoteSteps {
+ public:
+  virtual ~RemoteSteps() = default;
+  virtual bool is_remote(int peer) const = 0;
+  // Hands [data, +bytes) to the connection towards `peer`; the memory stays untouched until
+  // wait_sent(slot) returns.
+  virtual void post_send(uint32_t slot, int peer, const std::byte* data, std::size_t bytes) = 0;
+  virtual Status wait_sent(uint32_t slot) = 0;
+  // Waits until the first `upto` of `bytes` bytes of slot `slot` (from `peer`) are here and returns
+  // the payload's address, or nullptr with `error` set.
+  virtual const std::byte* wait_received(uint32_t slot, int peer, std::size_t bytes, std::size_t upto,
+                                         Status& error) = 0;
+  virtual void done_with(uint32_t slot) = 0;
+  // Wakes every wait of this op with `why`.
+  virtual void abort(const Status& why) = 0;
+  // The op's outcome for local rank p once its program ended with `local`: the same error on every
+  // peer of every node when the nodes disagree (waits for every node's announcement).
+  virtual Status conclude(int p, Status local) = 0;
+};
+
 // The shared state of one op in flight. Created by the local server, handed to every peer.
 class OpPlan {
  public:
   OpPlan(OpKind kind, DType dtype, ReduceOp redop, int n, int root, std::size_t count,
          std::shared_ptr<const CompiledSchedule> schedule, Clock::time_point deadline,
-         std::string label);
+         std::string label, std::shared_ptr<RemoteSteps> remote = nullptr, unsigned local_threads = 0);
 
   // Executes rank p's program over its work buffer. Returns the op's status for this peer.
   Status run(int p, WorkBuffer& work);
@@ -49,6 +72,9 @@ class OpPlan {
   };
   void abort(Status why);
   Status aborted_status();
+  Status run_program(int p, WorkBuffer& work);
+  // A receive from another node, reduced or copied piece by piece as the bytes arrive.
+  Status receive_remote(const Step& s, uint32_t slot, WorkBuffer& work);
 
   OpKind kind_;
   DType dtype_;
@@ -60,6 +86,7 @@ class OpPlan {
   Clock::time_point deadline_;
   std::chrono::nanoseconds spin_;
   std::string label_;
+  std::shared_ptr<RemoteSteps> remote_;
   std::atomic<bool> aborted_{false};
   std::mutex abort_mu_;
   Status abort_status_;

@@ -11,9 +11,7 @@ caf::behavior node_client(caf::event_based_actor* self, caf::actor orch, std::ch
                           std::shared_ptr<NodeSession::Shared> shared) {
   self->monitor(orch);
   self->set_down_handler([shared](caf::down_msg& dm) {
-    std::lock_guard<std::mutex> lk(shared->mu);
-    shared->lost.push_back({0, std::numeric_limits<uint32_t>::max(),
-                            "orchestrator lost: " + caf::to_string(dm.reason)});
+    shared->add({0, std::numeric_limits<uint32_t>::max(), "orchestrator lost: " + caf::to_string(dm.reason)});
   });
   return {
       [self, orch, timeout](register_atom, const Envelope& e) -> caf::result<Envelope> {
@@ -26,8 +24,7 @@ caf::behavior node_client(caf::event_based_actor* self, caf::actor orch, std::ch
       [shared](node_lost_atom, const Envelope& e) {
         std::string error;
         auto d = decode_node_lost(e, error);
-        std::lock_guard<std::mutex> lk(shared->mu);
-        shared->lost.push_back(d ? *d : NodeLostData{0, std::numeric_limits<uint32_t>::max(), error});
+        shared->add(d ? *d : NodeLostData{0, std::numeric_limits<uint32_t>::max(), error});
       },
       [self, orch](node_leave_atom, const Envelope& e) {
         self->send(orch, node_leave_atom::value, e);
@@ -40,13 +37,15 @@ caf::behavior node_client(caf::event_based_actor* self, caf::actor orch, std::ch
 
 Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, const std::string& host,
                                                        uint16_t port, const NodeRegisterData& reg,
-                                                       std::chrono::milliseconds timeout) {
+                                                       std::chrono::milliseconds timeout,
+                                                       std::function<void(const NodeLostData&)> on_lost) {
   auto orch = sys.middleman().remote_actor(host, port);
   if (!orch)
-    return Status(Errc::invalid_argument, "cannot reach the orchestrator at " + host + ":" +
+    return Status(Errc::unreachable, "cannot reach the orchestrator at " + host + ":" +
                                               std::to_string(port) + ": " + sys.render(orch.error()));
   std::shared_ptr<NodeSession> s(new NodeSession);
   s->shared_ = std::make_shared<Shared>();
+  s->shared_->on_lost = std::move(on_lost);
   s->node_ = sys.spawn(node_client, *orch, timeout, s->shared_);
   Status status;
   caf::scoped_actor self{sys};

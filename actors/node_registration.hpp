@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,7 +22,8 @@ class NodeSession {
   // `sys` must be configured with configure_remoting() and outlive the session.
   static Result<std::shared_ptr<NodeSession>> join(caf::actor_system& sys, const std::string& host,
                                                    uint16_t port, const NodeRegisterData& reg,
-                                                   std::chrono::milliseconds timeout);
+                                                   std::chrono::milliseconds timeout,
+                                                   std::function<void(const NodeLostData&)> on_lost = {});
   ~NodeSession();
   NodeSession(const NodeSession&) = delete;
   NodeSession& operator=(const NodeSession&) = delete;
@@ -37,6 +39,14 @@ class NodeSession {
   struct Shared {
     mutable std::mutex mu;
     std::vector<NodeLostData> lost;
+    std::function<void(const NodeLostData&)> on_lost;  // called on the node actor's thread
+    void add(NodeLostData d) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        lost.push_back(d);
+      }
+      if (on_lost) on_lost(d);
+    }
   };
 
  private:

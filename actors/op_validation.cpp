@@ -2,14 +2,15 @@
 
 namespace chorus {
 
-namespace {
-
 bool reduces(OpKind k) {
   return k == OpKind::all_reduce || k == OpKind::reduce || k == OpKind::reduce_scatter;
 }
 bool rooted(OpKind k) {
   return k == OpKind::reduce || k == OpKind::broadcast || k == OpKind::gather || k == OpKind::scatter;
 }
+
+namespace {
+
 bool by_data(const OpRequestData& r) {
   return r.root_from_data && (r.kind == OpKind::broadcast || r.kind == OpKind::scatter);
 }
@@ -113,8 +114,7 @@ Status check_request(const OpRequestData& r, int n) {
   return Status::ok();
 }
 
-Status check_agreement(const std::vector<const OpRequestData*>& reqs, OpShape& shape) {
-  const int n = static_cast<int>(reqs.size());
+Status check_agreement(const std::vector<const OpRequestData*>& reqs, int n, OpShape& shape) {
   const OpRequestData& first = *reqs[0];
   for (auto* r : reqs)
     if (r->kind != first.kind)
@@ -170,6 +170,7 @@ Status check_agreement(const std::vector<const OpRequestData*>& reqs, OpShape& s
   }
   const std::size_t nn = static_cast<std::size_t>(n);
   shape.dtype = data_form ? source->input.dtype : agreed_tensor(first).dtype;
+  if (!data_form) shape.agreed_shape = agreed_tensor(first).shape;
   shape.out_dtype = shape.dtype;
   switch (first.kind) {
     case OpKind::all_reduce:

@@ -18,7 +18,11 @@ struct OpShape {
   std::size_t count;    // per-peer element count in the sense of schedule.hpp
   DType out_dtype;      // broadcast/scatter by data: what receivers allocate
   Shape out_shape;
+  Shape agreed_shape;   // the shape every peer passed (by-root forms)
 };
+
+bool reduces(OpKind k);  // the op combines data with a reduce op
+bool rooted(OpKind k);   // the op has a root
 
 // "all_reduce #7"
 std::string op_label(OpKind kind, uint64_t seq);
@@ -26,7 +30,8 @@ std::string op_label(OpKind kind, uint64_t seq);
 // One request on its own: sizes, dtypes, root range, reduce op validity.
 Status check_request(const OpRequestData& r, int n);
 
-// All n requests of one op (indexed by rank). On success fills `shape`.
-Status check_agreement(const std::vector<const OpRequestData*>& reqs, OpShape& shape);
+// The requests of one op (the n peers of a group, or this node's share of them in multi-node
+// mode; n is the whole group's size). On success fills `shape`.
+Status check_agreement(const std::vector<const OpRequestData*>& reqs, int n, OpShape& shape);
 
 } // namespace chorus

@@ -1,5 +1,7 @@
 #include "actors/orchestrator.hpp"
 
+#include <random>
+
 #include <capnp/message.h>
 
 #include <memory>
@@ -58,6 +60,7 @@ Envelope encode_node_register_reply(const Status& s, const TopologyData& t) {
     tb.setNodeId(t.node_id);
     tb.setNumNodes(t.num_nodes);
     tb.setTotalPeers(t.total_peers);
+    tb.setToken(t.token);
     auto nodes = tb.initNodes(static_cast<unsigned>(t.nodes.size()));
     for (std::size_t i = 0; i < t.nodes.size(); ++i) {
       nodes[i].setNumPeers(t.nodes[i].num_peers);
@@ -73,7 +76,7 @@ std::optional<NodeRegisterReplyData> decode_node_register_reply(const Envelope& 
     auto m = r.root<wire::NodeRegisterReply>();
     NodeRegisterReplyData d;
     auto code = m.getCode();
-    if (code > static_cast<uint16_t>(Errc::internal))
+    if (code > static_cast<uint16_t>(Errc::unreachable))
       throw std::runtime_error("unknown error code " + std::to_string(code));
     d.status = Status(static_cast<Errc>(code), m.getMessage());
     if (d.status.is_ok()) {
@@ -82,6 +85,7 @@ std::optional<NodeRegisterReplyData> decode_node_register_reply(const Envelope& 
       d.topology.node_id = t.getNodeId();
       d.topology.num_nodes = t.getNumNodes();
       d.topology.total_peers = t.getTotalPeers();
+      d.topology.token = t.getToken();
       for (auto n : t.getNodes())
         d.topology.nodes.push_back({n.getNumPeers(), n.getPeerOffset(), n.getDataAddress()});
       if (d.topology.nodes.size() != d.topology.num_nodes || d.topology.node_id >= d.topology.num_nodes)
@@ -142,11 +146,11 @@ int OrchestratorCore::index_of(NodeKey who) const {
 
 Status OrchestratorCore::check(NodeKey who, const NodeRegisterData& r) const {
   if (r.protocol_version != protocol_version())
-    return {Errc::invalid_argument, "protocol version " + std::to_string(r.protocol_version) +
+    return {Errc::version_mismatch, "protocol version " + std::to_string(r.protocol_version) +
                                         " is not the orchestrator's " + std::to_string(protocol_version())};
-  if (r.secret != opts_.secret) return {Errc::invalid_argument, "wrong secret"};
+  if (r.secret != opts_.secret) return {Errc::auth_failed, "wrong secret"};
   if (complete_)
-    return {Errc::invalid_argument, "collective " + std::to_string(collective_) +
+    return {Errc::busy, "collective " + std::to_string(collective_) +
                                         " is complete and running; register once its nodes have left"};
   if (index_of(who) >= 0) return {Errc::register_twice, "this node is already registered"};
   if (r.num_peers == 0) return {Errc::invalid_argument, "num_peers is 0; a node hosts at least 1 peer"};
@@ -193,6 +197,7 @@ void OrchestratorCore::finish_admission(Effects& fx) {
   admission_timer_ = 0;
   TopologyData t;
   t.collective = collective_;
+  t.token = opts_.token_source ? opts_.token_source() : 0;
   t.num_nodes = static_cast<uint32_t>(members_.size());
   for (const auto& m : members_) {
     t.nodes.push_back({m.num_peers, t.total_peers, m.data_address});
@@ -282,7 +287,12 @@ void configure_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds
 
 namespace {
 struct ShellState {
-  explicit ShellState(OrchestratorCore::Options o) : core(std::move(o)) {}
+  explicit ShellState(OrchestratorCore::Options o) : core(with_random_tokens(std::move(o))) {}
+  static OrchestratorCore::Options with_random_tokens(OrchestratorCore::Options o) {
+    if (!o.token_source)
+      o.token_source = [rng = std::make_shared<std::mt19937_64>(std::random_device{}())] { return (*rng)(); };
+    return o;
+  }
   OrchestratorCore core;
   uint64_t next_key = 1;
   std::map<caf::actor_addr, OrchestratorCore::NodeKey> keys;

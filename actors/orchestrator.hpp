@@ -16,6 +16,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -50,6 +51,7 @@ struct TopologyData {
   uint32_t num_nodes = 0;
   uint32_t total_peers = 0;
   std::vector<NodeEntry> nodes;
+  uint64_t token = 0;  // data-plane connections present it (see DataHello)
   bool operator==(const TopologyData&) const = default;
 };
 
@@ -88,6 +90,7 @@ class OrchestratorCore {
     uint32_t expected_nodes = 1;
     std::string secret;                                 // empty: no secret required
     std::chrono::milliseconds timeout{30000};           // admission of one collective
+    std::function<uint64_t()> token_source;             // the data-plane token per collective
   };
   // The host's handle of a node (the shell maps actor addresses to keys). Never reused.
   using NodeKey = uint64_t;

@@ -1,5 +1,6 @@
 #include "actors/runtime.hpp"
 
+#include "actors/global_client.hpp"
 #include "actors/local_server.hpp"
 #include "actors/runtime_impl.hpp"
 #include "actors/wire_codec.hpp"
@@ -23,6 +24,10 @@ RuntimeImpl::~RuntimeImpl() { shutdown(); }
 void RuntimeImpl::shutdown() {
   if (!system) return;
   core->close(Status(Errc::reset, "the runtime has been destroyed"));
+  {
+    std::lock_guard<std::mutex> lk(global_mu);
+    if (global) global->close();
+  }
   {
     std::lock_guard<std::mutex> lk(owned_mu);
     for (auto& a : owned) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
@@ -59,12 +64,25 @@ Status RuntimeImpl::submit_group(Call& call, std::chrono::milliseconds timeout, 
   return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_group);
 }
 
+Status RuntimeImpl::ensure_global(const Config& config) {
+  std::lock_guard<std::mutex> lk(global_mu);
+  if (global) return Status::ok();
+  if (auto why = core->closed()) return *why;
+  auto g = GlobalClient::start(config);
+  if (!g) return g.status();
+  global = std::move(*g);
+  core->set_global(global);
+  return Status::ok();
+}
+
 Runtime::Runtime() : impl_(std::make_shared<RuntimeImpl>()) {}
 // Peers may outlive the runtime (they share its internals); they must fail fast, not hang.
 Runtime::~Runtime() { impl_->shutdown(); }
 
 Result<Peer> Runtime::register_peer(PeerId id, const Config& config) {
   if (auto s = config.validate(); !s) return s;
+  if (config.num_nodes > 0)
+    if (auto s = impl_->ensure_global(config); !s) return s;
   Call call;
   call.message = encode_register({protocol_version(), id, config});
   auto reply = call.reply;
@@ -72,7 +90,14 @@ Result<Peer> Runtime::register_peer(PeerId id, const Config& config) {
   auto st = std::make_shared<PeerState>();
   st->epoch = reply->epoch;
   st->rank = id;
-  for (uint32_t i = 0; i < config.num_devices; ++i) st->members.push_back(i);
+  uint32_t total = config.num_devices;
+  if (config.num_nodes > 0) {
+    st->global = impl_->global;
+    st->offset = st->global->offset();
+    st->rank = st->offset + id;
+    total = st->global->total_peers();
+  }
+  for (uint32_t i = 0; i < total; ++i) st->members.push_back(i);
   st->rt = impl_;
   st->id = id;
   st->config = config;

@@ -13,6 +13,8 @@
 
 namespace chorus {
 
+class GlobalClient;
+
 struct RuntimeImpl {
   RuntimeImpl();
   ~RuntimeImpl();
@@ -40,7 +42,12 @@ struct RuntimeImpl {
   // The same for a group request (creation waits for every member).
   Status submit_group(Call& call, std::chrono::milliseconds timeout, unsigned peers);
 
+  // Multi-node mode: starts the global client on the first registration (every later one reuses it).
+  Status ensure_global(const Config& config);
+
   static constexpr std::chrono::milliseconds grace{5000};
+  std::mutex global_mu;
+  std::shared_ptr<GlobalClient> global;  // multi-node mode only
   std::shared_ptr<LocalServerCore> core;
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
@@ -59,6 +66,8 @@ struct PeerState {
   uint32_t group = 0;              // 0: the world
   std::vector<uint32_t> members;   // global ids of the group; rank i is members[i]
   uint32_t rank = 0;               // this peer's index in members
+  uint32_t offset = 0;             // multi-node: the global rank of this node's first peer
+  std::shared_ptr<GlobalClient> global;  // multi-node mode only
   bool destroyed = false;          // destroy() was called on this group handle
 };
 

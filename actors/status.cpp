@@ -22,6 +22,11 @@ std::string_view to_string(Errc c) {
     case Errc::invalid_argument: return "invalid_argument";
     case Errc::reset: return "reset";
     case Errc::internal: return "internal";
+    case Errc::node_lost: return "node_lost";
+    case Errc::auth_failed: return "auth_failed";
+    case Errc::version_mismatch: return "version_mismatch";
+    case Errc::busy: return "busy";
+    case Errc::unreachable: return "unreachable";
   }
   return "unknown";
 }

@@ -26,6 +26,11 @@ enum class Errc : uint16_t {
   invalid_argument,    // bad input to one call: bitwise op on floats, bad root, buffer too small...
   reset,               // the op was cancelled by a reset of the collective
   internal,            // a bug in chorus; please report it
+  node_lost,           // another node of the collective died, froze, or left (the message names it)
+  auth_failed,         // wrong shared secret or data-plane token
+  version_mismatch,    // another side speaks a different protocol version
+  busy,                // the orchestrator's collective is already complete
+  unreachable,         // the orchestrator or another node could not be reached in time
 };
 
 std::string_view to_string(Errc c);

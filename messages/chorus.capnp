@@ -118,6 +118,8 @@ struct Topology {
   numNodes @2 :UInt32;
   totalPeers @3 :UInt32;
   nodes @4 :List(NodeInfo);
+  token @5 :UInt64;            # random per collective: data-plane connections present it (only
+                               # nodes that passed the secret check learn it)
 }
 
 # Orchestrator -> node: the answer to NodeRegister.
@@ -138,4 +140,49 @@ struct NodeLost {
   collective @0 :UInt64;
   nodeId @1 :UInt32;
   reason @2 :Text;
+}
+
+# ---- Multi-node data plane: global client <-> global client (actors/global_client.hpp) ----
+# Frames on a data connection are a fixed 32-byte header (actors/transport.hpp) and a payload; the
+# payloads below are Cap'n Proto messages, tensor bytes travel raw.
+
+# The first frame on a new data connection, from the connecting (higher-id) node.
+struct DataHello {
+  protocolVersion @0 :UInt32;
+  collective @1 :UInt64;       # Topology.collective
+  nodeId @2 :UInt32;           # the sender's node id
+  token @3 :UInt64;            # Topology.token
+}
+
+# Sent by every node to every other when all of its peers have called one collective op: what the
+# node's peers agreed on (or why they did not). Every node compares all announcements the same way,
+# so every peer of every node gets the same error on a mismatch.
+struct OpAnnounce {
+  nodeId @0 :UInt32;
+  kind @1 :UInt8;              # chorus::OpKind
+  dtype @2 :UInt8;             # chorus::DType
+  redop @3 :UInt8;             # chorus::ReduceOp (reducing ops)
+  root @4 :UInt32;             # global rank (rooted ops)
+  count @5 :UInt64;            # per-peer element count (strategies/schedule.hpp)
+  shape @6 :List(Int64);       # the agreed tensor shape
+  statusCode @7 :UInt16;       # non-zero: the node's own peers disagree; statusMessage says how
+  statusMessage @8 :Text;
+}
+
+# Point to point across nodes: the header of a send, followed by the data frame.
+struct P2PHeader {
+  source @0 :UInt32;           # global ids
+  destination @1 :UInt32;
+  tag @2 :UInt64;
+  dtype @3 :UInt8;
+  numel @4 :UInt64;
+}
+
+# The receiver's answer to a cross-node send: ok, or why the pair did not match.
+struct P2PAck {
+  statusCode @0 :UInt16;
+  statusMessage @1 :Text;
+  source @2 :UInt32;           # the pair, as in P2PHeader
+  destination @3 :UInt32;
+  tag @4 :UInt64;
 }

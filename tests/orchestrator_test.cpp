@@ -127,11 +127,11 @@ TEST(OrchestratorCore, RejectsWrongVersionAndSecretWithoutDisturbingOthers) {
   auto fx = core.on_register(2, v);
   ASSERT_EQ(fx.replies.size(), 1u);
   EXPECT_EQ(fx.replies[0].to, 2u);
-  EXPECT_TRUE(has(fx.replies[0].status, Errc::invalid_argument, {"protocol version", std::to_string(protocol_version())}));
+  EXPECT_TRUE(has(fx.replies[0].status, Errc::version_mismatch, {"protocol version", std::to_string(protocol_version())}));
   EXPECT_TRUE(fx.watch.empty());
   fx = core.on_register(3, reg(2, 1, "h:3", "guess"));
   ASSERT_EQ(fx.replies.size(), 1u);
-  EXPECT_TRUE(has(fx.replies[0].status, Errc::invalid_argument, {"wrong secret"}));
+  EXPECT_TRUE(has(fx.replies[0].status, Errc::auth_failed, {"wrong secret"}));
   EXPECT_EQ(fx.replies[0].status.message().find("s3"), std::string::npos);  // never echo the secret
   EXPECT_EQ(core.registered(), 1u);
   EXPECT_FALSE(core.is_member(3));
@@ -231,8 +231,7 @@ TEST(OrchestratorCore, NodeLostAfterCompletionIsReportedToSurvivors) {
   EXPECT_EQ(core.lost()[0].collective, core.collective());
   EXPECT_TRUE(core.complete());  // the survivors still hold the collective
   // While the collective runs, a newcomer is turned away.
-  EXPECT_TRUE(has(core.on_register(9, reg(3, 1, "h:9")).replies.at(0).status, Errc::invalid_argument,
-                  {"complete"}));
+  EXPECT_TRUE(has(core.on_register(9, reg(3, 1, "h:9")).replies.at(0).status, Errc::busy, {"complete"}));
   // A second loss reports only to the remaining survivor.
   fx = core.on_down(3, "node lost: frozen");
   ASSERT_EQ(fx.notices.size(), 1u);
@@ -407,7 +406,7 @@ TEST_F(Loopback, WrongSecretIsRejectedAndNextCollectiveWorks) {
   auto t0 = std::chrono::steady_clock::now();
   auto bad = join_all({reg(2, 1, "127.0.0.1:7001", "wrong")});
   ASSERT_EQ(bad.size(), 1u);
-  EXPECT_TRUE(has(bad[0].status(), Errc::invalid_argument, {"wrong secret"}));
+  EXPECT_TRUE(has(bad[0].status(), Errc::auth_failed, {"wrong secret"}));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);  // at once, not at the deadline
   auto good = join_all({reg(2, 1, "127.0.0.1:7001"), reg(2, 2, "127.0.0.1:7002")});
   ASSERT_TRUE(good[0]) << good[0].status().to_string();
@@ -445,7 +444,7 @@ TEST_F(Loopback, ConfigMismatchOverTheWireNamesTheField) {
 TEST_F(Loopback, UnreachableOrchestratorIsAnError) {
   auto sys = make_system();
   auto r = NodeSession::join(*sys->sys, "127.0.0.1", 1, reg(1, 1, "127.0.0.1:7001"), 500ms);
-  EXPECT_TRUE(has(r.status(), Errc::invalid_argument, {"cannot reach"}));
+  EXPECT_TRUE(has(r.status(), Errc::unreachable, {"cannot reach"}));
 }
 
 // ---- The daemon as its own process ----

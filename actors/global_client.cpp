@@ -1,0 +1,518 @@
+#include "actors/global_client.hpp"
+
+#include <capnp/message.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <tuple>
+
+#include "actors/net_op.hpp"
+#include "actors/orchestrator.hpp"
+#include "actors/wire_codec.hpp"
+#include "chorus.capnp.h"
+
+namespace chorus {
+
+// Point-to-point messages from other nodes and the answers to our own sends, matched FIFO per
+// (source, destination, tag).
+class P2PMailbox {
+ public:
+  using Key = std::tuple<uint32_t, uint32_t, uint64_t>;
+  struct Message {
+    DType dtype;
+    uint64_t numel;
+    std::string bytes;
+  };
+  std::mutex mu;
+  WaitWord word;  // bumped whenever something arrives
+  std::map<Key, std::deque<Message>> inbox;
+  std::map<Key, std::deque<Status>> acks;
+  std::optional<Status> lost;
+  // Per connection (reader thread): the header of the data frame that follows.
+  std::vector<std::optional<std::pair<Key, Message>>> pending;
+
+  void bump() {
+    uint32_t v = word.value.load();
+    if (v != std::numeric_limits<uint32_t>::max()) word.set(v + 1);
+  }
+};
+
+namespace {
+
+constexpr auto kGrace = std::chrono::seconds(5);
+
+std::string encode_hello(uint64_t collective, uint32_t node, uint64_t token) {
+  capnp::MallocMessageBuilder mb;
+  auto b = mb.initRoot<wire::DataHello>();
+  b.setProtocolVersion(protocol_version());
+  b.setCollective(collective);
+  b.setNodeId(node);
+  b.setToken(token);
+  return envelope_bytes(seal(mb));
+}
+
+struct Hello {
+  uint32_t version;
+  uint64_t collective;
+  uint32_t node;
+  uint64_t token;
+};
+
+std::optional<Hello> decode_hello(const std::string& bytes, std::string& error) {
+  Envelope e;
+  if (!bytes_envelope(bytes.data(), bytes.size(), e)) {
+    error = "garbled hello";
+    return std::nullopt;
+  }
+  return open_envelope(e, error, [](EnvelopeReader& r) {
+    auto m = r.root<wire::DataHello>();
+    return Hello{m.getProtocolVersion(), m.getCollective(), m.getNodeId(), m.getToken()};
+  });
+}
+
+Status send_hello(int fd, const TopologyData& t, Clock::time_point deadline) {
+  FrameHeader h;
+  h.type = FrameType::hello;
+  std::string body = encode_hello(t.collective, t.node_id, t.token);
+  h.bytes = body.size();
+  if (auto s = write_exact(fd, &h, sizeof h, deadline); !s) return s;
+  return write_exact(fd, body.data(), body.size(), deadline);
+}
+
+// Reads one hello frame and checks it belongs to this collective; returns the sender's node id.
+Status read_hello(int fd, const TopologyData& t, Clock::time_point deadline, uint32_t& node) {
+  FrameHeader h;
+  if (auto s = read_exact(fd, &h, sizeof h, deadline); !s) return s;
+  if (h.magic != FrameHeader::kMagic || h.type != FrameType::hello || h.bytes > 4096)
+    return {Errc::invalid_argument, "garbled hello frame"};
+  std::string body(h.bytes, '\0');
+  if (auto s = read_exact(fd, body.data(), body.size(), deadline); !s) return s;
+  std::string error;
+  auto hello = decode_hello(body, error);
+  if (!hello) return {Errc::invalid_argument, error};
+  if (hello->version != protocol_version())
+    return {Errc::version_mismatch, "data hello speaks protocol " + std::to_string(hello->version)};
+  if (hello->collective != t.collective || hello->token != t.token)
+    return {Errc::auth_failed, "data hello with a wrong collective or token"};
+  if (hello->node >= t.num_nodes || hello->node == t.node_id)
+    return {Errc::invalid_argument, "data hello names node " + std::to_string(hello->node)};
+  node = hello->node;
+  return Status::ok();
+}
+
+std::string encode_p2p_header(uint32_t src, uint32_t dst, uint64_t tag, DType dtype, uint64_t numel) {
+  capnp::MallocMessageBuilder mb;
+  auto b = mb.initRoot<wire::P2PHeader>();
+  b.setSource(src);
+  b.setDestination(dst);
+  b.setTag(tag);
+  b.setDtype(static_cast<uint8_t>(dtype));
+  b.setNumel(numel);
+  return envelope_bytes(seal(mb));
+}
+
+std::string encode_p2p_ack(uint32_t src, uint32_t dst, uint64_t tag, const Status& s) {
+  capnp::MallocMessageBuilder mb;
+  auto b = mb.initRoot<wire::P2PAck>();
+  b.setSource(src);
+  b.setDestination(dst);
+  b.setTag(tag);
+  b.setStatusCode(static_cast<uint16_t>(s.code()));
+  b.setStatusMessage(s.message());
+  return envelope_bytes(seal(mb));
+}
+
+std::string pair_label(uint32_t src, uint32_t dst, uint64_t tag) {
+  return "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
+}
+
+} // namespace
+
+Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config) {
+  std::shared_ptr<GlobalClient> c(new GlobalClient);
+  c->config_ = config;
+  const auto deadline = Clock::now() + config.timeout;
+  std::string ohost, lhost;
+  uint16_t oport = 0, lport = 0;
+  if (!split_host_port(config.orchestrator_address, ohost, oport))
+    return Status(Errc::invalid_config, "orchestrator_address '" + config.orchestrator_address + "' is not host:port");
+  if (!split_host_port(config.node_address, lhost, lport)) {
+    lhost = config.node_address;
+    lport = 0;
+  }
+  int listen_fd = -1;
+  uint16_t bound = 0;
+  if (auto s = tcp_listen(lhost, lport, listen_fd, bound); !s) return s;
+  struct Closer {
+    int fd;
+    ~Closer() { if (fd >= 0) ::close(fd); }
+  } closer{listen_fd};
+
+  // The orchestrator is reached with CAF remoting; probe it first so an unreachable host fails
+  // within our timeout rather than the operating system's.
+  int probe = -1;
+  if (auto s = tcp_connect(ohost, oport, deadline, probe); !s)
+    return Status(Errc::unreachable, "cannot reach the orchestrator at " + config.orchestrator_address + ": " + s.message());
+  ::close(probe);
+  c->cfg_ = std::make_unique<caf::actor_system_config>();
+  c->cfg_->set("scheduler.max-threads", 2);
+  c->cfg_->set("logger.verbosity", caf::atom("quiet"));
+  configure_remoting(*c->cfg_, std::chrono::milliseconds(500));
+  c->system_ = std::make_unique<caf::actor_system>(*c->cfg_);
+
+  NodeRegisterData reg;
+  reg.protocol_version = protocol_version();
+  reg.secret = config.secret;
+  reg.config = config;
+  reg.num_peers = config.num_devices;
+  reg.data_address = lhost + ":" + std::to_string(bound);
+  std::weak_ptr<GlobalClient> weak = c;
+  auto session = NodeSession::join(*c->system_, ohost, oport, reg, config.timeout, [weak](const NodeLostData& d) {
+    if (d.node_id == std::numeric_limits<uint32_t>::max()) return;  // the orchestrator: data goes on
+    if (auto self = weak.lock()) self->on_node_lost(d.node_id, "node " + std::to_string(d.node_id) + " lost: " + d.reason);
+  });
+  if (!session) return session.status();
+  c->session_ = std::move(*session);
+  c->topo_ = c->session_->topology();
+  c->current_.resize(c->topo_.num_nodes);
+  c->current_slot_.resize(c->topo_.num_nodes);
+  c->scratch_.resize(c->topo_.num_nodes);
+  c->p2p_ = std::make_unique<P2PMailbox>();
+  c->p2p_->pending.resize(c->topo_.num_nodes);
+  if (auto s = c->connect_all(config, listen_fd); !s) {
+    c->close();
+    return s;
+  }
+  return c;
+}
+
+Status GlobalClient::connect_all(const Config& config, int listen_fd) {
+  const auto deadline = Clock::now() + config.timeout;
+  const uint32_t me = topo_.node_id, n = topo_.num_nodes;
+  std::vector<int> fds(n, -1);
+  auto fail = [&](Status s) {
+    for (int fd : fds)
+      if (fd >= 0) ::close(fd);
+    return s;
+  };
+  // Lower ids accept, higher ids connect: every pair gets exactly one connection.
+  for (uint32_t j = 0; j < me; ++j) {
+    std::string host;
+    uint16_t port = 0;
+    if (!split_host_port(topo_.nodes[j].data_address, host, port))
+      return fail({Errc::internal, "node " + std::to_string(j) + " has data address '" + topo_.nodes[j].data_address + "'"});
+    if (auto s = tcp_connect(host, port, deadline, fds[j]); !s)
+      return fail({s.code(), "data connection to node " + std::to_string(j) + ": " + s.message()});
+    uint32_t who = 0;
+    if (auto s = send_hello(fds[j], topo_, deadline); !s) return fail(s);
+    if (auto s = read_hello(fds[j], topo_, deadline, who); !s || who != j)
+      return fail({Errc::auth_failed, "node " + std::to_string(j) + " answered the data hello wrongly"});
+  }
+  for (uint32_t waiting = n - 1 - me; waiting > 0;) {
+    int fd = -1;
+    if (auto s = tcp_accept(listen_fd, deadline, fd); !s)
+      return fail({Errc::timeout, "node " + std::to_string(me) + ": " + std::to_string(waiting) +
+                                      " data connection(s) never arrived within the timeout"});
+    uint32_t who = 0;
+    // A stranger (wrong token, garbage) is turned away without disturbing the nodes still to come.
+    if (!read_hello(fd, topo_, deadline, who) || who < me || fds[who] >= 0 || !send_hello(fd, topo_, deadline)) {
+      ::close(fd);
+      continue;
+    }
+    fds[who] = fd;
+    --waiting;
+  }
+  conns_.resize(n);
+  for (uint32_t j = 0; j < n; ++j)
+    if (j != me) conns_[j] = std::make_unique<Connection>(fds[j], j, this);
+  return Status::ok();
+}
+
+GlobalClient::~GlobalClient() { close(); }
+
+void GlobalClient::close() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closed_) return;
+    closed_ = true;
+  }
+  for (auto& c : conns_)
+    if (c) c->close();
+  conns_.clear();  // joins the reader and writer threads
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [key, op] : ops_) op->node_lost(Status(Errc::reset, "the node is shutting down"));
+    ops_.clear();
+    current_.clear();
+  }
+  if (session_) session_->leave();
+  session_.reset();
+  if (system_) {
+    system_->await_all_actors_done();
+    system_.reset();
+  }
+}
+
+uint32_t GlobalClient::node_of(uint32_t rank) const {
+  const auto& nodes = topo_.nodes;
+  uint32_t lo = 0, hi = static_cast<uint32_t>(nodes.size());
+  while (hi - lo > 1) {  // the last node whose offset <= rank
+    uint32_t mid = (lo + hi) / 2;
+    if (nodes[mid].peer_offset <= rank) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+Status GlobalClient::lost() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return lost_;
+}
+
+std::shared_ptr<NetOp> GlobalClient::op_for(uint32_t group, uint64_t seq, bool create) {
+  std::lock_guard<std::mutex> lk(mu_);
+  const auto key = std::make_pair(group, seq);
+  auto it = ops_.find(key);
+  if (it != ops_.end()) return it->second;
+  if (!create || closed_ || done_.count(key)) return nullptr;
+  auto op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes);
+  if (!lost_) op->node_lost(lost_);
+  for (auto& [node, why] : left_) op->node_left(node, why);
+  ops_.emplace(key, op);
+  return op;
+}
+
+void GlobalClient::finished(uint32_t group, uint64_t seq) {
+  std::lock_guard<std::mutex> lk(mu_);
+  const auto key = std::make_pair(group, seq);
+  ops_.erase(key);
+  if (done_.insert(key).second) done_order_.push_back(key);
+  if (done_order_.size() > 4096) {  // remember enough recent ops to drop their late frames
+    for (std::size_t i = 0; i < 2048; ++i) done_.erase(done_order_[i]);
+    done_order_.erase(done_order_.begin(), done_order_.begin() + 2048);
+  }
+}
+
+std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq, OpAnnouncement mine,
+                                                    Clock::time_point deadline, std::string label) {
+  auto op = op_for(group, seq, true);
+  if (!op) {  // closing, or a sequence number reused
+    op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes);
+    op->node_lost(Status(Errc::reset, label + ": the node is shutting down"));
+  }
+  mine.node = topo_.node_id;
+  FrameHeader h;
+  h.type = FrameType::announce;
+  h.group = group;
+  h.seq = seq;
+  const std::string body = encode_announcement(mine);
+  for (auto& c : conns_)
+    if (c) c->post_owned(h, body);
+  op->launch(std::move(mine), deadline, std::move(label), local_peers());
+  return op;
+}
+
+void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
+  std::vector<std::shared_ptr<NetOp>> ops;
+  Status s;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (lost_) lost_ = Status(Errc::node_lost, why);
+    s = lost_;
+    for (auto& [k, op] : ops_) ops.push_back(op);
+  }
+  (void)node;
+  for (auto& op : ops) op->node_lost(s);
+  {
+    std::lock_guard<std::mutex> lk(p2p_->mu);
+    if (!p2p_->lost) p2p_->lost = s;
+  }
+  p2p_->word.set(std::numeric_limits<uint32_t>::max());
+}
+
+std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
+  switch (h.type) {
+    case FrameType::data: {
+      current_[node] = op_for(h.group, h.seq, true);
+      current_slot_[node] = h.slot;
+      return current_[node] ? current_[node]->incoming_frame(node, h) : nullptr;
+    }
+    case FrameType::announce:
+    case FrameType::p2p_header:
+    case FrameType::p2p_ack:
+    case FrameType::p2p_data: {
+      if (h.bytes > (h.type == FrameType::p2p_data ? (std::size_t{1} << 40) : std::size_t{1} << 20)) return nullptr;
+      auto& slot = p2p_->pending[node];
+      if (h.type == FrameType::p2p_data) {
+        if (!slot) return nullptr;  // data without a header: dropped
+        slot->second.bytes.resize(h.bytes);
+        return reinterpret_cast<std::byte*>(slot->second.bytes.data());
+      }
+      scratch_[node].resize(h.bytes);
+      return reinterpret_cast<std::byte*>(scratch_[node].data());
+    }
+    default: return nullptr;
+  }
+}
+
+void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got) {
+  if (h.type == FrameType::data) {
+    if (current_[node]) current_[node]->incoming_progress(current_slot_[node], got);
+    return;
+  }
+  if (got < h.bytes) return;
+  std::string error;
+  switch (h.type) {
+    case FrameType::announce: {
+      auto a = decode_announcement(scratch_[node].data(), scratch_[node].size(), error);
+      if (!a || a->node != node)
+        return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled announcement" +
+                                      (a ? " (naming node " + std::to_string(a->node) + ")" : ": " + error));
+      if (auto op = op_for(h.group, h.seq, true)) op->announced(*a);
+      return;
+    }
+    case FrameType::p2p_header: {
+      Envelope e;
+      std::optional<std::pair<P2PMailbox::Key, P2PMailbox::Message>> parsed;
+      if (bytes_envelope(scratch_[node].data(), scratch_[node].size(), e))
+        parsed = open_envelope(e, error, [](EnvelopeReader& r) {
+          auto m = r.root<wire::P2PHeader>();
+          if (m.getDtype() > static_cast<uint8_t>(DType::i64)) throw std::runtime_error("bad dtype");
+          return std::make_pair(P2PMailbox::Key{m.getSource(), m.getDestination(), m.getTag()},
+                                P2PMailbox::Message{static_cast<DType>(m.getDtype()), m.getNumel(), {}});
+        });
+      if (!parsed) return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled send header");
+      p2p_->pending[node] = std::move(*parsed);
+      return;
+    }
+    case FrameType::p2p_data: {
+      auto& slot = p2p_->pending[node];
+      if (!slot) return;
+      {
+        std::lock_guard<std::mutex> lk(p2p_->mu);
+        p2p_->inbox[slot->first].push_back(std::move(slot->second));
+      }
+      slot.reset();
+      p2p_->bump();
+      return;
+    }
+    case FrameType::p2p_ack: {
+      Envelope e;
+      std::optional<std::pair<P2PMailbox::Key, Status>> parsed;
+      if (bytes_envelope(scratch_[node].data(), scratch_[node].size(), e))
+        parsed = open_envelope(e, error, [](EnvelopeReader& r) {
+          auto m = r.root<wire::P2PAck>();
+          if (m.getStatusCode() > static_cast<uint16_t>(Errc::unreachable)) throw std::runtime_error("bad code");
+          return std::make_pair(P2PMailbox::Key{m.getSource(), m.getDestination(), m.getTag()},
+                                Status(static_cast<Errc>(m.getStatusCode()), m.getStatusMessage()));
+        });
+      if (!parsed) return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled send answer");
+      {
+        std::lock_guard<std::mutex> lk(p2p_->mu);
+        p2p_->acks[parsed->first].push_back(std::move(parsed->second));
+      }
+      p2p_->bump();
+      return;
+    }
+    default: return;
+  }
+}
+
+void GlobalClient::closed(uint32_t node, bool orderly, const std::string& why) {
+  if (!orderly) return on_node_lost(node, "node " + std::to_string(node) + " lost: " + why);
+  // Everything the node sent before its goodbye has arrived: ops that got all they need from it
+  // still complete; waits for more from it fail, and so does every later op.
+  const Status left(Errc::node_lost, "node " + std::to_string(node) + " left the collective");
+  std::vector<std::shared_ptr<NetOp>> ops;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    left_.emplace_back(node, left);
+    for (auto& [k, op] : ops_) ops.push_back(op);
+  }
+  for (auto& op : ops) op->node_left(node, left);
+  {
+    std::lock_guard<std::mutex> lk(p2p_->mu);
+    if (!p2p_->lost) p2p_->lost = left;
+  }
+  p2p_->bump();
+}
+
+// ---- Point to point ----
+
+Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline) {
+  const uint32_t node = node_of(dst);
+  const std::string label = pair_label(src, dst, tag);
+  if (auto l = lost(); !l) return l;
+  FrameHeader h;
+  h.type = FrameType::p2p_header;
+  h.seq = (uint64_t{src} << 32) | dst;
+  conns_[node]->post_owned(h, encode_p2p_header(src, dst, tag, t.dtype(), t.numel()));
+  h.type = FrameType::p2p_data;
+  h.bytes = t.nbytes();
+  auto ticket = conns_[node]->post(h, static_cast<const std::byte*>(t.data()));
+  if (!ticket->done.wait_at_least(1, deadline)) {
+    on_node_lost(node, "node " + std::to_string(node) + " took no data for the whole timeout (frozen?)");
+    conns_[node]->kill();
+    ticket->done.wait_at_least(1, Clock::now() + kGrace);
+  }
+  const P2PMailbox::Key key{src, dst, tag};
+  for (;;) {
+    const uint32_t g = p2p_->word.value.load();
+    {
+      std::lock_guard<std::mutex> lk(p2p_->mu);
+      auto it = p2p_->acks.find(key);
+      if (it != p2p_->acks.end() && !it->second.empty()) {
+        Status s = std::move(it->second.front());
+        it->second.pop_front();
+        if (it->second.empty()) p2p_->acks.erase(it);
+        return s;
+      }
+      if (p2p_->lost) return *p2p_->lost;
+    }
+    if (!p2p_->word.wait_at_least(g + 1, deadline))
+      return {Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
+                                 ") never posted the matching recv within " + std::to_string(config_.timeout.count()) + " ms"};
+  }
+}
+
+Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, Clock::time_point deadline) {
+  const uint32_t node = node_of(src);
+  const std::string label = pair_label(src, dst, tag);
+  const P2PMailbox::Key key{src, dst, tag};
+  P2PMailbox::Message m;
+  for (;;) {
+    const uint32_t g = p2p_->word.value.load();
+    {
+      std::lock_guard<std::mutex> lk(p2p_->mu);
+      auto it = p2p_->inbox.find(key);
+      if (it != p2p_->inbox.end() && !it->second.empty()) {
+        m = std::move(it->second.front());
+        it->second.pop_front();
+        if (it->second.empty()) p2p_->inbox.erase(it);
+        break;
+      }
+      if (p2p_->lost) return *p2p_->lost;
+    }
+    if (!p2p_->word.wait_at_least(g + 1, deadline))
+      return {Errc::timeout, label + ": peer " + std::to_string(src) + " (node " + std::to_string(node) +
+                                 ") never posted the matching send within " + std::to_string(config_.timeout.count()) + " ms"};
+  }
+  Status s;
+  const std::string theirs = std::string(to_string(m.dtype)) + "[" + std::to_string(m.numel) + "]";
+  const std::string mine = std::string(to_string(t.dtype())) + "[" + std::to_string(t.numel()) + "]";
+  if (m.dtype != t.dtype())
+    s = Status(Errc::dtype_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
+  else if (m.numel != t.numel())
+    s = Status(Errc::shape_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
+  else
+    std::memcpy(t.data(), m.bytes.data(), m.bytes.size());
+  FrameHeader h;
+  h.type = FrameType::p2p_ack;
+  h.seq = (uint64_t{src} << 32) | dst;
+  conns_[node]->post_owned(h, encode_p2p_ack(src, dst, tag, s));
+  return s;
+}
+
+} // namespace chorus

@@ -1,0 +1,244 @@
+#include "actors/net_op.hpp"
+
+#include <limits>
+
+#include "actors/global_client.hpp"
+
+namespace chorus {
+
+namespace {
+constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
+}
+
+NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes)
+    : client_(std::move(client)), group_(group), seq_(seq), my_node_(client_->node_id()), ann_(num_nodes),
+      gone_(num_nodes, false) {}
+
+void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers) {
+  std::lock_guard<std::mutex> lk(mu_);
+  launched_ = true;
+  deadline_ = deadline;
+  label_ = std::move(label);
+  local_peers_ = local_peers;
+  // The reader thread of each connection needs a core too: spin only when there is room.
+  spin_ = spin_budget_for(local_peers + 1);
+  ann_[my_node_] = std::move(mine);
+  ann_word_.set(ann_word_.value.load() + 1);
+}
+
+bool NetOp::is_remote(int peer) const { return client_->node_of(static_cast<uint32_t>(peer)) != my_node_; }
+
+std::shared_ptr<NetOp::Incoming> NetOp::incoming(uint32_t slot) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto& rec = in_[slot];
+  if (!rec) {
+    rec = std::make_shared<Incoming>();
+    if (abort_) rec->word.set(kTop);
+  }
+  return rec;
+}
+
+std::byte* NetOp::incoming_frame(uint32_t node, const FrameHeader& h) {
+  auto rec = incoming(h.slot);
+  if (rec->started.load()) return nullptr;  // a duplicate slot: a broken peer; drop it
+  rec->buf.reset(new std::byte[h.bytes ? h.bytes : 1]);
+  rec->bytes = h.bytes;
+  rec->node = node;
+  rec->started.store(true, std::memory_order_release);
+  rec->word.set(rec->word.value.load() + 1);
+  return rec->buf.get();
+}
+
+void NetOp::incoming_progress(uint32_t slot, std::size_t got) {
+  std::shared_ptr<Incoming> rec;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = in_.find(slot);
+    if (it == in_.end()) return;
+    rec = it->second;
+  }
+  rec->got.store(got, std::memory_order_release);
+  uint32_t v = rec->word.value.load();
+  if (v != kTop) rec->word.set(v + 1);
+}
+
+void NetOp::announced(const OpAnnouncement& a) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (a.node >= ann_.size() || ann_[a.node]) return;
+  ann_[a.node] = a;
+  uint32_t v = ann_word_.value.load();
+  if (v != kTop) ann_word_.set(v + 1);
+}
+
+Status NetOp::stopped_locked() const { return abort_ ? *abort_ : Status::ok(); }
+
+void NetOp::abort(const Status& why) {
+  std::vector<std::shared_ptr<Incoming>> recs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!abort_) abort_ = why;
+    for (auto& [slot, rec] : in_) recs.push_back(rec);
+  }
+  for (auto& r : recs) r->word.set(kTop);
+}
+
+void NetOp::node_lost(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!lost_) lost_ = why;
+  }
+  abort(why);
+  ann_word_.set(kTop);
+}
+
+void NetOp::node_left(uint32_t node, const Status& why) {
+  std::vector<std::shared_ptr<Incoming>> recs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (node >= gone_.size()) return;
+    gone_[node] = true;
+    gone_status_ = why;
+    for (auto& [slot, rec] : in_) recs.push_back(rec);
+  }
+  for (auto& r : recs) {
+    uint32_t v = r->word.value.load();
+    if (v != kTop) r->word.set(v + 1);
+  }
+  uint32_t v = ann_word_.value.load();
+  if (v != kTop) ann_word_.set(v + 1);
+}
+
+void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_t bytes) {
+  const uint32_t node = client_->node_of(static_cast<uint32_t>(peer));
+  FrameHeader h;
+  h.type = FrameType::data;
+  h.group = group_;
+  h.seq = seq_;
+  h.slot = slot;
+  h.bytes = bytes;
+  auto ticket = client_->connection(node)->post(h, data);
+  std::lock_guard<std::mutex> lk(mu_);
+  out_[slot] = Outgoing{std::move(ticket), node};
+}
+
+Status NetOp::wait_sent(uint32_t slot) {
+  Outgoing o;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    o = out_.at(slot);
+  }
+  if (!o.ticket->done.wait_at_least(1, deadline_, spin_)) {
+    // The other node stopped reading: treat it as lost, so the socket lets go of our memory.
+    client_->on_node_lost(o.node, "node " + std::to_string(o.node) + " took no data for the whole timeout (frozen?)");
+    client_->connection(o.node)->kill();
+    o.ticket->done.wait_at_least(1, Clock::now() + std::chrono::seconds(5));
+  }
+  if (o.ticket->done.value.load() == 1) return Status::ok();
+  if (auto l = client_->lost(); !l) return l;
+  return {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"};
+}
+
+const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes, std::size_t upto, Status& error) {
+  auto rec = incoming(slot);
+  const uint32_t node = client_->node_of(static_cast<uint32_t>(peer));
+  for (;;) {
+    const uint32_t g = rec->word.value.load();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (abort_) {
+        error = *abort_;
+        return nullptr;
+      }
+      const bool complete = rec->started.load() && rec->got.load() >= rec->bytes;
+      if (gone_[node] && !complete) {
+        error = gone_status_;
+        return nullptr;
+      }
+      if (rec->started.load(std::memory_order_acquire)) {
+        // The node's announcement precedes its data on the connection, so it is here.
+        const auto& theirs = ann_[node];
+        if (!theirs) {
+          error = Status(Errc::internal, label_ + ": data from node " + std::to_string(node) + " before its announcement");
+          return nullptr;
+        }
+        if (auto s = compare_announcements(*ann_[my_node_], *theirs, seq_); !s) {
+          error = s;
+          return nullptr;
+        }
+        if (rec->bytes != bytes) {
+          error = Status(Errc::internal, label_ + ": node " + std::to_string(node) + " sent " + std::to_string(rec->bytes) +
+                                             " bytes where the schedule expects " + std::to_string(bytes));
+          return nullptr;
+        }
+      }
+    }
+    if (rec->started.load(std::memory_order_acquire) && rec->got.load(std::memory_order_acquire) >= upto)
+      return rec->buf.get();
+    if (!rec->word.wait_at_least(g + 1, deadline_, spin_)) {
+      bool never = false;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        never = !ann_[node];
+      }
+      error = Status(Errc::timeout, label_ + ": node " + std::to_string(node) +
+                                        (never ? " never called" : " sent too little") + " within the op's timeout (peer " +
+                                        std::to_string(peer) + ")");
+      return nullptr;
+    }
+  }
+}
+
+void NetOp::done_with(uint32_t slot) {
+  std::lock_guard<std::mutex> lk(mu_);
+  in_.erase(slot);
+}
+
+Status NetOp::conclude(int /*p*/, Status local) {
+  // The caller's memory may be released once we return: every queued send must be off it.
+  std::vector<Outgoing> outs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [slot, o] : out_) outs.push_back(o);
+  }
+  for (auto& o : outs) {
+    if (o.ticket->done.wait_at_least(1, deadline_)) continue;
+    client_->on_node_lost(o.node, "node " + std::to_string(o.node) + " took no data for the whole timeout (frozen?)");
+    client_->connection(o.node)->kill();
+    o.ticket->done.wait_at_least(1, Clock::now() + std::chrono::seconds(5));
+  }
+  // Every node's announcement decides the error, so every peer everywhere reports the same one.
+  const uint32_t nodes = static_cast<uint32_t>(ann_.size());
+  for (;;) {
+    const uint32_t g = ann_word_.value.load();
+    bool waiting = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (!ann_[k] && !gone_[k]);
+      waiting = waiting && !lost_;
+    }
+    if (!waiting || !ann_word_.wait_at_least(g + 1, deadline_)) break;
+  }
+  Status result;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::vector<OpAnnouncement> all;
+    std::string missing;
+    for (uint32_t k = 0; k < nodes; ++k) {
+      if (ann_[k]) all.push_back(*ann_[k]);
+      else missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    }
+    if (missing.empty()) result = judge_announcements(all, seq_);
+    if (result && lost_) result = *lost_;
+    if (result && !missing.empty() && !gone_status_) result = gone_status_;
+    if (result && !missing.empty())
+      result = Status(Errc::timeout, label_ + ": node" + (missing.find(',') != std::string::npos ? "s " : " ") + missing +
+                                         " never called within the op's timeout");
+    if (result) result = std::move(local);
+    last = ++concluded_ == local_peers_;
+  }
+  if (last) client_->finished(group_, seq_);
+  return result;
+}
+
+} // namespace chorus

@@ -1,0 +1,83 @@
+// One collective op as the global client sees it: the announcements of every node, the transfers
+// that arrive from other nodes (possibly before this node's peers have called the op), and the
+// sends this node has queued. Peer threads reach it through RemoteSteps; reader threads feed it.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/memory_executor.hpp"
+#include "actors/op_announce.hpp"
+#include "actors/transport.hpp"
+
+namespace chorus {
+
+class GlobalClient;
+
+class NetOp : public RemoteSteps {
+ public:
+  NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes);
+
+  // This node's peers have all called the op.
+  void launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers);
+
+  // Reader threads.
+  std::byte* incoming_frame(uint32_t node, const FrameHeader& h);
+  void incoming_progress(uint32_t slot, std::size_t got);
+  void announced(const OpAnnouncement& a);
+  void node_lost(const Status& why);
+  // The node said goodbye: what it sent before is here; waits for anything more from it fail.
+  void node_left(uint32_t node, const Status& why);
+
+  // RemoteSteps.
+  bool is_remote(int peer) const override;
+  void post_send(uint32_t slot, int peer, const std::byte* data, std::size_t bytes) override;
+  Status wait_sent(uint32_t slot) override;
+  const std::byte* wait_received(uint32_t slot, int peer, std::size_t bytes, std::size_t upto,
+                                 Status& error) override;
+  void done_with(uint32_t slot) override;
+  void abort(const Status& why) override;
+  Status conclude(int p, Status local) override;
+
+ private:
+  struct Incoming {
+    WaitWord word;                        // bumped on every piece; raised to the top on abort
+    std::unique_ptr<std::byte[]> buf;
+    std::size_t bytes = 0;
+    uint32_t node = 0;
+    std::atomic<std::size_t> got{0};
+    std::atomic<bool> started{false};
+  };
+  struct Outgoing {
+    std::shared_ptr<SendTicket> ticket;
+    uint32_t node;
+  };
+  std::shared_ptr<Incoming> incoming(uint32_t slot);
+  Status stopped_locked() const;  // the abort status, or ok
+
+  std::shared_ptr<GlobalClient> client_;
+  uint32_t group_;
+  uint64_t seq_;
+  uint32_t my_node_;
+  mutable std::mutex mu_;
+  std::vector<std::optional<OpAnnouncement>> ann_;  // by node
+  WaitWord ann_word_;                               // announcements so far; the top on node loss
+  bool launched_ = false;
+  Clock::time_point deadline_{};
+  std::string label_;
+  uint32_t local_peers_ = 0, concluded_ = 0;
+  std::chrono::nanoseconds spin_{0};
+  std::map<uint32_t, std::shared_ptr<Incoming>> in_;
+  std::map<uint32_t, Outgoing> out_;
+  std::optional<Status> abort_;
+  std::optional<Status> lost_;
+  std::vector<bool> gone_;  // by node: left in order (see node_left)
+  Status gone_status_;
+};
+
+} // namespace chorus

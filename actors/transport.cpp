@@ -1,0 +1,363 @@
+#include "actors/transport.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace chorus {
+
+namespace {
+
+constexpr std::size_t kMaxPayload = std::size_t{1} << 40;  // larger is a garbled header
+constexpr std::size_t kReadPiece = std::size_t{1} << 20;   // progress is reported at least this often
+
+std::string err_text(int e) { return std::strerror(e); }
+
+int remaining_ms(Clock::time_point deadline) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return ms < 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1000));
+}
+
+void tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // small control frames go at once
+}
+
+} // namespace
+
+bool split_host_port(const std::string& addr, std::string& host, uint16_t& port) {
+  auto colon = addr.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == addr.size()) return false;
+  host = addr.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  try {
+    std::size_t used = 0;
+    unsigned long p = std::stoul(addr.substr(colon + 1), &used);
+    if (used != addr.size() - colon - 1 || p > 65535) return false;
+    port = static_cast<uint16_t>(p);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+Status tcp_listen(const std::string& host, uint16_t port, int& fd, uint16_t& bound) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  const std::string where = host + ":" + std::to_string(port);
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+    return {Errc::invalid_argument, "cannot resolve " + where + ": " + gai_strerror(rc)};
+  Status st(Errc::unreachable, "cannot listen on " + where);
+  fd = -1;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    int s = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (s < 0) continue;
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(s, a->ai_addr, a->ai_addrlen) == 0 && listen(s, 64) == 0) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      getsockname(s, reinterpret_cast<sockaddr*>(&ss), &len);
+      bound = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                            : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+      fd = s;
+      st = Status::ok();
+      break;
+    }
+    st = Status(Errc::unreachable, "cannot listen on " + where + ": " + err_text(errno));
+    ::close(s);
+  }
+  freeaddrinfo(res);
+  return st;
+}
+
+Status tcp_accept(int listen_fd, Clock::time_point deadline, int& fd) {
+  fd = -1;
+  while (Clock::now() < deadline) {
+    pollfd p{listen_fd, POLLIN, 0};
+    int rc = poll(&p, 1, remaining_ms(deadline));
+    if (rc < 0 && errno != EINTR) return {Errc::internal, "poll on the data listener: " + err_text(errno)};
+    if (rc <= 0) continue;
+    int s = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (s < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
+      return {Errc::internal, "accept on the data listener: " + err_text(errno)};
+    }
+    tune(s);
+    fd = s;
+    return Status::ok();
+  }
+  return {Errc::timeout, "no connection arrived in time"};
+}
+
+Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point deadline, int& fd) {
+  const std::string where = host + ":" + std::to_string(port);
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+    return {Errc::unreachable, "cannot resolve " + where + ": " + gai_strerror(rc)};
+  std::string last = "no address";
+  fd = -1;
+  do {
+    for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+      int s = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+      if (s < 0) continue;
+      int rc = connect(s, a->ai_addr, a->ai_addrlen);
+      if (rc != 0 && errno == EINPROGRESS) {
+        pollfd p{s, POLLOUT, 0};
+        while ((rc = poll(&p, 1, remaining_ms(deadline))) == 0 && Clock::now() < deadline) {
+        }
+        int soerr = rc > 0 ? 0 : ETIMEDOUT;
+        socklen_t len = sizeof soerr;
+        if (rc > 0) getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &len);
+        rc = soerr == 0 ? 0 : -1;
+        errno = soerr;
+      }
+      if (rc == 0) {
+        fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK);
+        tune(s);
+        fd = s;
+      } else {
+        last = err_text(errno);
+        ::close(s);
+      }
+    }
+    if (fd < 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (fd < 0 && Clock::now() < deadline);
+  freeaddrinfo(res);
+  if (fd < 0) return {Errc::unreachable, "cannot connect to " + where + " in time: " + last};
+  return Status::ok();
+}
+
+namespace {
+template <class Op>
+Status exact(int fd, std::size_t n, Clock::time_point deadline, short events, Op op, const char* what) {
+  std::size_t done = 0;
+  while (done < n) {
+    pollfd p{fd, events, 0};
+    int rc = poll(&p, 1, remaining_ms(deadline));
+    if (rc < 0 && errno != EINTR) return {Errc::unreachable, std::string(what) + ": " + err_text(errno)};
+    if (rc == 0 && Clock::now() >= deadline) return {Errc::timeout, std::string(what) + " timed out"};
+    if (rc <= 0) continue;
+    ssize_t r = op(done);
+    if (r == 0) return {Errc::unreachable, std::string(what) + ": the connection was closed"};
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return {Errc::unreachable, std::string(what) + ": " + err_text(errno)};
+    }
+    done += static_cast<std::size_t>(r);
+  }
+  return Status::ok();
+}
+} // namespace
+
+Status read_exact(int fd, void* p, std::size_t n, Clock::time_point deadline) {
+  auto* b = static_cast<char*>(p);
+  return exact(fd, n, deadline, POLLIN, [&](std::size_t d) { return recv(fd, b + d, n - d, MSG_DONTWAIT); },
+               "handshake read");
+}
+
+Status write_exact(int fd, const void* p, std::size_t n, Clock::time_point deadline) {
+  auto* b = static_cast<const char*>(p);
+  return exact(fd, n, deadline, POLLOUT,
+               [&](std::size_t d) { return send(fd, b + d, n - d, MSG_DONTWAIT | MSG_NOSIGNAL); },
+               "handshake write");
+}
+
+// ---- Connection ----
+
+Connection::Connection(int fd, uint32_t node, FrameSink* sink) : fd_(fd), node_(node), sink_(sink) {
+  writer_ = std::thread([this] { writer_loop(); });
+  reader_ = std::thread([this] { reader_loop(); });
+}
+
+Connection::~Connection() {
+  kill();
+  if (reader_.joinable()) reader_.join();
+  if (writer_.joinable()) writer_.join();
+  ::close(fd_);
+}
+
+std::shared_ptr<SendTicket> Connection::post(FrameHeader h, const std::byte* payload) {
+  auto t = std::make_shared<SendTicket>();
+  t->header = h;
+  t->payload = payload;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (dead_.load() || stopping_) {
+      t->done.set(2);
+      return t;
+    }
+    queue_.push_back(t);
+  }
+  cv_.notify_one();
+  return t;
+}
+
+std::shared_ptr<SendTicket> Connection::post_owned(FrameHeader h, std::string payload) {
+  auto t = std::make_shared<SendTicket>();
+  t->owned = std::move(payload);
+  h.bytes = t->owned.size();
+  t->header = h;
+  t->payload = reinterpret_cast<const std::byte*>(t->owned.data());
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (dead_.load() || stopping_) {
+      t->done.set(2);
+      return t;
+    }
+    queue_.push_back(t);
+  }
+  cv_.notify_one();
+  return t;
+}
+
+void Connection::close(std::chrono::milliseconds drain) {
+  FrameHeader bye;
+  bye.type = FrameType::bye;
+  auto t = post_owned(bye, {});
+  t->done.wait_at_least(1, Clock::now() + drain);
+  kill();
+}
+
+void Connection::kill() {
+  std::deque<std::shared_ptr<SendTicket>> failed;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+    if (!dead_.exchange(true)) shutdown(fd_, SHUT_RDWR);
+    failed.swap(queue_);
+  }
+  cv_.notify_all();
+  for (auto& t : failed) t->done.set(2);
+}
+
+bool Connection::write_all(const void* p, std::size_t n) {
+  auto* b = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t r = send(fd_, b, n, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    b += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+void Connection::writer_loop() {
+  for (;;) {
+    std::shared_ptr<SendTicket> t;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;
+      t = queue_.front();
+      queue_.pop_front();
+    }
+    // Header and the start of the payload in one call; the rest straight from the caller's memory.
+    iovec iov[2] = {{&t->header, sizeof(FrameHeader)},
+                    {const_cast<std::byte*>(t->payload), static_cast<std::size_t>(t->header.bytes)}};
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = t->header.bytes ? 2 : 1;
+    ssize_t r;
+    do r = sendmsg(fd_, &mh, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    bool ok = r >= 0;
+    if (ok) {
+      std::size_t sent = static_cast<std::size_t>(r);
+      if (sent < sizeof(FrameHeader))
+        ok = write_all(reinterpret_cast<const char*>(&t->header) + sent, sizeof(FrameHeader) - sent) &&
+             write_all(t->payload, t->header.bytes);
+      else
+        ok = write_all(t->payload + (sent - sizeof(FrameHeader)), t->header.bytes - (sent - sizeof(FrameHeader)));
+    }
+    t->done.set(ok ? 1 : 2);
+    if (!ok) {
+      kill();
+      return;
+    }
+  }
+}
+
+bool Connection::read_all(void* p, std::size_t n) {
+  auto* b = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t r = recv(fd_, b, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    b += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+void Connection::reader_loop() {
+  std::vector<std::byte> sink_hole;
+  std::string why;
+  for (;;) {
+    FrameHeader h;
+    if (!read_all(&h, sizeof h)) {
+      why = "the connection was closed";
+      break;
+    }
+    if (h.magic != FrameHeader::kMagic || h.bytes > kMaxPayload) {
+      why = "garbled frame on the data connection";
+      break;
+    }
+    if (h.type == FrameType::bye) {
+      got_bye_ = true;
+      continue;
+    }
+    std::byte* dst = sink_->begin_frame(node_, h);
+    std::size_t got = 0;
+    bool ok = true;
+    while (got < h.bytes) {
+      std::size_t want = std::min<std::size_t>(h.bytes - got, kReadPiece);
+      std::byte* at;
+      if (dst) {
+        at = dst + got;
+      } else {
+        sink_hole.resize(std::min<std::size_t>(want, 1 << 16));
+        want = sink_hole.size();
+        at = sink_hole.data();
+      }
+      ssize_t r = recv(fd_, at, want, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        ok = false;
+        break;
+      }
+      got += static_cast<std::size_t>(r);
+      if (dst) sink_->progress(node_, h, got);
+    }
+    if (!ok) {
+      why = "the connection was closed in the middle of a frame";
+      break;
+    }
+    if (dst && h.bytes == 0) sink_->progress(node_, h, 0);
+  }
+  bool ours;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ours = stopping_;
+  }
+  if (!ours) sink_->closed(node_, got_bye_.load(), why);
+  kill();
+}
+
+} // namespace chorus

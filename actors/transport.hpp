@@ -1,0 +1,106 @@
+// The data plane between two nodes: one TCP connection per pair of nodes, owned by two threads.
+// The writer thread drains a queue of frames, so a peer thread hands over a send and goes on
+// reducing what arrives meanwhile (sending, receiving and reducing overlap); the reader thread
+// reads frames as they come and hands them to a FrameSink piece by piece, so a consumer can reduce
+// the first megabytes of a large frame while the rest is still on the wire.
+// Flow control: the writer blocks on a full socket (TCP backpressure) and the schedules bound how
+// much one op has in flight; every wait on a connection has a deadline.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "actors/status.hpp"
+#include "actors/wait.hpp"
+
+namespace chorus {
+
+enum class FrameType : uint32_t { hello = 1, announce = 2, data = 3, p2p_header = 4, p2p_data = 5, p2p_ack = 6, bye = 7 };
+
+struct FrameHeader {
+  uint32_t magic = kMagic;
+  FrameType type = FrameType::data;
+  uint32_t group = 0;
+  uint32_t slot = 0;   // data: the schedule's slot id; p2p: the pair's sequence number
+  uint64_t seq = 0;    // the op's sequence number (p2p: source << 32 | destination)
+  uint64_t bytes = 0;  // payload length
+  static constexpr uint32_t kMagic = 0x43484f52;  // "CHOR"
+};
+static_assert(sizeof(FrameHeader) == 32);
+
+// Receives the frames of one connection (called on its reader thread).
+class FrameSink {
+ public:
+  virtual ~FrameSink() = default;
+  // Where the payload goes (at least h.bytes), or nullptr to read and drop it.
+  virtual std::byte* begin_frame(uint32_t node, const FrameHeader& h) = 0;
+  // `got` bytes of the payload have arrived so far (called after every read, and once at the end).
+  virtual void progress(uint32_t node, const FrameHeader& h, std::size_t got) = 0;
+  // The connection ended: `orderly` after a bye frame, otherwise lost (the reason says how).
+  virtual void closed(uint32_t node, bool orderly, const std::string& why) = 0;
+};
+
+// One queued send. The payload memory must stay untouched until `done` is set.
+struct SendTicket {
+  WaitWord done;      // 1: written to the socket; 2: failed or cancelled (the bytes were not all sent)
+  FrameHeader header;
+  const std::byte* payload = nullptr;
+  std::string owned;  // small payloads the ticket owns (control frames)
+};
+
+class Connection {
+ public:
+  // Takes ownership of a connected socket. Starts the reader and writer threads.
+  Connection(int fd, uint32_t node, FrameSink* sink);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Queues a frame. The ticket completes when the bytes are in the socket (or failed).
+  std::shared_ptr<SendTicket> post(FrameHeader h, const std::byte* payload);
+  std::shared_ptr<SendTicket> post_owned(FrameHeader h, std::string payload);
+  // Sends a bye frame, waits (bounded) for the queue to drain, then shuts the socket and joins.
+  void close(std::chrono::milliseconds drain = std::chrono::milliseconds(2000));
+  // Shuts the socket at once: blocked reads and writes return, queued sends fail. Thread-safe.
+  void kill();
+  uint32_t node() const { return node_; }
+
+ private:
+  void reader_loop();
+  void writer_loop();
+  bool write_all(const void* p, std::size_t n);
+  bool read_all(void* p, std::size_t n);
+
+  int fd_;
+  uint32_t node_;
+  FrameSink* sink_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<SendTicket>> queue_;
+  bool stopping_ = false;
+  std::atomic<bool> dead_{false};
+  std::atomic<bool> got_bye_{false};
+  std::thread reader_, writer_;
+};
+
+// Sockets with deadlines. host may be a name or a numeric address.
+// A listening socket on host:port (port 0: any free port); returns the fd and the bound port.
+Status tcp_listen(const std::string& host, uint16_t port, int& fd, uint16_t& bound);
+// Accepts one connection before the deadline (fd -1 and a timeout status otherwise).
+Status tcp_accept(int listen_fd, Clock::time_point deadline, int& fd);
+// Connects before the deadline, retrying while the other side is not listening yet.
+Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point deadline, int& fd);
+// Splits "host:port"; false when malformed.
+bool split_host_port(const std::string& addr, std::string& host, uint16_t& port);
+// Reads or writes exactly n bytes on a blocking socket before the deadline (for handshakes).
+Status read_exact(int fd, void* p, std::size_t n, Clock::time_point deadline);
+Status write_exact(int fd, const void* p, std::size_t n, Clock::time_point deadline);
+
+} // namespace chorus

@@ -1,0 +1,344 @@
+// One node process of the multi-node tests (multi_node_test.cpp starts the orchestrator and several
+// of these). It registers --peers local peers, runs a scenario on every peer thread, verifies
+// every result against values computed here independently, and prints one line per peer:
+//   PEER <global rank> OK <ops>            every op of the scenario gave the expected result
+//   PEER <global rank> ERR <code> <message>  the first op that failed, with its status
+// Exit status: 0 when every local peer printed OK (or, for the failure scenarios, when every peer
+// got an error), 1 otherwise.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/runtime.hpp"
+#include "tests/reference.hpp"
+
+using namespace chorus;
+
+namespace {
+
+struct Args {
+  std::string orchestrator, address = "127.0.0.1", secret, scenario = "every-op", strategy = "auto";
+  uint32_t nodes = 0, peers = 1, ops = 100;
+  int64_t timeout_ms = 10000;
+  int victim_node = -1;  // kill / freeze / mismatch: which node misbehaves (by its first peer's rank)
+  uint32_t at_op = 0;
+};
+
+std::mutex out_mu;
+void say(const std::string& line) {
+  std::lock_guard<std::mutex> lk(out_mu);
+  std::cout << line << std::endl;
+}
+
+// Small integers, exact in every dtype and summable over 16 peers without overflow (even i8).
+int64_t value(uint32_t rank, std::size_t i, ReduceOp op) {
+  if (op == ReduceOp::prod) return 1 + static_cast<int64_t>((rank + i) % 2);
+  return 1 + static_cast<int64_t>((rank * 7 + i * 3) % 5);
+}
+
+Tensor make_input(DType t, uint32_t rank, std::size_t count, ReduceOp op, std::size_t base = 0) {
+  Tensor x = Tensor::zeros(t, {static_cast<int64_t>(count)});
+  for (std::size_t i = 0; i < count; ++i) {
+    if (ref::floating(t)) ref::set_f(t, x.data(), i, static_cast<double>(value(rank, base + i, op)));
+    else ref::set_i(t, x.data(), i, value(rank, base + i, op));
+  }
+  return x;
+}
+
+// Element i of the reduction over all n peers (inputs value(r, base + i)).
+bool check_reduced(const Tensor& got, DType t, ReduceOp op, uint32_t n, std::size_t count, std::size_t base,
+                   std::string& why) {
+  for (std::size_t i = 0; i < count; ++i) {
+    if (ref::floating(t)) {
+      std::vector<double> v;
+      for (uint32_t r = 0; r < n; ++r) v.push_back(static_cast<double>(value(r, base + i, op)));
+      double want = ref::reduce_f(op, v.data(), n);
+      double have = ref::get_f(t, got.data(), i);
+      if (std::abs(have - want) > 1e-2 * std::max(1.0, std::abs(want))) {
+        why = "element " + std::to_string(i) + ": " + std::to_string(have) + " != " + std::to_string(want);
+        return false;
+      }
+    } else {
+      std::vector<int64_t> v;
+      for (uint32_t r = 0; r < n; ++r) v.push_back(ref::wrap(t, static_cast<uint64_t>(value(r, base + i, op))));
+      int64_t want = ref::reduce_i(t, op, v.data(), n);
+      int64_t have = ref::get_i(t, got.data(), i);
+      if (have != want) {
+        why = "element " + std::to_string(i) + ": " + std::to_string(have) + " != " + std::to_string(want);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Element i equals value(rank_of(i), base_of(i)) (gathers, broadcasts, all-to-all).
+template <class RankOf, class BaseOf>
+bool check_values(const Tensor& got, std::size_t count, RankOf rank_of, BaseOf base_of, std::string& why) {
+  for (std::size_t i = 0; i < count; ++i) {
+    double have = ref::get_f(DType::f32, got.data(), i);
+    double want = static_cast<double>(value(rank_of(i), base_of(i), ReduceOp::sum));
+    if (have != want) {
+      why = "element " + std::to_string(i) + ": " + std::to_string(have) + " != " + std::to_string(want);
+      return false;
+    }
+  }
+  return true;
+}
+
+struct Fail {
+  Status status;
+};
+
+void must(const Status& s) {
+  if (!s) throw Fail{s};
+}
+void verify(bool ok, const std::string& what, const std::string& why) {
+  if (!ok) throw Fail{Status(Errc::internal, "WRONG RESULT in " + what + ": " + why)};
+}
+
+// One op of the mixed / every-op scenarios, chosen by `k`; the same k on every peer.
+void run_op(Peer& p, int k, std::size_t count, uint32_t root) {
+  const uint32_t n = p.size(), me = p.rank();
+  const std::size_t c = count;
+  std::string why;
+  switch (k) {
+    case 0: {
+      Tensor x = make_input(DType::f32, me, c, ReduceOp::sum);
+      must(p.all_reduce(x, ReduceOp::sum));
+      verify(check_reduced(x, DType::f32, ReduceOp::sum, n, c, 0, why), "all_reduce", why);
+      break;
+    }
+    case 1: {
+      Tensor x = make_input(DType::f32, me, c, ReduceOp::max);
+      Tensor out = Tensor::zeros(DType::f32, {static_cast<int64_t>(c)});
+      must(p.reduce(x, out, ReduceOp::max, root));
+      if (me == root) verify(check_reduced(out, DType::f32, ReduceOp::max, n, c, 0, why), "reduce", why);
+      break;
+    }
+    case 2: {
+      Tensor x = me == root ? make_input(DType::f32, root, c, ReduceOp::sum) : Tensor::zeros(DType::f32, {static_cast<int64_t>(c)});
+      must(p.broadcast(x, root));
+      verify(check_values(x, c, [&](std::size_t) { return root; }, [](std::size_t i) { return i; }, why), "broadcast", why);
+      break;
+    }
+    case 3: {
+      Tensor x = make_input(DType::f32, me, c, ReduceOp::sum);
+      Tensor out = Tensor::zeros(DType::f32, {static_cast<int64_t>(n * c)});
+      must(p.all_gather(x, out));
+      verify(check_values(out, n * c, [&](std::size_t i) { return static_cast<uint32_t>(i / c); },
+                          [&](std::size_t i) { return i % c; }, why), "all_gather", why);
+      break;
+    }
+    case 4: {
+      Tensor x = make_input(DType::f32, me, n * c, ReduceOp::sum);
+      Tensor out = Tensor::zeros(DType::f32, {static_cast<int64_t>(c)});
+      must(p.reduce_scatter(x, out, ReduceOp::sum));
+      verify(check_reduced(out, DType::f32, ReduceOp::sum, n, c, me * c, why), "reduce_scatter", why);
+      break;
+    }
+    case 5: {  // block j of rank r's input holds value(r, j*c + i); block r of my output comes from r
+      Tensor x = make_input(DType::f32, me, n * c, ReduceOp::sum);
+      Tensor out = Tensor::zeros(DType::f32, {static_cast<int64_t>(n * c)});
+      must(p.all_to_all(x, out));
+      verify(check_values(out, n * c, [&](std::size_t i) { return static_cast<uint32_t>(i / c); },
+                          [&](std::size_t i) { return me * c + i % c; }, why), "all_to_all", why);
+      break;
+    }
+    case 6: {
+      Tensor x = make_input(DType::f32, me, c, ReduceOp::sum);
+      Tensor out = Tensor::zeros(DType::f32, {static_cast<int64_t>(n * c)});
+      must(p.gather(x, out, root));
+      if (me == root)
+        verify(check_values(out, n * c, [&](std::size_t i) { return static_cast<uint32_t>(i / c); },
+                            [&](std::size_t i) { return i % c; }, why), "gather", why);
+      break;
+    }
+    case 7: {
+      Tensor x = me == root ? make_input(DType::f32, root, n * c, ReduceOp::sum) : Tensor();
+      Tensor out = Tensor::zeros(DType::f32, {static_cast<int64_t>(c)});
+      must(p.scatter(x, out, root));
+      verify(check_values(out, c, [&](std::size_t) { return root; }, [&](std::size_t i) { return me * c + i; }, why),
+             "scatter", why);
+      break;
+    }
+    case 8: must(p.barrier()); break;
+    case 9: {  // a ring of sends: to rank+1, from rank-1 (ranks on other nodes included)
+      if (n < 2) break;
+      Tensor x = make_input(DType::f32, me, c, ReduceOp::sum);
+      Tensor in = Tensor::zeros(DType::f32, {static_cast<int64_t>(c)});
+      const uint32_t to = (me + 1) % n, from = (me + n - 1) % n;
+      // Even ranks send first, odd ranks receive first, so the blocking pairs never wait in a circle.
+      if (me % 2 == 0) {
+        must(p.send(x, to, 7));
+        must(p.recv(in, from, 7));
+      } else {
+        must(p.recv(in, from, 7));
+        must(p.send(x, to, 7));
+      }
+      verify(check_values(in, c, [&](std::size_t) { return from; }, [](std::size_t i) { return i; }, why), "send/recv", why);
+      break;
+    }
+    case 10: {  // broadcast by data from `root`
+      auto r = p.broadcast(me == root ? std::optional<Tensor>(make_input(DType::f32, root, c, ReduceOp::sum)) : std::nullopt);
+      must(r.status());
+      verify(r->numel() == c && check_values(*r, c, [&](std::size_t) { return root; }, [](std::size_t i) { return i; }, why),
+             "broadcast by data", why);
+      break;
+    }
+    case 11: {  // scatter by data from `root`
+      auto r = p.scatter(me == root ? std::optional<Tensor>(make_input(DType::f32, root, n * c, ReduceOp::sum)) : std::nullopt);
+      must(r.status());
+      verify(r->numel() == c && check_values(*r, c, [&](std::size_t) { return root; }, [&](std::size_t i) { return me * c + i; }, why),
+             "scatter by data", why);
+      break;
+    }
+    case 12: {  // object all-gather: every peer's bytes, of different lengths
+      auto r = p.all_gather_object(std::string(me % 5, static_cast<char>('a' + me % 26)));
+      must(r.status());
+      bool ok = r->size() == n;
+      for (uint32_t q = 0; ok && q < n; ++q) ok = (*r)[q] == std::string(q % 5, static_cast<char>('a' + q % 26));
+      verify(ok, "all_gather_object", "wrong strings");
+      break;
+    }
+  }
+}
+
+constexpr int kOps = 13;
+
+// Every op (roots on several nodes), then every dtype x reduce op through all_reduce.
+int every_op(Peer& p) {
+  int done = 0;
+  const uint32_t n = p.size();
+  for (uint32_t root : {0u, n - 1, n / 2})
+    for (std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{1000}, std::size_t{70000}})
+      for (int k = 0; k < kOps; ++k, ++done) run_op(p, k, count, root);
+  for (DType t : all_dtypes)
+    for (ReduceOp op : all_reduce_ops) {
+      bool bitwise = op == ReduceOp::band || op == ReduceOp::bor || op == ReduceOp::bxor;
+      if (bitwise && ref::floating(t)) continue;
+      if (op == ReduceOp::prod && n > 6) continue;
+      for (std::size_t count : {std::size_t{5}, std::size_t{4099}}) {
+        Tensor x = make_input(t, p.rank(), count, op);
+        Tensor out = Tensor::zeros(t, {static_cast<int64_t>(count)});
+        must(p.all_reduce(x, out, op));
+        std::string why;
+        verify(check_reduced(out, t, op, n, count, 0, why),
+               "all_reduce " + std::string(to_string(t)) + " " + std::string(to_string(op)), why);
+        ++done;
+      }
+    }
+  return done;
+}
+
+// `ops` consecutive ops, kind and size drawn from one seed shared by every peer.
+int mixed(Peer& p, uint32_t ops) {
+  std::mt19937 rng(12345);
+  for (uint32_t i = 0; i < ops; ++i) {
+    int k = static_cast<int>(rng() % kOps);
+    std::size_t count = 1 + rng() % 3000;
+    uint32_t root = rng() % p.size();
+    run_op(p, k, count, root);
+  }
+  return static_cast<int>(ops);
+}
+
+int parse(int argc, char** argv, Args& a) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--orchestrator") a.orchestrator = v;
+    else if (k == "--address") a.address = v;
+    else if (k == "--secret") a.secret = v;
+    else if (k == "--scenario") a.scenario = v;
+    else if (k == "--strategy") a.strategy = v;
+    else if (k == "--nodes") a.nodes = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--peers") a.peers = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--ops") a.ops = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--timeout-ms") a.timeout_ms = std::stoll(v);
+    else if (k == "--victim") a.victim_node = std::stoi(v);
+    else if (k == "--at-op") a.at_op = static_cast<uint32_t>(std::stoul(v));
+    else {
+      std::cerr << "unknown flag " << k << "\n";
+      return 2;
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (int rc = parse(argc, argv, a)) return rc;
+  Config cfg;
+  cfg.num_devices = a.peers;
+  cfg.num_nodes = a.nodes;
+  cfg.orchestrator_address = a.orchestrator;
+  cfg.node_address = a.address;
+  cfg.secret = a.secret;
+  cfg.timeout = std::chrono::milliseconds(a.timeout_ms);
+  auto choice = parse_strategy(a.strategy);
+  if (!choice) {
+    std::cerr << "bad --strategy\n";
+    return 2;
+  }
+  cfg.with_global_strategy(*choice);
+  Runtime rt;
+  std::vector<int> ok(a.peers, 0);
+  std::vector<std::thread> threads;
+  for (uint32_t id = 0; id < a.peers; ++id)
+    threads.emplace_back([&, id] {
+      auto reg = rt.register_peer(id, cfg);
+      if (!reg) {
+        say("PEER ? ERR " + std::string(to_string(reg.status().code())) + " " + reg.status().message());
+        return;
+      }
+      Peer p = *reg;
+      const std::string me = "PEER " + std::to_string(p.rank()) + " ";
+      try {
+        int done = 0;
+        if (a.scenario == "every-op") {
+          done = every_op(p);
+        } else if (a.scenario == "mixed") {
+          done = mixed(p, a.ops);
+        } else if (a.scenario == "mismatch") {
+          // The victim node's peers pass one element more: every peer must get the same error.
+          const bool odd = p.rank() >= static_cast<uint32_t>(a.victim_node) &&
+                           p.rank() < static_cast<uint32_t>(a.victim_node) + a.peers;
+          Tensor x = make_input(DType::f32, p.rank(), odd ? 11 : 10, ReduceOp::sum);
+          must(p.all_reduce(x, ReduceOp::sum));
+          done = 1;
+        } else if (a.scenario == "kill" || a.scenario == "freeze") {
+          // Ops run until, at op --at-op, the victim node dies (or freezes) while the others are inside it.
+          for (uint32_t i = 0;; ++i, ++done) {
+            if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
+              say(me + "VICTIM");
+              raise(a.scenario == "kill" ? SIGKILL : SIGSTOP);
+            }
+            Tensor x = make_input(DType::f32, p.rank(), 50000, ReduceOp::sum);
+            must(p.all_reduce(x, ReduceOp::sum));
+            if (i > a.at_op + 1000) break;
+          }
+        } else {
+          throw Fail{Status(Errc::invalid_argument, "unknown scenario " + a.scenario)};
+        }
+        say(me + "OK " + std::to_string(done));
+        ok[id] = 1;
+      } catch (const Fail& f) {
+        say(me + "ERR " + std::string(to_string(f.status.code())) + " " + f.status.message());
+        ok[id] = 2;
+      }
+    });
+  for (auto& t : threads) t.join();
+  bool all_ok = true;
+  for (int v : ok) all_ok = all_ok && v == 1;
+  return all_ok ? 0 : 1;
+}
