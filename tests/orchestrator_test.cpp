@@ -19,6 +19,7 @@
 #include "actors/node_registration.hpp"
 #include "actors/orchestrator.hpp"
 #include "actors/wire_codec.hpp"
+#include "child_process.hpp"
 #include "status_matchers.hpp"
 
 namespace chorus {
@@ -26,6 +27,7 @@ namespace {
 
 using Core = OrchestratorCore;
 using namespace std::chrono_literals;
+using namespace chorus::testing;
 
 Config node_config(uint32_t nodes, uint32_t peers, const std::string& addr) {
   Config c;
@@ -448,84 +450,6 @@ TEST_F(Loopback, UnreachableOrchestratorIsAnError) {
 }
 
 // ---- The daemon as its own process ----
-
-std::string daemon_path() {
-  char buf[PATH_MAX];
-  auto n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return {};
-  std::string self(buf, static_cast<std::size_t>(n));
-  return self.substr(0, self.rfind('/')) + "/chorus-orchestrator";
-}
-
-// Starts `path` with `args` and reads its stdout until `marker` followed by a word appears;
-// returns the pid and that word ("" when it did not appear within 5 s).
-std::pair<pid_t, std::string> start_process(const std::string& path, const std::vector<std::string>& args,
-                                            const std::string& marker,
-                                            const std::vector<std::string>& env = {}) {
-  int fds[2];
-  if (pipe(fds) != 0) return {-1, ""};
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> argv{const_cast<char*>(path.c_str())};
-    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(path.c_str(), argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  std::string out, word;
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (word.empty() && std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    char buf[256];
-    auto n = read(fds[0], buf, sizeof(buf));
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-    auto at = out.find(marker);
-    if (at == std::string::npos) continue;
-    auto from = at + marker.size();
-    auto end = out.find_first_of(" \n", from);
-    if (end != std::string::npos) word = out.substr(from, end - from);
-  }
-  close(fds[0]);
-  return {pid, word};
-}
-
-// Starts the daemon on an ephemeral port; returns its pid and port (0 on failure).
-std::pair<pid_t, uint16_t> start_daemon(const std::vector<std::string>& args) {
-  auto [pid, word] = start_process(daemon_path(), args, "listening on 127.0.0.1:");
-  return {pid, word.empty() ? uint16_t{0} : static_cast<uint16_t>(std::stoi(word))};
-}
-
-// Kills (and reaps) a child process whatever way the test leaves, so that nothing outlives it.
-struct ChildGuard {
-  pid_t pid = -1;
-  ~ChildGuard() {
-    if (pid <= 0) return;
-    kill(pid, SIGKILL);
-    kill(pid, SIGCONT);
-    int status = 0;
-    waitpid(pid, &status, 0);
-  }
-};
-
-// Waits up to `limit` for the process to exit; returns its wait status, or -1 (then kills it).
-int wait_exit(pid_t pid, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return status;
-    std::this_thread::sleep_for(10ms);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return -1;
-}
 
 TEST(OrchestratorDaemon, ServesNodesAndStopsCleanlyOnSigterm) {
   if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();

@@ -1,0 +1,297 @@
+// Multi-process tests on loopback: the orchestrator daemon and several node processes
+// (chorus-test-node, see multi_node_peer.cpp) run every op across nodes, many consecutive ops,
+// uneven peers per node, and the failures: a node killed or frozen mid-op, a wrong secret, a
+// mismatched configuration, peers of different nodes that disagree. A last test runs nodes in
+// their own network namespaces (as root only).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "child_process.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace chorus::testing;
+
+struct PeerLine {
+  bool ok = false;
+  int ops = 0;
+  std::string code, message;
+};
+
+struct NodeResult {
+  int status = -1;  // wait status; -1: did not exit in time (killed)
+  std::string output;
+  bool exited_ok() const { return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+};
+
+// "PEER r OK n" / "PEER r ERR code message" lines of every node, by global rank.
+std::map<std::string, PeerLine> peer_lines(const std::vector<NodeResult>& nodes) {
+  std::map<std::string, PeerLine> out;
+  for (const auto& n : nodes) {
+    std::istringstream in(n.output);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream l(line);
+      std::string tag, rank, kind;
+      if (!(l >> tag >> rank >> kind) || tag != "PEER") continue;
+      PeerLine p;
+      if (kind == "OK") {
+        p.ok = true;
+        l >> p.ops;
+      } else if (kind == "ERR") {
+        l >> p.code;
+        std::getline(l, p.message);
+        if (!p.message.empty() && p.message[0] == ' ') p.message.erase(0, 1);
+      } else {
+        continue;
+      }
+      out[rank] = p;
+    }
+  }
+  return out;
+}
+
+class MultiNode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(node_path().c_str(), X_OK) != 0 || access(daemon_path().c_str(), X_OK) != 0)
+      GTEST_SKIP() << "chorus-test-node or chorus-orchestrator is not built";
+  }
+  static std::string node_path() { return sibling("chorus-test-node"); }
+
+  // Starts the daemon for `nodes` nodes with extra flags.
+  void start_orchestrator(uint32_t nodes, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--port", "0", "--nodes", std::to_string(nodes), "--heartbeat-ms", "200"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto [pid, port] = start_daemon(args);
+    orch_.pid = pid;
+    port_ = port;
+    ASSERT_GT(pid, 0);
+    ASSERT_NE(port_, 0) << "the daemon did not report its port";
+  }
+
+  // Runs one node process per entry of `per_node` (its extra flags), all with `common`, and
+  // collects their output; processes still running after `limit` are killed.
+  std::vector<NodeResult> run_nodes(const std::vector<std::vector<std::string>>& per_node,
+                                    const std::vector<std::string>& common,
+                                    std::chrono::milliseconds limit = 60000ms, const std::string& wrapper = {}) {
+    std::vector<std::pair<pid_t, int>> kids;
+    for (const auto& extra : per_node) {
+      std::vector<std::string> args{"--orchestrator", "127.0.0.1:" + std::to_string(port_),
+                                    "--nodes", std::to_string(per_node.size())};
+      args.insert(args.end(), common.begin(), common.end());
+      args.insert(args.end(), extra.begin(), extra.end());
+      kids.push_back(spawn(node_path(), args, {}, /*both=*/true));
+    }
+    std::vector<NodeResult> out(kids.size());
+    std::vector<std::thread> readers;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (std::size_t i = 0; i < kids.size(); ++i)
+      readers.emplace_back([&, i] { out[i].output = read_all(kids[i].second, deadline); });
+    for (auto& t : readers) t.join();
+    for (std::size_t i = 0; i < kids.size(); ++i) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      out[i].status = wait_exit(kids[i].first, std::max(left, 100ms));
+    }
+    return out;
+  }
+
+  static std::string dump(const std::vector<NodeResult>& nodes) {
+    std::string s;
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      s += "--- node process " + std::to_string(i) + " (status " + std::to_string(nodes[i].status) + ")\n" + nodes[i].output;
+    return s;
+  }
+
+  // Every peer rank 0..total-1 printed OK with `ops` ops, and every process exited 0.
+  static void expect_all_ok(const std::vector<NodeResult>& nodes, int total, int ops) {
+    auto lines = peer_lines(nodes);
+    EXPECT_EQ(lines.size(), static_cast<std::size_t>(total)) << dump(nodes);
+    for (int r = 0; r < total; ++r) {
+      auto it = lines.find(std::to_string(r));
+      ASSERT_NE(it, lines.end()) << "peer " << r << " printed nothing\n" << dump(nodes);
+      EXPECT_TRUE(it->second.ok) << "peer " << r << ": " << it->second.code << " " << it->second.message;
+      EXPECT_EQ(it->second.ops, ops) << "peer " << r;
+    }
+    for (const auto& n : nodes) EXPECT_TRUE(n.exited_ok()) << dump(nodes);
+  }
+
+  ChildGuard orch_;
+  uint16_t port_ = 0;
+};
+
+constexpr int kEveryOpCount = 260;  // multi_node_peer.cpp: 3 roots x 4 sizes x 13 ops + 104 dtype/redop cases
+
+class EveryOpAcrossNodes : public MultiNode, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(EveryOpAcrossNodes, ThreeNodesTimesTwoPeers) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "every-op", "--strategy", GetParam()});
+  expect_all_ok(nodes, 6, kEveryOpCount);
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, EveryOpAcrossNodes,
+                         ::testing::Values("auto", "ring", "tree:3", "centralized", "dbtree", "direct"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (auto& c : s)
+                             if (c == ':') c = '_';
+                           return s;
+                         });
+
+TEST_F(MultiNode, UnevenPeersPerNode) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{"--peers", "1"}, {"--peers", "3"}, {"--peers", "2"}}, {"--scenario", "every-op"});
+  expect_all_ok(nodes, 6, kEveryOpCount);
+}
+
+TEST_F(MultiNode, TwoNodesOnePeerEach) {
+  start_orchestrator(2);
+  auto nodes = run_nodes({{}, {}}, {"--peers", "1", "--scenario", "every-op"});
+  expect_all_ok(nodes, 2, kEveryOpCount);
+}
+
+TEST_F(MultiNode, AThousandConsecutiveMixedOps) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "mixed", "--ops", "1000"}, 120000ms);
+  expect_all_ok(nodes, 6, 1000);
+}
+
+// Node with peers 2..3 passes 11 elements where the others pass 10.
+TEST_F(MultiNode, DisagreementAcrossNodesGivesEveryPeerTheSameError) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "mismatch", "--victim", "2"});
+  auto lines = peer_lines(nodes);
+  ASSERT_EQ(lines.size(), 6u) << dump(nodes);
+  const std::string want = "all_reduce #0: node 0 calls all_reduce sum of f32[10] but node 1 calls all_reduce sum of f32[11]";
+  for (auto& [rank, p] : lines) {
+    EXPECT_EQ(p.code, "shape_mismatch") << "peer " << rank;
+    EXPECT_EQ(p.message, want) << "peer " << rank;
+  }
+}
+
+TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesTheNextCollective) {
+  start_orchestrator(3);
+  auto t0 = std::chrono::steady_clock::now();
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "kill", "--victim", "2", "--at-op", "20",
+                                        "--timeout-ms", "5000"});
+  auto took = std::chrono::steady_clock::now() - t0;
+  auto lines = peer_lines(nodes);
+  int survivors = 0;
+  for (auto& [rank, p] : lines) {
+    if (rank == "2" || rank == "3") continue;  // the victim's node
+    ++survivors;
+    EXPECT_EQ(p.code, "node_lost") << "peer " << rank << ": " << p.message;
+    EXPECT_NE(p.message.find("node 1"), std::string::npos) << p.message;  // rank 2 is on node 1
+  }
+  EXPECT_EQ(survivors, 4) << dump(nodes);
+  EXPECT_LT(took, 5000ms) << "the survivors waited out their timeout instead of noticing the loss";
+  // The daemon is still up and admits a fresh collective.
+  auto again = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "mixed", "--ops", "50"});
+  expect_all_ok(again, 6, 50);
+}
+
+TEST_F(MultiNode, FrozenNodeIsReportedByEverySurvivor) {
+  start_orchestrator(3);
+  // The op timeout (20 s) is far beyond the limit (4 s): the loss must be noticed through
+  // heartbeats, not by waiting the op out.
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "freeze", "--victim", "2", "--at-op", "20",
+                                        "--timeout-ms", "20000"},
+                         4000ms);
+  auto lines = peer_lines(nodes);
+  int survivors = 0;
+  for (auto& [rank, p] : lines) {
+    if (rank == "2" || rank == "3") continue;
+    ++survivors;
+    EXPECT_EQ(p.code, "node_lost") << "peer " << rank << ": " << p.message;
+    EXPECT_NE(p.message.find("node 1"), std::string::npos) << p.message;
+  }
+  EXPECT_EQ(survivors, 4) << dump(nodes);
+  // The surviving processes exited by themselves (the frozen one was killed at the limit).
+  int exited = 0;
+  for (auto& n : nodes) exited += n.status >= 0 ? 1 : 0;
+  EXPECT_EQ(exited, 2) << dump(nodes);
+}
+
+TEST_F(MultiNode, WrongSecretIsRejectedAndDoesNotDisturbTheOthers) {
+  start_orchestrator(2, {"--secret", "s3cret"});
+  // Three processes, a collective of two (the later --nodes wins): the one with the wrong secret
+  // is turned away, the other two run.
+  auto nodes = run_nodes({{"--secret", "s3cret"}, {"--secret", "guess"}, {"--secret", "s3cret"}},
+                         {"--nodes", "2", "--peers", "1", "--scenario", "mixed", "--ops", "30", "--timeout-ms", "5000"});
+  EXPECT_FALSE(nodes[1].exited_ok());
+  EXPECT_NE(nodes[1].output.find("PEER ? ERR auth_failed wrong secret"), std::string::npos) << dump(nodes);
+  std::vector<NodeResult> good{nodes[0], nodes[2]};
+  expect_all_ok(good, 2, 30);
+}
+
+TEST_F(MultiNode, MismatchedConfigurationNamesTheField) {
+  start_orchestrator(2, {"--timeout-ms", "2000"});
+  auto nodes = run_nodes({{"--strategy", "auto"}, {"--strategy", "ring"}},
+                         {"--peers", "1", "--scenario", "mixed", "--ops", "5", "--timeout-ms", "4000"});
+  const std::string all = nodes[0].output + nodes[1].output;
+  EXPECT_NE(all.find("ERR config_mismatch config differs from the first node's: global strategy for all_reduce"),
+            std::string::npos) << dump(nodes);
+  EXPECT_FALSE(nodes[0].exited_ok());
+  EXPECT_FALSE(nodes[1].exited_ok());
+}
+
+// Nodes on their own hosts: one network namespace per node plus one for the orchestrator, joined
+// by veth pairs on a bridge, each with its own address. Needs root (and iproute2).
+TEST_F(MultiNode, NodesInSeparateNetworkNamespaces) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root: cannot create network namespaces";
+  const std::string pfx = "chorus" + std::to_string(getpid() % 100000);
+  auto sh = [](const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; };
+  auto cleanup = [&] {
+    for (const char* n : {"h", "a", "b"}) sh("ip netns del " + pfx + n);
+  };
+  cleanup();
+  bool ok = sh("ip netns add " + pfx + "h") && sh("ip netns add " + pfx + "a") && sh("ip netns add " + pfx + "b") &&
+            sh("ip -n " + pfx + "h link add br0 type bridge") && sh("ip -n " + pfx + "h link set br0 up") &&
+            sh("ip -n " + pfx + "h addr add 10.77.0.254/24 dev br0") && sh("ip -n " + pfx + "h link set lo up");
+  int host = 1;
+  for (const char* n : {"a", "b"}) {
+    const std::string ns = pfx + n, dev = std::string("v") + n;
+    ok = ok && sh("ip -n " + pfx + "h link add " + dev + " type veth peer name eth0 netns " + ns) &&
+         sh("ip -n " + pfx + "h link set " + dev + " master br0 up") &&
+         sh("ip -n " + ns + " addr add 10.77.0." + std::to_string(host++) + "/24 dev eth0") &&
+         sh("ip -n " + ns + " link set eth0 up") && sh("ip -n " + ns + " link set lo up");
+  }
+  if (!ok) {
+    cleanup();
+    GTEST_SKIP() << "this machine does not allow network namespaces with veth pairs";
+  }
+  // The orchestrator inside the hub namespace, listening on the bridge address.
+  auto [opid, oport] = start_process("/usr/sbin/ip", {"netns", "exec", pfx + "h", daemon_path(), "--port", "0", "--nodes",
+                                                      "2", "--host", "10.77.0.254", "--heartbeat-ms", "200"},
+                                     "listening on 10.77.0.254:");
+  orch_.pid = opid;
+  ASSERT_FALSE(oport.empty()) << "the orchestrator did not start in its namespace";
+  std::vector<std::pair<pid_t, int>> kids;
+  int host_id = 1;
+  for (const char* n : {"a", "b"}) {
+    kids.push_back(spawn("/usr/sbin/ip",
+                         {"netns", "exec", pfx + n, node_path(), "--orchestrator", "10.77.0.254:" + oport, "--nodes", "2",
+                          "--address", "10.77.0." + std::to_string(host_id++), "--peers", "2", "--scenario", "mixed",
+                          "--ops", "200", "--timeout-ms", "10000"},
+                         {}, true));
+  }
+  std::vector<NodeResult> nodes(2);
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::thread r0([&] { nodes[0].output = read_all(kids[0].second, deadline); });
+  nodes[1].output = read_all(kids[1].second, deadline);
+  r0.join();
+  for (int i = 0; i < 2; ++i) nodes[i].status = wait_exit(kids[i].first, 5000ms);
+  kill(opid, SIGTERM);
+  wait_exit(opid, 5000ms);
+  orch_.pid = -1;
+  cleanup();
+  expect_all_ok(nodes, 4, 200);
+}
+
+} // namespace
+} // namespace chorus
