@@ -56,6 +56,9 @@ Status Config::validate() const {
   bool any_global = num_nodes != 0 || !orchestrator_address.empty() || !node_address.empty();
   if (any_global && (num_nodes == 0 || orchestrator_address.empty() || node_address.empty()))
     return bad("multi-node configuration needs num_nodes, orchestrator_address and node_address together");
+  bool any_tls = !tls_certificate.empty() || !tls_key.empty() || !tls_ca.empty();
+  if (any_tls && (tls_certificate.empty() || tls_key.empty() || tls_ca.empty()))
+    return bad("TLS needs tls_certificate, tls_key and tls_ca together");
   return Status::ok();
 }
 

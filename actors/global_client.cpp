@@ -159,7 +159,8 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config) 
   c->cfg_ = std::make_unique<caf::actor_system_config>();
   c->cfg_->set("scheduler.max-threads", 2);
   c->cfg_->set("logger.verbosity", caf::atom("quiet"));
-  configure_remoting(*c->cfg_, std::chrono::milliseconds(500));
+  configure_remoting(*c->cfg_, std::chrono::milliseconds(500),
+                     TlsFiles{config.tls_certificate, config.tls_key, config.tls_ca});
   c->system_ = std::make_unique<caf::actor_system>(*c->cfg_);
 
   NodeRegisterData reg;

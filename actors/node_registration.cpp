@@ -39,7 +39,7 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
                                                        uint16_t port, const NodeRegisterData& reg,
                                                        std::chrono::milliseconds timeout,
                                                        std::function<void(const NodeLostData&)> on_lost) {
-  auto orch = sys.middleman().remote_actor(host, port);
+  auto orch = connect_remote(sys, host, port);
   if (!orch)
     return Status(Errc::unreachable, "cannot reach the orchestrator at " + host + ":" +
                                               std::to_string(port) + ": " + sys.render(orch.error()));

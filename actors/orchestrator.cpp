@@ -276,15 +276,6 @@ OrchestratorCore::Effects OrchestratorCore::on_timeout(uint64_t timer) {
 
 // ---- The actor shell ----
 
-void configure_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds heartbeat) {
-  cfg.load<caf::io::middleman>();
-  cfg.add_message_type<Envelope>("chorus::envelope");
-  if (heartbeat.count() > 0) {
-    cfg.set("middleman.heartbeat-interval", caf::timespan{heartbeat});
-    cfg.set("middleman.connection-timeout", caf::timespan{heartbeat * 4});
-  }
-}
-
 namespace {
 struct ShellState {
   explicit ShellState(OrchestratorCore::Options o) : core(with_random_tokens(std::move(o))) {}

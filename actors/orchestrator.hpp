@@ -162,20 +162,16 @@ Config node_independent(const Config& c);
 #include <caf/io/all.hpp>
 
 #include "actors/caf_glue.hpp"
+#include "actors/remoting.hpp"
 
 namespace chorus {
 
 using node_leave_atom = caf::atom_constant<caf::atom("nodeleave")>;
 using node_lost_atom = caf::atom_constant<caf::atom("nodelost")>;
 
-// The orchestrator actor. Publish it with system.middleman().publish(); every actor_system that
-// talks to it needs configure_remoting() on its config. Stop it with an exit message.
+// The orchestrator actor. Publish it with publish_remote() (actors/remoting.hpp); every
+// actor_system that talks to it needs configure_remoting() on its config. Stop it with an exit
+// message.
 caf::behavior orchestrator(caf::event_based_actor* self, OrchestratorCore::Options opts);
-
-// Loads the middleman and registers chorus::Envelope for remote use ("chorus::envelope").
-// heartbeat > 0: BASP heartbeats at that interval, and a connection silent for 4 intervals is
-// dropped (a frozen peer process then shows up as a down message within ~5 intervals).
-void configure_remoting(caf::actor_system_config& cfg,
-                        std::chrono::milliseconds heartbeat = std::chrono::milliseconds{0});
 
 } // namespace chorus

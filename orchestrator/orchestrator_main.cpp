@@ -1,6 +1,7 @@
 // chorus-orchestrator: publishes the orchestrator actor (actors/orchestrator.hpp) and serves one
 // collective after another until SIGINT or SIGTERM.
 #include <pthread.h>
+#include <unistd.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -14,7 +15,7 @@ namespace {
 
 const char* usage =
     "usage: chorus-orchestrator --port P --nodes N [--host H] [--secret S] [--timeout-ms T]\n"
-    "                           [--heartbeat-ms H]\n"
+    "                           [--heartbeat-ms H] [--tls-cert F --tls-key F --tls-ca F]\n"
     "\n"
     "Admits the nodes of one multi-node collective at a time, checks that they agree (protocol\n"
     "version, shared secret, configuration), assigns node ids in arrival order and hands every\n"
@@ -30,6 +31,9 @@ const char* usage =
     "  --heartbeat-ms H  BASP heartbeat interval; a node silent for 4 intervals is dropped and\n"
     "                  counts as lost (default 1000; 0 turns heartbeats off). Nodes should use\n"
     "                  configure_remoting(cfg, H) too, to notice a frozen orchestrator\n"
+    "  --tls-cert F    TLS: this daemon's certificate (PEM); with --tls-key and --tls-ca every\n"
+    "  --tls-key F     connection is TLS and mutually authenticated: nodes must present a\n"
+    "  --tls-ca F      certificate signed by the CA in --tls-ca (set Config::tls_* on the nodes)\n"
     "  --help          this text\n";
 
 bool parse_u64(const std::string& s, uint64_t& out) {
@@ -54,6 +58,7 @@ int main(int argc, char** argv) {
   uint64_t port = 0, nodes = 0, timeout_ms = 30000, heartbeat_ms = 1000;
   bool have_port = false, have_secret = false;
   std::string secret;
+  chorus::TlsFiles tls;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -72,6 +77,12 @@ int main(int argc, char** argv) {
     } else if (a == "--secret") {
       secret = v;
       have_secret = true;
+    } else if (a == "--tls-cert") {
+      tls.certificate = v;
+    } else if (a == "--tls-key") {
+      tls.key = v;
+    } else if (a == "--tls-ca") {
+      tls.ca = v;
     } else if (a == "--heartbeat-ms") {
       if (!parse_u64(v, heartbeat_ms) || heartbeat_ms > 3600000) return fail("bad --heartbeat-ms " + v);
     } else if (a == "--timeout-ms") {
@@ -82,6 +93,10 @@ int main(int argc, char** argv) {
   }
   if (!have_port) return fail("--port is required");
   if (nodes == 0) return fail("--nodes is required");
+  if (tls.enabled() && (tls.certificate.empty() || tls.key.empty() || tls.ca.empty()))
+    return fail("TLS needs --tls-cert, --tls-key and --tls-ca together");
+  for (const auto* f : {&tls.certificate, &tls.key, &tls.ca})
+    if (!f->empty() && access(f->c_str(), R_OK) != 0) return fail("cannot read " + *f);
   if (!have_secret)
     if (const char* env = std::getenv("CHORUS_SECRET")) secret = env;
 
@@ -95,14 +110,14 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   caf::actor_system_config cfg;
-  chorus::configure_remoting(cfg, std::chrono::milliseconds(heartbeat_ms));
+  chorus::configure_remoting(cfg, std::chrono::milliseconds(heartbeat_ms), tls);
   caf::actor_system sys{cfg};
   chorus::OrchestratorCore::Options opts;
   opts.expected_nodes = static_cast<uint32_t>(nodes);
   opts.secret = secret;
   opts.timeout = std::chrono::milliseconds(timeout_ms);
   auto orch = sys.spawn(chorus::orchestrator, opts);
-  auto bound = sys.middleman().publish(orch, static_cast<uint16_t>(port), host.c_str(), true);
+  auto bound = chorus::publish_remote(sys, orch, static_cast<uint16_t>(port), host);
   if (!bound) {
     std::cerr << "chorus-orchestrator: cannot listen on " << host << ":" << port << ": "
               << sys.render(bound.error()) << "\n";
@@ -110,7 +125,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "chorus-orchestrator listening on " << host << ":" << *bound << " for " << nodes
-            << " nodes" << std::endl;
+            << " nodes" << (tls.enabled() ? " (TLS)" : "") << std::endl;
 
   int sig = 0;
   sigwait(&stop, &sig);

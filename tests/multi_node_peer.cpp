@@ -25,6 +25,7 @@ using namespace chorus;
 namespace {
 
 struct Args {
+  std::string tls_cert, tls_key, tls_ca;
   std::string orchestrator, address = "127.0.0.1", secret, scenario = "every-op", strategy = "auto";
   uint32_t nodes = 0, peers = 1, ops = 100;
   int64_t timeout_ms = 10000;
@@ -257,6 +258,9 @@ int parse(int argc, char** argv, Args& a) {
     if (k == "--orchestrator") a.orchestrator = v;
     else if (k == "--address") a.address = v;
     else if (k == "--secret") a.secret = v;
+    else if (k == "--tls-cert") a.tls_cert = v;
+    else if (k == "--tls-key") a.tls_key = v;
+    else if (k == "--tls-ca") a.tls_ca = v;
     else if (k == "--scenario") a.scenario = v;
     else if (k == "--strategy") a.strategy = v;
     else if (k == "--nodes") a.nodes = static_cast<uint32_t>(std::stoul(v));
@@ -284,6 +288,9 @@ int main(int argc, char** argv) {
   cfg.orchestrator_address = a.orchestrator;
   cfg.node_address = a.address;
   cfg.secret = a.secret;
+  cfg.tls_certificate = a.tls_cert;
+  cfg.tls_key = a.tls_key;
+  cfg.tls_ca = a.tls_ca;
   cfg.timeout = std::chrono::milliseconds(a.timeout_ms);
   auto choice = parse_strategy(a.strategy);
   if (!choice) {

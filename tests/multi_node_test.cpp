@@ -240,6 +240,45 @@ TEST_F(MultiNode, MismatchedConfigurationNamesTheField) {
   EXPECT_FALSE(nodes[1].exited_ok());
 }
 
+// TLS on the control plane: a CA signs the daemon's and the nodes' certificates; nodes with them
+// run, a node without TLS or with a certificate from another CA is turned away with an error.
+TEST_F(MultiNode, TlsWithMutuallyAuthenticatedCertificates) {
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl command to make certificates";
+  char tmpl[] = "/tmp/chorus-tls-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string d = tmpl;
+  auto make_ca = [&](const std::string& name) {
+    return "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=" + name + " -keyout " + d + "/" + name +
+           ".key -out " + d + "/" + name + ".pem";
+  };
+  auto make_cert = [&](const std::string& name, const std::string& ca) {
+    return "openssl req -newkey rsa:2048 -nodes -subj /CN=" + name + " -keyout " + d + "/" + name + ".key -out " + d +
+           "/" + name + ".csr && openssl x509 -req -days 2 -in " + d + "/" + name + ".csr -CA " + d + "/" + ca +
+           ".pem -CAkey " + d + "/" + ca + ".key -CAcreateserial -out " + d + "/" + name + ".pem";
+  };
+  const std::string script = make_ca("ca") + " && " + make_ca("otherca") + " && " + make_cert("orch", "ca") + " && " +
+                             make_cert("node", "ca") + " && " + make_cert("stranger", "otherca");
+  ASSERT_EQ(std::system(("(" + script + ") >/dev/null 2>&1").c_str()), 0);
+  auto files = [&](const std::string& who, const std::string& ca) {
+    return std::vector<std::string>{"--tls-cert", d + "/" + who + ".pem", "--tls-key", d + "/" + who + ".key",
+                                    "--tls-ca", d + "/" + ca + ".pem"};
+  };
+  start_orchestrator(2, files("orch", "ca"));
+  auto nodes = run_nodes({files("node", "ca"), files("node", "ca")},
+                         {"--peers", "2", "--scenario", "mixed", "--ops", "50", "--timeout-ms", "5000"});
+  expect_all_ok(nodes, 4, 50);
+  // Turned away, each with an error and within its timeout: no TLS at all, and a foreign CA.
+  for (auto extra : {std::vector<std::string>{}, files("stranger", "otherca")}) {
+    auto t0 = std::chrono::steady_clock::now();
+    extra.insert(extra.end(), {"--nodes", "2", "--peers", "1", "--scenario", "mixed", "--ops", "5", "--timeout-ms", "2000"});
+    auto bad = run_nodes({extra}, {}, 15000ms);
+    EXPECT_FALSE(bad[0].exited_ok()) << dump(bad);
+    EXPECT_NE(bad[0].output.find("PEER ? ERR"), std::string::npos) << dump(bad);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 10000ms) << dump(bad);
+  }
+  std::system(("rm -rf " + d).c_str());
+}
+
 // Nodes on their own hosts: one network namespace per node plus one for the orchestrator, joined
 // by veth pairs on a bridge, each with its own address. Needs root (and iproute2).
 TEST_F(MultiNode, NodesInSeparateNetworkNamespaces) {

@@ -1,0 +1,40 @@
+#include "actors/remoting.hpp"
+
+#include <caf/openssl/all.hpp>
+
+#include "messages/envelope.hpp"
+
+namespace chorus {
+
+void configure_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds heartbeat, const TlsFiles& tls) {
+  cfg.load<caf::io::middleman>();
+  cfg.add_message_type<Envelope>("chorus::envelope");
+  if (heartbeat.count() > 0) {
+    cfg.set("middleman.heartbeat-interval", caf::timespan{heartbeat});
+    cfg.set("middleman.connection-timeout", caf::timespan{heartbeat * 4});
+  }
+  if (tls.enabled()) {
+    cfg.openssl_certificate = tls.certificate;
+    cfg.openssl_key = tls.key;
+    cfg.openssl_cafile = tls.ca;
+    cfg.load<caf::openssl::manager>();
+  }
+}
+
+bool uses_tls(caf::actor_system& sys) {
+  const auto& c = sys.config();
+  return !c.openssl_certificate.empty() || !c.openssl_key.empty() || !c.openssl_cafile.empty();
+}
+
+caf::expected<uint16_t> publish_remote(caf::actor_system& sys, const caf::actor& a, uint16_t port,
+                                       const std::string& host) {
+  if (uses_tls(sys)) return caf::openssl::publish(a, port, host.c_str(), true);
+  return sys.middleman().publish(a, port, host.c_str(), true);
+}
+
+caf::expected<caf::actor> connect_remote(caf::actor_system& sys, const std::string& host, uint16_t port) {
+  if (uses_tls(sys)) return caf::openssl::remote_actor(sys, host, port);
+  return sys.middleman().remote_actor(host, port);
+}
+
+} // namespace chorus
