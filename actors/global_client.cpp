@@ -421,6 +421,10 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
   }
 }
 
+void GlobalClient::frame_failed(uint32_t node, const FrameHeader& h) {
+  if (h.type == FrameType::data && current_[node]) current_[node]->incoming_failed(current_slot_[node]);
+}
+
 void GlobalClient::closed(uint32_t node, bool orderly, const std::string& why) {
   if (!orderly) return on_node_lost(node, "node " + std::to_string(node) + " lost: " + why);
   // Everything the node sent before its goodbye has arrived: ops that got all they need from it

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/buffer_pool.hpp"
 #include "actors/config.hpp"
 #include "actors/memory_executor.hpp"
 #include "actors/node_registration.hpp"
@@ -62,10 +63,12 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // FrameSink (reader threads).
   std::byte* begin_frame(uint32_t node, const FrameHeader& h) override;
   void progress(uint32_t node, const FrameHeader& h, std::size_t got) override;
+  void frame_failed(uint32_t node, const FrameHeader& h) override;
   void closed(uint32_t node, bool orderly, const std::string& why) override;
 
   // Used by NetOp.
   Connection* connection(uint32_t node) { return conns_[node].get(); }
+  BufferPool& pool() { return pool_; }
   void finished(uint32_t group, uint64_t seq);
   void on_node_lost(uint32_t node, const std::string& why);
 
@@ -92,6 +95,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::vector<std::pair<uint32_t, Status>> left_;  // nodes that said goodbye
   bool closed_ = false;
   std::unique_ptr<P2PMailbox> p2p_;
+  BufferPool pool_;
 };
 
 } // namespace chorus

@@ -71,21 +71,25 @@ Status OpPlan::run(int p, WorkBuffer& work) {
   return remote_ ? remote_->conclude(p, std::move(s)) : s;
 }
 
-Status OpPlan::receive_remote(const Step& s, uint32_t slot, WorkBuffer& work) {
+Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work) {
   const std::size_t esize = dtype_size(dtype_);
   const std::size_t bytes = s.count * esize;
   // Pieces small enough that reducing the first overlaps receiving the next.
   const std::size_t piece = std::max<std::size_t>(1, (std::size_t{1} << 20) / esize);
   Status error;
-  for (std::size_t off = 0; off < s.count || off == 0; off += piece) {
-    const std::size_t cnt = std::min(piece, s.count - off);
+  // A copy lands straight in the work buffer when it has not started arriving yet.
+  std::byte* dst = s.kind == StepKind::recv_copy ? work.write_ptr(s.offset, s.count) : nullptr;
+  const bool direct = dst && remote_->offer_destination(slot, p, dst, bytes);
+  const std::size_t step = direct ? s.count : piece;  // landing in place: nothing to do per piece
+  for (std::size_t off = 0; off < s.count || off == 0; off += step) {
+    const std::size_t cnt = std::min(step, s.count - off);
     const std::byte* base = remote_->wait_received(slot, s.peer, bytes, (off + cnt) * esize, error);
     if (!base) {
       abort(error);
       return aborted_status();
     }
     if (aborted_.load()) return aborted_status();
-    if (cnt == 0) break;
+    if (cnt == 0 || direct) continue;
     if (s.kind == StepKind::recv_copy) work.copy_from(s.offset + off, cnt, base + off * esize);
     else work.reduce_from(s.offset + off, cnt, base + off * esize, redop_);
   }
@@ -131,7 +135,7 @@ Status OpPlan::run_program(int p, WorkBuffer& work) {
           continue;
         }
         if (remote_ && remote_->is_remote(s.peer)) {
-          if (auto st = receive_remote(s, slot_ids[first + i], work); !st) return st;
+          if (auto st = receive_remote(p, s, slot_ids[first + i], work); !st) return st;
           ++i;
           continue;
         }

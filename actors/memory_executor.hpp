@@ -40,6 +40,10 @@ class RemoteSteps {
   virtual const std::byte* wait_received(uint32_t slot, int peer, std::size_t bytes, std::size_t upto,
                                          Status& error) = 0;
   virtual void done_with(uint32_t slot) = 0;
+  // Local rank p offers `dst` as the place where slot `slot` lands: true when the bytes will be
+  // read straight into it (wait_received then returns dst), false when they already started
+  // elsewhere. conclude(p) withdraws p's offers that no transfer has used.
+  virtual bool offer_destination(uint32_t slot, int p, std::byte* dst, std::size_t bytes) = 0;
   // Wakes every wait of this op with `why`.
   virtual void abort(const Status& why) = 0;
   // The op's outcome for local rank p once its program ended with `local`: the same error on every
@@ -74,7 +78,7 @@ class OpPlan {
   Status aborted_status();
   Status run_program(int p, WorkBuffer& work);
   // A receive from another node, reduced or copied piece by piece as the bytes arrive.
-  Status receive_remote(const Step& s, uint32_t slot, WorkBuffer& work);
+  Status receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work);
 
   OpKind kind_;
   DType dtype_;

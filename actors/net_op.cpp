@@ -1,6 +1,7 @@
 #include "actors/net_op.hpp"
 
 #include <limits>
+#include <thread>
 
 #include "actors/global_client.hpp"
 
@@ -39,14 +40,42 @@ std::shared_ptr<NetOp::Incoming> NetOp::incoming(uint32_t slot) {
 }
 
 std::byte* NetOp::incoming_frame(uint32_t node, const FrameHeader& h) {
-  auto rec = incoming(h.slot);
-  if (rec->started.load()) return nullptr;  // a duplicate slot: a broken peer; drop it
-  rec->buf.reset(new std::byte[h.bytes ? h.bytes : 1]);
-  rec->bytes = h.bytes;
-  rec->node = node;
-  rec->started.store(true, std::memory_order_release);
+  std::shared_ptr<Incoming> rec;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto& r = in_[h.slot];
+    if (!r) {
+      r = std::make_shared<Incoming>();
+      if (abort_) r->word.set(kTop);
+    }
+    rec = r;
+    if (rec->started.load()) return nullptr;  // a duplicate slot: a broken peer; drop it
+    if (rec->offered && rec->offered_bytes == h.bytes) {
+      rec->data = rec->offered;
+    } else {
+      rec->buf = client_->pool().take(h.bytes ? h.bytes : 1);
+      rec->data = rec->buf.get();
+    }
+    rec->bytes = h.bytes;
+    rec->node = node;
+    rec->started.store(true, std::memory_order_release);
+  }
   rec->word.set(rec->word.value.load() + 1);
-  return rec->buf.get();
+  return rec->data;
+}
+
+bool NetOp::offer_destination(uint32_t slot, int p, std::byte* dst, std::size_t bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto& r = in_[slot];
+  if (!r) {
+    r = std::make_shared<Incoming>();
+    if (abort_) r->word.set(kTop);
+  }
+  if (r->started.load()) return false;
+  r->offered = dst;
+  r->offered_bytes = bytes;
+  r->owner = p;
+  return true;
 }
 
 void NetOp::incoming_progress(uint32_t slot, std::size_t got) {
@@ -60,6 +89,40 @@ void NetOp::incoming_progress(uint32_t slot, std::size_t got) {
   rec->got.store(got, std::memory_order_release);
   uint32_t v = rec->word.value.load();
   if (v != kTop) rec->word.set(v + 1);
+}
+
+void NetOp::incoming_failed(uint32_t slot) {
+  std::shared_ptr<Incoming> rec;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = in_.find(slot);
+    if (it == in_.end()) return;
+    rec = it->second;
+  }
+  rec->failed.store(true);
+  rec->word.set(kTop);
+}
+
+void NetOp::release_offered(int p) {
+  std::vector<std::shared_ptr<Incoming>> busy;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [slot, rec] : in_) {
+      if (!rec->offered || rec->owner != p) continue;
+      if (!rec->started.load()) rec->offered = nullptr;  // a late frame goes to a pool buffer instead
+      else if (rec->data == rec->offered && rec->got.load() < rec->bytes && !rec->failed.load()) busy.push_back(rec);
+    }
+  }
+  for (auto& rec : busy) {
+    auto done = [&] { return rec->got.load() >= rec->bytes || rec->failed.load(); };
+    while (!done() && Clock::now() < deadline_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (done()) continue;
+    // The sender stalled mid-transfer: cut the connection so its reader lets go of the memory.
+    client_->on_node_lost(rec->node, "node " + std::to_string(rec->node) + " stalled in the middle of a transfer");
+    client_->connection(rec->node)->kill();
+    const auto grace = Clock::now() + std::chrono::seconds(5);
+    while (!done() && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void NetOp::announced(const OpAnnouncement& a) {
@@ -149,6 +212,10 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
         error = *abort_;
         return nullptr;
       }
+      if (rec->failed.load()) {
+        error = Status(Errc::node_lost, label_ + ": the connection to node " + std::to_string(node) + " broke mid-transfer");
+        return nullptr;
+      }
       const bool complete = rec->started.load() && rec->got.load() >= rec->bytes;
       if (gone_[node] && !complete) {
         error = gone_status_;
@@ -173,7 +240,7 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
       }
     }
     if (rec->started.load(std::memory_order_acquire) && rec->got.load(std::memory_order_acquire) >= upto)
-      return rec->buf.get();
+      return rec->data;
     if (!rec->word.wait_at_least(g + 1, deadline_, spin_)) {
       bool never = false;
       {
@@ -193,7 +260,8 @@ void NetOp::done_with(uint32_t slot) {
   in_.erase(slot);
 }
 
-Status NetOp::conclude(int /*p*/, Status local) {
+Status NetOp::conclude(int p, Status local) {
+  release_offered(p);
   // The caller's memory may be released once we return: every queued send must be off it.
   std::vector<Outgoing> outs;
   {

@@ -29,6 +29,7 @@ class NetOp : public RemoteSteps {
   // Reader threads.
   std::byte* incoming_frame(uint32_t node, const FrameHeader& h);
   void incoming_progress(uint32_t slot, std::size_t got);
+  void incoming_failed(uint32_t slot);  // the reader will not write to the slot again
   void announced(const OpAnnouncement& a);
   void node_lost(const Status& why);
   // The node said goodbye: what it sent before is here; waits for anything more from it fail.
@@ -41,18 +42,26 @@ class NetOp : public RemoteSteps {
   const std::byte* wait_received(uint32_t slot, int peer, std::size_t bytes, std::size_t upto,
                                  Status& error) override;
   void done_with(uint32_t slot) override;
+  bool offer_destination(uint32_t slot, int p, std::byte* dst, std::size_t bytes) override;
   void abort(const Status& why) override;
   Status conclude(int p, Status local) override;
 
  private:
   struct Incoming {
     WaitWord word;                        // bumped on every piece; raised to the top on abort
-    std::unique_ptr<std::byte[]> buf;
+    std::shared_ptr<std::byte> buf;  // from the client's pool, unless the bytes land in `offered`
+    std::byte* data = nullptr;       // where the payload is
+    std::byte* offered = nullptr;    // the consumer's own memory (offer_destination)
+    std::size_t offered_bytes = 0;
+    int owner = -1;                  // the local rank that offered
     std::size_t bytes = 0;
     uint32_t node = 0;
     std::atomic<std::size_t> got{0};
     std::atomic<bool> started{false};
+    std::atomic<bool> failed{false};
   };
+  // Before returning to the caller: no reader may still be writing into the caller's memory.
+  void release_offered(int p);
   struct Outgoing {
     std::shared_ptr<SendTicket> ticket;
     uint32_t node;

@@ -196,16 +196,7 @@ std::shared_ptr<SendTicket> Connection::post(FrameHeader h, const std::byte* pay
   auto t = std::make_shared<SendTicket>();
   t->header = h;
   t->payload = payload;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (dead_.load() || stopping_) {
-      t->done.set(2);
-      return t;
-    }
-    queue_.push_back(t);
-  }
-  cv_.notify_one();
-  return t;
+  return enqueue(std::move(t));
 }
 
 std::shared_ptr<SendTicket> Connection::post_owned(FrameHeader h, std::string payload) {
@@ -214,16 +205,63 @@ std::shared_ptr<SendTicket> Connection::post_owned(FrameHeader h, std::string pa
   h.bytes = t->owned.size();
   t->header = h;
   t->payload = reinterpret_cast<const std::byte*>(t->owned.data());
+  return enqueue(std::move(t));
+}
+
+std::shared_ptr<SendTicket> Connection::enqueue(std::shared_ptr<SendTicket> t) {
+  constexpr std::size_t kInline = std::size_t{256} << 10;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::unique_lock<std::mutex> lk(mu_);
     if (dead_.load() || stopping_) {
       t->done.set(2);
       return t;
     }
-    queue_.push_back(t);
+    if (writing_ || !queue_.empty() || t->header.bytes > kInline) {
+      queue_.push_back(t);
+      lk.unlock();
+      cv_.notify_one();
+      return t;
+    }
+    writing_ = true;
+  }
+  // The line is free and the frame small: write it from this thread (no writer wake-up), as far as
+  // the socket takes it without blocking; the writer thread finishes what is left.
+  const bool ok = write_ticket(*t, false);
+  const bool whole = ok && t->sent == sizeof(FrameHeader) + t->header.bytes;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    writing_ = false;
+    if (ok && !whole) queue_.push_front(t);
+  }
+  if (!ok) {
+    t->done.set(2);
+    kill();
+  } else if (whole) {
+    t->done.set(1);
   }
   cv_.notify_one();
   return t;
+}
+
+bool Connection::write_ticket(SendTicket& t, bool wait) {
+  const std::size_t total = sizeof(FrameHeader) + t.header.bytes;
+  while (t.sent < total) {
+    iovec iov[2];
+    int cnt = 0;
+    if (t.sent < sizeof(FrameHeader))
+      iov[cnt++] = {reinterpret_cast<char*>(&t.header) + t.sent, sizeof(FrameHeader) - t.sent};
+    const std::size_t pay_off = t.sent < sizeof(FrameHeader) ? 0 : t.sent - sizeof(FrameHeader);
+    if (t.header.bytes > pay_off) iov[cnt++] = {const_cast<std::byte*>(t.payload) + pay_off, t.header.bytes - pay_off};
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = static_cast<std::size_t>(cnt);
+    ssize_t r = sendmsg(fd_, &mh, MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && !wait && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (r <= 0) return false;
+    t.sent += static_cast<std::size_t>(r);
+  }
+  return true;
 }
 
 void Connection::close(std::chrono::milliseconds drain) {
@@ -246,45 +284,21 @@ void Connection::kill() {
   for (auto& t : failed) t->done.set(2);
 }
 
-bool Connection::write_all(const void* p, std::size_t n) {
-  auto* b = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t r = send(fd_, b, n, MSG_NOSIGNAL);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    b += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
-
 void Connection::writer_loop() {
   for (;;) {
     std::shared_ptr<SendTicket> t;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return !queue_.empty() || stopping_; });
-      if (queue_.empty()) return;
+      cv_.wait(lk, [&] { return (!queue_.empty() && !writing_) || stopping_; });
+      if (stopping_) return;
       t = queue_.front();
       queue_.pop_front();
+      writing_ = true;
     }
-    // Header and the start of the payload in one call; the rest straight from the caller's memory.
-    iovec iov[2] = {{&t->header, sizeof(FrameHeader)},
-                    {const_cast<std::byte*>(t->payload), static_cast<std::size_t>(t->header.bytes)}};
-    msghdr mh{};
-    mh.msg_iov = iov;
-    mh.msg_iovlen = t->header.bytes ? 2 : 1;
-    ssize_t r;
-    do r = sendmsg(fd_, &mh, MSG_NOSIGNAL);
-    while (r < 0 && errno == EINTR);
-    bool ok = r >= 0;
-    if (ok) {
-      std::size_t sent = static_cast<std::size_t>(r);
-      if (sent < sizeof(FrameHeader))
-        ok = write_all(reinterpret_cast<const char*>(&t->header) + sent, sizeof(FrameHeader) - sent) &&
-             write_all(t->payload, t->header.bytes);
-      else
-        ok = write_all(t->payload + (sent - sizeof(FrameHeader)), t->header.bytes - (sent - sizeof(FrameHeader)));
+    const bool ok = write_ticket(*t, true);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      writing_ = false;
     }
     t->done.set(ok ? 1 : 2);
     if (!ok) {
@@ -346,6 +360,7 @@ void Connection::reader_loop() {
       if (dst) sink_->progress(node_, h, got);
     }
     if (!ok) {
+      if (dst) sink_->frame_failed(node_, h);
       why = "the connection was closed in the middle of a frame";
       break;
     }

@@ -43,6 +43,8 @@ class FrameSink {
   virtual std::byte* begin_frame(uint32_t node, const FrameHeader& h) = 0;
   // `got` bytes of the payload have arrived so far (called after every read, and once at the end).
   virtual void progress(uint32_t node, const FrameHeader& h, std::size_t got) = 0;
+  // The connection died in the middle of this frame's payload: nothing more is written to it.
+  virtual void frame_failed(uint32_t node, const FrameHeader& h) = 0;
   // The connection ended: `orderly` after a bye frame, otherwise lost (the reason says how).
   virtual void closed(uint32_t node, bool orderly, const std::string& why) = 0;
 };
@@ -53,6 +55,7 @@ struct SendTicket {
   FrameHeader header;
   const std::byte* payload = nullptr;
   std::string owned;  // small payloads the ticket owns (control frames)
+  std::size_t sent = 0;  // bytes of header + payload already written (an inline send may stop short)
 };
 
 class Connection {
@@ -75,7 +78,10 @@ class Connection {
  private:
   void reader_loop();
   void writer_loop();
-  bool write_all(const void* p, std::size_t n);
+  std::shared_ptr<SendTicket> enqueue(std::shared_ptr<SendTicket> t);
+  // Writes from t->sent on; `wait`: block until done, else stop when the socket is full.
+  // False on a broken connection.
+  bool write_ticket(SendTicket& t, bool wait);
   bool read_all(void* p, std::size_t n);
 
   int fd_;
@@ -85,6 +91,7 @@ class Connection {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<SendTicket>> queue_;
   bool stopping_ = false;
+  bool writing_ = false;  // someone (the writer thread or an inline sender) is writing a frame
   std::atomic<bool> dead_{false};
   std::atomic<bool> got_bye_{false};
   std::thread reader_, writer_;

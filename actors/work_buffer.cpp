@@ -184,6 +184,13 @@ void WorkBuffer::reduce_many(std::size_t off, std::size_t cnt, const std::byte* 
   forget_pending(off, cnt);
 }
 
+std::byte* WorkBuffer::write_ptr(std::size_t off, std::size_t cnt) {
+  if (cnt == 0) return nullptr;
+  std::byte* p = mem_at(off, cnt);
+  forget_pending(off, cnt);
+  return p;
+}
+
 void WorkBuffer::copy_from(std::size_t off, std::size_t cnt, const std::byte* src) {
   if (cnt == 0) return;
   std::memcpy(mem_at(off, cnt), src, cnt * esize_);

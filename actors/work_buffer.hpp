@@ -26,6 +26,9 @@ class WorkBuffer {
   // [off, off+cnt) = [off, off+cnt) (op) srcs[0] (op) ... (op) srcs[nsrc-1], in one pass.
   void reduce_many(std::size_t off, std::size_t cnt, const std::byte* const* srcs, std::size_t nsrc,
                    ReduceOp op);
+  // The memory behind [off, off+cnt), to be filled by the caller (a receive straight from the
+  // socket): the range counts as written from now on.
+  std::byte* write_ptr(std::size_t off, std::size_t cnt);
   // [off, off+cnt) = src.
   void copy_from(std::size_t off, std::size_t cnt, const std::byte* src);
   // [dst, dst+cnt) = [src, src+cnt), both in this work buffer.

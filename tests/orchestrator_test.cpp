@@ -42,7 +42,7 @@ NodeRegisterData reg(uint32_t nodes, uint32_t peers, const std::string& addr, co
   return {protocol_version(), secret, node_config(nodes, peers, addr), peers, addr};
 }
 
-Core make_core(uint32_t nodes = 3) { return Core({nodes, "s3", 1000ms}); }
+Core make_core(uint32_t nodes = 3) { return Core({nodes, "s3", 1000ms, {}}); }
 
 // ---- Codecs ----
 
@@ -307,7 +307,7 @@ class Loopback : public ::testing::Test {
  protected:
   void start(uint32_t nodes, std::chrono::milliseconds timeout = 3000ms) {
     orch_sys_ = make_system();
-    orch_ = orch_sys_->sys->spawn(orchestrator, Core::Options{nodes, "s3", timeout});
+    orch_ = orch_sys_->sys->spawn(orchestrator, Core::Options{nodes, "s3", timeout, {}});
     auto p = orch_sys_->sys->middleman().publish(orch_, 0, "127.0.0.1", true);
     ASSERT_TRUE(p) << orch_sys_->sys->render(p.error());
     port_ = *p;
