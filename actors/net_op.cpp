@@ -60,7 +60,7 @@ std::byte* NetOp::incoming_frame(uint32_t node, const FrameHeader& h) {
     rec->node = node;
     rec->started.store(true, std::memory_order_release);
   }
-  rec->word.set(rec->word.value.load() + 1);
+  // No wake-up yet: a waiter wants bytes, and progress() announces them.
   return rec->data;
 }
 

@@ -228,10 +228,12 @@ std::shared_ptr<SendTicket> Connection::enqueue(std::shared_ptr<SendTicket> t) {
   // the socket takes it without blocking; the writer thread finishes what is left.
   const bool ok = write_ticket(*t, false);
   const bool whole = ok && t->sent == sizeof(FrameHeader) + t->header.bytes;
+  bool wake;
   {
     std::lock_guard<std::mutex> lk(mu_);
     writing_ = false;
     if (ok && !whole) queue_.push_front(t);
+    wake = !queue_.empty();  // others queued behind us, or our own remainder
   }
   if (!ok) {
     t->done.set(2);
@@ -239,7 +241,7 @@ std::shared_ptr<SendTicket> Connection::enqueue(std::shared_ptr<SendTicket> t) {
   } else if (whole) {
     t->done.set(1);
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();  // an idle writer is not woken for nothing
   return t;
 }
 
