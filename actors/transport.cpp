@@ -310,27 +310,45 @@ void Connection::writer_loop() {
   }
 }
 
-bool Connection::read_all(void* p, std::size_t n) {
-  auto* b = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t r = recv(fd_, b, n, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    b += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
-
 void Connection::reader_loop() {
-  std::vector<std::byte> sink_hole;
+  // Small frames usually arrive together (an announcement, then its data): one recv takes them
+  // all into `in`; a large payload's remainder is read straight into its destination.
+  constexpr std::size_t kIn = std::size_t{64} << 10;
+  std::vector<std::byte> in(kIn), hole(kIn);
+  std::size_t pos = 0, end = 0;
+  auto fill = [&]() -> bool {  // at least one more byte in `in`
+    if (pos == end) pos = end = 0;
+    if (end == kIn) {
+      std::memmove(in.data(), in.data() + pos, end - pos);
+      end -= pos;
+      pos = 0;
+    }
+    for (;;) {
+      ssize_t r = recv(fd_, in.data() + end, kIn - end, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      end += static_cast<std::size_t>(r);
+      return true;
+    }
+  };
   std::string why;
   for (;;) {
     FrameHeader h;
-    if (!read_all(&h, sizeof h)) {
+    bool ok = true;
+    while (ok && end - pos < sizeof h) {
+      if (pos > 0 && kIn - end < sizeof h) {
+        std::memmove(in.data(), in.data() + pos, end - pos);
+        end -= pos;
+        pos = 0;
+      }
+      ok = fill();
+    }
+    if (!ok) {
       why = "the connection was closed";
       break;
     }
+    std::memcpy(&h, in.data() + pos, sizeof h);
+    pos += sizeof h;
     if (h.magic != FrameHeader::kMagic || h.bytes > kMaxPayload) {
       why = "garbled frame on the data connection";
       break;
@@ -341,17 +359,18 @@ void Connection::reader_loop() {
     }
     std::byte* dst = sink_->begin_frame(node_, h);
     std::size_t got = 0;
-    bool ok = true;
+    // What is already buffered first, then the rest from the socket in pieces.
+    const std::size_t first = std::min<std::size_t>(h.bytes, end - pos);
+    if (first > 0) {
+      if (dst) std::memcpy(dst, in.data() + pos, first);
+      pos += first;
+      got = first;
+      if (dst && got < h.bytes) sink_->progress(node_, h, got);
+    }
     while (got < h.bytes) {
       std::size_t want = std::min<std::size_t>(h.bytes - got, kReadPiece);
-      std::byte* at;
-      if (dst) {
-        at = dst + got;
-      } else {
-        sink_hole.resize(std::min<std::size_t>(want, 1 << 16));
-        want = sink_hole.size();
-        at = sink_hole.data();
-      }
+      std::byte* at = dst ? dst + got : hole.data();
+      if (!dst) want = std::min(want, hole.size());
       ssize_t r = recv(fd_, at, want, 0);
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) {
@@ -359,14 +378,14 @@ void Connection::reader_loop() {
         break;
       }
       got += static_cast<std::size_t>(r);
-      if (dst) sink_->progress(node_, h, got);
+      if (dst && got < h.bytes) sink_->progress(node_, h, got);
     }
     if (!ok) {
       if (dst) sink_->frame_failed(node_, h);
       why = "the connection was closed in the middle of a frame";
       break;
     }
-    if (dst && h.bytes == 0) sink_->progress(node_, h, 0);
+    if (dst) sink_->progress(node_, h, got);  // the whole frame (also for zero bytes)
   }
   bool ours;
   {

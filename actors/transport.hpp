@@ -82,7 +82,6 @@ class Connection {
   // Writes from t->sent on; `wait`: block until done, else stop when the socket is full.
   // False on a broken connection.
   bool write_ticket(SendTicket& t, bool wait);
-  bool read_all(void* p, std::size_t n);
 
   int fd_;
   uint32_t node_;
