@@ -466,7 +466,7 @@ void LocalServerCore::on_timeout(uint64_t key) {
     PendingOp& op = it->second;
     std::vector<int> missing;
     for (std::size_t p = 0; p < op.arrivals.size(); ++p)
-      if (!op.arrivals[p]) missing.push_back(static_cast<int>(p));
+      if (!op.arrivals[p]) missing.push_back(static_cast<int>(p + (global_ && ok.first == 0 ? global_->offset() : 0)));
     op.failed = true;
     op.failure = Status(Errc::timeout, op_label(op.kind, seq) + ": " + names(missing) + " never called within " +
                                            std::to_string(config_->timeout.count()) + " ms");

@@ -323,6 +323,14 @@ int main(int argc, char** argv) {
           Tensor x = make_input(DType::f32, p.rank(), odd ? 11 : 10, ReduceOp::sum);
           must(p.all_reduce(x, ReduceOp::sum));
           done = 1;
+        } else if (a.scenario == "skip") {
+          // The victim peer stops calling after --at-op ops; everyone else must time out, naming it
+          // (its own node's peers) or its node (the other nodes).
+          for (uint32_t i = 0; i < a.at_op + 1; ++i, ++done) {
+            if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) throw Fail{Status(Errc::ok, "skipped")};
+            Tensor x = make_input(DType::f32, p.rank(), 100, ReduceOp::sum);
+            must(p.all_reduce(x, ReduceOp::sum));
+          }
         } else if (a.scenario == "kill" || a.scenario == "freeze") {
           // Ops run until, at op --at-op, the victim node dies (or freezes) while the others are inside it.
           for (uint32_t i = 0;; ++i, ++done) {

@@ -195,6 +195,22 @@ TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesThe
   expect_all_ok(again, 6, 50);
 }
 
+TEST_F(MultiNode, APeerThatNeverCallsIsNamedByItsNodeAndItsNodeByTheOthers) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "skip", "--victim", "3", "--at-op", "5",
+                                        "--timeout-ms", "1500"});
+  auto lines = peer_lines(nodes);
+  ASSERT_EQ(lines.size(), 6u) << dump(nodes);
+  for (auto& [rank, p] : lines) {
+    if (rank == "3") continue;  // the one that stopped
+    EXPECT_EQ(p.code, "timeout") << "peer " << rank << ": " << p.message;
+    if (rank == "2")  // its node-mate waits in the local server for rank 3
+      EXPECT_NE(p.message.find("peer 3 never called"), std::string::npos) << p.message;
+    else
+      EXPECT_NE(p.message.find("node 1 never called"), std::string::npos) << "peer " << rank << ": " << p.message;
+  }
+}
+
 TEST_F(MultiNode, FrozenNodeIsReportedByEverySurvivor) {
   start_orchestrator(3);
   // The op timeout (20 s) is far beyond the limit (4 s): the loss must be noticed through
