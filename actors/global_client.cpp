@@ -169,6 +169,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config) 
   reg.config = config;
   reg.num_peers = config.num_devices;
   reg.data_address = lhost + ":" + std::to_string(bound);
+  c->p2p_ = std::make_unique<P2PMailbox>();  // before join: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
   auto session = NodeSession::join(*c->system_, ohost, oport, reg, config.timeout, [weak](const NodeLostData& d) {
     if (d.node_id == std::numeric_limits<uint32_t>::max()) return;  // the orchestrator: data goes on
@@ -180,7 +181,6 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config) 
   c->current_.resize(c->topo_.num_nodes);
   c->current_slot_.resize(c->topo_.num_nodes);
   c->scratch_.resize(c->topo_.num_nodes);
-  c->p2p_ = std::make_unique<P2PMailbox>();
   c->p2p_->pending.resize(c->topo_.num_nodes);
   if (auto s = c->connect_all(config, listen_fd); !s) {
     c->close();

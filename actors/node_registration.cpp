@@ -2,9 +2,50 @@
 
 #include <limits>
 
+#include "actors/wait.hpp"
+
 namespace chorus {
 
 namespace {
+
+// One registration in flight: sent again every second until an answer comes or its deadline
+// passes. A request lost on the way (seen rarely when several nodes connect at once) is thus
+// repaired; the orchestrator takes a repeat from the same node as the same registration.
+struct Registration {
+  caf::response_promise rp;
+  Envelope message;
+  Clock::time_point deadline;
+  bool done = false;
+};
+using resend_atom = caf::atom_constant<caf::atom("resend")>;
+constexpr auto kResend = std::chrono::seconds(1);
+
+void attempt(caf::event_based_actor* self, const caf::actor& orch, std::shared_ptr<Registration> r) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(r->deadline - Clock::now());
+  if (left.count() <= 0) {
+    if (!r->done) {
+      r->done = true;
+      r->rp.deliver(caf::make_error(caf::sec::request_timeout));
+    }
+    return;
+  }
+  self->request(orch, left, register_atom::value, r->message)
+      .then(
+          [r](Envelope& reply) {
+            if (r->done) return;
+            std::string error;
+            auto d = decode_node_register_reply(reply, error);
+            if (d && d->status.code() == Errc::register_twice && d->status.message() == kSuperseded) return;
+            r->done = true;
+            r->rp.deliver(std::move(reply));
+          },
+          [r](caf::error& err) {
+            // A timeout is answered by the deadline path; other errors end the registration.
+            if (r->done || err == caf::sec::request_timeout) return;
+            r->done = true;
+            r->rp.deliver(std::move(err));
+          });
+}
 
 // Forwards the register request (with a deadline) and the leave; collects NodeLost notices.
 caf::behavior node_client(caf::event_based_actor* self, caf::actor orch, std::chrono::milliseconds timeout,
@@ -13,13 +54,23 @@ caf::behavior node_client(caf::event_based_actor* self, caf::actor orch, std::ch
   self->set_down_handler([shared](caf::down_msg& dm) {
     shared->add({0, std::numeric_limits<uint32_t>::max(), "orchestrator lost: " + caf::to_string(dm.reason)});
   });
+  auto current = std::make_shared<std::shared_ptr<Registration>>();
   return {
-      [self, orch, timeout](register_atom, const Envelope& e) -> caf::result<Envelope> {
-        auto rp = self->make_response_promise<Envelope>();
-        self->request(orch, timeout, register_atom::value, e)
-            .then([rp](Envelope& reply) mutable { rp.deliver(std::move(reply)); },
-                  [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
-        return rp;
+      [self, orch, timeout, current](register_atom, const Envelope& e) -> caf::result<Envelope> {
+        auto r = std::make_shared<Registration>();
+        r->rp = self->make_response_promise<Envelope>();
+        r->message = e;
+        r->deadline = Clock::now() + timeout;
+        *current = r;
+        attempt(self, orch, r);
+        self->delayed_send(self, kResend, resend_atom::value);
+        return r->rp;
+      },
+      [self, orch, current](resend_atom) {
+        auto r = *current;
+        if (!r || r->done) return;
+        attempt(self, orch, r);
+        if (!r->done) self->delayed_send(self, kResend, resend_atom::value);
       },
       [shared](node_lost_atom, const Envelope& e) {
         std::string error;

@@ -290,6 +290,7 @@ struct ShellState {
   struct Node {
     caf::actor handle;
     std::optional<caf::response_promise> pending;
+    std::optional<Envelope> answered;  // the topology it was sent (a resend gets it again)
   };
   std::map<OrchestratorCore::NodeKey, Node> nodes;
 };
@@ -302,7 +303,9 @@ void apply(caf::event_based_actor* self, ShellState& st, OrchestratorCore::Effec
   for (auto& r : fx.replies) {
     auto it = st.nodes.find(r.to);
     if (it == st.nodes.end() || !it->second.pending) continue;
-    it->second.pending->deliver(encode_node_register_reply(r.status, r.topology));
+    auto reply = encode_node_register_reply(r.status, r.topology);
+    if (r.status) it->second.answered = reply;
+    it->second.pending->deliver(std::move(reply));
     it->second.pending.reset();
   }
   for (auto& n : fx.notices) {
@@ -343,8 +346,11 @@ caf::behavior orchestrator(caf::event_based_actor* self, OrchestratorCore::Optio
       [self, st, key_of](register_atom, const Envelope& e) -> caf::result<Envelope> {
         auto key = key_of();
         if (!key) return encode_node_register_reply({Errc::invalid_argument, "anonymous register request"});
-        if (st->nodes[*key].pending)
-          return encode_node_register_reply({Errc::register_twice, "a register request of this node is pending"});
+        // Nodes resend their request until answered (a request or reply may get lost when many
+        // connect at once): a repeat while the first waits is told so, a repeat after the answer
+        // gets the answer again.
+        if (st->nodes[*key].pending) return encode_node_register_reply({Errc::register_twice, kSuperseded});
+        if (st->nodes[*key].answered) return *st->nodes[*key].answered;
         auto rp = self->make_response_promise<Envelope>();
         st->nodes[*key].pending = rp;
         std::string error;

@@ -82,6 +82,10 @@ std::optional<NodeRegisterReplyData> decode_node_register_reply(const Envelope& 
 std::optional<NodeLeaveData> decode_node_leave(const Envelope& e, std::string& error);
 std::optional<NodeLostData> decode_node_lost(const Envelope& e, std::string& error);
 
+// The reply to a register request that repeats one still waiting for its answer: the node keeps
+// waiting for the answer to the first.
+inline constexpr const char* kSuperseded = "repeat of a pending register request";
+
 // ---- The pure core ----
 
 class OrchestratorCore {
