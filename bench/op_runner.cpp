@@ -43,6 +43,8 @@ std::size_t host_bytes(BenchOp op, DType dtype, uint32_t peers, const Layout& l)
 std::string resolved_strategy(const Options& o, const Config& cfg, const Layout& l) {
   if (o.op == BenchOp::send_recv) return "p2p";
   const OpKind kind = op_kind(o.op);
+  // Across nodes the runtime runs the global strategy over every peer (o.peers is then the total).
+  if (cfg.num_nodes > 0) return to_string(cfg.global_strategy(kind, o.dtype, l.block, static_cast<int>(o.peers)));
   return to_string(cfg.local_strategy(kind, o.dtype, l.block, static_cast<int>(o.peers)));
 }
 

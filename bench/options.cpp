@@ -105,20 +105,23 @@ std::string usage(std::string_view program) {
   std::string p(program);
   return "usage: " + p + " [flags]\n"
     "Benchmarks one chorus collective over a sweep of buffer sizes, nccl-tests style: one thread per\n"
-    "peer on one in-process Runtime, WARMUP untimed iterations, then ITERS timed ones per size.\n"
+    "peer on one in-process Runtime (or, with --nodes, one process per node), WARMUP untimed\n"
+    "iterations, then ITERS timed ones per size.\n"
     "\n"
     "  --op OP            collective to run (default all_reduce):\n"
     "                     " + join_ops() + "\n"
     "                     send_recv pairs peers 0->1, 2->3, ... (the last peer idles when N is odd);\n"
     "                     barrier ignores the sizes and prints a single row (time only).\n"
-    "  --peers N          number of peers, one thread each (default 2)\n"
+    "  --peers N          number of peers, one thread each (default 2; with --nodes: per node)\n"
     "  --dtype T          element type (default f32): " + join_dtypes() + "\n"
     "  --redop R          reduction for all_reduce, reduce, reduce_scatter (default sum):\n"
     "                     " + join_redops() + "\n"
     "                     band, bor and bxor need an integer dtype; avg divides the sum by N\n"
     "                     (integers truncate toward zero)\n"
-    "  --strategy S       local strategy for every op: auto, centralized, tree:K (K >= 2; tree =\n"
-    "                     tree:2), ring, dbtree, direct (default auto: centralized below 256 KiB, direct above)\n"
+    "  --strategy S       strategy for every op: auto, centralized, tree:K (K >= 2; tree = tree:2),\n"
+    "                     ring, dbtree, direct. Default auto: in one process centralized below\n"
+    "                     256 KiB, direct above; with --nodes (then the strategy over all peers of\n"
+    "                     all nodes) tree below 256 KiB, ring above\n"
     "  -b, --minbytes SZ  smallest size in bytes (default 1K)\n"
     "  -e, --maxbytes SZ  largest size in bytes (default 64M)\n"
     "  -f, --stepfactor F multiply the size by F (an integer >= 2) between rows (default 2)\n"
@@ -138,11 +141,30 @@ std::string usage(std::string_view program) {
     "  --device D         cpu (default); cuda is not built yet\n"
     "  -h, --help         this text\n"
     "\n"
+    "Multi-node mode (one process per node, one thread per peer, ranks global over all nodes):\n"
+    "  --nodes M          run across M >= 1 node processes; --peers N is then the peers of EACH node\n"
+    "                     (M x N peers in all; busbw, --root and send_recv pairs use the global\n"
+    "                     ranks). Without --orchestrator this process is the launcher: it starts\n"
+    "                     chorus-orchestrator (from its own directory) on a free loopback port and M\n"
+    "                     node processes of itself, prints the table of global rank 0's node, and\n"
+    "                     fails if a node fails, hangs past a limit derived from --timeout-ms and the\n"
+    "                     sizes, or finds a wrong value. --group is not supported across nodes.\n"
+    "  --orchestrator HOST:PORT  join a running chorus-orchestrator (started with --nodes M) as one\n"
+    "                     node instead (real clusters: run this on every node with the same flags);\n"
+    "                     only the node that gets global rank 0 prints the table\n"
+    "  --node-address H   with --orchestrator: where this node listens for the other nodes' data\n"
+    "                     connections, HOST or HOST:PORT (an address they can reach; no port or\n"
+    "                     port 0: a free one)\n"
+    "  --secret S         the orchestrator's shared secret (default: the CHORUS_SECRET environment\n"
+    "                     variable; the launcher makes a random one for its own orchestrator)\n"
+    "\n"
     "Columns: size (B), count (elements), type, redop, root (-1: unrooted), time (us per iteration\n"
     "of the slowest peer, mean over ITERS), algbw = size / time (GB/s), busbw = algbw x factor\n"
     "(all_reduce 2(N-1)/N; reduce_scatter, all_gather, all_to_all, gather, scatter (N-1)/N;\n"
     "broadcast, reduce, send_recv 1; barrier 0), #wrong (N/A with --check 0), median(us) (median\n"
-    "of peer 0's per-iteration times) and the strategy auto resolves to.\n"
+    "of peer 0's per-iteration times) and the strategy auto resolves to. With --nodes, N counts\n"
+    "every peer of every node, each size's timed loop starts after a barrier of all peers, and\n"
+    "the slowest peer's time and the total #wrong are collected with all_reduce after it.\n"
     "Exit status: 0 all correct, 1 a wrong value or an op error, 2 usage error.\n";
 }
 
@@ -178,7 +200,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     static constexpr std::string_view known[] = {
         "--op", "--peers", "--dtype", "--redop", "--strategy", "-b", "--minbytes", "-e", "--maxbytes",
         "-f", "--stepfactor", "-n", "--iters", "-w", "--warmup_iters", "--root", "-c", "--check",
-        "--timeout-ms", "--device", "--group"};
+        "--timeout-ms", "--device", "--group", "--nodes", "--orchestrator", "--node-address", "--secret"};
     if (std::find(std::begin(known), std::end(known), flag) == std::end(known))
       return fail("unknown flag " + std::string(args[i]));
     auto v = next();
@@ -253,6 +275,22 @@ ParseResult parse_options(int argc, const char* const* argv) {
       auto t = parse_int<int64_t>(*v);
       if (!t || *t <= 0) return fail("--timeout-ms " + vs + ": need a positive number of milliseconds");
       o.timeout_ms = *t;
+    } else if (flag == "--nodes") {
+      auto n = parse_int<uint32_t>(*v);
+      if (!n || *n < 1 || *n > 65536) return fail("--nodes " + vs + ": need an integer in [1, 65536]");
+      o.nodes = *n;
+    } else if (flag == "--orchestrator") {
+      const auto colon = vs.rfind(':');
+      std::optional<uint32_t> port;
+      if (colon != std::string::npos) port = parse_int<uint32_t>(std::string_view(vs).substr(colon + 1));
+      if (colon == 0 || !port || *port < 1 || *port > 65535)
+        return fail("--orchestrator " + vs + ": expected HOST:PORT, e.g. 10.0.0.1:7700");
+      o.orchestrator = vs;
+    } else if (flag == "--node-address") {
+      if (vs.empty() || vs[0] == ':') return fail("--node-address " + vs + ": expected HOST or HOST:PORT");
+      o.node_address = vs;
+    } else if (flag == "--secret") {
+      o.secret = vs;
     } else if (flag == "--device") {
       if (*v == "cpu") o.device = Device::cpu;
       else if (*v == "cuda") o.device = Device::cuda;
@@ -272,11 +310,26 @@ ParseResult parse_options(int argc, const char* const* argv) {
     for (std::size_t j = 0; j < i; ++j)
       if (o.group[j] == o.group[i]) return fail("--group: peer " + std::to_string(o.group[i]) + " is listed twice");
   }
-  if (is_rooted(o.op) && o.root >= o.participants())
+  if (!o.multi_node()) {
+    if (!o.orchestrator.empty()) return fail("--orchestrator needs --nodes M (the nodes of the collective)");
+    if (!o.node_address.empty()) return fail("--node-address needs --nodes M and --orchestrator HOST:PORT");
+    if (!o.secret.empty()) return fail("--secret needs --nodes M (it is the orchestrator's secret)");
+  } else {
+    if (!o.group.empty())
+      return fail("--group is not supported with --nodes: groups across nodes are not supported yet");
+    if (!o.orchestrator.empty() && o.node_address.empty())
+      return fail("--orchestrator needs --node-address HOST (where the other nodes reach this one)");
+    if (o.orchestrator.empty() && !o.node_address.empty())
+      return fail("--node-address needs --orchestrator HOST:PORT (the launcher picks 127.0.0.1 itself)");
+  }
+  // A joined node checks --root against the real peer total once it has registered.
+  if (is_rooted(o.op) && o.root >= o.participants() && o.orchestrator.empty())
     return fail("--root " + std::to_string(o.root) + " is not a rank: the sweep has " +
                 std::to_string(o.participants()) + " peers (ranks 0.." + std::to_string(o.participants() - 1) + ")");
   if (o.op == BenchOp::send_recv && o.participants() < 2)
-    return fail("--op send_recv needs --peers 2 or more (peers pair up 0->1, 2->3, ...)");
+    return fail(o.multi_node()
+                    ? "--op send_recv needs 2 or more peers in all (--nodes x --peers; ranks pair up 0->1, 2->3, ...)"
+                    : "--op send_recv needs --peers 2 or more (peers pair up 0->1, 2->3, ...)");
   return res;
 }
 

@@ -47,8 +47,21 @@ struct Options {
   // --group: the sweep runs inside the subgroup of these global peer ids (empty: the world).
   // Ranks, --root and the busbw factors then refer to the group.
   std::vector<uint32_t> group;
-  // Peers taking part in the sweep: the group's size, or every peer.
-  uint32_t participants() const { return group.empty() ? peers : static_cast<uint32_t>(group.size()); }
+  // Multi-node mode (nodes > 0): `peers` is then the peer count of each node. Without an
+  // orchestrator address this process is the launcher: it starts chorus-orchestrator and `nodes`
+  // node processes of itself on loopback. With one, this process is one node of the collective.
+  uint32_t nodes = 0;
+  std::string orchestrator;  // HOST:PORT of a running chorus-orchestrator
+  std::string node_address;  // host this node's data connections listen on
+  std::string secret;        // --secret, or CHORUS_SECRET; empty: none
+  bool multi_node() const { return nodes > 0; }
+  bool launcher() const { return nodes > 0 && orchestrator.empty(); }
+  // Peers taking part in the sweep: the group's size, or every peer (of every node, assuming
+  // --peers on each; a joined node learns the real total when it registers).
+  uint32_t participants() const {
+    if (!group.empty()) return static_cast<uint32_t>(group.size());
+    return nodes ? nodes * peers : peers;
+  }
 };
 
 struct ParseResult {

@@ -25,16 +25,23 @@ double alg_bandwidth(std::size_t bytes, double time_us) {
   return time_us > 0 ? static_cast<double>(bytes) / (time_us * 1e3) : 0.0;
 }
 
-void print_preamble(const Options& o, unsigned hardware_threads) {
+void print_preamble(const Options& o, unsigned hardware_threads, const NodesInfo* nodes) {
   std::printf("# chorus-bench: op %s, peers %u, dtype %s, redop %s, strategy %s, device cpu\n",
-              std::string(to_string(o.op)).c_str(), o.peers, std::string(to_string(o.dtype)).c_str(),
+              std::string(to_string(o.op)).c_str(), nodes ? nodes->total_peers : o.peers,
+              std::string(to_string(o.dtype)).c_str(),
               uses_redop(o.op) ? std::string(to_string(o.redop)).c_str() : "none",
               o.strategy_text.c_str());
   std::printf("#  minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d "
               "validation: %d root: %u timeout: %lld ms\n",
               o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters, o.check ? 1 : 0, o.root,
               static_cast<long long>(o.timeout_ms));
-  std::printf("#  one thread per peer on one in-process Runtime; %u hardware threads\n", hardware_threads);
+  if (nodes)
+    std::printf("#  %u nodes (one process each, one thread per peer; %u peer%s on rank 0's node), "
+                "global strategy, orchestrator %s; %u hardware threads here\n",
+                nodes->nodes, nodes->local_peers, nodes->local_peers == 1 ? "" : "s", nodes->orchestrator.c_str(),
+                hardware_threads);
+  else
+    std::printf("#  one thread per peer on one in-process Runtime; %u hardware threads\n", hardware_threads);
   if (!o.group.empty()) {
     std::printf("#  inside the group of peers");
     for (uint32_t id : o.group) std::printf(" %u", id);

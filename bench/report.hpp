@@ -28,7 +28,16 @@ struct Row {
 // algbw in GB/s for `bytes` moved in `time_us`.
 double alg_bandwidth(std::size_t bytes, double time_us);
 
-void print_preamble(const Options& o, unsigned hardware_threads);
+// Multi-node runs: what the preamble says about the nodes (from the node of global rank 0).
+struct NodesInfo {
+  uint32_t nodes = 0;
+  uint32_t total_peers = 0;  // over all nodes
+  uint32_t local_peers = 0;  // of the printing node
+  std::string orchestrator;  // HOST:PORT
+};
+
+// `nodes`: null for one in-process Runtime.
+void print_preamble(const Options& o, unsigned hardware_threads, const NodesInfo* nodes = nullptr);
 void print_header();
 void print_row(const Row& r);
 void print_failed_row(std::size_t bytes, std::size_t count, const std::string& type,
