@@ -327,7 +327,11 @@ int main(int argc, char** argv) {
           // The victim peer stops calling after --at-op ops; everyone else must time out, naming it
           // (its own node's peers) or its node (the other nodes).
           for (uint32_t i = 0; i < a.at_op + 1; ++i, ++done) {
-            if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) throw Fail{Status(Errc::ok, "skipped")};
+            if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
+              // Stay connected past everyone's deadline, so the others see a silent node, not a departed one.
+              std::this_thread::sleep_for(std::chrono::milliseconds(2 * a.timeout_ms));
+              throw Fail{Status(Errc::ok, "skipped")};
+            }
             Tensor x = make_input(DType::f32, p.rank(), 100, ReduceOp::sum);
             must(p.all_reduce(x, ReduceOp::sum));
           }
