@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/grad_sync.hpp"
 #include "actors/runtime.hpp"
 #include "tests/reference.hpp"
 
@@ -323,6 +324,35 @@ int main(int argc, char** argv) {
           Tensor x = make_input(DType::f32, p.rank(), odd ? 11 : 10, ReduceOp::sum);
           must(p.all_reduce(x, ReduceOp::sum));
           done = 1;
+        } else if (a.scenario == "gradsync") {
+          // Data-parallel gradient sync across nodes: 5 parameters in 3 fusion buckets, submitted in
+          // reverse order, 20 steps; every gradient must come back as the mean over all peers.
+          GradSyncOptions go;
+          go.bucket_bytes = 4096;
+          go.timeout = std::chrono::milliseconds(a.timeout_ms);
+          GradientSync gs(p, go);
+          std::vector<ParamSpec> params;
+          for (uint64_t id = 0; id < 5; ++id) params.push_back({id, DType::f32, 300 + 200 * id, 1});
+          must(gs.register_params(params));
+          const uint32_t n = p.size();
+          for (int step = 0; step < 20; ++step, ++done) {
+            std::vector<Tensor> grads;
+            for (const auto& ps : params) {
+              std::vector<float> v(ps.numel);
+              for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(p.rank() * 4 + step + i % 3);
+              grads.push_back(Tensor::from(v));
+            }
+            for (int k = 4; k >= 0; --k) must(gs.submit(static_cast<uint64_t>(k), grads[k]));
+            must(gs.sync());
+            for (std::size_t k = 0; k < params.size(); ++k)
+              for (std::size_t i = 0; i < params[k].numel; ++i) {
+                const double want = 4.0 * (n - 1) / 2.0 + step + static_cast<double>(i % 3);
+                const double have = grads[k].data_as<float>()[i];
+                if (std::abs(have - want) > 1e-4)
+                  verify(false, "gradient sync", "param " + std::to_string(k) + " element " + std::to_string(i) +
+                                                     ": " + std::to_string(have) + " != " + std::to_string(want));
+              }
+          }
         } else if (a.scenario == "skip") {
           // The victim peer stops calling after --at-op ops; everyone else must time out, naming it
           // (its own node's peers) or its node (the other nodes).

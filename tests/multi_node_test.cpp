@@ -155,6 +155,12 @@ TEST_F(MultiNode, TwoNodesOnePeerEach) {
   expect_all_ok(nodes, 2, kEveryOpCount);
 }
 
+TEST_F(MultiNode, GradientSyncAcrossNodes) {
+  start_orchestrator(2);
+  auto nodes = run_nodes({{"--peers", "2"}, {"--peers", "1"}}, {"--scenario", "gradsync"});
+  expect_all_ok(nodes, 3, 20);
+}
+
 TEST_F(MultiNode, AThousandConsecutiveMixedOps) {
   start_orchestrator(3);
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "mixed", "--ops", "1000"}, 120000ms);
