@@ -23,15 +23,17 @@ class P2PMailbox {
   struct Message {
     DType dtype;
     uint64_t numel;
-    std::string bytes;
+    std::string bytes;   // the whole frame: the header, then the data from `offset`
+    std::size_t offset;
   };
   std::mutex mu;
   WaitWord word;  // bumped whenever something arrives
   std::map<Key, std::deque<Message>> inbox;
   std::map<Key, std::deque<Status>> acks;
-  std::optional<Status> lost;
-  // Per connection (reader thread): the header of the data frame that follows.
-  std::vector<std::optional<std::pair<Key, Message>>> pending;
+  std::optional<Status> lost;            // a node died: every pair fails
+  std::map<uint32_t, Status> gone;       // nodes that left in order: pairs with them fail
+  // Per connection (reader thread): the frame being read.
+  std::vector<std::string> frames;
 
   void bump() {
     uint32_t v = word.value.load();
@@ -156,13 +158,6 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config) 
   if (auto s = tcp_connect(ohost, oport, deadline, probe); !s)
     return Status(Errc::unreachable, "cannot reach the orchestrator at " + config.orchestrator_address + ": " + s.message());
   ::close(probe);
-  c->cfg_ = std::make_unique<caf::actor_system_config>();
-  c->cfg_->set("scheduler.max-threads", 2);
-  c->cfg_->set("logger.verbosity", caf::atom("quiet"));
-  configure_remoting(*c->cfg_, std::chrono::milliseconds(500),
-                     TlsFiles{config.tls_certificate, config.tls_key, config.tls_ca});
-  c->system_ = std::make_unique<caf::actor_system>(*c->cfg_);
-
   NodeRegisterData reg;
   reg.protocol_version = protocol_version();
   reg.secret = config.secret;
@@ -171,17 +166,36 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config) 
   reg.data_address = lhost + ":" + std::to_string(bound);
   c->p2p_ = std::make_unique<P2PMailbox>();  // before join: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
-  auto session = NodeSession::join(*c->system_, ohost, oport, reg, config.timeout, [weak](const NodeLostData& d) {
-    if (d.node_id == std::numeric_limits<uint32_t>::max()) return;  // the orchestrator: data goes on
-    if (auto self = weak.lock()) self->on_node_lost(d.node_id, "node " + std::to_string(d.node_id) + " lost: " + d.reason);
-  });
-  if (!session) return session.status();
-  c->session_ = std::move(*session);
+  // A connection that silently loses our messages (seen rarely when many nodes connect at once)
+  // is replaced by a fresh actor system and connection until the timeout.
+  for (;;) {
+    c->cfg_ = std::make_unique<caf::actor_system_config>();
+    c->cfg_->set("scheduler.max-threads", 2);
+    c->cfg_->set("logger.verbosity", caf::atom("quiet"));
+    configure_remoting(*c->cfg_, std::chrono::milliseconds(500),
+                       TlsFiles{config.tls_certificate, config.tls_key, config.tls_ca});
+    c->system_ = std::make_unique<caf::actor_system>(*c->cfg_);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto session = NodeSession::join(*c->system_, ohost, oport, reg, std::max(left, std::chrono::milliseconds(1)),
+                                     [weak](const NodeLostData& d) {
+                                       if (d.node_id == std::numeric_limits<uint32_t>::max()) return;  // the orchestrator
+                                       if (auto self = weak.lock())
+                                         self->on_node_lost(d.node_id, "node " + std::to_string(d.node_id) + " lost: " + d.reason);
+                                     });
+    if (session) {
+      c->session_ = std::move(*session);
+      break;
+    }
+    const bool silent = session.status().code() == Errc::unreachable &&
+                        session.status().message().find("never answered") != std::string::npos;
+    c->system_.reset();
+    if (!silent || Clock::now() >= deadline) return session.status();
+  }
   c->topo_ = c->session_->topology();
   c->current_.resize(c->topo_.num_nodes);
   c->current_slot_.resize(c->topo_.num_nodes);
   c->scratch_.resize(c->topo_.num_nodes);
-  c->p2p_->pending.resize(c->topo_.num_nodes);
+  c->p2p_->frames.resize(c->topo_.num_nodes);
   if (auto s = c->connect_all(config, listen_fd); !s) {
     c->close();
     return s;
@@ -297,21 +311,31 @@ void GlobalClient::finished(uint32_t group, uint64_t seq) {
 }
 
 std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq, OpAnnouncement mine,
-                                                    Clock::time_point deadline, std::string label) {
+                                                    Clock::time_point deadline, std::string label,
+                                                    const std::vector<uint32_t>& members, uint32_t local_members) {
   auto op = op_for(group, seq, true);
   if (!op) {  // closing, or a sequence number reused
     op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes);
     op->node_lost(Status(Errc::reset, label + ": the node is shutting down"));
   }
+  std::vector<uint32_t> rank_node;
+  if (members.empty())
+    for (uint32_t r = 0; r < total_peers(); ++r) rank_node.push_back(node_of(r));
+  else
+    for (uint32_t m : members) rank_node.push_back(node_of(m));
+  std::vector<bool> told(topo_.num_nodes, false);
   mine.node = topo_.node_id;
   FrameHeader h;
   h.type = FrameType::announce;
   h.group = group;
   h.seq = seq;
   const std::string body = encode_announcement(mine);
-  for (auto& c : conns_)
-    if (c) c->post_owned(h, body);
-  op->launch(std::move(mine), deadline, std::move(label), local_peers());
+  for (uint32_t n : rank_node)
+    if (n != topo_.node_id && !told[n]) {
+      told[n] = true;
+      conns_[n]->post_owned(h, body);
+    }
+  op->launch(std::move(mine), deadline, std::move(label), local_members, std::move(rank_node));
   return op;
 }
 
@@ -340,17 +364,15 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
       current_slot_[node] = h.slot;
       return current_[node] ? current_[node]->incoming_frame(node, h) : nullptr;
     }
-    case FrameType::announce:
-    case FrameType::p2p_header:
-    case FrameType::p2p_ack:
     case FrameType::p2p_data: {
-      if (h.bytes > (h.type == FrameType::p2p_data ? (std::size_t{1} << 40) : std::size_t{1} << 20)) return nullptr;
-      auto& slot = p2p_->pending[node];
-      if (h.type == FrameType::p2p_data) {
-        if (!slot) return nullptr;  // data without a header: dropped
-        slot->second.bytes.resize(h.bytes);
-        return reinterpret_cast<std::byte*>(slot->second.bytes.data());
-      }
+      if (h.slot > h.bytes || h.slot > (1u << 20)) return nullptr;  // garbled: dropped
+      auto& frame = p2p_->frames[node];
+      frame.resize(h.bytes);
+      return reinterpret_cast<std::byte*>(frame.data());
+    }
+    case FrameType::announce:
+    case FrameType::p2p_ack: {
+      if (h.bytes > std::size_t{1} << 20) return nullptr;
       scratch_[node].resize(h.bytes);
       return reinterpret_cast<std::byte*>(scratch_[node].data());
     }
@@ -374,28 +396,25 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       if (auto op = op_for(h.group, h.seq, true)) op->announced(*a);
       return;
     }
-    case FrameType::p2p_header: {
+    case FrameType::p2p_data: {
+      auto& frame = p2p_->frames[node];
       Envelope e;
       std::optional<std::pair<P2PMailbox::Key, P2PMailbox::Message>> parsed;
-      if (bytes_envelope(scratch_[node].data(), scratch_[node].size(), e))
+      if (bytes_envelope(frame.data(), h.slot, e))
         parsed = open_envelope(e, error, [](EnvelopeReader& r) {
           auto m = r.root<wire::P2PHeader>();
           if (m.getDtype() > static_cast<uint8_t>(DType::i64)) throw std::runtime_error("bad dtype");
           return std::make_pair(P2PMailbox::Key{m.getSource(), m.getDestination(), m.getTag()},
-                                P2PMailbox::Message{static_cast<DType>(m.getDtype()), m.getNumel(), {}});
+                                P2PMailbox::Message{static_cast<DType>(m.getDtype()), m.getNumel(), {}, 0});
         });
       if (!parsed) return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled send header");
-      p2p_->pending[node] = std::move(*parsed);
-      return;
-    }
-    case FrameType::p2p_data: {
-      auto& slot = p2p_->pending[node];
-      if (!slot) return;
+      parsed->second.offset = h.slot;
+      parsed->second.bytes = std::move(frame);
+      frame = std::string();
       {
         std::lock_guard<std::mutex> lk(p2p_->mu);
-        p2p_->inbox[slot->first].push_back(std::move(slot->second));
+        p2p_->inbox[parsed->first].push_back(std::move(parsed->second));
       }
-      slot.reset();
       p2p_->bump();
       return;
     }
@@ -439,7 +458,7 @@ void GlobalClient::closed(uint32_t node, bool orderly, const std::string& why) {
   for (auto& op : ops) op->node_left(node, left);
   {
     std::lock_guard<std::mutex> lk(p2p_->mu);
-    if (!p2p_->lost) p2p_->lost = left;
+    p2p_->gone.emplace(node, left);
   }
   p2p_->bump();
 }
@@ -450,13 +469,14 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
   const uint32_t node = node_of(dst);
   const std::string label = pair_label(src, dst, tag);
   if (auto l = lost(); !l) return l;
+  // One frame: the header (its length in `slot`) and the data, so that concurrent senders on this
+  // connection never split a header from its data.
   FrameHeader h;
-  h.type = FrameType::p2p_header;
-  h.seq = (uint64_t{src} << 32) | dst;
-  conns_[node]->post_owned(h, encode_p2p_header(src, dst, tag, t.dtype(), t.numel()));
   h.type = FrameType::p2p_data;
-  h.bytes = t.nbytes();
-  auto ticket = conns_[node]->post(h, static_cast<const std::byte*>(t.data()));
+  h.seq = (uint64_t{src} << 32) | dst;
+  std::string head = encode_p2p_header(src, dst, tag, t.dtype(), t.numel());
+  h.slot = static_cast<uint32_t>(head.size());
+  auto ticket = conns_[node]->post_prefixed(h, std::move(head), static_cast<const std::byte*>(t.data()), t.nbytes());
   if (!ticket->done.wait_at_least(1, deadline)) {
     on_node_lost(node, "node " + std::to_string(node) + " took no data for the whole timeout (frozen?)");
     conns_[node]->kill();
@@ -475,6 +495,7 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
         return s;
       }
       if (p2p_->lost) return *p2p_->lost;
+      if (auto gone = p2p_->gone.find(node); gone != p2p_->gone.end()) return gone->second;
     }
     if (!p2p_->word.wait_at_least(g + 1, deadline))
       return {Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
@@ -499,6 +520,7 @@ Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, C
         break;
       }
       if (p2p_->lost) return *p2p_->lost;
+      if (auto gone = p2p_->gone.find(node); gone != p2p_->gone.end()) return gone->second;
     }
     if (!p2p_->word.wait_at_least(g + 1, deadline))
       return {Errc::timeout, label + ": peer " + std::to_string(src) + " (node " + std::to_string(node) +
@@ -509,10 +531,10 @@ Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, C
   const std::string mine = std::string(to_string(t.dtype())) + "[" + std::to_string(t.numel()) + "]";
   if (m.dtype != t.dtype())
     s = Status(Errc::dtype_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
-  else if (m.numel != t.numel())
+  else if (m.numel != t.numel() || m.bytes.size() - m.offset != t.nbytes())
     s = Status(Errc::shape_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
   else
-    std::memcpy(t.data(), m.bytes.data(), m.bytes.size());
+    std::memcpy(t.data(), m.bytes.data() + m.offset, t.nbytes());
   FrameHeader h;
   h.type = FrameType::p2p_ack;
   h.seq = (uint64_t{src} << 32) | dst;

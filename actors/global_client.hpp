@@ -50,10 +50,12 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // Not ok once a node was lost: every later op fails with it.
   Status lost() const;
 
-  // Called (under the local server's lock) when every local peer has called op (group, seq):
-  // sends `mine` to every other node and returns the remote half of the op's plan.
+  // Called (under the local server's lock) when every local member has called op (group, seq):
+  // sends `mine` to every other node hosting a member and returns the remote half of the op's
+  // plan. members: the group's global peer ids by rank (empty: the world).
   std::shared_ptr<RemoteSteps> begin_op(uint32_t group, uint64_t seq, OpAnnouncement mine,
-                                        Clock::time_point deadline, std::string label);
+                                        Clock::time_point deadline, std::string label,
+                                        const std::vector<uint32_t>& members, uint32_t local_members);
 
   // Point to point with a peer of another node: blocks until the receiver took the data (send)
   // or the data arrived (recv); both sides get the same error when the pair does not match.

@@ -148,7 +148,7 @@ void LocalServerCore::on_op(Call call) {
   auto req = decode_op(call.message, err);
   if (!req) return call.reply->complete(garbled(err));
   if (auto s = check_caller(req->peer, req->epoch); !s) return call.reply->complete(s);
-  if (global_ && req->group == 0) return global_op(std::move(*req), std::move(call));
+  if (global_) return global_op(std::move(*req), std::move(call));
   Status not_member;
   const Group* g = group_of(req->group, req->peer, not_member);
   if (!g) return call.reply->complete(not_member);
@@ -168,21 +168,48 @@ void LocalServerCore::on_op(Call call) {
 }
 
 void LocalServerCore::global_op(OpRequestData req, Call call) {
-  const uint32_t offset = global_->offset(), total = global_->total_peers();
-  req.rank = offset + req.peer;
+  const uint32_t offset = global_->offset(), total = global_->total_peers(), here = config_->num_devices;
+  const uint32_t me = offset + req.peer;  // global id
+  const std::vector<uint32_t>* members = nullptr;  // by rank; null for the world (rank = global id)
+  if (req.group != 0) {
+    Status not_member;
+    const Group* g = group_of(req.group, me, not_member);
+    if (!g) return call.reply->complete(not_member);
+    members = &g->members;
+  }
+  auto global_of = [&](uint32_t rank) { return members ? (*members)[rank] : rank; };
+  const uint32_t size = members ? static_cast<uint32_t>(members->size()) : total;
+  req.rank = members ? static_cast<uint32_t>(std::find(members->begin(), members->end(), me) - members->begin()) : me;
   if (req.kind == OpKind::send || req.kind == OpKind::recv) {
     // Pairs across nodes go through GlobalClient::send/recv; here both ends are on this node.
-    if (req.other < offset || req.other >= offset + config_->num_devices)
+    const bool is_send = req.kind == OpKind::send;
+    const uint32_t other = req.other < size ? global_of(req.other) : UINT32_MAX;
+    if (other < offset || other >= offset + here)
       return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req.rank) + ": " +
-                                      (req.kind == OpKind::send ? "send to" : "recv from") + " peer " +
-                                      std::to_string(req.other) + (req.other >= total ? " (not a peer)" : " (not on this node)")});
-    req.other -= offset;
+                                      (is_send ? "send to" : "recv from") + " peer " + std::to_string(req.other) +
+                                      (req.other >= size ? " (not a peer)" : " (not on this node)")});
+    req.other = other - offset;
     return point_to_point(std::move(req), std::move(call));
   }
   if (req.root_from_data)
     return call.reply->complete({Errc::internal, "by-data broadcast/scatter reached the server in multi-node mode"});
-  const uint32_t index = req.peer;
-  collective(std::move(req), std::move(call), static_cast<int>(config_->num_devices), index);
+  // The arrivals to wait for: the group's members on this node, in rank order.
+  uint32_t local = here, index = req.peer;
+  if (members) {
+    local = index = 0;
+    for (uint32_t m : *members)
+      if (m >= offset && m < offset + here) {
+        if (m < me) ++index;
+        ++local;
+      }
+  }
+  collective(std::move(req), std::move(call), static_cast<int>(local), index);
+}
+
+void LocalServerCore::adopt_group(uint32_t gid, const std::vector<uint32_t>& members) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!config_ || groups_.count(gid)) return;
+  groups_[gid] = Group{members, std::vector<bool>(members.size(), false)};
 }
 
 const LocalServerCore::Group* LocalServerCore::group_of(uint32_t gid, uint32_t peer, Status& error) const {
@@ -214,19 +241,28 @@ void LocalServerCore::on_group(Call call) {
   auto req = decode_group(call.message, err);
   if (!req) return call.reply->complete(garbled(err));
   if (auto s = check_caller(req->peer, req->epoch); !s) return call.reply->complete(s);
-  if (global_)
-    return call.reply->complete({Errc::invalid_argument,
-                                 "groups are not available in multi-node mode yet: only the world group spans nodes"});
   if (req->destroy) {
     Status e;
     if (req->group == 0) return call.reply->complete({Errc::invalid_argument, "the world group cannot be destroyed"});
-    const Group* g = group_of(req->group, req->peer, e);
+    const uint32_t who = global_ ? global_->offset() + req->peer : req->peer;  // members are global ids
+    const Group* g = group_of(req->group, who, e);
     if (!g) return call.reply->complete(e);
     Group& gm = groups_[req->group];
-    gm.released[std::find(gm.members.begin(), gm.members.end(), req->peer) - gm.members.begin()] = true;
+    gm.released[std::find(gm.members.begin(), gm.members.end(), who) - gm.members.begin()] = true;
+    // Across nodes only this node's members release their share here.
+    if (global_) {
+      bool all_local_released = true;
+      for (std::size_t i = 0; i < gm.members.size(); ++i)
+        if (gm.members[i] >= global_->offset() && gm.members[i] < global_->offset() + config_->num_devices && !gm.released[i])
+          all_local_released = false;
+      if (all_local_released) groups_.erase(req->group);
+      return call.reply->complete(Status::ok());
+    }
     if (std::all_of(gm.released.begin(), gm.released.end(), [](bool b) { return b; })) groups_.erase(req->group);
     return call.reply->complete(Status::ok());
   }
+  if (global_)  // across nodes, members agree in Peer::new_group and each node adopts the group
+    return call.reply->complete({Errc::internal, "group creation request reached the server in multi-node mode"});
   const auto& m = req->members;
   const uint32_t n = config_->num_devices;
   auto bad = [&](std::string why) {
@@ -302,7 +338,7 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::schedule_for(const Sche
 }
 
 void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
-  if (global_ && key.first == 0) return launch_global(key, op);
+  if (global_) return launch_global(key, op);
   const uint64_t seq = key.second;
   const int n = static_cast<int>(op.arrivals.size());
   std::vector<const OpRequestData*> reqs;
@@ -339,8 +375,17 @@ void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
 void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   const uint64_t seq = key.second;
   const int local = static_cast<int>(op.arrivals.size());
-  const int n = static_cast<int>(global_->total_peers());
-  const uint32_t offset = global_->offset();
+  std::vector<uint32_t> members;  // empty: the world
+  if (key.first != 0) {
+    auto g = groups_.find(key.first);
+    if (g == groups_.end()) {
+      for (auto& a : op.arrivals)
+        a->call.reply->complete({Errc::invalid_argument, "group " + std::to_string(key.first) + " was destroyed"});
+      return;
+    }
+    members = g->second.members;
+  }
+  const int n = static_cast<int>(members.empty() ? global_->total_peers() : members.size());
   std::vector<const OpRequestData*> reqs;
   for (auto& a : op.arrivals) reqs.push_back(&a->req);
   const std::string label = op_label(op.kind, seq);
@@ -361,7 +406,7 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   }
   mine.status = s;
   const auto when = deadline();
-  auto remote = global_->begin_op(key.first, seq, mine, when, label);
+  auto remote = global_->begin_op(key.first, seq, mine, when, label, members, static_cast<uint32_t>(local));
   if (!s) {
     mine.node = global_->node_id();
     global_->finished(key.first, seq);
@@ -380,7 +425,7 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   for (int p = 0; p < local; ++p) {
     Reply& r = *op.arrivals[p]->call.reply;
     r.plan = plan;
-    r.rank = static_cast<int>(offset) + p;
+    r.rank = static_cast<int>(op.arrivals[p]->req.rank);
     r.complete(Status::ok());
   }
 }

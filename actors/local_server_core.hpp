@@ -40,6 +40,9 @@ class LocalServerCore {
   void on_timeout(uint64_t key);
   // Multi-node mode: the world group spans every node (global ranks, see GlobalClient) and its
   // collective ops run through the global client once every local peer has called.
+  // Multi-node mode: registers group `gid` (members: global ids, by rank) on this node once its
+  // members agreed (Peer::new_group). Idempotent: each local member calls it.
+  void adopt_group(uint32_t gid, const std::vector<uint32_t>& members);
   void set_global(std::shared_ptr<GlobalClient> g) {
     std::lock_guard<std::mutex> lk(mu_);
     global_ = std::move(g);

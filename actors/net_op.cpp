@@ -15,8 +15,12 @@ NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq,
     : client_(std::move(client)), group_(group), seq_(seq), my_node_(client_->node_id()), ann_(num_nodes),
       gone_(num_nodes, false) {}
 
-void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers) {
+void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers,
+                   std::vector<uint32_t> rank_node) {
   std::lock_guard<std::mutex> lk(mu_);
+  rank_node_ = std::move(rank_node);
+  takes_part_.assign(ann_.size(), false);
+  for (uint32_t n : rank_node_) takes_part_[n] = true;
   launched_ = true;
   deadline_ = deadline;
   label_ = std::move(label);
@@ -27,7 +31,7 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
   ann_word_.set(ann_word_.value.load() + 1);
 }
 
-bool NetOp::is_remote(int peer) const { return client_->node_of(static_cast<uint32_t>(peer)) != my_node_; }
+bool NetOp::is_remote(int peer) const { return rank_node_[static_cast<std::size_t>(peer)] != my_node_; }
 
 std::shared_ptr<NetOp::Incoming> NetOp::incoming(uint32_t slot) {
   std::lock_guard<std::mutex> lk(mu_);
@@ -172,7 +176,7 @@ void NetOp::node_left(uint32_t node, const Status& why) {
 }
 
 void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_t bytes) {
-  const uint32_t node = client_->node_of(static_cast<uint32_t>(peer));
+  const uint32_t node = rank_node_[static_cast<std::size_t>(peer)];
   FrameHeader h;
   h.type = FrameType::data;
   h.group = group_;
@@ -203,7 +207,7 @@ Status NetOp::wait_sent(uint32_t slot) {
 
 const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes, std::size_t upto, Status& error) {
   auto rec = incoming(slot);
-  const uint32_t node = client_->node_of(static_cast<uint32_t>(peer));
+  const uint32_t node = rank_node_[static_cast<std::size_t>(peer)];
   for (;;) {
     const uint32_t g = rec->word.value.load();
     {
@@ -281,7 +285,7 @@ Status NetOp::conclude(int p, Status local) {
     bool waiting = false;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (!ann_[k] && !gone_[k]);
+      for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (takes_part_[k] && !ann_[k] && !gone_[k]);
       waiting = waiting && !lost_;
     }
     if (!waiting || !ann_word_.wait_at_least(g + 1, deadline_)) break;
@@ -293,6 +297,7 @@ Status NetOp::conclude(int p, Status local) {
     std::vector<OpAnnouncement> all;
     std::string missing;
     for (uint32_t k = 0; k < nodes; ++k) {
+      if (!takes_part_[k]) continue;
       if (ann_[k]) all.push_back(*ann_[k]);
       else missing += (missing.empty() ? "" : ", ") + std::to_string(k);
     }

@@ -23,8 +23,10 @@ class NetOp : public RemoteSteps {
  public:
   NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes);
 
-  // This node's peers have all called the op.
-  void launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers);
+  // This node's peers have all called the op. rank_node[r]: the node of the op's rank r (every
+  // node that hosts a rank takes part; the others never hear of the op).
+  void launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers,
+              std::vector<uint32_t> rank_node);
 
   // Reader threads.
   std::byte* incoming_frame(uint32_t node, const FrameHeader& h);
@@ -86,6 +88,8 @@ class NetOp : public RemoteSteps {
   std::optional<Status> abort_;
   std::optional<Status> lost_;
   std::vector<bool> gone_;  // by node: left in order (see node_left)
+  std::vector<uint32_t> rank_node_;  // by op rank (set at launch)
+  std::vector<bool> takes_part_;     // by node
   Status gone_status_;
 };
 

@@ -16,7 +16,11 @@ struct Registration {
   Envelope message;
   Clock::time_point deadline;
   bool done = false;
+  bool heard = false;  // any answer came back (the connection carries our messages)
+  int sent = 0;
 };
+// Sends without any answer, not even "superseded", after which the connection is taken as dead.
+constexpr int kSilentAttempts = 3;
 using resend_atom = caf::atom_constant<caf::atom("resend")>;
 constexpr auto kResend = std::chrono::seconds(1);
 
@@ -29,9 +33,11 @@ void attempt(caf::event_based_actor* self, const caf::actor& orch, std::shared_p
     }
     return;
   }
+  ++r->sent;
   self->request(orch, left, register_atom::value, r->message)
       .then(
           [r](Envelope& reply) {
+            r->heard = true;
             if (r->done) return;
             std::string error;
             auto d = decode_node_register_reply(reply, error);
@@ -69,6 +75,12 @@ caf::behavior node_client(caf::event_based_actor* self, caf::actor orch, std::ch
       [self, orch, current](resend_atom) {
         auto r = *current;
         if (!r || r->done) return;
+        if (!r->heard && r->sent >= kSilentAttempts) {
+          // Nothing ever came back: this connection loses our messages; the caller reconnects.
+          r->done = true;
+          r->rp.deliver(caf::make_error(caf::sec::no_context));
+          return;
+        }
         attempt(self, orch, r);
         if (!r->done) self->delayed_send(self, kResend, resend_atom::value);
       },
@@ -115,9 +127,13 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
               s->topology_ = std::move(d->topology);
           },
           [&](caf::error& err) {
-            status = Status(err == caf::sec::request_timeout ? Errc::timeout : Errc::internal,
-                            "registration with the orchestrator at " + host + ":" + std::to_string(port) +
-                                " failed: " + sys.render(err));
+            if (err == caf::sec::no_context)
+              status = Status(Errc::unreachable, "the orchestrator at " + host + ":" + std::to_string(port) +
+                                                     " never answered (connection lost)");
+            else
+              status = Status(err == caf::sec::request_timeout ? Errc::timeout : Errc::internal,
+                              "registration with the orchestrator at " + host + ":" + std::to_string(port) +
+                                  " failed: " + sys.render(err));
           });
   if (!status) {
     s->left_ = true;

@@ -86,7 +86,7 @@ Result<Tensor> by_data_across_nodes(PeerState& s, OpKind kind, std::optional<Ten
 // the server's reply and allocate; the broadcast source keeps its own tensor as the result.
 Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data) {
   if (!s) return no_peer();
-  if (s->global && s->group == 0) return by_data_across_nodes(*s, kind, std::move(data));
+  if (s->global) return by_data_across_nodes(*s, kind, std::move(data));
   OpRequestData req = make(kind);
   req.root_from_data = true;
   Tensor in = data ? *data : Tensor();
@@ -154,6 +154,91 @@ Result<Tensor> by_data_across_nodes(PeerState& s, OpKind kind, std::optional<Ten
   return out;
 }
 
+// Group creation across nodes: every member sends its member list to the first member (the
+// leader) over point-to-point on the world; the leader checks they agree and answers each with
+// the new group's id, unique in the job (the leader's global id and its own counter), or with the
+// first disagreement. Every member then adopts the group on its node.
+constexpr uint64_t kGroupTag = 0xC0C0000000000001ull;  // reserved: user tags stay below 2^63
+
+Result<uint32_t> agree_on_group_across_nodes(PeerState& s, const std::vector<PeerId>& members) {
+  const uint32_t total = s.global->total_peers(), me = s.offset + s.id;
+  auto bad = [&](const std::string& why) {
+    return Status(Errc::invalid_argument, "peer " + std::to_string(me) + ": new group: " + why);
+  };
+  if (members.empty()) return bad("the member list is empty");
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (members[i] >= total) return bad("member " + std::to_string(members[i]) + " is not a peer");
+    for (std::size_t j = 0; j < i; ++j)
+      if (members[j] == members[i]) return bad("member " + std::to_string(members[i]) + " is listed twice");
+  }
+  if (std::find(members.begin(), members.end(), me) == members.end()) return bad("the caller is not in the member list");
+  // World point-to-point by global id, whatever handle new_group was called on.
+  auto w = std::make_shared<PeerState>();
+  w->rt = s.rt;
+  w->id = s.id;
+  w->config = s.config;
+  w->epoch = s.epoch;
+  w->offset = s.offset;
+  w->global = s.global;
+  w->group = 0;
+  w->members.resize(total);
+  for (uint32_t i = 0; i < total; ++i) w->members[i] = i;
+  w->rank = me;
+  Peer world = Peer::from_state(w);
+  auto list_tensor = [](const std::vector<PeerId>& m) {
+    std::vector<int64_t> v(m.begin(), m.end());
+    return Tensor::from(v);
+  };
+  auto wrap = [&](const Status& st) { return Status(st.code(), "new group: " + st.message()); };
+  const uint32_t leader = members[0];
+  if (me != leader) {
+    Tensor len = Tensor::from(std::vector<int64_t>{static_cast<int64_t>(members.size())});
+    if (auto st = world.send(len, leader, kGroupTag); !st) return wrap(st);
+    if (auto st = world.send(list_tensor(members), leader, kGroupTag); !st) return wrap(st);
+    Tensor answer = Tensor::zeros(DType::i64, {2});
+    if (auto st = world.recv(answer, leader, kGroupTag); !st) return wrap(st);
+    const int64_t* a = answer.data_as<int64_t>();
+    if (a[0] != 0)
+      return bad("peer " + std::to_string(a[1]) + " asked for a different member list than peer " +
+                 std::to_string(leader) + " (members must pass the same list)");
+    return static_cast<uint32_t>(a[1]);
+  }
+  // The leader: hear every member (in list order), then answer each.
+  int64_t verdict = 0, who = 0;
+  Status failure;
+  for (std::size_t i = 1; i < members.size(); ++i) {
+    Tensor len = Tensor::zeros(DType::i64, {1});
+    if (auto st = world.recv(len, members[i], kGroupTag); !st) {
+      failure = wrap(st);
+      break;
+    }
+    const int64_t n = len.data_as<int64_t>()[0];
+    Tensor theirs = Tensor::zeros(DType::i64, {std::max<int64_t>(n, 0)});
+    if (auto st = world.recv(theirs, members[i], kGroupTag); !st) {
+      failure = wrap(st);
+      break;
+    }
+    std::vector<PeerId> got(theirs.data_as<int64_t>(), theirs.data_as<int64_t>() + n);
+    if (got != members && verdict == 0) {
+      verdict = 1;
+      who = members[i];
+    }
+  }
+  const bool heard_all = failure.is_ok();
+  const uint32_t gid = heard_all && verdict == 0 ? s.rt->next_group_id(me) : 0;
+  // On a failure the members still waiting for an answer time out on their own.
+  if (heard_all)
+    for (std::size_t i = 1; i < members.size(); ++i) {
+      Tensor answer = Tensor::from(std::vector<int64_t>{verdict, verdict ? who : static_cast<int64_t>(gid)});
+      if (auto st = world.send(answer, members[i], kGroupTag); !st) return wrap(st);
+    }
+  if (!heard_all) return failure;
+  if (verdict)
+    return bad("peer " + std::to_string(who) + " asked for a different member list than peer " + std::to_string(leader) +
+               " (members must pass the same list)");
+  return gid;
+}
+
 } // namespace
 
 PeerId Peer::id() const { return state_ ? state_->offset + state_->id : 0; }
@@ -166,19 +251,31 @@ Result<Peer> Peer::new_group(std::vector<PeerId> members) {
   if (!state_) return no_peer();
   PeerState& s = *state_;
   if (s.finished) return Status(Errc::finished, "peer " + std::to_string(s.id) + " has already finished");
-  GroupRequestData g;
-  g.members = members;
-  Status st;
-  auto reply = group_request(s, std::move(g), st);
-  if (!st) return st;
+  uint32_t gid = 0;
+  if (s.global) {
+    auto agreed = agree_on_group_across_nodes(s, members);
+    if (!agreed) return agreed.status();
+    gid = *agreed;
+    s.rt->core->adopt_group(gid, members);
+  } else {
+    GroupRequestData g;
+    g.members = members;
+    Status st;
+    auto reply = group_request(s, std::move(g), st);
+    if (!st) return st;
+    gid = reply->group;
+  }
   auto ns = std::make_shared<PeerState>();
   ns->rt = s.rt;
   ns->id = s.id;
   ns->config = s.config;
   ns->epoch = s.epoch;
-  ns->group = reply->group;
+  ns->group = gid;
+  ns->offset = s.offset;
+  ns->global = s.global;
   ns->members = std::move(members);
-  ns->rank = static_cast<uint32_t>(std::find(ns->members.begin(), ns->members.end(), s.id) - ns->members.begin());
+  const PeerId me = s.offset + s.id;
+  ns->rank = static_cast<uint32_t>(std::find(ns->members.begin(), ns->members.end(), me) - ns->members.begin());
   return Peer(std::move(ns));
 }
 
@@ -199,6 +296,25 @@ Result<Peer> Peer::split(int color, int key) {
   std::vector<PeerId> members;
   for (auto& [k, r] : order) members.push_back(state_->members[r]);
   return new_group(std::move(members));
+}
+
+uint32_t Peer::node() const { return state_ && state_->global ? state_->global->node_id() : 0; }
+
+Result<Peer> Peer::intra_node() {
+  if (!state_) return no_peer();
+  return split(static_cast<int>(node()), static_cast<int>(rank()));
+}
+
+Result<Peer> Peer::inter_node() {
+  if (!state_) return no_peer();
+  const PeerState& s = *state_;
+  // Am I the lowest rank of my node within this group?
+  bool leader = true;
+  for (uint32_t r = 0; r < s.rank && leader; ++r) {
+    const uint32_t node_r = s.global ? s.global->node_of(s.members[r]) : 0;
+    if (node_r == node()) leader = false;
+  }
+  return split(leader ? 0 : -1, static_cast<int>(rank()));
 }
 
 Status Peer::destroy() {
@@ -274,8 +390,8 @@ Status Peer::barrier() {
 namespace {
 // The node of a group-0 peer when it is on another node (multi-node mode), else nullopt.
 std::optional<uint32_t> remote_node(const PeerState& s, PeerId other) {
-  if (!s.global || s.group != 0 || other >= s.members.size()) return std::nullopt;
-  uint32_t node = s.global->node_of(other);
+  if (!s.global || other >= s.members.size()) return std::nullopt;
+  uint32_t node = s.global->node_of(s.members[other]);
   if (node == s.global->node_id()) return std::nullopt;
   return node;
 }
@@ -286,7 +402,7 @@ Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
   if (!state_) return no_peer();
   if (remote_node(*state_, dst)) {
     if (state_->finished) return {Errc::finished, "peer " + std::to_string(id()) + " has already finished"};
-    return state_->global->send(id(), dst, tag, t, deadline_of(*state_));
+    return state_->global->send(id(), state_->members[dst], tag, t, deadline_of(*state_));
   }
   OpRequestData req = make(OpKind::send);
   req.other = dst;
@@ -302,7 +418,7 @@ Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
   if (!state_) return no_peer();
   if (remote_node(*state_, src)) {
     if (state_->finished) return {Errc::finished, "peer " + std::to_string(id()) + " has already finished"};
-    return state_->global->recv(src, id(), tag, t, deadline_of(*state_));
+    return state_->global->recv(state_->members[src], id(), tag, t, deadline_of(*state_));
   }
   OpRequestData req = make(OpKind::recv);
   req.other = src;

@@ -67,6 +67,13 @@ class Peer {
   Result<Peer> split(int color, int key);
   // Releases this member's share of the group; ops on it then fail. Not for the world (use finish).
   Status destroy();
+  // Hierarchical communicators of this handle's group (each call is collective over the group,
+  // like split): the members on my node, and the inter-node group of one leader per node (the
+  // lowest rank of each node; other members get an empty handle). In one process the intra-node
+  // group is the whole group and the inter-node group is its rank 0 alone.
+  Result<Peer> intra_node();
+  Result<Peer> inter_node();
+  uint32_t node() const;  // this peer's node id (0 in one process)
 
   // Object collectives: payloads of different lengths per peer (actors/object_collectives.cpp).
   // Every peer gets every peer's bytes, in rank order.
@@ -80,6 +87,12 @@ class Peer {
 
  private:
   friend class Runtime;
+
+ public:
+  // Internal: a handle over existing state (the library's own helpers build world handles).
+  static Peer from_state(std::shared_ptr<PeerState> s) { return Peer(std::move(s)); }
+
+ private:
   explicit Peer(std::shared_ptr<PeerState> s) : state_(std::move(s)) {}
   std::shared_ptr<PeerState> state_;
 };

@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -44,6 +45,13 @@ struct RuntimeImpl {
 
   // Multi-node mode: starts the global client on the first registration (every later one reuses it).
   Status ensure_global(const Config& config);
+
+  // Multi-node group ids: the creating leader's global id and its own counter, unique in the job.
+  uint32_t next_group_id(uint32_t leader) {
+    std::lock_guard<std::mutex> lk(global_mu);
+    return (leader << 20) | (++group_counter[leader] & 0xFFFFF);
+  }
+  std::map<uint32_t, uint32_t> group_counter;
 
   static constexpr std::chrono::milliseconds grace{5000};
   std::mutex global_mu;

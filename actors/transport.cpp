@@ -199,6 +199,16 @@ std::shared_ptr<SendTicket> Connection::post(FrameHeader h, const std::byte* pay
   return enqueue(std::move(t));
 }
 
+std::shared_ptr<SendTicket> Connection::post_prefixed(FrameHeader h, std::string prefix, const std::byte* payload,
+                                                      std::size_t payload_bytes) {
+  auto t = std::make_shared<SendTicket>();
+  t->prefix = std::move(prefix);
+  h.bytes = t->prefix.size() + payload_bytes;
+  t->header = h;
+  t->payload = payload;
+  return enqueue(std::move(t));
+}
+
 std::shared_ptr<SendTicket> Connection::post_owned(FrameHeader h, std::string payload) {
   auto t = std::make_shared<SendTicket>();
   t->owned = std::move(payload);
@@ -246,14 +256,24 @@ std::shared_ptr<SendTicket> Connection::enqueue(std::shared_ptr<SendTicket> t) {
 }
 
 bool Connection::write_ticket(SendTicket& t, bool wait) {
+  // The frame on the wire: header, then the ticket's prefix (if any), then the payload.
+  const std::size_t pre = t.prefix.size();
   const std::size_t total = sizeof(FrameHeader) + t.header.bytes;
+  const std::size_t body = t.header.bytes - pre;
   while (t.sent < total) {
-    iovec iov[2];
+    iovec iov[3];
     int cnt = 0;
-    if (t.sent < sizeof(FrameHeader))
-      iov[cnt++] = {reinterpret_cast<char*>(&t.header) + t.sent, sizeof(FrameHeader) - t.sent};
-    const std::size_t pay_off = t.sent < sizeof(FrameHeader) ? 0 : t.sent - sizeof(FrameHeader);
-    if (t.header.bytes > pay_off) iov[cnt++] = {const_cast<std::byte*>(t.payload) + pay_off, t.header.bytes - pay_off};
+    std::size_t at = t.sent;
+    if (at < sizeof(FrameHeader)) {
+      iov[cnt++] = {reinterpret_cast<char*>(&t.header) + at, sizeof(FrameHeader) - at};
+      at = sizeof(FrameHeader);
+    }
+    std::size_t off = at - sizeof(FrameHeader);  // into prefix + payload
+    if (off < pre) {
+      iov[cnt++] = {t.prefix.data() + off, pre - off};
+      off = pre;
+    }
+    if (off - pre < body) iov[cnt++] = {const_cast<std::byte*>(t.payload) + (off - pre), body - (off - pre)};
     msghdr mh{};
     mh.msg_iov = iov;
     mh.msg_iovlen = static_cast<std::size_t>(cnt);

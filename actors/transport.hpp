@@ -22,7 +22,8 @@
 
 namespace chorus {
 
-enum class FrameType : uint32_t { hello = 1, announce = 2, data = 3, p2p_header = 4, p2p_data = 5, p2p_ack = 6, bye = 7 };
+// p2p_data: payload = a P2PHeader message (`slot` bytes) then the data.
+enum class FrameType : uint32_t { hello = 1, announce = 2, data = 3, p2p_data = 5, p2p_ack = 6, bye = 7 };
 
 struct FrameHeader {
   uint32_t magic = kMagic;
@@ -55,6 +56,7 @@ struct SendTicket {
   FrameHeader header;
   const std::byte* payload = nullptr;
   std::string owned;  // small payloads the ticket owns (control frames)
+  std::string prefix;    // written between header and payload (counted in header.bytes)
   std::size_t sent = 0;  // bytes of header + payload already written (an inline send may stop short)
 };
 
@@ -69,6 +71,10 @@ class Connection {
   // Queues a frame. The ticket completes when the bytes are in the socket (or failed).
   std::shared_ptr<SendTicket> post(FrameHeader h, const std::byte* payload);
   std::shared_ptr<SendTicket> post_owned(FrameHeader h, std::string payload);
+  // One frame whose payload is `prefix` followed by payload_bytes at `payload` (e.g. a message
+  // header and the tensor it describes: never split by another sender's frame).
+  std::shared_ptr<SendTicket> post_prefixed(FrameHeader h, std::string prefix, const std::byte* payload,
+                                            std::size_t payload_bytes);
   // Sends a bye frame, waits (bounded) for the queue to drain, then shuts the socket and joins.
   void close(std::chrono::milliseconds drain = std::chrono::milliseconds(2000));
   // Shuts the socket at once: blocked reads and writes return, queued sends fail. Thread-safe.

@@ -216,6 +216,80 @@ void run_op(Peer& p, int k, std::size_t count, uint32_t root) {
 
 constexpr int kOps = 13;
 
+// Groups across nodes (made for 3 nodes x 2 peers; works for any even world): disjoint pairs
+// spanning nodes interleaved with world ops, a split by color with keys reversing the order,
+// the intra-node and inter-node groups, object broadcasts of 0 B to 8 MiB, every op of run_op
+// inside a split group, and an op on a destroyed group.
+int groups(Peer& world) {
+  const uint32_t n = world.size(), me = world.rank();
+  int done = 0;
+  std::string why;
+  // Pairs (r, r + n/2): always on different nodes when nodes hold consecutive ranks.
+  const uint32_t half = n / 2, partner = me < half ? me + half : me - half;
+  std::vector<PeerId> pair{std::min(me, partner), std::max(me, partner)};
+  auto g = world.new_group(pair);
+  must(g.status());
+  verify(g->size() == 2 && g->rank() == (me < half ? 0u : 1u), "pair group", "wrong size or rank");
+  for (int i = 0; i < 10; ++i, done += 2) {
+    Tensor x = Tensor::from(std::vector<float>(1000, static_cast<float>(me)));
+    must(g->all_reduce(x, ReduceOp::sum));
+    verify(x.data_as<float>()[999] == static_cast<float>(me + partner), "pair all_reduce",
+           "got " + std::to_string(x.data_as<float>()[999]) + " at 999, " + std::to_string(x.data_as<float>()[0]) + " at 0");
+    Tensor y = Tensor::from(std::vector<float>(500, 1.0f));
+    must(world.all_reduce(y, ReduceOp::sum));
+    verify(y.data_as<float>()[0] == static_cast<float>(n), "world all_reduce between pair ops", "wrong sum");
+  }
+  // Split: color by parity, key reverses the order.
+  auto sp = world.split(static_cast<int>(me % 2), -static_cast<int>(me));
+  must(sp.status());
+  {
+    Tensor x = Tensor::from(std::vector<float>{static_cast<float>(me)});
+    Tensor out = Tensor::zeros(DType::f32, {static_cast<int64_t>(sp->size())});
+    must(sp->all_gather(x, out));
+    bool ok = true;
+    for (uint32_t r = 0; r < sp->size(); ++r)  // rank r holds the r-th largest rank of my parity
+      ok = ok && out.data_as<float>()[r] == static_cast<float>(sp->members()[r]) && (r == 0 || sp->members()[r] < sp->members()[r - 1]);
+    verify(ok, "split all_gather", "wrong order");
+    ++done;
+    for (int k = 0; k < kOps; ++k, ++done) run_op(*sp, k, 257, sp->size() - 1);
+  }
+  // Intra-node and inter-node groups.
+  auto intra = world.intra_node();
+  must(intra.status());
+  for (PeerId m : intra->members())
+    verify(m / intra->size() == me / intra->size(), "intra_node", "member " + std::to_string(m) + " of another node");
+  auto inter = world.inter_node();
+  must(inter.status());
+  {
+    Tensor x = Tensor::from(std::vector<float>{1.0f});
+    must(intra->all_reduce(x, ReduceOp::sum));
+    verify(x.data_as<float>()[0] == static_cast<float>(intra->size()), "intra_node all_reduce", "wrong count");
+    ++done;
+    if (inter->size() > 0) {
+      Tensor y = Tensor::from(std::vector<float>{1.0f});
+      must(inter->all_reduce(y, ReduceOp::sum));
+      verify(y.data_as<float>()[0] * static_cast<float>(intra->size()) == static_cast<float>(n), "inter_node all_reduce",
+             "wrong number of leaders");
+    }
+    ++done;
+  }
+  // Object broadcasts of different lengths inside the split group.
+  for (std::size_t len : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{8} << 20}) {
+    std::string blob(len, static_cast<char>('A' + len % 26));
+    auto got = sp->broadcast_object(sp->rank() == 0 ? std::optional<std::string>(blob) : std::nullopt);
+    must(got.status());
+    verify(*got == blob, "broadcast_object " + std::to_string(len) + " B", "wrong bytes");
+    ++done;
+  }
+  // Destroyed: ops on it fail.
+  must(g->destroy());
+  Tensor z = Tensor::from(std::vector<float>{1.0f});
+  Status after = g->all_reduce(z, ReduceOp::sum);
+  verify(!after && after.code() == Errc::invalid_argument, "op on a destroyed group", after.to_string());
+  ++done;
+  return done;
+}
+
 // Every op (roots on several nodes), then every dtype x reduce op through all_reduce.
 int every_op(Peer& p) {
   int done = 0;
@@ -323,6 +397,16 @@ int main(int argc, char** argv) {
                            p.rank() < static_cast<uint32_t>(a.victim_node) + a.peers;
           Tensor x = make_input(DType::f32, p.rank(), odd ? 11 : 10, ReduceOp::sum);
           must(p.all_reduce(x, ReduceOp::sum));
+          done = 1;
+        } else if (a.scenario == "groups") {
+          done = groups(p);
+        } else if (a.scenario == "group-mismatch") {
+          // Peers 0 and 2 ask for {0, 1, 2}; peer 1 asks for {0, 1}: all three must fail.
+          if (p.rank() <= 2) {
+            std::vector<PeerId> m = p.rank() == 1 ? std::vector<PeerId>{0, 1} : std::vector<PeerId>{0, 1, 2};
+            auto g = p.new_group(m);
+            must(g.status());
+          }
           done = 1;
         } else if (a.scenario == "gradsync") {
           // Data-parallel gradient sync across nodes: 5 parameters in 3 fusion buckets, submitted in

@@ -155,6 +155,25 @@ TEST_F(MultiNode, TwoNodesOnePeerEach) {
   expect_all_ok(nodes, 2, kEveryOpCount);
 }
 
+TEST_F(MultiNode, GroupsAcrossNodes) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "groups"});
+  expect_all_ok(nodes, 6, 20 + 1 + 13 + 2 + 4 + 1);
+}
+
+TEST_F(MultiNode, MembersThatDisagreeOnAGroupAllFail) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "group-mismatch", "--timeout-ms", "3000"});
+  auto lines = peer_lines(nodes);
+  for (const char* r : {"0", "1", "2"}) {
+    ASSERT_TRUE(lines.count(r)) << dump(nodes);
+    EXPECT_EQ(lines[r].code, "invalid_argument") << "peer " << r << ": " << lines[r].message;
+    EXPECT_NE(lines[r].message.find("peer 1 asked for a different member list than peer 0"), std::string::npos)
+        << "peer " << r << ": " << lines[r].message;
+  }
+  for (const char* r : {"3", "4", "5"}) EXPECT_TRUE(lines[r].ok) << "peer " << r;
+}
+
 TEST_F(MultiNode, GradientSyncAcrossNodes) {
   start_orchestrator(2);
   auto nodes = run_nodes({{"--peers", "2"}, {"--peers", "1"}}, {"--scenario", "gradsync"});
