@@ -105,6 +105,27 @@ TEST(Groups, SplitByColorOrdersByKey) {
   });
 }
 
+// In one process every member is on node 0: the intra-node group is the whole group, and the
+// inter-node group is its rank 0 alone (the others get an empty handle).
+TEST(Groups, IntraAndInterNodeGroupsInOneProcess) {
+  Runtime rt;
+  run_peers(rt, config_for(4), [&](Peer& p) {
+    auto g = p.new_group({3, 1, 2});
+    if (p.id() == 0) return;
+    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+    auto intra = g->intra_node();
+    ASSERT_TRUE(intra.is_ok()) << intra.status().to_string();
+    EXPECT_EQ(intra->members(), (std::vector<PeerId>{3, 1, 2}));
+    EXPECT_EQ(intra->node(), 0u);
+    auto inter = g->inter_node();
+    ASSERT_TRUE(inter.is_ok()) << inter.status().to_string();
+    EXPECT_EQ(inter->members(), p.id() == 3 ? std::vector<PeerId>{3} : std::vector<PeerId>{});
+    Tensor x = Tensor::from(std::vector<int64_t>{1});
+    ASSERT_TRUE(intra->all_reduce(x, ReduceOp::sum).is_ok());
+    EXPECT_EQ(x.to_vector<int64_t>(), (std::vector<int64_t>{3}));
+  });
+}
+
 TEST(Groups, BadMemberListsAreRejected) {
   Runtime rt;
   run_peers(rt, config_for(3, "auto", 300), [&](Peer& p) {
