@@ -440,6 +440,12 @@ int main(int argc, char** argv) {
         } else if (a.scenario == "skip") {
           // The victim peer stops calling after --at-op ops; everyone else must time out, naming it
           // (its own node's peers) or its node (the other nodes).
+          // Everyone stays connected for a while after its own error too: a node that left early
+          // would turn the others' "never called" into "left".
+          struct Linger {
+            int64_t ms;
+            ~Linger() { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+          } linger{a.timeout_ms};
           for (uint32_t i = 0; i < a.at_op + 1; ++i, ++done) {
             if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
               // Stay connected past everyone's deadline, so the others see a silent node, not a departed one.
@@ -473,5 +479,8 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   bool all_ok = true;
   for (int v : ok) all_ok = all_ok && v == 1;
+  // After a failure, stay connected a moment: the other nodes are still noticing theirs, and a
+  // node that left would change what they see ("left" instead of what went wrong).
+  if (!all_ok) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   return all_ok ? 0 : 1;
 }
