@@ -323,19 +323,24 @@ std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq
     for (uint32_t r = 0; r < total_peers(); ++r) rank_node.push_back(node_of(r));
   else
     for (uint32_t m : members) rank_node.push_back(node_of(m));
-  std::vector<bool> told(topo_.num_nodes, false);
+  std::vector<bool> seen(topo_.num_nodes, false);
+  std::vector<uint32_t> tell;
+  for (uint32_t n : rank_node)
+    if (n != topo_.node_id && !seen[n]) {
+      seen[n] = true;
+      tell.push_back(n);
+    }
   mine.node = topo_.node_id;
   FrameHeader h;
   h.type = FrameType::announce;
   h.group = group;
   h.seq = seq;
-  const std::string body = encode_announcement(mine);
-  for (uint32_t n : rank_node)
-    if (n != topo_.node_id && !told[n]) {
-      told[n] = true;
-      conns_[n]->post_owned(h, body);
-    }
-  op->launch(std::move(mine), deadline, std::move(label), local_members, std::move(rank_node));
+  std::string body = encode_announcement(mine);
+  const bool failed = !mine.status.is_ok();
+  op->launch(std::move(mine), deadline, std::move(label), local_members, std::move(rank_node), h, std::move(body),
+             std::move(tell));
+  // Our peers will not run this op: the others must hear why at once.
+  if (failed) op->flush();
   return op;
 }
 

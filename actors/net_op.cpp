@@ -16,8 +16,14 @@ NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq,
       gone_(num_nodes, false) {}
 
 void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers,
-                   std::vector<uint32_t> rank_node) {
+                   std::vector<uint32_t> rank_node, FrameHeader announce_header, std::string announce_body,
+                   std::vector<uint32_t> tell) {
   std::lock_guard<std::mutex> lk(mu_);
+  ann_header_ = announce_header;
+  ann_header_.bytes = announce_body.size();
+  ann_body_ = std::move(announce_body);
+  to_tell_.assign(ann_.size(), false);
+  for (uint32_t n : tell) to_tell_[n] = true;
   rank_node_ = std::move(rank_node);
   takes_part_.assign(ann_.size(), false);
   for (uint32_t n : rank_node_) takes_part_[n] = true;
@@ -175,6 +181,15 @@ void NetOp::node_left(uint32_t node, const Status& why) {
   if (v != kTop) ann_word_.set(v + 1);
 }
 
+void NetOp::flush_announcements() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (uint32_t n = 0; n < to_tell_.size(); ++n)
+    if (to_tell_[n]) {
+      to_tell_[n] = false;
+      client_->connection(n)->post_owned(ann_header_, ann_body_);
+    }
+}
+
 void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_t bytes) {
   const uint32_t node = rank_node_[static_cast<std::size_t>(peer)];
   FrameHeader h;
@@ -183,12 +198,23 @@ void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_
   h.seq = seq_;
   h.slot = slot;
   h.bytes = bytes;
-  auto ticket = client_->connection(node)->post(h, data);
+  // Under the lock: the frame carrying our announcement must go before any other data frame of
+  // this op to that node.
   std::lock_guard<std::mutex> lk(mu_);
+  std::shared_ptr<SendTicket> ticket;
+  if (to_tell_[node]) {
+    to_tell_[node] = false;
+    std::string pre(reinterpret_cast<const char*>(&ann_header_), sizeof(FrameHeader));
+    pre += ann_body_;
+    ticket = client_->connection(node)->post_after(std::move(pre), h, data);
+  } else {
+    ticket = client_->connection(node)->post(h, data);
+  }
   out_[slot] = Outgoing{std::move(ticket), node};
 }
 
 Status NetOp::wait_sent(uint32_t slot) {
+  flush_announcements();
   Outgoing o;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -206,6 +232,7 @@ Status NetOp::wait_sent(uint32_t slot) {
 }
 
 const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes, std::size_t upto, Status& error) {
+  flush_announcements();
   auto rec = incoming(slot);
   const uint32_t node = rank_node_[static_cast<std::size_t>(peer)];
   for (;;) {
@@ -265,6 +292,7 @@ void NetOp::done_with(uint32_t slot) {
 }
 
 Status NetOp::conclude(int p, Status local) {
+  flush_announcements();
   release_offered(p);
   // The caller's memory may be released once we return: every queued send must be off it.
   std::vector<Outgoing> outs;

@@ -25,8 +25,11 @@ class NetOp : public RemoteSteps {
 
   // This node's peers have all called the op. rank_node[r]: the node of the op's rank r (every
   // node that hosts a rank takes part; the others never hear of the op).
+  // `announce` (a whole frame) still has to reach the nodes in `tell`: it rides along with this
+  // node's first data frame to each, or goes alone before anyone waits.
   void launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers,
-              std::vector<uint32_t> rank_node);
+              std::vector<uint32_t> rank_node, FrameHeader announce_header, std::string announce_body,
+              std::vector<uint32_t> tell);
 
   // Reader threads.
   std::byte* incoming_frame(uint32_t node, const FrameHeader& h);
@@ -90,6 +93,12 @@ class NetOp : public RemoteSteps {
   std::vector<bool> gone_;  // by node: left in order (see node_left)
   std::vector<uint32_t> rank_node_;  // by op rank (set at launch)
   std::vector<bool> takes_part_;     // by node
+  FrameHeader ann_header_{};
+  std::string ann_body_;
+  std::vector<bool> to_tell_;        // by node: our announcement not sent yet
+  void flush_announcements();        // sends what is still owed (takes mu_)
+ public:
+  void flush() { flush_announcements(); }
   Status gone_status_;
 };
 

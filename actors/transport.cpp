@@ -209,6 +209,14 @@ std::shared_ptr<SendTicket> Connection::post_prefixed(FrameHeader h, std::string
   return enqueue(std::move(t));
 }
 
+std::shared_ptr<SendTicket> Connection::post_after(std::string preamble, FrameHeader h, const std::byte* payload) {
+  auto t = std::make_shared<SendTicket>();
+  t->preamble = std::move(preamble);
+  t->header = h;
+  t->payload = payload;
+  return enqueue(std::move(t));
+}
+
 std::shared_ptr<SendTicket> Connection::post_owned(FrameHeader h, std::string payload) {
   auto t = std::make_shared<SendTicket>();
   t->owned = std::move(payload);
@@ -226,7 +234,7 @@ std::shared_ptr<SendTicket> Connection::enqueue(std::shared_ptr<SendTicket> t) {
       t->done.set(2);
       return t;
     }
-    if (writing_ || !queue_.empty() || t->header.bytes > kInline) {
+    if (writing_ || !queue_.empty() || t->total() > kInline) {
       queue_.push_back(t);
       lk.unlock();
       cv_.notify_one();
@@ -237,7 +245,7 @@ std::shared_ptr<SendTicket> Connection::enqueue(std::shared_ptr<SendTicket> t) {
   // The line is free and the frame small: write it from this thread (no writer wake-up), as far as
   // the socket takes it without blocking; the writer thread finishes what is left.
   const bool ok = write_ticket(*t, false);
-  const bool whole = ok && t->sent == sizeof(FrameHeader) + t->header.bytes;
+  const bool whole = ok && t->sent == t->total();
   bool wake;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -256,14 +264,19 @@ std::shared_ptr<SendTicket> Connection::enqueue(std::shared_ptr<SendTicket> t) {
 }
 
 bool Connection::write_ticket(SendTicket& t, bool wait) {
-  // The frame on the wire: header, then the ticket's prefix (if any), then the payload.
-  const std::size_t pre = t.prefix.size();
-  const std::size_t total = sizeof(FrameHeader) + t.header.bytes;
+  // On the wire: the preamble (whole frames), the header, the prefix (if any), the payload.
+  const std::size_t amble = t.preamble.size(), pre = t.prefix.size();
   const std::size_t body = t.header.bytes - pre;
+  const std::size_t total = t.total();
   while (t.sent < total) {
-    iovec iov[3];
+    iovec iov[4];
     int cnt = 0;
     std::size_t at = t.sent;
+    if (at < amble) {
+      iov[cnt++] = {t.preamble.data() + at, amble - at};
+      at = amble;
+    }
+    at -= amble;  // into header + prefix + payload
     if (at < sizeof(FrameHeader)) {
       iov[cnt++] = {reinterpret_cast<char*>(&t.header) + at, sizeof(FrameHeader) - at};
       at = sizeof(FrameHeader);

@@ -56,7 +56,9 @@ struct SendTicket {
   FrameHeader header;
   const std::byte* payload = nullptr;
   std::string owned;  // small payloads the ticket owns (control frames)
+  std::string preamble;  // whole frames written before this one in the same call (coalescing)
   std::string prefix;    // written between header and payload (counted in header.bytes)
+  std::size_t total() const { return preamble.size() + sizeof(FrameHeader) + header.bytes; }
   std::size_t sent = 0;  // bytes of header + payload already written (an inline send may stop short)
 };
 
@@ -75,6 +77,9 @@ class Connection {
   // header and the tensor it describes: never split by another sender's frame).
   std::shared_ptr<SendTicket> post_prefixed(FrameHeader h, std::string prefix, const std::byte* payload,
                                             std::size_t payload_bytes);
+  // A frame from the caller's memory, preceded on the wire by `preamble` (complete frames, e.g.
+  // an announcement): one system call where there would be two.
+  std::shared_ptr<SendTicket> post_after(std::string preamble, FrameHeader h, const std::byte* payload);
   // Sends a bye frame, waits (bounded) for the queue to drain, then shuts the socket and joins.
   void close(std::chrono::milliseconds drain = std::chrono::milliseconds(2000));
   // Shuts the socket at once: blocked reads and writes return, queued sends fail. Thread-safe.
