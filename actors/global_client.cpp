@@ -362,6 +362,19 @@ void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
   p2p_->word.set(std::numeric_limits<uint32_t>::max());
 }
 
+void GlobalClient::cut_off(uint32_t node, const std::string& why) {
+  on_node_lost(node, why);
+  conns_[node]->kill();
+}
+
+bool GlobalClient::await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline, std::chrono::nanoseconds spin) {
+  if (!t.done.wait_at_least(1, deadline, spin)) {
+    cut_off(node, "node " + std::to_string(node) + " took no data for the whole timeout (frozen?)");
+    t.done.wait_at_least(1, Clock::now() + kGrace);
+  }
+  return t.done.value.load() == 1;
+}
+
 std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
   switch (h.type) {
     case FrameType::data: {
@@ -482,11 +495,7 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
   std::string head = encode_p2p_header(src, dst, tag, t.dtype(), t.numel());
   h.slot = static_cast<uint32_t>(head.size());
   auto ticket = conns_[node]->post_prefixed(h, std::move(head), static_cast<const std::byte*>(t.data()), t.nbytes());
-  if (!ticket->done.wait_at_least(1, deadline)) {
-    on_node_lost(node, "node " + std::to_string(node) + " took no data for the whole timeout (frozen?)");
-    conns_[node]->kill();
-    ticket->done.wait_at_least(1, Clock::now() + kGrace);
-  }
+  await_sent(*ticket, node, deadline);
   const P2PMailbox::Key key{src, dst, tag};
   for (;;) {
     const uint32_t g = p2p_->word.value.load();

@@ -73,6 +73,12 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   BufferPool& pool() { return pool_; }
   void finished(uint32_t group, uint64_t seq);
   void on_node_lost(uint32_t node, const std::string& why);
+  // Treats `node` as lost and shuts its connection, so reads and writes let go of callers' memory.
+  void cut_off(uint32_t node, const std::string& why);
+  // Waits until the ticket's bytes are in the socket; past the deadline the node counts as frozen
+  // and is cut off. True when every byte was written.
+  bool await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline,
+                  std::chrono::nanoseconds spin = std::chrono::nanoseconds{0});
 
  private:
   GlobalClient() = default;

@@ -39,26 +39,25 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
 
 bool NetOp::is_remote(int peer) const { return rank_node_[static_cast<std::size_t>(peer)] != my_node_; }
 
-std::shared_ptr<NetOp::Incoming> NetOp::incoming(uint32_t slot) {
-  std::lock_guard<std::mutex> lk(mu_);
+std::shared_ptr<NetOp::Incoming>& NetOp::incoming_locked(uint32_t slot) {
   auto& rec = in_[slot];
   if (!rec) {
     rec = std::make_shared<Incoming>();
-    if (abort_) rec->word.set(kTop);
+    if (abort_) rec->word.set(kTop);  // an aborted op wakes whoever waits on it at once
   }
   return rec;
+}
+
+std::shared_ptr<NetOp::Incoming> NetOp::incoming(uint32_t slot) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return incoming_locked(slot);
 }
 
 std::byte* NetOp::incoming_frame(uint32_t node, const FrameHeader& h) {
   std::shared_ptr<Incoming> rec;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    auto& r = in_[h.slot];
-    if (!r) {
-      r = std::make_shared<Incoming>();
-      if (abort_) r->word.set(kTop);
-    }
-    rec = r;
+    rec = incoming_locked(h.slot);
     if (rec->started.load()) return nullptr;  // a duplicate slot: a broken peer; drop it
     if (rec->offered && rec->offered_bytes == h.bytes) {
       rec->data = rec->offered;
@@ -76,11 +75,7 @@ std::byte* NetOp::incoming_frame(uint32_t node, const FrameHeader& h) {
 
 bool NetOp::offer_destination(uint32_t slot, int p, std::byte* dst, std::size_t bytes) {
   std::lock_guard<std::mutex> lk(mu_);
-  auto& r = in_[slot];
-  if (!r) {
-    r = std::make_shared<Incoming>();
-    if (abort_) r->word.set(kTop);
-  }
+  auto& r = incoming_locked(slot);
   if (r->started.load()) return false;
   r->offered = dst;
   r->offered_bytes = bytes;
@@ -128,8 +123,7 @@ void NetOp::release_offered(int p) {
     while (!done() && Clock::now() < deadline_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (done()) continue;
     // The sender stalled mid-transfer: cut the connection so its reader lets go of the memory.
-    client_->on_node_lost(rec->node, "node " + std::to_string(rec->node) + " stalled in the middle of a transfer");
-    client_->connection(rec->node)->kill();
+    client_->cut_off(rec->node, "node " + std::to_string(rec->node) + " stalled in the middle of a transfer");
     const auto grace = Clock::now() + std::chrono::seconds(5);
     while (!done() && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -181,7 +175,7 @@ void NetOp::node_left(uint32_t node, const Status& why) {
   if (v != kTop) ann_word_.set(v + 1);
 }
 
-void NetOp::flush_announcements() {
+void NetOp::flush() {
   std::lock_guard<std::mutex> lk(mu_);
   for (uint32_t n = 0; n < to_tell_.size(); ++n)
     if (to_tell_[n]) {
@@ -214,25 +208,19 @@ void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_
 }
 
 Status NetOp::wait_sent(uint32_t slot) {
-  flush_announcements();
+  flush();
   Outgoing o;
   {
     std::lock_guard<std::mutex> lk(mu_);
     o = out_.at(slot);
   }
-  if (!o.ticket->done.wait_at_least(1, deadline_, spin_)) {
-    // The other node stopped reading: treat it as lost, so the socket lets go of our memory.
-    client_->on_node_lost(o.node, "node " + std::to_string(o.node) + " took no data for the whole timeout (frozen?)");
-    client_->connection(o.node)->kill();
-    o.ticket->done.wait_at_least(1, Clock::now() + std::chrono::seconds(5));
-  }
-  if (o.ticket->done.value.load() == 1) return Status::ok();
+  if (client_->await_sent(*o.ticket, o.node, deadline_, spin_)) return Status::ok();
   if (auto l = client_->lost(); !l) return l;
   return {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"};
 }
 
 const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes, std::size_t upto, Status& error) {
-  flush_announcements();
+  flush();
   auto rec = incoming(slot);
   const uint32_t node = rank_node_[static_cast<std::size_t>(peer)];
   for (;;) {
@@ -292,7 +280,7 @@ void NetOp::done_with(uint32_t slot) {
 }
 
 Status NetOp::conclude(int p, Status local) {
-  flush_announcements();
+  flush();
   release_offered(p);
   // The caller's memory may be released once we return: every queued send must be off it.
   std::vector<Outgoing> outs;
@@ -300,12 +288,7 @@ Status NetOp::conclude(int p, Status local) {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto& [slot, o] : out_) outs.push_back(o);
   }
-  for (auto& o : outs) {
-    if (o.ticket->done.wait_at_least(1, deadline_)) continue;
-    client_->on_node_lost(o.node, "node " + std::to_string(o.node) + " took no data for the whole timeout (frozen?)");
-    client_->connection(o.node)->kill();
-    o.ticket->done.wait_at_least(1, Clock::now() + std::chrono::seconds(5));
-  }
+  for (auto& o : outs) client_->await_sent(*o.ticket, o.node, deadline_);
   // Every node's announcement decides the error, so every peer everywhere reports the same one.
   const uint32_t nodes = static_cast<uint32_t>(ann_.size());
   for (;;) {

@@ -37,6 +37,9 @@ class NetOp : public RemoteSteps {
   void incoming_failed(uint32_t slot);  // the reader will not write to the slot again
   void announced(const OpAnnouncement& a);
   void node_lost(const Status& why);
+  // Sends our announcement to every node still owed it (before anyone waits, or at once when this
+  // node's peers failed).
+  void flush();
   // The node said goodbye: what it sent before is here; waits for anything more from it fail.
   void node_left(uint32_t node, const Status& why);
 
@@ -72,6 +75,7 @@ class NetOp : public RemoteSteps {
     uint32_t node;
   };
   std::shared_ptr<Incoming> incoming(uint32_t slot);
+  std::shared_ptr<Incoming>& incoming_locked(uint32_t slot);  // get or make; mu_ held
   Status stopped_locked() const;  // the abort status, or ok
 
   std::shared_ptr<GlobalClient> client_;
@@ -96,9 +100,7 @@ class NetOp : public RemoteSteps {
   FrameHeader ann_header_{};
   std::string ann_body_;
   std::vector<bool> to_tell_;        // by node: our announcement not sent yet
-  void flush_announcements();        // sends what is still owed (takes mu_)
- public:
-  void flush() { flush_announcements(); }
+
   Status gone_status_;
 };
 

@@ -154,6 +154,22 @@ Result<Tensor> by_data_across_nodes(PeerState& s, OpKind kind, std::optional<Ten
   return out;
 }
 
+// This peer's handle state on group `gid` (members: global ids by rank), sharing its registration.
+std::shared_ptr<PeerState> state_for_group(const PeerState& s, uint32_t gid, std::vector<PeerId> members) {
+  auto ns = std::make_shared<PeerState>();
+  ns->rt = s.rt;
+  ns->id = s.id;
+  ns->config = s.config;
+  ns->epoch = s.epoch;
+  ns->offset = s.offset;
+  ns->global = s.global;
+  ns->group = gid;
+  ns->members = std::move(members);
+  const PeerId me = s.offset + s.id;
+  ns->rank = static_cast<uint32_t>(std::find(ns->members.begin(), ns->members.end(), me) - ns->members.begin());
+  return ns;
+}
+
 // Group creation across nodes: every member sends its member list to the first member (the
 // leader) over point-to-point on the world; the leader checks they agree and answers each with
 // the new group's id, unique in the job (the leader's global id and its own counter), or with the
@@ -173,18 +189,9 @@ Result<uint32_t> agree_on_group_across_nodes(PeerState& s, const std::vector<Pee
   }
   if (std::find(members.begin(), members.end(), me) == members.end()) return bad("the caller is not in the member list");
   // World point-to-point by global id, whatever handle new_group was called on.
-  auto w = std::make_shared<PeerState>();
-  w->rt = s.rt;
-  w->id = s.id;
-  w->config = s.config;
-  w->epoch = s.epoch;
-  w->offset = s.offset;
-  w->global = s.global;
-  w->group = 0;
-  w->members.resize(total);
-  for (uint32_t i = 0; i < total; ++i) w->members[i] = i;
-  w->rank = me;
-  Peer world = Peer::from_state(w);
+  std::vector<PeerId> everyone(total);
+  for (uint32_t i = 0; i < total; ++i) everyone[i] = i;
+  Peer world = Peer::from_state(state_for_group(s, 0, std::move(everyone)));
   auto list_tensor = [](const std::vector<PeerId>& m) {
     std::vector<int64_t> v(m.begin(), m.end());
     return Tensor::from(v);
@@ -265,18 +272,7 @@ Result<Peer> Peer::new_group(std::vector<PeerId> members) {
     if (!st) return st;
     gid = reply->group;
   }
-  auto ns = std::make_shared<PeerState>();
-  ns->rt = s.rt;
-  ns->id = s.id;
-  ns->config = s.config;
-  ns->epoch = s.epoch;
-  ns->group = gid;
-  ns->offset = s.offset;
-  ns->global = s.global;
-  ns->members = std::move(members);
-  const PeerId me = s.offset + s.id;
-  ns->rank = static_cast<uint32_t>(std::find(ns->members.begin(), ns->members.end(), me) - ns->members.begin());
-  return Peer(std::move(ns));
+  return Peer(state_for_group(s, gid, std::move(members)));
 }
 
 Result<Peer> Peer::split(int color, int key) {
