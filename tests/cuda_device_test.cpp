@@ -2,23 +2,23 @@
 // visibly, where none is (CI and the development machines have no GPU).
 #include <gtest/gtest.h>
 
-#include "cuda/device_info.hpp"
+#include "cuda/gpu.hpp"
 
 namespace {
 
 TEST(CudaDevice, ReportsDevicesOrSkips) {
-  int n = chorus::cuda::device_count();
+  int n = chorus::gpu::device_count();
   if (n == 0) GTEST_SKIP() << "no CUDA device on this machine";
   EXPECT_GT(n, 0);
   for (int d = 0; d < n; ++d) {
-    std::string name = chorus::cuda::device_name(d);
+    std::string name = chorus::gpu::device_name(d);
     EXPECT_NE(name.find("sm_"), std::string::npos) << name;
   }
 }
 
 TEST(CudaDevice, BadIndexIsAnErrorNotACrash) {
-  if (chorus::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device on this machine";
-  EXPECT_EQ(chorus::cuda::device_name(1 << 20).find("sm_"), std::string::npos);
+  if (chorus::gpu::device_count() == 0) GTEST_SKIP() << "no CUDA device on this machine";
+  EXPECT_EQ(chorus::gpu::device_name(1 << 20).find("sm_"), std::string::npos);
 }
 
 } // namespace

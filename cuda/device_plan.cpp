@@ -1,0 +1,192 @@
+#include "cuda/device_plan.hpp"
+
+#include <cstdint>
+
+namespace chorus::gpu {
+
+namespace {
+
+const std::byte* at(const void* p, std::size_t off) { return static_cast<const std::byte*>(p) + off; }
+std::byte* at(void* p, std::size_t off) { return static_cast<std::byte*>(p) + off; }
+
+bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
+  auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return na && nb && x < y + nb && y < x + na;
+}
+
+class Builder {
+ public:
+  Builder(const DeviceCollective& c, const ScratchFn& scratch) : c_(c), scratch_(scratch) {
+    esize_ = dtype_size(c.dtype);
+    block_ = c.count * esize_;
+    n_ = static_cast<int>(c.peers.size());
+    plan_.lead = lead_device(c);
+  }
+
+  DevicePlan build() {
+    switch (c_.kind) {
+      case OpKind::all_reduce: all_reduce(); break;
+      case OpKind::reduce: reduce(); break;
+      case OpKind::reduce_scatter: reduce_scatter(); break;
+      case OpKind::broadcast:
+      case OpKind::send:
+      case OpKind::recv:
+        for (int i = 0; i < n_; ++i) copy(out(i), dev(i), in(c_.root), dev(c_.root), block_);
+        break;
+      case OpKind::all_gather:
+        for (int i = 0; i < n_; ++i)
+          for (int j = 0; j < n_; ++j) copy(at(out(i), j * block_), dev(i), in(j), dev(j), block_);
+        break;
+      case OpKind::gather:
+        for (int j = 0; j < n_; ++j) copy(at(out(c_.root), j * block_), dev(c_.root), in(j), dev(j), block_);
+        break;
+      case OpKind::scatter:
+        for (int i = 0; i < n_; ++i) copy(out(i), dev(i), at(in(c_.root), i * block_), dev(c_.root), block_);
+        break;
+      case OpKind::all_to_all: all_to_all(); break;
+      case OpKind::barrier: break;
+    }
+    return std::move(plan_);
+  }
+
+ private:
+  int dev(int r) const { return c_.peers[r].device; }
+  const void* in(int r) const { return c_.peers[r].in; }
+  void* out(int r) const { return c_.peers[r].out; }
+  std::size_t divisor() const { return c_.redop == ReduceOp::avg ? static_cast<std::size_t>(n_) : 1; }
+
+  void copy(void* dst, int dd, const void* src, int sd, std::size_t bytes) {
+    if (bytes == 0 || dst == src || dst == nullptr) return;
+    DeviceStep s{DeviceStep::Kind::copy};
+    s.copy = {dst, dd, src, sd, bytes};
+    plan_.steps.push_back(s);
+  }
+  // `bytes` at src (on device sd) as seen from the lead device: itself, or a copy in scratch.
+  const void* on_lead(const void* src, int sd, std::size_t bytes) {
+    if (sd == plan_.lead) return src;
+    void* t = scratch_(plan_.lead, bytes);
+    copy(t, plan_.lead, src, sd, bytes);
+    return t;
+  }
+  // Reduces `srcs` into every output in `outs` (rank, address), via scratch for outputs elsewhere.
+  void reduce_into(std::vector<const void*> srcs, const std::vector<std::pair<int, void*>>& outs) {
+    DeviceReduce r{plan_.lead, {}, std::move(srcs), c_.count, divisor()};
+    std::vector<std::pair<int, void*>> remote;
+    for (auto& [rank, p] : outs) {
+      if (dev(rank) == plan_.lead) r.dsts.push_back(p);
+      else remote.push_back({rank, p});
+    }
+    if (r.dsts.empty() && !remote.empty()) r.dsts.push_back(scratch_(plan_.lead, block_));
+    if (r.dsts.empty()) return;
+    void* result = r.dsts.front();
+    DeviceStep s{DeviceStep::Kind::reduce};
+    s.reduce = std::move(r);
+    plan_.steps.push_back(std::move(s));
+    for (auto& [rank, p] : remote) copy(p, dev(rank), result, plan_.lead, block_);
+  }
+
+  // Every rank's whole input (n blocks), staged in scratch on the lead device where
+  // clobbers(j, i) says output i overlaps input j in a way the op cannot tolerate.
+  struct Inputs {
+    std::vector<const void*> ptr;
+    std::vector<int> device;
+  };
+  template <class Clobbers>
+  Inputs inputs(Clobbers clobbers) {
+    Inputs r{std::vector<const void*>(n_), std::vector<int>(n_)};
+    for (int j = 0; j < n_; ++j) {
+      r.ptr[j] = in(j);
+      r.device[j] = dev(j);
+      for (int i = 0; i < n_; ++i)
+        if (clobbers(j, i)) {
+          void* t = scratch_(plan_.lead, n_ * block_);
+          copy(t, plan_.lead, in(j), dev(j), n_ * block_);
+          r.ptr[j] = t;
+          r.device[j] = plan_.lead;
+          break;
+        }
+    }
+    return r;
+  }
+
+  void all_reduce() {
+    std::vector<const void*> srcs;
+    std::vector<std::pair<int, void*>> outs;
+    for (int j = 0; j < n_; ++j) srcs.push_back(on_lead(in(j), dev(j), block_));
+    for (int i = 0; i < n_; ++i) outs.push_back({i, out(i)});
+    reduce_into(std::move(srcs), outs);
+  }
+  void reduce() {
+    std::vector<const void*> srcs;
+    for (int j = 0; j < n_; ++j) srcs.push_back(on_lead(in(j), dev(j), block_));
+    reduce_into(std::move(srcs), {{c_.root, out(c_.root)}});
+  }
+  void reduce_scatter() {
+    // Block i of every input reduces into peer i's output. Outputs may alias an input (in place on
+    // the input's own block): then that block must be read by every reduction before it is
+    // written, so inputs that overlap some output are staged first.
+    Inputs ins = inputs([&](int j, int i) {
+      return overlap(in(j), n_ * block_, out(i), block_) && !(j == i && out(i) == at(in(j), i * block_));
+    });
+    for (int i = 0; i < n_; ++i) {
+      std::vector<const void*> srcs;
+      for (int j = 0; j < n_; ++j) srcs.push_back(on_lead(at(ins.ptr[j], i * block_), ins.device[j], block_));
+      reduce_into(std::move(srcs), {{i, out(i)}});
+    }
+  }
+  void all_to_all() {
+    // In place (or any overlap of an input with an output) would read blocks already replaced:
+    // such inputs are staged in scratch first.
+    Inputs ins = inputs([&](int j, int i) { return overlap(in(j), n_ * block_, out(i), n_ * block_); });
+    for (int i = 0; i < n_; ++i)
+      for (int j = 0; j < n_; ++j)
+        copy(at(out(i), j * block_), dev(i), at(ins.ptr[j], i * block_), ins.device[j], block_);
+  }
+
+  const DeviceCollective& c_;
+  const ScratchFn& scratch_;
+  std::size_t esize_ = 1, block_ = 0;
+  int n_ = 0;
+  DevicePlan plan_;
+};
+
+} // namespace
+
+int lead_device(const DeviceCollective& c) {
+  const bool rooted_op = c.kind == OpKind::reduce || c.kind == OpKind::broadcast || c.kind == OpKind::gather ||
+                         c.kind == OpKind::scatter || c.kind == OpKind::send || c.kind == OpKind::recv;
+  if (c.peers.empty()) return 0;
+  return c.peers[rooted_op && c.root >= 0 && c.root < static_cast<int>(c.peers.size()) ? c.root : 0].device;
+}
+
+DevicePlan plan_collective(const DeviceCollective& c, const ScratchFn& scratch) {
+  return Builder(c, scratch).build();
+}
+
+std::size_t input_bytes(const DeviceCollective& c, int rank) {
+  const std::size_t b = c.count * dtype_size(c.dtype), n = c.peers.size();
+  switch (c.kind) {
+    case OpKind::reduce_scatter:
+    case OpKind::all_to_all: return n * b;
+    case OpKind::scatter: return rank == c.root ? n * b : 0;
+    case OpKind::broadcast:
+    case OpKind::send:
+    case OpKind::recv: return rank == c.root ? b : 0;
+    case OpKind::barrier: return 0;
+    default: return b;
+  }
+}
+
+std::size_t output_bytes(const DeviceCollective& c, int rank) {
+  const std::size_t b = c.count * dtype_size(c.dtype), n = c.peers.size();
+  switch (c.kind) {
+    case OpKind::all_gather:
+    case OpKind::all_to_all: return n * b;
+    case OpKind::gather: return rank == c.root ? n * b : 0;
+    case OpKind::reduce: return rank == c.root ? b : 0;
+    case OpKind::barrier: return 0;
+    default: return b;
+  }
+}
+
+} // namespace chorus::gpu

@@ -1,0 +1,76 @@
+// How a collective over device buffers runs as a list of copies and fused reductions, all issued in
+// order on one device (the lead: the root's GPU, or rank 0's). Plain C++ with no CUDA: the GPU
+// executor (cuda/gpu.cpp) runs the steps with cudaMemcpy*Async and the reduction kernel, and the
+// unit tests run the very same plans on host memory, so every op's plan is checked without a GPU.
+//
+// With every peer on one GPU (logical peers) an all-reduce is a single kernel that reads each
+// input once and writes each output once: the memory-bound minimum. Peers on other GPUs are
+// reached with peer copies (through host memory where the hardware has no peer access): their
+// inputs are copied to scratch on the lead device, reduced there, and the result copied back.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "strategies/types.hpp"
+
+namespace chorus::gpu {
+
+struct DevicePeerBuffers {
+  int device = 0;
+  const void* in = nullptr;  // may equal out (in place); null where the op reads nothing here
+  void* out = nullptr;       // null where the op writes nothing here
+};
+
+struct DeviceCollective {
+  OpKind kind = OpKind::barrier;  // send/recv run as a two-peer broadcast from rank 0
+  DType dtype = DType::f32;
+  ReduceOp redop = ReduceOp::sum;
+  int root = 0;
+  std::size_t count = 0;  // per-peer block, in elements (strategies/schedule.hpp's sense)
+  std::vector<DevicePeerBuffers> peers;  // by rank
+  bool use_nccl = false;
+  std::string label;  // "all_reduce #3", for messages
+};
+
+// dst = src, bytes long; either side may be on any device.
+struct DeviceCopy {
+  void* dst;
+  int dst_device;
+  const void* src;
+  int src_device;
+  std::size_t bytes;
+};
+// Every dsts[k][i] = (srcs[0][i] op srcs[1][i] op ...) / divisor, all on `device`; f16/bf16 fold in
+// f32 and round once. A dst may be one of the srcs (elementwise in place).
+struct DeviceReduce {
+  int device;
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  std::size_t count;
+  std::size_t divisor;  // 1: none (avg divides by the peer count)
+};
+struct DeviceStep {
+  enum class Kind { copy, reduce } kind;
+  DeviceCopy copy{};
+  DeviceReduce reduce{};
+};
+struct DevicePlan {
+  int lead = 0;
+  std::vector<DeviceStep> steps;
+};
+
+// Scratch memory on the lead device (the only device a plan asks for), valid until the plan has run.
+using ScratchFn = std::function<void*(int device, std::size_t bytes)>;
+
+// The device whose actor runs the plan: the root's for rooted ops, else rank 0's.
+int lead_device(const DeviceCollective& c);
+
+DevicePlan plan_collective(const DeviceCollective& c, const ScratchFn& scratch);
+
+// Bytes of input and output each rank of `c` touches (what the op needs from the caller).
+std::size_t input_bytes(const DeviceCollective& c, int rank);
+std::size_t output_bytes(const DeviceCollective& c, int rank);
+
+} // namespace chorus::gpu

@@ -1,0 +1,249 @@
+// gpu.hpp with CUDA: memory and copies through the device actors, and the plan executor.
+#include "cuda/gpu.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+
+#include "cuda/device_worker.hpp"
+#include "cuda/nccl_collective.hpp"
+#include "cuda/reduce_kernel.hpp"
+
+namespace chorus::gpu {
+
+namespace {
+
+std::string cuda_error(const std::string& what, cudaError_t e) {
+  return what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+}
+
+// The worker of `device`, or an error naming the device.
+DeviceWorker* worker(int device, std::string& error) {
+  try {
+    return &DeviceWorker::of(device);
+  } catch (const std::exception& e) {
+    error = e.what();
+    return nullptr;
+  }
+}
+
+struct ScratchFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One reduction step on the worker's stream. Up to kMaxFan sources and destinations is one kernel;
+// beyond that the sources fold into scratch (kMaxFan at a time) and the result fans out from there.
+std::string run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceReduce& r, int& slot) {
+  const int nsrc = static_cast<int>(r.srcs.size()), ndst = static_cast<int>(r.dsts.size());
+  if (nsrc <= kMaxFan && ndst <= kMaxFan)
+    return launch_reduce(w.stream(), dtype, op, r.dsts.data(), ndst, r.srcs.data(), nsrc, r.count, r.divisor);
+  std::string err;
+  void* acc = w.scratch(slot++, r.count * dtype_size(dtype), err);
+  if (!acc) return err;
+  int next = std::min(nsrc, kMaxFan);
+  if (auto e = launch_reduce(w.stream(), dtype, op, &acc, 1, r.srcs.data(), next, r.count, 1); !e.empty()) return e;
+  while (next < nsrc) {
+    const void* srcs[kMaxFan] = {acc};
+    int k = 1;
+    while (k < kMaxFan && next < nsrc) srcs[k++] = r.srcs[next++];
+    if (auto e = launch_reduce(w.stream(), dtype, op, &acc, 1, srcs, k, r.count, 1); !e.empty()) return e;
+  }
+  const void* from[1] = {acc};
+  for (int d = 0; d < ndst; d += kMaxFan)
+    if (auto e = launch_reduce(w.stream(), dtype, op, r.dsts.data() + d, std::min(kMaxFan, ndst - d), from, 1,
+                               r.count, r.divisor);
+        !e.empty())
+      return e;
+  return {};
+}
+
+std::string run_plan(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline) {
+  std::string error;
+  DeviceWorker* w = worker(lead_device(c), error);
+  if (!w) return error;
+  auto op = std::make_shared<DeviceCollective>(c);  // the task owns its description
+  return w->call(
+      [w, op, deadline]() -> std::string {
+        int slot = 0;
+        DevicePlan plan;
+        try {
+          plan = plan_collective(*op, [&](int, std::size_t bytes) {
+            std::string e;
+            void* p = w->scratch(slot++, bytes, e);
+            if (!p) throw ScratchFailed(e);
+            return p;
+          });
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+        auto s = static_cast<cudaStream_t>(w->stream());
+        for (const DeviceStep& st : plan.steps) {
+          if (st.kind == DeviceStep::Kind::copy) {
+            const DeviceCopy& k = st.copy;
+            cudaError_t e = k.dst_device == k.src_device
+                                ? cudaMemcpyAsync(k.dst, k.src, k.bytes, cudaMemcpyDeviceToDevice, s)
+                                : cudaMemcpyPeerAsync(k.dst, k.dst_device, k.src, k.src_device, k.bytes, s);
+            if (e != cudaSuccess) return cuda_error(op->label + ": copy", e);
+          } else if (auto e = run_reduce(*w, op->dtype, op->redop, st.reduce, slot); !e.empty()) {
+            return op->label + ": " + e;
+          }
+        }
+        if (auto e = w->synchronize(deadline); !e.empty()) return op->label + ": " + e;
+        return {};
+      },
+      deadline, c.label);
+}
+
+} // namespace
+
+bool built_with_cuda() { return true; }
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+std::string device_name(int device) {
+  cudaDeviceProp p{};
+  cudaError_t e = cudaGetDeviceProperties(&p, device);
+  if (e != cudaSuccess) return cuda_error("cuda:" + std::to_string(device), e);
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor,
+                static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+std::string allocate(int device, std::size_t bytes, void** out) {
+  *out = nullptr;
+  std::string error;
+  DeviceWorker* w = worker(device, error);
+  if (!w) return error;
+  void* p = nullptr;
+  error = w->call([&]() -> std::string {
+    if (auto e = cudaMalloc(&p, bytes ? bytes : 1); e != cudaSuccess)
+      return cuda_error("cudaMalloc of " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(device), e);
+    return {};
+  });
+  if (error.empty()) *out = p;
+  return error;
+}
+
+void release(int device, void* p) noexcept {
+  if (!p) return;
+  std::string error;
+  if (DeviceWorker* w = worker(device, error)) w->call([p]() -> std::string {
+      cudaFree(p);
+      return {};
+    });
+}
+
+std::string allocate_pinned(std::size_t bytes, void** out) {
+  *out = nullptr;
+  if (auto e = cudaMallocHost(out, bytes ? bytes : 1); e != cudaSuccess) {
+    *out = nullptr;
+    return cuda_error("cudaMallocHost of " + std::to_string(bytes) + " bytes", e);
+  }
+  return {};
+}
+
+void release_pinned(void* p) noexcept {
+  if (p) cudaFreeHost(p);
+}
+
+std::string copy(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes) {
+  if (bytes == 0) return {};
+  const int device = dst_device != kHost ? dst_device : src_device;
+  if (device == kHost) return "gpu::copy: neither side is a device";
+  std::string error;
+  DeviceWorker* w = worker(device, error);
+  if (!w) return error;
+  return w->call([=]() -> std::string {
+    auto s = static_cast<cudaStream_t>(w->stream());
+    cudaError_t e;
+    if (dst_device != kHost && src_device != kHost && dst_device != src_device)
+      e = cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, s);
+    else
+      e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+    if (e != cudaSuccess) return cuda_error("copy of " + std::to_string(bytes) + " bytes", e);
+    if (e = cudaStreamSynchronize(s); e != cudaSuccess) return cuda_error("copy of " + std::to_string(bytes) + " bytes", e);
+    return {};
+  });
+}
+
+std::string memset_zero(int device, void* p, std::size_t bytes) {
+  std::string error;
+  DeviceWorker* w = worker(device, error);
+  if (!w) return error;
+  return w->call([=]() -> std::string {
+    auto s = static_cast<cudaStream_t>(w->stream());
+    if (auto e = cudaMemsetAsync(p, 0, bytes, s); e != cudaSuccess) return cuda_error("cudaMemset", e);
+    if (auto e = cudaStreamSynchronize(s); e != cudaSuccess) return cuda_error("cudaMemset", e);
+    return {};
+  });
+}
+
+std::string accumulate(int device, DType dtype, void* dst, const void* src, std::size_t count) {
+  std::string error;
+  DeviceWorker* w = worker(device, error);
+  if (!w) return error;
+  return w->call([=]() -> std::string {
+    void* dsts[1] = {dst};
+    const void* srcs[2] = {dst, src};
+    if (auto e = launch_reduce(w->stream(), dtype, ReduceOp::sum, dsts, 1, srcs, 2, count, 1); !e.empty()) return e;
+    if (auto e = cudaStreamSynchronize(static_cast<cudaStream_t>(w->stream())); e != cudaSuccess)
+      return cuda_error("accumulate", e);
+    return {};
+  });
+}
+
+std::string copy_bandwidth(int device, std::size_t bytes, double& gb_per_s) {
+  gb_per_s = 0;
+  std::string error;
+  DeviceWorker* w = worker(device, error);
+  if (!w) return error;
+  return w->call([&]() -> std::string {
+    void *a = nullptr, *b = nullptr;
+    cudaEvent_t t0 = nullptr, t1 = nullptr;
+    auto s = static_cast<cudaStream_t>(w->stream());
+    std::string err;
+    if (auto e = cudaMalloc(&a, bytes); e != cudaSuccess) err = cuda_error("cudaMalloc", e);
+    else if (auto e2 = cudaMalloc(&b, bytes); e2 != cudaSuccess) err = cuda_error("cudaMalloc", e2);
+    if (err.empty()) {
+      cudaEventCreate(&t0);
+      cudaEventCreate(&t1);
+      constexpr int reps = 20;
+      cudaMemsetAsync(a, 1, bytes, s);
+      for (int i = 0; i < 3; ++i) cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s);  // warm up
+      cudaEventRecord(t0, s);
+      for (int i = 0; i < reps; ++i) cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, bytes, cudaMemcpyDeviceToDevice, s);
+      cudaEventRecord(t1, s);
+      if (auto e = cudaEventSynchronize(t1); e != cudaSuccess) err = cuda_error("copy bandwidth", e);
+      float ms = 0;
+      if (err.empty() && cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess && ms > 0)
+        gb_per_s = static_cast<double>(bytes) * reps / (ms * 1e-3) / 1e9;
+      cudaEventDestroy(t0);
+      cudaEventDestroy(t1);
+    }
+    cudaFree(a);
+    cudaFree(b);
+    return err;
+  });
+}
+
+std::string run_collective(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline) {
+  if (c.kind == OpKind::barrier || c.peers.empty()) return {};
+  try {
+    if (c.use_nccl && nccl_supports(c)) return run_nccl(c, deadline);
+    return run_plan(c, deadline);
+  } catch (const std::exception& e) {  // a device that does not exist
+    return c.label + ": " + e.what();
+  }
+}
+
+} // namespace chorus::gpu

@@ -1,0 +1,15 @@
+// The NCCL path: one communicator per set of GPUs (in rank order), each rank's part run by its
+// GPU's device actor on that actor's stream. Made on first use (ncclCommInitRank on every actor at
+// once); an op that fails or outlives its deadline aborts every rank's communicator (so no kernel
+// waits forever on a peer), and the next op on those GPUs builds a fresh one.
+#pragma once
+#include <chrono>
+#include <string>
+
+#include "cuda/device_plan.hpp"
+
+namespace chorus::gpu {
+
+std::string run_nccl(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline);
+
+} // namespace chorus::gpu

@@ -1,0 +1,205 @@
+#include "cuda/reduce_kernel.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace chorus::gpu {
+
+namespace {
+
+struct Args {
+  const void* src[kMaxFan];
+  void* dst[kMaxFan];
+  int nsrc, ndst;
+  std::size_t count;
+  unsigned long long divisor;
+};
+
+// Element traits: storage type S, accumulation type A, and the conversions between them.
+template <class T>
+struct Native {
+  using S = T;
+  using A = T;
+  __device__ static A load(S v) { return v; }
+  __device__ static S store(A v) { return v; }
+};
+struct F16 {
+  using S = unsigned short;
+  using A = float;
+  __device__ static A load(S v) { return __half2float(__ushort_as_half(v)); }
+  __device__ static S store(A v) { return __half_as_ushort(__float2half_rn(v)); }
+};
+struct BF16 {
+  using S = unsigned short;
+  using A = float;
+  __device__ static A load(S v) { return __bfloat162float(__ushort_as_bfloat16(v)); }
+  __device__ static S store(A v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+};
+
+template <class A>
+__device__ bool is_nan(A v) {
+  if constexpr (std::is_floating_point_v<A>) return v != v;
+  else return false;
+}
+
+// Integer sum and product wrap: computed in the unsigned type, never signed overflow.
+template <class A, bool = std::is_integral_v<A>>
+struct WrapOf {
+  using type = A;
+};
+template <class A>
+struct WrapOf<A, true> {
+  using type = std::make_unsigned_t<A>;
+};
+template <class A>
+using Wrap = typename WrapOf<A>::type;
+
+struct Sum {
+  template <class A> __device__ static A f(A a, A b) { return static_cast<A>(static_cast<Wrap<A>>(a) + static_cast<Wrap<A>>(b)); }
+};
+struct Prod {
+  template <class A> __device__ static A f(A a, A b) { return static_cast<A>(static_cast<Wrap<A>>(a) * static_cast<Wrap<A>>(b)); }
+};
+// NaN wins; ties return the second operand (as strategies/reduce_kernels.cpp does).
+struct Min {
+  template <class A> __device__ static A f(A a, A b) { return is_nan(a) ? a : (a < b ? a : b); }
+};
+struct Max {
+  template <class A> __device__ static A f(A a, A b) { return is_nan(a) ? a : (a > b ? a : b); }
+};
+struct BAnd {
+  template <class A> __device__ static A f(A a, A b) { return a & b; }
+};
+struct BOr {
+  template <class A> __device__ static A f(A a, A b) { return a | b; }
+};
+struct BXor {
+  template <class A> __device__ static A f(A a, A b) { return a ^ b; }
+};
+
+template <class A>
+__device__ A divide(A v, unsigned long long d) {
+  if (d <= 1) return v;
+  if constexpr (std::is_floating_point_v<A>) return v / static_cast<A>(d);
+  else if constexpr (std::is_signed_v<A>) return static_cast<A>(static_cast<long long>(v) / static_cast<long long>(d));
+  else return static_cast<A>(static_cast<unsigned long long>(v) / d);
+}
+
+template <class S, int V>
+struct alignas(sizeof(S) * V) Pack {
+  S e[V];
+};
+
+// One pack of V elements at index `v` (in packs) of every source, folded and written to every dst.
+template <class E, class Op, int V>
+__device__ void reduce_pack(const Args& a, std::size_t v) {
+  using S = typename E::S;
+  using A = typename E::A;
+  using P = Pack<S, V>;
+  A acc[V];
+  P p = static_cast<const P*>(a.src[0])[v];
+#pragma unroll
+  for (int e = 0; e < V; ++e) acc[e] = E::load(p.e[e]);
+  for (int k = 1; k < a.nsrc; ++k) {
+    p = static_cast<const P*>(a.src[k])[v];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = Op::f(acc[e], E::load(p.e[e]));
+  }
+#pragma unroll
+  for (int e = 0; e < V; ++e) p.e[e] = E::store(divide(acc[e], a.divisor));
+  for (int k = 0; k < a.ndst; ++k) static_cast<P*>(a.dst[k])[v] = p;
+}
+
+template <class E, class Op, int V>
+__global__ void reduce_kernel(Args a) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t packs = a.count / V;
+  for (std::size_t v = first; v < packs; v += stride) reduce_pack<E, Op, V>(a, v);
+  // The tail that does not fill a pack, element by element.
+  for (std::size_t i = packs * V + first; i < a.count; i += stride) reduce_pack<E, Op, 1>(a, i);
+}
+
+int blocks_for(std::size_t work, int threads) {
+  static thread_local int sms = 0;  // the worker thread's device never changes
+  if (sms == 0) {
+    int d = 0;
+    cudaGetDevice(&d);
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d) != cudaSuccess || sms <= 0) sms = 80;
+  }
+  std::size_t want = (work + threads - 1) / threads;
+  std::size_t cap = static_cast<std::size_t>(sms) * 4;
+  return static_cast<int>(want < 1 ? 1 : (want < cap ? want : cap));
+}
+
+template <class E, class Op>
+std::string launch(cudaStream_t s, const Args& a) {
+  constexpr int V = 16 / sizeof(typename E::S);
+  bool aligned = true;
+  for (int k = 0; k < a.nsrc; ++k) aligned &= reinterpret_cast<std::uintptr_t>(a.src[k]) % 16 == 0;
+  for (int k = 0; k < a.ndst; ++k) aligned &= reinterpret_cast<std::uintptr_t>(a.dst[k]) % 16 == 0;
+  constexpr int threads = 256;
+  if (aligned)
+    reduce_kernel<E, Op, V><<<blocks_for(a.count / V + 1, threads), threads, 0, s>>>(a);
+  else
+    reduce_kernel<E, Op, 1><<<blocks_for(a.count, threads), threads, 0, s>>>(a);
+  if (auto e = cudaGetLastError(); e != cudaSuccess)
+    return std::string("reduction kernel launch: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  return {};
+}
+
+template <class E>
+std::string by_op(cudaStream_t s, ReduceOp op, const Args& a) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg: return launch<E, Sum>(s, a);
+    case ReduceOp::prod: return launch<E, Prod>(s, a);
+    case ReduceOp::min: return launch<E, Min>(s, a);
+    case ReduceOp::max: return launch<E, Max>(s, a);
+    default: break;
+  }
+  if constexpr (std::is_integral_v<typename E::A>) {
+    switch (op) {
+      case ReduceOp::band: return launch<E, BAnd>(s, a);
+      case ReduceOp::bor: return launch<E, BOr>(s, a);
+      case ReduceOp::bxor: return launch<E, BXor>(s, a);
+      default: break;
+    }
+  }
+  return "reduction kernel: reduce op " + std::string(to_string(op)) + " is not defined for this dtype";
+}
+
+} // namespace
+
+std::string launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, int ndst,
+                          const void* const* srcs, int nsrc, std::size_t count, std::size_t divisor) {
+  if (nsrc < 1 || nsrc > kMaxFan || ndst < 1 || ndst > kMaxFan)
+    return "reduction kernel: " + std::to_string(nsrc) + " sources and " + std::to_string(ndst) +
+           " destinations (1.." + std::to_string(kMaxFan) + " each)";
+  if (count == 0) return {};
+  Args a{};
+  for (int k = 0; k < nsrc; ++k) a.src[k] = srcs[k];
+  for (int k = 0; k < ndst; ++k) a.dst[k] = dsts[k];
+  a.nsrc = nsrc;
+  a.ndst = ndst;
+  a.count = count;
+  a.divisor = divisor;
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (dtype) {
+    case DType::f16: return by_op<F16>(s, op, a);
+    case DType::bf16: return by_op<BF16>(s, op, a);
+    case DType::f32: return by_op<Native<float>>(s, op, a);
+    case DType::f64: return by_op<Native<double>>(s, op, a);
+    case DType::i8: return by_op<Native<int8_t>>(s, op, a);
+    case DType::u8: return by_op<Native<uint8_t>>(s, op, a);
+    case DType::i32: return by_op<Native<int32_t>>(s, op, a);
+    case DType::i64: return by_op<Native<int64_t>>(s, op, a);
+  }
+  return "reduction kernel: unknown dtype";
+}
+
+} // namespace chorus::gpu

@@ -1,0 +1,21 @@
+// The on-device reduction: every dsts[k][i] = (srcs[0][i] op srcs[1][i] op ...) / divisor for
+// i < count, one grid-stride kernel with 16-byte vector loads where every pointer allows them.
+// f16/bf16 fold in f32 and round to nearest even once; integers wrap (sum/prod computed unsigned)
+// and divide truncating toward zero; float min/max propagate NaN (as the host kernels do).
+// Host-callable from the device actor's thread; no CUDA header.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "strategies/types.hpp"
+
+namespace chorus::gpu {
+
+inline constexpr int kMaxFan = 8;  // sources and destinations per launch
+
+// Launches on `stream` (a cudaStream_t of the current device). 1 <= nsrc, ndst <= kMaxFan; a dst
+// may equal a src. Returns the launch error, if any ("" = launched).
+std::string launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, int ndst,
+                          const void* const* srcs, int nsrc, std::size_t count, std::size_t divisor);
+
+} // namespace chorus::gpu
