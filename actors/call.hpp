@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 
+#include "actors/device_op.hpp"
 #include "actors/memory_executor.hpp"
 #include "actors/status.hpp"
 #include "actors/tensor.hpp"
@@ -15,7 +16,8 @@ namespace chorus {
 struct Reply {
   WaitWord done;                  // 1 once the fields below are set
   Status status;                  // the error; or ok, with a plan for ops
-  std::shared_ptr<OpPlan> plan;   // the op to run, when ok
+  std::shared_ptr<OpPlan> plan;   // the op to run, when ok (host tensors)
+  std::shared_ptr<DeviceRun> device;  // or the op on GPU tensors
   int rank = -1;                  // the index this peer runs in the plan
   DType out_dtype = DType::f32;   // broadcast/scatter by data: what the receivers allocate
   Shape out_shape;

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "actors/staging.hpp"
 #include "strategies/reduce_kernels.hpp"
 
 namespace chorus {
@@ -140,9 +141,17 @@ Status GradientSync::register_params(std::vector<ParamSpec> params) {
     }
   }
 
+  // The fusion buffers live where the gradients do (GPU memory with options.device = cuda).
+  auto plan = plan_buckets(params, opts_.bucket_bytes);
+  std::vector<Tensor> buffers;
+  try {
+    for (const auto& b : plan) buffers.push_back(Tensor::zeros(b.dtype, {static_cast<int64_t>(b.numel)}, opts_.device));
+  } catch (const std::exception& e) {
+    return {Errc::device_error, std::string("register_params: fusion buffers: ") + e.what()};
+  }
   std::lock_guard lk(mu_);
-  buckets_ = plan_buckets(params, opts_.bucket_bytes);
-  buffers_.clear();
+  buckets_ = std::move(plan);
+  buffers_ = std::move(buffers);
   pending_.clear();
   index_.clear();
   params_.clear();
@@ -151,7 +160,6 @@ Status GradientSync::register_params(std::vector<ParamSpec> params) {
   for (std::size_t i = 0; i < params.size(); ++i) params_[i].spec = params[i];
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
     const auto& b = buckets_[k];
-    buffers_.push_back(Tensor::zeros(b.dtype, {static_cast<int64_t>(b.numel)}));
     for (std::size_t j = 0; j < b.param_ids.size(); ++j) {
       auto& ps = params_[index_[b.param_ids[j]]];
       ps.bucket = k;
@@ -184,12 +192,20 @@ Status GradientSync::submit(uint64_t id, const Tensor& grad) {
             "submit: parameter " + std::to_string(id) + " submitted twice in one step (" +
                 std::to_string(ps.submitted + 1) + " submissions, contributions_per_step = " +
                 std::to_string(ps.spec.contributions_per_step) + ")"};
+  if (grad.device() != opts_.device)
+    return {Errc::device_mismatch, "submit: parameter " + std::to_string(id) + ": the sync runs on " +
+                                       opts_.device.str() + ", the gradient is " + grad.describe()};
   step_started_ = true;
-  char* dst = static_cast<char*>(buffers_[ps.bucket].data()) + ps.offset * dtype_size(ps.spec.dtype);
-  if (ps.submitted == 0)
-    std::memcpy(dst, grad.data(), grad.nbytes());
-  else
-    reduce2(ps.spec.dtype, ReduceOp::sum, dst, dst, grad.data(), ps.spec.numel);
+  Tensor slot = slot_of(ps);
+  if (ps.submitted == 0) {
+    try {
+      slot.copy_from(grad);
+    } catch (const std::exception& e) {
+      return {Errc::device_error, std::string("submit: ") + e.what()};
+    }
+  } else if (Status s = accumulate(slot, grad); !s) {
+    return s;
+  }
   if (opts_.copy_back) ps.targets.push_back(grad);
   if (++ps.submitted == ps.spec.contributions_per_step && --pending_[ps.bucket] == 0) {
     lk.unlock();
@@ -279,11 +295,15 @@ Status GradientSync::sync() {
   }
   if (opts_.copy_back) {
     for (auto& ps : params_) {
-      const std::size_t nb = ps.spec.numel * dtype_size(ps.spec.dtype);
-      const char* src =
-          static_cast<const char*>(buffers_[ps.bucket].data()) + ps.offset * dtype_size(ps.spec.dtype);
-      for (auto& t : ps.targets)
-        if (t.data() != src) std::memcpy(t.data(), src, nb);
+      const Tensor src = slot_of(ps);
+      for (auto& t : ps.targets) {
+        try {
+          t.copy_from(src);
+        } catch (const std::exception& e) {
+          reset_step_locked();
+          return {Errc::device_error, std::string("sync: copying back: ") + e.what()};
+        }
+      }
     }
   }
   reset_step_locked();
@@ -295,9 +315,12 @@ Result<Tensor> GradientSync::reduced(uint64_t id) const {
   auto it = index_.find(id);
   if (it == index_.end())
     return Status(Errc::invalid_argument, "reduced: unknown parameter id " + std::to_string(id));
-  const auto& ps = params_[it->second];
+  return slot_of(params_[it->second]);
+}
+
+Tensor GradientSync::slot_of(const ParamState& ps) const {
   char* p = static_cast<char*>(buffers_[ps.bucket].data()) + ps.offset * dtype_size(ps.spec.dtype);
-  return Tensor::borrow(p, ps.spec.dtype, {static_cast<int64_t>(ps.spec.numel)});
+  return Tensor::borrow(p, ps.spec.dtype, {static_cast<int64_t>(ps.spec.numel)}, opts_.device);
 }
 
 int GradientSync::bucket_of(uint64_t id) const {

@@ -60,6 +60,10 @@ struct GradSyncOptions {
   // (Config::timeout): the all-reduce on the other devices gives up after that long.
   std::chrono::milliseconds timeout{30000};
   bool copy_back = true;  // sync() writes the result into the submitted tensors
+  // Where the gradients live: the fusion buffers are allocated there and every submitted gradient
+  // must be on it (GPU gradients are packed, summed and reduced on the GPU; across nodes they go
+  // through host memory like every GPU op there).
+  Device device = Device::cpu();
 };
 
 struct BucketPlan {
@@ -107,6 +111,8 @@ class GradientSync {
     std::vector<Tensor> targets;  // submitted tensors, written back at sync()
   };
   void comm_loop();
+  // The parameter's range of its bucket's fusion buffer, as a tensor on the sync's device.
+  Tensor slot_of(const ParamState& ps) const;
   void reset_step_locked();
   std::string missing_params_locked() const;
 

@@ -347,7 +347,12 @@ void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
   OpShape shape{};
   Status s = check_agreement(reqs, n, shape);
   std::shared_ptr<OpPlan> plan;
-  if (s) {
+  std::shared_ptr<DeviceRun> device;
+  std::vector<PeerTensors> tensors;
+  for (auto& a : op.arrivals) tensors.push_back({a->call.input, a->call.output});
+  if (s && on_device(tensors)) {
+    s = make_device_run(tensors, shape, config_->local[static_cast<std::size_t>(shape.kind)], deadline(), label, device);
+  } else if (s) {
     try {
       const std::size_t esize = dtype_size(shape.dtype);
       Strategy strat = config_->local_strategy(shape.kind, shape.dtype, shape.count, n);
@@ -365,6 +370,7 @@ void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
       continue;
     }
     r.plan = plan;
+    r.device = device;
     r.rank = p;
     r.out_dtype = shape.out_dtype;
     r.out_shape = shape.out_shape;
@@ -472,8 +478,22 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call) {
     rcv.call.reply->complete(s);
     return;
   }
-  // Two-peer plan: rank 0 sends its buffer, rank 1 copies it straight into its own.
   const std::size_t count = snd.req.input.numel();
+  std::vector<PeerTensors> tensors{{snd.call.input, snd.call.input}, {Tensor(), rcv.call.output}};
+  if (on_device(tensors)) {
+    OpShape shape{OpKind::send, snd.req.input.dtype, ReduceOp::sum, 0, count, snd.req.input.dtype, {}, {}};
+    std::shared_ptr<DeviceRun> device;
+    s = make_device_run(tensors, shape, config_->local[static_cast<std::size_t>(OpKind::broadcast)], deadline(),
+                        label, device);
+    if (!s) s = Status(s.code(), label + ": " + s.message());
+    for (Arrival* a : {&snd, &rcv}) {
+      a->call.reply->device = device;
+      a->call.reply->rank = a == &snd ? 0 : 1;
+      a->call.reply->complete(s);
+    }
+    return;
+  }
+  // Two-peer plan: rank 0 sends its buffer, rank 1 copies it straight into its own.
   std::vector<Program> progs(2);
   progs[0].push_back(Round{{Step{StepKind::send, 1, 0, count}}});
   progs[1].push_back(Round{{Step{StepKind::recv_copy, 0, 0, count}}});

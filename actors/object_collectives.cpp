@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "actors/peer.hpp"
+#include "actors/staging.hpp"
 
 namespace chorus {
 
@@ -83,7 +84,9 @@ Status exchange_headers(Peer& p, const Tensor& in, Tensor& hs, std::size_t& max_
 
 } // namespace
 
-Result<std::vector<Tensor>> Peer::all_gather_v(const Tensor& in) {
+Result<std::vector<Tensor>> Peer::all_gather_v(const Tensor& gin) {
+  Tensor in;  // GPU tensors are gathered through host memory; the results are host tensors
+  if (auto s = stage_to_host(gin, in); !s) return s;
   Tensor hs;
   std::size_t max_bytes = 0;
   if (auto s = exchange_headers(*this, in, hs, max_bytes); !s) return s;
@@ -94,7 +97,9 @@ Result<std::vector<Tensor>> Peer::all_gather_v(const Tensor& in) {
   return unpack(hv, all.data_as<uint8_t>(), n, max_bytes);
 }
 
-Result<std::vector<Tensor>> Peer::gather_v(const Tensor& in, PeerId root) {
+Result<std::vector<Tensor>> Peer::gather_v(const Tensor& gin, PeerId root) {
+  Tensor in;  // GPU tensors are gathered through host memory; the results are host tensors
+  if (auto s = stage_to_host(gin, in); !s) return s;
   // Every peer needs the largest size to pad to, so the headers go to everyone.
   Tensor hs;
   std::size_t max_bytes = 0;

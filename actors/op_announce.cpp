@@ -59,7 +59,7 @@ std::optional<OpAnnouncement> decode_announcement(const void* data, std::size_t 
     OpAnnouncement a;
     a.node = m.getNodeId();
     if (m.getKind() > static_cast<uint8_t>(OpKind::recv) || m.getDtype() > static_cast<uint8_t>(DType::i64) ||
-        m.getRedop() > static_cast<uint8_t>(ReduceOp::bxor) || m.getStatusCode() > static_cast<uint16_t>(Errc::unreachable))
+        m.getRedop() > static_cast<uint8_t>(ReduceOp::bxor) || m.getStatusCode() > static_cast<uint16_t>(last_errc))
       throw std::runtime_error("announcement field out of range");
     a.kind = static_cast<OpKind>(m.getKind());
     a.dtype = static_cast<DType>(m.getDtype());

@@ -76,7 +76,7 @@ std::optional<NodeRegisterReplyData> decode_node_register_reply(const Envelope& 
     auto m = r.root<wire::NodeRegisterReply>();
     NodeRegisterReplyData d;
     auto code = m.getCode();
-    if (code > static_cast<uint16_t>(Errc::unreachable))
+    if (code > static_cast<uint16_t>(last_errc))
       throw std::runtime_error("unknown error code " + std::to_string(code));
     d.status = Status(static_cast<Errc>(code), m.getMessage());
     if (d.status.is_ok()) {

@@ -2,6 +2,7 @@
 
 #include "actors/global_client.hpp"
 #include "actors/runtime_impl.hpp"
+#include "actors/staging.hpp"
 #include "actors/wire_codec.hpp"
 #include "strategies/reduce_kernels.hpp"
 
@@ -52,6 +53,7 @@ std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& s
 
 // Runs this peer's part of a planned op, then divides for avg where this peer holds a result.
 Status execute(Reply& r, const std::byte* in, std::byte* out) {
+  if (r.device) return r.device->join();  // GPU tensors: the device actors run it (avg included)
   OpPlan& plan = *r.plan;
   WorkBuffer work = WorkBuffer::bind(plan.kind(), r.rank, plan.size(), plan.root(), plan.count(),
                                      plan.dtype(), in, out);
@@ -64,8 +66,25 @@ Status execute(Reply& r, const std::byte* in, std::byte* out) {
   return Status::ok();
 }
 
+Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out);
+
+// Across nodes GPU tensors go through host memory: the op runs on host copies (the output copy
+// starts as the output's content, since peers the op does not write into keep theirs), and the
+// result is copied back into the caller's GPU tensor.
+Status staged_collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out) {
+  const bool in_place = !out.defined() || out.data() == in.data();
+  Tensor hin, hout;
+  if (auto e = stage_to_host(in, hin); !e) return e;
+  if (!in_place)
+    if (auto e = stage_to_host(out, hout); !e) return e;
+  if (auto e = collective(s, std::move(req), hin, in_place ? hin : hout); !e) return e;
+  return in_place ? stage_back(hin, in) : stage_back(hout, out);
+}
+
 Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out) {
   if (!s) return no_peer();
+  if (s->global && ((in.defined() && in.is_cuda()) || (out.defined() && out.is_cuda())))
+    return staged_collective(s, std::move(req), in, out);
   Status st;
   auto reply = request(*s, std::move(req), in, out, st);
   if (!st) return st;
@@ -86,6 +105,13 @@ Result<Tensor> by_data_across_nodes(PeerState& s, OpKind kind, std::optional<Ten
 // the server's reply and allocate; the broadcast source keeps its own tensor as the result.
 Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data) {
   if (!s) return no_peer();
+  if (data && data->is_cuda()) {  // the data moves through host memory; receivers get host tensors
+    Tensor host;
+    if (auto e = stage_to_host(*data, host); !e) return e;
+    auto r = by_data(s, kind, host);
+    if (r && kind == OpKind::broadcast) return *data;  // the source keeps its own tensor
+    return r;
+  }
   if (s->global) return by_data_across_nodes(*s, kind, std::move(data));
   OpRequestData req = make(kind);
   req.root_from_data = true;
@@ -398,7 +424,9 @@ Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
   if (!state_) return no_peer();
   if (remote_node(*state_, dst)) {
     if (state_->finished) return {Errc::finished, "peer " + std::to_string(id()) + " has already finished"};
-    return state_->global->send(id(), state_->members[dst], tag, t, deadline_of(*state_));
+    Tensor host;
+    if (auto e = stage_to_host(t, host); !e) return e;
+    return state_->global->send(id(), state_->members[dst], tag, host, deadline_of(*state_));
   }
   OpRequestData req = make(OpKind::send);
   req.other = dst;
@@ -414,7 +442,10 @@ Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
   if (!state_) return no_peer();
   if (remote_node(*state_, src)) {
     if (state_->finished) return {Errc::finished, "peer " + std::to_string(id()) + " has already finished"};
-    return state_->global->recv(state_->members[src], id(), tag, t, deadline_of(*state_));
+    if (!t.is_cuda()) return state_->global->recv(state_->members[src], id(), tag, t, deadline_of(*state_));
+    Tensor host = Tensor::zeros(t.dtype(), t.shape());
+    if (auto e = state_->global->recv(state_->members[src], id(), tag, host, deadline_of(*state_)); !e) return e;
+    return stage_back(host, t);
   }
   OpRequestData req = make(OpKind::recv);
   req.other = src;

@@ -27,6 +27,8 @@ std::string_view to_string(Errc c) {
     case Errc::version_mismatch: return "version_mismatch";
     case Errc::busy: return "busy";
     case Errc::unreachable: return "unreachable";
+    case Errc::device_mismatch: return "device_mismatch";
+    case Errc::device_error: return "device_error";
   }
   return "unknown";
 }

@@ -31,7 +31,10 @@ enum class Errc : uint16_t {
   version_mismatch,    // another side speaks a different protocol version
   busy,                // the orchestrator's collective is already complete
   unreachable,         // the orchestrator or another node could not be reached in time
+  device_mismatch,     // peers of one op pass tensors on different kinds of device (host vs GPU)
+  device_error,        // a CUDA or NCCL failure, or no such GPU (the message carries CUDA's text)
 };
+inline constexpr Errc last_errc = Errc::device_error;
 
 std::string_view to_string(Errc c);
 

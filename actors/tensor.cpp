@@ -1,6 +1,9 @@
 #include "actors/tensor.hpp"
 
 #include <cstdlib>
+#include <stdexcept>
+
+#include "cuda/gpu.hpp"
 
 namespace chorus {
 
@@ -11,12 +14,27 @@ Shape clamp(Shape s) {
 }
 } // namespace
 
-Tensor Tensor::zeros(DType dtype, Shape shape) {
+Tensor Tensor::zeros(DType dtype, Shape shape, Device device) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = clamp(std::move(shape));
   t.shape_set_ = true;
+  t.device_ = device;
   std::size_t bytes = t.nbytes();
+  if (device.is_cuda()) {
+    void* p = nullptr;
+    std::string e = gpu::allocate(device.index, bytes, &p);
+    if (e.empty()) e = gpu::memset_zero(device.index, p, bytes);
+    if (!e.empty()) {
+      gpu::release(device.index, p);
+      throw std::runtime_error("Tensor::zeros(" + std::string(to_string(dtype)) + shape_string(t.shape_) + " on " +
+                               device.str() + "): " + e);
+    }
+    const int index = device.index;
+    t.owner_ = std::shared_ptr<void>(p, [index](void* q) { gpu::release(index, q); });
+    t.data_ = p;
+    return t;
+  }
   // 64-byte alignment keeps vector loads aligned; round up so aligned_alloc accepts the size.
   std::size_t alloc = ((bytes ? bytes : 1) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, alloc);
@@ -27,14 +45,43 @@ Tensor Tensor::zeros(DType dtype, Shape shape) {
   return t;
 }
 
-Tensor Tensor::borrow(void* data, DType dtype, Shape shape) {
+Tensor Tensor::borrow(void* data, DType dtype, Shape shape, Device device) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = clamp(std::move(shape));
   t.shape_set_ = true;
+  t.device_ = device;
   t.data_ = data;
   return t;
 }
+
+Tensor Tensor::to(Device device) const {
+  Tensor r = zeros(dtype_, shape_, device);
+  if (nbytes() == 0) return r;
+  if (!is_cuda() && !device.is_cuda()) {
+    std::memcpy(r.data_, data_, nbytes());
+    return r;
+  }
+  auto where = [](Device d) { return d.is_cuda() ? d.index : gpu::kHost; };
+  if (std::string e = gpu::copy(r.data_, where(device), data_, where(device_), nbytes()); !e.empty())
+    throw std::runtime_error("Tensor::to(" + device.str() + ") of " + describe() + ": " + e);
+  return r;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  if (src.nbytes() != nbytes())
+    throw std::invalid_argument("Tensor::copy_from: " + src.describe() + " into " + describe() + " (sizes differ)");
+  if (nbytes() == 0 || src.data_ == data_) return;
+  if (!is_cuda() && !src.is_cuda()) {
+    std::memcpy(data_, src.data_, nbytes());
+    return;
+  }
+  auto where = [](Device d) { return d.is_cuda() ? d.index : gpu::kHost; };
+  if (std::string e = gpu::copy(data_, where(device_), src.data_, where(src.device_), nbytes()); !e.empty())
+    throw std::runtime_error("Tensor::copy_from: " + src.describe() + " into " + describe() + ": " + e);
+}
+
+std::string Device::str() const { return is_cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
 
 std::size_t Tensor::numel() const {
   if (!shape_set_) return 0;
@@ -51,7 +98,8 @@ std::string shape_string(const Shape& s) {
 
 std::string Tensor::describe() const {
   if (!defined()) return "none";
-  return std::string(to_string(dtype_)) + shape_string(shape_);
+  std::string d = std::string(to_string(dtype_)) + shape_string(shape_);
+  return is_cuda() ? d + " on " + device_.str() : d;
 }
 
 } // namespace chorus

@@ -39,7 +39,7 @@ void get_choices(capnp::List<wire::StrategyChoice>::Reader r,
   if (r.size() != a.size()) throw std::runtime_error("strategy list has " + std::to_string(r.size()) + " entries");
   for (std::size_t k = 0; k < a.size(); ++k) {
     a[k].is_auto = r[k].getIsAuto();
-    a[k].fixed.algorithm = enum_in_range<Algorithm>(r[k].getAlgorithm(), 4, "algorithm");
+    a[k].fixed.algorithm = enum_in_range<Algorithm>(r[k].getAlgorithm(), 5, "algorithm");
     a[k].fixed.arity = bounded<int>(r[k].getArity(), 1u << 20, "tree arity");
   }
 }
@@ -231,7 +231,7 @@ std::optional<Status> decode_reply(const Envelope& e, std::string& error) {
   return open_envelope(e, error, [](EnvelopeReader& rd) {
     auto r = rd.root<wire::OpReply>();
     auto code = r.getCode();
-    if (code > static_cast<uint16_t>(Errc::internal)) throw std::runtime_error("unknown error code");
+    if (code > static_cast<uint16_t>(last_errc)) throw std::runtime_error("unknown error code");
     return Status(static_cast<Errc>(code), r.getMessage());
   });
 }

@@ -16,7 +16,7 @@ enum OpKind {
   allReduce @0; reduce @1; broadcast @2; allGather @3; reduceScatter @4;
   allToAll @5; gather @6; scatter @7; barrier @8; send @9; recv @10;
 }
-enum Algorithm { centralized @0; tree @1; ring @2; dbtree @3; direct @4; }
+enum Algorithm { centralized @0; tree @1; ring @2; dbtree @3; direct @4; nccl @5; }
 
 # How one op kind moves data at one level (local or global).
 struct StrategyChoice {

@@ -53,6 +53,7 @@ std::string to_string(const Strategy& s) {
     case Algorithm::ring: return "ring";
     case Algorithm::dbtree: return "dbtree";
     case Algorithm::direct: return "direct";
+    case Algorithm::nccl: return "nccl";
   }
   return "unknown";
 }
@@ -100,6 +101,7 @@ std::vector<Program> make_schedule(const ScheduleParams& p) {
     case Algorithm::ring: return detail::ring_schedule(p);
     case Algorithm::dbtree: return detail::dbtree_schedule(p);
     case Algorithm::direct: return detail::direct_schedule(p);
+    case Algorithm::nccl: break;  // no host schedule: select_strategy resolves it for host data
   }
   throw std::invalid_argument("make_schedule: unknown algorithm");
 }

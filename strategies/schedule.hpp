@@ -64,7 +64,9 @@ using Program = std::vector<Round>;
 // direct: every peer talks to every other directly in one or two rounds ("one-shot", for shared
 // memory); all recv_reduce steps of a round into one region are consecutive with the same
 // (offset, count), so an executor may fuse them (see direct.cpp for the combination order).
-enum class Algorithm : uint8_t { centralized, tree, ring, dbtree, direct };
+// nccl: device tensors on distinct GPUs go through an NCCL communicator (cuda/); it has no host
+// schedule, and everything else (host tensors, logical peers sharing a GPU) resolves as auto does.
+enum class Algorithm : uint8_t { centralized, tree, ring, dbtree, direct, nccl };
 
 // A resolved strategy (auto has already been decided by select_strategy).
 struct Strategy {

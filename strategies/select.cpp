@@ -12,6 +12,7 @@ std::optional<StrategyChoice> parse_strategy(std::string_view t) {
   else if (t == "ring") c.fixed = {Algorithm::ring, 2};
   else if (t == "dbtree") c.fixed = {Algorithm::dbtree, 2};
   else if (t == "direct") c.fixed = {Algorithm::direct, 2};
+  else if (t == "nccl") c.fixed = {Algorithm::nccl, 2};
   else if (t == "tree") c.fixed = {Algorithm::tree, 2};
   else if (t.substr(0, 5) == "tree:") {
     int k = 0;
@@ -29,7 +30,7 @@ std::string to_string(const StrategyChoice& c) { return c.is_auto ? "auto" : to_
 
 Strategy select_strategy(const StrategyChoice& c, const AutoRule& rule, OpKind op,
                          std::size_t bytes, int n) {
-  if (!c.is_auto) return c.fixed;
+  if (!c.is_auto && c.fixed.algorithm != Algorithm::nccl) return c.fixed;
   const bool small = bytes < rule.threshold_bytes || n < 2 || op == OpKind::barrier;
   if (rule.shared_memory) return {small ? Algorithm::centralized : Algorithm::direct, 2};
   if (small) return {Algorithm::tree, rule.tree_arity};

@@ -15,7 +15,8 @@ struct StrategyChoice {
   bool operator==(const StrategyChoice&) const = default;
 };
 
-// "auto", "centralized", "tree:K" (K >= 2; "tree" means tree:2), "ring", "dbtree", "direct".
+// "auto", "centralized", "tree:K" (K >= 2; "tree" means tree:2), "ring", "dbtree", "direct",
+// "nccl" (device tensors on distinct GPUs; resolved like auto for everything else).
 std::optional<StrategyChoice> parse_strategy(std::string_view text);
 std::string to_string(const StrategyChoice& c);
 

@@ -122,7 +122,7 @@ int decode_all(const Envelope& e) {
   err.clear();
   if (auto s = decode_reply(e, err)) {
     ++ok;
-    EXPECT_LE(static_cast<int>(s->code()), static_cast<int>(Errc::internal));
+    EXPECT_LE(static_cast<int>(s->code()), static_cast<int>(last_errc));
     (void)s->to_string();
   } else {
     EXPECT_FALSE(err.empty());
@@ -494,7 +494,7 @@ TEST(WireCodecGarbled, ReplyWithUnknownErrorCode) {
   capnp::MallocMessageBuilder mb;
   auto b = mb.initRoot<wire::OpReply>();
   b.setSeq(1);
-  b.setCode(static_cast<uint16_t>(Errc::internal) + 1);
+  b.setCode(static_cast<uint16_t>(last_errc) + 1);
   b.setMessage("from the future");
   std::string err;
   EXPECT_FALSE(decode_reply(seal(mb), err));
