@@ -21,6 +21,7 @@
 #include "bench/options.hpp"
 #include "bench/report.hpp"
 #include "bench/spin_barrier.hpp"
+#include "cuda/gpu.hpp"
 
 using namespace chorus;
 using namespace chorus::bench;
@@ -71,6 +72,23 @@ struct Shared {
   std::size_t rows = 0;
   std::vector<std::string> all_errors;
 };
+
+// --device cuda: GPU 0's device-to-device copy bandwidth (GB/s), measured once before the sweep.
+double g_copy_gbps = 0;
+
+// What runs GPU rows: NCCL across distinct GPUs (nccl or auto), else the on-device plan.
+std::string gpu_strategy(const Options& o) {
+  if (o.op == BenchOp::send_recv || o.op == BenchOp::barrier) return o.op == BenchOp::barrier ? "host" : "gpu-copy";
+  const bool nccl = o.gpus > 1 && o.participants() <= o.gpus && (o.strategy.is_auto || o.strategy.fixed.algorithm == Algorithm::nccl);
+  return nccl ? "nccl" : (o.gpus > 1 ? "gpu-plan(peer copies)" : "gpu-fused");
+}
+
+// The memory-bound ideal of an all_reduce among n logical peers of one GPU: every input read once
+// and every output written once, n x bytes each way, i.e. as long as copying n x bytes.
+std::optional<double> ideal_us(const Options& o, std::size_t bytes) {
+  if (o.device != DeviceType::cuda || o.gpus != 1 || o.op != BenchOp::all_reduce || g_copy_gbps <= 0) return std::nullopt;
+  return static_cast<double>(o.participants()) * static_cast<double>(bytes) / (g_copy_gbps * 1e3);
+}
 
 // Slot 0 moves the errors of the current size into all_errors (after a barrier). `name` names a
 // slot's peer in the messages.
@@ -144,8 +162,12 @@ void run_sweep(uint32_t slot, uint32_t rank, Peer& peer, const Config& cfg, cons
 
     sh.wrong[slot] = 0;
     if (o.check && !sh.failed.load()) {
-      runner.reset_for_check();
-      if (call()) sh.wrong[slot] = runner.count_wrong();
+      try {
+        runner.reset_for_check();
+        if (call()) sh.wrong[slot] = runner.count_wrong();
+      } catch (const std::exception& e) {  // GPU copies of the checked call
+        fail(std::string("checking results: ") + e.what());
+      }
     }
     sh.sync.arrive_and_wait();
 
@@ -185,7 +207,8 @@ void run_sweep(uint32_t slot, uint32_t rank, Peer& peer, const Config& cfg, cons
         if (o.check) r.wrong = wrong;
         if (sh.prints) {
           r.median_us = median(sh.iter_us);
-          r.strategy = resolved_strategy(o, cfg, layout);
+          r.strategy = o.device == DeviceType::cuda ? gpu_strategy(o) : resolved_strategy(o, cfg, layout);
+          r.ideal_us = ideal_us(o, layout.bytes);
           print_row(r);
         }
         sh.wrong_total += wrong;
@@ -353,8 +376,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Options& o = pr.options;
-  if (o.device == Device::cuda) {
-    std::fprintf(stderr, "chorus-bench: --device cuda: the CUDA path is not built yet; use --device cpu\n");
+  if (o.device == DeviceType::cuda && gpu::device_count() < static_cast<int>(o.gpus)) {
+    std::fprintf(stderr, "chorus-bench: --device cuda: needs %u CUDA device(s), this machine has %d%s\n", o.gpus,
+                 gpu::device_count(), gpu::built_with_cuda() ? "" : " (chorus was built without CUDA)");
     return 2;
   }
   const std::vector<std::size_t> sizes = sweep(o);
@@ -384,6 +408,13 @@ int main(int argc, char** argv) {
 
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   print_preamble(o, hw);
+  if (o.device == DeviceType::cuda) {
+    std::vector<std::string> names;
+    for (uint32_t g = 0; g < o.gpus; ++g) names.push_back(gpu::device_name(static_cast<int>(g)));
+    if (std::string e = gpu::copy_bandwidth(0, std::size_t{256} << 20, g_copy_gbps); !e.empty())
+      std::printf("#  (copy bandwidth not measured: %s)\n", e.c_str());
+    print_devices(names, g_copy_gbps);
+  }
   print_header();
 
   // Spin in the barrier only when every peer has a hardware thread of its own.

@@ -58,9 +58,10 @@ uint32_t OpRunner::partner() const { return rank_ % 2 == 0 ? rank_ + 1 : rank_ -
 
 void OpRunner::prepare(const Layout& l) {
   layout_ = l;
-  in_ = out_ = Tensor();
+  in_ = out_ = hin_ = hout_ = Tensor();
   const DType t = o_.dtype;
-  auto make = [&](std::size_t elems) { return Tensor::zeros(t, {static_cast<int64_t>(elems)}); };
+  const Device dev = o_.device == DeviceType::cuda ? Device::cuda(static_cast<int>(rank_ % o_.gpus)) : Device::cpu();
+  auto make = [&](std::size_t elems) { return Tensor::zeros(t, {static_cast<int64_t>(elems)}, dev); };
   const bool root = rank_ == o_.root;
   const std::size_t c = l.count, b = l.block;
   switch (o_.op) {
@@ -78,17 +79,22 @@ void OpRunner::prepare(const Layout& l) {
       break;
     case BenchOp::barrier: break;
   }
+  auto mirror = [](const Tensor& d) { return d.defined() && d.is_cuda() ? Tensor::zeros(d.dtype(), d.shape()) : d; };
+  hin_ = mirror(in_);
+  hout_ = mirror(out_);
   reset_for_check();
 }
 
 void OpRunner::reset_for_check() {
   // Broadcast's non-root peers receive into in_ (the op is in place): their buffer is output.
   const bool in_is_output = o_.op == BenchOp::broadcast && rank_ != o_.root;
-  if (in_.defined() && in_.numel()) {
-    if (in_is_output) fill_sentinel(o_.dtype, in_.data(), in_.numel());
-    else fill_pattern(pattern_, rank_, in_.data(), 0, in_.numel());
+  if (hin_.defined() && hin_.numel()) {
+    if (in_is_output) fill_sentinel(o_.dtype, hin_.data(), hin_.numel());
+    else fill_pattern(pattern_, rank_, hin_.data(), 0, hin_.numel());
   }
-  if (out_.defined() && out_.numel()) fill_sentinel(o_.dtype, out_.data(), out_.numel());
+  if (hout_.defined() && hout_.numel()) fill_sentinel(o_.dtype, hout_.data(), hout_.numel());
+  if (in_.defined() && in_.is_cuda()) in_.copy_from(hin_);
+  if (out_.defined() && out_.is_cuda()) out_.copy_from(hout_);
 }
 
 Status OpRunner::run() {
@@ -112,7 +118,11 @@ Status OpRunner::run() {
   return Status::ok();
 }
 
-std::size_t OpRunner::count_wrong() const {
+std::size_t OpRunner::count_wrong() {
+  if (in_.defined() && in_.is_cuda()) hin_.copy_from(in_);
+  if (out_.defined() && out_.is_cuda()) hout_.copy_from(out_);
+  const Tensor& in_ = hin_;  // the checks below read the host mirrors
+  const Tensor& out_ = hout_;
   const DType t = o_.dtype;
   const std::size_t c = layout_.count, b = layout_.block;
   const bool root = rank_ == o_.root;
@@ -158,6 +168,6 @@ std::size_t OpRunner::count_wrong() const {
   return wrong;
 }
 
-void OpRunner::release() { in_ = out_ = Tensor(); }
+void OpRunner::release() { in_ = out_ = hin_ = hout_ = Tensor(); }
 
 } // namespace chorus::bench

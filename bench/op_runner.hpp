@@ -32,15 +32,17 @@ class OpRunner {
  public:
   OpRunner(const Options& o, Peer& peer, uint32_t rank);
 
-  // Allocates this peer's buffers for a layout (outside any timing) and fills the inputs.
+  // Allocates this peer's buffers for a layout (outside any timing) and fills the inputs. With
+  // --device cuda the op's buffers live on GPU rank mod --gpus, and host mirrors carry the
+  // patterns in and the results out (throws std::runtime_error when GPU memory cannot be had).
   void prepare(const Layout& l);
   // One call of the op. Allocation-free on the benchmark's side.
   Status run();
   // Fresh inputs and sentinel-filled outputs, for the checked call.
   void reset_for_check();
   // Wrong elements of this peer after the checked call: results against the reference, and
-  // inputs the op must leave untouched.
-  std::size_t count_wrong() const;
+  // inputs the op must leave untouched (GPU buffers are copied back to the host mirrors first).
+  std::size_t count_wrong();
   // Drops the buffers.
   void release();
 
@@ -56,7 +58,8 @@ class OpRunner {
   Pattern pattern_;
   Reference reference_;
   Layout layout_;
-  Tensor in_, out_, none_;
+  Tensor in_, out_, none_;  // what the op gets (GPU memory with --device cuda)
+  Tensor hin_, hout_;       // host mirrors: the same tensors on the cpu device
 };
 
 } // namespace chorus::bench

@@ -138,7 +138,11 @@ std::string usage(std::string_view program) {
     "  -c, --check 0|1    1: after timing, run the op once more on fresh inputs and count the wrong\n"
     "                     elements of every peer against an independent reference (default 1)\n"
     "  --timeout-ms MS    the runtime's per-wait timeout for every op (default 30000)\n"
-    "  --device D         cpu (default); cuda is not built yet\n"
+    "  --device D         cpu (default) or cuda: buffers in GPU memory (inputs filled and results\n"
+    "                     checked through host copies, outside the timing); also prints the GPU's\n"
+    "                     device-to-device copy bandwidth and the memory-bound ideal of each row\n"
+    "  --gpus K           with --device cuda: peer r uses GPU r mod K (default 1: logical peers\n"
+    "                     sharing GPU 0; K distinct GPUs let the nccl/auto strategy use NCCL)\n"
     "  -h, --help         this text\n"
     "\n"
     "Multi-node mode (one process per node, one thread per peer, ranks global over all nodes):\n"
@@ -200,7 +204,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     static constexpr std::string_view known[] = {
         "--op", "--peers", "--dtype", "--redop", "--strategy", "-b", "--minbytes", "-e", "--maxbytes",
         "-f", "--stepfactor", "-n", "--iters", "-w", "--warmup_iters", "--root", "-c", "--check",
-        "--timeout-ms", "--device", "--group", "--nodes", "--orchestrator", "--node-address", "--secret"};
+        "--timeout-ms", "--device", "--gpus", "--group", "--nodes", "--orchestrator", "--node-address", "--secret"};
     if (std::find(std::begin(known), std::end(known), flag) == std::end(known))
       return fail("unknown flag " + std::string(args[i]));
     auto v = next();
@@ -291,9 +295,13 @@ ParseResult parse_options(int argc, const char* const* argv) {
       o.node_address = vs;
     } else if (flag == "--secret") {
       o.secret = vs;
+    } else if (flag == "--gpus") {
+      auto n = parse_int<uint32_t>(vs);
+      if (!n || *n < 1 || *n > 1024) return fail("--gpus " + vs + ": need an integer in [1, 1024]");
+      o.gpus = *n;
     } else if (flag == "--device") {
-      if (*v == "cpu") o.device = Device::cpu;
-      else if (*v == "cuda") o.device = Device::cuda;
+      if (*v == "cpu") o.device = DeviceType::cpu;
+      else if (*v == "cuda") o.device = DeviceType::cuda;
       else return fail("--device " + vs + ": expected cpu or cuda");
     }
   }
@@ -310,6 +318,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     for (std::size_t j = 0; j < i; ++j)
       if (o.group[j] == o.group[i]) return fail("--group: peer " + std::to_string(o.group[i]) + " is listed twice");
   }
+  if (o.gpus > 1 && o.device != DeviceType::cuda) return fail("--gpus needs --device cuda");
   if (!o.multi_node()) {
     if (!o.orchestrator.empty()) return fail("--orchestrator needs --nodes M (the nodes of the collective)");
     if (!o.node_address.empty()) return fail("--node-address needs --nodes M and --orchestrator HOST:PORT");

@@ -7,6 +7,7 @@
 #include <vector>
 #include <string_view>
 
+#include "actors/tensor.hpp"
 #include "strategies/select.hpp"
 #include "strategies/types.hpp"
 
@@ -25,7 +26,6 @@ bool is_rooted(BenchOp op);   // reduce, broadcast, gather, scatter
 // The library's op kind (send_recv maps to send; only used for strategy display).
 OpKind op_kind(BenchOp op);
 
-enum class Device : uint8_t { cpu, cuda };
 
 struct Options {
   BenchOp op = BenchOp::all_reduce;
@@ -43,7 +43,8 @@ struct Options {
   uint32_t root = 0;
   bool check = true;
   int64_t timeout_ms = 30000;
-  Device device = Device::cpu;
+  DeviceType device = DeviceType::cpu;
+  uint32_t gpus = 1;  // --device cuda: peers spread round-robin over GPUs 0..gpus-1
   // --group: the sweep runs inside the subgroup of these global peer ids (empty: the world).
   // Ranks, --root and the busbw factors then refer to the group.
   std::vector<uint32_t> group;

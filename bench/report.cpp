@@ -26,11 +26,11 @@ double alg_bandwidth(std::size_t bytes, double time_us) {
 }
 
 void print_preamble(const Options& o, unsigned hardware_threads, const NodesInfo* nodes) {
-  std::printf("# chorus-bench: op %s, peers %u, dtype %s, redop %s, strategy %s, device cpu\n",
+  std::printf("# chorus-bench: op %s, peers %u, dtype %s, redop %s, strategy %s, device %s\n",
               std::string(to_string(o.op)).c_str(), nodes ? nodes->total_peers : o.peers,
               std::string(to_string(o.dtype)).c_str(),
               uses_redop(o.op) ? std::string(to_string(o.redop)).c_str() : "none",
-              o.strategy_text.c_str());
+              o.strategy_text.c_str(), o.device == DeviceType::cuda ? "cuda" : "cpu");
   std::printf("#  minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d "
               "validation: %d root: %u timeout: %lld ms\n",
               o.min_bytes, o.max_bytes, o.factor, o.warmup, o.iters, o.check ? 1 : 0, o.root,
@@ -50,6 +50,16 @@ void print_preamble(const Options& o, unsigned hardware_threads, const NodesInfo
   std::printf("#\n");
 }
 
+void print_devices(const std::vector<std::string>& names, double copy_gbps) {
+  for (std::size_t g = 0; g < names.size(); ++g) std::printf("#  GPU %zu: %s\n", g, names[g].c_str());
+  if (copy_gbps > 0)
+    std::printf("#  GPU 0 device-to-device copy bandwidth: %.1f GB/s (cudaMemcpyAsync of 256 MiB); the\n"
+                "#  ideal column of all_reduce is peers x size / that bandwidth (each input read once,\n"
+                "#  each output written once)\n",
+                copy_gbps);
+  std::printf("#\n");
+}
+
 void print_header() {
   std::printf("# %10s  %12s  %8s  %6s  %6s  %11s  %7s  %7s  %6s  %11s  %s\n", "size", "count", "type",
               "redop", "root", "time(us)", "algbw", "busbw", "#wrong", "median(us)", "strategy");
@@ -60,9 +70,11 @@ void print_header() {
 
 void print_row(const Row& r) {
   const std::string wrong = r.wrong ? std::to_string(*r.wrong) : "N/A";
-  std::printf("  %10zu  %12zu  %8s  %6s  %6ld  %11.2f  %7.3f  %7.3f  %6s  %11.2f  %s\n", r.bytes, r.count,
+  std::printf("  %10zu  %12zu  %8s  %6s  %6ld  %11.2f  %7.3f  %7.3f  %6s  %11.2f  %s", r.bytes, r.count,
               r.type.c_str(), r.redop.c_str(), r.root, r.time_us, r.algbw, r.busbw, wrong.c_str(),
               r.median_us, r.strategy.c_str());
+  if (r.ideal_us) std::printf("  ideal %.2f us (x%.2f)", *r.ideal_us, r.time_us / *r.ideal_us);
+  std::printf("\n");
   std::fflush(stdout);
 }
 

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "bench/options.hpp"
 
@@ -23,6 +24,7 @@ struct Row {
   std::optional<std::size_t> wrong;  // nullopt: not checked
   double median_us = 0;  // median per-iteration time on peer 0
   std::string strategy;
+  std::optional<double> ideal_us;  // --device cuda all_reduce: the memory-bound ideal time
 };
 
 // algbw in GB/s for `bytes` moved in `time_us`.
@@ -38,6 +40,8 @@ struct NodesInfo {
 
 // `nodes`: null for one in-process Runtime.
 void print_preamble(const Options& o, unsigned hardware_threads, const NodesInfo* nodes = nullptr);
+// --device cuda: the GPUs and the copy bandwidth the ideal column is measured against.
+void print_devices(const std::vector<std::string>& names, double copy_gbps);
 void print_header();
 void print_row(const Row& r);
 void print_failed_row(std::size_t bytes, std::size_t count, const std::string& type,

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Every check that needs a GPU, in one command. Run it on a machine with a CUDA device, either
+# from a build tree (scripts/gpu_checks.sh build) or from a bundle made by scripts/gpu_bundle.sh
+# (scripts/gpu_checks.sh .gpu). Logs go to $OUT (or ./gpu-checks/). It runs:
+#   1. the GPU test cases (device_tensors_test, cuda_device_test) and the device plan tests;
+#   2. compute-sanitizer memcheck and racecheck over the GPU tests, where compute-sanitizer exists;
+#   3. chorus-bench --device cuda for every op (4 logical peers on GPU 0), the 256 MiB all_reduce
+#      against the memory-bound ideal (target: at most 1.25x), and the 1 KiB all_reduce between 2
+#      logical peers (target: median at most 30 us);
+#   4. with 2 or more GPUs: every op over distinct GPUs through NCCL and through the on-device plan.
+set -uo pipefail
+root=${1:-build}
+bin=$root/bin
+out=${OUT:-gpu-checks}
+mkdir -p "$out"
+[ -d "$root/lib" ] && export LD_LIBRARY_PATH="$root/lib:${LD_LIBRARY_PATH:-}"
+# NCCL: the system's, the CUDA toolkit's, or the one inside a Python install (PyTorch ships it).
+if ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
+  for d in /usr/local/cuda/lib /usr/local/cuda/lib64 $(python3 -c 'import nvidia.nccl,os;print(os.path.dirname(nvidia.nccl.__path__[0]+"/")+"/lib")' 2>/dev/null); do
+    [ -e "$d/libnccl.so.2" ] && export LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" && break
+  done
+fi
+status=0
+run() {  # name, command...
+  local name=$1; shift
+  echo "== $name: $*" | tee -a "$out/summary.txt"
+  if "$@" >"$out/$name.log" 2>&1; then echo "   ok" | tee -a "$out/summary.txt"
+  else echo "   FAILED (exit $?; see $name.log)" | tee -a "$out/summary.txt"; status=1; fi
+  grep -E "SKIPPED|PASSED|FAILED|Out of bounds|ideal" "$out/$name.log" | head -40 >>"$out/summary.txt" || true
+}
+nvidia-smi -L | tee "$out/summary.txt" || echo "no nvidia-smi" | tee "$out/summary.txt"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 0)
+
+run gpu_tests "$bin/device_tensors_test"
+run cuda_device_test "$bin/cuda_device_test"
+run device_plan_test "$bin/device_plan_test"
+if command -v compute-sanitizer >/dev/null; then
+  run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/device_tensors_test" --gtest_filter='DeviceTensorsOnGpu.*'
+  run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/device_tensors_test" --gtest_filter='DeviceTensorsOnGpu.*:-*Distinct*'
+else
+  echo "== compute-sanitizer not found: memcheck and racecheck NOT run" | tee -a "$out/summary.txt"; status=1
+fi
+bench="$bin/chorus-bench --device cuda --timeout-ms 60000"
+for op in all_reduce reduce broadcast all_gather reduce_scatter all_to_all gather scatter send_recv barrier; do
+  run "bench_$op" $bench --op $op --peers 4 -b 1K -e 64M -f 8 -n 20 -w 5
+done
+run bench_allreduce_256M $bench --op all_reduce --peers 4 -b 256M -e 256M -n 20 -w 5
+run bench_allreduce_1K $bench --op all_reduce --peers 2 -b 1K -e 1K -n 2000 -w 200
+for dt in f16 bf16 f64 i8 u8 i32 i64; do
+  run "bench_dtype_$dt" $bench --op all_reduce --peers 4 --dtype $dt --redop max -b 1K -e 16M -f 16 -n 5 -w 1
+done
+if [ "$gpus" -ge 2 ]; then
+  for s in nccl direct; do
+    for op in all_reduce reduce broadcast all_gather reduce_scatter all_to_all gather scatter; do
+      run "bench_${s}_$op" $bench --op $op --peers "$gpus" --gpus "$gpus" --strategy $s -b 1K -e 256M -f 16 -n 10 -w 2
+    done
+  done
+fi
+echo "== done: $( [ $status = 0 ] && echo all passed || echo some FAILED ) (logs in $out)" | tee -a "$out/summary.txt"
+exit $status
