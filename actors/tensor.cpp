@@ -55,6 +55,12 @@ Tensor Tensor::borrow(void* data, DType dtype, Shape shape, Device device) {
   return t;
 }
 
+Tensor Tensor::wrap(void* data, DType dtype, Shape shape, Device device, std::shared_ptr<void> keep_alive) {
+  Tensor t = borrow(data, dtype, std::move(shape), device);
+  t.owner_ = std::move(keep_alive);
+  return t;
+}
+
 Tensor Tensor::to(Device device) const {
   Tensor r = zeros(dtype_, shape_, device);
   if (nbytes() == 0) return r;

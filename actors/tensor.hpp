@@ -46,6 +46,9 @@ class Tensor {
   // Borrowed storage: chorus never frees it; the caller keeps it alive while an op uses it.
   // For a GPU tensor `data` is a device pointer on `device` (from cudaMalloc or a framework).
   static Tensor borrow(void* data, DType dtype, Shape shape, Device device = Device::cpu());
+  // Borrowed storage that `keep_alive` keeps valid as long as any copy of the handle lives (e.g. a
+  // pooled buffer whose deleter hands it back).
+  static Tensor wrap(void* data, DType dtype, Shape shape, Device device, std::shared_ptr<void> keep_alive);
   // Owned copy of a vector, shaped as 1-D unless a shape is given.
   template <class T>
   static Tensor from(const std::vector<T>& v, Shape shape = {}) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what the GPU checks need into one folder (default .gpu/, ignored by git) so that they can
 # run on a machine with a GPU but without our build dependencies (the lent device machines): the
-# test and bench binaries, the orchestrator, the ctest files, and every shared library they load
+# test and bench binaries and every shared library they load
 # except the C library, the CUDA driver and NCCL (found on the GPU machine by gpu_checks.sh).
 #   scripts/gpu_bundle.sh [build-dir] [out-dir]
 set -euo pipefail
@@ -10,7 +10,7 @@ out=${2:-.gpu}
 [ -x "$build/bin/device_tensors_test" ] || { echo "gpu_bundle: build first (scripts/setup.sh)"; exit 2; }
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-bins="device_tensors_test device_plan_test cuda_device_test chorus-bench chorus-orchestrator chorus-demo"
+bins="device_tensors_test device_plan_test cuda_device_test chorus-bench"
 for b in $bins; do cp "$build/bin/$b" "$out/bin/"; done
 for b in $bins; do
   ldd "$build/bin/$b" | awk '/=> \// {print $3}'
@@ -20,5 +20,6 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done
+strip --strip-unneeded "$out"/bin/* "$out"/lib/* 2>/dev/null || true  # the carry limit is 64 MiB
 cp scripts/gpu_checks.sh "$out/"
 du -sh "$out"
