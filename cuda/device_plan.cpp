@@ -1,6 +1,7 @@
 #include "cuda/device_plan.hpp"
 
 #include <cstdint>
+#include <map>
 
 namespace chorus::gpu {
 
@@ -34,15 +35,26 @@ class Builder {
         for (int i = 0; i < n_; ++i) copy(out(i), dev(i), in(c_.root), dev(c_.root), block_);
         break;
       case OpKind::all_gather:
+      case OpKind::gather: {
+        // In place is my input already sitting in my block of the output; any other overlap of an
+        // input with an output would read a block already replaced: such inputs are staged.
+        Inputs ins = inputs(block_, [&](int j, int i) {
+          return overlap(in(j), block_, out(i), n_ * block_) && !(i == j && in(j) == at(out(i), j * block_));
+        });
         for (int i = 0; i < n_; ++i)
-          for (int j = 0; j < n_; ++j) copy(at(out(i), j * block_), dev(i), in(j), dev(j), block_);
+          if (c_.kind == OpKind::all_gather || i == c_.root)
+            for (int j = 0; j < n_; ++j) copy(at(out(i), j * block_), dev(i), ins.ptr[j], ins.device[j], block_);
         break;
-      case OpKind::gather:
-        for (int j = 0; j < n_; ++j) copy(at(out(c_.root), j * block_), dev(c_.root), in(j), dev(j), block_);
+      }
+      case OpKind::scatter: {
+        // In place is my output being my own block of the root's input.
+        Inputs ins = inputs(n_ * block_, [&](int j, int i) {
+          return j == c_.root && overlap(in(j), n_ * block_, out(i), block_) && !(i == j && out(i) == at(in(j), i * block_));
+        });
+        for (int i = 0; i < n_; ++i)
+          copy(out(i), dev(i), at(ins.ptr[c_.root], i * block_), ins.device[c_.root], block_);
         break;
-      case OpKind::scatter:
-        for (int i = 0; i < n_; ++i) copy(out(i), dev(i), at(in(c_.root), i * block_), dev(c_.root), block_);
-        break;
+      }
       case OpKind::all_to_all: all_to_all(); break;
       case OpKind::barrier: break;
     }
@@ -61,10 +73,12 @@ class Builder {
     s.copy = {dst, dd, src, sd, bytes};
     plan_.steps.push_back(s);
   }
-  // `bytes` at src (on device sd) as seen from the lead device: itself, or a copy in scratch.
-  const void* on_lead(const void* src, int sd, std::size_t bytes) {
+  // `bytes` at src (on device sd) as seen from the lead device: itself, or a copy in scratch
+  // (`reuse` >= 0: the same scratch every time for that key).
+  const void* on_lead(const void* src, int sd, std::size_t bytes, int reuse = -1) {
     if (sd == plan_.lead) return src;
-    void* t = scratch_(plan_.lead, bytes);
+    void* t = reuse >= 0 && reused_.count(reuse) ? reused_[reuse] : scratch_(plan_.lead, bytes);
+    if (reuse >= 0) reused_[reuse] = t;
     copy(t, plan_.lead, src, sd, bytes);
     return t;
   }
@@ -92,15 +106,16 @@ class Builder {
     std::vector<int> device;
   };
   template <class Clobbers>
-  Inputs inputs(Clobbers clobbers) {
+  Inputs inputs(std::size_t bytes, Clobbers clobbers) {
     Inputs r{std::vector<const void*>(n_), std::vector<int>(n_)};
     for (int j = 0; j < n_; ++j) {
       r.ptr[j] = in(j);
       r.device[j] = dev(j);
+      if (!in(j)) continue;
       for (int i = 0; i < n_; ++i)
-        if (clobbers(j, i)) {
-          void* t = scratch_(plan_.lead, n_ * block_);
-          copy(t, plan_.lead, in(j), dev(j), n_ * block_);
+        if (out(i) && clobbers(j, i)) {
+          void* t = scratch_(plan_.lead, bytes);
+          copy(t, plan_.lead, in(j), dev(j), bytes);
           r.ptr[j] = t;
           r.device[j] = plan_.lead;
           break;
@@ -125,19 +140,22 @@ class Builder {
     // Block i of every input reduces into peer i's output. Outputs may alias an input (in place on
     // the input's own block): then that block must be read by every reduction before it is
     // written, so inputs that overlap some output are staged first.
-    Inputs ins = inputs([&](int j, int i) {
+    Inputs ins = inputs(n_ * block_, [&](int j, int i) {
       return overlap(in(j), n_ * block_, out(i), block_) && !(j == i && out(i) == at(in(j), i * block_));
     });
     for (int i = 0; i < n_; ++i) {
       std::vector<const void*> srcs;
-      for (int j = 0; j < n_; ++j) srcs.push_back(on_lead(at(ins.ptr[j], i * block_), ins.device[j], block_));
+      // Block i of an input on another GPU comes over into scratch slot j, reused for every block
+      // (the lead's stream runs block i's reduction before block i+1's copy overwrites it).
+      for (int j = 0; j < n_; ++j)
+        srcs.push_back(on_lead(at(ins.ptr[j], i * block_), ins.device[j], block_, j));
       reduce_into(std::move(srcs), {{i, out(i)}});
     }
   }
   void all_to_all() {
     // In place (or any overlap of an input with an output) would read blocks already replaced:
     // such inputs are staged in scratch first.
-    Inputs ins = inputs([&](int j, int i) { return overlap(in(j), n_ * block_, out(i), n_ * block_); });
+    Inputs ins = inputs(n_ * block_, [&](int j, int i) { return overlap(in(j), n_ * block_, out(i), n_ * block_); });
     for (int i = 0; i < n_; ++i)
       for (int j = 0; j < n_; ++j)
         copy(at(out(i), j * block_), dev(i), at(ins.ptr[j], i * block_), ins.device[j], block_);
@@ -148,6 +166,7 @@ class Builder {
   std::size_t esize_ = 1, block_ = 0;
   int n_ = 0;
   DevicePlan plan_;
+  std::map<int, void*> reused_;
 };
 
 } // namespace

@@ -55,11 +55,13 @@ struct DeviceWorker::Mailbox {
 };
 
 DeviceWorker& DeviceWorker::of(int device) {
-  static std::mutex mu;
-  static std::map<int, DeviceWorker*> workers;  // never freed: the threads live as long as the process
-  std::lock_guard<std::mutex> lk(mu);
-  auto it = workers.find(device);
-  if (it != workers.end()) return *it->second;
+  // Never destroyed: a tensor freed during exit may still come here, and the worker threads live
+  // as long as the process.
+  static auto* mu = new std::mutex;
+  static auto* workers = new std::map<int, DeviceWorker*>;
+  std::lock_guard<std::mutex> lk(*mu);
+  auto it = workers->find(device);
+  if (it != workers->end()) return *it->second;
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();
@@ -69,7 +71,7 @@ DeviceWorker& DeviceWorker::of(int device) {
     throw std::out_of_range("cuda:" + std::to_string(device) + " does not exist (" + std::to_string(n) +
                             " CUDA device(s) here)");
   auto* w = new DeviceWorker(device);
-  workers[device] = w;
+  (*workers)[device] = w;
   return *w;
 }
 
@@ -104,8 +106,21 @@ void DeviceWorker::loop() {
       mb->queued.fetch_sub(1, std::memory_order_release);
     }
     std::string r;
-    if (!mb->start_error.empty()) r = "cuda:" + std::to_string(device_) + ": " + mb->start_error;
-    else if (!job->abandoned.load(std::memory_order_acquire)) r = job->task();
+    if (!mb->start_error.empty()) {
+      r = "cuda:" + std::to_string(device_) + ": " + mb->start_error;
+    } else if (!job->abandoned.load(std::memory_order_acquire)) {
+      // Every task starts on this GPU with no stale error (NCCL's error paths may switch devices;
+      // a failed call earlier leaves its error behind).
+      cudaSetDevice(device_);
+      (void)cudaGetLastError();
+      try {
+        r = job->task();
+      } catch (const std::exception& e) {
+        r = std::string("device task failed: ") + e.what();
+      } catch (...) {
+        r = "device task failed with an unknown exception";
+      }
+    }
     {
       std::lock_guard<std::mutex> lk(job->mu);
       job->result = std::move(r);
@@ -144,7 +159,7 @@ std::string DeviceWorker::call(Task task, Clock::time_point deadline, const std:
 }
 
 std::string DeviceWorker::call(Task task) {
-  return call(std::move(task), Clock::now() + std::chrono::hours(24 * 365), "device work");
+  return call(std::move(task), Clock::now() + std::chrono::seconds(60), "device work");
 }
 
 void* DeviceWorker::scratch(int k, std::size_t bytes, std::string& error) {
@@ -171,14 +186,18 @@ std::string DeviceWorker::synchronize(Clock::time_point deadline) {
   auto ev = static_cast<cudaEvent_t>(done_event_);
   if (auto e = cudaEventRecord(ev, s); e != cudaSuccess) return cuda_error("cudaEventRecord", e);
   // Spin first (small ops finish in microseconds), then poll with short sleeps until the deadline.
-  auto ready = [&] { return cudaEventQuery(ev) != cudaErrorNotReady; };
+  // A "not ready" answer is recorded as the thread's last error: clear it each time.
+  auto ready = [&] {
+    if (cudaEventQuery(ev) != cudaErrorNotReady) return true;
+    (void)cudaGetLastError();
+    return false;
+  };
   if (!spin_for(ready, std::chrono::microseconds(200)))
     while (!ready()) {
       if (Clock::now() >= deadline) return "timeout: the GPU work did not finish in time";
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   if (auto e = cudaEventQuery(ev); e != cudaSuccess) return cuda_error("CUDA stream", e);
-  if (auto e = cudaGetLastError(); e != cudaSuccess) return cuda_error("CUDA", e);
   return {};
 }
 

@@ -29,7 +29,7 @@ class DeviceWorker {
   std::string wait(const Ticket& t, std::chrono::steady_clock::time_point deadline, const std::string& what);
   // submit + wait.
   std::string call(Task task, std::chrono::steady_clock::time_point deadline, const std::string& what);
-  std::string call(Task task);  // no deadline: only for short bookkeeping (allocation, copies)
+  std::string call(Task task);  // short bookkeeping (allocation, small copies): a 60 s deadline
 
   // Only on the worker thread:
   void* stream() const { return stream_; }  // the cudaStream_t

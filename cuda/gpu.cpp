@@ -33,6 +33,15 @@ struct ScratchFailed : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+using Clock = std::chrono::steady_clock;
+
+// Bookkeeping work (allocation, copies for tensors) gets this long on the device actor.
+Clock::time_point bookkeeping_deadline() { return Clock::now() + std::chrono::seconds(60); }
+
+// A task stops itself at `deadline`; its caller waits a little longer so that the task's own
+// answer (with the CUDA error or the timeout it saw) is what comes back.
+Clock::time_point caller_deadline(Clock::time_point deadline) { return deadline + std::chrono::seconds(2); }
+
 // One reduction step on the worker's stream. Up to kMaxFan sources and destinations is one kernel;
 // beyond that the sources fold into scratch (kMaxFan at a time) and the result fans out from there.
 std::string run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceReduce& r, int& slot) {
@@ -83,7 +92,7 @@ std::string run_plan(const DeviceCollective& c, std::chrono::steady_clock::time_
           if (st.kind == DeviceStep::Kind::copy) {
             const DeviceCopy& k = st.copy;
             cudaError_t e = k.dst_device == k.src_device
-                                ? cudaMemcpyAsync(k.dst, k.src, k.bytes, cudaMemcpyDeviceToDevice, s)
+                                ? cudaMemcpyAsync(k.dst, k.src, k.bytes, cudaMemcpyDefault, s)
                                 : cudaMemcpyPeerAsync(k.dst, k.dst_device, k.src, k.src_device, k.bytes, s);
             if (e != cudaSuccess) return cuda_error(op->label + ": copy", e);
           } else if (auto e = run_reduce(*w, op->dtype, op->redop, st.reduce, slot); !e.empty()) {
@@ -93,7 +102,7 @@ std::string run_plan(const DeviceCollective& c, std::chrono::steady_clock::time_
         if (auto e = w->synchronize(deadline); !e.empty()) return op->label + ": " + e;
         return {};
       },
-      deadline, c.label);
+      caller_deadline(deadline), c.label);
 }
 
 } // namespace
@@ -124,23 +133,27 @@ std::string allocate(int device, std::size_t bytes, void** out) {
   std::string error;
   DeviceWorker* w = worker(device, error);
   if (!w) return error;
-  void* p = nullptr;
-  error = w->call([&]() -> std::string {
-    if (auto e = cudaMalloc(&p, bytes ? bytes : 1); e != cudaSuccess)
+  // The task owns where it writes: a caller that timed out must not be written into later.
+  auto p = std::make_shared<void*>(nullptr);
+  error = w->call([p, bytes, device]() -> std::string {
+    if (auto e = cudaMalloc(p.get(), bytes ? bytes : 1); e != cudaSuccess)
       return cuda_error("cudaMalloc of " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(device), e);
     return {};
   });
-  if (error.empty()) *out = p;
+  if (error.empty()) *out = *p;
   return error;
 }
 
 void release(int device, void* p) noexcept {
   if (!p) return;
-  std::string error;
-  if (DeviceWorker* w = worker(device, error)) w->call([p]() -> std::string {
-      cudaFree(p);
-      return {};
-    });
+  try {
+    std::string error;
+    if (DeviceWorker* w = worker(device, error)) w->call([p]() -> std::string {
+        cudaFree(p);
+        return {};
+      });
+  } catch (...) {  // a destructor's path: never throw (at worst the memory stays allocated)
+  }
 }
 
 std::string allocate_pinned(std::size_t bytes, void** out) {
@@ -163,43 +176,48 @@ std::string copy(void* dst, int dst_device, const void* src, int src_device, std
   std::string error;
   DeviceWorker* w = worker(device, error);
   if (!w) return error;
-  return w->call([=]() -> std::string {
-    auto s = static_cast<cudaStream_t>(w->stream());
-    cudaError_t e;
-    if (dst_device != kHost && src_device != kHost && dst_device != src_device)
-      e = cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, s);
-    else
-      e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
-    if (e != cudaSuccess) return cuda_error("copy of " + std::to_string(bytes) + " bytes", e);
-    if (e = cudaStreamSynchronize(s); e != cudaSuccess) return cuda_error("copy of " + std::to_string(bytes) + " bytes", e);
-    return {};
-  });
+  const auto deadline = bookkeeping_deadline();
+  return w->call(
+      [=]() -> std::string {
+        auto s = static_cast<cudaStream_t>(w->stream());
+        cudaError_t e;
+        if (dst_device != kHost && src_device != kHost && dst_device != src_device)
+          e = cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, s);
+        else
+          e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+        if (e != cudaSuccess) return cuda_error("copy of " + std::to_string(bytes) + " bytes", e);
+        return w->synchronize(deadline);
+      },
+      caller_deadline(deadline), "copy of " + std::to_string(bytes) + " bytes");
 }
 
 std::string memset_zero(int device, void* p, std::size_t bytes) {
   std::string error;
   DeviceWorker* w = worker(device, error);
   if (!w) return error;
-  return w->call([=]() -> std::string {
-    auto s = static_cast<cudaStream_t>(w->stream());
-    if (auto e = cudaMemsetAsync(p, 0, bytes, s); e != cudaSuccess) return cuda_error("cudaMemset", e);
-    if (auto e = cudaStreamSynchronize(s); e != cudaSuccess) return cuda_error("cudaMemset", e);
-    return {};
-  });
+  const auto deadline = bookkeeping_deadline();
+  return w->call(
+      [=]() -> std::string {
+        auto s = static_cast<cudaStream_t>(w->stream());
+        if (auto e = cudaMemsetAsync(p, 0, bytes, s); e != cudaSuccess) return cuda_error("cudaMemset", e);
+        return w->synchronize(deadline);
+      },
+      caller_deadline(deadline), "cudaMemset");
 }
 
 std::string accumulate(int device, DType dtype, void* dst, const void* src, std::size_t count) {
   std::string error;
   DeviceWorker* w = worker(device, error);
   if (!w) return error;
-  return w->call([=]() -> std::string {
-    void* dsts[1] = {dst};
-    const void* srcs[2] = {dst, src};
-    if (auto e = launch_reduce(w->stream(), dtype, ReduceOp::sum, dsts, 1, srcs, 2, count, 1); !e.empty()) return e;
-    if (auto e = cudaStreamSynchronize(static_cast<cudaStream_t>(w->stream())); e != cudaSuccess)
-      return cuda_error("accumulate", e);
-    return {};
-  });
+  const auto deadline = bookkeeping_deadline();
+  return w->call(
+      [=]() -> std::string {
+        void* dsts[1] = {dst};
+        const void* srcs[2] = {dst, src};
+        if (auto e = launch_reduce(w->stream(), dtype, ReduceOp::sum, dsts, 1, srcs, 2, count, 1); !e.empty()) return e;
+        return w->synchronize(deadline);
+      },
+      caller_deadline(deadline), "accumulate");
 }
 
 std::string copy_bandwidth(int device, std::size_t bytes, double& gb_per_s) {
@@ -207,7 +225,9 @@ std::string copy_bandwidth(int device, std::size_t bytes, double& gb_per_s) {
   std::string error;
   DeviceWorker* w = worker(device, error);
   if (!w) return error;
-  return w->call([&]() -> std::string {
+  auto result = std::make_shared<double>(0);
+  std::string e = w->call([w, bytes, result]() -> std::string {
+    double& gb_per_s = *result;
     void *a = nullptr, *b = nullptr;
     cudaEvent_t t0 = nullptr, t1 = nullptr;
     auto s = static_cast<cudaStream_t>(w->stream());
@@ -234,6 +254,8 @@ std::string copy_bandwidth(int device, std::size_t bytes, double& gb_per_s) {
     cudaFree(b);
     return err;
   });
+  gb_per_s = *result;
+  return e;
 }
 
 std::string run_collective(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline) {

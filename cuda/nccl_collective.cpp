@@ -23,6 +23,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// NCCL sets up a communicator in seconds, far longer than a small op's deadline may be.
+constexpr auto kSetupTime = std::chrono::seconds(120);
+
 std::string nccl_error(const std::string& what, ncclResult_t r, ncclComm_t comm = nullptr) {
   std::string s = what + ": " + ncclGetErrorString(r);
   if (comm) {
@@ -46,11 +49,12 @@ std::optional<ncclDataType_t> nccl_type(DType t) {
   return std::nullopt;
 }
 
-// avg runs as sum and divides afterwards with our kernel (integers divide truncating, as on host).
-std::optional<ncclRedOp_t> nccl_op(ReduceOp op) {
+// Floats average with ncclAvg (no overflow of a half-precision sum); integers sum and are divided
+// afterwards by our kernel (truncating, as on the host).
+std::optional<ncclRedOp_t> nccl_op(ReduceOp op, DType t) {
   switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::avg: return ncclSum;
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::avg: return is_floating(t) ? ncclAvg : ncclSum;
     case ReduceOp::prod: return ncclProd;
     case ReduceOp::min: return ncclMin;
     case ReduceOp::max: return ncclMax;
@@ -58,26 +62,69 @@ std::optional<ncclRedOp_t> nccl_op(ReduceOp op) {
   }
 }
 
-// The communicators of one GPU set; `broken` once an op failed on them.
+// The communicators of one GPU set. comm[r] is touched only on devices[r]'s device actor (NCCL
+// forbids aborting a communicator while another thread uses it): other threads only raise
+// `broken`, and each actor aborts its own communicator when it sees it.
 struct Comms {
   std::vector<int> devices;
   std::vector<ncclComm_t> comm;
   std::atomic<bool> broken{false};
-  void abort_all() {
-    if (broken.exchange(true)) return;
-    for (auto c : comm)
-      if (c) ncclCommAbort(c);  // safe from any thread; wakes kernels waiting on a peer
-  }
 };
 
-std::mutex comms_mu;
-std::map<std::vector<int>, std::shared_ptr<Comms>> comms_cache;
+// On rank r's actor: marks the set broken and aborts r's communicator.
+void abort_own(Comms& cs, int r) {
+  cs.broken = true;
+  if (cs.comm[r]) {
+    ncclCommAbort(cs.comm[r]);
+    cs.comm[r] = nullptr;
+  }
+}
 
-std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, Clock::time_point deadline, std::string& error) {
-  std::lock_guard<std::mutex> lk(comms_mu);
-  auto it = comms_cache.find(devices);
-  if (it != comms_cache.end() && !it->second->broken) return it->second;
-  if (it != comms_cache.end()) comms_cache.erase(it);  // aborted communicators are not reused
+// Waits out a non-blocking NCCL call on rank r's actor: its result once it is no longer in
+// progress, or ncclInProgress when the deadline passes or another rank gave up first.
+ncclResult_t settle(Comms& cs, int r, ncclResult_t res, Clock::time_point deadline) {
+  while (res == ncclInProgress) {
+    if (cs.broken || Clock::now() >= deadline) return ncclInProgress;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (ncclCommGetAsyncError(cs.comm[r], &res) != ncclSuccess) return ncclInternalError;
+  }
+  return res;
+}
+
+// Every submission to several device actors goes through here, so that all actors see the ops of
+// all GPU sets in one order: each rank's task blocks its actor until the other ranks' parts run,
+// and two ops queued in different orders on two actors would wait for each other.
+std::mutex& submit_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+
+std::mutex& comms_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::map<std::vector<int>, std::shared_ptr<Comms>>& comms_cache() {
+  static auto* cache = new std::map<std::vector<int>, std::shared_ptr<Comms>>;
+  return *cache;
+}
+
+// The communicators of a GPU set, made on first use (and after a failure). Setup runs on every
+// rank's actor at once, non-blocking, with its own deadline; it is queued before any op on those
+// actors, so ops find it done (or broken) without anyone waiting here. Call with submit_mu held.
+std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, std::string& error) {
+  std::lock_guard<std::mutex> lk(comms_mu());
+  auto& cache = comms_cache();
+  auto it = cache.find(devices);
+  if (it != cache.end() && !it->second->broken) return it->second;
+  if (it != cache.end()) {  // a failed set: every rank's actor aborts its own, then it is rebuilt
+    auto old = it->second;
+    for (std::size_t r = 0; r < devices.size(); ++r)
+      DeviceWorker::of(devices[r]).submit([old, r] {
+        abort_own(*old, static_cast<int>(r));
+        return std::string();
+      });
+    cache.erase(it);
+  }
   ncclUniqueId id;
   if (auto r = ncclGetUniqueId(&id); r != ncclSuccess) {
     error = nccl_error("ncclGetUniqueId", r);
@@ -87,43 +134,43 @@ std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, Clock::time_po
   cs->devices = devices;
   cs->comm.assign(devices.size(), nullptr);
   const int n = static_cast<int>(devices.size());
-  std::vector<DeviceWorker::Ticket> tickets;
-  for (int r = 0; r < n; ++r) {
-    DeviceWorker& w = DeviceWorker::of(devices[r]);
-    // Every rank's init blocks until all ranks joined, so they run on all actors at once.
-    tickets.push_back(w.submit([cs, id, n, r]() -> std::string {
-      ncclComm_t c = nullptr;
-      if (auto res = ncclCommInitRank(&c, n, id, r); res != ncclSuccess) return nccl_error("ncclCommInitRank", res);
-      cs->comm[r] = c;
-      return {};
-    }));
-  }
-  for (int r = 0; r < n; ++r) {
-    std::string e = DeviceWorker::of(devices[r]).wait(tickets[r], deadline, "NCCL communicator setup");
-    if (!e.empty() && error.empty()) error = e;
-  }
-  if (!error.empty()) {
-    cs->abort_all();
-    return nullptr;
-  }
-  comms_cache[devices] = cs;
+  const auto deadline = Clock::now() + kSetupTime;
+  for (int r = 0; r < n; ++r)
+    DeviceWorker::of(devices[r]).submit([cs, id, n, r, deadline]() -> std::string {
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      ncclResult_t res = ncclCommInitRankConfig(&cs->comm[r], n, id, r, &config);
+      if (cs->comm[r]) res = settle(*cs, r, res, deadline);
+      if (res == ncclSuccess) return {};
+      std::string e = res == ncclInProgress ? std::string("timeout: NCCL communicator setup")
+                                            : nccl_error("ncclCommInitRankConfig", res, cs->comm[r]);
+      abort_own(*cs, r);
+      return e;
+    });
+  cache[devices] = cs;
   return cs;
 }
 
 char* at(void* p, std::size_t off) { return static_cast<char*>(p) + off; }
 const char* at(const void* p, std::size_t off) { return static_cast<const char*>(p) + off; }
 
-// Rank r's calls for the op, enqueued on stream s.
+bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
+  auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return na && nb && a && b && x < y + nb && y < x + na;
+}
+
+// Rank r's calls for the op, enqueued on stream s (they may return ncclInProgress: settle them).
 ncclResult_t enqueue(const DeviceCollective& c, int r, ncclComm_t comm, cudaStream_t s) {
   const auto& me = c.peers[r];
   const ncclDataType_t t = *nccl_type(c.dtype);
   const std::size_t n = c.peers.size(), count = c.count, block = count * dtype_size(c.dtype);
   const int root = c.root;
   switch (c.kind) {
-    case OpKind::all_reduce: return ncclAllReduce(me.in, me.out, count, t, *nccl_op(c.redop), comm, s);
+    case OpKind::all_reduce: return ncclAllReduce(me.in, me.out, count, t, *nccl_op(c.redop, c.dtype), comm, s);
     case OpKind::reduce:
-      return ncclReduce(me.in, r == root ? me.out : nullptr, count, t, *nccl_op(c.redop), root, comm, s);
-    case OpKind::reduce_scatter: return ncclReduceScatter(me.in, me.out, count, t, *nccl_op(c.redop), comm, s);
+      return ncclReduce(me.in, r == root ? me.out : nullptr, count, t, *nccl_op(c.redop, c.dtype), root, comm, s);
+    case OpKind::reduce_scatter:
+      return ncclReduceScatter(me.in, me.out, count, t, *nccl_op(c.redop, c.dtype), comm, s);
     case OpKind::all_gather: return ncclAllGather(me.in, me.out, count, t, comm, s);
     case OpKind::broadcast:
     case OpKind::send:
@@ -137,7 +184,7 @@ ncclResult_t enqueue(const DeviceCollective& c, int r, ncclComm_t comm, cudaStre
   if (auto e = ncclGroupStart(); e != ncclSuccess) return e;
   ncclResult_t res = ncclSuccess;
   auto self_copy = [&](void* dst, const void* src) {
-    if (dst != src && cudaMemcpyAsync(dst, src, block, cudaMemcpyDeviceToDevice, s) != cudaSuccess)
+    if (dst != src && cudaMemcpyAsync(dst, src, block, cudaMemcpyDefault, s) != cudaSuccess)
       res = ncclUnhandledCudaError;
   };
   for (std::size_t j = 0; j < n && res == ncclSuccess; ++j) {
@@ -171,20 +218,58 @@ ncclResult_t enqueue(const DeviceCollective& c, int r, ncclComm_t comm, cudaStre
   return res != ncclSuccess ? res : end;
 }
 
-// Waits for rank r's work: the stream drains, an asynchronous NCCL error shows, or the deadline.
-std::string await(cudaStream_t s, cudaEvent_t ev, ncclComm_t comm, const Comms& cs, Clock::time_point deadline) {
+// Waits for rank r's work: the stream drains, an asynchronous NCCL error shows, another rank gives
+// up, or the deadline passes.
+std::string await(cudaStream_t s, cudaEvent_t ev, Comms& cs, int r, Clock::time_point deadline) {
   if (auto e = cudaEventRecord(ev, s); e != cudaSuccess) return std::string("cudaEventRecord: ") + cudaGetErrorString(e);
   for (int spins = 0;; ++spins) {
     cudaError_t q = cudaEventQuery(ev);
     if (q == cudaSuccess) return {};
     if (q != cudaErrorNotReady) return std::string("CUDA: ") + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")";
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(comm, &async);
-    if (async != ncclSuccess && async != ncclInProgress) return nccl_error("NCCL", async, comm);
+    (void)cudaGetLastError();  // "not ready" is recorded as the last error
     if (cs.broken) return "aborted: another rank of this NCCL op failed";
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(cs.comm[r], &async);
+    if (async != ncclSuccess && async != ncclInProgress) return nccl_error("NCCL", async, cs.comm[r]);
     if (Clock::now() >= deadline) return "timeout: the NCCL op did not finish in time";
     if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+}
+
+// Rank r's part of one op, on its device actor.
+std::string run_rank(const DeviceCollective& op, Comms& cs, int r, DeviceWorker& w, Clock::time_point deadline) {
+  auto s = static_cast<cudaStream_t>(w.stream());
+  if (cs.broken || !cs.comm[r]) {
+    abort_own(cs, r);
+    return "aborted: the NCCL communicator of these GPUs failed (it is rebuilt by the next op)";
+  }
+  ncclResult_t res = settle(cs, r, enqueue(op, r, cs.comm[r], s), deadline);
+  if (res != ncclSuccess) {
+    std::string e = res == ncclInProgress ? std::string("timeout: the NCCL op did not start in time")
+                                          : nccl_error(std::string(to_string(op.kind)), res, cs.comm[r]);
+    abort_own(cs, r);
+    return e;
+  }
+  const auto& me = op.peers[r];
+  const bool holds = op.kind == OpKind::all_reduce || op.kind == OpKind::reduce_scatter ||
+                     (op.kind == OpKind::reduce && r == op.root);
+  if (op.redop == ReduceOp::avg && !is_floating(op.dtype) && holds) {
+    void* dst[1] = {me.out};
+    const void* src[1] = {me.out};
+    if (auto e = launch_reduce(s, op.dtype, ReduceOp::sum, dst, 1, src, 1, op.count, op.peers.size()); !e.empty()) {
+      abort_own(cs, r);
+      return e;
+    }
+  }
+  static thread_local cudaEvent_t ev = nullptr;  // one per device actor, made on its device
+  if (!ev && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+    ev = nullptr;
+    abort_own(cs, r);
+    return "cudaEventCreate failed";
+  }
+  std::string e = await(s, ev, cs, r, deadline);
+  if (!e.empty()) abort_own(cs, r);
+  return e;
 }
 
 } // namespace
@@ -195,58 +280,59 @@ bool nccl_supports(const DeviceCollective& c) {
   for (auto& p : c.peers) devices.insert(p.device);
   if (devices.size() != c.peers.size()) return false;  // logical peers share a GPU: plan path
   const bool reduces = c.kind == OpKind::all_reduce || c.kind == OpKind::reduce || c.kind == OpKind::reduce_scatter;
-  if (reduces && !nccl_op(c.redop)) return false;
-  if (c.kind == OpKind::all_to_all)  // in place would read blocks already received
-    for (auto& p : c.peers)
-      if (p.in == p.out) return false;
+  if (reduces && !nccl_op(c.redop, c.dtype)) return false;
+  // NCCL's in-place forms are out == in (all_reduce, reduce, broadcast), out + r*block == in
+  // (all_gather) and in + r*block == out (reduce_scatter); any other overlap of a rank's input and
+  // output would read what was already overwritten: the plan path stages such inputs.
+  const std::size_t b = c.count * dtype_size(c.dtype), n = c.peers.size();
+  for (std::size_t r = 0; r < n; ++r) {
+    const auto& p = c.peers[r];
+    const std::size_t ib = input_bytes(c, static_cast<int>(r)), ob = output_bytes(c, static_cast<int>(r));
+    if (!overlap(p.in, ib, p.out, ob)) continue;
+    switch (c.kind) {
+      case OpKind::all_reduce:
+      case OpKind::reduce:
+      case OpKind::broadcast:
+      case OpKind::send:
+      case OpKind::recv:
+        if (p.in != p.out) return false;
+        break;
+      case OpKind::all_gather:
+        if (p.in != at(p.out, r * b)) return false;
+        break;
+      case OpKind::reduce_scatter:
+        if (p.out != at(p.in, r * b)) return false;
+        break;
+      default: return false;  // all_to_all, gather, scatter
+    }
+  }
   return true;
 }
 
 std::string run_nccl(const DeviceCollective& c, Clock::time_point deadline) {
   std::vector<int> devices;
   for (auto& p : c.peers) devices.push_back(p.device);
-  std::string error;
-  auto cs = comms_for(devices, deadline, error);
-  if (!cs) return c.label + ": " + error;
   auto op = std::make_shared<DeviceCollective>(c);
   const int n = static_cast<int>(devices.size());
   std::vector<DeviceWorker::Ticket> tickets;
-  for (int r = 0; r < n; ++r) {
-    DeviceWorker& w = DeviceWorker::of(devices[r]);
-    tickets.push_back(w.submit([op, cs, r, &w, deadline]() -> std::string {
-      auto s = static_cast<cudaStream_t>(w.stream());
-      ncclComm_t comm = cs->comm[r];
-      if (cs->broken) return "aborted: another rank of this NCCL op failed";
-      if (auto res = enqueue(*op, r, comm, s); res != ncclSuccess) {
-        cs->abort_all();
-        return nccl_error(std::string(to_string(op->kind)), res, comm);
-      }
-      const auto& me = op->peers[r];
-      const bool holds = op->kind == OpKind::all_reduce || op->kind == OpKind::reduce_scatter ||
-                         (op->kind == OpKind::reduce && r == op->root);
-      if (op->redop == ReduceOp::avg && holds) {
-        void* dst[1] = {me.out};
-        const void* src[1] = {me.out};
-        if (auto e = launch_reduce(s, op->dtype, ReduceOp::sum, dst, 1, src, 1, op->count, op->peers.size());
-            !e.empty()) {
-          cs->abort_all();
-          return e;
-        }
-      }
-      static thread_local cudaEvent_t ev = nullptr;  // one per device actor
-      if (!ev && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) return "cudaEventCreate failed";
-      std::string e = await(s, ev, comm, *cs, deadline);
-      if (!e.empty()) cs->abort_all();
-      return e;
-    }));
-  }
-  for (int r = 0; r < n; ++r) {
-    std::string e = DeviceWorker::of(devices[r]).wait(tickets[r], deadline, c.label);
-    if (!e.empty()) {
-      cs->abort_all();
-      if (error.empty()) error = "rank " + std::to_string(r) + " (cuda:" + std::to_string(devices[r]) + "): " + e;
+  std::shared_ptr<Comms> cs;
+  {
+    std::lock_guard<std::mutex> lk(submit_mu());
+    std::string error;
+    cs = comms_for(devices, error);
+    if (!cs) return c.label + ": " + error;
+    for (int r = 0; r < n; ++r) {
+      DeviceWorker& w = DeviceWorker::of(devices[r]);
+      tickets.push_back(w.submit([op, cs, r, &w, deadline] { return run_rank(*op, *cs, r, w, deadline); }));
     }
   }
+  std::string error;
+  for (int r = 0; r < n; ++r) {
+    // The tasks stop themselves at the deadline; a little longer here lets their answer come back.
+    std::string e = DeviceWorker::of(devices[r]).wait(tickets[r], deadline + std::chrono::seconds(2), c.label);
+    if (!e.empty() && error.empty()) error = "rank " + std::to_string(r) + " (cuda:" + std::to_string(devices[r]) + "): " + e;
+  }
+  if (!error.empty()) cs->broken = true;  // each actor aborts its own communicator when it sees this
   return error.empty() ? error : c.label + ": " + error;
 }
 

@@ -143,6 +143,7 @@ std::string launch(cudaStream_t s, const Args& a) {
   for (int k = 0; k < a.nsrc; ++k) aligned &= reinterpret_cast<std::uintptr_t>(a.src[k]) % 16 == 0;
   for (int k = 0; k < a.ndst; ++k) aligned &= reinterpret_cast<std::uintptr_t>(a.dst[k]) % 16 == 0;
   constexpr int threads = 256;
+  (void)cudaGetLastError();  // only this launch's error counts below
   if (aligned)
     reduce_kernel<E, Op, V><<<blocks_for(a.count / V + 1, threads), threads, 0, s>>>(a);
   else

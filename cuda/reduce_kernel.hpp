@@ -11,7 +11,9 @@
 
 namespace chorus::gpu {
 
-inline constexpr int kMaxFan = 8;  // sources and destinations per launch
+// Sources and destinations per launch: one pass for up to 64 logical peers (the kernel's
+// arguments, 1 KiB of pointers, stay far below the 4 KiB parameter limit).
+inline constexpr int kMaxFan = 64;
 
 // Launches on `stream` (a cudaStream_t of the current device). 1 <= nsrc, ndst <= kMaxFan; a dst
 // may equal a src. Returns the launch error, if any ("" = launched).

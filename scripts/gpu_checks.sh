@@ -2,7 +2,8 @@
 # Every check that needs a GPU, in one command. Run it on a machine with a CUDA device, either
 # from a build tree (scripts/gpu_checks.sh build) or from a bundle made by scripts/gpu_bundle.sh
 # (scripts/gpu_checks.sh .gpu). Logs go to $OUT (or ./gpu-checks/). It runs:
-#   1. the GPU test cases (device_tensors_test, cuda_device_test) and the device plan tests;
+#   1. the GPU test cases (device_tensors_test, cuda_device_test), the device plan tests and the
+#      GPU example (chorus-gpu-example);
 #   2. compute-sanitizer memcheck and racecheck over the GPU tests, where compute-sanitizer exists;
 #   3. chorus-bench --device cuda for every op (4 logical peers on GPU 0), the 256 MiB all_reduce
 #      against the memory-bound ideal (target: at most 1.25x), and the 1 KiB all_reduce between 2
@@ -34,6 +35,7 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 0)
 run gpu_tests "$bin/device_tensors_test"
 run cuda_device_test "$bin/cuda_device_test"
 run device_plan_test "$bin/device_plan_test"
+run gpu_example "$bin/chorus-gpu-example"
 if command -v compute-sanitizer >/dev/null; then
   run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/device_tensors_test" --gtest_filter='DeviceTensorsOnGpu.*'
   run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/device_tensors_test" --gtest_filter='DeviceTensorsOnGpu.*:-*Distinct*'

@@ -56,7 +56,9 @@ void run_on_host(const DevicePlan& plan, const Memory& mem, DType t, ReduceOp op
   }
 }
 
-enum class Form { separate, in_place };
+// separate buffers; the in-place layouts of NCCL/MPI; or input and output starting at the same
+// address where that is not the in-place layout (the plan must stage such inputs).
+enum class Form { separate, in_place, aliased };
 
 struct Case {
   OpKind kind;
@@ -72,7 +74,7 @@ std::string name(const Case& c) {
   for (int x : c.devices) d += std::to_string(x);
   return std::string(to_string(c.kind)) + " n=" + std::to_string(c.n) + " devices=" + d + " " +
          std::string(to_string(c.redop)) + " root=" + std::to_string(c.root) +
-         (c.form == Form::in_place ? " in place" : "");
+         (c.form == Form::in_place ? " in place" : c.form == Form::aliased ? " aliased" : "");
 }
 
 // Runs one case with int32 data (exact, avg truncating) and checks every output element.
@@ -101,16 +103,23 @@ void check(const Case& c) {
     } else if (c.form == Form::in_place && c.kind == OpKind::reduce_scatter) {
       ins[p] = reinterpret_cast<int32_t*>(mem.make(ib, dev));
       outs[p] = ins[p] + p * count;  // the result lands on my own block of the input
-    } else if (c.form == Form::in_place && c.kind == OpKind::all_gather) {
+    } else if (c.form == Form::in_place && (c.kind == OpKind::all_gather || (c.kind == OpKind::gather && p == c.root))) {
       outs[p] = reinterpret_cast<int32_t*>(mem.make(ob, dev));
       ins[p] = outs[p] + p * count;  // my input already sits in my block of the output
+    } else if (c.form == Form::in_place && c.kind == OpKind::scatter && p == c.root) {
+      ins[p] = reinterpret_cast<int32_t*>(mem.make(ib, dev));
+      outs[p] = ins[p] + p * count;  // my share is my own block of the input
+    } else if (c.form == Form::aliased && ib && ob) {
+      auto* b = reinterpret_cast<int32_t*>(mem.make(std::max(ib, ob), dev));
+      ins[p] = outs[p] = b;
     } else {
       ins[p] = ib ? reinterpret_cast<int32_t*>(mem.make(ib, dev)) : nullptr;
       outs[p] = ob ? reinterpret_cast<int32_t*>(mem.make(ob, dev)) : nullptr;
     }
     if (ins[p])
       for (std::size_t k = 0; k < ib / 4; ++k) ins[p][k] = value(p, k);
-    if (outs[p] && outs[p] != ins[p] && !(c.form == Form::in_place && c.kind == OpKind::all_gather))
+    // Sentinels in outputs, except where the output holds the input.
+    if (outs[p] && c.form == Form::separate)
       for (std::size_t k = 0; k < ob / 4; ++k) outs[p][k] = -999;
     op.peers[p].in = ins[p];
     op.peers[p].out = outs[p];
@@ -139,8 +148,11 @@ void check(const Case& c) {
     for (std::size_t k = 0; k < count; ++k) switch (c.kind) {
         case OpKind::all_reduce: ASSERT_EQ(outs[p][k], fold(k, 0)) << "peer " << p << " element " << k; break;
         case OpKind::reduce:
-          if (p == c.root) ASSERT_EQ(outs[p][k], fold(k, 0)) << "element " << k;
-          else if (c.form == Form::in_place) ASSERT_EQ(outs[p][k], before[p][k]) << "non-root changed";
+          if (p == c.root) {
+            ASSERT_EQ(outs[p][k], fold(k, 0)) << "element " << k;
+          } else if (c.form == Form::in_place) {
+            ASSERT_EQ(outs[p][k], before[p][k]) << "non-root changed";
+          }
           break;
         case OpKind::reduce_scatter: ASSERT_EQ(outs[p][k], fold(k, p)) << "peer " << p << " element " << k; break;
         case OpKind::broadcast:
@@ -150,8 +162,9 @@ void check(const Case& c) {
           for (int j = 0; j < n; ++j) ASSERT_EQ(outs[p][j * count + k], before[j][k]) << "peer " << p << " block " << j;
           break;
         case OpKind::gather:
-          if (p == c.root)
+          if (p == c.root) {
             for (int j = 0; j < n; ++j) ASSERT_EQ(outs[p][j * count + k], before[j][k]) << "block " << j;
+          }
           break;
         case OpKind::all_to_all:
           for (int j = 0; j < n; ++j)
@@ -185,11 +198,22 @@ TEST(DevicePlan, EveryOpEveryPlacementMatchesTheReference) {
 }
 
 TEST(DevicePlan, InPlaceFormsMatchTheReference) {
-  for (OpKind kind : {OpKind::all_reduce, OpKind::reduce, OpKind::reduce_scatter, OpKind::all_gather, OpKind::all_to_all})
+  for (OpKind kind : {OpKind::all_reduce, OpKind::reduce, OpKind::reduce_scatter, OpKind::all_gather, OpKind::all_to_all,
+                      OpKind::gather, OpKind::scatter})
     for (int n : {1, 2, 4, 9})
       for (const auto& devs : placements(n))
         for (int root : {0, n - 1}) {
           check({kind, n, devs, ReduceOp::sum, root, Form::in_place});
+          if (HasFatalFailure()) return;
+        }
+}
+
+TEST(DevicePlan, InputsOverlappingOutputsAreStagedFirst) {
+  for (OpKind kind : {OpKind::all_gather, OpKind::reduce_scatter, OpKind::all_to_all, OpKind::gather, OpKind::scatter})
+    for (int n : {2, 3, 5})
+      for (const auto& devs : placements(n))
+        for (int root : {0, n - 1}) {
+          check({kind, n, devs, ReduceOp::sum, root, Form::aliased});
           if (HasFatalFailure()) return;
         }
 }
