@@ -40,7 +40,10 @@ struct DeviceWorker::Scratch {
 struct DeviceWorker::Job {
   Task task;
   std::atomic<bool> done{false};
-  std::atomic<bool> abandoned{false};  // the caller timed out before the job started: skip it
+  // queued -> running (the worker took it) or queued -> abandoned (its caller gave up first: the
+  // worker skips it); one compare-and-swap decides which.
+  enum State : int { queued, running, abandoned };
+  std::atomic<int> state{queued};
   std::string result;
   std::mutex mu;
   std::condition_variable cv;
@@ -95,6 +98,18 @@ void DeviceWorker::loop() {
   }
   stream_ = s;
   done_event_ = ev;
+  // Direct peer-to-peer copies and kernel access to every GPU the hardware connects to this one;
+  // cudaMemcpyPeer goes through host memory to the others.
+  if (mb->start_error.empty()) {
+    int n = 0;
+    cudaGetDeviceCount(&n);
+    for (int d = 0; d < n; ++d) {
+      int can = 0;
+      if (d != device_ && cudaDeviceCanAccessPeer(&can, device_, d) == cudaSuccess && can)
+        cudaDeviceEnablePeerAccess(d, 0);
+    }
+    (void)cudaGetLastError();  // "already enabled" is not an error worth keeping
+  }
   for (;;) {
     std::shared_ptr<Job> job;
     spin_for([&] { return mb->queued.load(std::memory_order_acquire) > 0; }, std::chrono::microseconds(50));
@@ -108,7 +123,7 @@ void DeviceWorker::loop() {
     std::string r;
     if (!mb->start_error.empty()) {
       r = "cuda:" + std::to_string(device_) + ": " + mb->start_error;
-    } else if (!job->abandoned.load(std::memory_order_acquire)) {
+    } else if (int q = Job::queued; job->state.compare_exchange_strong(q, Job::running)) {
       // Every task starts on this GPU with no stale error (NCCL's error paths may switch devices;
       // a failed call earlier leaves its error behind).
       cudaSetDevice(device_);
@@ -142,12 +157,14 @@ DeviceWorker::Ticket DeviceWorker::submit(Task task) {
   return job;
 }
 
-std::string DeviceWorker::wait(const Ticket& job, Clock::time_point deadline, const std::string& what) {
+std::string DeviceWorker::wait(const Ticket& job, Clock::time_point deadline, const std::string& what, bool abandon) {
   if (!spin_for([&] { return job->done.load(std::memory_order_acquire); }, std::chrono::microseconds(100))) {
     std::unique_lock<std::mutex> lk(job->mu);
     if (!job->cv.wait_until(lk, deadline, [&] { return job->done.load(std::memory_order_acquire); })) {
-      job->abandoned.store(true, std::memory_order_release);
-      return "timeout: " + what + " on cuda:" + std::to_string(device_) + " did not finish in time";
+      int q = Job::queued;
+      const bool skipped = abandon && job->state.compare_exchange_strong(q, Job::abandoned);
+      return "timeout: " + what + " on cuda:" + std::to_string(device_) +
+             (skipped ? " did not start in time (skipped)" : " did not finish in time");
     }
   }
   std::lock_guard<std::mutex> lk(job->mu);
@@ -160,6 +177,10 @@ std::string DeviceWorker::call(Task task, Clock::time_point deadline, const std:
 
 std::string DeviceWorker::call(Task task) {
   return call(std::move(task), Clock::now() + std::chrono::seconds(60), "device work");
+}
+
+bool DeviceWorker::ran(const Ticket& job) const {
+  return job->state.load(std::memory_order_acquire) == Job::running;
 }
 
 void* DeviceWorker::scratch(int k, std::size_t bytes, std::string& error) {

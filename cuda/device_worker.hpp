@@ -24,9 +24,13 @@ class DeviceWorker {
   int device() const { return device_; }
   // Queues `task` (tasks run one at a time, in order); wait() collects its result.
   Ticket submit(Task task);
-  // The task's result, or a timeout error naming `what` once `deadline` passes (a task that has
-  // not started by then is skipped; one that has finishes on its own and must own what it touches).
-  std::string wait(const Ticket& t, std::chrono::steady_clock::time_point deadline, const std::string& what);
+  // The task's result, or a timeout error naming `what` once `deadline` passes. A task that has not
+  // started by then is skipped when `abandon` (one that has finishes on its own and must own what
+  // it touches); with abandon = false it stays queued and runs later.
+  std::string wait(const Ticket& t, std::chrono::steady_clock::time_point deadline, const std::string& what,
+                   bool abandon = true);
+  // Whether the worker took the task (it may still be running).
+  bool ran(const Ticket& t) const;
   // submit + wait.
   std::string call(Task task, std::chrono::steady_clock::time_point deadline, const std::string& what);
   std::string call(Task task);  // short bookkeeping (allocation, small copies): a 60 s deadline

@@ -4,8 +4,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
+#include <vector>
 
 #include "cuda/device_worker.hpp"
 #include "cuda/nccl_collective.hpp"
@@ -42,30 +44,25 @@ Clock::time_point bookkeeping_deadline() { return Clock::now() + std::chrono::se
 // answer (with the CUDA error or the timeout it saw) is what comes back.
 Clock::time_point caller_deadline(Clock::time_point deadline) { return deadline + std::chrono::seconds(2); }
 
-// One reduction step on the worker's stream. Up to kMaxFan sources and destinations is one kernel;
-// beyond that the sources fold into scratch (kMaxFan at a time) and the result fans out from there.
+// One reduction step on the worker's stream, always a single kernel (so f16/bf16 fold in f32 and
+// round once whatever the fan-in): up to kMaxFan sources and destinations the pointers ride in the
+// kernel's arguments, beyond that in a table copied to scratch first (on the same stream, so one
+// table slot serves every step in turn).
 std::string run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceReduce& r, int& slot) {
   const int nsrc = static_cast<int>(r.srcs.size()), ndst = static_cast<int>(r.dsts.size());
   if (nsrc <= kMaxFan && ndst <= kMaxFan)
     return launch_reduce(w.stream(), dtype, op, r.dsts.data(), ndst, r.srcs.data(), nsrc, r.count, r.divisor);
+  std::vector<const void*> table(r.srcs);
+  table.insert(table.end(), r.dsts.begin(), r.dsts.end());
+  const std::size_t bytes = table.size() * sizeof(void*);
   std::string err;
-  void* acc = w.scratch(slot++, r.count * dtype_size(dtype), err);
-  if (!acc) return err;
-  int next = std::min(nsrc, kMaxFan);
-  if (auto e = launch_reduce(w.stream(), dtype, op, &acc, 1, r.srcs.data(), next, r.count, 1); !e.empty()) return e;
-  while (next < nsrc) {
-    const void* srcs[kMaxFan] = {acc};
-    int k = 1;
-    while (k < kMaxFan && next < nsrc) srcs[k++] = r.srcs[next++];
-    if (auto e = launch_reduce(w.stream(), dtype, op, &acc, 1, srcs, k, r.count, 1); !e.empty()) return e;
-  }
-  const void* from[1] = {acc};
-  for (int d = 0; d < ndst; d += kMaxFan)
-    if (auto e = launch_reduce(w.stream(), dtype, op, r.dsts.data() + d, std::min(kMaxFan, ndst - d), from, 1,
-                               r.count, r.divisor);
-        !e.empty())
-      return e;
-  return {};
+  void* dev_table = w.scratch(slot++, bytes, err);
+  if (!dev_table) return err;
+  // From pageable memory: the call returns once `table` is staged, so it may go out of scope.
+  if (auto e = cudaMemcpyAsync(dev_table, table.data(), bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(w.stream()));
+      e != cudaSuccess)
+    return cuda_error("copying the reduction's pointer table", e);
+  return launch_reduce(w.stream(), dtype, op, r.dsts.data(), ndst, r.srcs.data(), nsrc, r.count, r.divisor, dev_table);
 }
 
 std::string run_plan(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline) {
@@ -94,8 +91,12 @@ std::string run_plan(const DeviceCollective& c, std::chrono::steady_clock::time_
             cudaError_t e = k.dst_device == k.src_device
                                 ? cudaMemcpyAsync(k.dst, k.src, k.bytes, cudaMemcpyDefault, s)
                                 : cudaMemcpyPeerAsync(k.dst, k.dst_device, k.src, k.src_device, k.bytes, s);
-            if (e != cudaSuccess) return cuda_error(op->label + ": copy", e);
+            if (e != cudaSuccess) {
+              w->synchronize(deadline);  // what was issued finishes before the caller hears of it
+              return cuda_error(op->label + ": copy", e);
+            }
           } else if (auto e = run_reduce(*w, op->dtype, op->redop, st.reduce, slot); !e.empty()) {
+            w->synchronize(deadline);
             return op->label + ": " + e;
           }
         }
@@ -146,9 +147,11 @@ std::string allocate(int device, std::size_t bytes, void** out) {
 
 void release(int device, void* p) noexcept {
   if (!p) return;
+  // Queued without waiting: a tensor's destructor must not block behind long device work, and
+  // cudaFree orders itself after the work already issued.
   try {
     std::string error;
-    if (DeviceWorker* w = worker(device, error)) w->call([p]() -> std::string {
+    if (DeviceWorker* w = worker(device, error)) w->submit([p]() -> std::string {
         cudaFree(p);
         return {};
       });

@@ -50,15 +50,16 @@ std::optional<ncclDataType_t> nccl_type(DType t) {
 }
 
 // Floats average with ncclAvg (no overflow of a half-precision sum); integers sum and are divided
-// afterwards by our kernel (truncating, as on the host).
+// afterwards by our kernel (truncating, as on the host). NCCL's float min/max drop NaN where ours
+// propagate it, and it has no bitwise ops: those are served by the plan path.
 std::optional<ncclRedOp_t> nccl_op(ReduceOp op, DType t) {
   switch (op) {
     case ReduceOp::sum: return ncclSum;
     case ReduceOp::avg: return is_floating(t) ? ncclAvg : ncclSum;
     case ReduceOp::prod: return ncclProd;
-    case ReduceOp::min: return ncclMin;
-    case ReduceOp::max: return ncclMax;
-    default: return std::nullopt;  // bitwise ops: not in NCCL, served by the plan path
+    case ReduceOp::min: return is_floating(t) ? std::nullopt : std::optional(ncclMin);
+    case ReduceOp::max: return is_floating(t) ? std::nullopt : std::optional(ncclMax);
+    default: return std::nullopt;
   }
 }
 
@@ -69,6 +70,8 @@ struct Comms {
   std::vector<int> devices;
   std::vector<ncclComm_t> comm;
   std::atomic<bool> broken{false};
+  std::vector<DeviceWorker::Ticket> setup;  // one setup task per rank
+  std::atomic<int> setup_left{0};           // ranks whose setup has not succeeded yet
 };
 
 // On rank r's actor: marks the set broken and aborts r's communicator.
@@ -135,18 +138,23 @@ std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, std::string& e
   cs->comm.assign(devices.size(), nullptr);
   const int n = static_cast<int>(devices.size());
   const auto deadline = Clock::now() + kSetupTime;
+  cs->setup_left = n;
   for (int r = 0; r < n; ++r)
-    DeviceWorker::of(devices[r]).submit([cs, id, n, r, deadline]() -> std::string {
+    cs->setup.push_back(DeviceWorker::of(devices[r]).submit([cs, id, n, r, deadline]() -> std::string {
+      if (cs->broken) return "aborted: another rank's NCCL setup failed";
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 0;
       ncclResult_t res = ncclCommInitRankConfig(&cs->comm[r], n, id, r, &config);
       if (cs->comm[r]) res = settle(*cs, r, res, deadline);
-      if (res == ncclSuccess) return {};
+      if (res == ncclSuccess) {
+        --cs->setup_left;
+        return {};
+      }
       std::string e = res == ncclInProgress ? std::string("timeout: NCCL communicator setup")
                                             : nccl_error("ncclCommInitRankConfig", res, cs->comm[r]);
       abort_own(*cs, r);
       return e;
-    });
+    }));
   cache[devices] = cs;
   return cs;
 }
@@ -239,6 +247,9 @@ std::string await(cudaStream_t s, cudaEvent_t ev, Comms& cs, int r, Clock::time_
 // Rank r's part of one op, on its device actor.
 std::string run_rank(const DeviceCollective& op, Comms& cs, int r, DeviceWorker& w, Clock::time_point deadline) {
   auto s = static_cast<cudaStream_t>(w.stream());
+  // Late (the queue ahead took the time): give up without touching the communicator, which the
+  // other ranks, equally late, leave alone too.
+  if (Clock::now() >= deadline) return "timeout: the op's turn on this GPU came after its deadline";
   if (cs.broken || !cs.comm[r]) {
     abort_own(cs, r);
     return "aborted: the NCCL communicator of these GPUs failed (it is rebuilt by the next op)";
@@ -316,23 +327,38 @@ std::string run_nccl(const DeviceCollective& c, Clock::time_point deadline) {
   const int n = static_cast<int>(devices.size());
   std::vector<DeviceWorker::Ticket> tickets;
   std::shared_ptr<Comms> cs;
-  {
-    std::lock_guard<std::mutex> lk(submit_mu());
-    std::string error;
-    cs = comms_for(devices, error);
-    if (!cs) return c.label + ": " + error;
+  for (int attempt = 0;; ++attempt) {
+    {
+      std::lock_guard<std::mutex> lk(submit_mu());
+      std::string error;
+      cs = comms_for(devices, error);
+      if (!cs) return c.label + ": " + error;
+      if (cs->setup_left == 0 || cs->broken || attempt > 0) {
+        for (int r = 0; r < n; ++r) {
+          DeviceWorker& w = DeviceWorker::of(devices[r]);
+          tickets.push_back(w.submit([op, cs, r, &w, deadline] { return run_rank(*op, *cs, r, w, deadline); }));
+        }
+        break;
+      }
+    }
+    // A fresh communicator: wait for its setup (which has its own, longer deadline and is never
+    // abandoned) without holding the submission order, so that a slow setup costs this op a
+    // timeout rather than the communicator.
     for (int r = 0; r < n; ++r) {
-      DeviceWorker& w = DeviceWorker::of(devices[r]);
-      tickets.push_back(w.submit([op, cs, r, &w, deadline] { return run_rank(*op, *cs, r, w, deadline); }));
+      std::string e = DeviceWorker::of(devices[r]).wait(cs->setup[r], deadline, "NCCL communicator setup", false);
+      if (!e.empty()) return c.label + ": " + e;
     }
   }
-  std::string error;
+  // The first real cause: a rank that gave up because another failed says only "aborted".
+  std::string error, aborted;
   for (int r = 0; r < n; ++r) {
     // The tasks stop themselves at the deadline; a little longer here lets their answer come back.
     std::string e = DeviceWorker::of(devices[r]).wait(tickets[r], deadline + std::chrono::seconds(2), c.label);
-    if (!e.empty() && error.empty()) error = "rank " + std::to_string(r) + " (cuda:" + std::to_string(devices[r]) + "): " + e;
+    if (e.empty()) continue;
+    std::string& slot = e.rfind("aborted:", 0) == 0 ? aborted : error;
+    if (slot.empty()) slot = "rank " + std::to_string(r) + " (cuda:" + std::to_string(devices[r]) + "): " + e;
   }
-  if (!error.empty()) cs->broken = true;  // each actor aborts its own communicator when it sees this
+  if (error.empty()) error = aborted;
   return error.empty() ? error : c.label + ": " + error;
 }
 

@@ -14,9 +14,13 @@ namespace {
 struct Args {
   const void* src[kMaxFan];
   void* dst[kMaxFan];
+  const void* const* src_table;  // non-null: the pointers are in device memory (fan-in > kMaxFan)
+  void* const* dst_table;
   int nsrc, ndst;
   std::size_t count;
   unsigned long long divisor;
+  __device__ const void* source(int k) const { return src_table ? src_table[k] : src[k]; }
+  __device__ void* destination(int k) const { return dst_table ? dst_table[k] : dst[k]; }
 };
 
 // Element traits: storage type S, accumulation type A, and the conversions between them.
@@ -101,17 +105,17 @@ __device__ void reduce_pack(const Args& a, std::size_t v) {
   using A = typename E::A;
   using P = Pack<S, V>;
   A acc[V];
-  P p = static_cast<const P*>(a.src[0])[v];
+  P p = static_cast<const P*>(a.source(0))[v];
 #pragma unroll
   for (int e = 0; e < V; ++e) acc[e] = E::load(p.e[e]);
   for (int k = 1; k < a.nsrc; ++k) {
-    p = static_cast<const P*>(a.src[k])[v];
+    p = static_cast<const P*>(a.source(k))[v];
 #pragma unroll
     for (int e = 0; e < V; ++e) acc[e] = Op::f(acc[e], E::load(p.e[e]));
   }
 #pragma unroll
   for (int e = 0; e < V; ++e) p.e[e] = E::store(divide(acc[e], a.divisor));
-  for (int k = 0; k < a.ndst; ++k) static_cast<P*>(a.dst[k])[v] = p;
+  for (int k = 0; k < a.ndst; ++k) static_cast<P*>(a.destination(k))[v] = p;
 }
 
 template <class E, class Op, int V>
@@ -137,11 +141,8 @@ int blocks_for(std::size_t work, int threads) {
 }
 
 template <class E, class Op>
-std::string launch(cudaStream_t s, const Args& a) {
+std::string launch(cudaStream_t s, const Args& a, bool aligned) {
   constexpr int V = 16 / sizeof(typename E::S);
-  bool aligned = true;
-  for (int k = 0; k < a.nsrc; ++k) aligned &= reinterpret_cast<std::uintptr_t>(a.src[k]) % 16 == 0;
-  for (int k = 0; k < a.ndst; ++k) aligned &= reinterpret_cast<std::uintptr_t>(a.dst[k]) % 16 == 0;
   constexpr int threads = 256;
   (void)cudaGetLastError();  // only this launch's error counts below
   if (aligned)
@@ -154,20 +155,20 @@ std::string launch(cudaStream_t s, const Args& a) {
 }
 
 template <class E>
-std::string by_op(cudaStream_t s, ReduceOp op, const Args& a) {
+std::string by_op(cudaStream_t s, ReduceOp op, const Args& a, bool al) {
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return launch<E, Sum>(s, a);
-    case ReduceOp::prod: return launch<E, Prod>(s, a);
-    case ReduceOp::min: return launch<E, Min>(s, a);
-    case ReduceOp::max: return launch<E, Max>(s, a);
+    case ReduceOp::avg: return launch<E, Sum>(s, a, al);
+    case ReduceOp::prod: return launch<E, Prod>(s, a, al);
+    case ReduceOp::min: return launch<E, Min>(s, a, al);
+    case ReduceOp::max: return launch<E, Max>(s, a, al);
     default: break;
   }
   if constexpr (std::is_integral_v<typename E::A>) {
     switch (op) {
-      case ReduceOp::band: return launch<E, BAnd>(s, a);
-      case ReduceOp::bor: return launch<E, BOr>(s, a);
-      case ReduceOp::bxor: return launch<E, BXor>(s, a);
+      case ReduceOp::band: return launch<E, BAnd>(s, a, al);
+      case ReduceOp::bor: return launch<E, BOr>(s, a, al);
+      case ReduceOp::bxor: return launch<E, BXor>(s, a, al);
       default: break;
     }
   }
@@ -177,28 +178,40 @@ std::string by_op(cudaStream_t s, ReduceOp op, const Args& a) {
 } // namespace
 
 std::string launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, int ndst,
-                          const void* const* srcs, int nsrc, std::size_t count, std::size_t divisor) {
-  if (nsrc < 1 || nsrc > kMaxFan || ndst < 1 || ndst > kMaxFan)
+                          const void* const* srcs, int nsrc, std::size_t count, std::size_t divisor,
+                          const void* device_table) {
+  const bool wide = nsrc > kMaxFan || ndst > kMaxFan;
+  if (nsrc < 1 || ndst < 1 || (wide && !device_table))
     return "reduction kernel: " + std::to_string(nsrc) + " sources and " + std::to_string(ndst) +
-           " destinations (1.." + std::to_string(kMaxFan) + " each)";
+           " destinations (1.." + std::to_string(kMaxFan) + " each without a device table)";
   if (count == 0) return {};
   Args a{};
-  for (int k = 0; k < nsrc; ++k) a.src[k] = srcs[k];
-  for (int k = 0; k < ndst; ++k) a.dst[k] = dsts[k];
+  bool al = true;
+  for (int k = 0; k < nsrc; ++k) al &= reinterpret_cast<std::uintptr_t>(srcs[k]) % 16 == 0;
+  for (int k = 0; k < ndst; ++k) al &= reinterpret_cast<std::uintptr_t>(dsts[k]) % 16 == 0;
+  if (wide) {
+    // The table is an array of pointers: sources first, then destinations.
+    auto* table = static_cast<void* const*>(const_cast<void*>(device_table));
+    a.src_table = const_cast<const void* const*>(table);
+    a.dst_table = table + nsrc;
+  } else {
+    for (int k = 0; k < nsrc; ++k) a.src[k] = srcs[k];
+    for (int k = 0; k < ndst; ++k) a.dst[k] = dsts[k];
+  }
   a.nsrc = nsrc;
   a.ndst = ndst;
   a.count = count;
   a.divisor = divisor;
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DType::f16: return by_op<F16>(s, op, a);
-    case DType::bf16: return by_op<BF16>(s, op, a);
-    case DType::f32: return by_op<Native<float>>(s, op, a);
-    case DType::f64: return by_op<Native<double>>(s, op, a);
-    case DType::i8: return by_op<Native<int8_t>>(s, op, a);
-    case DType::u8: return by_op<Native<uint8_t>>(s, op, a);
-    case DType::i32: return by_op<Native<int32_t>>(s, op, a);
-    case DType::i64: return by_op<Native<int64_t>>(s, op, a);
+    case DType::f16: return by_op<F16>(s, op, a, al);
+    case DType::bf16: return by_op<BF16>(s, op, a, al);
+    case DType::f32: return by_op<Native<float>>(s, op, a, al);
+    case DType::f64: return by_op<Native<double>>(s, op, a, al);
+    case DType::i8: return by_op<Native<int8_t>>(s, op, a, al);
+    case DType::u8: return by_op<Native<uint8_t>>(s, op, a, al);
+    case DType::i32: return by_op<Native<int32_t>>(s, op, a, al);
+    case DType::i64: return by_op<Native<int64_t>>(s, op, a, al);
   }
   return "reduction kernel: unknown dtype";
 }

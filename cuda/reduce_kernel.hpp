@@ -15,9 +15,13 @@ namespace chorus::gpu {
 // arguments, 1 KiB of pointers, stay far below the 4 KiB parameter limit).
 inline constexpr int kMaxFan = 64;
 
-// Launches on `stream` (a cudaStream_t of the current device). 1 <= nsrc, ndst <= kMaxFan; a dst
-// may equal a src. Returns the launch error, if any ("" = launched).
+// Launches on `stream` (a cudaStream_t of the current device). nsrc, ndst >= 1; a dst may equal a
+// src. Up to kMaxFan of each the pointers travel in the kernel's arguments; beyond that the caller
+// passes `device_table`: device memory holding srcs[0..nsrc) then dsts[0..ndst), already copied
+// there on this stream (the host arrays are still needed for the alignment check). Returns the
+// launch error, if any ("" = launched).
 std::string launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, int ndst,
-                          const void* const* srcs, int nsrc, std::size_t count, std::size_t divisor);
+                          const void* const* srcs, int nsrc, std::size_t count, std::size_t divisor,
+                          const void* device_table = nullptr);
 
 } // namespace chorus::gpu

@@ -311,6 +311,13 @@ TEST(DeviceTensorsOnGpu, ManyConsecutiveOpsAndMoreLogicalPeersThanOneKernelTakes
       int64_t want = static_cast<int64_t>(n) * (n - 1) / 2 + static_cast<int64_t>(n) * it;
       EXPECT_EQ(t.to_vector<int64_t>(), std::vector<int64_t>(33, want)) << it;
     }
+    // f16 folds in f32 across all 70 sources: the sum (70035) would overflow f16, the mean does not.
+    Tensor h = Tensor::zeros(DType::f16, {9});
+    for (int k = 0; k < 9; ++k) h.data_as<uint16_t>()[k] = f32_to_f16(1000.f + static_cast<float>(p.id() % 2));
+    Tensor hd = on_gpu(h);
+    ASSERT_TRUE(p.all_reduce(hd, ReduceOp::avg).is_ok());
+    Tensor back = hd.to(Device::cpu());
+    for (int k = 0; k < 9; ++k) EXPECT_EQ(f16_to_f32(back.data_as<uint16_t>()[k]), 1000.5f);
   });
 }
 
