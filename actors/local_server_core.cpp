@@ -1,5 +1,7 @@
 #include "actors/local_server_core.hpp"
 
+#include <set>
+
 #include <algorithm>
 
 #include "actors/global_client.hpp"
@@ -326,6 +328,13 @@ void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t i
   }
 }
 
+bool LocalServerCore::every_peer_apart(const std::vector<uint32_t>& members) const {
+  if (members.empty()) return global_->total_peers() == global_->topology().nodes.size();
+  std::set<uint32_t> nodes;
+  for (uint32_t m : members) nodes.insert(global_->node_of(m));
+  return nodes.size() == members.size();
+}
+
 std::shared_ptr<const CompiledSchedule> LocalServerCore::schedule_for(const ScheduleParams& p) {
   auto key = std::make_tuple(static_cast<int>(p.op), static_cast<int>(p.strategy.algorithm),
                              p.strategy.arity, p.n, p.root, p.count, p.elem_size);
@@ -420,7 +429,8 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   }
   std::shared_ptr<OpPlan> plan;
   try {
-    Strategy strat = config_->global_strategy(shape.kind, shape.dtype, shape.count, n);
+    Strategy strat = config_->global_strategy(shape.kind, shape.dtype, shape.count, n, every_peer_apart(members),
+                                              shape.redop);
     auto cs = schedule_for({shape.kind, strat, n, shape.root, shape.count, dtype_size(shape.dtype)});
     plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
                                     when, label, remote, static_cast<unsigned>(local));

@@ -100,6 +100,8 @@ class LocalServerCore {
   void fail_everyone(const Status& why);
   void clear();
   std::shared_ptr<const CompiledSchedule> schedule_for(const ScheduleParams& p);
+  // Multi-node: whether the op's members (empty: the world) each live on a node of their own.
+  bool every_peer_apart(const std::vector<uint32_t>& members) const;
   Clock::time_point deadline() const { return Clock::now() + config_->timeout; }
 
   void start_timer(uint64_t key);

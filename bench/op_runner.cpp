@@ -44,7 +44,8 @@ std::string resolved_strategy(const Options& o, const Config& cfg, const Layout&
   if (o.op == BenchOp::send_recv) return "p2p";
   const OpKind kind = op_kind(o.op);
   // Across nodes the runtime runs the global strategy over every peer (o.peers is then the total).
-  if (cfg.num_nodes > 0) return to_string(cfg.global_strategy(kind, o.dtype, l.block, static_cast<int>(o.peers)));
+  if (cfg.num_nodes > 0)
+    return to_string(cfg.global_strategy(kind, o.dtype, l.block, static_cast<int>(o.peers), o.peers == o.nodes, o.redop));
   return to_string(cfg.local_strategy(kind, o.dtype, l.block, static_cast<int>(o.peers)));
 }
 

@@ -54,6 +54,7 @@ std::string to_string(const Strategy& s) {
     case Algorithm::dbtree: return "dbtree";
     case Algorithm::direct: return "direct";
     case Algorithm::nccl: return "nccl";
+    case Algorithm::oneshot: return "oneshot";
   }
   return "unknown";
 }
@@ -101,6 +102,7 @@ std::vector<Program> make_schedule(const ScheduleParams& p) {
     case Algorithm::ring: return detail::ring_schedule(p);
     case Algorithm::dbtree: return detail::dbtree_schedule(p);
     case Algorithm::direct: return detail::direct_schedule(p);
+    case Algorithm::oneshot: return detail::oneshot_schedule(p);
     case Algorithm::nccl: break;  // no host schedule: select_strategy resolves it for host data
   }
   throw std::invalid_argument("make_schedule: unknown algorithm");

@@ -66,7 +66,9 @@ using Program = std::vector<Round>;
 // (offset, count), so an executor may fuse them (see direct.cpp for the combination order).
 // nccl: device tensors on distinct GPUs go through an NCCL communicator (cuda/); it has no host
 // schedule, and everything else (host tensors, logical peers sharing a GPU) resolves as auto does.
-enum class Algorithm : uint8_t { centralized, tree, ring, dbtree, direct, nccl };
+// oneshot: all_reduce in one exchange, for peers in separate processes only (strategies/oneshot.cpp);
+// chosen by auto across nodes, never named in a configuration.
+enum class Algorithm : uint8_t { centralized, tree, ring, dbtree, direct, nccl, oneshot };
 
 // A resolved strategy (auto has already been decided by select_strategy).
 struct Strategy {

@@ -162,5 +162,6 @@ std::vector<Program> tree_schedule(const ScheduleParams& p);
 std::vector<Program> ring_schedule(const ScheduleParams& p);
 std::vector<Program> dbtree_schedule(const ScheduleParams& p);
 std::vector<Program> direct_schedule(const ScheduleParams& p);
+std::vector<Program> oneshot_schedule(const ScheduleParams& p);
 
 } // namespace chorus::detail

@@ -202,6 +202,11 @@ class Simulator {
         return true;
       }
       case Phase::wait:
+        if (options_.buffered_sends) {
+          ps.pending.clear();
+          ps.phase = ++ps.round == programs_[p].size() ? Phase::done : Phase::post;
+          return true;
+        }
         for (std::size_t id : ps.pending)
           if (!messages_[id].received) return false;
         for (std::size_t id : ps.pending) ps.clock = std::max(ps.clock, messages_[id].recv_time);

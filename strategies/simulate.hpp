@@ -17,6 +17,9 @@ struct SimOptions {
   // different order or grouping end with different results: all_reduce must still leave every
   // peer bit-identical (what floating point needs).
   bool ordered_combine = false;
+  // false: a send's round ends once the send was received (memory semantics: the receiver reads
+  // the sender's buffer). true: once it was posted (network semantics: the bytes are on the wire).
+  bool buffered_sends = false;
 };
 
 struct SimResult {

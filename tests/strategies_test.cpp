@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/config.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/select.hpp"
 #include "strategies/simulate.hpp"
@@ -206,6 +207,41 @@ bool same_schedule(const std::vector<Program>& a, const std::vector<Program>& b)
     return std::equal(x.begin(), x.end(), y.begin(), y.end(), same_round);
   };
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), same_program);
+}
+
+// One-shot (network only): right under network semantics for every size of group, one message of
+// latency, and a rendezvous deadlock under memory semantics, which is why only peers in separate
+// processes ever run it.
+TEST(Schedule, OneShotAllReduce) {
+  for (int n = 2; n <= 6; ++n)
+    for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{300}}) {
+      const ScheduleParams sp{OpKind::all_reduce, Strategy{Algorithm::oneshot, 2}, n, 0, count, 4};
+      const auto programs = make_schedule(sp);
+      const SimResult r = simulate(programs, initial_work(sp.op, n, count), SimOptions{.buffered_sends = true});
+      ASSERT_TRUE(r.ok()) << describe(sp) << ": " << r.error;
+      EXPECT_EQ(check_result(sp, r), "") << describe(sp);
+      EXPECT_EQ(r.makespan, 1u) << describe(sp);
+      EXPECT_EQ(r.messages, static_cast<std::size_t>(n * (n - 1))) << describe(sp);
+      EXPECT_NE(simulate(programs, initial_work(sp.op, n, count)).error.find("deadlock"), std::string::npos)
+          << describe(sp);
+    }
+  EXPECT_THROW(make_schedule({OpKind::broadcast, Strategy{Algorithm::oneshot, 2}, 2, 0, 4, 4}), std::invalid_argument);
+}
+
+// Auto picks one-shot only where it is safe: all_reduce, two peers in two processes, a small
+// buffer, a reduction that commutes bit for bit.
+TEST(Schedule, AutoPicksOneShotOnlyAcrossNodesForTwoPeers) {
+  Config c;
+  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, true).algorithm, Algorithm::oneshot);
+  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::i32, 256, 2, true, ReduceOp::max).algorithm, Algorithm::oneshot);
+  EXPECT_NE(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, true, ReduceOp::min).algorithm, Algorithm::oneshot);
+  EXPECT_NE(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, false).algorithm, Algorithm::oneshot);
+  EXPECT_NE(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 3, true).algorithm, Algorithm::oneshot);
+  EXPECT_NE(c.global_strategy(OpKind::all_reduce, DType::f32, 1 << 20, 2, true).algorithm, Algorithm::oneshot);
+  EXPECT_NE(c.global_strategy(OpKind::broadcast, DType::f32, 256, 2, true).algorithm, Algorithm::oneshot);
+  c.with_global_strategy(*parse_strategy("ring"));
+  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, true).algorithm, Algorithm::ring);
+  EXPECT_FALSE(parse_strategy("oneshot").has_value());
 }
 
 TEST(Schedule, IsDeterministic) {
