@@ -328,11 +328,36 @@ void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t i
   }
 }
 
-bool LocalServerCore::every_peer_apart(const std::vector<uint32_t>& members) const {
-  if (members.empty()) return global_->total_peers() == global_->topology().nodes.size();
-  std::set<uint32_t> nodes;
-  for (uint32_t m : members) nodes.insert(global_->node_of(m));
-  return nodes.size() == members.size();
+std::vector<int> LocalServerCore::node_layout(const std::vector<uint32_t>& members) const {
+  std::vector<int> node_of;
+  if (members.empty())
+    for (uint32_t r = 0; r < global_->total_peers(); ++r) node_of.push_back(static_cast<int>(global_->node_of(r)));
+  else
+    for (uint32_t m : members) node_of.push_back(static_cast<int>(global_->node_of(m)));
+  return node_of;
+}
+
+std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const OpShape& shape, int n,
+                                                                        const std::vector<uint32_t>& members) {
+  const std::vector<int> node_of = node_layout(members);
+  const int nodes = static_cast<int>(std::set<int>(node_of.begin(), node_of.end()).size());
+  const std::size_t esize = dtype_size(shape.dtype);
+  // Several peers on some node: an auto all-reduce reduces within each node first, so that only
+  // the node leaders' all-reduce crosses the network (strategies/hierarchical.cpp).
+  if (shape.kind == OpKind::all_reduce && config_->global[static_cast<std::size_t>(OpKind::all_reduce)].is_auto &&
+      nodes >= 2 && nodes < n) {
+    Strategy inner = config_->global_strategy(shape.kind, shape.dtype, shape.count, nodes, true, shape.redop);
+    auto key = std::make_tuple(static_cast<int>(inner.algorithm), inner.arity, shape.count, esize, node_of);
+    auto it = hier_cache_.find(key);
+    if (it != hier_cache_.end()) return it->second;
+    if (hier_cache_.size() >= 512) hier_cache_.clear();
+    auto cs = CompiledSchedule::compile(
+        hierarchical_all_reduce({shape.kind, inner, n, 0, shape.count, esize}, node_of));
+    hier_cache_.emplace(key, cs);
+    return cs;
+  }
+  Strategy strat = config_->global_strategy(shape.kind, shape.dtype, shape.count, n, nodes == n, shape.redop);
+  return schedule_for({shape.kind, strat, n, shape.root, shape.count, esize});
 }
 
 std::shared_ptr<const CompiledSchedule> LocalServerCore::schedule_for(const ScheduleParams& p) {
@@ -429,9 +454,7 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   }
   std::shared_ptr<OpPlan> plan;
   try {
-    Strategy strat = config_->global_strategy(shape.kind, shape.dtype, shape.count, n, every_peer_apart(members),
-                                              shape.redop);
-    auto cs = schedule_for({shape.kind, strat, n, shape.root, shape.count, dtype_size(shape.dtype)});
+    auto cs = global_schedule(shape, n, members);
     plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
                                     when, label, remote, static_cast<unsigned>(local));
   } catch (const std::exception& e) {

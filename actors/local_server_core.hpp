@@ -100,8 +100,11 @@ class LocalServerCore {
   void fail_everyone(const Status& why);
   void clear();
   std::shared_ptr<const CompiledSchedule> schedule_for(const ScheduleParams& p);
-  // Multi-node: whether the op's members (empty: the world) each live on a node of their own.
-  bool every_peer_apart(const std::vector<uint32_t>& members) const;
+  // Multi-node: the node of each rank of the op (members: global ids by rank; empty: the world).
+  std::vector<int> node_layout(const std::vector<uint32_t>& members) const;
+  // Multi-node: the schedule of an op over all its peers (n) on all nodes.
+  std::shared_ptr<const CompiledSchedule> global_schedule(const OpShape& shape, int n,
+                                                          const std::vector<uint32_t>& members);
   Clock::time_point deadline() const { return Clock::now() + config_->timeout; }
 
   void start_timer(uint64_t key);
@@ -124,6 +127,8 @@ class LocalServerCore {
   std::map<uint64_t, P2PKey> p2p_timers_;    // timer id -> queue of the waiting half
   std::map<std::tuple<int, int, int, int, int, std::size_t, std::size_t>,
            std::shared_ptr<const CompiledSchedule>> schedule_cache_;
+  std::map<std::tuple<int, int, std::size_t, std::size_t, std::vector<int>>, std::shared_ptr<const CompiledSchedule>>
+      hier_cache_;  // hierarchical all-reduces, by inner strategy, count, element size, node layout
 };
 
 } // namespace chorus

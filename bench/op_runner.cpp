@@ -44,8 +44,14 @@ std::string resolved_strategy(const Options& o, const Config& cfg, const Layout&
   if (o.op == BenchOp::send_recv) return "p2p";
   const OpKind kind = op_kind(o.op);
   // Across nodes the runtime runs the global strategy over every peer (o.peers is then the total).
-  if (cfg.num_nodes > 0)
-    return to_string(cfg.global_strategy(kind, o.dtype, l.block, static_cast<int>(o.peers), o.peers == o.nodes, o.redop));
+  if (cfg.num_nodes > 0) {
+    // Several peers per node: the runtime's auto all-reduce is hierarchical, with this among leaders.
+    const bool hier = kind == OpKind::all_reduce && o.strategy.is_auto && o.nodes >= 2 && o.peers > o.nodes;
+    const int among = static_cast<int>(hier ? o.nodes : o.peers);
+    const std::string s =
+        to_string(cfg.global_strategy(kind, o.dtype, l.block, among, hier || o.peers == o.nodes, o.redop));
+    return hier ? "hier+" + s : s;
+  }
   return to_string(cfg.local_strategy(kind, o.dtype, l.block, static_cast<int>(o.peers)));
 }
 

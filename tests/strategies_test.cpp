@@ -244,6 +244,38 @@ TEST(Schedule, AutoPicksOneShotOnlyAcrossNodesForTwoPeers) {
   EXPECT_FALSE(parse_strategy("oneshot").has_value());
 }
 
+// Hierarchical all-reduce: right and bit-identical on every peer for contiguous, uneven and
+// interleaved node layouts and every inner strategy, under memory semantics (the local phases run
+// between threads of one process); only the leaders talk across nodes.
+TEST(Schedule, HierarchicalAllReduce) {
+  const std::vector<std::vector<int>> layouts = {
+      {0, 0, 1, 1, 2, 2}, {0, 1, 1, 1, 2, 2}, {0, 1, 0, 1}, {5, 5, 5, 2}, {0, 0, 0, 0, 1}, {3, 1, 2}};
+  for (const auto& node_of : layouts)
+    for (const Strategy& inner : kStrategies)
+      for (std::size_t count : {std::size_t{1}, std::size_t{5}, std::size_t{1001}}) {
+        const int n = static_cast<int>(node_of.size());
+        const ScheduleParams sp{OpKind::all_reduce, inner, n, 0, count, 4};
+        const auto programs = hierarchical_all_reduce(sp, node_of);
+        std::string what = describe(sp) + " layout";
+        for (int x : node_of) what += " " + std::to_string(x);
+        const SimResult r = simulate(programs, initial_work(sp.op, n, count));
+        ASSERT_TRUE(r.ok()) << what << ": " << r.error;
+        ASSERT_EQ(check_result(sp, r), "") << what;
+        const SimResult o = simulate(programs, initial_work(sp.op, n, count), SimOptions{.ordered_combine = true});
+        ASSERT_TRUE(o.ok()) << what << ": " << o.error;
+        for (int p = 1; p < n; ++p) ASSERT_EQ(o.work[p], o.work[0]) << what << " peer " << p;
+        // Across nodes only leaders (the lowest rank of each node) talk.
+        for (int p = 0; p < n; ++p)
+          for (const Round& round : programs[p])
+            for (const Step& s : round.steps) {
+              if (node_of[s.peer] == node_of[p]) continue;
+              for (int q : {p, s.peer})
+                for (int e = 0; e < q; ++e) ASSERT_NE(node_of[e], node_of[q]) << what << ": rank " << q << " is no leader";
+            }
+      }
+  EXPECT_THROW(hierarchical_all_reduce({OpKind::broadcast, Strategy{}, 2, 0, 4, 4}, {0, 1}), std::invalid_argument);
+}
+
 TEST(Schedule, IsDeterministic) {
   for (OpKind op : kOps)
     for (const Strategy& strategy : kStrategies)
