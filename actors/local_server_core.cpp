@@ -342,17 +342,20 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const O
   const std::vector<int> node_of = node_layout(members);
   const int nodes = static_cast<int>(std::set<int>(node_of.begin(), node_of.end()).size());
   const std::size_t esize = dtype_size(shape.dtype);
-  // Several peers on some node: an auto all-reduce reduces within each node first, so that only
-  // the node leaders' all-reduce crosses the network (strategies/hierarchical.cpp).
-  if (shape.kind == OpKind::all_reduce && config_->global[static_cast<std::size_t>(OpKind::all_reduce)].is_auto &&
-      nodes >= 2 && nodes < n) {
+  // Several peers on some node: an auto all-reduce goes through one leader per node, so that only
+  // the leaders' all-reduce crosses the network (strategies/hierarchical.cpp). Reduce and
+  // broadcast gain little there (a flat pipelined tree crosses a node boundary about once anyway)
+  // and lose the pipelining between the local and the network steps: measured slower, left flat.
+  if (shape.kind == OpKind::all_reduce && config_->global[static_cast<std::size_t>(shape.kind)].is_auto && nodes >= 2 &&
+      nodes < n) {
     Strategy inner = config_->global_strategy(shape.kind, shape.dtype, shape.count, nodes, true, shape.redop);
-    auto key = std::make_tuple(static_cast<int>(inner.algorithm), inner.arity, shape.count, esize, node_of);
+    auto key = std::make_tuple(static_cast<int>(shape.kind), static_cast<int>(inner.algorithm), inner.arity,
+                               shape.root, shape.count, esize, node_of);
     auto it = hier_cache_.find(key);
     if (it != hier_cache_.end()) return it->second;
     if (hier_cache_.size() >= 512) hier_cache_.clear();
     auto cs = CompiledSchedule::compile(
-        hierarchical_all_reduce({shape.kind, inner, n, 0, shape.count, esize}, node_of));
+        hierarchical_schedule({shape.kind, inner, n, shape.root, shape.count, esize}, node_of));
     hier_cache_.emplace(key, cs);
     return cs;
   }

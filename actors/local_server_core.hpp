@@ -127,8 +127,11 @@ class LocalServerCore {
   std::map<uint64_t, P2PKey> p2p_timers_;    // timer id -> queue of the waiting half
   std::map<std::tuple<int, int, int, int, int, std::size_t, std::size_t>,
            std::shared_ptr<const CompiledSchedule>> schedule_cache_;
-  std::map<std::tuple<int, int, std::size_t, std::size_t, std::vector<int>>, std::shared_ptr<const CompiledSchedule>>
-      hier_cache_;  // hierarchical all-reduces, by inner strategy, count, element size, node layout
+  // Hierarchical schedules by op, inner strategy (algorithm, arity), root, count, element size and
+  // node layout.
+  std::map<std::tuple<int, int, int, int, std::size_t, std::size_t, std::vector<int>>,
+           std::shared_ptr<const CompiledSchedule>>
+      hier_cache_;
 };
 
 } // namespace chorus

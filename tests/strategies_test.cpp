@@ -244,36 +244,46 @@ TEST(Schedule, AutoPicksOneShotOnlyAcrossNodesForTwoPeers) {
   EXPECT_FALSE(parse_strategy("oneshot").has_value());
 }
 
-// Hierarchical all-reduce: right and bit-identical on every peer for contiguous, uneven and
-// interleaved node layouts and every inner strategy, under memory semantics (the local phases run
-// between threads of one process); only the leaders talk across nodes.
-TEST(Schedule, HierarchicalAllReduce) {
+// Hierarchical schedules: right (and, for all_reduce, bit-identical on every peer) for contiguous,
+// uneven and interleaved node layouts, every root and every inner strategy, under memory semantics
+// (the local phases run between threads of one process); only leaders talk across nodes.
+TEST(Schedule, Hierarchical) {
   const std::vector<std::vector<int>> layouts = {
       {0, 0, 1, 1, 2, 2}, {0, 1, 1, 1, 2, 2}, {0, 1, 0, 1}, {5, 5, 5, 2}, {0, 0, 0, 0, 1}, {3, 1, 2}};
-  for (const auto& node_of : layouts)
-    for (const Strategy& inner : kStrategies)
-      for (std::size_t count : {std::size_t{1}, std::size_t{5}, std::size_t{1001}}) {
-        const int n = static_cast<int>(node_of.size());
-        const ScheduleParams sp{OpKind::all_reduce, inner, n, 0, count, 4};
-        const auto programs = hierarchical_all_reduce(sp, node_of);
-        std::string what = describe(sp) + " layout";
-        for (int x : node_of) what += " " + std::to_string(x);
-        const SimResult r = simulate(programs, initial_work(sp.op, n, count));
-        ASSERT_TRUE(r.ok()) << what << ": " << r.error;
-        ASSERT_EQ(check_result(sp, r), "") << what;
-        const SimResult o = simulate(programs, initial_work(sp.op, n, count), SimOptions{.ordered_combine = true});
-        ASSERT_TRUE(o.ok()) << what << ": " << o.error;
-        for (int p = 1; p < n; ++p) ASSERT_EQ(o.work[p], o.work[0]) << what << " peer " << p;
-        // Across nodes only leaders (the lowest rank of each node) talk.
-        for (int p = 0; p < n; ++p)
-          for (const Round& round : programs[p])
-            for (const Step& s : round.steps) {
-              if (node_of[s.peer] == node_of[p]) continue;
-              for (int q : {p, s.peer})
-                for (int e = 0; e < q; ++e) ASSERT_NE(node_of[e], node_of[q]) << what << ": rank " << q << " is no leader";
+  for (OpKind op : {OpKind::all_reduce, OpKind::reduce, OpKind::broadcast})
+    for (const auto& node_of : layouts)
+      for (const Strategy& inner : kStrategies)
+        for (int root = 0; root < static_cast<int>(node_of.size()); ++root)
+          for (std::size_t count : {std::size_t{1}, std::size_t{1001}}) {
+            if (op == OpKind::all_reduce && root > 0) continue;
+            const int n = static_cast<int>(node_of.size());
+            const ScheduleParams sp{op, inner, n, root, count, 4};
+            const auto programs = hierarchical_schedule(sp, node_of);
+            std::string what = describe(sp) + " layout";
+            for (int x : node_of) what += " " + std::to_string(x);
+            const SimResult r = simulate(programs, initial_work(sp.op, n, count));
+            ASSERT_TRUE(r.ok()) << what << ": " << r.error;
+            ASSERT_EQ(check_result(sp, r), "") << what;
+            if (op == OpKind::all_reduce) {
+              const SimResult o = simulate(programs, initial_work(sp.op, n, count), SimOptions{.ordered_combine = true});
+              ASSERT_TRUE(o.ok()) << what << ": " << o.error;
+              for (int p = 1; p < n; ++p) ASSERT_EQ(o.work[p], o.work[0]) << what << " peer " << p;
             }
-      }
-  EXPECT_THROW(hierarchical_all_reduce({OpKind::broadcast, Strategy{}, 2, 0, 4, 4}, {0, 1}), std::invalid_argument);
+            // Across nodes only leaders talk: the root on its node, the lowest rank elsewhere.
+            auto is_leader = [&](int q) {
+              if (op != OpKind::all_reduce && node_of[q] == node_of[root]) return q == root;
+              for (int e = 0; e < q; ++e)
+                if (node_of[e] == node_of[q]) return false;
+              return true;
+            };
+            for (int p = 0; p < n; ++p)
+              for (const Round& round : programs[p])
+                for (const Step& s : round.steps) {
+                  if (node_of[s.peer] == node_of[p]) continue;
+                  ASSERT_TRUE(is_leader(p) && is_leader(s.peer)) << what << ": " << p << " -> " << s.peer;
+                }
+          }
+  EXPECT_THROW(hierarchical_schedule({OpKind::all_gather, Strategy{}, 2, 0, 4, 4}, {0, 1}), std::invalid_argument);
 }
 
 TEST(Schedule, IsDeterministic) {
