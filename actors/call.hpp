@@ -37,6 +37,9 @@ struct Call {
   Tensor input;    // what the caller sends (may be undefined)
   Tensor output;   // where the caller receives (may be undefined: in place, or allocated later)
   std::shared_ptr<Reply> reply = std::make_shared<Reply>();
+  // The caller could not take part (staging its GPU tensor failed): it still takes its place in
+  // the op, so that sequence numbers stay aligned, and every peer of the op gets this error.
+  Status local_error;
 };
 
 } // namespace chorus

@@ -81,21 +81,41 @@ Status GradientSync::register_params(std::vector<ParamSpec> params) {
         local_error = "parameter " + std::to_string(p.id) + " has contributions_per_step 0";
     }
   }
+  // The fusion buffers live where the gradients do (GPU memory with options.device = cuda). They
+  // are made before the exchange so that a device that cannot have them fails every device.
+  auto plan = plan_buckets(params, opts_.bucket_bytes);
+  std::vector<Tensor> buffers;
+  std::string alloc_error;
+  if (local_error.empty()) try {
+      for (const auto& b : plan)
+        buffers.push_back(Tensor::zeros(b.dtype, {static_cast<int64_t>(b.numel)}, opts_.device));
+    } catch (const std::exception& e) {
+      alloc_error = e.what();
+    }
   const uint32_t n = peer_.size();
   const PeerId me = peer_.id();
+  // Header: list length, bucket_bytes, op, verdict (1 ok, 0 bad list, 2 no fusion buffers).
   Tensor hdr = Tensor::from(std::vector<int64_t>{static_cast<int64_t>(params.size()),
                                                  static_cast<int64_t>(opts_.bucket_bytes),
                                                  static_cast<int64_t>(opts_.op),
-                                                 local_error.empty() ? 1 : 0});
+                                                 !local_error.empty() ? 0 : !alloc_error.empty() ? 2 : 1});
   Tensor all_hdr = Tensor::zeros(DType::i64, {static_cast<int64_t>(4 * n)});
   if (Status s = peer_.all_gather(hdr, all_hdr); !s)
     return {s.code(), "register_params: exchanging parameter lists: " + s.message()};
   const int64_t* H = all_hdr.data_as<int64_t>();
-  std::vector<uint32_t> rejected;
+  std::vector<uint32_t> rejected, no_buffers;
   int64_t max_n = 0;
   for (uint32_t d = 0; d < n; ++d) {
     if (H[4 * d + 3] == 0) rejected.push_back(d);
+    if (H[4 * d + 3] == 2) no_buffers.push_back(d);
     max_n = std::max(max_n, H[4 * d]);
+  }
+  if (rejected.empty() && !no_buffers.empty()) {
+    std::string msg = "register_params: device(s)";
+    for (std::size_t i = 0; i < no_buffers.size(); ++i) msg += (i ? ", " : " ") + std::to_string(no_buffers[i]);
+    msg += " could not allocate their fusion buffers";
+    if (!alloc_error.empty()) msg += " (device " + std::to_string(me) + ": " + alloc_error + ")";
+    return {Errc::device_error, msg};
   }
   if (!rejected.empty()) {
     std::string msg = "register_params: device(s)";
@@ -141,14 +161,6 @@ Status GradientSync::register_params(std::vector<ParamSpec> params) {
     }
   }
 
-  // The fusion buffers live where the gradients do (GPU memory with options.device = cuda).
-  auto plan = plan_buckets(params, opts_.bucket_bytes);
-  std::vector<Tensor> buffers;
-  try {
-    for (const auto& b : plan) buffers.push_back(Tensor::zeros(b.dtype, {static_cast<int64_t>(b.numel)}, opts_.device));
-  } catch (const std::exception& e) {
-    return {Errc::device_error, std::string("register_params: fusion buffers: ") + e.what()};
-  }
   std::lock_guard lk(mu_);
   buckets_ = std::move(plan);
   buffers_ = std::move(buffers);

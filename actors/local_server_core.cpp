@@ -328,6 +328,14 @@ void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t i
   }
 }
 
+Status LocalServerCore::local_errors(const PendingOp& op) const {
+  for (const auto& a : op.arrivals)
+    if (a && !a->call.local_error)
+      return {a->call.local_error.code(), "peer " + std::to_string(global_ ? global_->offset() + a->req.peer : a->req.peer) +
+                                              " could not take part: " + a->call.local_error.message()};
+  return Status::ok();
+}
+
 std::vector<int> LocalServerCore::node_layout(const std::vector<uint32_t>& members) const {
   std::vector<int> node_of;
   if (members.empty())
@@ -382,7 +390,8 @@ void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
   for (auto& a : op.arrivals) reqs.push_back(&a->req);
   const std::string label = op_label(op.kind, seq);
   OpShape shape{};
-  Status s = check_agreement(reqs, n, shape);
+  Status s = local_errors(op);
+  if (s) s = check_agreement(reqs, n, shape);
   std::shared_ptr<OpPlan> plan;
   std::shared_ptr<DeviceRun> device;
   std::vector<PeerTensors> tensors;
@@ -437,7 +446,8 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   };
   if (auto l = global_->lost(); !l) return fail_all(Status(l.code(), label + ": " + l.message()));
   OpShape shape{};
-  Status s = check_agreement(reqs, n, shape);
+  Status s = local_errors(op);
+  if (s) s = check_agreement(reqs, n, shape);
   OpAnnouncement mine;
   mine.kind = op.kind;
   if (s) {

@@ -100,6 +100,8 @@ class LocalServerCore {
   void fail_everyone(const Status& why);
   void clear();
   std::shared_ptr<const CompiledSchedule> schedule_for(const ScheduleParams& p);
+  // The first error a caller brought along (Call::local_error), for every peer of the op.
+  Status local_errors(const PendingOp& op) const;
   // Multi-node: the node of each rank of the op (members: global ids by rank; empty: the world).
   std::vector<int> node_layout(const std::vector<uint32_t>& members) const;
   // Multi-node: the schedule of an op over all its peers (n) on all nodes.

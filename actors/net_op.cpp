@@ -34,7 +34,24 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
   // The reader thread of each connection needs a core too: spin only when there is room.
   spin_ = spin_budget_for(local_peers + 1);
   ann_[my_node_] = std::move(mine);
+  for (uint32_t k = 0; k < ann_.size(); ++k)
+    if (k != my_node_ && ann_[k]) stop_if_doomed_locked(*ann_[k]);
   ann_word_.set(ann_word_.value.load() + 1);
+  wake_if_stopped_locked();
+}
+
+void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs) {
+  if (abort_ || !launched_ || !ann_[my_node_]) return;
+  // A node whose own peers failed sends no data, and one that disagrees with us sends data we
+  // cannot use: stop waiting at once (conclude() then judges every announcement, so every peer
+  // everywhere still reports the same error).
+  if (!theirs.status.is_ok()) abort_ = Status(theirs.status.code(), label_ + ": node " + std::to_string(theirs.node) + " failed");
+  else if (auto s = compare_announcements(*ann_[my_node_], theirs, seq_); !s) abort_ = s;
+}
+
+void NetOp::wake_if_stopped_locked() {
+  if (!abort_) return;
+  for (auto& [slot, rec] : in_) rec->word.set(kTop);
 }
 
 bool NetOp::is_remote(int peer) const { return rank_node_[static_cast<std::size_t>(peer)] != my_node_; }
@@ -133,6 +150,8 @@ void NetOp::announced(const OpAnnouncement& a) {
   std::lock_guard<std::mutex> lk(mu_);
   if (a.node >= ann_.size() || ann_[a.node]) return;
   ann_[a.node] = a;
+  stop_if_doomed_locked(a);
+  wake_if_stopped_locked();
   uint32_t v = ann_word_.value.load();
   if (v != kTop) ann_word_.set(v + 1);
 }

@@ -77,6 +77,10 @@ class NetOp : public RemoteSteps {
   std::shared_ptr<Incoming> incoming(uint32_t slot);
   std::shared_ptr<Incoming>& incoming_locked(uint32_t slot);  // get or make; mu_ held
   Status stopped_locked() const;  // the abort status, or ok
+  // Stops the op (as abort does) when `theirs` says its node will not run it, or disagrees with
+  // ours; needs our own announcement (so also called from launch for those that came first).
+  void stop_if_doomed_locked(const OpAnnouncement& theirs);
+  void wake_if_stopped_locked();  // wakes every receive wait once the op is stopped
 
   std::shared_ptr<GlobalClient> client_;
   uint32_t group_;

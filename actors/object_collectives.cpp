@@ -66,19 +66,24 @@ Status too_many_dims(const Tensor& in) {
 
 
 // Every peer learns every peer's header (and so the largest payload to pad to). A peer with too
-// many dimensions still joins the exchange (ndim -1), so every peer fails together instead of the
-// others waiting for it.
-Status exchange_headers(Peer& p, const Tensor& in, Tensor& hs, std::size_t& max_bytes) {
+// many dimensions (ndim -1) or whose GPU tensor could not be staged (`staged` not ok, ndim -2)
+// still joins the exchange, so every peer fails together instead of the others waiting for it.
+Status exchange_headers(Peer& p, const Tensor& in, Tensor& hs, std::size_t& max_bytes, const Status& staged) {
   Tensor h = header_of(in);
   if (in.shape().size() > kMaxDims) h.data_as<int64_t>()[1] = -1;
+  if (!staged) h.data_as<int64_t>()[1] = -2;
   const uint32_t n = p.size();
   hs = Tensor::zeros(DType::i64, {static_cast<int64_t>(n) * kHeader});
   if (auto s = p.all_gather(h, hs); !s) return s;
   const int64_t* hv = hs.data_as<int64_t>();
-  for (uint32_t r = 0; r < n; ++r)
+  for (uint32_t r = 0; r < n; ++r) {
+    if (hv[r * kHeader + 1] == -2)
+      return r == p.rank() ? staged
+                           : Status(Errc::device_error, "rank " + std::to_string(r) + " could not copy its GPU tensor to the host");
     if (hv[r * kHeader + 1] < 0)
       return r == p.rank() ? too_many_dims(in)
                            : Status(Errc::invalid_argument, "rank " + std::to_string(r) + "'s tensor has more than 8 dimensions");
+  }
   return check_headers(hv, n, max_bytes);
 }
 
@@ -86,10 +91,10 @@ Status exchange_headers(Peer& p, const Tensor& in, Tensor& hs, std::size_t& max_
 
 Result<std::vector<Tensor>> Peer::all_gather_v(const Tensor& gin) {
   Tensor in;  // GPU tensors are gathered through host memory; the results are host tensors
-  if (auto s = stage_to_host(gin, in); !s) return s;
+  const Status staged = stage_to_host(gin, in);
   Tensor hs;
   std::size_t max_bytes = 0;
-  if (auto s = exchange_headers(*this, in, hs, max_bytes); !s) return s;
+  if (auto s = exchange_headers(*this, in, hs, max_bytes, staged); !s) return s;
   const uint32_t n = size();
   const int64_t* hv = hs.data_as<int64_t>();
   Tensor all = Tensor::zeros(DType::u8, {static_cast<int64_t>(n * max_bytes)});
@@ -99,11 +104,11 @@ Result<std::vector<Tensor>> Peer::all_gather_v(const Tensor& gin) {
 
 Result<std::vector<Tensor>> Peer::gather_v(const Tensor& gin, PeerId root) {
   Tensor in;  // GPU tensors are gathered through host memory; the results are host tensors
-  if (auto s = stage_to_host(gin, in); !s) return s;
+  const Status staged = stage_to_host(gin, in);
   // Every peer needs the largest size to pad to, so the headers go to everyone.
   Tensor hs;
   std::size_t max_bytes = 0;
-  if (auto s = exchange_headers(*this, in, hs, max_bytes); !s) return s;
+  if (auto s = exchange_headers(*this, in, hs, max_bytes, staged); !s) return s;
   const uint32_t n = size();
   const int64_t* hv = hs.data_as<int64_t>();
   Tensor all = Tensor::zeros(DType::u8, {static_cast<int64_t>(rank() == root ? n * max_bytes : 0)});

@@ -16,7 +16,7 @@ std::byte* bytes(const Tensor& t) { return static_cast<std::byte*>(t.data()); }
 
 // Sends one op request and waits for the server's answer: an error, or a plan to run.
 std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out,
-                               Status& status) {
+                               Status& status, Status local_error = Status::ok()) {
   if (s.finished) {
     status = Status(Errc::finished, "peer " + std::to_string(s.id) + " has already finished");
     return nullptr;
@@ -35,6 +35,7 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   call.message = encode_op(req);
   call.input = in;
   call.output = out;
+  call.local_error = std::move(local_error);
   auto reply = call.reply;
   status = s.rt->submit_op(call, s.config.timeout, s.config.num_devices);
   return reply;
@@ -68,16 +69,26 @@ Status execute(Reply& r, const std::byte* in, std::byte* out) {
 
 Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out);
 
+// Takes this peer's place in its next op without data, so that every peer of the op gets `why`
+// (and sequence numbers stay aligned) rather than waiting for this one until the timeout.
+Status fail_op(PeerState& s, OpRequestData req, Status why) {
+  Status st;
+  request(s, std::move(req), Tensor(), Tensor(), st, std::move(why));
+  return st;
+}
+
 // Across nodes GPU tensors go through host memory: the op runs on host copies (the output copy
 // starts as the output's content, since peers the op does not write into keep theirs), and the
-// result is copied back into the caller's GPU tensor.
+// result is copied back into the caller's GPU tensor. An output the op ignores here (reduce and
+// gather off the root) is left alone.
 Status staged_collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out) {
-  const bool in_place = !out.defined() || out.data() == in.data();
+  const bool in_place = out.defined() && out.data() == in.data();
   Tensor hin, hout;
-  if (auto e = stage_to_host(in, hin); !e) return e;
-  if (!in_place)
-    if (auto e = stage_to_host(out, hout); !e) return e;
+  Status staged = stage_to_host(in, hin);
+  if (staged && !in_place) staged = stage_to_host(out, hout);
+  if (!staged) return fail_op(*s, std::move(req), staged);
   if (auto e = collective(s, std::move(req), hin, in_place ? hin : hout); !e) return e;
+  if (!out.defined()) return Status::ok();
   return in_place ? stage_back(hin, in) : stage_back(hout, out);
 }
 
@@ -107,7 +118,12 @@ Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data) {
   if (!s) return no_peer();
   if (data && data->is_cuda()) {  // the data moves through host memory; receivers get host tensors
     Tensor host;
-    if (auto e = stage_to_host(*data, host); !e) return e;
+    if (auto e = stage_to_host(*data, host); !e) {
+      // Take this peer's place in the op's first step: across nodes the descriptor all-gather.
+      OpRequestData req = make(s->global ? OpKind::all_gather : kind);
+      req.root_from_data = !s->global;
+      return fail_op(*s, req, e);
+    }
     auto r = by_data(s, kind, host);
     if (r && kind == OpKind::broadcast) return *data;  // the source keeps its own tensor
     return r;

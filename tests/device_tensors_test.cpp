@@ -93,6 +93,28 @@ TEST(DeviceTensors, AGpuThatDoesNotExistIsADeviceErrorOnEveryPeer) {
   });
 }
 
+// A GPU tensor that cannot be copied to the host (here: no such GPU) where an op needs host memory
+// (by-data broadcast, object collectives): every peer gets the error, and the next op lines up.
+TEST(DeviceTensors, AFailedCopyToTheHostFailsTheOpForEveryPeerAndTheNextOpWorks) {
+  const int missing = gpu::device_count() + 3;
+  Runtime rt;
+  run_peers(rt, config_for(3), [&](Peer& p) {
+    Tensor bad = Tensor::borrow(fake_device_pointer(), DType::f32, {4}, Device::cuda(missing));
+    std::optional<Tensor> data;
+    if (p.id() == 1) data = bad;
+    auto r = p.broadcast(data);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), Errc::device_error) << r.status().to_string();
+    EXPECT_NE(r.status().message().find("peer 1 could not take part"), std::string::npos) << r.status().to_string();
+    auto g = p.all_gather_v(p.id() == 2 ? bad : Tensor::from(std::vector<int32_t>{1, 2}));
+    ASSERT_FALSE(g.is_ok());
+    EXPECT_EQ(g.status().code(), Errc::device_error) << g.status().to_string();
+    Tensor t = Tensor::from(std::vector<int32_t>{static_cast<int32_t>(p.id())});
+    ASSERT_TRUE(p.all_reduce(t, ReduceOp::sum).is_ok());
+    EXPECT_EQ(t.to_vector<int32_t>(), std::vector<int32_t>{3});
+  });
+}
+
 // "nccl" is a strategy like the others; host tensors under it run as auto would.
 TEST(DeviceTensors, NcclStrategyParsesAndHostTensorsRunAsAuto) {
   auto c = parse_strategy("nccl");
@@ -112,12 +134,16 @@ TEST(DeviceTensors, GradientSyncOnAMissingGpuOrWithAGradientElsewhereIsAnError) 
   const int missing = gpu::device_count() + 1;
   Runtime rt;
   run_peers(rt, config_for(2), [&](Peer& p) {
-    GradSyncOptions o;
-    o.device = Device::cuda(missing);
-    GradientSync bad(p, o);
-    Status s = bad.register_params({{7, DType::f32, 16, 1}});
+    GradSyncOptions o;  // device 0 on the host (fine), device 1 on a GPU that is not there
+    if (p.id() == 1) o.device = Device::cuda(missing);
+    GradientSync sync(p, o);
+    Status s = sync.register_params({{7, DType::f32, 16, 1}});
     EXPECT_EQ(s.code(), Errc::device_error) << s.to_string();
-    EXPECT_NE(s.message().find("cuda:" + std::to_string(missing)), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("device(s) 1 could not allocate their fusion buffers"), std::string::npos)
+        << s.message();
+    if (p.id() == 1) {
+      EXPECT_NE(s.message().find("cuda:" + std::to_string(missing)), std::string::npos) << s.message();
+    }
   });
   Runtime rt2;
   run_peers(rt2, config_for(2), [&](Peer& p) {

@@ -78,7 +78,7 @@ class MultiNode : public ::testing::Test {
   // collects their output; processes still running after `limit` are killed.
   std::vector<NodeResult> run_nodes(const std::vector<std::vector<std::string>>& per_node,
                                     const std::vector<std::string>& common,
-                                    std::chrono::milliseconds limit = 60000ms, const std::string& wrapper = {}) {
+                                    std::chrono::milliseconds limit = 60000ms) {
     std::vector<std::pair<pid_t, int>> kids;
     for (const auto& extra : per_node) {
       std::vector<std::string> args{"--orchestrator", "127.0.0.1:" + std::to_string(port_),
@@ -196,6 +196,36 @@ TEST_F(MultiNode, DisagreementAcrossNodesGivesEveryPeerTheSameError) {
   for (auto& [rank, p] : lines) {
     EXPECT_EQ(p.code, "shape_mismatch") << "peer " << rank;
     EXPECT_EQ(p.message, want) << "peer " << rank;
+  }
+}
+
+// Node 1's own peers disagree (rank 3 passes 11 elements, rank 2 passes 10): every peer of every
+// node gets that node's error, and the following op works.
+TEST_F(MultiNode, ANodeWhosePeersDisagreeFailsTheOpEverywhereAndTheNextOpWorks) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "local-mismatch", "--victim", "3"});
+  auto lines = peer_lines(nodes);
+  ASSERT_EQ(lines.size(), 6u) << dump(nodes);
+  const std::string& first = lines.begin()->second.message;
+  for (auto& [rank, p] : lines) {
+    EXPECT_EQ(p.code, "shape_mismatch") << "peer " << rank << ": " << p.message << "\n" << dump(nodes);
+    EXPECT_EQ(p.message, first) << "peer " << rank;
+  }
+}
+
+// A peer of node 1 (global rank 3) passes a GPU tensor that cannot be staged through the host: it
+// still takes its place in the op, so every peer of every node gets the same device_error and the
+// following op works.
+TEST_F(MultiNode, AFailedGpuStagingFailsTheOpEverywhereAndTheNextOpWorks) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "gpu-staging", "--victim", "3"});
+  auto lines = peer_lines(nodes);
+  ASSERT_EQ(lines.size(), 6u) << dump(nodes);
+  const std::string& first = lines.begin()->second.message;
+  for (auto& [rank, p] : lines) {
+    EXPECT_EQ(p.code, "device_error") << "peer " << rank << ": " << p.message;
+    EXPECT_EQ(p.message, first) << "peer " << rank;
+    EXPECT_NE(p.message.find("peer 3 could not take part"), std::string::npos) << p.message;
   }
 }
 
