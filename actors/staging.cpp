@@ -39,15 +39,18 @@ class PinnedPool {
   }
 
  private:
-  void give_back(void* p, std::size_t cap) {
+  void give_back(void* p, std::size_t cap) noexcept {
     std::lock_guard<std::mutex> lk(mu_);
     std::size_t kept = cap;
     for (auto& f : free_) kept += f.second;
-    if (kept > kMaxKept) {
-      gpu::release_pinned(p);
-      return;
+    try {
+      if (kept <= kMaxKept) {
+        free_.push_back({p, cap});
+        return;
+      }
+    } catch (...) {  // a deleter must not throw: free it instead
     }
-    free_.push_back({p, cap});
+    gpu::release_pinned(p);
   }
   static constexpr std::size_t kMaxKept = std::size_t{2} << 30;
   std::mutex mu_;

@@ -76,11 +76,18 @@ struct Shared {
 // --device cuda: GPU 0's device-to-device copy bandwidth (GB/s), measured once before the sweep.
 double g_copy_gbps = 0;
 
-// What runs GPU rows: NCCL across distinct GPUs (nccl or auto), else the on-device plan.
+// What runs GPU rows: staged through host memory across nodes; NCCL across distinct GPUs (nccl or
+// auto; float min/max and bitwise ops excepted); else the on-device plan.
 std::string gpu_strategy(const Options& o) {
-  if (o.op == BenchOp::send_recv || o.op == BenchOp::barrier) return o.op == BenchOp::barrier ? "host" : "gpu-copy";
-  const bool nccl = o.gpus > 1 && o.participants() <= o.gpus && (o.strategy.is_auto || o.strategy.fixed.algorithm == Algorithm::nccl);
-  return nccl ? "nccl" : (o.gpus > 1 ? "gpu-plan(peer copies)" : "gpu-fused");
+  if (o.op == BenchOp::barrier) return "host";
+  if (o.multi_node()) return "host-staged";
+  const bool distinct = o.gpus > 1 && o.participants() <= o.gpus;
+  const bool minmax = o.redop == ReduceOp::min || o.redop == ReduceOp::max;
+  const bool bitwise = o.redop == ReduceOp::band || o.redop == ReduceOp::bor || o.redop == ReduceOp::bxor;
+  const bool nccl_op = !uses_redop(o.op) || (!(minmax && is_floating(o.dtype)) && !bitwise);
+  if (distinct && nccl_op && (o.strategy.is_auto || o.strategy.fixed.algorithm == Algorithm::nccl)) return "nccl";
+  if (o.op == BenchOp::send_recv || !uses_redop(o.op)) return o.gpus > 1 ? "gpu-copies(peer)" : "gpu-copies";
+  return o.gpus > 1 ? "gpu-plan(peer copies)" : "gpu-fused";
 }
 
 // The memory-bound ideal of an all_reduce among n logical peers of one GPU: every input read once

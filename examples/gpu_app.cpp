@@ -1,6 +1,7 @@
 // GPU tensors: four peer threads whose gradients live in GPU memory. With one GPU they are logical
 // peers sharing it (one fused on-device pass per all-reduce); with several, peer p uses GPU
-// p mod count and the op goes through NCCL. Without a GPU it says so and exits 0.
+// p mod count (through NCCL when that puts every peer on its own GPU, i.e. 4 or more GPUs; through
+// the on-device plan otherwise). Without a GPU it says so and exits 0.
 #include <cstdio>
 #include <thread>
 #include <vector>

@@ -2,7 +2,7 @@
 # Packs what the GPU checks need into one folder (default .gpu/, ignored by git) so that they can
 # run on a machine with a GPU but without our build dependencies (the lent device machines): the
 # test and bench binaries and every shared library they load
-# except the C library, the CUDA driver and NCCL (found on the GPU machine by gpu_checks.sh).
+# except the C and C++ runtimes, the CUDA driver and NCCL (found on the GPU machine by gpu_checks.sh).
 #   scripts/gpu_bundle.sh [build-dir] [out-dir]
 set -euo pipefail
 build=${1:-build}
@@ -16,7 +16,9 @@ for b in $bins; do
   ldd "$build/bin/$b" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
-    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*|libnccl.so*) ;;
+    # The C and C++ runtimes stay the GPU machine's own (a copy from here would demand this
+    # machine's glibc); so do the CUDA driver and NCCL.
+    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*|libcuda.so*|libnccl.so*) ;;
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done

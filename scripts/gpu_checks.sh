@@ -14,28 +14,39 @@ root=${1:-build}
 bin=$root/bin
 out=${OUT:-gpu-checks}
 mkdir -p "$out"
-[ -d "$root/lib" ] && export LD_LIBRARY_PATH="$root/lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
+[ -d "$root/lib" ] && export LD_LIBRARY_PATH="$root/lib:$LD_LIBRARY_PATH"
 # NCCL: the system's, the CUDA toolkit's, or the one inside a Python install (PyTorch ships it).
-if ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
+if ! ldconfig -p 2>/dev/null | grep libnccl.so.2 >/dev/null; then
   for d in /usr/local/cuda/lib /usr/local/cuda/lib64 $(python3 -c 'import nvidia.nccl,os;print(os.path.dirname(nvidia.nccl.__path__[0]+"/")+"/lib")' 2>/dev/null); do
     [ -e "$d/libnccl.so.2" ] && export LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" && break
   done
 fi
+export PATH="$PATH:/usr/local/cuda/bin"  # compute-sanitizer often lives only there
 status=0
 run() {  # name, command...
   local name=$1; shift
   echo "== $name: $*" | tee -a "$out/summary.txt"
   if "$@" >"$out/$name.log" 2>&1; then echo "   ok" | tee -a "$out/summary.txt"
   else echo "   FAILED (exit $?; see $name.log)" | tee -a "$out/summary.txt"; status=1; fi
-  grep -E "SKIPPED|PASSED|FAILED|Out of bounds|ideal" "$out/$name.log" | head -40 >>"$out/summary.txt" || true
+  grep -iE "SKIPPED|PASSED|FAILED|Out of bounds|ideal|ERROR SUMMARY" "$out/$name.log" | head -40 >>"$out/summary.txt" || true
 }
 nvidia-smi -L | tee "$out/summary.txt" || echo "no nvidia-smi" | tee "$out/summary.txt"
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 0)
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+gpus=${gpus:-0}
 
 run gpu_tests "$bin/device_tensors_test"
+# With a GPU present, a GPU test that skipped is a failure (e.g. the CUDA runtime cannot start).
+if [ "$gpus" -ge 1 ] && grep -q "SKIPPED.*DeviceTensorsOnGpu\.\(CopiesRoundTrip\|EveryOp\|AllReduceEveryDtype\|ManyConsecutive\|GradientSync\)" "$out/gpu_tests.log"; then
+  echo "   FAILED: GPU tests skipped although nvidia-smi lists $gpus GPU(s)" | tee -a "$out/summary.txt"; status=1
+fi
 run cuda_device_test "$bin/cuda_device_test"
 run device_plan_test "$bin/device_plan_test"
 run gpu_example "$bin/chorus-gpu-example"
+if [ "$gpus" -lt 1 ]; then
+  echo "== no GPU visible (nvidia-smi): the GPU checks cannot run here" | tee -a "$out/summary.txt"
+  exit 1
+fi
 if command -v compute-sanitizer >/dev/null; then
   run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/device_tensors_test" --gtest_filter='DeviceTensorsOnGpu.*'
   run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/device_tensors_test" --gtest_filter='DeviceTensorsOnGpu.*:-*Distinct*'

@@ -186,7 +186,7 @@ TEST(DeviceTensorsOnGpu, EveryOpOnLogicalPeersOfOneGpu) {
   constexpr uint32_t n = 4;
   constexpr std::size_t count = 1000;  // per-peer block; not a multiple of the vector width
   Runtime rt;
-  run_peers(rt, config_for(n), [&](Peer& p) {
+  run_peers(rt, config_for(n, "auto", 60000), [&](Peer& p) {
     const uint32_t me = p.id();
     auto in = on_gpu(Tensor::from(input_of<float>(me, count)));
     auto expect_sum = [&](std::size_t k, uint32_t block = 0) {
@@ -385,7 +385,7 @@ TEST(DeviceTensorsOnGpu, PeersOnDistinctGpus) {
   for (const char* strategy : {"nccl", "auto", "direct"}) {
     SCOPED_TRACE(strategy);
     Runtime rt;
-    run_peers(rt, config_for(n, strategy), [&](Peer& p) {
+    run_peers(rt, config_for(n, strategy, 60000), [&](Peer& p) {  // NCCL setup takes seconds
       const int dev = static_cast<int>(p.id());
       Tensor t = on_gpu(Tensor::from(input_of<int32_t>(p.id(), 257)), dev);
       ASSERT_TRUE(p.all_reduce(t, ReduceOp::avg).is_ok());
