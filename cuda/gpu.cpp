@@ -172,55 +172,51 @@ void release_pinned(void* p) noexcept {
   if (p) cudaFreeHost(p);
 }
 
+namespace {
+
+// Issues work on `device`'s stream through its actor and waits for it to finish there.
+template <class Issue>
+std::string issue_and_wait(int device, const std::string& what, Issue issue) {
+  std::string error;
+  DeviceWorker* w = worker(device, error);
+  if (!w) return error;
+  const auto deadline = bookkeeping_deadline();
+  return w->call(
+      [=]() -> std::string {
+        if (auto e = issue(static_cast<cudaStream_t>(w->stream())); !e.empty()) return e;
+        return w->synchronize(deadline);
+      },
+      caller_deadline(deadline), what);
+}
+
+} // namespace
+
 std::string copy(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes) {
   if (bytes == 0) return {};
   const int device = dst_device != kHost ? dst_device : src_device;
   if (device == kHost) return "gpu::copy: neither side is a device";
-  std::string error;
-  DeviceWorker* w = worker(device, error);
-  if (!w) return error;
-  const auto deadline = bookkeeping_deadline();
-  return w->call(
-      [=]() -> std::string {
-        auto s = static_cast<cudaStream_t>(w->stream());
-        cudaError_t e;
-        if (dst_device != kHost && src_device != kHost && dst_device != src_device)
-          e = cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, s);
-        else
-          e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
-        if (e != cudaSuccess) return cuda_error("copy of " + std::to_string(bytes) + " bytes", e);
-        return w->synchronize(deadline);
-      },
-      caller_deadline(deadline), "copy of " + std::to_string(bytes) + " bytes");
+  const std::string what = "copy of " + std::to_string(bytes) + " bytes";
+  return issue_and_wait(device, what, [=](cudaStream_t s) -> std::string {
+    cudaError_t e = dst_device != kHost && src_device != kHost && dst_device != src_device
+                        ? cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, s)
+                        : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+    return e == cudaSuccess ? std::string() : cuda_error(what, e);
+  });
 }
 
 std::string memset_zero(int device, void* p, std::size_t bytes) {
-  std::string error;
-  DeviceWorker* w = worker(device, error);
-  if (!w) return error;
-  const auto deadline = bookkeeping_deadline();
-  return w->call(
-      [=]() -> std::string {
-        auto s = static_cast<cudaStream_t>(w->stream());
-        if (auto e = cudaMemsetAsync(p, 0, bytes, s); e != cudaSuccess) return cuda_error("cudaMemset", e);
-        return w->synchronize(deadline);
-      },
-      caller_deadline(deadline), "cudaMemset");
+  return issue_and_wait(device, "cudaMemset", [=](cudaStream_t s) -> std::string {
+    cudaError_t e = cudaMemsetAsync(p, 0, bytes, s);
+    return e == cudaSuccess ? std::string() : cuda_error("cudaMemset", e);
+  });
 }
 
 std::string accumulate(int device, DType dtype, void* dst, const void* src, std::size_t count) {
-  std::string error;
-  DeviceWorker* w = worker(device, error);
-  if (!w) return error;
-  const auto deadline = bookkeeping_deadline();
-  return w->call(
-      [=]() -> std::string {
-        void* dsts[1] = {dst};
-        const void* srcs[2] = {dst, src};
-        if (auto e = launch_reduce(w->stream(), dtype, ReduceOp::sum, dsts, 1, srcs, 2, count, 1); !e.empty()) return e;
-        return w->synchronize(deadline);
-      },
-      caller_deadline(deadline), "accumulate");
+  return issue_and_wait(device, "accumulate", [=](cudaStream_t s) {
+    void* dsts[1] = {dst};
+    const void* srcs[2] = {dst, src};
+    return launch_reduce(s, dtype, ReduceOp::sum, dsts, 1, srcs, 2, count, 1);
+  });
 }
 
 std::string copy_bandwidth(int device, std::size_t bytes, double& gb_per_s) {
