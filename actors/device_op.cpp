@@ -47,14 +47,14 @@ Status make_device_run(const std::vector<PeerTensors>& peers, const OpShape& sha
       if (first < 0) first = static_cast<int>(p);
     }
   if (host_peer >= 0 && gpu_peer >= 0)
-    return {Errc::device_mismatch, "peer " + std::to_string(gpu_peer) + " passes GPU tensors but peer " +
-                                       std::to_string(host_peer) +
+    return {Errc::device_mismatch, "peer " + std::to_string(peers[gpu_peer].id) + " passes GPU tensors but peer " +
+                                       std::to_string(peers[host_peer].id) +
                                        " passes host tensors (all peers of an op use one kind of device)"};
   for (std::size_t p = 0; p < peers.size(); ++p) {
     const Tensor& in = peers[p].in;
     const Tensor& out = peers[p].out;
     if (in.defined() && out.defined() && in.device() != out.device())
-      return {Errc::device_mismatch, "peer " + std::to_string(p) + " passes its input on " + in.device().str() +
+      return {Errc::device_mismatch, "peer " + std::to_string(peers[p].id) + " passes its input on " + in.device().str() +
                                          " and its output on " + out.device().str()};
   }
   const int gpus = gpu::device_count();
@@ -67,7 +67,7 @@ Status make_device_run(const std::vector<PeerTensors>& peers, const OpShape& sha
       if (!t->defined()) continue;
       if (t->device().index < 0 || t->device().index >= gpus)
         return {Errc::device_error,
-                "peer " + std::to_string(p) + " passes a tensor on " + t->device().str() + ", but " +
+                "peer " + std::to_string(peers[p].id) + " passes a tensor on " + t->device().str() + ", but " +
                     (gpu::built_with_cuda() ? "this machine has " + std::to_string(gpus) + " CUDA device(s)"
                                             : gpu::device_name(0))};
       b.device = t->device().index;

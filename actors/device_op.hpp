@@ -34,9 +34,10 @@ class DeviceRun {
   Status result_;
 };
 
-// One peer's tensors as it passed them (out undefined: in place).
+// One peer's tensors as it passed them (out undefined: in place), and its id for messages.
 struct PeerTensors {
   Tensor in, out;
+  uint32_t id = 0;
 };
 
 // Whether any peer passed a GPU tensor.

@@ -395,7 +395,7 @@ void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
   std::shared_ptr<OpPlan> plan;
   std::shared_ptr<DeviceRun> device;
   std::vector<PeerTensors> tensors;
-  for (auto& a : op.arrivals) tensors.push_back({a->call.input, a->call.output});
+  for (auto& a : op.arrivals) tensors.push_back({a->call.input, a->call.output, a->req.peer});
   if (s && on_device(tensors)) {
     s = make_device_run(tensors, shape, config_->local[static_cast<std::size_t>(shape.kind)], deadline(), label, device);
   } else if (s) {
@@ -525,7 +525,7 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call) {
     return;
   }
   const std::size_t count = snd.req.input.numel();
-  std::vector<PeerTensors> tensors{{snd.call.input, snd.call.input}, {Tensor(), rcv.call.output}};
+  std::vector<PeerTensors> tensors{{snd.call.input, snd.call.input, src}, {Tensor(), rcv.call.output, dst}};
   if (on_device(tensors)) {
     OpShape shape{OpKind::send, snd.req.input.dtype, ReduceOp::sum, 0, count, snd.req.input.dtype, {}, {}};
     std::shared_ptr<DeviceRun> device;

@@ -56,6 +56,16 @@ TEST(DeviceTensors, HostAndGpuTensorsInOneOpFailOnEveryPeer) {
   }
   EXPECT_NE(got[0].message().find("peer 1 passes GPU tensors but peer 0 passes host tensors"), std::string::npos)
       << got[0].message();
+  // Point to point names the two peers by id: peer 2 sends a GPU tensor to peer 0's host tensor.
+  run_peers(rt, config_for(3), [&](Peer& p) {
+    if (p.id() == 1) return;
+    Tensor t = p.id() == 2 ? Tensor::borrow(fake_device_pointer(), DType::f32, {8}, Device::cuda(0))
+                           : Tensor::zeros(DType::f32, {8});
+    Status s = p.id() == 2 ? p.send(t, 0) : p.recv(t, 2);
+    EXPECT_EQ(s.code(), Errc::device_mismatch) << s.to_string();
+    EXPECT_NE(s.message().find("peer 2 passes GPU tensors but peer 0 passes host tensors"), std::string::npos)
+        << s.message();
+  });
 }
 
 TEST(DeviceTensors, InputAndOutputOnDifferentGpusIsAnError) {
