@@ -350,12 +350,14 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const O
   const std::vector<int> node_of = node_layout(members);
   const int nodes = static_cast<int>(std::set<int>(node_of.begin(), node_of.end()).size());
   const std::size_t esize = dtype_size(shape.dtype);
-  // Several peers on some node: an auto all-reduce goes through one leader per node, so that only
-  // the leaders' all-reduce crosses the network (strategies/hierarchical.cpp). Reduce and
-  // broadcast gain little there (a flat pipelined tree crosses a node boundary about once anyway)
-  // and lose the pipelining between the local and the network steps: measured slower, left flat.
-  if (shape.kind == OpKind::all_reduce && config_->global[static_cast<std::size_t>(shape.kind)].is_auto && nodes >= 2 &&
-      nodes < n) {
+  // Several peers on some node: an auto all-reduce, all-gather or reduce-scatter goes through one
+  // leader per node, so that only the leaders' exchange crosses the network
+  // (strategies/hierarchical.cpp). Reduce and broadcast gain little there (a flat pipelined tree
+  // crosses a node boundary about once anyway) and lose the overlap of local and network steps:
+  // measured slower, left flat.
+  const bool hier_kind = shape.kind == OpKind::all_reduce || shape.kind == OpKind::all_gather ||
+                         shape.kind == OpKind::reduce_scatter;
+  if (hier_kind && config_->global[static_cast<std::size_t>(shape.kind)].is_auto && nodes >= 2 && nodes < n) {
     Strategy inner = config_->global_strategy(shape.kind, shape.dtype, shape.count, nodes, true, shape.redop);
     auto key = std::make_tuple(static_cast<int>(shape.kind), static_cast<int>(inner.algorithm), inner.arity,
                                shape.root, shape.count, esize, node_of);

@@ -45,8 +45,11 @@ std::string resolved_strategy(const Options& o, const Config& cfg, const Layout&
   const OpKind kind = op_kind(o.op);
   // Across nodes the runtime runs the global strategy over every peer (o.peers is then the total).
   if (cfg.num_nodes > 0) {
-    // Several peers per node: the runtime's auto all-reduce is hierarchical, with this among leaders.
-    const bool hier = kind == OpKind::all_reduce && o.strategy.is_auto && o.nodes >= 2 && o.peers > o.nodes;
+    // Several peers per node: the runtime's auto all-gather and reduce-scatter are hierarchical
+    // (leaders exchange directly), its all-reduce too, with this among the leaders.
+    const bool several = o.strategy.is_auto && o.nodes >= 2 && o.peers > o.nodes;
+    if (several && (kind == OpKind::all_gather || kind == OpKind::reduce_scatter)) return "hier";
+    const bool hier = kind == OpKind::all_reduce && several;
     const int among = static_cast<int>(hier ? o.nodes : o.peers);
     const std::string s =
         to_string(cfg.global_strategy(kind, o.dtype, l.block, among, hier || o.peers == o.nodes, o.redop));

@@ -94,9 +94,10 @@ std::size_t work_elements(OpKind op, int n, std::size_t count);
 // The program of every peer: result[i] is peer i's program. Deterministic.
 std::vector<Program> make_schedule(const ScheduleParams& p);
 
-// all_reduce, reduce or broadcast over peers on nodes (node_of[r]: rank r's node; ranks of a node
-// need not be contiguous): within each node through its leader (the root on the root's node, else
-// the lowest rank), among the leaders with p.strategy (strategies/hierarchical.cpp).
+// all_reduce, reduce, broadcast, all_gather or reduce_scatter over peers on nodes (node_of[r]: rank
+// r's node; ranks of a node need not be contiguous): within each node through its leader (the root
+// on the root's node, else the lowest rank), among the leaders with p.strategy (all_reduce, reduce,
+// broadcast) or directly (strategies/hierarchical.cpp).
 std::vector<Program> hierarchical_schedule(const ScheduleParams& p, const std::vector<int>& node_of);
 
 } // namespace chorus

@@ -250,12 +250,13 @@ TEST(Schedule, AutoPicksOneShotOnlyAcrossNodesForTwoPeers) {
 TEST(Schedule, Hierarchical) {
   const std::vector<std::vector<int>> layouts = {
       {0, 0, 1, 1, 2, 2}, {0, 1, 1, 1, 2, 2}, {0, 1, 0, 1}, {5, 5, 5, 2}, {0, 0, 0, 0, 1}, {3, 1, 2}};
-  for (OpKind op : {OpKind::all_reduce, OpKind::reduce, OpKind::broadcast})
+  for (OpKind op : {OpKind::all_reduce, OpKind::reduce, OpKind::broadcast, OpKind::all_gather, OpKind::reduce_scatter})
     for (const auto& node_of : layouts)
       for (const Strategy& inner : kStrategies)
         for (int root = 0; root < static_cast<int>(node_of.size()); ++root)
           for (std::size_t count : {std::size_t{1}, std::size_t{1001}}) {
-            if (op == OpKind::all_reduce && root > 0) continue;
+            const bool rooted = op == OpKind::reduce || op == OpKind::broadcast;
+            if (!rooted && root > 0) continue;
             const int n = static_cast<int>(node_of.size());
             const ScheduleParams sp{op, inner, n, root, count, 4};
             const auto programs = hierarchical_schedule(sp, node_of);
@@ -271,7 +272,7 @@ TEST(Schedule, Hierarchical) {
             }
             // Across nodes only leaders talk: the root on its node, the lowest rank elsewhere.
             auto is_leader = [&](int q) {
-              if (op != OpKind::all_reduce && node_of[q] == node_of[root]) return q == root;
+              if (rooted && node_of[q] == node_of[root]) return q == root;
               for (int e = 0; e < q; ++e)
                 if (node_of[e] == node_of[q]) return false;
               return true;
@@ -283,7 +284,7 @@ TEST(Schedule, Hierarchical) {
                   ASSERT_TRUE(is_leader(p) && is_leader(s.peer)) << what << ": " << p << " -> " << s.peer;
                 }
           }
-  EXPECT_THROW(hierarchical_schedule({OpKind::all_gather, Strategy{}, 2, 0, 4, 4}, {0, 1}), std::invalid_argument);
+  EXPECT_THROW(hierarchical_schedule({OpKind::all_to_all, Strategy{}, 2, 0, 4, 4}, {0, 1}), std::invalid_argument);
 }
 
 TEST(Schedule, IsDeterministic) {
