@@ -25,6 +25,7 @@ class P2PMailbox {
     uint64_t numel;
     std::string bytes;   // the whole frame: the header, then the data from `offset`
     std::size_t offset;
+    Status failed;       // the sender could not send (then there is no data)
   };
   std::mutex mu;
   WaitWord word;  // bumped whenever something arrives
@@ -104,7 +105,8 @@ Status read_hello(int fd, const TopologyData& t, Clock::time_point deadline, uin
   return Status::ok();
 }
 
-std::string encode_p2p_header(uint32_t src, uint32_t dst, uint64_t tag, DType dtype, uint64_t numel) {
+std::string encode_p2p_header(uint32_t src, uint32_t dst, uint64_t tag, DType dtype, uint64_t numel,
+                              const Status& failed) {
   capnp::MallocMessageBuilder mb;
   auto b = mb.initRoot<wire::P2PHeader>();
   b.setSource(src);
@@ -112,6 +114,10 @@ std::string encode_p2p_header(uint32_t src, uint32_t dst, uint64_t tag, DType dt
   b.setTag(tag);
   b.setDtype(static_cast<uint8_t>(dtype));
   b.setNumel(numel);
+  if (!failed) {
+    b.setFailedCode(static_cast<uint16_t>(failed.code()));
+    b.setFailure(failed.message());
+  }
   return envelope_bytes(seal(mb));
 }
 
@@ -422,8 +428,11 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
         parsed = open_envelope(e, error, [](EnvelopeReader& r) {
           auto m = r.root<wire::P2PHeader>();
           if (m.getDtype() > static_cast<uint8_t>(DType::i64)) throw std::runtime_error("bad dtype");
+          if (m.getFailedCode() > static_cast<uint16_t>(last_errc)) throw std::runtime_error("bad error code");
+          Status failed;
+          if (m.getFailedCode() != 0) failed = Status(static_cast<Errc>(m.getFailedCode()), m.getFailure().cStr());
           return std::make_pair(P2PMailbox::Key{m.getSource(), m.getDestination(), m.getTag()},
-                                P2PMailbox::Message{static_cast<DType>(m.getDtype()), m.getNumel(), {}, 0});
+                                P2PMailbox::Message{static_cast<DType>(m.getDtype()), m.getNumel(), {}, 0, failed});
         });
       if (!parsed) return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled send header");
       parsed->second.offset = h.slot;
@@ -442,7 +451,7 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       if (bytes_envelope(scratch_[node].data(), scratch_[node].size(), e))
         parsed = open_envelope(e, error, [](EnvelopeReader& r) {
           auto m = r.root<wire::P2PAck>();
-          if (m.getStatusCode() > static_cast<uint16_t>(Errc::unreachable)) throw std::runtime_error("bad code");
+          if (m.getStatusCode() > static_cast<uint16_t>(last_errc)) throw std::runtime_error("bad code");
           return std::make_pair(P2PMailbox::Key{m.getSource(), m.getDestination(), m.getTag()},
                                 Status(static_cast<Errc>(m.getStatusCode()), m.getStatusMessage()));
         });
@@ -483,18 +492,25 @@ void GlobalClient::closed(uint32_t node, bool orderly, const std::string& why) {
 
 // ---- Point to point ----
 
-Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline) {
+Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline,
+                          const Status& failed) {
   const uint32_t node = node_of(dst);
   const std::string label = pair_label(src, dst, tag);
   if (auto l = lost(); !l) return l;
+  // A sender that cannot send still sends the header, saying why, so the receiver fails with it
+  // at once; both sides report the same error.
+  const Status why = failed ? Status::ok()
+                            : Status(failed.code(), label + ": peer " + std::to_string(src) +
+                                                        " could not send its tensor: " + failed.message());
   // One frame: the header (its length in `slot`) and the data, so that concurrent senders on this
   // connection never split a header from its data.
   FrameHeader h;
   h.type = FrameType::p2p_data;
   h.seq = (uint64_t{src} << 32) | dst;
-  std::string head = encode_p2p_header(src, dst, tag, t.dtype(), t.numel());
+  std::string head = encode_p2p_header(src, dst, tag, t.dtype(), t.numel(), why);
   h.slot = static_cast<uint32_t>(head.size());
-  auto ticket = conns_[node]->post_prefixed(h, std::move(head), static_cast<const std::byte*>(t.data()), t.nbytes());
+  auto ticket = conns_[node]->post_prefixed(h, std::move(head), static_cast<const std::byte*>(why ? t.data() : nullptr),
+                                            why ? t.nbytes() : 0);
   await_sent(*ticket, node, deadline);
   const P2PMailbox::Key key{src, dst, tag};
   for (;;) {
@@ -506,7 +522,7 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
         Status s = std::move(it->second.front());
         it->second.pop_front();
         if (it->second.empty()) p2p_->acks.erase(it);
-        return s;
+        return why ? s : why;
       }
       if (p2p_->lost) return *p2p_->lost;
       if (auto gone = p2p_->gone.find(node); gone != p2p_->gone.end()) return gone->second;
@@ -543,7 +559,9 @@ Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, C
   Status s;
   const std::string theirs = std::string(to_string(m.dtype)) + "[" + std::to_string(m.numel) + "]";
   const std::string mine = std::string(to_string(t.dtype())) + "[" + std::to_string(t.numel()) + "]";
-  if (m.dtype != t.dtype())
+  if (!m.failed)
+    s = m.failed;
+  else if (m.dtype != t.dtype())
     s = Status(Errc::dtype_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
   else if (m.numel != t.numel() || m.bytes.size() - m.offset != t.nbytes())
     s = Status(Errc::shape_mismatch, label + ": sender has " + theirs + ", receiver " + mine);

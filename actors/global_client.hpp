@@ -59,7 +59,10 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
 
   // Point to point with a peer of another node: blocks until the receiver took the data (send)
   // or the data arrived (recv); both sides get the same error when the pair does not match.
-  Status send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline);
+  // `failed`: this side cannot send (e.g. its GPU tensor could not be staged): the receiver is told
+  // why instead of getting data, and both return that error.
+  Status send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline,
+              const Status& failed = Status::ok());
   Status recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, Clock::time_point deadline);
 
   // FrameSink (reader threads).

@@ -357,7 +357,9 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const O
   // measured slower, left flat.
   const bool hier_kind = shape.kind == OpKind::all_reduce || shape.kind == OpKind::all_gather ||
                          shape.kind == OpKind::reduce_scatter;
-  if (hier_kind && config_->global[static_cast<std::size_t>(shape.kind)].is_auto && nodes >= 2 && nodes < n) {
+  const StrategyChoice& choice = config_->global[static_cast<std::size_t>(shape.kind)];
+  const bool automatic = choice.is_auto || choice.fixed.algorithm == Algorithm::nccl;  // nccl: auto for host data
+  if (hier_kind && automatic && nodes >= 2 && nodes < n) {
     Strategy inner = config_->global_strategy(shape.kind, shape.dtype, shape.count, nodes, true, shape.redop);
     auto key = std::make_tuple(static_cast<int>(shape.kind), static_cast<int>(inner.algorithm), inner.arity,
                                shape.root, shape.count, esize, node_of);
@@ -462,16 +464,20 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   mine.status = s;
   const auto when = deadline();
   auto remote = global_->begin_op(key.first, seq, mine, when, label, members, static_cast<uint32_t>(local));
-  if (!s) {
-    mine.node = global_->node_id();
-    global_->finished(key.first, seq);
-    return fail_all(node_failure(mine, seq));
-  }
   std::shared_ptr<OpPlan> plan;
   try {
-    auto cs = global_schedule(shape, n, members);
-    plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
-                                    when, label, remote, static_cast<unsigned>(local));
+    if (!s) {
+      // This node's peers will not run the op (its announcement says why). They still conclude it
+      // like every other node, judging every node's announcement, so that every peer everywhere
+      // reports the same error, also when several nodes fail the op at once.
+      plan = std::make_shared<OpPlan>(op.kind, DType::f32, ReduceOp::sum, n, 0, 0,
+                                      CompiledSchedule::compile(std::vector<Program>(static_cast<std::size_t>(n))),
+                                      when, label, remote, static_cast<unsigned>(local));
+    } else {
+      auto cs = global_schedule(shape, n, members);
+      plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
+                                      when, label, remote, static_cast<unsigned>(local));
+    }
   } catch (const std::exception& e) {
     remote->abort(Status(Errc::internal, label + ": " + e.what()));
     return fail_all(Status(Errc::internal, label + ": " + e.what()));

@@ -77,9 +77,8 @@ Status exchange_headers(Peer& p, const Tensor& in, Tensor& hs, std::size_t& max_
   if (auto s = p.all_gather(h, hs); !s) return s;
   const int64_t* hv = hs.data_as<int64_t>();
   for (uint32_t r = 0; r < n; ++r) {
-    if (hv[r * kHeader + 1] == -2)
-      return r == p.rank() ? staged
-                           : Status(Errc::device_error, "rank " + std::to_string(r) + " could not copy its GPU tensor to the host");
+    if (hv[r * kHeader + 1] == -2)  // the same words on every rank (the cause is only known at r)
+      return Status(Errc::device_error, "rank " + std::to_string(r) + " could not copy its GPU tensor to the host");
     if (hv[r * kHeader + 1] < 0)
       return r == p.rank() ? too_many_dims(in)
                            : Status(Errc::invalid_argument, "rank " + std::to_string(r) + "'s tensor has more than 8 dimensions");

@@ -73,8 +73,9 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
 // (and sequence numbers stay aligned) rather than waiting for this one until the timeout.
 Status fail_op(PeerState& s, OpRequestData req, Status why) {
   Status st;
-  request(s, std::move(req), Tensor(), Tensor(), st, std::move(why));
-  return st;
+  auto reply = request(s, std::move(req), Tensor(), Tensor(), st, std::move(why));
+  if (!st) return st;
+  return execute(*reply, nullptr, nullptr);  // across nodes: concludes the op with the other nodes
 }
 
 // Across nodes GPU tensors go through host memory: the op runs on host copies (the output copy
@@ -441,8 +442,8 @@ Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
   if (remote_node(*state_, dst)) {
     if (state_->finished) return {Errc::finished, "peer " + std::to_string(id()) + " has already finished"};
     Tensor host;
-    if (auto e = stage_to_host(t, host); !e) return e;
-    return state_->global->send(id(), state_->members[dst], tag, host, deadline_of(*state_));
+    Status staged = stage_to_host(t, host);
+    return state_->global->send(id(), state_->members[dst], tag, staged ? host : t, deadline_of(*state_), staged);
   }
   OpRequestData req = make(OpKind::send);
   req.other = dst;

@@ -176,6 +176,8 @@ struct P2PHeader {
   tag @2 :UInt64;
   dtype @3 :UInt8;
   numel @4 :UInt64;
+  failedCode @5 :UInt16;       # non-zero: the sender could not send (no data follows); why:
+  failure @6 :Text;
 }
 
 # The receiver's answer to a cross-node send: ok, or why the pair did not match.

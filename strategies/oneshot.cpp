@@ -10,8 +10,9 @@
 //
 // Results are bit-identical on both peers only where the reduce op commutes bitwise, which holds
 // for two peers (x0 + x1 == x1 + x0 in IEEE arithmetic, also for prod, bitwise ops and integer
-// min/max); float min/max of -0 and +0, or of two NaNs, are the exception, so one-shot is used
-// for two peers and integer or sum/prod/avg reductions only.
+// min/max) except for which NaN's payload survives when both operands are NaN (as with the host
+// kernels, which may commute operands); float min/max of -0 and +0 differ by order, so one-shot is
+// used for two peers and integer or sum/prod/avg reductions only.
 #include "strategies/schedule_builders.hpp"
 
 #include <stdexcept>

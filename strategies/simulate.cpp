@@ -86,6 +86,7 @@ std::string check_static(const std::vector<Program>& programs,
 // simulator's pools (data_[data, +count), know_[know, +words)), saving two allocations each.
 struct Message {
   std::size_t dst, round, data, count, know, post_time;
+  std::size_t src = 0;
   std::size_t recv_time = 0;
   bool received = false;
 };
@@ -145,7 +146,7 @@ class Simulator {
           if (st.kind != StepKind::send) continue;
           const auto from = res_.work[p].begin() + static_cast<std::ptrdiff_t>(st.offset);
           Message m{static_cast<std::size_t>(st.peer), ps.round, data_.size(), st.count,
-                    know_.size(), ps.clock};
+                    know_.size(), ps.clock, p};
           data_.insert(data_.end(), from, from + static_cast<std::ptrdiff_t>(st.count));
           know_.insert(know_.end(), knowledge_[p].begin(), knowledge_[p].end());
           channel(p, m.dst).ids.push_back(messages_.size());
@@ -208,13 +209,19 @@ class Simulator {
           return true;
         }
         for (std::size_t id : ps.pending)
-          if (!messages_[id].received) return false;
+          if (!messages_[id].received && !across_nodes(messages_[id])) return false;
         for (std::size_t id : ps.pending) ps.clock = std::max(ps.clock, messages_[id].recv_time);
         ps.pending.clear();
         ps.phase = ++ps.round == programs_[p].size() ? Phase::done : Phase::post;
         return true;
     }
     return false;
+  }
+
+  // A message between peers of different nodes (SimOptions::node_of): buffered, like a network send.
+  bool across_nodes(const Message& m) const {
+    const auto& nodes = options_.node_of;
+    return !nodes.empty() && nodes[m.src] != nodes[m.dst];
   }
 
   void report() {

@@ -20,6 +20,9 @@ struct SimOptions {
   // false: a send's round ends once the send was received (memory semantics: the receiver reads
   // the sender's buffer). true: once it was posted (network semantics: the bytes are on the wire).
   bool buffered_sends = false;
+  // Non-empty (one entry per peer): peers on the same node use memory semantics between them and
+  // network semantics (buffered sends) with peers of other nodes, as the multi-node runtime does.
+  std::vector<int> node_of;
 };
 
 struct SimResult {

@@ -399,14 +399,16 @@ int main(int argc, char** argv) {
           Tensor x = make_input(DType::f32, p.rank(), odd ? 11 : 10, ReduceOp::sum);
           must(p.all_reduce(x, ReduceOp::sum));
           done = 1;
-        } else if (a.scenario == "local-mismatch" || a.scenario == "gpu-staging") {
+        } else if (a.scenario == "local-mismatch" || a.scenario == "gpu-staging" || a.scenario == "gpu-staging-two") {
           // The victim rank's op cannot run on its node: it passes one element more than its
           // node-mate (local-mismatch), or a GPU tensor that cannot be copied to the host, there
-          // being no such GPU (gpu-staging). Every peer of every node must get that error, and the
-          // next op must line up and work.
-          const bool victim = p.rank() == static_cast<uint32_t>(a.victim_node);
+          // being no such GPU (gpu-staging; gpu-staging-two: ranks 1 and the victim, on two
+          // nodes). Every peer of every node must get the same error, and the next op must line up
+          // and work.
+          const bool victim = p.rank() == static_cast<uint32_t>(a.victim_node) ||
+                              (a.scenario == "gpu-staging-two" && p.rank() == 1);
           Tensor x = make_input(DType::f32, p.rank(), victim && a.scenario == "local-mismatch" ? 11 : 10, ReduceOp::sum);
-          if (victim && a.scenario == "gpu-staging")
+          if (victim && a.scenario != "local-mismatch")
             x = Tensor::borrow(reinterpret_cast<void*>(uintptr_t{0x7f0000001000}), DType::f32, {10},
                                Device::cuda(gpu::device_count() + 5));
           Status first = p.all_reduce(x, ReduceOp::sum);
@@ -416,6 +418,27 @@ int main(int argc, char** argv) {
             throw Fail{Status(Errc::internal, "the op after the failed one gave a wrong sum")};
           must(first);
           done = 2;
+        } else if (a.scenario == "p2p-staging") {
+          // Rank 0 sends rank 2 (another node) a GPU tensor it cannot stage: both get the same
+          // error at once, and the next send/recv of the pair works.
+          if (p.rank() == 0 || p.rank() == 2) {
+            Tensor host = Tensor::from(std::vector<float>(6, 1.f));
+            Status first;
+            if (p.rank() == 0) {
+              first = p.send(Tensor::borrow(reinterpret_cast<void*>(uintptr_t{0x7f0000001000}), DType::f32, {6},
+                                            Device::cuda(gpu::device_count() + 5)),
+                             2);
+              must(p.send(host, 2, 1));
+            } else {
+              first = p.recv(host, 0);
+              Tensor again = Tensor::zeros(DType::f32, {6});
+              must(p.recv(again, 0, 1));
+              if (again.to_vector<float>() != std::vector<float>(6, 1.f))
+                throw Fail{Status(Errc::internal, "the send after the failed one arrived wrong")};
+            }
+            must(first);
+          }
+          done = 1;
         } else if (a.scenario == "groups") {
           done = groups(p);
         } else if (a.scenario == "group-mismatch") {

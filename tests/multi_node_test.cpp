@@ -216,14 +216,46 @@ void expect_node_failure_everywhere(const std::vector<NodeResult>& nodes, const 
 
 TEST_F(MultiNode, ANodeWhosePeersDisagreeFailsTheOpEverywhereAndTheNextOpWorks) {
   start_orchestrator(3);
+  const auto t0 = std::chrono::steady_clock::now();
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "local-mismatch", "--victim", "3"});
+  // At once: the nodes' op timeout is 10 s, and each node lingers 1 s after a failure.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   expect_node_failure_everywhere(nodes, "shape_mismatch", "node 1:");
 }
 
 TEST_F(MultiNode, AFailedGpuStagingFailsTheOpEverywhereAndTheNextOpWorks) {
   start_orchestrator(3);
+  const auto t0 = std::chrono::steady_clock::now();
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "gpu-staging", "--victim", "3"});
+  // At once: the nodes' op timeout is 10 s, and each node lingers 1 s after a failure.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   expect_node_failure_everywhere(nodes, "device_error", "peer 3 could not take part");
+}
+
+// Nodes 0 and 1 both fail the op (ranks 1 and 3): still one error for every peer, the lowest
+// failing node's.
+TEST_F(MultiNode, TwoNodesFailingOneOpGiveEveryPeerTheSameError) {
+  start_orchestrator(3);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "gpu-staging-two", "--victim", "3"});
+  // At once: the nodes' op timeout is 10 s, and each node lingers 1 s after a failure.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  expect_node_failure_everywhere(nodes, "device_error", "node 0: peer 1 could not take part");
+}
+
+// A send across nodes whose GPU tensor cannot be staged: sender and receiver get the same error,
+// and the pair's next transfer works.
+TEST_F(MultiNode, AFailedSendAcrossNodesFailsBothSides) {
+  start_orchestrator(2);
+  auto nodes = run_nodes({{}, {}}, {"--peers", "2", "--scenario", "p2p-staging"});
+  auto lines = peer_lines(nodes);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_TRUE(lines["1"].ok) << lines["1"].message;
+  EXPECT_TRUE(lines["3"].ok) << lines["3"].message;
+  EXPECT_EQ(lines["0"].code, "device_error") << lines["0"].message;
+  EXPECT_EQ(lines["0"].message, lines["2"].message);
+  EXPECT_EQ(lines["2"].code, "device_error");
+  EXPECT_NE(lines["0"].message.find("peer 0 could not send its tensor"), std::string::npos) << lines["0"].message;
 }
 
 TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesTheNextCollective) {

@@ -58,6 +58,17 @@ std::vector<std::size_t> counts_for(int n) {
   return {c.begin(), c.end()};
 }
 
+SimOptions ordered_combine() {
+  SimOptions o;
+  o.ordered_combine = true;
+  return o;
+}
+SimOptions buffered_sends() {
+  SimOptions o;
+  o.buffered_sends = true;
+  return o;
+}
+
 // Distinct per peer and element, so a lost, misplaced or double-counted contribution changes sums.
 int64_t value(int peer, std::size_t e) {
   return (peer + 1) * int64_t{1000003} + static_cast<int64_t>(e) * 7 + 1;
@@ -194,7 +205,7 @@ TEST(Schedule, AllReduceIsBitIdenticalAcrossPeers) {
         for (std::size_t elem_size : kElemSizes) {
           const ScheduleParams sp{OpKind::all_reduce, strategy, n, 0, count, elem_size};
           const SimResult r = simulate(make_schedule(sp), initial_work(sp.op, n, count),
-                                       SimOptions{.ordered_combine = true});
+                                       ordered_combine());
           ASSERT_TRUE(r.ok()) << describe(sp) << ": " << r.error;
           for (int p = 1; p < n; ++p) ASSERT_EQ(r.work[p], r.work[0]) << describe(sp) << " peer " << p;
         }
@@ -217,7 +228,7 @@ TEST(Schedule, OneShotAllReduce) {
     for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{300}}) {
       const ScheduleParams sp{OpKind::all_reduce, Strategy{Algorithm::oneshot, 2}, n, 0, count, 4};
       const auto programs = make_schedule(sp);
-      const SimResult r = simulate(programs, initial_work(sp.op, n, count), SimOptions{.buffered_sends = true});
+      const SimResult r = simulate(programs, initial_work(sp.op, n, count), buffered_sends());
       ASSERT_TRUE(r.ok()) << describe(sp) << ": " << r.error;
       EXPECT_EQ(check_result(sp, r), "") << describe(sp);
       EXPECT_EQ(r.makespan, 1u) << describe(sp);
@@ -266,7 +277,7 @@ TEST(Schedule, Hierarchical) {
             ASSERT_TRUE(r.ok()) << what << ": " << r.error;
             ASSERT_EQ(check_result(sp, r), "") << what;
             if (op == OpKind::all_reduce) {
-              const SimResult o = simulate(programs, initial_work(sp.op, n, count), SimOptions{.ordered_combine = true});
+              const SimResult o = simulate(programs, initial_work(sp.op, n, count), ordered_combine());
               ASSERT_TRUE(o.ok()) << what << ": " << o.error;
               for (int p = 1; p < n; ++p) ASSERT_EQ(o.work[p], o.work[0]) << what << " peer " << p;
             }
@@ -285,6 +296,31 @@ TEST(Schedule, Hierarchical) {
                 }
           }
   EXPECT_THROW(hierarchical_schedule({OpKind::all_to_all, Strategy{}, 2, 0, 4, 4}, {0, 1}), std::invalid_argument);
+}
+
+// What auto runs across two nodes with several peers each for a small sum: hierarchical with a
+// one-shot between the two leaders. Checked with the runtime's own mixed semantics (memory within
+// a node, network between nodes), several element sizes (so inner ring/tree pipelines), counts 0
+// and 1, and node layouts down to one peer or one node.
+TEST(Schedule, HierarchicalWithOneShotBetweenLeadersUnderMixedSemantics) {
+  const std::vector<std::vector<int>> layouts = {{0, 0, 1, 1}, {0, 1, 1, 1, 0}, {7, 3, 3}, {0}, {2, 2, 2}};
+  for (const auto& node_of : layouts)
+    for (const Strategy& inner : {Strategy{Algorithm::oneshot, 2}, Strategy{Algorithm::ring, 2}, Strategy{Algorithm::tree, 2}})
+      for (std::size_t elem_size : {std::size_t{4}, std::size_t{1} << 20})
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1001}}) {
+          const int n = static_cast<int>(node_of.size());
+          const int nodes = static_cast<int>(std::set<int>(node_of.begin(), node_of.end()).size());
+          if (inner.algorithm == Algorithm::oneshot && nodes != 2) continue;  // auto's rule
+          const ScheduleParams sp{OpKind::all_reduce, inner, n, 0, count, elem_size};
+          std::string what = describe(sp) + " layout";
+          for (int x : node_of) what += " " + std::to_string(x);
+          const auto programs = hierarchical_schedule(sp, node_of);
+          SimOptions mixed;
+          mixed.node_of = node_of;
+          const SimResult r = simulate(programs, initial_work(sp.op, n, count), mixed);
+          ASSERT_TRUE(r.ok()) << what << ": " << r.error;
+          ASSERT_EQ(check_result(sp, r), "") << what;
+        }
 }
 
 TEST(Schedule, IsDeterministic) {
@@ -479,7 +515,7 @@ TEST(Schedule, DirectReductionsAreFusable) {
 // same bits, equal to that reference; reduce_scatter likewise; reduce matches centralized exactly.
 TEST(Schedule, DirectCombinesInAscendingRank) {
   const Strategy direct{Algorithm::direct, 2};
-  const SimOptions ordered{.ordered_combine = true};
+  const SimOptions ordered = ordered_combine();
   auto combine = [](int64_t dst, int64_t in) {
     return static_cast<int64_t>(static_cast<uint64_t>(dst) * 1000003u +
                                 static_cast<uint64_t>(in) + 1u);
@@ -744,7 +780,7 @@ TEST(Simulator, OrderedCombineDependsOnOrder) {
   const SimResult sum = simulate(programs, init);
   ASSERT_TRUE(sum.ok()) << sum.error;
   EXPECT_EQ(sum.work[2], sum.work[3]);
-  const SimResult ordered = simulate(programs, init, SimOptions{.ordered_combine = true});
+  const SimResult ordered = simulate(programs, init, ordered_combine());
   ASSERT_TRUE(ordered.ok()) << ordered.error;
   EXPECT_NE(ordered.work[2], ordered.work[3]);
 }
