@@ -122,6 +122,24 @@ class MultiNode : public ::testing::Test {
 
   ChildGuard orch_;
   uint16_t port_ = 0;
+
+  // 3 nodes x 2 peers run `scenario`, in which node 1 (rank 3) cannot run the first op: every
+  // peer must get the same error (`code`, containing `says`), at once rather than after the
+  // nodes' 10 s op timeout, and the op after it must work (the scenario checks that).
+  void expect_node_failure_everywhere(const std::string& scenario, const std::string& code, const std::string& says) {
+    start_orchestrator(3);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", scenario, "--victim", "3"});
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));  // each node lingers 1 s
+    auto lines = peer_lines(nodes);
+    ASSERT_EQ(lines.size(), 6u) << dump(nodes);
+    const std::string& first = lines.begin()->second.message;
+    for (auto& [rank, p] : lines) {
+      EXPECT_EQ(p.code, code) << "peer " << rank << ": " << p.message;
+      EXPECT_EQ(p.message, first) << "peer " << rank;
+      EXPECT_NE(p.message.find(says), std::string::npos) << p.message;
+    }
+  }
 };
 
 constexpr int kEveryOpCount = 260;  // multi_node_peer.cpp: 3 roots x 4 sizes x 13 ops + 104 dtype/redop cases
@@ -202,45 +220,18 @@ TEST_F(MultiNode, DisagreementAcrossNodesGivesEveryPeerTheSameError) {
 // Node 1 cannot run the op (rank 3 passes 11 elements where its node-mate passes 10, or a GPU
 // tensor that cannot be staged through the host): every peer of every node gets that node's error
 // at once, not after the timeout, and the following op works.
-void expect_node_failure_everywhere(const std::vector<NodeResult>& nodes, const std::string& code,
-                                    const std::string& says) {
-  auto lines = peer_lines(nodes);
-  ASSERT_EQ(lines.size(), 6u) << "peers reporting: " << lines.size();
-  const std::string& first = lines.begin()->second.message;
-  for (auto& [rank, p] : lines) {
-    EXPECT_EQ(p.code, code) << "peer " << rank << ": " << p.message;
-    EXPECT_EQ(p.message, first) << "peer " << rank;
-    EXPECT_NE(p.message.find(says), std::string::npos) << p.message;
-  }
-}
-
 TEST_F(MultiNode, ANodeWhosePeersDisagreeFailsTheOpEverywhereAndTheNextOpWorks) {
-  start_orchestrator(3);
-  const auto t0 = std::chrono::steady_clock::now();
-  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "local-mismatch", "--victim", "3"});
-  // At once: the nodes' op timeout is 10 s, and each node lingers 1 s after a failure.
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
-  expect_node_failure_everywhere(nodes, "shape_mismatch", "node 1:");
+  expect_node_failure_everywhere("local-mismatch", "shape_mismatch", "node 1:");
 }
 
 TEST_F(MultiNode, AFailedGpuStagingFailsTheOpEverywhereAndTheNextOpWorks) {
-  start_orchestrator(3);
-  const auto t0 = std::chrono::steady_clock::now();
-  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "gpu-staging", "--victim", "3"});
-  // At once: the nodes' op timeout is 10 s, and each node lingers 1 s after a failure.
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
-  expect_node_failure_everywhere(nodes, "device_error", "peer 3 could not take part");
+  expect_node_failure_everywhere("gpu-staging", "device_error", "peer 3 could not take part");
 }
 
 // Nodes 0 and 1 both fail the op (ranks 1 and 3): still one error for every peer, the lowest
 // failing node's.
 TEST_F(MultiNode, TwoNodesFailingOneOpGiveEveryPeerTheSameError) {
-  start_orchestrator(3);
-  const auto t0 = std::chrono::steady_clock::now();
-  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "gpu-staging-two", "--victim", "3"});
-  // At once: the nodes' op timeout is 10 s, and each node lingers 1 s after a failure.
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
-  expect_node_failure_everywhere(nodes, "device_error", "node 0: peer 1 could not take part");
+  expect_node_failure_everywhere("gpu-staging-two", "device_error", "node 0: peer 1 could not take part");
 }
 
 // A send across nodes whose GPU tensor cannot be staged: sender and receiver get the same error,
