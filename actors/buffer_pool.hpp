@@ -1,6 +1,7 @@
-// Receive buffers for the data plane, reused across ops: a fresh multi-megabyte allocation per
-// transfer costs a page fault per 4 KiB (more than the copy itself), a reused one is already mapped.
-// Sizes are rounded up to powers of two; at most `keep_bytes` of idle buffers are kept.
+// Buffers reused across ops: a fresh multi-megabyte allocation per transfer costs a page fault per
+// 4 KiB (more than the copy itself), and page-locked memory for GPU staging far more. Sizes are
+// rounded up to powers of two; at most `keep_bytes` of idle buffers are kept. The memory comes
+// from `allocate` / `release` (64-byte aligned host memory by default; pinned memory for staging).
 #pragma once
 #include <cstddef>
 #include <cstdlib>
@@ -13,11 +14,19 @@ namespace chorus {
 
 class BufferPool {
  public:
-  explicit BufferPool(std::size_t keep_bytes = std::size_t{1} << 30) : st_(std::make_shared<State>()) {
+  using Allocate = void* (*)(std::size_t bytes);  // nullptr when the memory cannot be had
+  using Release = void (*)(void* p);
+
+  explicit BufferPool(std::size_t keep_bytes = std::size_t{1} << 30, Allocate allocate = aligned,
+                      Release release = freed)
+      : st_(std::make_shared<State>()) {
     st_->limit = keep_bytes;
+    st_->release = release;
+    allocate_ = allocate;
   }
 
-  // A buffer of at least `bytes` bytes (64-byte aligned); it returns to the pool when released.
+  // A buffer of at least `bytes` bytes; it returns to the pool when released. Throws
+  // std::bad_alloc when the allocator has none.
   std::shared_ptr<std::byte> take(std::size_t bytes) {
     std::size_t cap = 4096;
     while (cap < bytes) cap <<= 1;
@@ -31,31 +40,40 @@ class BufferPool {
         st_->free.erase(it);
       }
     }
-    if (!p) p = static_cast<std::byte*>(std::aligned_alloc(64, cap));
+    if (!p) p = static_cast<std::byte*>(allocate_(cap));
     if (!p) throw std::bad_alloc();
     std::weak_ptr<State> home = st_;
-    return std::shared_ptr<std::byte>(p, [home, cap](std::byte* q) {
+    const Release release = st_->release;
+    return std::shared_ptr<std::byte>(p, [home, cap, release](std::byte* q) {
       if (auto st = home.lock()) {
         std::lock_guard<std::mutex> lk(st->mu);
         if (st->kept + cap <= st->limit) {
-          st->free.emplace(cap, q);
-          st->kept += cap;
-          return;
+          try {
+            st->free.emplace(cap, q);
+            st->kept += cap;
+            return;
+          } catch (...) {  // a deleter must not throw: release it instead
+          }
         }
       }
-      std::free(q);
+      release(q);
     });
   }
 
  private:
+  static void* aligned(std::size_t bytes) { return std::aligned_alloc(64, bytes); }
+  static void freed(void* p) { std::free(p); }
+
   struct State {
     std::mutex mu;
     std::multimap<std::size_t, std::byte*> free;
     std::size_t kept = 0, limit = 0;
+    Release release = freed;
     ~State() {
-      for (auto& [cap, p] : free) std::free(p);
+      for (auto& [cap, p] : free) release(p);
     }
   };
+  Allocate allocate_;
   std::shared_ptr<State> st_;
 };
 

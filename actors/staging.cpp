@@ -1,10 +1,9 @@
 #include "actors/staging.hpp"
 
 #include <exception>
-#include <mutex>
-#include <tuple>
-#include <vector>
+#include <new>
 
+#include "actors/buffer_pool.hpp"
 #include "cuda/gpu.hpp"
 #include "strategies/reduce_kernels.hpp"
 
@@ -12,54 +11,27 @@ namespace chorus {
 
 namespace {
 
-// Page-locked host buffers for staging, kept for reuse (allocating pinned memory costs far more
-// than a copy). A buffer goes back to the pool when the last tensor over it is dropped.
-class PinnedPool {
- public:
-  // A host tensor in pinned memory, or an ordinary one where pinned memory cannot be had.
-  Tensor take(DType dtype, const Shape& shape) {
-    const std::size_t bytes = Tensor::borrow(nullptr, dtype, shape).nbytes();
-    void* p = nullptr;
-    std::size_t cap = 0;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      for (std::size_t i = 0; i < free_.size(); ++i)
-        if (free_[i].second >= bytes && free_[i].second <= 2 * bytes + 4096) {
-          std::tie(p, cap) = free_[i];
-          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
-          break;
-        }
-    }
-    if (!p) {
-      cap = bytes ? bytes : 1;
-      if (!gpu::allocate_pinned(cap, &p).empty()) return Tensor::zeros(dtype, shape);
-    }
-    std::shared_ptr<void> back(p, [this, cap](void* q) { give_back(q, cap); });
-    return Tensor::wrap(p, dtype, shape, Device::cpu(), std::move(back));
-  }
+void* allocate_pinned(std::size_t bytes) {
+  void* p = nullptr;
+  return gpu::allocate_pinned(bytes, &p).empty() ? p : nullptr;
+}
 
- private:
-  void give_back(void* p, std::size_t cap) noexcept {
-    std::lock_guard<std::mutex> lk(mu_);
-    std::size_t kept = cap;
-    for (auto& f : free_) kept += f.second;
-    try {
-      if (kept <= kMaxKept) {
-        free_.push_back({p, cap});
-        return;
-      }
-    } catch (...) {  // a deleter must not throw: free it instead
-    }
-    gpu::release_pinned(p);
-  }
-  static constexpr std::size_t kMaxKept = std::size_t{2} << 30;
-  std::mutex mu_;
-  std::vector<std::pair<void*, std::size_t>> free_;
-};
-
-PinnedPool& pinned_pool() {
-  static auto* pool = new PinnedPool;  // never destroyed: buffers may come back during exit
+// Page-locked host buffers for staging, kept for reuse. Never destroyed: buffers may come back
+// during exit.
+BufferPool& pinned_pool() {
+  static auto* pool = new BufferPool(std::size_t{2} << 30, allocate_pinned, gpu::release_pinned);
   return *pool;
+}
+
+// A host tensor in pinned memory, or an ordinary one where pinned memory cannot be had.
+Tensor pinned(DType dtype, const Shape& shape) {
+  const std::size_t bytes = Tensor::borrow(nullptr, dtype, shape).nbytes();
+  try {
+    std::shared_ptr<std::byte> buf = pinned_pool().take(bytes);
+    return Tensor::wrap(buf.get(), dtype, shape, Device::cpu(), std::move(buf));
+  } catch (const std::bad_alloc&) {
+    return Tensor::zeros(dtype, shape);
+  }
 }
 
 } // namespace
@@ -70,7 +42,7 @@ Status stage_to_host(const Tensor& t, Tensor& host) {
     return Status::ok();
   }
   try {
-    host = pinned_pool().take(t.dtype(), t.shape());
+    host = pinned(t.dtype(), t.shape());
     host.copy_from(t);
   } catch (const std::exception& e) {
     return {Errc::device_error, e.what()};
