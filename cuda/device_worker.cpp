@@ -11,15 +11,13 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/cuda_error.hpp"
+
 namespace chorus::gpu {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string cuda_error(const char* what, cudaError_t e) {
-  return std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
-}
 
 // A short spin before sleeping: a collective's reply usually comes within microseconds, and a
 // condition-variable wake-up costs tens of them.
@@ -202,7 +200,7 @@ void* DeviceWorker::scratch(int k, std::size_t bytes, std::string& error) {
   return p;
 }
 
-std::string DeviceWorker::synchronize(Clock::time_point deadline) {
+std::string DeviceWorker::synchronize(Clock::time_point deadline, const std::function<std::string()>& watch) {
   auto s = static_cast<cudaStream_t>(stream_);
   auto ev = static_cast<cudaEvent_t>(done_event_);
   if (auto e = cudaEventRecord(ev, s); e != cudaSuccess) return cuda_error("cudaEventRecord", e);
@@ -216,6 +214,8 @@ std::string DeviceWorker::synchronize(Clock::time_point deadline) {
   if (!spin_for(ready, std::chrono::microseconds(200)))
     while (!ready()) {
       if (Clock::now() >= deadline) return "timeout: the GPU work did not finish in time";
+      if (watch)
+        if (std::string e = watch(); !e.empty()) return e;
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   if (auto e = cudaEventQuery(ev); e != cudaSuccess) return cuda_error("CUDA stream", e);

@@ -40,8 +40,10 @@ class DeviceWorker {
   // Scratch memory of at least `bytes`, slot `k` (several live at once). Valid until the next task.
   void* scratch(int k, std::size_t bytes, std::string& error);
   // Waits for the stream to drain, polling until `deadline` (so that a hung kernel cannot hold the
-  // task forever); returns the CUDA error or a timeout.
-  std::string synchronize(std::chrono::steady_clock::time_point deadline);
+  // task forever); returns the CUDA error or a timeout. While it polls, `watch` (if given) may
+  // stop the wait with an error of its own (an NCCL communicator's asynchronous error, say).
+  std::string synchronize(std::chrono::steady_clock::time_point deadline,
+                          const std::function<std::string()>& watch = {});
 
   ~DeviceWorker();
 

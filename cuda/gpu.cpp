@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cuda/cuda_error.hpp"
 #include "cuda/device_worker.hpp"
 #include "cuda/nccl_collective.hpp"
 #include "cuda/reduce_kernel.hpp"
@@ -16,10 +17,6 @@
 namespace chorus::gpu {
 
 namespace {
-
-std::string cuda_error(const std::string& what, cudaError_t e) {
-  return what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
-}
 
 // The worker of `device`, or an error naming the device.
 DeviceWorker* worker(int device, std::string& error) {

@@ -226,24 +226,6 @@ ncclResult_t enqueue(const DeviceCollective& c, int r, ncclComm_t comm, cudaStre
   return res != ncclSuccess ? res : end;
 }
 
-// Waits for rank r's work: the stream drains, an asynchronous NCCL error shows, another rank gives
-// up, or the deadline passes.
-std::string await(cudaStream_t s, cudaEvent_t ev, Comms& cs, int r, Clock::time_point deadline) {
-  if (auto e = cudaEventRecord(ev, s); e != cudaSuccess) return std::string("cudaEventRecord: ") + cudaGetErrorString(e);
-  for (int spins = 0;; ++spins) {
-    cudaError_t q = cudaEventQuery(ev);
-    if (q == cudaSuccess) return {};
-    if (q != cudaErrorNotReady) return std::string("CUDA: ") + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")";
-    (void)cudaGetLastError();  // "not ready" is recorded as the last error
-    if (cs.broken) return "aborted: another rank of this NCCL op failed";
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(cs.comm[r], &async);
-    if (async != ncclSuccess && async != ncclInProgress) return nccl_error("NCCL", async, cs.comm[r]);
-    if (Clock::now() >= deadline) return "timeout: the NCCL op did not finish in time";
-    if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
-
 // Rank r's part of one op, on its device actor.
 std::string run_rank(const DeviceCollective& op, Comms& cs, int r, DeviceWorker& w, Clock::time_point deadline) {
   auto s = static_cast<cudaStream_t>(w.stream());
@@ -262,9 +244,7 @@ std::string run_rank(const DeviceCollective& op, Comms& cs, int r, DeviceWorker&
     return e;
   }
   const auto& me = op.peers[r];
-  const bool holds = op.kind == OpKind::all_reduce || op.kind == OpKind::reduce_scatter ||
-                     (op.kind == OpKind::reduce && r == op.root);
-  if (op.redop == ReduceOp::avg && !is_floating(op.dtype) && holds) {
+  if (op.redop == ReduceOp::avg && !is_floating(op.dtype) && holds_reduction(op.kind, r, op.root)) {
     void* dst[1] = {me.out};
     const void* src[1] = {me.out};
     if (auto e = launch_reduce(s, op.dtype, ReduceOp::sum, dst, 1, src, 1, op.count, op.peers.size()); !e.empty()) {
@@ -272,13 +252,15 @@ std::string run_rank(const DeviceCollective& op, Comms& cs, int r, DeviceWorker&
       return e;
     }
   }
-  static thread_local cudaEvent_t ev = nullptr;  // one per device actor, made on its device
-  if (!ev && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
-    ev = nullptr;
-    abort_own(cs, r);
-    return "cudaEventCreate failed";
-  }
-  std::string e = await(s, ev, cs, r, deadline);
+  // Until the stream drains, an asynchronous NCCL error shows, another rank gives up, or the
+  // deadline passes.
+  std::string e = w.synchronize(deadline, [&cs, r]() -> std::string {
+    if (cs.broken) return "aborted: another rank of this NCCL op failed";
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(cs.comm[r], &async);
+    if (async != ncclSuccess && async != ncclInProgress) return nccl_error("NCCL", async, cs.comm[r]);
+    return {};
+  });
   if (!e.empty()) abort_own(cs, r);
   return e;
 }

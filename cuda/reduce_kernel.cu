@@ -1,5 +1,7 @@
 #include "cuda/reduce_kernel.hpp"
 
+#include "cuda/cuda_error.hpp"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -150,7 +152,7 @@ std::string launch(cudaStream_t s, const Args& a, bool aligned) {
   else
     reduce_kernel<E, Op, 1><<<blocks_for(a.count, threads), threads, 0, s>>>(a);
   if (auto e = cudaGetLastError(); e != cudaSuccess)
-    return std::string("reduction kernel launch: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+    return cuda_error("reduction kernel launch", e);
   return {};
 }
 
