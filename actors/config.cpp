@@ -45,11 +45,10 @@ Strategy Config::global_strategy(OpKind op, DType dtype, std::size_t count, int 
   AutoRule rule{auto_threshold_bytes, auto_tree_arity, /*shared_memory=*/false};
   const StrategyChoice& c = global[static_cast<std::size_t>(op)];
   const std::size_t bytes = op_bytes(op, dtype, count, n);
-  const bool automatic = c.is_auto || c.fixed.algorithm == Algorithm::nccl;  // nccl: auto for host data
   // Two peers in two processes, a small buffer, a reduction that commutes bit for bit: one
   // exchange instead of a tree's two hops.
   const bool commutes = !is_floating(dtype) || (redop != ReduceOp::min && redop != ReduceOp::max);
-  if (automatic && separate && op == OpKind::all_reduce && n == 2 && bytes < auto_threshold_bytes && commutes)
+  if (auto_or_nccl(c) && separate && op == OpKind::all_reduce && n == 2 && bytes < auto_threshold_bytes && commutes)
     return {Algorithm::oneshot, 2};
   return select_strategy(c, rule, op, bytes, n);
 }

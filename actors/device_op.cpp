@@ -21,12 +21,6 @@ Status DeviceRun::join() {
   return result_;
 }
 
-bool on_device(const std::vector<PeerTensors>& peers) {
-  for (auto& p : peers)
-    if ((p.in.defined() && p.in.is_cuda()) || (p.out.defined() && p.out.is_cuda())) return true;
-  return false;
-}
-
 Status make_device_run(const std::vector<PeerTensors>& peers, const OpShape& shape, const StrategyChoice& choice,
                        Clock::time_point deadline, const std::string& label, std::shared_ptr<DeviceRun>& run) {
   gpu::DeviceCollective c;
@@ -36,7 +30,7 @@ Status make_device_run(const std::vector<PeerTensors>& peers, const OpShape& sha
   c.root = shape.root;
   c.count = shape.count;
   c.label = label;
-  c.use_nccl = choice.is_auto || choice.fixed.algorithm == Algorithm::nccl;
+  c.use_nccl = auto_or_nccl(choice);
   // One kind of device for the whole op: checked first, so that a host peer is named even where
   // the GPUs themselves are missing.
   int host_peer = -1, gpu_peer = -1;

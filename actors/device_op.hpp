@@ -40,8 +40,10 @@ struct PeerTensors {
   uint32_t id = 0;
 };
 
-// Whether any peer passed a GPU tensor.
-bool on_device(const std::vector<PeerTensors>& peers);
+// Whether a peer's tensors (either may be undefined) include a GPU tensor.
+inline bool on_device(const Tensor& in, const Tensor& out) {
+  return (in.defined() && in.is_cuda()) || (out.defined() && out.is_cuda());
+}
 
 // The run of an op whose peers agreed on `shape` (check_agreement), or the error every peer gets
 // (without the op's label, which the caller adds):

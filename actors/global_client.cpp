@@ -316,19 +316,23 @@ void GlobalClient::finished(uint32_t group, uint64_t seq) {
   }
 }
 
-std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq, OpAnnouncement mine,
-                                                    Clock::time_point deadline, std::string label,
-                                                    const std::vector<uint32_t>& members, uint32_t local_members) {
-  auto op = op_for(group, seq, true);
-  if (!op) {  // closing, or a sequence number reused
-    op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes);
-    op->node_lost(Status(Errc::reset, label + ": the node is shutting down"));
-  }
+std::vector<uint32_t> GlobalClient::rank_nodes(const std::vector<uint32_t>& members) const {
   std::vector<uint32_t> rank_node;
   if (members.empty())
     for (uint32_t r = 0; r < total_peers(); ++r) rank_node.push_back(node_of(r));
   else
     for (uint32_t m : members) rank_node.push_back(node_of(m));
+  return rank_node;
+}
+
+std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq, OpAnnouncement mine,
+                                                    Clock::time_point deadline, std::string label,
+                                                    std::vector<uint32_t> rank_node, uint32_t local_members) {
+  auto op = op_for(group, seq, true);
+  if (!op) {  // closing, or a sequence number reused
+    op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes);
+    op->node_lost(Status(Errc::reset, label + ": the node is shutting down"));
+  }
   std::vector<bool> seen(topo_.num_nodes, false);
   std::vector<uint32_t> tell;
   for (uint32_t n : rank_node)

@@ -50,12 +50,15 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // Not ok once a node was lost: every later op fails with it.
   Status lost() const;
 
+  // The node of each rank of an op over `members` (global peer ids by rank; empty: the world).
+  std::vector<uint32_t> rank_nodes(const std::vector<uint32_t>& members) const;
+
   // Called (under the local server's lock) when every local member has called op (group, seq):
   // sends `mine` to every other node hosting a member and returns the remote half of the op's
-  // plan. members: the group's global peer ids by rank (empty: the world).
+  // plan. rank_node: rank_nodes() of the op's members.
   std::shared_ptr<RemoteSteps> begin_op(uint32_t group, uint64_t seq, OpAnnouncement mine,
                                         Clock::time_point deadline, std::string label,
-                                        const std::vector<uint32_t>& members, uint32_t local_members);
+                                        std::vector<uint32_t> rank_node, uint32_t local_members);
 
   // Point to point with a peer of another node: blocks until the receiver took the data (send)
   // or the data arrived (recv); both sides get the same error when the pair does not match.

@@ -1,7 +1,5 @@
 #include "actors/local_server_core.hpp"
 
-#include <set>
-
 #include <algorithm>
 
 #include "actors/global_client.hpp"
@@ -336,19 +334,15 @@ Status LocalServerCore::local_errors(const PendingOp& op) const {
   return Status::ok();
 }
 
-std::vector<int> LocalServerCore::node_layout(const std::vector<uint32_t>& members) const {
-  std::vector<int> node_of;
-  if (members.empty())
-    for (uint32_t r = 0; r < global_->total_peers(); ++r) node_of.push_back(static_cast<int>(global_->node_of(r)));
-  else
-    for (uint32_t m : members) node_of.push_back(static_cast<int>(global_->node_of(m)));
-  return node_of;
-}
-
 std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const OpShape& shape, int n,
-                                                                        const std::vector<uint32_t>& members) {
-  const std::vector<int> node_of = node_layout(members);
-  const int nodes = static_cast<int>(std::set<int>(node_of.begin(), node_of.end()).size());
+                                                                        const std::vector<uint32_t>& rank_node) {
+  std::vector<bool> hosts(global_->topology().nodes.size(), false);
+  int nodes = 0;
+  for (uint32_t k : rank_node)
+    if (!hosts[k]) {
+      hosts[k] = true;
+      ++nodes;
+    }
   const std::size_t esize = dtype_size(shape.dtype);
   // Several peers on some node: an auto all-reduce, all-gather or reduce-scatter goes through one
   // leader per node, so that only the leaders' exchange crosses the network
@@ -357,10 +351,9 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const O
   // measured slower, left flat.
   const bool hier_kind = shape.kind == OpKind::all_reduce || shape.kind == OpKind::all_gather ||
                          shape.kind == OpKind::reduce_scatter;
-  const StrategyChoice& choice = config_->global[static_cast<std::size_t>(shape.kind)];
-  const bool automatic = choice.is_auto || choice.fixed.algorithm == Algorithm::nccl;  // nccl: auto for host data
-  if (hier_kind && automatic && nodes >= 2 && nodes < n) {
+  if (hier_kind && auto_or_nccl(config_->global[static_cast<std::size_t>(shape.kind)]) && nodes >= 2 && nodes < n) {
     Strategy inner = config_->global_strategy(shape.kind, shape.dtype, shape.count, nodes, true, shape.redop);
+    const std::vector<int> node_of(rank_node.begin(), rank_node.end());
     auto key = std::make_tuple(static_cast<int>(shape.kind), static_cast<int>(inner.algorithm), inner.arity,
                                shape.root, shape.count, esize, node_of);
     auto it = hier_cache_.find(key);
@@ -398,9 +391,11 @@ void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
   if (s) s = check_agreement(reqs, n, shape);
   std::shared_ptr<OpPlan> plan;
   std::shared_ptr<DeviceRun> device;
-  std::vector<PeerTensors> tensors;
-  for (auto& a : op.arrivals) tensors.push_back({a->call.input, a->call.output, a->req.peer});
-  if (s && on_device(tensors)) {
+  bool gpu = false;  // checked without copying tensors: host ops are the hot path
+  for (auto& a : op.arrivals) gpu = gpu || on_device(a->call.input, a->call.output);
+  if (s && gpu) {
+    std::vector<PeerTensors> tensors;
+    for (auto& a : op.arrivals) tensors.push_back({a->call.input, a->call.output, a->req.peer});
     s = make_device_run(tensors, shape, config_->local[static_cast<std::size_t>(shape.kind)], deadline(), label, device);
   } else if (s) {
     try {
@@ -463,7 +458,8 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   }
   mine.status = s;
   const auto when = deadline();
-  auto remote = global_->begin_op(key.first, seq, mine, when, label, members, static_cast<uint32_t>(local));
+  std::vector<uint32_t> rank_node = global_->rank_nodes(members);
+  auto remote = global_->begin_op(key.first, seq, mine, when, label, rank_node, static_cast<uint32_t>(local));
   std::shared_ptr<OpPlan> plan;
   try {
     if (!s) {
@@ -474,7 +470,7 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
                                       CompiledSchedule::compile(std::vector<Program>(static_cast<std::size_t>(n))),
                                       when, label, remote, static_cast<unsigned>(local));
     } else {
-      auto cs = global_schedule(shape, n, members);
+      auto cs = global_schedule(shape, n, rank_node);
       plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
                                       when, label, remote, static_cast<unsigned>(local));
     }
@@ -533,8 +529,8 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call) {
     return;
   }
   const std::size_t count = snd.req.input.numel();
-  std::vector<PeerTensors> tensors{{snd.call.input, snd.call.input, src}, {Tensor(), rcv.call.output, dst}};
-  if (on_device(tensors)) {
+  if (on_device(snd.call.input, rcv.call.output)) {
+    std::vector<PeerTensors> tensors{{snd.call.input, snd.call.input, src}, {Tensor(), rcv.call.output, dst}};
     OpShape shape{OpKind::send, snd.req.input.dtype, ReduceOp::sum, 0, count, snd.req.input.dtype, {}, {}};
     std::shared_ptr<DeviceRun> device;
     s = make_device_run(tensors, shape, config_->local[static_cast<std::size_t>(OpKind::broadcast)], deadline(),

@@ -102,11 +102,10 @@ class LocalServerCore {
   std::shared_ptr<const CompiledSchedule> schedule_for(const ScheduleParams& p);
   // The first error a caller brought along (Call::local_error), for every peer of the op.
   Status local_errors(const PendingOp& op) const;
-  // Multi-node: the node of each rank of the op (members: global ids by rank; empty: the world).
-  std::vector<int> node_layout(const std::vector<uint32_t>& members) const;
-  // Multi-node: the schedule of an op over all its peers (n) on all nodes.
+  // Multi-node: the schedule of an op over all its peers (n) on all nodes; rank_node[r] is rank
+  // r's node (GlobalClient::rank_nodes).
   std::shared_ptr<const CompiledSchedule> global_schedule(const OpShape& shape, int n,
-                                                          const std::vector<uint32_t>& members);
+                                                          const std::vector<uint32_t>& rank_node);
   Clock::time_point deadline() const { return Clock::now() + config_->timeout; }
 
   void start_timer(uint64_t key);

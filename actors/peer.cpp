@@ -59,11 +59,8 @@ Status execute(Reply& r, const std::byte* in, std::byte* out) {
   WorkBuffer work = WorkBuffer::bind(plan.kind(), r.rank, plan.size(), plan.root(), plan.count(),
                                      plan.dtype(), in, out);
   if (auto s = plan.run(r.rank, work); !s) return s;
-  if (plan.redop() == ReduceOp::avg && out != nullptr) {
-    bool holds = plan.kind() == OpKind::all_reduce || plan.kind() == OpKind::reduce_scatter ||
-                 (plan.kind() == OpKind::reduce && r.rank == plan.root());
-    if (holds) divide_by(plan.dtype(), out, plan.count(), static_cast<std::size_t>(plan.size()));
-  }
+  if (plan.redop() == ReduceOp::avg && out != nullptr && holds_reduction(plan.kind(), r.rank, plan.root()))
+    divide_by(plan.dtype(), out, plan.count(), static_cast<std::size_t>(plan.size()));
   return Status::ok();
 }
 
@@ -95,7 +92,7 @@ Status staged_collective(PeerState* s, OpRequestData req, const Tensor& in, cons
 
 Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out) {
   if (!s) return no_peer();
-  if (s->global && ((in.defined() && in.is_cuda()) || (out.defined() && out.is_cuda())))
+  if (s->global && on_device(in, out))
     return staged_collective(s, std::move(req), in, out);
   Status st;
   auto reply = request(*s, std::move(req), in, out, st);

@@ -85,7 +85,7 @@ std::string gpu_strategy(const Options& o) {
   const bool minmax = o.redop == ReduceOp::min || o.redop == ReduceOp::max;
   const bool bitwise = o.redop == ReduceOp::band || o.redop == ReduceOp::bor || o.redop == ReduceOp::bxor;
   const bool nccl_op = !uses_redop(o.op) || (!(minmax && is_floating(o.dtype)) && !bitwise);
-  if (distinct && nccl_op && (o.strategy.is_auto || o.strategy.fixed.algorithm == Algorithm::nccl)) return "nccl";
+  if (distinct && nccl_op && auto_or_nccl(o.strategy)) return "nccl";
   if (o.op == BenchOp::send_recv || !uses_redop(o.op)) return o.gpus > 1 ? "gpu-copies(peer)" : "gpu-copies";
   return o.gpus > 1 ? "gpu-plan(peer copies)" : "gpu-fused";
 }

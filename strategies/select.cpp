@@ -30,7 +30,7 @@ std::string to_string(const StrategyChoice& c) { return c.is_auto ? "auto" : to_
 
 Strategy select_strategy(const StrategyChoice& c, const AutoRule& rule, OpKind op,
                          std::size_t bytes, int n) {
-  if (!c.is_auto && c.fixed.algorithm != Algorithm::nccl) return c.fixed;
+  if (!auto_or_nccl(c)) return c.fixed;
   const bool small = bytes < rule.threshold_bytes || n < 2 || op == OpKind::barrier;
   if (rule.shared_memory) return {small ? Algorithm::centralized : Algorithm::direct, 2};
   if (small) return {Algorithm::tree, rule.tree_arity};

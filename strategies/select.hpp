@@ -18,6 +18,10 @@ struct StrategyChoice {
 // "auto", "centralized", "tree:K" (K >= 2; "tree" means tree:2), "ring", "dbtree", "direct",
 // "nccl" (device tensors on distinct GPUs; resolved like auto for everything else).
 std::optional<StrategyChoice> parse_strategy(std::string_view text);
+
+// The runtime decides: auto, or nccl (NCCL where every peer is its own GPU, auto's choice for
+// everything else).
+inline bool auto_or_nccl(const StrategyChoice& c) { return c.is_auto || c.fixed.algorithm == Algorithm::nccl; }
 std::string to_string(const StrategyChoice& c);
 
 struct AutoRule {

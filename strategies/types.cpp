@@ -24,6 +24,10 @@ bool is_floating(DType t) {
   return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::f64;
 }
 
+bool holds_reduction(OpKind k, int rank, int root) {
+  return k == OpKind::all_reduce || k == OpKind::reduce_scatter || (k == OpKind::reduce && rank == root);
+}
+
 bool reduce_op_valid(DType t, ReduceOp op) {
   bool bitwise = op == ReduceOp::band || op == ReduceOp::bor || op == ReduceOp::bxor;
   return !(bitwise && is_floating(t));

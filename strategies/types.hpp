@@ -27,6 +27,8 @@ std::size_t dtype_size(DType t);
 bool is_floating(DType t);
 // Bitwise ops are defined only on integer types.
 bool reduce_op_valid(DType t, ReduceOp op);
+// Whether `rank` ends an op of this kind holding a reduction (what avg divides afterwards).
+bool holds_reduction(OpKind k, int rank, int root);
 
 std::string_view to_string(DType t);
 std::string_view to_string(ReduceOp op);
