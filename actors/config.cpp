@@ -40,15 +40,15 @@ Strategy Config::local_strategy(OpKind op, DType dtype, std::size_t count, int n
   return select_strategy(local[static_cast<std::size_t>(op)], rule, op, op_bytes(op, dtype, count, n), n);
 }
 
-Strategy Config::global_strategy(OpKind op, DType dtype, std::size_t count, int n, bool separate,
-                                 ReduceOp redop) const {
+Strategy Config::global_strategy(OpKind op, DType dtype, std::size_t count, int n, bool separate) const {
   AutoRule rule{auto_threshold_bytes, auto_tree_arity, /*shared_memory=*/false};
   const StrategyChoice& c = global[static_cast<std::size_t>(op)];
   const std::size_t bytes = op_bytes(op, dtype, count, n);
-  // Two peers in two processes, a small buffer, a reduction that commutes bit for bit: one
-  // exchange instead of a tree's two hops.
-  const bool commutes = !is_floating(dtype) || (redop != ReduceOp::min && redop != ReduceOp::max);
-  if (auto_or_nccl(c) && separate && op == OpKind::all_reduce && n == 2 && bytes < auto_threshold_bytes && commutes)
+  // Every peer in its own process and a small buffer: one exchange in which every peer folds
+  // every buffer (strategies/oneshot.cpp), instead of a tree's 2 log n hops. Each peer takes in
+  // n - 1 buffers, so the whole inflow, not one buffer, must stay small.
+  const std::size_t inflow = bytes * static_cast<std::size_t>(n > 1 ? n - 1 : 1);
+  if (auto_or_nccl(c) && separate && op == OpKind::all_reduce && n >= 2 && inflow < auto_threshold_bytes)
     return {Algorithm::oneshot, 2};
   return select_strategy(c, rule, op, bytes, n);
 }

@@ -37,9 +37,8 @@ struct Config {
 
   // The strategy over all peers of all nodes (multi-node mode) for an op among n peers.
   // `separate`: every peer of the op is on a node of its own, so auto may pick the one-shot
-  // all-reduce for small buffers between two of them (strategies/oneshot.cpp).
-  Strategy global_strategy(OpKind op, DType dtype, std::size_t count, int n, bool separate = false,
-                           ReduceOp redop = ReduceOp::sum) const;
+  // all-reduce for small buffers (strategies/oneshot.cpp).
+  Strategy global_strategy(OpKind op, DType dtype, std::size_t count, int n, bool separate = false) const;
 
   // Sets the local strategy for every op kind at once.
   Config& with_local_strategy(StrategyChoice s);

@@ -352,7 +352,7 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const O
   const bool hier_kind = shape.kind == OpKind::all_reduce || shape.kind == OpKind::all_gather ||
                          shape.kind == OpKind::reduce_scatter;
   if (hier_kind && auto_or_nccl(config_->global[static_cast<std::size_t>(shape.kind)]) && nodes >= 2 && nodes < n) {
-    Strategy inner = config_->global_strategy(shape.kind, shape.dtype, shape.count, nodes, true, shape.redop);
+    Strategy inner = config_->global_strategy(shape.kind, shape.dtype, shape.count, nodes, true);
     const std::vector<int> node_of(rank_node.begin(), rank_node.end());
     auto key = std::make_tuple(static_cast<int>(shape.kind), static_cast<int>(inner.algorithm), inner.arity,
                                shape.root, shape.count, esize, node_of);
@@ -364,7 +364,7 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const O
     hier_cache_.emplace(key, cs);
     return cs;
   }
-  Strategy strat = config_->global_strategy(shape.kind, shape.dtype, shape.count, n, nodes == n, shape.redop);
+  Strategy strat = config_->global_strategy(shape.kind, shape.dtype, shape.count, n, nodes == n);
   return schedule_for({shape.kind, strat, n, shape.root, shape.count, esize});
 }
 

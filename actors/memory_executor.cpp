@@ -27,10 +27,11 @@ std::shared_ptr<const CompiledSchedule> CompiledSchedule::compile(std::vector<Pr
     for (auto& round : programs[p])
       for (auto& s : round.steps) {
         uint32_t id = UINT32_MAX;
-        if (s.kind != StepKind::copy && (s.peer < 0 || s.peer >= n || s.peer == p))
+        const bool local = s.kind == StepKind::copy || s.kind == StepKind::reduce;
+        if (!local && (s.peer < 0 || s.peer >= n || s.peer == p))
           throw std::logic_error("step of peer " + std::to_string(p) + " names peer " + std::to_string(s.peer));
         if (s.kind == StepKind::send) id = slot(p, s.peer, sends[{p, s.peer}]++, s.count, true);
-        else if (s.kind != StepKind::copy) id = slot(s.peer, p, recvs[{s.peer, p}]++, s.count, false);
+        else if (!local) id = slot(s.peer, p, recvs[{s.peer, p}]++, s.count, false);
         cs->slot_of_step[p].push_back(id);
       }
   for (std::size_t i = 0; i < send_count.size(); ++i)
@@ -127,6 +128,11 @@ Status OpPlan::run_program(int p, WorkBuffer& work) {
         const Step& s = round.steps[i];
         if (s.kind == StepKind::copy) {
           work.local_copy(s.offset, s.src_offset, s.count);
+          ++i;
+          continue;
+        }
+        if (s.kind == StepKind::reduce) {
+          work.reduce_from(s.offset, s.count, work.read_ptr(s.src_offset, s.count), redop_);
           ++i;
           continue;
         }

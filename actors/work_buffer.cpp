@@ -25,6 +25,7 @@ WorkBuffer WorkBuffer::bind(OpKind op, int p, int n, int root, std::size_t count
   switch (op) {
     case OpKind::all_reduce:
       user(0, c, out);
+      scratch(c, 2 * c);  // only schedules that fold elsewhere first write it (oneshot)
       init(0, c, in);
       break;
     case OpKind::reduce:

@@ -52,7 +52,7 @@ std::string resolved_strategy(const Options& o, const Config& cfg, const Layout&
     const bool hier = kind == OpKind::all_reduce && several;
     const int among = static_cast<int>(hier ? o.nodes : o.peers);
     const std::string s =
-        to_string(cfg.global_strategy(kind, o.dtype, l.block, among, hier || o.peers == o.nodes, o.redop));
+        to_string(cfg.global_strategy(kind, o.dtype, l.block, among, hier || o.peers == o.nodes));
     return hier ? "hier+" + s : s;
   }
   return to_string(cfg.local_strategy(kind, o.dtype, l.block, static_cast<int>(o.peers)));

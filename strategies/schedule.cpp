@@ -31,7 +31,7 @@ namespace chorus {
 std::size_t work_elements(OpKind op, int n, std::size_t count) {
   const std::size_t blocks = static_cast<std::size_t>(n) * count;
   switch (op) {
-    case OpKind::all_reduce:
+    case OpKind::all_reduce: return 2 * count;  // the second half is scratch (see schedule.hpp)
     case OpKind::reduce:
     case OpKind::broadcast: return count;
     case OpKind::all_gather:

@@ -6,6 +6,8 @@
 // Work buffer layout (elements of the op's dtype; `count` = the per-peer element count of the call,
 // n = group size):
 //   all_reduce      [0, count)          initially my input; finally the reduction, on every peer
+//                   [count, 2*count)    scratch (undefined at first), for schedules that fold
+//                                       elsewhere before writing the result (oneshot)
 //   reduce          [0, count)          initially my input; finally the reduction on `root`
 //   broadcast       [0, count)          initially the data on `root`; finally the data everywhere
 //   all_gather      [0, n*count)        block p initially my input (p = my index); finally all blocks
@@ -19,12 +21,12 @@
 //
 // Execution semantics of one round, for one peer (the executor and the test simulator obey these):
 //   1. post every `send` of the round, in order (the receiver sees the region's content as it is now);
-//   2. perform every `recv_reduce`, `recv_copy` and `copy` of the round, in order: a receive
+//   2. perform every `recv_reduce`, `recv_copy`, `copy` and `reduce` of the round, in order: a receive
 //      waits for the matching send, which is the k-th send from that peer to me matching my k-th
 //      receive from that peer (FIFO per ordered pair), with equal element counts;
 //   3. wait until every send posted in step 1 has been received (a rendezvous: the sender may not
 //      touch a sent region before the receiver has read it).
-// Rules a valid schedule keeps: within a round, no receive or copy writes a region that a send of
+// Rules a valid schedule keeps: within a round, no receive, copy or reduce writes a region that a send of
 // the same round reads; every send has exactly one matching receive; no deadlock under the
 // semantics above; every peer's final region content equals the reference result.
 // recv_reduce computes  dst = dst (op) received  with dst's current content; avg is reduced as sum
@@ -44,14 +46,15 @@ enum class StepKind : uint8_t {
   recv_reduce,  // work[offset, +count) = work[...] (op) data received from `peer`
   recv_copy,    // work[offset, +count) = data received from `peer`
   copy,         // work[offset, +count) = work[src_offset, +count)   (local, peer = -1)
+  reduce,       // work[offset, +count) = work[offset, +count) (op) work[src_offset, +count)   (local)
 };
 
 struct Step {
   StepKind kind;
-  int peer;             // the other side, an index in [0, n); -1 for copy
+  int peer;             // the other side, an index in [0, n); -1 for copy and reduce
   std::size_t offset;   // first element of the region this step reads (send) or writes (others)
   std::size_t count;    // elements; 0 is allowed (pure synchronisation)
-  std::size_t src_offset = 0;  // copy only: first element read
+  std::size_t src_offset = 0;  // copy and reduce only: first element read
   bool operator==(const Step&) const = default;
 };
 
@@ -66,8 +69,9 @@ using Program = std::vector<Round>;
 // (offset, count), so an executor may fuse them (see direct.cpp for the combination order).
 // nccl: device tensors on distinct GPUs go through an NCCL communicator (cuda/); it has no host
 // schedule, and everything else (host tensors, logical peers sharing a GPU) resolves as auto does.
-// oneshot: all_reduce in one exchange, for peers in separate processes only (strategies/oneshot.cpp);
-// chosen by auto across nodes, never named in a configuration.
+// oneshot: all_reduce in one exchange, every peer folding every buffer in rank order
+// (strategies/oneshot.cpp); chosen by auto across nodes for small buffers, never named in a
+// configuration.
 enum class Algorithm : uint8_t { centralized, tree, ring, dbtree, direct, nccl, oneshot };
 
 // A resolved strategy (auto has already been decided by select_strategy).

@@ -20,6 +20,7 @@ const char* kind_name(StepKind k) {
     case StepKind::recv_reduce: return "recv_reduce";
     case StepKind::recv_copy: return "recv_copy";
     case StepKind::copy: return "copy";
+    case StepKind::reduce: return "reduce";
   }
   return "?";
 }
@@ -46,12 +47,13 @@ std::string check_static(const std::vector<Program>& programs,
       reads.clear();
       for (std::size_t s = 0; s < steps.size(); ++s) {
         const Step& st = steps[s];
-        if (st.kind == StepKind::copy) {
-          if (st.peer != -1) return where(p, r, s) + "copy must have peer -1";
+        if (st.kind == StepKind::copy || st.kind == StepKind::reduce) {
+          const std::string k = kind_name(st.kind);
+          if (st.peer != -1) return where(p, r, s) + k + " must have peer -1";
           if (!fits(st.src_offset, st.count, size))
-            return where(p, r, s) + "copy source out of range";
+            return where(p, r, s) + k + " source out of range";
           if (overlap(st.src_offset, st.count, st.offset, st.count))
-            return where(p, r, s) + "copy source and destination overlap";
+            return where(p, r, s) + k + " source and destination overlap";
         } else if (st.peer < 0 || static_cast<std::size_t>(st.peer) >= n) {
           return where(p, r, s) + kind_name(st.kind) + " names peer " + std::to_string(st.peer) +
                  " out of range";
@@ -172,6 +174,11 @@ class Simulator {
           ++ps.step;
           return true;
         }
+        if (st.kind == StepKind::reduce) {
+          for (std::size_t i = 0; i < st.count; ++i) w[st.offset + i] = combine(st.kind, w[st.offset + i], w[st.src_offset + i]);
+          ++ps.step;
+          return true;
+        }
         Channel& ch = channel(static_cast<std::size_t>(st.peer), p);
         if (ch.head == ch.ids.size()) return false;
         Message& m = messages_[ch.ids[ch.head]];
@@ -187,13 +194,7 @@ class Simulator {
         const int64_t* in = data_.data() + m.data;
         for (std::size_t i = 0; i < st.count; ++i) {
           auto& d = w[st.offset + i];
-          const auto x = static_cast<uint64_t>(in[i]), y = static_cast<uint64_t>(d);
-          if (st.kind == StepKind::recv_copy)
-            d = in[i];
-          else if (options_.ordered_combine)
-            d = static_cast<int64_t>(y * 1000003u + x + 1u);
-          else
-            d = static_cast<int64_t>(y + x);
+          d = combine(st.kind, d, in[i]);
         }
         for (std::size_t i = 0; i < words_; ++i) knowledge_[p][i] |= know_[m.know + i];
         ps.clock = std::max(ps.clock, m.post_time + 1);
@@ -216,6 +217,14 @@ class Simulator {
         return true;
     }
     return false;
+  }
+
+  // What a receive or local reduce leaves in dst, given the incoming value x.
+  int64_t combine(StepKind kind, int64_t dst, int64_t x) const {
+    const auto xu = static_cast<uint64_t>(x), y = static_cast<uint64_t>(dst);
+    if (kind == StepKind::recv_copy) return x;
+    if (options_.ordered_combine) return static_cast<int64_t>(y * 1000003u + xu + 1u);
+    return static_cast<int64_t>(y + xu);
   }
 
   // A message between peers of different nodes (SimOptions::node_of): buffered, like a network send.

@@ -12,7 +12,8 @@
 namespace chorus {
 
 struct SimOptions {
-  // false: recv_reduce is a (wrapping) sum. true: it is dst = dst * 1000003 + received + 1
+  // false: recv_reduce (and the local reduce) is a (wrapping) sum. true: it is
+  // dst = dst * 1000003 + received + 1
   // (wrapping), neither commutative nor associative, so peers that combine the same values in a
   // different order or grouping end with different results: all_reduce must still leave every
   // peer bit-identical (what floating point needs).
@@ -38,7 +39,7 @@ struct SimResult {
 };
 
 // programs[p] runs on peer p with work buffer initial_work[p] (their sizes define the valid
-// regions). Reports: peer index out of range or self-messages, copy with a peer, regions out of
+// regions). Reports: peer index out of range or self-messages, copy or reduce with a peer, regions out of
 // range, overlapping copy source and destination, a receive or copy writing a region a send of
 // the same round reads, count mismatches, unmatched sends or receives, and deadlock.
 SimResult simulate(const std::vector<Program>& programs,

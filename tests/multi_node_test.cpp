@@ -173,6 +173,14 @@ TEST_F(MultiNode, TwoNodesOnePeerEach) {
   expect_all_ok(nodes, 2, kEveryOpCount);
 }
 
+// Every peer in its own process, more than two of them: small all-reduces run one-shot (every node
+// folds every buffer in rank order), with every dtype and reduce op.
+TEST_F(MultiNode, FourNodesOnePeerEach) {
+  start_orchestrator(4);
+  auto nodes = run_nodes({{}, {}, {}, {}}, {"--peers", "1", "--scenario", "every-op"});
+  expect_all_ok(nodes, 4, kEveryOpCount);
+}
+
 TEST_F(MultiNode, GroupsAcrossNodes) {
   start_orchestrator(3);
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "groups"});
