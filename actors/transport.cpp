@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -181,8 +182,15 @@ Status write_exact(int fd, const void* p, std::size_t n, Clock::time_point deadl
 // ---- Connection ----
 
 Connection::Connection(int fd, uint32_t node, FrameSink* sink) : fd_(fd), node_(node), sink_(sink) {
-  writer_ = std::thread([this] { writer_loop(); });
-  reader_ = std::thread([this] { reader_loop(); });
+  // Named so that profiles and debuggers tell the data plane's threads apart.
+  writer_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), ("chorus-wr" + std::to_string(node_)).c_str());
+    writer_loop();
+  });
+  reader_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), ("chorus-rd" + std::to_string(node_)).c_str());
+    reader_loop();
+  });
 }
 
 Connection::~Connection() {
