@@ -33,7 +33,7 @@ class P2PMailbox {
   std::map<Key, std::deque<Status>> acks;
   std::optional<Status> lost;            // a node died: every pair fails
   std::map<uint32_t, Status> gone;       // nodes that left in order: pairs with them fail
-  // Per connection (reader thread): the frame being read.
+  // Per connection (whoever pumps it): the frame being read.
   std::vector<std::string> frames;
 
   void bump() {
@@ -246,8 +246,13 @@ Status GlobalClient::connect_all(const Config& config, int listen_fd) {
     --waiting;
   }
   conns_.resize(n);
+  std::vector<Connection*> all;
   for (uint32_t j = 0; j < n; ++j)
-    if (j != me) conns_[j] = std::make_unique<Connection>(fds[j], j, this);
+    if (j != me) {
+      conns_[j] = std::make_unique<Connection>(fds[j], j, this);
+      all.push_back(conns_[j].get());
+    }
+  poller_.start(all);
   return Status::ok();
 }
 
@@ -261,7 +266,8 @@ void GlobalClient::close() {
   }
   for (auto& c : conns_)
     if (c) c->close();
-  conns_.clear();  // joins the reader and writer threads
+  poller_.stop();
+  conns_.clear();  // joins the writer threads
   {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto& [key, op] : ops_) op->node_lost(Status(Errc::reset, "the node is shutting down"));
@@ -377,8 +383,10 @@ void GlobalClient::cut_off(uint32_t node, const std::string& why) {
   conns_[node]->kill();
 }
 
-bool GlobalClient::await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline, std::chrono::nanoseconds spin) {
-  if (!t.done.wait_at_least(1, deadline, spin)) {
+bool GlobalClient::await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline) {
+  // Reading goes on meanwhile (we may lead the poller): the other side may be waiting to send us
+  // its data before it reads ours.
+  if (!poller_.wait(t.done, 1, deadline)) {
     cut_off(node, "node " + std::to_string(node) + " took no data for the whole timeout (frozen?)");
     t.done.wait_at_least(1, Clock::now() + kGrace);
   }
@@ -531,7 +539,7 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
       if (p2p_->lost) return *p2p_->lost;
       if (auto gone = p2p_->gone.find(node); gone != p2p_->gone.end()) return gone->second;
     }
-    if (!p2p_->word.wait_at_least(g + 1, deadline))
+    if (!poller_.wait(p2p_->word, g + 1, deadline))
       return {Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
                                  ") never posted the matching recv within " + std::to_string(config_.timeout.count()) + " ms"};
   }
@@ -556,7 +564,7 @@ Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, C
       if (p2p_->lost) return *p2p_->lost;
       if (auto gone = p2p_->gone.find(node); gone != p2p_->gone.end()) return gone->second;
     }
-    if (!p2p_->word.wait_at_least(g + 1, deadline))
+    if (!poller_.wait(p2p_->word, g + 1, deadline))
       return {Errc::timeout, label + ": peer " + std::to_string(src) + " (node " + std::to_string(node) +
                                  ") never posted the matching send within " + std::to_string(config_.timeout.count()) + " ms"};
   }

@@ -23,6 +23,7 @@
 #include "actors/memory_executor.hpp"
 #include "actors/node_registration.hpp"
 #include "actors/op_announce.hpp"
+#include "actors/poller.hpp"
 #include "actors/result.hpp"
 #include "actors/transport.hpp"
 
@@ -68,7 +69,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
               const Status& failed = Status::ok());
   Status recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, Clock::time_point deadline);
 
-  // FrameSink (reader threads).
+  // FrameSink (whoever leads the poller).
   std::byte* begin_frame(uint32_t node, const FrameHeader& h) override;
   void progress(uint32_t node, const FrameHeader& h, std::size_t got) override;
   void frame_failed(uint32_t node, const FrameHeader& h) override;
@@ -77,14 +78,15 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // Used by NetOp.
   Connection* connection(uint32_t node) { return conns_[node].get(); }
   BufferPool& pool() { return pool_; }
+  // Every wait for something from another node goes through it (it reads the connections).
+  Poller& poller() { return poller_; }
   void finished(uint32_t group, uint64_t seq);
   void on_node_lost(uint32_t node, const std::string& why);
   // Treats `node` as lost and shuts its connection, so reads and writes let go of callers' memory.
   void cut_off(uint32_t node, const std::string& why);
   // Waits until the ticket's bytes are in the socket; past the deadline the node counts as frozen
   // and is cut off. True when every byte was written.
-  bool await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline,
-                  std::chrono::nanoseconds spin = std::chrono::nanoseconds{0});
+  bool await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline);
 
  private:
   GlobalClient() = default;
@@ -97,6 +99,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::shared_ptr<NodeSession> session_;
   TopologyData topo_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by node id; null for this node
+  Poller poller_;                                   // reads conns_; stopped before they go
 
   mutable std::mutex mu_;
   std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<NetOp>> ops_;

@@ -31,8 +31,6 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
   deadline_ = deadline;
   label_ = std::move(label);
   local_peers_ = local_peers;
-  // The reader thread of each connection needs a core too: spin only when there is room.
-  spin_ = spin_budget_for(local_peers + 1);
   ann_[my_node_] = std::move(mine);
   for (uint32_t k = 0; k < ann_.size(); ++k)
     if (k != my_node_ && ann_[k]) stop_if_doomed_locked(*ann_[k]);
@@ -139,7 +137,7 @@ void NetOp::release_offered(int p) {
     auto done = [&] { return rec->got.load() >= rec->bytes || rec->failed.load(); };
     while (!done() && Clock::now() < deadline_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (done()) continue;
-    // The sender stalled mid-transfer: cut the connection so its reader lets go of the memory.
+    // The sender stalled mid-transfer: cut the connection so that pumping it lets go of the memory.
     client_->cut_off(rec->node, "node " + std::to_string(rec->node) + " stalled in the middle of a transfer");
     const auto grace = Clock::now() + std::chrono::seconds(5);
     while (!done() && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -233,7 +231,7 @@ Status NetOp::wait_sent(uint32_t slot) {
     std::lock_guard<std::mutex> lk(mu_);
     o = out_.at(slot);
   }
-  if (client_->await_sent(*o.ticket, o.node, deadline_, spin_)) return Status::ok();
+  if (client_->await_sent(*o.ticket, o.node, deadline_)) return Status::ok();
   if (auto l = client_->lost(); !l) return l;
   return {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"};
 }
@@ -279,7 +277,7 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
     }
     if (rec->started.load(std::memory_order_acquire) && rec->got.load(std::memory_order_acquire) >= upto)
       return rec->data;
-    if (!rec->word.wait_at_least(g + 1, deadline_, spin_)) {
+    if (!client_->poller().wait(rec->word, g + 1, deadline_)) {
       bool never = false;
       {
         std::lock_guard<std::mutex> lk(mu_);
@@ -318,7 +316,7 @@ Status NetOp::conclude(int p, Status local) {
       for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (takes_part_[k] && !ann_[k] && !gone_[k]);
       waiting = waiting && !lost_;
     }
-    if (!waiting || !ann_word_.wait_at_least(g + 1, deadline_)) break;
+    if (!waiting || !client_->poller().wait(ann_word_, g + 1, deadline_)) break;
   }
   Status result;
   bool last = false;

@@ -1,6 +1,6 @@
 // One collective op as the global client sees it: the announcements of every node, the transfers
 // that arrive from other nodes (possibly before this node's peers have called the op), and the
-// sends this node has queued. Peer threads reach it through RemoteSteps; reader threads feed it.
+// sends this node has queued. Peer threads reach it through RemoteSteps; the poller's pumping feeds it.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -31,10 +31,10 @@ class NetOp : public RemoteSteps {
               std::vector<uint32_t> rank_node, FrameHeader announce_header, std::string announce_body,
               std::vector<uint32_t> tell);
 
-  // Reader threads.
+  // From the connections (whoever pumps them).
   std::byte* incoming_frame(uint32_t node, const FrameHeader& h);
   void incoming_progress(uint32_t slot, std::size_t got);
-  void incoming_failed(uint32_t slot);  // the reader will not write to the slot again
+  void incoming_failed(uint32_t slot);  // nothing will write to the slot again
   void announced(const OpAnnouncement& a);
   void node_lost(const Status& why);
   // Sends our announcement to every node still owed it (before anyone waits, or at once when this
@@ -68,7 +68,7 @@ class NetOp : public RemoteSteps {
     std::atomic<bool> started{false};
     std::atomic<bool> failed{false};
   };
-  // Before returning to the caller: no reader may still be writing into the caller's memory.
+  // Before returning to the caller: no pump may still be writing into the caller's memory.
   void release_offered(int p);
   struct Outgoing {
     std::shared_ptr<SendTicket> ticket;
@@ -93,7 +93,6 @@ class NetOp : public RemoteSteps {
   Clock::time_point deadline_{};
   std::string label_;
   uint32_t local_peers_ = 0, concluded_ = 0;
-  std::chrono::nanoseconds spin_{0};
   std::map<uint32_t, std::shared_ptr<Incoming>> in_;
   std::map<uint32_t, Outgoing> out_;
   std::optional<Status> abort_;

@@ -22,6 +22,7 @@ namespace {
 
 constexpr std::size_t kMaxPayload = std::size_t{1} << 40;  // larger is a garbled header
 constexpr std::size_t kReadPiece = std::size_t{1} << 20;   // progress is reported at least this often
+constexpr std::size_t kIn = std::size_t{64} << 10;         // small frames are read in batches this big
 
 std::string err_text(int e) { return std::strerror(e); }
 
@@ -181,21 +182,17 @@ Status write_exact(int fd, const void* p, std::size_t n, Clock::time_point deadl
 
 // ---- Connection ----
 
-Connection::Connection(int fd, uint32_t node, FrameSink* sink) : fd_(fd), node_(node), sink_(sink) {
+Connection::Connection(int fd, uint32_t node, FrameSink* sink)
+    : fd_(fd), node_(node), sink_(sink), in_(kIn), hole_(kIn) {
   // Named so that profiles and debuggers tell the data plane's threads apart.
   writer_ = std::thread([this] {
     pthread_setname_np(pthread_self(), ("chorus-wr" + std::to_string(node_)).c_str());
     writer_loop();
   });
-  reader_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), ("chorus-rd" + std::to_string(node_)).c_str());
-    reader_loop();
-  });
 }
 
 Connection::~Connection() {
   kill();
-  if (reader_.joinable()) reader_.join();
   if (writer_.joinable()) writer_.join();
   ::close(fd_);
 }
@@ -351,83 +348,10 @@ void Connection::writer_loop() {
   }
 }
 
-void Connection::reader_loop() {
-  // Small frames usually arrive together (an announcement, then its data): one recv takes them
-  // all into `in`; a large payload's remainder is read straight into its destination.
-  constexpr std::size_t kIn = std::size_t{64} << 10;
-  std::vector<std::byte> in(kIn), hole(kIn);
-  std::size_t pos = 0, end = 0;
-  auto fill = [&]() -> bool {  // at least one more byte in `in`
-    if (pos == end) pos = end = 0;
-    if (end == kIn) {
-      std::memmove(in.data(), in.data() + pos, end - pos);
-      end -= pos;
-      pos = 0;
-    }
-    for (;;) {
-      ssize_t r = recv(fd_, in.data() + end, kIn - end, 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return false;
-      end += static_cast<std::size_t>(r);
-      return true;
-    }
-  };
-  std::string why;
-  for (;;) {
-    FrameHeader h;
-    bool ok = true;
-    while (ok && end - pos < sizeof h) {
-      if (pos > 0 && kIn - end < sizeof h) {
-        std::memmove(in.data(), in.data() + pos, end - pos);
-        end -= pos;
-        pos = 0;
-      }
-      ok = fill();
-    }
-    if (!ok) {
-      why = "the connection was closed";
-      break;
-    }
-    std::memcpy(&h, in.data() + pos, sizeof h);
-    pos += sizeof h;
-    if (h.magic != FrameHeader::kMagic || h.bytes > kMaxPayload) {
-      why = "garbled frame on the data connection";
-      break;
-    }
-    if (h.type == FrameType::bye) {
-      got_bye_ = true;
-      continue;
-    }
-    std::byte* dst = sink_->begin_frame(node_, h);
-    std::size_t got = 0;
-    // What is already buffered first, then the rest from the socket in pieces.
-    const std::size_t first = std::min<std::size_t>(h.bytes, end - pos);
-    if (first > 0) {
-      if (dst) std::memcpy(dst, in.data() + pos, first);
-      pos += first;
-      got = first;
-      if (dst && got < h.bytes) sink_->progress(node_, h, got);
-    }
-    while (got < h.bytes) {
-      std::size_t want = std::min<std::size_t>(h.bytes - got, kReadPiece);
-      std::byte* at = dst ? dst + got : hole.data();
-      if (!dst) want = std::min(want, hole.size());
-      ssize_t r = recv(fd_, at, want, 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        ok = false;
-        break;
-      }
-      got += static_cast<std::size_t>(r);
-      if (dst && got < h.bytes) sink_->progress(node_, h, got);
-    }
-    if (!ok) {
-      if (dst) sink_->frame_failed(node_, h);
-      why = "the connection was closed in the middle of a frame";
-      break;
-    }
-    if (dst) sink_->progress(node_, h, got);  // the whole frame (also for zero bytes)
-  }
+bool Connection::end_reading(const std::string& why) {
+  ended_ = true;
+  if (in_frame_ && dst_) sink_->frame_failed(node_, cur_);
+  in_frame_ = false;
   bool ours;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -435,6 +359,68 @@ void Connection::reader_loop() {
   }
   if (!ours) sink_->closed(node_, got_bye_.load(), why);
   kill();
+  return false;
+}
+
+bool Connection::pump(std::size_t budget) {
+  if (ended_) return false;
+  // Small frames usually arrive together (an announcement, then its data): one recv takes them
+  // all into in_; a large payload's remainder is read straight into its destination.
+  std::size_t taken = 0;
+  while (taken < budget) {
+    if (!in_frame_) {
+      if (end_ - pos_ < sizeof(FrameHeader)) {
+        if (pos_ > 0) {  // keep the partial header at the front
+          std::memmove(in_.data(), in_.data() + pos_, end_ - pos_);
+          end_ -= pos_;
+          pos_ = 0;
+        }
+        ssize_t r = recv(fd_, in_.data() + end_, kIn - end_, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+        if (r <= 0) return end_reading(end_ > pos_ ? "the connection was closed in the middle of a frame"
+                                                  : "the connection was closed");
+        end_ += static_cast<std::size_t>(r);
+        taken += static_cast<std::size_t>(r);
+        continue;
+      }
+      std::memcpy(&cur_, in_.data() + pos_, sizeof cur_);
+      pos_ += sizeof cur_;
+      if (cur_.magic != FrameHeader::kMagic || cur_.bytes > kMaxPayload)
+        return end_reading("garbled frame on the data connection");
+      if (cur_.type == FrameType::bye) {
+        got_bye_ = true;
+        continue;
+      }
+      dst_ = sink_->begin_frame(node_, cur_);
+      in_frame_ = true;
+      got_ = 0;
+      // What is already buffered first.
+      const std::size_t first = std::min<std::size_t>(cur_.bytes, end_ - pos_);
+      if (first > 0) {
+        if (dst_) std::memcpy(dst_, in_.data() + pos_, first);
+        pos_ += first;
+        got_ = first;
+        if (dst_ && got_ < cur_.bytes) sink_->progress(node_, cur_, got_);
+      }
+    }
+    if (got_ < cur_.bytes) {  // the rest from the socket, in pieces
+      std::size_t want = std::min<std::size_t>(cur_.bytes - got_, kReadPiece);
+      std::byte* at = dst_ ? dst_ + got_ : hole_.data();
+      if (!dst_) want = std::min(want, hole_.size());
+      ssize_t r = recv(fd_, at, want, MSG_DONTWAIT);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (r <= 0) return end_reading("the connection was closed in the middle of a frame");
+      got_ += static_cast<std::size_t>(r);
+      taken += static_cast<std::size_t>(r);
+      if (dst_ && got_ < cur_.bytes) sink_->progress(node_, cur_, got_);
+      if (got_ < cur_.bytes) continue;
+    }
+    in_frame_ = false;
+    if (dst_) sink_->progress(node_, cur_, got_);  // the whole frame (also for zero bytes)
+  }
+  return true;
 }
 
 } // namespace chorus

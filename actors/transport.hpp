@@ -1,8 +1,10 @@
-// The data plane between two nodes: one TCP connection per pair of nodes, owned by two threads.
-// The writer thread drains a queue of frames, so a peer thread hands over a send and goes on
-// reducing what arrives meanwhile (sending, receiving and reducing overlap); the reader thread
-// reads frames as they come and hands them to a FrameSink piece by piece, so a consumer can reduce
-// the first megabytes of a large frame while the rest is still on the wire.
+// The data plane between two nodes: one TCP connection per pair of nodes. Sends: a writer thread
+// drains a queue of frames, so a peer thread hands over a send and goes on reducing what arrives
+// meanwhile (sending, receiving and reducing overlap); small frames are written inline by the
+// caller when the line is free. Receives: whoever leads the node's Poller (actors/poller.hpp)
+// pumps the connection, which reads what has arrived without blocking and hands frames to a
+// FrameSink piece by piece, so a consumer can reduce the first megabytes of a large frame while
+// the rest is still on the wire.
 // Flow control: the writer blocks on a full socket (TCP backpressure) and the schedules bound how
 // much one op has in flight; every wait on a connection has a deadline.
 #pragma once
@@ -16,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "actors/status.hpp"
 #include "actors/wait.hpp"
@@ -36,7 +39,7 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 32);
 
-// Receives the frames of one connection (called on its reader thread).
+// Receives the frames of one connection (called by the thread that pumps it, one at a time).
 class FrameSink {
  public:
   virtual ~FrameSink() = default;
@@ -64,7 +67,7 @@ struct SendTicket {
 
 class Connection {
  public:
-  // Takes ownership of a connected socket. Starts the reader and writer threads.
+  // Takes ownership of a connected socket. Starts the writer thread; reading is pump()'s.
   Connection(int fd, uint32_t node, FrameSink* sink);
   ~Connection();
   Connection(const Connection&) = delete;
@@ -80,15 +83,22 @@ class Connection {
   // A frame from the caller's memory, preceded on the wire by `preamble` (complete frames, e.g.
   // an announcement): one system call where there would be two.
   std::shared_ptr<SendTicket> post_after(std::string preamble, FrameHeader h, const std::byte* payload);
-  // Sends a bye frame, waits (bounded) for the queue to drain, then shuts the socket and joins.
+  // Sends a bye frame, waits (bounded) for the queue to drain, then shuts the socket.
   void close(std::chrono::milliseconds drain = std::chrono::milliseconds(2000));
-  // Shuts the socket at once: blocked reads and writes return, queued sends fail. Thread-safe.
+  // Shuts the socket at once: blocked writes return, queued sends fail, the next pump() ends the
+  // connection. Thread-safe.
   void kill();
   uint32_t node() const { return node_; }
+  int fd() const { return fd_; }
+
+  // Reads what has arrived (up to about `budget` bytes) without blocking and hands it to the sink.
+  // False once the connection has ended (the sink was told, unless we closed or killed it): it
+  // must not be pumped again. One thread at a time.
+  bool pump(std::size_t budget = std::size_t{4} << 20);
 
  private:
-  void reader_loop();
   void writer_loop();
+  bool end_reading(const std::string& why);  // false, after telling the sink (unless ours)
   std::shared_ptr<SendTicket> enqueue(std::shared_ptr<SendTicket> t);
   // Writes from t->sent on; `wait`: block until done, else stop when the socket is full.
   // False on a broken connection.
@@ -104,7 +114,16 @@ class Connection {
   bool writing_ = false;  // someone (the writer thread or an inline sender) is writing a frame
   std::atomic<bool> dead_{false};
   std::atomic<bool> got_bye_{false};
-  std::thread reader_, writer_;
+  std::thread writer_;
+
+  // Reading state, kept between pumps: buffered bytes in_[pos_, end_), and the frame whose payload
+  // is being read (dst_ null: dropped into hole_).
+  std::vector<std::byte> in_, hole_;
+  std::size_t pos_ = 0, end_ = 0;
+  bool in_frame_ = false, ended_ = false;
+  FrameHeader cur_{};
+  std::byte* dst_ = nullptr;
+  std::size_t got_ = 0;
 };
 
 // Sockets with deadlines. host may be a name or a numeric address.

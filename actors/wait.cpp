@@ -39,6 +39,21 @@ std::chrono::nanoseconds spin_budget_for(unsigned threads) {
 
 void WaitWord::wake() { futex(&value, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr); }
 
+void signal_eventfd(int fd) {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = ::write(fd, &one, sizeof one);  // an eventfd: cannot block or fail short
+}
+
+void WaitWord::sleep(uint32_t seen, Clock::time_point until) {
+  auto now = Clock::now();
+  if (now >= until) return;
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (value.load(std::memory_order_seq_cst) == seen) futex(&value, FUTEX_WAIT_PRIVATE, seen, &ts);
+  sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 bool WaitWord::wait_at_least(uint32_t target, Clock::time_point deadline,
                              std::chrono::nanoseconds spin) {
   if (value.load(std::memory_order_acquire) >= target) return true;

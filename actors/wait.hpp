@@ -16,9 +16,15 @@ std::chrono::nanoseconds spin_budget();
 // since a spinning thread would then keep the one it waits for off the CPU.
 std::chrono::nanoseconds spin_budget_for(unsigned threads);
 
+// Signals an eventfd (adds 1): wakes whoever polls it.
+void signal_eventfd(int fd);
+
 struct alignas(64) WaitWord {
   std::atomic<uint32_t> value{0};
   std::atomic<uint32_t> sleepers{0};
+  // An eventfd to signal when the value rises: a thread waiting for this word while it polls the
+  // network (actors/poller.hpp) sleeps in epoll, not on the futex.
+  std::atomic<int> watcher{-1};
 
   // Raises the value to v (never lowers it: states only move forward) and wakes sleepers.
   void set(uint32_t v) {
@@ -26,12 +32,17 @@ struct alignas(64) WaitWord {
     while (cur < v && !value.compare_exchange_weak(cur, v, std::memory_order_seq_cst)) {
     }
     if (sleepers.load(std::memory_order_seq_cst) != 0) wake();
+    if (int fd = watcher.load(std::memory_order_seq_cst); fd >= 0) signal_eventfd(fd);
   }
   // Waits until value >= target, spinning up to `spin` before sleeping; false on deadline.
   bool wait_at_least(uint32_t target, Clock::time_point deadline, std::chrono::nanoseconds spin);
   bool wait_at_least(uint32_t target, Clock::time_point deadline) {
     return wait_at_least(target, deadline, spin_budget());
   }
+  // Sleeps once: until the value is no longer `seen`, a nudge, or `until`.
+  void sleep(uint32_t seen, Clock::time_point until);
+  // Wakes the sleepers without changing the value (they look again at what they wait for).
+  void nudge() { wake(); }
 
  private:
   void wake();
