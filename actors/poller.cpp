@@ -70,6 +70,7 @@ template <class Done>
 void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
   if (stopped_) return;
   if (watched) watched->watcher.store(efd_, std::memory_order_seq_cst);
+  tl_leads_poller = true;
   epoll_event evs[16];
   while (!done() && !stopping_.load() && Clock::now() < until) {
     int n = epoll_wait(ep_, evs, 16, timeout_ms(until));
@@ -84,6 +85,7 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
       if (!c->pump()) epoll_ctl(ep_, EPOLL_CTL_DEL, c->fd(), nullptr);
     }
   }
+  tl_leads_poller = false;
   if (watched) watched->watcher.store(-1, std::memory_order_seq_cst);
 }
 

@@ -367,9 +367,13 @@ bool Connection::pump(std::size_t budget) {
   // Small frames usually arrive together (an announcement, then its data): one recv takes them
   // all into in_; a large payload's remainder is read straight into its destination.
   std::size_t taken = 0;
+  // A read that got less than it asked for emptied the socket: rather than a read that would only
+  // say so, return (the poll is level-triggered, so anything that comes later is reported).
+  bool drained = false;
   while (taken < budget) {
     if (!in_frame_) {
       if (end_ - pos_ < sizeof(FrameHeader)) {
+        if (drained) return true;
         if (pos_ > 0) {  // keep the partial header at the front
           std::memmove(in_.data(), in_.data() + pos_, end_ - pos_);
           end_ -= pos_;
@@ -380,6 +384,7 @@ bool Connection::pump(std::size_t budget) {
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
         if (r <= 0) return end_reading(end_ > pos_ ? "the connection was closed in the middle of a frame"
                                                   : "the connection was closed");
+        drained = static_cast<std::size_t>(r) < kIn - end_;
         end_ += static_cast<std::size_t>(r);
         taken += static_cast<std::size_t>(r);
         continue;
@@ -405,6 +410,7 @@ bool Connection::pump(std::size_t budget) {
       }
     }
     if (got_ < cur_.bytes) {  // the rest from the socket, in pieces
+      if (drained) return true;
       std::size_t want = std::min<std::size_t>(cur_.bytes - got_, kReadPiece);
       std::byte* at = dst_ ? dst_ + got_ : hole_.data();
       if (!dst_) want = std::min(want, hole_.size());
@@ -412,6 +418,7 @@ bool Connection::pump(std::size_t budget) {
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
       if (r <= 0) return end_reading("the connection was closed in the middle of a frame");
+      drained = static_cast<std::size_t>(r) < want;
       got_ += static_cast<std::size_t>(r);
       taken += static_cast<std::size_t>(r);
       if (dst_ && got_ < cur_.bytes) sink_->progress(node_, cur_, got_);

@@ -39,6 +39,8 @@ std::chrono::nanoseconds spin_budget_for(unsigned threads) {
 
 void WaitWord::wake() { futex(&value, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr); }
 
+thread_local bool tl_leads_poller = false;
+
 void signal_eventfd(int fd) {
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t r = ::write(fd, &one, sizeof one);  // an eventfd: cannot block or fail short

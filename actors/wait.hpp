@@ -18,6 +18,9 @@ std::chrono::nanoseconds spin_budget_for(unsigned threads);
 
 // Signals an eventfd (adds 1): wakes whoever polls it.
 void signal_eventfd(int fd);
+// True on the thread that leads a Poller: the only word with a watcher is its own, and it looks
+// at it after every pump, so it need not signal itself.
+extern thread_local bool tl_leads_poller;
 
 struct alignas(64) WaitWord {
   std::atomic<uint32_t> value{0};
@@ -32,7 +35,7 @@ struct alignas(64) WaitWord {
     while (cur < v && !value.compare_exchange_weak(cur, v, std::memory_order_seq_cst)) {
     }
     if (sleepers.load(std::memory_order_seq_cst) != 0) wake();
-    if (int fd = watcher.load(std::memory_order_seq_cst); fd >= 0) signal_eventfd(fd);
+    if (int fd = watcher.load(std::memory_order_seq_cst); fd >= 0 && !tl_leads_poller) signal_eventfd(fd);
   }
   // Waits until value >= target, spinning up to `spin` before sleeping; false on deadline.
   bool wait_at_least(uint32_t target, Clock::time_point deadline, std::chrono::nanoseconds spin);
