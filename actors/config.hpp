@@ -37,8 +37,11 @@ struct Config {
 
   // The strategy over all peers of all nodes (multi-node mode) for an op among n peers.
   // `separate`: every peer of the op is on a node of its own, so auto may pick the one-shot
-  // all-reduce for small buffers (strategies/oneshot.cpp).
-  Strategy global_strategy(OpKind op, DType dtype, std::size_t count, int n, bool separate = false) const;
+  // all-reduce for small buffers (strategies/oneshot.cpp). `crowded`: those node processes share
+  // one machine and outnumber its hardware threads, so auto counts messages rather than hops.
+  Strategy global_strategy(OpKind op, DType dtype, std::size_t count, int n, bool separate = false,
+                           bool crowded = false) const;
+  static constexpr int kStarPeers = 8;  // crowded small all-reduces go centralized up to this
 
   // Sets the local strategy for every op kind at once.
   Config& with_local_strategy(StrategyChoice s);

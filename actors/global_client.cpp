@@ -333,7 +333,8 @@ std::vector<uint32_t> GlobalClient::rank_nodes(const std::vector<uint32_t>& memb
 
 std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq, OpAnnouncement mine,
                                                     Clock::time_point deadline, std::string label,
-                                                    std::vector<uint32_t> rank_node, uint32_t local_members) {
+                                                    std::vector<uint32_t> rank_node, uint32_t local_members,
+                                                    const std::vector<bool>& reached) {
   auto op = op_for(group, seq, true);
   if (!op) {  // closing, or a sequence number reused
     op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes);
@@ -344,7 +345,7 @@ std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq
   for (uint32_t n : rank_node)
     if (n != topo_.node_id && !seen[n]) {
       seen[n] = true;
-      tell.push_back(n);
+      if (!(n < reached.size() && reached[n]) || !mine.status.is_ok()) tell.push_back(n);
     }
   mine.node = topo_.node_id;
   FrameHeader h;
@@ -425,11 +426,12 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
   std::string error;
   switch (h.type) {
     case FrameType::announce: {
+      // Its own announcement, or another node's that it forwards.
       auto a = decode_announcement(scratch_[node].data(), scratch_[node].size(), error);
-      if (!a || a->node != node)
+      if (!a || a->node >= topo_.num_nodes || a->node == topo_.node_id)
         return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled announcement" +
                                       (a ? " (naming node " + std::to_string(a->node) + ")" : ": " + error));
-      if (auto op = op_for(h.group, h.seq, true)) op->announced(*a);
+      if (auto op = op_for(h.group, h.seq, true)) op->announced(*a, h, scratch_[node]);
       return;
     }
     case FrameType::p2p_data: {

@@ -55,11 +55,13 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::vector<uint32_t> rank_nodes(const std::vector<uint32_t>& members) const;
 
   // Called (under the local server's lock) when every local member has called op (group, seq):
-  // sends `mine` to every other node hosting a member and returns the remote half of the op's
-  // plan. rank_node: rank_nodes() of the op's members.
+  // sends `mine` to the nodes hosting a member that `reached` (by node) does not mark, rides it
+  // along with the data to the others, and returns the remote half of the op's plan. rank_node:
+  // rank_nodes() of the op's members.
   std::shared_ptr<RemoteSteps> begin_op(uint32_t group, uint64_t seq, OpAnnouncement mine,
                                         Clock::time_point deadline, std::string label,
-                                        std::vector<uint32_t> rank_node, uint32_t local_members);
+                                        std::vector<uint32_t> rank_node, uint32_t local_members,
+                                        const std::vector<bool>& reached);
 
   // Point to point with a peer of another node: blocks until the receiver took the data (send)
   // or the data arrived (recv); both sides get the same error when the pair does not match.

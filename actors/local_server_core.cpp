@@ -1,6 +1,7 @@
 #include "actors/local_server_core.hpp"
 
 #include <algorithm>
+#include <thread>
 
 #include "actors/global_client.hpp"
 
@@ -336,13 +337,23 @@ Status LocalServerCore::local_errors(const PendingOp& op) const {
 
 std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const OpShape& shape, int n,
                                                                         const std::vector<uint32_t>& rank_node) {
-  std::vector<bool> hosts(global_->topology().nodes.size(), false);
+  const auto& topo = global_->topology();
+  std::vector<bool> hosts(topo.nodes.size(), false);
   int nodes = 0;
   for (uint32_t k : rank_node)
     if (!hosts[k]) {
       hosts[k] = true;
       ++nodes;
     }
+  // Node processes of this op on this machine outnumbering its hardware threads: they take turns
+  // on the cores, so every message costs CPU time they all wait for (see Config::global_strategy).
+  std::string host, my_host;
+  uint16_t port = 0;
+  split_host_port(topo.nodes[topo.node_id].data_address, my_host, port);
+  unsigned here = 0;
+  for (std::size_t k = 0; k < hosts.size(); ++k)
+    if (hosts[k] && split_host_port(topo.nodes[k].data_address, host, port) && host == my_host) ++here;
+  const bool crowded = here > std::max(1u, std::thread::hardware_concurrency());
   const std::size_t esize = dtype_size(shape.dtype);
   // Several peers on some node: an auto all-reduce, all-gather or reduce-scatter goes through one
   // leader per node, so that only the leaders' exchange crosses the network
@@ -352,7 +363,7 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const O
   const bool hier_kind = shape.kind == OpKind::all_reduce || shape.kind == OpKind::all_gather ||
                          shape.kind == OpKind::reduce_scatter;
   if (hier_kind && auto_or_nccl(config_->global[static_cast<std::size_t>(shape.kind)]) && nodes >= 2 && nodes < n) {
-    Strategy inner = config_->global_strategy(shape.kind, shape.dtype, shape.count, nodes, true);
+    Strategy inner = config_->global_strategy(shape.kind, shape.dtype, shape.count, nodes, true, crowded);
     const std::vector<int> node_of(rank_node.begin(), rank_node.end());
     auto key = std::make_tuple(static_cast<int>(shape.kind), static_cast<int>(inner.algorithm), inner.arity,
                                shape.root, shape.count, esize, node_of);
@@ -364,7 +375,7 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const O
     hier_cache_.emplace(key, cs);
     return cs;
   }
-  Strategy strat = config_->global_strategy(shape.kind, shape.dtype, shape.count, n, nodes == n);
+  Strategy strat = config_->global_strategy(shape.kind, shape.dtype, shape.count, n, nodes == n, crowded);
   return schedule_for({shape.kind, strat, n, shape.root, shape.count, esize});
 }
 
@@ -459,7 +470,25 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   mine.status = s;
   const auto when = deadline();
   std::vector<uint32_t> rank_node = global_->rank_nodes(members);
-  auto remote = global_->begin_op(key.first, seq, mine, when, label, rank_node, static_cast<uint32_t>(local));
+  std::shared_ptr<const CompiledSchedule> cs;
+  if (s) {
+    try {
+      cs = global_schedule(shape, n, rank_node);
+    } catch (const std::exception& e) {
+      s = Status(Errc::internal, label + ": " + e.what());
+      mine.status = s;
+    }
+  }
+  // Every node must see every announcement. Ours rides along with our data frames (and is
+  // forwarded with theirs, see actors/net_op.hpp), so it goes directly only to the nodes that no
+  // chain of the schedule's messages leads to from us; when our peers failed, to every node.
+  const uint32_t me = global_->node_id();
+  std::vector<bool> reached(global_->topology().nodes.size(), false);
+  if (s && cs && !cs->reach.empty())
+    for (int b = 0; b < n; ++b)
+      for (int a = 0; a < n && !reached[rank_node[b]]; ++a)
+        if (rank_node[a] == me && cs->reach[b][a]) reached[rank_node[b]] = true;
+  auto remote = global_->begin_op(key.first, seq, mine, when, label, rank_node, static_cast<uint32_t>(local), reached);
   std::shared_ptr<OpPlan> plan;
   try {
     if (!s) {
@@ -470,7 +499,6 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
                                       CompiledSchedule::compile(std::vector<Program>(static_cast<std::size_t>(n))),
                                       when, label, remote, static_cast<unsigned>(local));
     } else {
-      auto cs = global_schedule(shape, n, rank_node);
       plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
                                       when, label, remote, static_cast<unsigned>(local));
     }

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "strategies/reduce_kernels.hpp"
+#include "strategies/simulate.hpp"
 
 namespace chorus {
 
@@ -38,6 +39,7 @@ std::shared_ptr<const CompiledSchedule> CompiledSchedule::compile(std::vector<Pr
     if (send_count[i] != recv_count[i])
       throw std::logic_error("schedule has an unpaired or size-mismatched send/receive");
   cs->num_slots = ids.size();
+  if (programs.size() <= CompiledSchedule::kReachPeers) cs->reach = causal_reach(programs);
   cs->programs = std::move(programs);
   return cs;
 }

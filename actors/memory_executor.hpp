@@ -20,6 +20,11 @@ struct CompiledSchedule {
   std::vector<Program> programs;
   std::vector<std::vector<uint32_t>> slot_of_step;  // [peer][flat step index]
   std::size_t num_slots = 0;
+  // reach[p][q]: a chain of the schedule's messages leads from peer q to peer p (what an op's
+  // announcements can ride along, actors/net_op.hpp). Only for up to kReachPeers peers; empty
+  // beyond (then nothing is assumed to reach anyone).
+  std::vector<std::vector<bool>> reach;
+  static constexpr std::size_t kReachPeers = 64;
   // Throws std::logic_error when sends and receives do not pair up.
   static std::shared_ptr<const CompiledSchedule> compile(std::vector<Program> programs);
 };

@@ -1,5 +1,6 @@
 #include "actors/net_op.hpp"
 
+#include <cstring>
 #include <limits>
 #include <thread>
 
@@ -13,15 +14,40 @@ constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
 
 NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes)
     : client_(std::move(client)), group_(group), seq_(seq), my_node_(client_->node_id()), ann_(num_nodes),
-      gone_(num_nodes, false) {}
+      gone_(num_nodes, false), ann_frame_(num_nodes), sent_(num_nodes, std::vector<bool>(num_nodes, false)) {}
+
+namespace {
+std::string whole_frame(FrameHeader h, const std::string& body) {
+  h.bytes = body.size();
+  std::string f(reinterpret_cast<const char*>(&h), sizeof h);
+  return f + body;
+}
+} // namespace
+
+std::string NetOp::bundle_for_locked(uint32_t node) {
+  std::string out;
+  for (uint32_t o = 0; o < ann_frame_.size(); ++o)
+    if (o != node && !ann_frame_[o].empty() && !sent_[node][o]) {
+      out += ann_frame_[o];
+      sent_[node][o] = true;
+    }
+  return out;
+}
+
+void NetOp::spread_locked() {
+  if (!launched_) return;  // we know nothing we must pass on yet; launch() spreads if need be
+  for (uint32_t n = 0; n < ann_.size(); ++n) {
+    if (n == my_node_ || !takes_part_[n]) continue;
+    to_tell_[n] = false;
+    if (std::string b = bundle_for_locked(n); !b.empty()) client_->connection(n)->post_frames(std::move(b));
+  }
+}
 
 void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers,
                    std::vector<uint32_t> rank_node, FrameHeader announce_header, std::string announce_body,
                    std::vector<uint32_t> tell) {
   std::lock_guard<std::mutex> lk(mu_);
-  ann_header_ = announce_header;
-  ann_header_.bytes = announce_body.size();
-  ann_body_ = std::move(announce_body);
+  ann_frame_[my_node_] = whole_frame(announce_header, announce_body);
   to_tell_.assign(ann_.size(), false);
   for (uint32_t n : tell) to_tell_[n] = true;
   rank_node_ = std::move(rank_node);
@@ -29,6 +55,7 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
   for (uint32_t n : rank_node_) takes_part_[n] = true;
   launched_ = true;
   deadline_ = deadline;
+  spread_at_ = std::min(deadline, Clock::now() + kSpreadAfter);
   label_ = std::move(label);
   local_peers_ = local_peers;
   ann_[my_node_] = std::move(mine);
@@ -36,6 +63,7 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
     if (k != my_node_ && ann_[k]) stop_if_doomed_locked(*ann_[k]);
   ann_word_.set(ann_word_.value.load() + 1);
   wake_if_stopped_locked();
+  if (abort_ && !lost_) spread_locked();  // stopped before it started: nobody may wait for our forwards
 }
 
 void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs) {
@@ -45,6 +73,7 @@ void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs) {
   // everywhere still reports the same error).
   if (!theirs.status.is_ok()) abort_ = Status(theirs.status.code(), label_ + ": node " + std::to_string(theirs.node) + " failed");
   else if (auto s = compare_announcements(*ann_[my_node_], theirs, seq_); !s) abort_ = s;
+  if (abort_) spread_locked();
 }
 
 void NetOp::wake_if_stopped_locked() {
@@ -144,10 +173,11 @@ void NetOp::release_offered(int p) {
   }
 }
 
-void NetOp::announced(const OpAnnouncement& a) {
+void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::string& frame) {
   std::lock_guard<std::mutex> lk(mu_);
   if (a.node >= ann_.size() || ann_[a.node]) return;
   ann_[a.node] = a;
+  ann_frame_[a.node] = whole_frame(h, frame);
   stop_if_doomed_locked(a);
   wake_if_stopped_locked();
   uint32_t v = ann_word_.value.load();
@@ -156,11 +186,27 @@ void NetOp::announced(const OpAnnouncement& a) {
 
 Status NetOp::stopped_locked() const { return abort_ ? *abort_ : Status::ok(); }
 
-void NetOp::abort(const Status& why) {
+bool NetOp::await(WaitWord& w, uint32_t target) {
+  Poller& poller = client_->poller();
+  if (!spread_.load() && Clock::now() < spread_at_ && poller.wait(w, target, std::min(spread_at_, deadline_)))
+    return true;
+  // Slow: maybe a node on the path of our forwards is stuck. Everything we know goes to every
+  // node now, well before the deadline, so every node can still name the same culprit.
+  if (!spread_.exchange(true)) {
+    std::lock_guard<std::mutex> lk(mu_);
+    spread_locked();
+  }
+  return poller.wait(w, target, deadline_);
+}
+
+void NetOp::stop(const Status& why, bool spread) {
   std::vector<std::shared_ptr<Incoming>> recs;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!abort_) abort_ = why;
+    if (!abort_) {
+      abort_ = why;
+      if (spread) spread_locked();
+    }
     for (auto& [slot, rec] : in_) recs.push_back(rec);
   }
   for (auto& r : recs) r->word.set(kTop);
@@ -171,7 +217,7 @@ void NetOp::node_lost(const Status& why) {
     std::lock_guard<std::mutex> lk(mu_);
     if (!lost_) lost_ = why;
   }
-  abort(why);
+  stop(why, false);
   ann_word_.set(kTop);
 }
 
@@ -197,7 +243,8 @@ void NetOp::flush() {
   for (uint32_t n = 0; n < to_tell_.size(); ++n)
     if (to_tell_[n]) {
       to_tell_[n] = false;
-      client_->connection(n)->post_owned(ann_header_, ann_body_);
+      sent_[n][my_node_] = true;
+      client_->connection(n)->post_frames(ann_frame_[my_node_]);
     }
 }
 
@@ -213,14 +260,11 @@ void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_
   // this op to that node.
   std::lock_guard<std::mutex> lk(mu_);
   std::shared_ptr<SendTicket> ticket;
-  if (to_tell_[node]) {
-    to_tell_[node] = false;
-    std::string pre(reinterpret_cast<const char*>(&ann_header_), sizeof(FrameHeader));
-    pre += ann_body_;
+  to_tell_[node] = false;
+  if (std::string pre = bundle_for_locked(node); !pre.empty())
     ticket = client_->connection(node)->post_after(std::move(pre), h, data);
-  } else {
+  else
     ticket = client_->connection(node)->post(h, data);
-  }
   out_[slot] = Outgoing{std::move(ticket), node};
 }
 
@@ -277,7 +321,7 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
     }
     if (rec->started.load(std::memory_order_acquire) && rec->got.load(std::memory_order_acquire) >= upto)
       return rec->data;
-    if (!client_->poller().wait(rec->word, g + 1, deadline_)) {
+    if (!await(rec->word, g + 1)) {
       bool never = false;
       {
         std::lock_guard<std::mutex> lk(mu_);
@@ -316,7 +360,7 @@ Status NetOp::conclude(int p, Status local) {
       for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (takes_part_[k] && !ann_[k] && !gone_[k]);
       waiting = waiting && !lost_;
     }
-    if (!waiting || !client_->poller().wait(ann_word_, g + 1, deadline_)) break;
+    if (!waiting || !await(ann_word_, g + 1)) break;
   }
   Status result;
   bool last = false;

@@ -1,6 +1,13 @@
 // One collective op as the global client sees it: the announcements of every node, the transfers
 // that arrive from other nodes (possibly before this node's peers have called the op), and the
-// sends this node has queued. Peer threads reach it through RemoteSteps; the poller's pumping feeds it.
+// sends this node has queued.
+// Every node must see every node's announcement before it concludes the op. Announcements ride
+// along with data: each data frame to a node is preceded by every announcement we know and have
+// not yet sent it (ours and those others sent us), so where the schedule's messages lead from
+// every node to every other (an all-reduce, an all-gather) no announcement travels alone. Ours
+// goes alone only to the nodes no chain of messages reaches from us, and to everyone when the op
+// stops early or takes long (everything we know then goes to every node, so nobody waits for a
+// forward that will not come, e.g. behind a node that never calls). Peer threads reach it through RemoteSteps; the poller's pumping feeds it.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -35,7 +42,8 @@ class NetOp : public RemoteSteps {
   std::byte* incoming_frame(uint32_t node, const FrameHeader& h);
   void incoming_progress(uint32_t slot, std::size_t got);
   void incoming_failed(uint32_t slot);  // nothing will write to the slot again
-  void announced(const OpAnnouncement& a);
+  // `frame`: the announcement's body as it came (header h), to forward.
+  void announced(const OpAnnouncement& a, const FrameHeader& h, const std::string& frame);
   void node_lost(const Status& why);
   // Sends our announcement to every node still owed it (before anyone waits, or at once when this
   // node's peers failed).
@@ -51,7 +59,7 @@ class NetOp : public RemoteSteps {
                                  Status& error) override;
   void done_with(uint32_t slot) override;
   bool offer_destination(uint32_t slot, int p, std::byte* dst, std::size_t bytes) override;
-  void abort(const Status& why) override;
+  void abort(const Status& why) override { stop(why, true); }
   Status conclude(int p, Status local) override;
 
  private:
@@ -81,6 +89,16 @@ class NetOp : public RemoteSteps {
   // ours; needs our own announcement (so also called from launch for those that came first).
   void stop_if_doomed_locked(const OpAnnouncement& theirs);
   void wake_if_stopped_locked();  // wakes every receive wait once the op is stopped
+  // Stops the op; `spread`: tells every node everything we know (not when a node is lost: then
+  // every node fails the op anyway, and the connections may be going).
+  void stop(const Status& why, bool spread);
+  // The announcements `node` has not had from us yet, as whole frames (never its own).
+  std::string bundle_for_locked(uint32_t node);
+  void spread_locked();  // every known announcement to every node taking part
+  // Waits (leading the poller) until w reaches target or the deadline; spreads what we know once
+  // the op has taken longer than kSpreadAfter.
+  bool await(WaitWord& w, uint32_t target);
+  static constexpr std::chrono::milliseconds kSpreadAfter{20};
 
   std::shared_ptr<GlobalClient> client_;
   uint32_t group_;
@@ -91,6 +109,8 @@ class NetOp : public RemoteSteps {
   WaitWord ann_word_;                               // announcements so far; the top on node loss
   bool launched_ = false;
   Clock::time_point deadline_{};
+  Clock::time_point spread_at_{};
+  std::atomic<bool> spread_{false};  // await() spread once
   std::string label_;
   uint32_t local_peers_ = 0, concluded_ = 0;
   std::map<uint32_t, std::shared_ptr<Incoming>> in_;
@@ -100,9 +120,9 @@ class NetOp : public RemoteSteps {
   std::vector<bool> gone_;  // by node: left in order (see node_left)
   std::vector<uint32_t> rank_node_;  // by op rank (set at launch)
   std::vector<bool> takes_part_;     // by node
-  FrameHeader ann_header_{};
-  std::string ann_body_;
-  std::vector<bool> to_tell_;        // by node: our announcement not sent yet
+  std::vector<std::string> ann_frame_;  // by node: its announcement as a whole frame, once known
+  std::vector<std::vector<bool>> sent_;  // [to node][origin]: that announcement went to that node
+  std::vector<bool> to_tell_;        // by node: ours must go there directly and has not yet
 
   Status gone_status_;
 };

@@ -222,6 +222,24 @@ std::shared_ptr<SendTicket> Connection::post_after(std::string preamble, FrameHe
   return enqueue(std::move(t));
 }
 
+std::shared_ptr<SendTicket> Connection::post_frames(std::string frames) {
+  // The last frame is the ticket's own; those before it its preamble.
+  std::size_t at = 0, last = 0;
+  FrameHeader h;
+  while (at + sizeof h <= frames.size()) {
+    std::memcpy(&h, frames.data() + at, sizeof h);
+    last = at;
+    at += sizeof h + h.bytes;
+  }
+  auto t = std::make_shared<SendTicket>();
+  std::memcpy(&t->header, frames.data() + last, sizeof h);
+  t->owned = frames.substr(last + sizeof h);
+  t->payload = reinterpret_cast<const std::byte*>(t->owned.data());
+  frames.resize(last);
+  t->preamble = std::move(frames);
+  return enqueue(std::move(t));
+}
+
 std::shared_ptr<SendTicket> Connection::post_owned(FrameHeader h, std::string payload) {
   auto t = std::make_shared<SendTicket>();
   t->owned = std::move(payload);

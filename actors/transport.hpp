@@ -83,6 +83,8 @@ class Connection {
   // A frame from the caller's memory, preceded on the wire by `preamble` (complete frames, e.g.
   // an announcement): one system call where there would be two.
   std::shared_ptr<SendTicket> post_after(std::string preamble, FrameHeader h, const std::byte* payload);
+  // Whole frames (header and payload each) as they are, in one write.
+  std::shared_ptr<SendTicket> post_frames(std::string frames);
   // Sends a bye frame, waits (bounded) for the queue to drain, then shuts the socket.
   void close(std::chrono::milliseconds drain = std::chrono::milliseconds(2000));
   // Shuts the socket at once: blocked writes return, queued sends fail, the next pump() ends the

@@ -1,5 +1,8 @@
 #include "bench/op_runner.hpp"
 
+#include <algorithm>
+#include <thread>
+
 namespace chorus::bench {
 
 namespace {
@@ -51,8 +54,11 @@ std::string resolved_strategy(const Options& o, const Config& cfg, const Layout&
     if (several && (kind == OpKind::all_gather || kind == OpKind::reduce_scatter)) return "hier";
     const bool hier = kind == OpKind::all_reduce && several;
     const int among = static_cast<int>(hier ? o.nodes : o.peers);
+    // Nodes listening on loopback all run here: crowded when they outnumber the hardware threads.
+    const bool local = o.node_address.rfind("127.", 0) == 0 || o.node_address == "localhost";
+    const bool crowded = local && o.nodes > std::max(1u, std::thread::hardware_concurrency());
     const std::string s =
-        to_string(cfg.global_strategy(kind, o.dtype, l.block, among, hier || o.peers == o.nodes));
+        to_string(cfg.global_strategy(kind, o.dtype, l.block, among, hier || o.peers == o.nodes, crowded));
     return hier ? "hier+" + s : s;
   }
   return to_string(cfg.local_strategy(kind, o.dtype, l.block, static_cast<int>(o.peers)));

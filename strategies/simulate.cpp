@@ -111,8 +111,9 @@ struct PeerState {
 
 class Simulator {
  public:
-  Simulator(const std::vector<Program>& programs, SimResult& result, const SimOptions& options)
-      : programs_(programs), res_(result), options_(options), n_(programs.size()),
+  Simulator(const std::vector<Program>& programs, SimResult& result, const SimOptions& options,
+            bool structure_only = false)
+      : programs_(programs), res_(result), options_(options), structure_only_(structure_only), n_(programs.size()),
         words_((n_ + 63) / 64), peers_(n_), knowledge_(n_, std::vector<uint64_t>(words_, 0)) {
     for (std::size_t p = 0; p < n_; ++p) {
       knowledge_[p][p / 64] |= uint64_t{1} << (p % 64);
@@ -146,10 +147,12 @@ class Simulator {
       case Phase::post:
         for (const Step& st : steps) {
           if (st.kind != StepKind::send) continue;
-          const auto from = res_.work[p].begin() + static_cast<std::ptrdiff_t>(st.offset);
           Message m{static_cast<std::size_t>(st.peer), ps.round, data_.size(), st.count,
                     know_.size(), ps.clock, p};
-          data_.insert(data_.end(), from, from + static_cast<std::ptrdiff_t>(st.count));
+          if (!structure_only_) {
+            const auto from = res_.work[p].begin() + static_cast<std::ptrdiff_t>(st.offset);
+            data_.insert(data_.end(), from, from + static_cast<std::ptrdiff_t>(st.count));
+          }
           know_.insert(know_.end(), knowledge_[p].begin(), knowledge_[p].end());
           channel(p, m.dst).ids.push_back(messages_.size());
           ps.pending.push_back(messages_.size());
@@ -168,6 +171,10 @@ class Simulator {
         }
         const Step& st = steps[ps.step];
         auto& w = res_.work[p];
+        if (structure_only_ && (st.kind == StepKind::copy || st.kind == StepKind::reduce)) {
+          ++ps.step;
+          return true;
+        }
         if (st.kind == StepKind::copy) {
           std::copy_n(w.begin() + static_cast<std::ptrdiff_t>(st.src_offset), st.count,
                       w.begin() + static_cast<std::ptrdiff_t>(st.offset));
@@ -192,7 +199,7 @@ class Simulator {
         }
         ++ch.head;
         const int64_t* in = data_.data() + m.data;
-        for (std::size_t i = 0; i < st.count; ++i) {
+        for (std::size_t i = 0; i < (structure_only_ ? 0 : st.count); ++i) {
           auto& d = w[st.offset + i];
           d = combine(st.kind, d, in[i]);
         }
@@ -276,6 +283,7 @@ class Simulator {
   const std::vector<Program>& programs_;
   SimResult& res_;
   const SimOptions& options_;
+  const bool structure_only_;  // causal_reach: messages and knowledge, no data
   std::size_t n_, words_;
   std::vector<PeerState> peers_;
   std::vector<std::vector<uint64_t>> knowledge_;  // per peer: bitset of peers heard from
@@ -302,6 +310,16 @@ SimResult simulate(const std::vector<Program>& programs,
   if (!res.error.empty()) return res;
   Simulator(programs, res, options).run();
   return res;
+}
+
+std::vector<std::vector<bool>> causal_reach(const std::vector<Program>& programs) {
+  SimResult res;
+  res.work.assign(programs.size(), {});
+  SimOptions network;
+  network.buffered_sends = true;
+  Simulator(programs, res, network, true).run();
+  if (!res.ok()) return {};
+  return res.heard_from;
 }
 
 } // namespace chorus

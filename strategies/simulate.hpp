@@ -46,4 +46,9 @@ SimResult simulate(const std::vector<Program>& programs,
                    const std::vector<std::vector<int64_t>>& initial_work,
                    const SimOptions& options = {});
 
+// Who hears from whom by the end (SimResult::heard_from: a chain of messages led from q to p),
+// from the schedule's messages alone, without moving data (so for any count), under network
+// semantics. Empty when the schedule cannot run to its end.
+std::vector<std::vector<bool>> causal_reach(const std::vector<Program>& programs);
+
 } // namespace chorus

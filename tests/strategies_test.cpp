@@ -252,7 +252,7 @@ TEST(Schedule, OneShotAllReduce) {
 
 // Auto picks one-shot only across nodes (every peer in its own process), for all_reduce, while
 // the n - 1 buffers each peer takes in stay under the auto threshold; never in a configuration.
-TEST(Schedule, AutoPicksOneShotAcrossNodesForSmallInflow) {
+TEST(Schedule, AutoPicksOneShotAcrossNodesForSmallInflowUnlessCrowded) {
   Config c;
   const std::size_t t = c.auto_threshold_bytes;
   EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, true).algorithm, Algorithm::oneshot);
@@ -262,6 +262,11 @@ TEST(Schedule, AutoPicksOneShotAcrossNodesForSmallInflow) {
   EXPECT_NE(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, false).algorithm, Algorithm::oneshot);
   EXPECT_NE(c.global_strategy(OpKind::all_reduce, DType::f32, 1 << 20, 2, true).algorithm, Algorithm::oneshot);
   EXPECT_NE(c.global_strategy(OpKind::broadcast, DType::f32, 256, 2, true).algorithm, Algorithm::oneshot);
+  // Node processes crowding one machine: messages count, so a star beyond two nodes.
+  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, true, true).algorithm, Algorithm::oneshot);
+  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 4, true, true).algorithm, Algorithm::centralized);
+  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, Config::kStarPeers + 1, true, true).algorithm,
+            Algorithm::tree);
   c.with_global_strategy(*parse_strategy("ring"));
   EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, true).algorithm, Algorithm::ring);
   EXPECT_FALSE(parse_strategy("oneshot").has_value());
@@ -331,6 +336,26 @@ TEST(Schedule, HierarchicalWithOneShotBetweenLeadersUnderMixedSemantics) {
           ASSERT_TRUE(r.ok()) << what << ": " << r.error;
           ASSERT_EQ(check_result(sp, r), "") << what;
         }
+}
+
+// The causal reach of a schedule, computed without data, is what a full simulation finds; an
+// all-reduce reaches everyone, a reduce does not reach the leaves from each other.
+TEST(Schedule, CausalReachMatchesTheSimulation) {
+  for (OpKind op : kOps)
+    for (const Strategy& strategy : kStrategies)
+      for (int n : {1, 2, 4, 7})
+        for (std::size_t count : {std::size_t{1}, std::size_t{33}}) {
+          const ScheduleParams sp{op, strategy, n, n - 1, count, 4};
+          const auto programs = make_schedule(sp);
+          const SimResult r = simulate(programs, initial_work(op, n, count), buffered_sends());
+          ASSERT_TRUE(r.ok()) << describe(sp) << ": " << r.error;
+          ASSERT_EQ(causal_reach(programs), r.heard_from) << describe(sp);
+        }
+  const auto all = causal_reach(make_schedule({OpKind::all_reduce, Strategy{Algorithm::centralized, 2}, 4, 0, 8, 4}));
+  for (const auto& row : all) EXPECT_EQ(row, std::vector<bool>(4, true));
+  const auto red = causal_reach(make_schedule({OpKind::reduce, Strategy{Algorithm::centralized, 2}, 4, 0, 8, 4}));
+  EXPECT_EQ(red[0], std::vector<bool>(4, true));
+  EXPECT_EQ(red[1], (std::vector<bool>{false, true, false, false}));
 }
 
 TEST(Schedule, IsDeterministic) {
