@@ -1,5 +1,7 @@
 #include "actors/transport.hpp"
 
+#include "actors/tls_channel.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -180,7 +182,8 @@ Status write_exact(int fd, const void* p, std::size_t n, Clock::time_point deadl
 
 // ---- Connection ----
 
-Connection::Connection(int fd, uint32_t node, FrameSink* sink) : fd_(fd), node_(node), sink_(sink) {
+Connection::Connection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls)
+    : fd_(fd), node_(node), sink_(sink), tls_(std::move(tls)) {
   writer_ = std::thread([this] { writer_loop(); });
   reader_ = std::thread([this] { reader_loop(); });
 }
@@ -245,7 +248,7 @@ std::shared_ptr<SendTicket> Connection::enqueue(std::shared_ptr<SendTicket> t) {
   // The line is free and the frame small: write it from this thread (no writer wake-up), as far as
   // the socket takes it without blocking; the writer thread finishes what is left.
   const bool ok = write_ticket(*t, false);
-  const bool whole = ok && t->sent == t->total();
+  const bool whole = ok && t->written();
   bool wake;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -264,6 +267,7 @@ std::shared_ptr<SendTicket> Connection::enqueue(std::shared_ptr<SendTicket> t) {
 }
 
 bool Connection::write_ticket(SendTicket& t, bool wait) {
+  if (tls_) return write_ticket_tls(t, wait);
   // On the wire: the preamble (whole frames), the header, the prefix (if any), the payload.
   const std::size_t amble = t.preamble.size(), pre = t.prefix.size();
   const std::size_t body = t.header.bytes - pre;
@@ -297,6 +301,61 @@ bool Connection::write_ticket(SendTicket& t, bool wait) {
     t.sent += static_cast<std::size_t>(r);
   }
   return true;
+}
+
+bool Connection::write_ticket_tls(SendTicket& t, bool wait) {
+  // The same bytes as write_ticket, encrypted a piece at a time into t.cipher; a piece's records
+  // are all written before the next piece is encrypted, and what an inline send could not write
+  // stays in the ticket for the writer thread.
+  constexpr std::size_t kPiece = std::size_t{64} << 10;   // plaintext encrypted per lock
+  constexpr std::size_t kRecord = std::size_t{16} << 10;  // TLS's largest record
+  const std::size_t amble = t.preamble.size(), pre = t.prefix.size();
+  const std::size_t total = t.total();
+  // The contiguous plaintext at offset `at` of preamble, header, prefix, payload.
+  auto span = [&](std::size_t at, const char*& p) -> std::size_t {
+    const char* base[] = {t.preamble.data(), reinterpret_cast<const char*>(&t.header), t.prefix.data(),
+                          reinterpret_cast<const char*>(t.payload)};
+    const std::size_t len[] = {amble, sizeof(FrameHeader), pre, t.header.bytes - pre};
+    std::size_t i = 0;
+    while (at >= len[i]) at -= len[i++];  // at < total: ends within the payload at the latest
+    p = base[i] + at;
+    return len[i] - at;
+  };
+  for (;;) {
+    while (t.cipher_sent < t.cipher.size()) {
+      ssize_t r = send(fd_, t.cipher.data() + t.cipher_sent, t.cipher.size() - t.cipher_sent,
+                       MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && !wait && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (r <= 0) return false;
+      t.cipher_sent += static_cast<std::size_t>(r);
+    }
+    t.cipher.clear();
+    t.cipher_sent = 0;
+    if (t.sent == total) return true;
+    const char* p = nullptr;
+    std::size_t n = span(t.sent, p);
+    std::string why;
+    bool ok;
+    if (n >= kRecord || t.sent + n == total) {
+      n = std::min(n, kPiece);
+      ok = tls_->encrypt(p, n, t.cipher, why);
+    } else {
+      // Small parts (the header, a prefix, a preamble) go with the start of what follows, so a
+      // small frame is one record rather than one per part.
+      char gather[kRecord];
+      n = 0;
+      for (std::size_t at = t.sent; n < kRecord && at < total;) {
+        std::size_t k = std::min(span(at, p), kRecord - n);
+        std::memcpy(gather + n, p, k);
+        n += k;
+        at += k;
+      }
+      ok = tls_->encrypt(gather, n, t.cipher, why);
+    }
+    if (!ok) return false;
+    t.sent += n;
+  }
 }
 
 void Connection::close(std::chrono::milliseconds drain) {
@@ -349,6 +408,21 @@ void Connection::reader_loop() {
   constexpr std::size_t kIn = std::size_t{64} << 10;
   std::vector<std::byte> in(kIn), hole(kIn);
   std::size_t pos = 0, end = 0;
+  // recv, or under TLS the plaintext of what arrives: ciphertext is read into `cipher` and
+  // decrypted straight into the destination.
+  std::vector<std::byte> cipher(tls_ ? kIn : 0);
+  std::string tls_error;
+  auto read_some = [&](std::byte* p, std::size_t n) -> ssize_t {
+    if (!tls_) return recv(fd_, p, n, 0);
+    for (;;) {
+      const long got = tls_->decrypt(p, n, tls_error);
+      if (got < 0) errno = EPROTO;
+      if (got != 0) return got;
+      const ssize_t r = recv(fd_, cipher.data(), cipher.size(), 0);
+      if (r <= 0) return r;
+      tls_->feed(cipher.data(), static_cast<std::size_t>(r));
+    }
+  };
   auto fill = [&]() -> bool {  // at least one more byte in `in`
     if (pos == end) pos = end = 0;
     if (end == kIn) {
@@ -357,7 +431,7 @@ void Connection::reader_loop() {
       pos = 0;
     }
     for (;;) {
-      ssize_t r = recv(fd_, in.data() + end, kIn - end, 0);
+      ssize_t r = read_some(in.data() + end, kIn - end);
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) return false;
       end += static_cast<std::size_t>(r);
@@ -404,7 +478,7 @@ void Connection::reader_loop() {
       std::size_t want = std::min<std::size_t>(h.bytes - got, kReadPiece);
       std::byte* at = dst ? dst + got : hole.data();
       if (!dst) want = std::min(want, hole.size());
-      ssize_t r = recv(fd_, at, want, 0);
+      ssize_t r = read_some(at, want);
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) {
         ok = false;
@@ -420,6 +494,7 @@ void Connection::reader_loop() {
     }
     if (dst) sink_->progress(node_, h, got);  // the whole frame (also for zero bytes)
   }
+  if (!tls_error.empty()) why += " (TLS: " + tls_error + ")";
   bool ours;
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -60,12 +60,20 @@ struct SendTicket {
   std::string prefix;    // written between header and payload (counted in header.bytes)
   std::size_t total() const { return preamble.size() + sizeof(FrameHeader) + header.bytes; }
   std::size_t sent = 0;  // bytes of header + payload already written (an inline send may stop short)
+  // TLS: records encrypted from the bytes before `sent`, not all written yet (the next writer
+  // sends the rest before encrypting more, so records never reorder).
+  std::string cipher;
+  std::size_t cipher_sent = 0;
+  bool written() const { return sent == total() && cipher.empty(); }
 };
+
+class TlsChannel;
 
 class Connection {
  public:
-  // Takes ownership of a connected socket. Starts the reader and writer threads.
-  Connection(int fd, uint32_t node, FrameSink* sink);
+  // Takes ownership of a connected socket (and of its TLS session, if any: then every byte is
+  // encrypted). Starts the reader and writer threads.
+  Connection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -93,10 +101,12 @@ class Connection {
   // Writes from t->sent on; `wait`: block until done, else stop when the socket is full.
   // False on a broken connection.
   bool write_ticket(SendTicket& t, bool wait);
+  bool write_ticket_tls(SendTicket& t, bool wait);
 
   int fd_;
   uint32_t node_;
   FrameSink* sink_;
+  std::unique_ptr<TlsChannel> tls_;  // null: plain TCP
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<SendTicket>> queue_;
