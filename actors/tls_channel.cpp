@@ -72,6 +72,54 @@ Status recv_some(int fd, void* p, std::size_t n, Clock::time_point deadline, std
 
 } // namespace
 
+// The channel's BIO: writes append to the channel's current output string, reads take what the
+// socket delivered into the channel's input buffer; nothing is there: retry (OpenSSL then asks
+// for more with SSL_ERROR_WANT_READ).
+struct TlsBio {
+  static TlsChannel& of(BIO* b) { return *static_cast<TlsChannel*>(BIO_get_data(b)); }
+  static int write(BIO* b, const char* p, std::size_t n, std::size_t* written) {
+    TlsChannel& c = of(b);
+    (c.out_ ? *c.out_ : c.stray_).append(p, n);
+    *written = n;
+    return 1;
+  }
+  static int read(BIO* b, char* p, std::size_t n, std::size_t* got) {
+    TlsChannel& c = of(b);
+    BIO_clear_retry_flags(b);
+    const std::size_t k = std::min(n, c.in_end_ - c.in_pos_);
+    *got = k;
+    if (k == 0) {
+      BIO_set_retry_read(b);
+      return 0;
+    }
+    std::memcpy(p, c.in_.data() + c.in_pos_, k);
+    c.in_pos_ += k;
+    return 1;
+  }
+  static long ctrl(BIO* b, int cmd, long, void*) {
+    if (cmd == BIO_CTRL_FLUSH) return 1;
+    if (cmd == BIO_CTRL_PENDING) return static_cast<long>(of(b).in_end_ - of(b).in_pos_);
+    return 0;
+  }
+  static int create(BIO* b) {
+    BIO_set_init(b, 1);
+    return 1;
+  }
+  static const BIO_METHOD* method() {
+    static BIO_METHOD* m = [] {
+      BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "chorus data connection");
+      if (m) {
+        BIO_meth_set_write_ex(m, write);
+        BIO_meth_set_read_ex(m, read);
+        BIO_meth_set_ctrl(m, ctrl);
+        BIO_meth_set_create(m, create);
+      }
+      return m;
+    }();
+    return m;
+  }
+};
+
 Result<std::shared_ptr<TlsContext>> TlsContext::load(const std::string& certificate, const std::string& key,
                                                      const std::string& ca) {
   std::shared_ptr<TlsContext> c(new TlsContext);
@@ -97,51 +145,48 @@ Result<std::shared_ptr<TlsContext>> TlsContext::load(const std::string& certific
 
 TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
-TlsChannel::~TlsChannel() { SSL_free(ssl_); }  // frees the BIOs too
+TlsChannel::~TlsChannel() { SSL_free(ssl_); }  // frees the BIO too
 
 Result<std::unique_ptr<TlsChannel>> TlsChannel::handshake(const TlsContext& ctx, int fd, bool server,
                                                           Clock::time_point deadline) {
   std::unique_ptr<TlsChannel> ch(new TlsChannel);
   ERR_clear_error();
   ch->ssl_ = SSL_new(ctx.native());
-  ch->rbio_ = BIO_new(BIO_s_mem());
-  ch->wbio_ = BIO_new(BIO_s_mem());
-  if (!ch->ssl_ || !ch->rbio_ || !ch->wbio_) {
-    BIO_free(ch->rbio_);  // not yet owned by the SSL object
-    BIO_free(ch->wbio_);
-    return Status(Errc::internal, "TLS: cannot create a session: " + openssl_errors());
-  }
+  const BIO_METHOD* method = TlsBio::method();
+  BIO* bio = ch->ssl_ && method ? BIO_new(method) : nullptr;
+  if (!bio) return Status(Errc::internal, "TLS: cannot create a session: " + openssl_errors());
+  BIO_set_data(bio, ch.get());
   SSL* ssl = ch->ssl_;
-  SSL_set_bio(ssl, ch->rbio_, ch->wbio_);
+  SSL_set_bio(ssl, bio, bio);  // one BIO both ways: the SSL object owns its one reference
   if (server) SSL_set_accept_state(ssl);
   else SSL_set_connect_state(ssl);
-  std::vector<char> in(16 << 10);
   for (;;) {
+    std::string flight;
     ERR_clear_error();
+    ch->out_ = &flight;
     const int rc = SSL_do_handshake(ssl);
+    ch->out_ = nullptr;
     const int err = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, rc);
     const bool going = err == SSL_ERROR_NONE || err == SSL_ERROR_WANT_READ;
     const std::string why = going ? std::string() : failure_text(ssl, err);
     // What the handshake produced goes out first: our next flight, or on failure the alert that
     // tells the other side why we hang up (best effort, briefly).
-    if (BIO_ctrl_pending(ch->wbio_) > 0) {
-      char* data = nullptr;
-      const long len = BIO_get_mem_data(ch->wbio_, &data);
+    if (!flight.empty()) {
       const auto until = going ? deadline : std::min(deadline, Clock::now() + std::chrono::milliseconds(500));
-      Status s = write_exact(fd, data, static_cast<std::size_t>(len), until);
-      (void)BIO_reset(ch->wbio_);
+      Status s = write_exact(fd, flight.data(), flight.size(), until);
       if (!s && going)
         return Status(s.code() == Errc::timeout ? Errc::timeout : Errc::auth_failed, "TLS handshake: " + s.message());
     }
     if (err == SSL_ERROR_NONE) break;
     if (!going) return Status(Errc::auth_failed, "TLS handshake failed: " + why);
-    std::size_t got = 0;
-    Status s = recv_some(fd, in.data(), in.size(), deadline, got);
+    std::size_t room = 0, got = 0;
+    char* at = ch->input(room);
+    Status s = recv_some(fd, at, room, deadline, got);
     if (!s) return Status(s.code(), "TLS handshake: " + s.message());
     if (got == 0)
       return Status(Errc::auth_failed,
                     "TLS handshake failed: the other side closed the connection (no TLS there, or it refused our certificate)");
-    BIO_write(ch->rbio_, in.data(), static_cast<int>(got));
+    ch->received(got);
   }
   // SSL_VERIFY_PEER already failed the handshake otherwise; checked again so that no setting can
   // let an unauthenticated peer through.
@@ -153,22 +198,35 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::handshake(const TlsContext& ctx,
 bool TlsChannel::encrypt(const void* p, std::size_t n, std::string& out, std::string& why) {
   if (n == 0) return true;  // SSL_write refuses empty writes; there is nothing to send
   std::lock_guard<std::mutex> lk(mu_);
+  if (!stray_.empty()) {
+    out += stray_;
+    stray_.clear();
+  }
   ERR_clear_error();
   std::size_t written = 0;
-  if (SSL_write_ex(ssl_, p, n, &written) != 1 || written != n) {
-    why = failure_text(ssl_, SSL_get_error(ssl_, 0));
-    return false;
-  }
-  char* data = nullptr;
-  const long len = BIO_get_mem_data(wbio_, &data);
-  out.append(data, static_cast<std::size_t>(len));
-  (void)BIO_reset(wbio_);
-  return true;
+  out_ = &out;
+  const bool ok = SSL_write_ex(ssl_, p, n, &written) == 1 && written == n;
+  out_ = nullptr;
+  if (!ok) why = failure_text(ssl_, SSL_get_error(ssl_, 0));
+  return ok;
 }
 
-void TlsChannel::feed(const void* p, std::size_t n) {
+char* TlsChannel::input(std::size_t& room) {
+  constexpr std::size_t kIn = std::size_t{64} << 10;
   std::lock_guard<std::mutex> lk(mu_);
-  BIO_write(rbio_, p, static_cast<int>(n));  // a memory BIO takes everything
+  if (in_.size() != kIn) in_.resize(kIn);
+  if (in_pos_ > 0) {  // OpenSSL takes what it needs as it goes: usually nothing is left
+    std::memmove(in_.data(), in_.data() + in_pos_, in_end_ - in_pos_);
+    in_end_ -= in_pos_;
+    in_pos_ = 0;
+  }
+  room = kIn - in_end_;
+  return in_.data() + in_end_;
+}
+
+void TlsChannel::received(std::size_t n) {
+  std::lock_guard<std::mutex> lk(mu_);
+  in_end_ += n;
 }
 
 long TlsChannel::decrypt(void* p, std::size_t n, std::string& why) {
@@ -196,7 +254,6 @@ Status TlsChannel::write_all(int fd, const void* p, std::size_t n, Clock::time_p
 }
 
 Status TlsChannel::read_exact(int fd, void* p, std::size_t n, Clock::time_point deadline) {
-  std::vector<char> in(16 << 10);
   std::size_t done = 0;
   while (done < n) {
     std::string why;
@@ -206,10 +263,11 @@ Status TlsChannel::read_exact(int fd, void* p, std::size_t n, Clock::time_point 
       done += static_cast<std::size_t>(got);
       continue;
     }
-    std::size_t r = 0;
-    if (auto s = recv_some(fd, in.data(), in.size(), deadline, r); !s) return s;
+    std::size_t room = 0, r = 0;
+    char* at = input(room);
+    if (auto s = recv_some(fd, at, room, deadline, r); !s) return s;
     if (r == 0) return {Errc::unreachable, "the connection was closed"};
-    feed(in.data(), r);
+    received(r);
   }
   return Status::ok();
 }

@@ -408,19 +408,26 @@ void Connection::reader_loop() {
   constexpr std::size_t kIn = std::size_t{64} << 10;
   std::vector<std::byte> in(kIn), hole(kIn);
   std::size_t pos = 0, end = 0;
-  // recv, or under TLS the plaintext of what arrives: ciphertext is read into `cipher` and
-  // decrypted straight into the destination.
-  std::vector<std::byte> cipher(tls_ ? kIn : 0);
+  // recv, or under TLS the plaintext of what arrives, decrypted straight into the destination.
   std::string tls_error;
   auto read_some = [&](std::byte* p, std::size_t n) -> ssize_t {
     if (!tls_) return recv(fd_, p, n, 0);
+    // As much as has arrived, like recv: more ciphertext is waited for only while nothing was
+    // decrypted yet (fewer, larger progress reports).
+    std::size_t total = 0;
     for (;;) {
-      const long got = tls_->decrypt(p, n, tls_error);
-      if (got < 0) errno = EPROTO;
-      if (got != 0) return got;
-      const ssize_t r = recv(fd_, cipher.data(), cipher.size(), 0);
-      if (r <= 0) return r;
-      tls_->feed(cipher.data(), static_cast<std::size_t>(r));
+      const long got = tls_->decrypt(p + total, n - total, tls_error);
+      if (got < 0) {
+        errno = EPROTO;
+        return -1;
+      }
+      total += static_cast<std::size_t>(got);
+      if (total == n) return static_cast<ssize_t>(total);
+      std::size_t room = 0;
+      char* at = tls_->input(room);
+      const ssize_t r = recv(fd_, at, room, total ? MSG_DONTWAIT : 0);
+      if (r <= 0) return total ? static_cast<ssize_t>(total) : r;
+      tls_->received(static_cast<std::size_t>(r));
     }
   };
   auto fill = [&]() -> bool {  // at least one more byte in `in`
