@@ -284,6 +284,8 @@ std::string exchange(bool tls) {
     int bytes = 16 << 10;
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
   }
+  std::vector<std::string> keep;  // payloads posted by pointer: they outlive the connections
+  keep.reserve(16);
   Sink sink_a, sink_b;
   auto a = std::make_unique<Connection>(p.client, 1, &sink_a, std::move(p.client_tls));
   auto b = std::make_unique<Connection>(p.server, 0, &sink_b, std::move(p.server_tls));
@@ -292,8 +294,6 @@ std::string exchange(bool tls) {
   // a prefix, a frame behind a preamble frame, and many small inline frames.
   std::vector<std::vector<Sent>> sent(2);
   std::vector<std::vector<std::shared_ptr<SendTicket>>> tickets(2);
-  std::vector<std::string> keep;  // payloads posted by pointer stay alive until the end
-  keep.reserve(16);
   for (int dir = 0; dir < 2; ++dir) {
     Connection& c = dir == 0 ? *a : *b;
     auto& out = sent[dir];
@@ -475,10 +475,10 @@ TEST(TlsTransport, AlteredByteOnTheWireBreaksTheConnection) {
   Pair p = connect_pair(ca, cb, Clock::now() + 10s);
   ASSERT_TRUE(p.client_tls && p.server_tls) << p.client_status.to_string() << " / " << p.server_status.to_string();
   p.proxy->corrupt_at = p.proxy->forwarded(0) + 5000;  // inside the first record of the frame below
+  const std::string data = pattern(1 << 20, 7);  // outlives the connections that send from it
   Sink sink_a, sink_b;
   Connection a(p.client, 1, &sink_a, std::move(p.client_tls));
   Connection b(p.server, 0, &sink_b, std::move(p.server_tls));
-  const std::string data = pattern(1 << 20, 7);
   FrameHeader h;
   h.slot = 9;
   h.bytes = data.size();
