@@ -1,7 +1,5 @@
 #include "actors/transport.hpp"
 
-#include "actors/tls_channel.hpp"
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "actors/status.hpp"
+#include "actors/tls_channel.hpp"
 #include "actors/wait.hpp"
 
 namespace chorus {
@@ -66,8 +67,6 @@ struct SendTicket {
   std::size_t cipher_sent = 0;
   bool written() const { return sent == total() && cipher.empty(); }
 };
-
-class TlsChannel;
 
 class Connection {
  public:
