@@ -10,6 +10,7 @@
 
 #include "actors/net_op.hpp"
 #include "actors/orchestrator.hpp"
+#include "actors/tls_channel.hpp"
 #include "actors/wire_codec.hpp"
 #include "chorus.capnp.h"
 
@@ -75,23 +76,29 @@ std::optional<Hello> decode_hello(const std::string& bytes, std::string& error) 
   });
 }
 
-Status send_hello(int fd, const TopologyData& t, Clock::time_point deadline) {
+// The hello travels inside the TLS session when there is one.
+Status send_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_point deadline) {
   FrameHeader h;
   h.type = FrameType::hello;
   std::string body = encode_hello(t.collective, t.node_id, t.token);
   h.bytes = body.size();
-  if (auto s = write_exact(fd, &h, sizeof h, deadline); !s) return s;
-  return write_exact(fd, body.data(), body.size(), deadline);
+  std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
+  frame += body;
+  return tls ? tls->write_all(fd, frame.data(), frame.size(), deadline)
+             : write_exact(fd, frame.data(), frame.size(), deadline);
 }
 
 // Reads one hello frame and checks it belongs to this collective; returns the sender's node id.
-Status read_hello(int fd, const TopologyData& t, Clock::time_point deadline, uint32_t& node) {
+Status read_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_point deadline, uint32_t& node) {
+  auto read = [&](void* p, std::size_t n) {
+    return tls ? tls->read_exact(fd, p, n, deadline) : read_exact(fd, p, n, deadline);
+  };
   FrameHeader h;
-  if (auto s = read_exact(fd, &h, sizeof h, deadline); !s) return s;
+  if (auto s = read(&h, sizeof h); !s) return s;
   if (h.magic != FrameHeader::kMagic || h.type != FrameType::hello || h.bytes > 4096)
     return {Errc::invalid_argument, "garbled hello frame"};
   std::string body(h.bytes, '\0');
-  if (auto s = read_exact(fd, body.data(), body.size(), deadline); !s) return s;
+  if (auto s = read(body.data(), body.size()); !s) return s;
   std::string error;
   auto hello = decode_hello(body, error);
   if (!hello) return {Errc::invalid_argument, error};
@@ -218,38 +225,70 @@ Status GlobalClient::connect_all(const Config& config, int listen_fd) {
       if (fd >= 0) ::close(fd);
     return s;
   };
-  // Lower ids accept, higher ids connect: every pair gets exactly one connection.
+  // With TLS files, every data connection is TLS with the same certificate, key and CA as the
+  // control channel (mutually authenticated); never a silent fallback to plain TCP.
+  std::shared_ptr<TlsContext> tls;
+  if (!config.tls_certificate.empty() || !config.tls_key.empty() || !config.tls_ca.empty()) {
+    auto ctx = TlsContext::load(config.tls_certificate, config.tls_key, config.tls_ca);
+    if (!ctx) return ctx.status();
+    tls = std::move(*ctx);
+  }
+  std::vector<std::unique_ptr<TlsChannel>> channels(n);
+  // Lower ids accept (the TLS servers), higher ids connect: every pair gets exactly one connection.
   for (uint32_t j = 0; j < me; ++j) {
+    const std::string name = "node " + std::to_string(j);
     std::string host;
     uint16_t port = 0;
     if (!split_host_port(topo_.nodes[j].data_address, host, port))
-      return fail({Errc::internal, "node " + std::to_string(j) + " has data address '" + topo_.nodes[j].data_address + "'"});
+      return fail({Errc::internal, name + " has data address '" + topo_.nodes[j].data_address + "'"});
     if (auto s = tcp_connect(host, port, deadline, fds[j]); !s)
-      return fail({s.code(), "data connection to node " + std::to_string(j) + ": " + s.message()});
+      return fail({s.code(), "data connection to " + name + ": " + s.message()});
+    if (tls) {
+      auto ch = TlsChannel::handshake(*tls, fds[j], /*server=*/false, deadline);
+      if (!ch) {
+        const Errc code = ch.status().code() == Errc::timeout ? Errc::timeout : Errc::auth_failed;
+        return fail({code, "data connection to " + name + ": " + ch.status().message()});
+      }
+      channels[j] = std::move(*ch);
+    }
     uint32_t who = 0;
-    if (auto s = send_hello(fds[j], topo_, deadline); !s) return fail(s);
-    if (auto s = read_hello(fds[j], topo_, deadline, who); !s || who != j)
-      return fail({Errc::auth_failed, "node " + std::to_string(j) + " answered the data hello wrongly"});
+    if (auto s = send_hello(fds[j], channels[j].get(), topo_, deadline); !s)
+      return fail({s.code(), "data hello to " + name + ": " + s.message()});
+    // Under TLS 1.3 a node that refuses our certificate says so here (its alert), not in the handshake.
+    if (auto s = read_hello(fds[j], channels[j].get(), topo_, deadline, who); !s || who != j)
+      return fail({Errc::auth_failed, name + " answered the data hello wrongly" + (s ? "" : ": " + s.message())});
   }
   for (uint32_t waiting = n - 1 - me; waiting > 0;) {
     int fd = -1;
     if (auto s = tcp_accept(listen_fd, deadline, fd); !s)
       return fail({Errc::timeout, "node " + std::to_string(me) + ": " + std::to_string(waiting) +
                                       " data connection(s) never arrived within the timeout"});
+    // A stranger (no TLS or a foreign certificate, wrong token, garbage) is turned away without
+    // disturbing the nodes still to come.
+    std::unique_ptr<TlsChannel> ch;
+    if (tls) {
+      auto r = TlsChannel::handshake(*tls, fd, /*server=*/true, deadline);
+      if (!r) {
+        ::close(fd);
+        continue;
+      }
+      ch = std::move(*r);
+    }
     uint32_t who = 0;
-    // A stranger (wrong token, garbage) is turned away without disturbing the nodes still to come.
-    if (!read_hello(fd, topo_, deadline, who) || who < me || fds[who] >= 0 || !send_hello(fd, topo_, deadline)) {
+    if (!read_hello(fd, ch.get(), topo_, deadline, who) || who < me || fds[who] >= 0 ||
+        !send_hello(fd, ch.get(), topo_, deadline)) {
       ::close(fd);
       continue;
     }
     fds[who] = fd;
+    channels[who] = std::move(ch);
     --waiting;
   }
   conns_.resize(n);
   std::vector<Connection*> all;
   for (uint32_t j = 0; j < n; ++j)
     if (j != me) {
-      conns_[j] = std::make_unique<Connection>(fds[j], j, this);
+      conns_[j] = std::make_unique<Connection>(fds[j], j, this, std::move(channels[j]));
       all.push_back(conns_[j].get());
     }
   poller_.start(all);

@@ -182,8 +182,8 @@ Status write_exact(int fd, const void* p, std::size_t n, Clock::time_point deadl
 
 // ---- Connection ----
 
-Connection::Connection(int fd, uint32_t node, FrameSink* sink)
-    : fd_(fd), node_(node), sink_(sink), in_(kIn), hole_(kIn) {
+Connection::Connection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls)
+    : fd_(fd), node_(node), sink_(sink), tls_(std::move(tls)), in_(kIn), hole_(kIn) {
   // Named so that profiles and debuggers tell the data plane's threads apart.
   writer_ = std::thread([this] {
     pthread_setname_np(pthread_self(), ("chorus-wr" + std::to_string(node_)).c_str());
@@ -268,7 +268,7 @@ std::shared_ptr<SendTicket> Connection::enqueue(std::shared_ptr<SendTicket> t) {
   // The line is free and the frame small: write it from this thread (no writer wake-up), as far as
   // the socket takes it without blocking; the writer thread finishes what is left.
   const bool ok = write_ticket(*t, false);
-  const bool whole = ok && t->sent == t->total();
+  const bool whole = ok && t->written();
   bool wake;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -287,6 +287,7 @@ std::shared_ptr<SendTicket> Connection::enqueue(std::shared_ptr<SendTicket> t) {
 }
 
 bool Connection::write_ticket(SendTicket& t, bool wait) {
+  if (tls_) return write_ticket_tls(t, wait);
   // On the wire: the preamble (whole frames), the header, the prefix (if any), the payload.
   const std::size_t amble = t.preamble.size(), pre = t.prefix.size();
   const std::size_t body = t.header.bytes - pre;
@@ -320,6 +321,61 @@ bool Connection::write_ticket(SendTicket& t, bool wait) {
     t.sent += static_cast<std::size_t>(r);
   }
   return true;
+}
+
+bool Connection::write_ticket_tls(SendTicket& t, bool wait) {
+  // The same bytes as write_ticket, encrypted a piece at a time into t.cipher; a piece's records
+  // are all written before the next piece is encrypted, and what an inline send could not write
+  // stays in the ticket for the writer thread.
+  constexpr std::size_t kPiece = std::size_t{64} << 10;   // plaintext encrypted per lock
+  constexpr std::size_t kRecord = std::size_t{16} << 10;  // TLS's largest record
+  const std::size_t amble = t.preamble.size(), pre = t.prefix.size();
+  const std::size_t total = t.total();
+  // The contiguous plaintext at offset `at` of preamble, header, prefix, payload.
+  auto span = [&](std::size_t at, const char*& p) -> std::size_t {
+    const char* base[] = {t.preamble.data(), reinterpret_cast<const char*>(&t.header), t.prefix.data(),
+                          reinterpret_cast<const char*>(t.payload)};
+    const std::size_t len[] = {amble, sizeof(FrameHeader), pre, t.header.bytes - pre};
+    std::size_t i = 0;
+    while (at >= len[i]) at -= len[i++];  // at < total: ends within the payload at the latest
+    p = base[i] + at;
+    return len[i] - at;
+  };
+  for (;;) {
+    while (t.cipher_sent < t.cipher.size()) {
+      ssize_t r = send(fd_, t.cipher.data() + t.cipher_sent, t.cipher.size() - t.cipher_sent,
+                       MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && !wait && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (r <= 0) return false;
+      t.cipher_sent += static_cast<std::size_t>(r);
+    }
+    t.cipher.clear();
+    t.cipher_sent = 0;
+    if (t.sent == total) return true;
+    const char* p = nullptr;
+    std::size_t n = span(t.sent, p);
+    std::string why;
+    bool ok;
+    if (n >= kRecord || t.sent + n == total) {
+      n = std::min(n, kPiece);
+      ok = tls_->encrypt(p, n, t.cipher, why);
+    } else {
+      // Small parts (the header, a prefix, a preamble) go with the start of what follows, so a
+      // small frame is one record rather than one per part.
+      char gather[kRecord];
+      n = 0;
+      for (std::size_t at = t.sent; n < kRecord && at < total;) {
+        std::size_t k = std::min(span(at, p), kRecord - n);
+        std::memcpy(gather + n, p, k);
+        n += k;
+        at += k;
+      }
+      ok = tls_->encrypt(gather, n, t.cipher, why);
+    }
+    if (!ok) return false;
+    t.sent += n;
+  }
 }
 
 void Connection::close(std::chrono::milliseconds drain) {
@@ -366,7 +422,31 @@ void Connection::writer_loop() {
   }
 }
 
-bool Connection::end_reading(const std::string& why) {
+ssize_t Connection::read_some(std::byte* p, std::size_t n) {
+  if (!tls_) return recv(fd_, p, n, MSG_DONTWAIT);
+  // Under TLS: the plaintext of every whole record that has arrived, decrypted straight into p.
+  // Returns short only when the socket has nothing more, so epoll (on the socket) still tells
+  // when to come back: no decryptable record is left waiting inside the channel.
+  std::size_t total = 0;
+  for (;;) {
+    const long got = tls_->decrypt(p + total, n - total, tls_error_);
+    if (got < 0) {
+      errno = EPROTO;
+      return -1;
+    }
+    total += static_cast<std::size_t>(got);
+    if (total == n) return static_cast<ssize_t>(total);
+    std::size_t room = 0;
+    char* at = tls_->input(room);
+    const ssize_t r = recv(fd_, at, room, MSG_DONTWAIT);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return total ? static_cast<ssize_t>(total) : r;
+    tls_->received(static_cast<std::size_t>(r));
+  }
+}
+
+bool Connection::end_reading(const std::string& reason) {
+  const std::string why = tls_error_.empty() ? reason : reason + " (TLS: " + tls_error_ + ")";
   ended_ = true;
   if (in_frame_ && dst_) sink_->frame_failed(node_, cur_);
   in_frame_ = false;
@@ -397,7 +477,7 @@ bool Connection::pump(std::size_t budget) {
           end_ -= pos_;
           pos_ = 0;
         }
-        ssize_t r = recv(fd_, in_.data() + end_, kIn - end_, MSG_DONTWAIT);
+        ssize_t r = read_some(in_.data() + end_, kIn - end_);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
         if (r <= 0) return end_reading(end_ > pos_ ? "the connection was closed in the middle of a frame"
@@ -432,7 +512,7 @@ bool Connection::pump(std::size_t budget) {
       std::size_t want = std::min<std::size_t>(cur_.bytes - got_, kReadPiece);
       std::byte* at = dst_ ? dst_ + got_ : hole_.data();
       if (!dst_) want = std::min(want, hole_.size());
-      ssize_t r = recv(fd_, at, want, MSG_DONTWAIT);
+      ssize_t r = read_some(at, want);
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
       if (r <= 0) return end_reading("the connection was closed in the middle of a frame");

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "actors/status.hpp"
+#include "actors/tls_channel.hpp"
 #include "actors/wait.hpp"
 
 namespace chorus {
@@ -63,12 +64,18 @@ struct SendTicket {
   std::string prefix;    // written between header and payload (counted in header.bytes)
   std::size_t total() const { return preamble.size() + sizeof(FrameHeader) + header.bytes; }
   std::size_t sent = 0;  // bytes of header + payload already written (an inline send may stop short)
+  // TLS: records encrypted from the bytes before `sent`, not all written yet (the next writer
+  // sends the rest before encrypting more, so records never reorder).
+  std::string cipher;
+  std::size_t cipher_sent = 0;
+  bool written() const { return sent == total() && cipher.empty(); }
 };
 
 class Connection {
  public:
-  // Takes ownership of a connected socket. Starts the writer thread; reading is pump()'s.
-  Connection(int fd, uint32_t node, FrameSink* sink);
+  // Takes ownership of a connected socket (and of its TLS session, if any: then every byte is
+  // encrypted). Starts the writer thread; reading is pump()'s.
+  Connection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -101,14 +108,18 @@ class Connection {
  private:
   void writer_loop();
   bool end_reading(const std::string& why);  // false, after telling the sink (unless ours)
+  // recv without blocking, or under TLS the plaintext of what has arrived.
+  ssize_t read_some(std::byte* p, std::size_t n);
   std::shared_ptr<SendTicket> enqueue(std::shared_ptr<SendTicket> t);
   // Writes from t->sent on; `wait`: block until done, else stop when the socket is full.
   // False on a broken connection.
   bool write_ticket(SendTicket& t, bool wait);
+  bool write_ticket_tls(SendTicket& t, bool wait);
 
   int fd_;
   uint32_t node_;
   FrameSink* sink_;
+  std::unique_ptr<TlsChannel> tls_;  // null: plain TCP
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<SendTicket>> queue_;
@@ -126,6 +137,7 @@ class Connection {
   FrameHeader cur_{};
   std::byte* dst_ = nullptr;
   std::size_t got_ = 0;
+  std::string tls_error_;  // why decryption failed, for the connection's end
 };
 
 // Sockets with deadlines. host may be a name or a numeric address.

@@ -100,9 +100,10 @@ Orchestrator start_orchestrator(const std::string& dir, const Options& o) {
     return r;
   }
   // The secret travels in CHORUS_SECRET (set by the caller), not on the command line.
-  r.pid = spawn(path, {path, "--port", "0", "--nodes", std::to_string(o.nodes), "--host", "127.0.0.1",
-                       "--timeout-ms", std::to_string(o.timeout_ms)},
-                fds[1], fds[0]);
+  std::vector<std::string> args{path, "--port", "0", "--nodes", std::to_string(o.nodes), "--host", "127.0.0.1",
+                                "--timeout-ms", std::to_string(o.timeout_ms)};
+  if (o.tls()) args.insert(args.end(), {"--tls-cert", o.tls_cert, "--tls-key", o.tls_key, "--tls-ca", o.tls_ca});
+  r.pid = spawn(path, args, fds[1], fds[0]);
   close(fds[1]);
   if (r.pid < 0) {
     close(fds[0]);

@@ -161,6 +161,11 @@ std::string usage(std::string_view program) {
     "                     port 0: a free one)\n"
     "  --secret S         the orchestrator's shared secret (default: the CHORUS_SECRET environment\n"
     "                     variable; the launcher makes a random one for its own orchestrator)\n"
+    "  --tls-cert F       TLS (PEM files, all three together): this node's certificate, its key and\n"
+    "  --tls-key F        the CA that signed every node's and the orchestrator's certificate. The\n"
+    "  --tls-ca F         control channel and the data connections between nodes are then TLS,\n"
+    "                     mutually authenticated; the launcher gives the same files to its\n"
+    "                     orchestrator and to every node it starts\n"
     "\n"
     "Columns: size (B), count (elements), type, redop, root (-1: unrooted), time (us per iteration\n"
     "of the slowest peer, mean over ITERS), algbw = size / time (GB/s), busbw = algbw x factor\n"
@@ -204,7 +209,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
     static constexpr std::string_view known[] = {
         "--op", "--peers", "--dtype", "--redop", "--strategy", "-b", "--minbytes", "-e", "--maxbytes",
         "-f", "--stepfactor", "-n", "--iters", "-w", "--warmup_iters", "--root", "-c", "--check",
-        "--timeout-ms", "--device", "--gpus", "--group", "--nodes", "--orchestrator", "--node-address", "--secret"};
+        "--timeout-ms", "--device", "--gpus", "--group", "--nodes", "--orchestrator", "--node-address", "--secret",
+        "--tls-cert", "--tls-key", "--tls-ca"};
     if (std::find(std::begin(known), std::end(known), flag) == std::end(known))
       return fail("unknown flag " + std::string(args[i]));
     auto v = next();
@@ -295,6 +301,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
       o.node_address = vs;
     } else if (flag == "--secret") {
       o.secret = vs;
+    } else if (flag == "--tls-cert" || flag == "--tls-key" || flag == "--tls-ca") {
+      if (vs.empty()) return fail(f + " needs a file");
+      (flag == "--tls-cert" ? o.tls_cert : flag == "--tls-key" ? o.tls_key : o.tls_ca) = vs;
     } else if (flag == "--gpus") {
       auto n = parse_int<uint32_t>(vs);
       if (!n || *n < 1 || *n > 1024) return fail("--gpus " + vs + ": need an integer in [1, 1024]");
@@ -323,6 +332,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     if (!o.orchestrator.empty()) return fail("--orchestrator needs --nodes M (the nodes of the collective)");
     if (!o.node_address.empty()) return fail("--node-address needs --nodes M and --orchestrator HOST:PORT");
     if (!o.secret.empty()) return fail("--secret needs --nodes M (it is the orchestrator's secret)");
+    if (o.tls()) return fail("--tls-cert, --tls-key and --tls-ca need --nodes M (TLS between node processes)");
   } else {
     if (!o.group.empty())
       return fail("--group is not supported with --nodes: groups across nodes are not supported yet");
@@ -330,6 +340,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
       return fail("--orchestrator needs --node-address HOST (where the other nodes reach this one)");
     if (o.orchestrator.empty() && !o.node_address.empty())
       return fail("--node-address needs --orchestrator HOST:PORT (the launcher picks 127.0.0.1 itself)");
+    if (o.tls() && (o.tls_cert.empty() || o.tls_key.empty() || o.tls_ca.empty()))
+      return fail("TLS needs --tls-cert, --tls-key and --tls-ca together");
   }
   // A joined node checks --root against the real peer total once it has registered.
   if (is_rooted(o.op) && o.root >= o.participants() && o.orchestrator.empty())

@@ -55,6 +55,10 @@ struct Options {
   std::string orchestrator;  // HOST:PORT of a running chorus-orchestrator
   std::string node_address;  // host this node's data connections listen on
   std::string secret;        // --secret, or CHORUS_SECRET; empty: none
+  // TLS (all three or none): the control channel and every data connection between nodes; the
+  // launcher gives the same files to its orchestrator and its nodes.
+  std::string tls_cert, tls_key, tls_ca;
+  bool tls() const { return !tls_cert.empty() || !tls_key.empty() || !tls_ca.empty(); }
   bool multi_node() const { return nodes > 0; }
   bool launcher() const { return nodes > 0 && orchestrator.empty(); }
   // Peers taking part in the sweep: the group's size, or every peer (of every node, assuming

@@ -37,9 +37,9 @@ void print_preamble(const Options& o, unsigned hardware_threads, const NodesInfo
               static_cast<long long>(o.timeout_ms));
   if (nodes)
     std::printf("#  %u nodes (one process each, one thread per peer; %u peer%s on rank 0's node), "
-                "global strategy, orchestrator %s; %u hardware threads here\n",
+                "global strategy, orchestrator %s%s; %u hardware threads here\n",
                 nodes->nodes, nodes->local_peers, nodes->local_peers == 1 ? "" : "s", nodes->orchestrator.c_str(),
-                hardware_threads);
+                o.tls() ? ", TLS (control and data)" : "", hardware_threads);
   else
     std::printf("#  one thread per peer on one in-process Runtime; %u hardware threads\n", hardware_threads);
   if (!o.group.empty()) {

@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# openssl and iproute2: the multi-node tests make TLS certificates and network namespaces.
-packages=(cmake make g++ pkg-config libcaf-dev libcaf-openssl0.17 capnproto libcapnp-dev libgtest-dev openssl iproute2)
+# libssl-dev: TLS on the data connections. openssl and iproute2: the multi-node tests make TLS
+# certificates and network namespaces.
+packages=(cmake make g++ pkg-config libcaf-dev libcaf-openssl0.17 capnproto libcapnp-dev libgtest-dev libssl-dev openssl iproute2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

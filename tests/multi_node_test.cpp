@@ -339,8 +339,9 @@ TEST_F(MultiNode, MismatchedConfigurationNamesTheField) {
   EXPECT_FALSE(nodes[1].exited_ok());
 }
 
-// TLS on the control plane: a CA signs the daemon's and the nodes' certificates; nodes with them
-// run, a node without TLS or with a certificate from another CA is turned away with an error.
+// TLS: a CA signs the daemon's and the nodes' certificates; nodes with them run (the control
+// channel and every data connection between the three nodes are TLS), a node without TLS or with a
+// certificate from another CA is turned away with an error.
 TEST_F(MultiNode, TlsWithMutuallyAuthenticatedCertificates) {
   if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl command to make certificates";
   char tmpl[] = "/tmp/chorus-tls-XXXXXX";
@@ -362,14 +363,14 @@ TEST_F(MultiNode, TlsWithMutuallyAuthenticatedCertificates) {
     return std::vector<std::string>{"--tls-cert", d + "/" + who + ".pem", "--tls-key", d + "/" + who + ".key",
                                     "--tls-ca", d + "/" + ca + ".pem"};
   };
-  start_orchestrator(2, files("orch", "ca"));
-  auto nodes = run_nodes({files("node", "ca"), files("node", "ca")},
+  start_orchestrator(3, files("orch", "ca"));
+  auto nodes = run_nodes({files("node", "ca"), files("node", "ca"), files("node", "ca")},
                          {"--peers", "2", "--scenario", "mixed", "--ops", "50", "--timeout-ms", "5000"});
-  expect_all_ok(nodes, 4, 50);
+  expect_all_ok(nodes, 6, 50);
   // Turned away, each with an error and within its timeout: no TLS at all, and a foreign CA.
   for (auto extra : {std::vector<std::string>{}, files("stranger", "otherca")}) {
     auto t0 = std::chrono::steady_clock::now();
-    extra.insert(extra.end(), {"--nodes", "2", "--peers", "1", "--scenario", "mixed", "--ops", "5", "--timeout-ms", "2000"});
+    extra.insert(extra.end(), {"--nodes", "3", "--peers", "1", "--scenario", "mixed", "--ops", "5", "--timeout-ms", "2000"});
     auto bad = run_nodes({extra}, {}, 15000ms);
     EXPECT_FALSE(bad[0].exited_ok()) << dump(bad);
     EXPECT_NE(bad[0].output.find("PEER ? ERR"), std::string::npos) << dump(bad);
