@@ -1,7 +1,6 @@
 #include "actors/local_server_core.hpp"
 
 #include <algorithm>
-#include <thread>
 
 #include "actors/global_client.hpp"
 
@@ -347,13 +346,16 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const O
     }
   // Node processes of this op on this machine outnumbering its hardware threads: they take turns
   // on the cores, so every message costs CPU time they all wait for (see Config::global_strategy).
-  std::string host, my_host;
-  uint16_t port = 0;
-  split_host_port(topo.nodes[topo.node_id].data_address, my_host, port);
+  if (same_host_.empty()) {
+    std::string host, my_host;
+    uint16_t port = 0;
+    split_host_port(topo.nodes[topo.node_id].data_address, my_host, port);
+    for (const auto& node : topo.nodes)
+      same_host_.push_back(split_host_port(node.data_address, host, port) && host == my_host);
+  }
   unsigned here = 0;
-  for (std::size_t k = 0; k < hosts.size(); ++k)
-    if (hosts[k] && split_host_port(topo.nodes[k].data_address, host, port) && host == my_host) ++here;
-  const bool crowded = here > std::max(1u, std::thread::hardware_concurrency());
+  for (std::size_t k = 0; k < hosts.size(); ++k) here += hosts[k] && same_host_[k];
+  const bool crowded = here > hardware_threads();
   const std::size_t esize = dtype_size(shape.dtype);
   // Several peers on some node: an auto all-reduce, all-gather or reduce-scatter goes through one
   // leader per node, so that only the leaders' exchange crosses the network

@@ -46,6 +46,7 @@ class LocalServerCore {
   void set_global(std::shared_ptr<GlobalClient> g) {
     std::lock_guard<std::mutex> lk(mu_);
     global_ = std::move(g);
+    same_host_.clear();
   }
   // Fails everything in flight with `why` and answers every later request with it.
   void close(Status why);
@@ -133,6 +134,7 @@ class LocalServerCore {
   std::map<std::tuple<int, int, int, int, std::size_t, std::size_t, std::vector<int>>,
            std::shared_ptr<const CompiledSchedule>>
       hier_cache_;
+  std::vector<bool> same_host_;  // by node: its data address names this node's host (global ops)
 };
 
 } // namespace chorus

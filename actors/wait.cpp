@@ -32,9 +32,13 @@ std::chrono::nanoseconds spin_budget() {
   return budget;
 }
 
-std::chrono::nanoseconds spin_budget_for(unsigned threads) {
+unsigned hardware_threads() {
   static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return threads <= cores ? spin_budget() : std::chrono::nanoseconds(0);
+  return cores;
+}
+
+std::chrono::nanoseconds spin_budget_for(unsigned threads) {
+  return threads <= hardware_threads() ? spin_budget() : std::chrono::nanoseconds(0);
 }
 
 void WaitWord::wake() { futex(&value, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr); }

@@ -10,6 +10,8 @@ namespace chorus {
 
 using Clock = std::chrono::steady_clock;
 
+// The machine's hardware threads (read once: the library call reads /sys every time).
+unsigned hardware_threads();
 // How long waits spin before sleeping; tuned by the benchmark (CHORUS_SPIN_US overrides).
 std::chrono::nanoseconds spin_budget();
 // The spin worth doing when `threads` threads take part: none when they outnumber the cores,
