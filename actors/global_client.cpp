@@ -177,6 +177,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config) 
   reg.config = config;
   reg.num_peers = config.num_devices;
   reg.data_address = lhost + ":" + std::to_string(bound);
+  reg.hardware_threads = hardware_threads();
   c->p2p_ = std::make_unique<P2PMailbox>();  // before join: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
   // A connection that silently loses our messages (seen rarely when many nodes connect at once)
@@ -295,7 +296,10 @@ Status GlobalClient::connect_all(const Config& config, int listen_fd) {
   return Status::ok();
 }
 
-GlobalClient::~GlobalClient() { close(); }
+GlobalClient::~GlobalClient() {
+  close();
+  conns_.clear();  // joins the writer threads; nobody can reach the connections any more
+}
 
 void GlobalClient::close() {
   {
@@ -304,9 +308,13 @@ void GlobalClient::close() {
     closed_ = true;
   }
   for (auto& c : conns_)
-    if (c) c->close();
+    if (c) c->close();  // bye, drain, shut: later posts fail at once
   poller_.stop();
-  conns_.clear();  // joins the writer threads
+  // Nobody pumps any more: a frame still arriving (maybe into a caller's memory) fails now, so
+  // its waiters let go. The connections themselves stay until the destructor, since ops still in
+  // flight may post to them.
+  for (auto& c : conns_)
+    if (c) c->stop_reading();
   {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto& [key, op] : ops_) op->node_lost(Status(Errc::reset, "the node is shutting down"));

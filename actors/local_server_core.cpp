@@ -344,18 +344,29 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const O
       hosts[k] = true;
       ++nodes;
     }
-  // Node processes of this op on this machine outnumbering its hardware threads: they take turns
-  // on the cores, so every message costs CPU time they all wait for (see Config::global_strategy).
-  if (same_host_.empty()) {
-    std::string host, my_host;
+  // Node processes of this op that share a machine and outnumber its hardware threads take turns
+  // on its cores, so every message costs CPU time they all wait for (see Config::global_strategy).
+  // Judged from the topology alone (addresses and the threads each node registered with), so
+  // every node of the op picks the same schedule.
+  if (host_of_.empty()) {
+    std::string host;
     uint16_t port = 0;
-    split_host_port(topo.nodes[topo.node_id].data_address, my_host, port);
     for (const auto& node : topo.nodes)
-      same_host_.push_back(split_host_port(node.data_address, host, port) && host == my_host);
+      host_of_.push_back(split_host_port(node.data_address, host, port) ? host : node.data_address);
   }
-  unsigned here = 0;
-  for (std::size_t k = 0; k < hosts.size(); ++k) here += hosts[k] && same_host_[k];
-  const bool crowded = here > hardware_threads();
+  if (hosts != crowded_for_.first) {  // ops mostly span the same nodes: judged once per set
+    bool crowded = false;
+    std::map<std::string, std::pair<unsigned, unsigned>> on_host;  // host: nodes of the op, fewest threads
+    for (std::size_t k = 0; k < hosts.size(); ++k) {
+      if (!hosts[k]) continue;
+      auto [it, fresh] = on_host.try_emplace(host_of_[k], 0u, ~0u);
+      it->second.first += 1;
+      it->second.second = std::min(it->second.second, std::max(1u, topo.nodes[k].hardware_threads));
+      crowded = crowded || it->second.first > it->second.second;
+    }
+    crowded_for_ = {hosts, crowded};
+  }
+  const bool crowded = crowded_for_.second;
   const std::size_t esize = dtype_size(shape.dtype);
   // Several peers on some node: an auto all-reduce, all-gather or reduce-scatter goes through one
   // leader per node, so that only the leaders' exchange crosses the network

@@ -46,7 +46,8 @@ class LocalServerCore {
   void set_global(std::shared_ptr<GlobalClient> g) {
     std::lock_guard<std::mutex> lk(mu_);
     global_ = std::move(g);
-    same_host_.clear();
+    host_of_.clear();
+    crowded_for_ = {};
   }
   // Fails everything in flight with `why` and answers every later request with it.
   void close(Status why);
@@ -134,7 +135,8 @@ class LocalServerCore {
   std::map<std::tuple<int, int, int, int, std::size_t, std::size_t, std::vector<int>>,
            std::shared_ptr<const CompiledSchedule>>
       hier_cache_;
-  std::vector<bool> same_host_;  // by node: its data address names this node's host (global ops)
+  std::vector<std::string> host_of_;  // by node: the host of its data address (global ops)
+  std::pair<std::vector<bool>, bool> crowded_for_;  // the last set of nodes judged, and whether crowded
 };
 
 } // namespace chorus

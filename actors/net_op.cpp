@@ -63,7 +63,7 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
     if (k != my_node_ && ann_[k]) stop_if_doomed_locked(*ann_[k]);
   ann_word_.set(ann_word_.value.load() + 1);
   wake_if_stopped_locked();
-  if (abort_ && !lost_) spread_locked();  // stopped before it started: nobody may wait for our forwards
+  if (abort_) spread_locked();  // stopped before it started: nobody may wait for our forwards
 }
 
 void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs) {
@@ -164,7 +164,11 @@ void NetOp::release_offered(int p) {
   }
   for (auto& rec : busy) {
     auto done = [&] { return rec->got.load() >= rec->bytes || rec->failed.load(); };
-    while (!done() && Clock::now() < deadline_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    auto lost = [&] {
+      std::lock_guard<std::mutex> lk(mu_);
+      return lost_.has_value();
+    };
+    while (!done() && Clock::now() < deadline_ && !lost()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (done()) continue;
     // The sender stalled mid-transfer: cut the connection so that pumping it lets go of the memory.
     client_->cut_off(rec->node, "node " + std::to_string(rec->node) + " stalled in the middle of a transfer");
@@ -178,6 +182,7 @@ void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::
   if (a.node >= ann_.size() || ann_[a.node]) return;
   ann_[a.node] = a;
   ann_frame_[a.node] = whole_frame(h, frame);
+  if (launched_ && abort_) spread_locked();  // stopped: we no longer forward along the schedule
   stop_if_doomed_locked(a);
   wake_if_stopped_locked();
   uint32_t v = ann_word_.value.load();
@@ -199,13 +204,13 @@ bool NetOp::await(WaitWord& w, uint32_t target) {
   return poller.wait(w, target, deadline_);
 }
 
-void NetOp::stop(const Status& why, bool spread) {
+void NetOp::stop(const Status& why) {
   std::vector<std::shared_ptr<Incoming>> recs;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!abort_) {
       abort_ = why;
-      if (spread) spread_locked();
+      spread_locked();
     }
     for (auto& [slot, rec] : in_) recs.push_back(rec);
   }
@@ -217,7 +222,7 @@ void NetOp::node_lost(const Status& why) {
     std::lock_guard<std::mutex> lk(mu_);
     if (!lost_) lost_ = why;
   }
-  stop(why, false);
+  stop(why);
   ann_word_.set(kTop);
 }
 

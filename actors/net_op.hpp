@@ -59,7 +59,7 @@ class NetOp : public RemoteSteps {
                                  Status& error) override;
   void done_with(uint32_t slot) override;
   bool offer_destination(uint32_t slot, int p, std::byte* dst, std::size_t bytes) override;
-  void abort(const Status& why) override { stop(why, true); }
+  void abort(const Status& why) override { stop(why); }
   Status conclude(int p, Status local) override;
 
  private:
@@ -89,9 +89,9 @@ class NetOp : public RemoteSteps {
   // ours; needs our own announcement (so also called from launch for those that came first).
   void stop_if_doomed_locked(const OpAnnouncement& theirs);
   void wake_if_stopped_locked();  // wakes every receive wait once the op is stopped
-  // Stops the op; `spread`: tells every node everything we know (not when a node is lost: then
-  // every node fails the op anyway, and the connections may be going).
-  void stop(const Status& why, bool spread);
+  // Stops the op and tells every node everything we know (a node that waits for our forwards
+  // would wait in vain otherwise; posts on connections that are gone just fail).
+  void stop(const Status& why);
   // The announcements `node` has not had from us yet, as whole frames (never its own).
   std::string bundle_for_locked(uint32_t node);
   void spread_locked();  // every known announcement to every node taking part

@@ -25,6 +25,7 @@ Envelope encode_node_register(const NodeRegisterData& r) {
   b.setConfig(rr.root<wire::RegisterRequest>().getConfig());
   b.setNumPeers(r.num_peers);
   b.setDataAddress(r.data_address);
+  b.setHardwareThreads(r.hardware_threads);
   return seal(mb);
 }
 
@@ -36,6 +37,7 @@ std::optional<NodeRegisterData> decode_node_register(const Envelope& e, std::str
     d.secret = m.getSecret();
     d.num_peers = m.getNumPeers();
     d.data_address = m.getDataAddress();
+    d.hardware_threads = m.getHardwareThreads();
     capnp::MallocMessageBuilder mb;
     auto b = mb.initRoot<wire::RegisterRequest>();
     b.setProtocolVersion(d.protocol_version);
@@ -66,6 +68,7 @@ Envelope encode_node_register_reply(const Status& s, const TopologyData& t) {
       nodes[i].setNumPeers(t.nodes[i].num_peers);
       nodes[i].setPeerOffset(t.nodes[i].peer_offset);
       nodes[i].setDataAddress(t.nodes[i].data_address);
+      nodes[i].setHardwareThreads(t.nodes[i].hardware_threads);
     }
   }
   return seal(mb);
@@ -87,7 +90,7 @@ std::optional<NodeRegisterReplyData> decode_node_register_reply(const Envelope& 
       d.topology.total_peers = t.getTotalPeers();
       d.topology.token = t.getToken();
       for (auto n : t.getNodes())
-        d.topology.nodes.push_back({n.getNumPeers(), n.getPeerOffset(), n.getDataAddress()});
+        d.topology.nodes.push_back({n.getNumPeers(), n.getPeerOffset(), n.getDataAddress(), n.getHardwareThreads()});
       if (d.topology.nodes.size() != d.topology.num_nodes || d.topology.node_id >= d.topology.num_nodes)
         throw std::runtime_error("inconsistent topology");
     }
@@ -180,7 +183,7 @@ OrchestratorCore::Effects OrchestratorCore::on_register(NodeKey who, const NodeR
     admission_timer_ = next_timer_++;
     fx.timer = std::make_pair(admission_timer_, opts_.timeout);
   }
-  members_.push_back({who, r.num_peers, r.data_address});
+  members_.push_back({who, r.num_peers, r.data_address, r.hardware_threads});
   fx.watch.push_back(who);
   if (members_.size() == opts_.expected_nodes) finish_admission(fx);
   return fx;
@@ -200,7 +203,7 @@ void OrchestratorCore::finish_admission(Effects& fx) {
   t.token = opts_.token_source ? opts_.token_source() : 0;
   t.num_nodes = static_cast<uint32_t>(members_.size());
   for (const auto& m : members_) {
-    t.nodes.push_back({m.num_peers, t.total_peers, m.data_address});
+    t.nodes.push_back({m.num_peers, t.total_peers, m.data_address, m.hardware_threads});
     t.total_peers += m.num_peers;
   }
   for (std::size_t i = 0; i < members_.size(); ++i) {

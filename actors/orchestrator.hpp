@@ -36,12 +36,14 @@ struct NodeRegisterData {
   Config config;
   uint32_t num_peers = 0;
   std::string data_address;
+  uint32_t hardware_threads = 0;
 };
 
 struct NodeEntry {
   uint32_t num_peers = 0;
   uint32_t peer_offset = 0;
   std::string data_address;
+  uint32_t hardware_threads = 0;  // of the node's machine
   bool operator==(const NodeEntry&) const = default;
 };
 
@@ -139,6 +141,7 @@ class OrchestratorCore {
     NodeKey key;
     uint32_t num_peers;
     std::string data_address;
+    uint32_t hardware_threads;
     bool left = false;
   };
   Status check(NodeKey who, const NodeRegisterData& r) const;

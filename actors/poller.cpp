@@ -46,6 +46,7 @@ void Poller::start(const std::vector<Connection*>& conns) {
   for (Connection* c : conns) {
     if (!c) continue;
     conns_.push_back(c);
+    ready_.push_back(c);  // the handshake may have read bytes past its own (TLS): look at once
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c;
@@ -69,43 +70,64 @@ void Poller::stop() {
 template <class Done>
 void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
   if (stopped_) return;
-  if (watched) watched->watcher.store(efd_, std::memory_order_seq_cst);
-  tl_leads_poller = true;
+  // Undone however we leave (a pump cannot throw, but be safe): the next leader starts clean.
+  struct Watch {
+    WaitWord* w;
+    Watch(WaitWord* word, int fd) : w(word) {
+      if (w) w->watcher.store(fd, std::memory_order_seq_cst);
+      tl_leads_poller = true;
+    }
+    ~Watch() {
+      tl_leads_poller = false;
+      if (w) w->watcher.store(-1, std::memory_order_seq_cst);
+    }
+  } watch(watched, efd_);
   epoll_event evs[16];
+  std::vector<Connection*> now;
   while (!done() && !stopping_.load() && Clock::now() < until) {
-    int n = epoll_wait(ep_, evs, 16, timeout_ms(until));
-    if (n < 0 && errno != EINTR) break;
+    int n = epoll_wait(ep_, evs, 16, ready_.empty() ? timeout_ms(until) : 0);
+    if (n < 0 && errno != EINTR) {  // should not happen; do not spin on it
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    now.swap(ready_);
+    ready_.clear();
     for (int i = 0; i < n; ++i) {
       auto* c = static_cast<Connection*>(evs[i].data.ptr);
       if (!c) {
         uint64_t v;
         [[maybe_unused]] ssize_t r = ::read(efd_, &v, sizeof v);
-        continue;
+      } else if (std::find(now.begin(), now.end(), c) == now.end()) {
+        now.push_back(c);
       }
-      if (!c->pump()) epoll_ctl(ep_, EPOLL_CTL_DEL, c->fd(), nullptr);
     }
+    for (Connection* c : now) {
+      const auto r = c->pump();
+      if (r == Connection::Pumped::more) ready_.push_back(c);
+      if (r == Connection::Pumped::ended) epoll_ctl(ep_, EPOLL_CTL_DEL, c->fd(), nullptr);
+    }
+    now.clear();
   }
-  tl_leads_poller = false;
-  if (watched) watched->watcher.store(-1, std::memory_order_seq_cst);
 }
 
 bool Poller::wait(WaitWord& w, uint32_t target, Clock::time_point deadline) {
-  auto reached = [&] { return w.value.load(std::memory_order_acquire) >= target; };
+  // seq_cst: pairs with WaitWord::set's look at the watcher (one of the two sees the other).
+  auto reached = [&] { return w.value.load(std::memory_order_seq_cst) >= target; };
   want_.fetch_add(1);
   bool poked = false, registered = false;
   while (!reached() && Clock::now() < deadline) {
-    if (!stopping_.load() && lead_mu_.try_lock()) {
+    if (std::unique_lock<std::mutex> lk(lead_mu_, std::try_to_lock); lk.owns_lock() && !stopping_.load()) {
       if (registered) {
-        std::lock_guard<std::mutex> lk(sleepers_mu_);
+        std::lock_guard<std::mutex> sl(sleepers_mu_);
         sleepers_.erase(std::find(sleepers_.begin(), sleepers_.end(), &w));
         registered = false;
       }
       want_.fetch_sub(1);
       lead(&w, reached, deadline);
       last_led_.store(now_ns());
-      lead_mu_.unlock();
-      nudge_sleepers();  // one of them leads next
       want_.fetch_add(1);
+      lk.unlock();
+      nudge_sleepers();  // one of them leads next
       continue;
     }
     // Someone leads and pumps for us too: the background thread gives way when poked; another
@@ -142,11 +164,13 @@ void Poller::background() {
   while (!stopping_.load()) {
     const uint32_t seen = standby_.value.load();
     const bool idle = now_ns() - last_led_.load() >= std::chrono::nanoseconds(kIdle).count();
-    if (want_.load() == 0 && idle && lead_mu_.try_lock()) {
-      lead(nullptr, [this] { return want_.load() != 0; }, far());
-      lead_mu_.unlock();
-      nudge_sleepers();
-      continue;
+    if (want_.load() == 0 && idle) {
+      if (std::unique_lock<std::mutex> lk(lead_mu_, std::try_to_lock); lk.owns_lock()) {
+        lead(nullptr, [this] { return want_.load() != 0; }, far());
+        lk.unlock();
+        nudge_sleepers();
+        continue;
+      }
     }
     standby_.sleep(seen, Clock::now() + kIdle);
   }

@@ -47,6 +47,7 @@ class Poller {
   int ep_ = -1, efd_ = -1;
   std::vector<Connection*> conns_;
   std::mutex lead_mu_;
+  std::vector<Connection*> ready_;        // pump again without waiting for epoll (under lead_mu_)
   bool stopped_ = false;                  // under lead_mu_
   std::atomic<bool> stopping_{false};
   std::atomic<int> want_{0};              // threads in wait() that do not lead

@@ -445,7 +445,7 @@ ssize_t Connection::read_some(std::byte* p, std::size_t n) {
   }
 }
 
-bool Connection::end_reading(const std::string& reason) {
+Connection::Pumped Connection::end_reading(const std::string& reason) {
   const std::string why = tls_error_.empty() ? reason : reason + " (TLS: " + tls_error_ + ")";
   ended_ = true;
   if (in_frame_ && dst_) sink_->frame_failed(node_, cur_);
@@ -457,21 +457,37 @@ bool Connection::end_reading(const std::string& reason) {
   }
   if (!ours) sink_->closed(node_, got_bye_.load(), why);
   kill();
-  return false;
+  return Pumped::ended;
 }
 
-bool Connection::pump(std::size_t budget) {
-  if (ended_) return false;
+void Connection::stop_reading() {
+  if (ended_) return;
+  ended_ = true;
+  if (in_frame_ && dst_) sink_->frame_failed(node_, cur_);
+  in_frame_ = false;
+}
+
+Connection::Pumped Connection::pump(std::size_t budget) {
+  if (ended_) return Pumped::ended;
+  try {
+    return pump_some(budget);
+  } catch (const std::exception& e) {  // e.g. no memory for a frame: this connection cannot go on
+    return end_reading(std::string("reading failed: ") + e.what());
+  }
+}
+
+Connection::Pumped Connection::pump_some(std::size_t budget) {
   // Small frames usually arrive together (an announcement, then its data): one recv takes them
   // all into in_; a large payload's remainder is read straight into its destination.
   std::size_t taken = 0;
   // A read that got less than it asked for emptied the socket: rather than a read that would only
   // say so, return (the poll is level-triggered, so anything that comes later is reported).
   bool drained = false;
-  while (taken < budget) {
+  for (;;) {
     if (!in_frame_) {
       if (end_ - pos_ < sizeof(FrameHeader)) {
-        if (drained) return true;
+        if (drained) return Pumped::idle;
+        if (taken >= budget) return Pumped::more;  // only before a read: what is buffered is parsed
         if (pos_ > 0) {  // keep the partial header at the front
           std::memmove(in_.data(), in_.data() + pos_, end_ - pos_);
           end_ -= pos_;
@@ -479,7 +495,7 @@ bool Connection::pump(std::size_t budget) {
         }
         ssize_t r = read_some(in_.data() + end_, kIn - end_);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Pumped::idle;
         if (r <= 0) return end_reading(end_ > pos_ ? "the connection was closed in the middle of a frame"
                                                   : "the connection was closed");
         drained = static_cast<std::size_t>(r) < kIn - end_;
@@ -508,13 +524,14 @@ bool Connection::pump(std::size_t budget) {
       }
     }
     if (got_ < cur_.bytes) {  // the rest from the socket, in pieces
-      if (drained) return true;
+      if (drained) return Pumped::idle;
+      if (taken >= budget) return Pumped::more;
       std::size_t want = std::min<std::size_t>(cur_.bytes - got_, kReadPiece);
       std::byte* at = dst_ ? dst_ + got_ : hole_.data();
       if (!dst_) want = std::min(want, hole_.size());
       ssize_t r = read_some(at, want);
       if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Pumped::idle;
       if (r <= 0) return end_reading("the connection was closed in the middle of a frame");
       drained = static_cast<std::size_t>(r) < want;
       got_ += static_cast<std::size_t>(r);
@@ -525,7 +542,6 @@ bool Connection::pump(std::size_t budget) {
     in_frame_ = false;
     if (dst_) sink_->progress(node_, cur_, got_);  // the whole frame (also for zero bytes)
   }
-  return true;
 }
 
 } // namespace chorus

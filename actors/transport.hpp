@@ -101,13 +101,20 @@ class Connection {
   int fd() const { return fd_; }
 
   // Reads what has arrived (up to about `budget` bytes) without blocking and hands it to the sink.
-  // False once the connection has ended (the sink was told, unless we closed or killed it): it
-  // must not be pumped again. One thread at a time.
-  bool pump(std::size_t budget = std::size_t{4} << 20);
+  // idle: nothing more to read until the socket has more; more: the budget ran out with bytes
+  // still buffered or waiting (pump again without waiting for the socket); ended: the connection
+  // has ended (the sink was told, unless we closed or killed it) and must not be pumped again.
+  // One thread at a time.
+  enum class Pumped { idle, more, ended };
+  Pumped pump(std::size_t budget = std::size_t{4} << 20);
+  // Once nobody pumps any more (the poller stopped): a frame still arriving fails, so that whoever
+  // waits for it lets go.
+  void stop_reading();
 
  private:
   void writer_loop();
-  bool end_reading(const std::string& why);  // false, after telling the sink (unless ours)
+  Pumped end_reading(const std::string& why);  // ended, after telling the sink (unless ours)
+  Pumped pump_some(std::size_t budget);
   // recv without blocking, or under TLS the plaintext of what has arrived.
   ssize_t read_some(std::byte* p, std::size_t n);
   std::shared_ptr<SendTicket> enqueue(std::shared_ptr<SendTicket> t);

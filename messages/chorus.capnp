@@ -102,6 +102,7 @@ struct NodeRegister {
                                # orchestratorAddress may differ per node)
   numPeers @3 :UInt32;         # peers hosted by this node (>= 1; may differ between nodes)
   dataAddress @4 :Text;        # host:port this node's data plane listens on
+  hardwareThreads @5 :UInt32;  # of the node's machine (every node then judges crowding alike)
 }
 
 # One node of the topology, indexed by node id.
@@ -109,6 +110,7 @@ struct NodeInfo {
   numPeers @0 :UInt32;
   peerOffset @1 :UInt32;       # global id of this node's first peer (sum of numPeers before it)
   dataAddress @2 :Text;
+  hardwareThreads @3 :UInt32;  # as the node registered it
 }
 
 # What every node learns once the collective is complete.
