@@ -14,7 +14,7 @@ constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
 
 NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes)
     : client_(std::move(client)), group_(group), seq_(seq), my_node_(client_->node_id()), ann_(num_nodes),
-      gone_(num_nodes, false), ann_frame_(num_nodes), sent_(num_nodes, std::vector<bool>(num_nodes, false)) {}
+      gone_(num_nodes, false), ann_frame_(num_nodes), sent_(std::size_t{num_nodes} * num_nodes, false) {}
 
 namespace {
 std::string whole_frame(FrameHeader h, const std::string& body) {
@@ -27,9 +27,9 @@ std::string whole_frame(FrameHeader h, const std::string& body) {
 std::string NetOp::bundle_for_locked(uint32_t node) {
   std::string out;
   for (uint32_t o = 0; o < ann_frame_.size(); ++o)
-    if (o != node && !ann_frame_[o].empty() && !sent_[node][o]) {
+    if (const std::size_t k = std::size_t{node} * ann_.size() + o; o != node && !ann_frame_[o].empty() && !sent_[k]) {
       out += ann_frame_[o];
-      sent_[node][o] = true;
+      sent_[k] = true;
     }
   return out;
 }
@@ -248,7 +248,7 @@ void NetOp::flush() {
   for (uint32_t n = 0; n < to_tell_.size(); ++n)
     if (to_tell_[n]) {
       to_tell_[n] = false;
-      sent_[n][my_node_] = true;
+      sent_[std::size_t{n} * ann_.size() + my_node_] = true;
       client_->connection(n)->post_frames(ann_frame_[my_node_]);
     }
 }

@@ -121,7 +121,7 @@ class NetOp : public RemoteSteps {
   std::vector<uint32_t> rank_node_;  // by op rank (set at launch)
   std::vector<bool> takes_part_;     // by node
   std::vector<std::string> ann_frame_;  // by node: its announcement as a whole frame, once known
-  std::vector<std::vector<bool>> sent_;  // [to node][origin]: that announcement went to that node
+  std::vector<bool> sent_;  // [to node * nodes + origin]: that announcement went to that node
   std::vector<bool> to_tell_;        // by node: ours must go there directly and has not yet
 
   Status gone_status_;

@@ -33,7 +33,7 @@ bool bytes_envelope(const void* data, std::size_t bytes, Envelope& e) {
 }
 
 std::string encode_announcement(const OpAnnouncement& a) {
-  capnp::MallocMessageBuilder mb;
+  capnp::MallocMessageBuilder mb(64);  // announcements are small: do not zero 8 KiB per op
   auto b = mb.initRoot<wire::OpAnnounce>();
   b.setNodeId(a.node);
   b.setKind(static_cast<uint8_t>(a.kind));
