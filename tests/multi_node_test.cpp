@@ -296,11 +296,12 @@ TEST_F(MultiNode, APeerThatNeverCallsIsNamedByItsNodeAndItsNodeByTheOthers) {
 
 TEST_F(MultiNode, FrozenNodeIsReportedByEverySurvivor) {
   start_orchestrator(3);
-  // The op timeout (20 s) is far beyond the limit (4 s): the loss must be noticed through
-  // heartbeats, not by waiting the op out.
+  // The op timeout (20 s) is far beyond the limit (8 s): the loss must be noticed through
+  // heartbeats, not by waiting the op out. (The limit leaves the survivors room to exit under a
+  // loaded ctest -j2: a 4 s limit once cut one off.)
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "freeze", "--victim", "2", "--at-op", "20",
                                         "--timeout-ms", "20000"},
-                         4000ms);
+                         8000ms);
   auto lines = peer_lines(nodes);
   int survivors = 0;
   for (auto& [rank, p] : lines) {
