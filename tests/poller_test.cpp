@@ -70,13 +70,21 @@ FrameHeader data_frame(uint32_t slot, std::size_t bytes) {
   return h;
 }
 
-TEST(Poller, AWaiterReadsItsFramesAndAWordSetElsewhereWakesTheLeader) {
+// Two connected nodes, each side read by its own poller (declared last: stopped first).
+struct PolledPair {
   Link l = tcp_pair();
   CountingSink sa, sb;
-  Connection a(l.a, 1, &sa), b(l.b, 0, &sb);
+  Connection a{l.a, 1, &sa}, b{l.b, 0, &sb};
   Poller pa, pb;
-  pa.start({&a});
-  pb.start({&b});
+  PolledPair() {
+    pa.start({&a});
+    pb.start({&b});
+  }
+};
+
+TEST(Poller, AWaiterReadsItsFramesAndAWordSetElsewhereWakesTheLeader) {
+  PolledPair pp;
+  auto& [l, sa, sb, a, b, pa, pb] = pp;
   const std::string small(1000, 'x');
   for (uint32_t k = 0; k < 3; ++k) a.post(data_frame(k, small.size()), reinterpret_cast<const std::byte*>(small.data()));
   ASSERT_TRUE(pb.wait(sb.done, 3, Clock::now() + 5s));
@@ -112,12 +120,8 @@ TEST(Poller, AWaiterReadsItsFramesAndAWordSetElsewhereWakesTheLeader) {
 }
 
 TEST(Poller, TheBackgroundThreadReadsWhenNobodyWaitsAndServesWaitersThatDoNotLead) {
-  Link l = tcp_pair();
-  CountingSink sa, sb;
-  Connection a(l.a, 1, &sa), b(l.b, 0, &sb);
-  Poller pa, pb;
-  pa.start({&a});
-  pb.start({&b});
+  PolledPair pp;
+  auto& [l, sa, sb, a, b, pa, pb] = pp;
   // Nobody waits on b's side: the background thread must read (sb.done rises by itself).
   const std::string big(std::size_t{9} << 20, 'y');  // over two pumps' budget
   a.post(data_frame(7, big.size()), reinterpret_cast<const std::byte*>(big.data()));
