@@ -30,6 +30,7 @@ struct Config {
   std::string secret;  // the orchestrator's shared secret (never compared or sent between nodes)
   // TLS to the orchestrator (PEM files of this node; all three or none). Per node, never compared.
   std::string tls_certificate, tls_key, tls_ca;
+  bool has_tls() const { return !tls_certificate.empty() || !tls_key.empty() || !tls_ca.empty(); }
 
   // The strategy the local server runs for an op of `count` elements per peer (in the sense of
   // strategies/schedule.hpp) among n peers: the fixed choice, or what auto picks for its size.

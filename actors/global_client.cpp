@@ -229,7 +229,7 @@ Status GlobalClient::connect_all(const Config& config, int listen_fd) {
   // With TLS files, every data connection is TLS with the same certificate, key and CA as the
   // control channel (mutually authenticated); never a silent fallback to plain TCP.
   std::shared_ptr<TlsContext> tls;
-  if (!config.tls_certificate.empty() || !config.tls_key.empty() || !config.tls_ca.empty()) {
+  if (config.has_tls()) {
     auto ctx = TlsContext::load(config.tls_certificate, config.tls_key, config.tls_ca);
     if (!ctx) return ctx.status();
     tls = std::move(*ctx);

@@ -189,8 +189,6 @@ void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::
   if (v != kTop) ann_word_.set(v + 1);
 }
 
-Status NetOp::stopped_locked() const { return abort_ ? *abort_ : Status::ok(); }
-
 bool NetOp::await(WaitWord& w, uint32_t target) {
   Poller& poller = client_->poller();
   if (!spread_.load() && Clock::now() < spread_at_ && poller.wait(w, target, std::min(spread_at_, deadline_)))

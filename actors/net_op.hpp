@@ -7,7 +7,8 @@
 // every node to every other (an all-reduce, an all-gather) no announcement travels alone. Ours
 // goes alone only to the nodes no chain of messages reaches from us, and to everyone when the op
 // stops early or takes long (everything we know then goes to every node, so nobody waits for a
-// forward that will not come, e.g. behind a node that never calls). Peer threads reach it through RemoteSteps; the poller's pumping feeds it.
+// forward that will not come, e.g. behind a node that never calls).
+// Peer threads reach it through RemoteSteps; the poller's pumping feeds it.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -84,7 +85,6 @@ class NetOp : public RemoteSteps {
   };
   std::shared_ptr<Incoming> incoming(uint32_t slot);
   std::shared_ptr<Incoming>& incoming_locked(uint32_t slot);  // get or make; mu_ held
-  Status stopped_locked() const;  // the abort status, or ok
   // Stops the op (as abort does) when `theirs` says its node will not run it, or disagrees with
   // ours; needs our own announcement (so also called from launch for those that came first).
   void stop_if_doomed_locked(const OpAnnouncement& theirs);

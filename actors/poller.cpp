@@ -45,7 +45,6 @@ Poller::~Poller() {
 void Poller::start(const std::vector<Connection*>& conns) {
   for (Connection* c : conns) {
     if (!c) continue;
-    conns_.push_back(c);
     ready_.push_back(c);  // the handshake may have read bytes past its own (TLS): look at once
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -90,8 +89,7 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
-    now.swap(ready_);
-    ready_.clear();
+    now.swap(ready_);  // now was left empty: ready_ starts this round empty
     for (int i = 0; i < n; ++i) {
       auto* c = static_cast<Connection*>(evs[i].data.ptr);
       if (!c) {

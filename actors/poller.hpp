@@ -45,7 +45,6 @@ class Poller {
   void nudge_sleepers();
 
   int ep_ = -1, efd_ = -1;
-  std::vector<Connection*> conns_;
   std::mutex lead_mu_;
   std::vector<Connection*> ready_;        // pump again without waiting for epoll (under lead_mu_)
   bool stopped_ = false;                  // under lead_mu_
