@@ -1,9 +1,9 @@
-#include "actors/runtime.hpp"
+#include <chorus/runtime.hpp>
 
-#include "actors/global_client.hpp"
-#include "actors/local_server.hpp"
+#include "actors/global_client/global_client.hpp"
+#include "actors/local_server/local_server.hpp"
 #include "actors/runtime_impl.hpp"
-#include "actors/wire_codec.hpp"
+#include "messages/peer_codec.hpp"
 
 namespace chorus {
 
@@ -101,7 +101,7 @@ Result<Peer> Runtime::register_peer(PeerId id, const Config& config) {
   st->rt = impl_;
   st->id = id;
   st->config = config;
-  return Peer(std::move(st));
+  return PeerAccess::make(std::move(st));
 }
 
 Status Runtime::reset() {

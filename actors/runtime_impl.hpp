@@ -7,10 +7,11 @@
 #include <mutex>
 #include <vector>
 
-#include "actors/caf_glue.hpp"
-#include "actors/config.hpp"
-#include "actors/local_server_core.hpp"
-#include "actors/peer.hpp"
+#include <chorus/config.hpp>
+#include <chorus/peer.hpp>
+#include <chorus/runtime.hpp>
+#include "actors/local_server/local_server.hpp"
+#include "actors/local_server/server_core.hpp"
 
 namespace chorus {
 
@@ -77,6 +78,14 @@ struct PeerState {
   uint32_t offset = 0;             // multi-node: the global rank of this node's first peer
   std::shared_ptr<GlobalClient> global;  // multi-node mode only
   bool destroyed = false;          // destroy() was called on this group handle
+};
+
+// The library's way into the public handles (their internals are private to host apps).
+struct PeerAccess {
+  static Peer make(std::shared_ptr<PeerState> s) { return Peer(std::move(s)); }
+};
+struct RuntimeAccess {
+  static RuntimeImpl& impl(Runtime& r) { return *r.impl_; }
 };
 
 } // namespace chorus

@@ -15,13 +15,13 @@
 #include <thread>
 #include <vector>
 
-#include "actors/chorus.hpp"
-#include "bench/node_launcher.hpp"
-#include "bench/op_runner.hpp"
-#include "bench/options.hpp"
-#include "bench/report.hpp"
-#include "bench/spin_barrier.hpp"
+#include <chorus/chorus.hpp>
 #include "cuda/gpu.hpp"
+#include "node_launcher.hpp"
+#include "op_runner.hpp"
+#include "options.hpp"
+#include "report.hpp"
+#include "spin_barrier.hpp"
 
 using namespace chorus;
 using namespace chorus::bench;

@@ -1,4 +1,4 @@
-#include "bench/node_launcher.hpp"
+#include "node_launcher.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/op_runner.hpp"
+#include "op_runner.hpp"
 
 namespace chorus::bench {
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "bench/options.hpp"
+#include "options.hpp"
 
 namespace chorus::bench {
 

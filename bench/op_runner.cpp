@@ -1,4 +1,4 @@
-#include "bench/op_runner.hpp"
+#include "op_runner.hpp"
 
 #include <algorithm>
 #include <thread>
@@ -58,10 +58,10 @@ std::string resolved_strategy(const Options& o, const Config& cfg, const Layout&
     const bool local = o.node_address.rfind("127.", 0) == 0 || o.node_address == "localhost";
     const bool crowded = local && o.nodes > std::max(1u, std::thread::hardware_concurrency());
     const std::string s =
-        to_string(cfg.global_strategy(kind, o.dtype, l.block, among, hier || o.peers == o.nodes, crowded));
+        to_string(global_strategy(cfg, kind, o.dtype, l.block, among, hier || o.peers == o.nodes, crowded));
     return hier ? "hier+" + s : s;
   }
-  return to_string(cfg.local_strategy(kind, o.dtype, l.block, static_cast<int>(o.peers)));
+  return to_string(local_strategy(cfg, kind, o.dtype, l.block, static_cast<int>(o.peers)));
 }
 
 OpRunner::OpRunner(const Options& o, Peer& peer, uint32_t rank)

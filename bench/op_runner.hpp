@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/chorus.hpp"
-#include "bench/options.hpp"
-#include "bench/reference.hpp"
+#include <chorus/chorus.hpp>
+#include "options.hpp"
+#include "reference.hpp"
 
 namespace chorus::bench {
 

@@ -1,4 +1,4 @@
-#include "bench/options.hpp"
+#include "options.hpp"
 
 #include <algorithm>
 #include <charconv>

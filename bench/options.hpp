@@ -7,9 +7,9 @@
 #include <vector>
 #include <string_view>
 
-#include "actors/tensor.hpp"
-#include "strategies/select.hpp"
-#include "strategies/types.hpp"
+#include <chorus/tensor.hpp>
+#include <chorus/types.hpp>
+#include "strategies/tuning.hpp"
 
 namespace chorus::bench {
 

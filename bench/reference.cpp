@@ -1,4 +1,4 @@
-#include "bench/reference.hpp"
+#include "reference.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bench/options.hpp"
-#include "strategies/types.hpp"
+#include <chorus/types.hpp>
+#include "options.hpp"
 
 namespace chorus::bench {
 

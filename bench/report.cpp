@@ -1,4 +1,4 @@
-#include "bench/report.hpp"
+#include "report.hpp"
 
 #include <cstdio>
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/options.hpp"
+#include "options.hpp"
 
 namespace chorus::bench {
 

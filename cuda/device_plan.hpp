@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "strategies/types.hpp"
+#include <chorus/types.hpp>
 
 namespace chorus::gpu {
 

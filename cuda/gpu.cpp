@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/device_memory.hpp"
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_worker.hpp"
 #include "cuda/nccl_collective.hpp"
@@ -265,3 +266,29 @@ std::string run_collective(const DeviceCollective& c, std::chrono::steady_clock:
 }
 
 } // namespace chorus::gpu
+
+namespace chorus::gpu {
+namespace {
+
+// Tensors (core/) reach GPU memory through this table.
+class CudaMemory final : public DeviceMemory {
+  static Status status(const std::string& e) { return e.empty() ? Status::ok() : Status(Errc::device_error, e); }
+
+ public:
+  Status allocate(int device, std::size_t bytes, void** out) override { return status(gpu::allocate(device, bytes, out)); }
+  void release(int device, void* p) noexcept override { gpu::release(device, p); }
+  Status copy(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes) override {
+    return status(gpu::copy(dst, dst_device, src, src_device, bytes));
+  }
+  Status memset_zero(int device, void* p, std::size_t bytes) override { return status(gpu::memset_zero(device, p, bytes)); }
+};
+
+CudaMemory cuda_memory;
+const bool installed = (install_device_memory(&cuda_memory), true);
+
+} // namespace
+} // namespace chorus::gpu
+
+// Named by the link options of chorus_cuda (cuda/CMakeLists.txt), so that this file, and with it
+// the installation above, is part of every program that links the GPU layer.
+extern "C" const int chorus_cuda_layer = 1;

@@ -1,4 +1,5 @@
-// What host code may ask of GPUs, without a CUDA header. Implemented in cuda/*.cpp/.cu when chorus
+// What the rest of chorus may ask of GPUs, without a CUDA header (chorus/gpu.hpp is the part a host
+// app sees). Implemented in cuda/*.cpp/.cu when chorus
 // is built with CUDA, and by cuda/no_cuda.cpp otherwise (no devices; every request is an error that
 // says chorus was built without CUDA). Every CUDA call for GPU d runs on d's device actor (one
 // thread per GPU per process, cuda/device_worker.hpp); these functions hand it the work and wait.
@@ -8,15 +9,11 @@
 #include <cstddef>
 #include <string>
 
+#include <chorus/gpu.hpp>
+
 #include "cuda/device_plan.hpp"
 
 namespace chorus::gpu {
-
-bool built_with_cuda();
-// Usable CUDA devices; 0 with no driver, no device, or a build without CUDA. Never throws.
-int device_count();
-// "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)", or the error text for a bad index.
-std::string device_name(int device);
 
 // Device memory (cudaMalloc on the device's actor). release() of nullptr is a no-op.
 std::string allocate(int device, std::size_t bytes, void** out);

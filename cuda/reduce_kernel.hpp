@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-#include "strategies/types.hpp"
+#include <chorus/types.hpp>
 
 namespace chorus::gpu {
 

@@ -3,8 +3,8 @@
 #include <atomic>
 #include <cstdio>
 
-#include "actors/chorus.hpp"
-#include "actors/peer_actor.hpp"
+#include <chorus/chorus.hpp>
+#include <chorus/peer_actor.hpp>
 
 using namespace chorus;
 

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/chorus.hpp"
-#include "actors/grad_sync.hpp"
+#include <chorus/chorus.hpp>
+#include <chorus/grad_sync.hpp>
 
 using namespace chorus;
 

@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/chorus.hpp"
-#include "cuda/gpu.hpp"
+#include <chorus/chorus.hpp>
+#include <chorus/gpu.hpp>
 
 int main() {
   using namespace chorus;

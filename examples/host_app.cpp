@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/chorus.hpp"
+#include <chorus/chorus.hpp>
 
 int main() {
   using namespace chorus;

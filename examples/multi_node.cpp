@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/chorus.hpp"
+#include <chorus/chorus.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 5) {

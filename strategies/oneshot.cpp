@@ -1,7 +1,7 @@
 // One-shot all-reduce: every peer sends its whole buffer to every other and folds all n buffers
 // itself, so the op costs one network latency instead of a tree's 2 log n or a ring's 2(n-1). Over
 // the network this adds no message the op does not already need: every node announces each op to
-// every other node anyway (actors/net_op.hpp), and the data rides along with the announcement.
+// every other node anyway (actors/global_client/net_op.hpp), and the data rides along with the announcement.
 //
 // Every peer folds in rank order, ((x0 (op) x1) (op) x2) ..., in the scratch half of its work
 // buffer [count, 2*count), so the results are bit-identical on every peer for every reduce op

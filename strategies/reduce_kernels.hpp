@@ -3,7 +3,7 @@
 #pragma once
 #include <cstddef>
 
-#include "strategies/types.hpp"
+#include <chorus/types.hpp>
 
 namespace chorus {
 

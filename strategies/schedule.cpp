@@ -46,19 +46,6 @@ std::size_t work_elements(OpKind op, int n, std::size_t count) {
   return 0;
 }
 
-std::string to_string(const Strategy& s) {
-  switch (s.algorithm) {
-    case Algorithm::centralized: return "centralized";
-    case Algorithm::tree: return "tree:" + std::to_string(s.arity);
-    case Algorithm::ring: return "ring";
-    case Algorithm::dbtree: return "dbtree";
-    case Algorithm::direct: return "direct";
-    case Algorithm::nccl: return "nccl";
-    case Algorithm::oneshot: return "oneshot";
-  }
-  return "unknown";
-}
-
 namespace {
 
 // all_to_all is a direct pairwise exchange under every algorithm: each block has exactly one

@@ -37,7 +37,8 @@
 #include <string>
 #include <vector>
 
-#include "strategies/types.hpp"
+#include <chorus/strategy.hpp>
+#include <chorus/types.hpp>
 
 namespace chorus {
 
@@ -63,25 +64,6 @@ struct Round {
 };
 
 using Program = std::vector<Round>;
-
-// direct: every peer talks to every other directly in one or two rounds ("one-shot", for shared
-// memory); all recv_reduce steps of a round into one region are consecutive with the same
-// (offset, count), so an executor may fuse them (see direct.cpp for the combination order).
-// nccl: device tensors on distinct GPUs go through an NCCL communicator (cuda/); it has no host
-// schedule, and everything else (host tensors, logical peers sharing a GPU) resolves as auto does.
-// oneshot: all_reduce in one exchange, every peer folding every buffer in rank order
-// (strategies/oneshot.cpp); chosen by auto across nodes for small buffers, never named in a
-// configuration.
-enum class Algorithm : uint8_t { centralized, tree, ring, dbtree, direct, nccl, oneshot };
-
-// A resolved strategy (auto has already been decided by select_strategy).
-struct Strategy {
-  Algorithm algorithm = Algorithm::ring;
-  int arity = 2;  // tree only, >= 2
-  bool operator==(const Strategy&) const = default;
-};
-
-std::string to_string(const Strategy& s);   // "centralized", "tree:3", "ring", "dbtree", "direct"
 
 struct ScheduleParams {
   OpKind op;           // any OpKind except send and recv

@@ -24,8 +24,8 @@
 #include <tuple>
 #include <vector>
 
-#include "tests/peer_harness.hpp"
-#include "tests/reference.hpp"
+#include "peer_harness.hpp"
+#include "reference.hpp"
 
 namespace chorus {
 namespace {

@@ -8,11 +8,11 @@
 #include <cmath>
 #include <string>
 
-#include "actors/chorus.hpp"
-#include "actors/grad_sync.hpp"
-#include "cuda/gpu.hpp"
-#include "strategies/reduce_kernels.hpp"
+#include <chorus/chorus.hpp>
+#include <chorus/gpu.hpp>
+#include <chorus/grad_sync.hpp>
 #include "peer_harness.hpp"
+#include "strategies/reduce_kernels.hpp"
 
 namespace {
 

@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "tests/status_matchers.hpp"
-#include "actors/chorus.hpp"
+#include <chorus/chorus.hpp>
 #include "peer_harness.hpp"
+#include "status_matchers.hpp"
 
 namespace chorus {
 namespace {
@@ -216,7 +216,7 @@ TEST(Errors, OpsAfterFinish) {
   EXPECT_TRUE(has(rt.register_peer(0, c).status(), Errc::finished, {"peer 0", "has finished"}));
 }
 
-// LIBRARY BUG (local_server_core.cpp on_finish/check_caller): when the LAST registered peer
+// LIBRARY BUG (actors/local_server/server_core.cpp on_finish/check_caller): when the LAST registered peer
 // finishes, the server forgets the whole collective (clear()), so that peer's second finish gets
 // not_registered "peer 0 called before registering" instead of unregister_twice, and its ops get
 // not_registered instead of the Errc::finished that peer.hpp promises ("further ops fail with
@@ -704,7 +704,7 @@ TEST(Errors, ResetFailsInFlightOpsAndAllowsRegisteringAgain) {
   run_peers(rt, config_for(2, "ring"), correct_all_reduce);
 }
 
-// LIBRARY BUG (no registration generation: local_server_core.cpp keys everything by peer id,
+// LIBRARY BUG (no registration generation: actors/local_server/server_core.cpp keys everything by peer id,
 // peer.cpp/runtime_impl.hpp keep no generation): once a reset dropped every registration and the same
 // id registered again, a stale handle from before the reset is accepted as that peer again (with its
 // own stale sequence number), so it can take part in, or break, the new collective's ops. It should

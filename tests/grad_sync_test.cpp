@@ -1,13 +1,13 @@
 // GradientSync: fusion buckets, out-of-order submission, sum/mean, local accumulation, collective
 // registration checks, submit errors, timeouts and many consecutive steps with verified values.
-#include "actors/grad_sync.hpp"
+#include <chorus/grad_sync.hpp>
 
 #include <algorithm>
 #include <iostream>
 #include <atomic>
 #include <random>
 
-#include "tests/peer_harness.hpp"
+#include "peer_harness.hpp"
 
 namespace chorus {
 namespace {

@@ -5,8 +5,8 @@
 #include <numeric>
 #include <thread>
 
-#include "tests/peer_harness.hpp"
-#include "tests/status_matchers.hpp"
+#include "peer_harness.hpp"
+#include "status_matchers.hpp"
 
 namespace chorus {
 namespace {

@@ -17,14 +17,14 @@
 #include <thread>
 #include <vector>
 
-#include "tests/status_matchers.hpp"
+#include <chorus/config.hpp>
 #include "actors/caf_glue.hpp"
-#include "actors/call.hpp"
-#include "actors/config.hpp"
-#include "actors/local_server.hpp"
-#include "actors/local_server_core.hpp"
-#include "actors/wire_codec.hpp"
-#include "actors/work_buffer.hpp"
+#include "actors/local_server/call.hpp"
+#include "actors/local_server/local_server.hpp"
+#include "actors/local_server/server_core.hpp"
+#include "messages/peer_codec.hpp"
+#include "status_matchers.hpp"
+#include "strategies/work_buffer.hpp"
 
 namespace chorus {
 namespace {
@@ -250,7 +250,7 @@ TEST_F(CoreTest, InvalidConfigsNameTheField) {
   expect_next_all_reduce_works(2, 0);
 }
 
-// LIBRARY BUG (wire_codec.cpp put_config/get_config): signed config fields are cast to unsigned on
+// LIBRARY BUG (messages/peer_codec.cpp put_config/get_config): signed config fields are cast to unsigned on
 // the wire and clamped on decode, so a negative value turns into a large valid one: timeout -5 ms
 // arrives as 2^40 ms, auto_tree_arity -1 and a fixed tree arity -1 arrive as 2^20. The server's own
 // validate() never sees the invalid values and accepts the config. Runtime::register_peer validates

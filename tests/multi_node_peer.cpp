@@ -17,10 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "actors/grad_sync.hpp"
-#include "cuda/gpu.hpp"
-#include "actors/runtime.hpp"
-#include "tests/reference.hpp"
+#include <chorus/gpu.hpp>
+#include <chorus/grad_sync.hpp>
+#include <chorus/runtime.hpp>
+#include "reference.hpp"
 
 using namespace chorus;
 

@@ -16,10 +16,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "actors/node_registration.hpp"
-#include "actors/orchestrator.hpp"
-#include "actors/wire_codec.hpp"
+#include "actors/global_client/node_session.hpp"
+#include "actors/orchestrator/orchestrator.hpp"
 #include "child_process.hpp"
+#include "messages/peer_codec.hpp"
 #include "status_matchers.hpp"
 
 namespace chorus {

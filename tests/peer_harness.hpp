@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/chorus.hpp"
+#include <chorus/chorus.hpp>
 
 namespace chorus::harness {
 

@@ -1,4 +1,4 @@
-// The data plane's poller (actors/poller.hpp) over real loopback TCP connections: a waiting thread
+// The data plane's poller (transport/poller.hpp) over real loopback TCP connections: a waiting thread
 // reads its own frames (and everyone else's), a word set by another thread wakes a leader that
 // sleeps in epoll, the background thread reads when nobody waits, waiters that do not lead are
 // served, frames larger than one pump's budget arrive whole, a closed connection is reported,
@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/poller.hpp"
-#include "actors/transport.hpp"
+#include "transport/connection.hpp"
+#include "transport/poller.hpp"
 
 namespace chorus {
 namespace {

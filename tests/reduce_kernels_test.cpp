@@ -16,8 +16,8 @@
 #include <tuple>
 #include <vector>
 
+#include <chorus/types.hpp>
 #include "strategies/half_float.hpp"
-#include "strategies/types.hpp"
 
 namespace chorus {
 namespace {

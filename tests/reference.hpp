@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <chorus/types.hpp>
 #include "strategies/reduce_kernels.hpp"  // only f16_to_f32 / f32_to_f16 / bf16_to_f32 / f32_to_bf16
-#include "strategies/types.hpp"
 
 namespace chorus::ref {
 

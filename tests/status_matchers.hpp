@@ -5,7 +5,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "actors/status.hpp"
+#include <chorus/status.hpp>
 
 namespace chorus {
 

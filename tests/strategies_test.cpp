@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "actors/config.hpp"
+#include <chorus/config.hpp>
 #include "strategies/schedule.hpp"
-#include "strategies/select.hpp"
 #include "strategies/simulate.hpp"
+#include "strategies/tuning.hpp"
 
 namespace chorus {
 
@@ -255,20 +255,20 @@ TEST(Schedule, OneShotAllReduce) {
 TEST(Schedule, AutoPicksOneShotAcrossNodesForSmallInflowUnlessCrowded) {
   Config c;
   const std::size_t t = c.auto_threshold_bytes;
-  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, true).algorithm, Algorithm::oneshot);
-  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 8, true).algorithm, Algorithm::oneshot);
-  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::u8, t / 4 - 1, 5, true).algorithm, Algorithm::oneshot);
-  EXPECT_NE(c.global_strategy(OpKind::all_reduce, DType::u8, t / 4, 5, true).algorithm, Algorithm::oneshot);
-  EXPECT_NE(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, false).algorithm, Algorithm::oneshot);
-  EXPECT_NE(c.global_strategy(OpKind::all_reduce, DType::f32, 1 << 20, 2, true).algorithm, Algorithm::oneshot);
-  EXPECT_NE(c.global_strategy(OpKind::broadcast, DType::f32, 256, 2, true).algorithm, Algorithm::oneshot);
+  EXPECT_EQ(global_strategy(c, OpKind::all_reduce, DType::f32, 256, 2, true).algorithm, Algorithm::oneshot);
+  EXPECT_EQ(global_strategy(c, OpKind::all_reduce, DType::f32, 256, 8, true).algorithm, Algorithm::oneshot);
+  EXPECT_EQ(global_strategy(c, OpKind::all_reduce, DType::u8, t / 4 - 1, 5, true).algorithm, Algorithm::oneshot);
+  EXPECT_NE(global_strategy(c, OpKind::all_reduce, DType::u8, t / 4, 5, true).algorithm, Algorithm::oneshot);
+  EXPECT_NE(global_strategy(c, OpKind::all_reduce, DType::f32, 256, 2, false).algorithm, Algorithm::oneshot);
+  EXPECT_NE(global_strategy(c, OpKind::all_reduce, DType::f32, 1 << 20, 2, true).algorithm, Algorithm::oneshot);
+  EXPECT_NE(global_strategy(c, OpKind::broadcast, DType::f32, 256, 2, true).algorithm, Algorithm::oneshot);
   // Node processes crowding one machine: messages count, so a star beyond two nodes.
-  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, true, true).algorithm, Algorithm::oneshot);
-  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 4, true, true).algorithm, Algorithm::centralized);
-  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, Config::kStarPeers + 1, true, true).algorithm,
+  EXPECT_EQ(global_strategy(c, OpKind::all_reduce, DType::f32, 256, 2, true, true).algorithm, Algorithm::oneshot);
+  EXPECT_EQ(global_strategy(c, OpKind::all_reduce, DType::f32, 256, 4, true, true).algorithm, Algorithm::centralized);
+  EXPECT_EQ(global_strategy(c, OpKind::all_reduce, DType::f32, 256, kStarPeers + 1, true, true).algorithm,
             Algorithm::tree);
   c.with_global_strategy(*parse_strategy("ring"));
-  EXPECT_EQ(c.global_strategy(OpKind::all_reduce, DType::f32, 256, 2, true).algorithm, Algorithm::ring);
+  EXPECT_EQ(global_strategy(c, OpKind::all_reduce, DType::f32, 256, 2, true).algorithm, Algorithm::ring);
   EXPECT_FALSE(parse_strategy("oneshot").has_value());
 }
 

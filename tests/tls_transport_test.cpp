@@ -20,9 +20,9 @@
 #include <thread>
 #include <vector>
 
-#include "actors/poller.hpp"
-#include "actors/tls_channel.hpp"
-#include "actors/transport.hpp"
+#include "transport/connection.hpp"
+#include "transport/poller.hpp"
+#include "transport/tls_channel.hpp"
 
 namespace chorus {
 namespace {

@@ -1,0 +1,120 @@
+// The global client: one per node process in multi-node mode. It registers the node with the
+// orchestrator (CAF remoting), opens one data connection to every other node (transport/connection.hpp),
+// and runs the inter-node part of every op: it announces what this node's peers called, carries the
+// schedule's transfers whose other side is on another node, and turns a lost node, a frozen node or
+// a disagreement into the same error on every peer.
+//
+// Peers keep one global numbering: node k's peers are ranks offset(k) .. offset(k)+peers(k)-1, so a
+// collective over all peers runs one schedule (strategies/) in which transfers between peers of one
+// node go through memory (strategies/executor.hpp) and the others through the data connections.
+#pragma once
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <chorus/config.hpp>
+#include <chorus/result.hpp>
+#include "actors/global_client/announcements.hpp"
+#include "actors/global_client/node_session.hpp"
+#include "core/buffer_pool.hpp"
+#include "strategies/executor.hpp"
+#include "transport/connection.hpp"
+#include "transport/poller.hpp"
+
+namespace chorus {
+
+class NetOp;
+class P2PMailbox;
+
+class GlobalClient : public FrameSink, public std::enable_shared_from_this<GlobalClient> {
+ public:
+  // Registers with the orchestrator named by config.orchestrator_address, listens for data on
+  // config.node_address ("host" or "host:port"; port 0 or none picks a free one), and connects to
+  // every other node. Everything within config.timeout.
+  static Result<std::shared_ptr<GlobalClient>> start(const Config& config);
+  ~GlobalClient() override;
+  // Says goodbye to every node and leaves the orchestrator. Idempotent.
+  void close();
+
+  const TopologyData& topology() const { return topo_; }
+  uint32_t node_id() const { return topo_.node_id; }
+  uint32_t offset() const { return topo_.nodes[topo_.node_id].peer_offset; }
+  uint32_t local_peers() const { return topo_.nodes[topo_.node_id].num_peers; }
+  uint32_t total_peers() const { return topo_.total_peers; }
+  uint32_t node_of(uint32_t rank) const;
+  // Not ok once a node was lost: every later op fails with it.
+  Status lost() const;
+
+  // The node of each rank of an op over `members` (global peer ids by rank; empty: the world).
+  std::vector<uint32_t> rank_nodes(const std::vector<uint32_t>& members) const;
+
+  // Called (under the local server's lock) when every local member has called op (group, seq):
+  // sends `mine` to the nodes hosting a member that `reached` (by node) does not mark, rides it
+  // along with the data to the others, and returns the remote half of the op's plan. rank_node:
+  // rank_nodes() of the op's members.
+  std::shared_ptr<RemoteSteps> begin_op(uint32_t group, uint64_t seq, OpAnnouncement mine,
+                                        Clock::time_point deadline, std::string label,
+                                        std::vector<uint32_t> rank_node, uint32_t local_members,
+                                        const std::vector<bool>& reached);
+
+  // Point to point with a peer of another node: blocks until the receiver took the data (send)
+  // or the data arrived (recv); both sides get the same error when the pair does not match.
+  // `failed`: this side cannot send (e.g. its GPU tensor could not be staged): the receiver is told
+  // why instead of getting data, and both return that error.
+  Status send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline,
+              const Status& failed = Status::ok());
+  Status recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, Clock::time_point deadline);
+
+  // FrameSink (whoever leads the poller).
+  std::byte* begin_frame(uint32_t node, const FrameHeader& h) override;
+  void progress(uint32_t node, const FrameHeader& h, std::size_t got) override;
+  void frame_failed(uint32_t node, const FrameHeader& h) override;
+  void closed(uint32_t node, bool orderly, const std::string& why) override;
+
+  // Used by NetOp.
+  Connection* connection(uint32_t node) { return conns_[node].get(); }
+  BufferPool& pool() { return pool_; }
+  // Every wait for something from another node goes through it (it reads the connections).
+  Poller& poller() { return poller_; }
+  void finished(uint32_t group, uint64_t seq);
+  void on_node_lost(uint32_t node, const std::string& why);
+  // Treats `node` as lost and shuts its connection, so reads and writes let go of callers' memory.
+  void cut_off(uint32_t node, const std::string& why);
+  // Waits until the ticket's bytes are in the socket; past the deadline the node counts as frozen
+  // and is cut off. True when every byte was written.
+  bool await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline);
+
+ private:
+  GlobalClient() = default;
+  Status connect_all(const Config& config, int listen_fd);
+  std::shared_ptr<NetOp> op_for(uint32_t group, uint64_t seq, bool create);
+
+  Config config_;
+  std::unique_ptr<caf::actor_system_config> cfg_;
+  std::unique_ptr<caf::actor_system> system_;
+  std::shared_ptr<NodeSession> session_;
+  TopologyData topo_;
+  std::vector<std::unique_ptr<Connection>> conns_;  // by node id; null for this node
+  Poller poller_;                                   // reads conns_; stopped before they go
+
+  mutable std::mutex mu_;
+  std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<NetOp>> ops_;
+  std::set<std::pair<uint32_t, uint64_t>> done_;  // finished ops: late frames are dropped
+  std::vector<std::pair<uint32_t, uint64_t>> done_order_;
+  std::vector<std::shared_ptr<NetOp>> current_;  // per node: the op whose frame is being read
+  std::vector<uint32_t> current_slot_;
+  std::vector<std::string> scratch_;             // per node: a control frame being read
+  Status lost_;                                  // a node died or froze: every op fails
+  std::vector<std::pair<uint32_t, Status>> left_;  // nodes that said goodbye
+  bool closed_ = false;
+  std::unique_ptr<P2PMailbox> p2p_;
+  BufferPool pool_;
+};
+
+} // namespace chorus

@@ -1,0 +1,392 @@
+#include "actors/global_client/net_op.hpp"
+
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "actors/global_client/global_client.hpp"
+
+namespace chorus {
+
+namespace {
+constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
+}
+
+NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes)
+    : client_(std::move(client)), group_(group), seq_(seq), my_node_(client_->node_id()), ann_(num_nodes),
+      gone_(num_nodes, false), ann_frame_(num_nodes), sent_(std::size_t{num_nodes} * num_nodes, false) {}
+
+namespace {
+std::string whole_frame(FrameHeader h, const std::string& body) {
+  h.bytes = body.size();
+  std::string f(reinterpret_cast<const char*>(&h), sizeof h);
+  return f + body;
+}
+} // namespace
+
+std::string NetOp::bundle_for_locked(uint32_t node) {
+  std::string out;
+  for (uint32_t o = 0; o < ann_frame_.size(); ++o)
+    if (const std::size_t k = std::size_t{node} * ann_.size() + o; o != node && !ann_frame_[o].empty() && !sent_[k]) {
+      out += ann_frame_[o];
+      sent_[k] = true;
+    }
+  return out;
+}
+
+void NetOp::spread_locked() {
+  if (!launched_) return;  // we know nothing we must pass on yet; launch() spreads if need be
+  for (uint32_t n = 0; n < ann_.size(); ++n) {
+    if (n == my_node_ || !takes_part_[n]) continue;
+    to_tell_[n] = false;
+    if (std::string b = bundle_for_locked(n); !b.empty()) client_->connection(n)->post_frames(std::move(b));
+  }
+}
+
+void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers,
+                   std::vector<uint32_t> rank_node, FrameHeader announce_header, std::string announce_body,
+                   std::vector<uint32_t> tell) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ann_frame_[my_node_] = whole_frame(announce_header, announce_body);
+  to_tell_.assign(ann_.size(), false);
+  for (uint32_t n : tell) to_tell_[n] = true;
+  rank_node_ = std::move(rank_node);
+  takes_part_.assign(ann_.size(), false);
+  for (uint32_t n : rank_node_) takes_part_[n] = true;
+  launched_ = true;
+  deadline_ = deadline;
+  spread_at_ = std::min(deadline, Clock::now() + kSpreadAfter);
+  label_ = std::move(label);
+  local_peers_ = local_peers;
+  ann_[my_node_] = std::move(mine);
+  for (uint32_t k = 0; k < ann_.size(); ++k)
+    if (k != my_node_ && ann_[k]) stop_if_doomed_locked(*ann_[k]);
+  ann_word_.set(ann_word_.value.load() + 1);
+  wake_if_stopped_locked();
+  if (abort_) spread_locked();  // stopped before it started: nobody may wait for our forwards
+}
+
+void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs) {
+  if (abort_ || !launched_ || !ann_[my_node_]) return;
+  // A node whose own peers failed sends no data, and one that disagrees with us sends data we
+  // cannot use: stop waiting at once (conclude() then judges every announcement, so every peer
+  // everywhere still reports the same error).
+  if (!theirs.status.is_ok()) abort_ = Status(theirs.status.code(), label_ + ": node " + std::to_string(theirs.node) + " failed");
+  else if (auto s = compare_announcements(*ann_[my_node_], theirs, seq_); !s) abort_ = s;
+  if (abort_) spread_locked();
+}
+
+void NetOp::wake_if_stopped_locked() {
+  if (!abort_) return;
+  for (auto& [slot, rec] : in_) rec->word.set(kTop);
+}
+
+bool NetOp::is_remote(int peer) const { return rank_node_[static_cast<std::size_t>(peer)] != my_node_; }
+
+std::shared_ptr<NetOp::Incoming>& NetOp::incoming_locked(uint32_t slot) {
+  auto& rec = in_[slot];
+  if (!rec) {
+    rec = std::make_shared<Incoming>();
+    if (abort_) rec->word.set(kTop);  // an aborted op wakes whoever waits on it at once
+  }
+  return rec;
+}
+
+std::shared_ptr<NetOp::Incoming> NetOp::incoming(uint32_t slot) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return incoming_locked(slot);
+}
+
+std::byte* NetOp::incoming_frame(uint32_t node, const FrameHeader& h) {
+  std::shared_ptr<Incoming> rec;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    rec = incoming_locked(h.slot);
+    if (rec->started.load()) return nullptr;  // a duplicate slot: a broken peer; drop it
+    if (rec->offered && rec->offered_bytes == h.bytes) {
+      rec->data = rec->offered;
+    } else {
+      rec->buf = client_->pool().take(h.bytes ? h.bytes : 1);
+      rec->data = rec->buf.get();
+    }
+    rec->bytes = h.bytes;
+    rec->node = node;
+    rec->started.store(true, std::memory_order_release);
+  }
+  // No wake-up yet: a waiter wants bytes, and progress() announces them.
+  return rec->data;
+}
+
+bool NetOp::offer_destination(uint32_t slot, int p, std::byte* dst, std::size_t bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto& r = incoming_locked(slot);
+  if (r->started.load()) return false;
+  r->offered = dst;
+  r->offered_bytes = bytes;
+  r->owner = p;
+  return true;
+}
+
+void NetOp::incoming_progress(uint32_t slot, std::size_t got) {
+  std::shared_ptr<Incoming> rec;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = in_.find(slot);
+    if (it == in_.end()) return;
+    rec = it->second;
+  }
+  rec->got.store(got, std::memory_order_release);
+  uint32_t v = rec->word.value.load();
+  if (v != kTop) rec->word.set(v + 1);
+}
+
+void NetOp::incoming_failed(uint32_t slot) {
+  std::shared_ptr<Incoming> rec;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = in_.find(slot);
+    if (it == in_.end()) return;
+    rec = it->second;
+  }
+  rec->failed.store(true);
+  rec->word.set(kTop);
+}
+
+void NetOp::release_offered(int p) {
+  std::vector<std::shared_ptr<Incoming>> busy;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [slot, rec] : in_) {
+      if (!rec->offered || rec->owner != p) continue;
+      if (!rec->started.load()) rec->offered = nullptr;  // a late frame goes to a pool buffer instead
+      else if (rec->data == rec->offered && rec->got.load() < rec->bytes && !rec->failed.load()) busy.push_back(rec);
+    }
+  }
+  for (auto& rec : busy) {
+    auto done = [&] { return rec->got.load() >= rec->bytes || rec->failed.load(); };
+    auto lost = [&] {
+      std::lock_guard<std::mutex> lk(mu_);
+      return lost_.has_value();
+    };
+    while (!done() && Clock::now() < deadline_ && !lost()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (done()) continue;
+    // The sender stalled mid-transfer: cut the connection so that pumping it lets go of the memory.
+    client_->cut_off(rec->node, "node " + std::to_string(rec->node) + " stalled in the middle of a transfer");
+    const auto grace = Clock::now() + std::chrono::seconds(5);
+    while (!done() && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::string& frame) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (a.node >= ann_.size() || ann_[a.node]) return;
+  ann_[a.node] = a;
+  ann_frame_[a.node] = whole_frame(h, frame);
+  if (launched_ && abort_) spread_locked();  // stopped: we no longer forward along the schedule
+  stop_if_doomed_locked(a);
+  wake_if_stopped_locked();
+  uint32_t v = ann_word_.value.load();
+  if (v != kTop) ann_word_.set(v + 1);
+}
+
+bool NetOp::await(WaitWord& w, uint32_t target) {
+  Poller& poller = client_->poller();
+  if (!spread_.load() && Clock::now() < spread_at_ && poller.wait(w, target, std::min(spread_at_, deadline_)))
+    return true;
+  // Slow: maybe a node on the path of our forwards is stuck. Everything we know goes to every
+  // node now, well before the deadline, so every node can still name the same culprit.
+  if (!spread_.exchange(true)) {
+    std::lock_guard<std::mutex> lk(mu_);
+    spread_locked();
+  }
+  return poller.wait(w, target, deadline_);
+}
+
+void NetOp::stop(const Status& why) {
+  std::vector<std::shared_ptr<Incoming>> recs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!abort_) {
+      abort_ = why;
+      spread_locked();
+    }
+    for (auto& [slot, rec] : in_) recs.push_back(rec);
+  }
+  for (auto& r : recs) r->word.set(kTop);
+}
+
+void NetOp::node_lost(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!lost_) lost_ = why;
+  }
+  stop(why);
+  ann_word_.set(kTop);
+}
+
+void NetOp::node_left(uint32_t node, const Status& why) {
+  std::vector<std::shared_ptr<Incoming>> recs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (node >= gone_.size()) return;
+    gone_[node] = true;
+    gone_status_ = why;
+    for (auto& [slot, rec] : in_) recs.push_back(rec);
+  }
+  for (auto& r : recs) {
+    uint32_t v = r->word.value.load();
+    if (v != kTop) r->word.set(v + 1);
+  }
+  uint32_t v = ann_word_.value.load();
+  if (v != kTop) ann_word_.set(v + 1);
+}
+
+void NetOp::flush() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (uint32_t n = 0; n < to_tell_.size(); ++n)
+    if (to_tell_[n]) {
+      to_tell_[n] = false;
+      sent_[std::size_t{n} * ann_.size() + my_node_] = true;
+      client_->connection(n)->post_frames(ann_frame_[my_node_]);
+    }
+}
+
+void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_t bytes) {
+  const uint32_t node = rank_node_[static_cast<std::size_t>(peer)];
+  FrameHeader h;
+  h.type = FrameType::data;
+  h.group = group_;
+  h.seq = seq_;
+  h.slot = slot;
+  h.bytes = bytes;
+  // Under the lock: the frame carrying our announcement must go before any other data frame of
+  // this op to that node.
+  std::lock_guard<std::mutex> lk(mu_);
+  std::shared_ptr<SendTicket> ticket;
+  to_tell_[node] = false;
+  if (std::string pre = bundle_for_locked(node); !pre.empty())
+    ticket = client_->connection(node)->post_after(std::move(pre), h, data);
+  else
+    ticket = client_->connection(node)->post(h, data);
+  out_[slot] = Outgoing{std::move(ticket), node};
+}
+
+Status NetOp::wait_sent(uint32_t slot) {
+  flush();
+  Outgoing o;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    o = out_.at(slot);
+  }
+  if (client_->await_sent(*o.ticket, o.node, deadline_)) return Status::ok();
+  if (auto l = client_->lost(); !l) return l;
+  return {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"};
+}
+
+const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes, std::size_t upto, Status& error) {
+  flush();
+  auto rec = incoming(slot);
+  const uint32_t node = rank_node_[static_cast<std::size_t>(peer)];
+  for (;;) {
+    const uint32_t g = rec->word.value.load();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (abort_) {
+        error = *abort_;
+        return nullptr;
+      }
+      if (rec->failed.load()) {
+        error = Status(Errc::node_lost, label_ + ": the connection to node " + std::to_string(node) + " broke mid-transfer");
+        return nullptr;
+      }
+      const bool complete = rec->started.load() && rec->got.load() >= rec->bytes;
+      if (gone_[node] && !complete) {
+        error = gone_status_;
+        return nullptr;
+      }
+      if (rec->started.load(std::memory_order_acquire)) {
+        // The node's announcement precedes its data on the connection, so it is here.
+        const auto& theirs = ann_[node];
+        if (!theirs) {
+          error = Status(Errc::internal, label_ + ": data from node " + std::to_string(node) + " before its announcement");
+          return nullptr;
+        }
+        if (auto s = compare_announcements(*ann_[my_node_], *theirs, seq_); !s) {
+          error = s;
+          return nullptr;
+        }
+        if (rec->bytes != bytes) {
+          error = Status(Errc::internal, label_ + ": node " + std::to_string(node) + " sent " + std::to_string(rec->bytes) +
+                                             " bytes where the schedule expects " + std::to_string(bytes));
+          return nullptr;
+        }
+      }
+    }
+    if (rec->started.load(std::memory_order_acquire) && rec->got.load(std::memory_order_acquire) >= upto)
+      return rec->data;
+    if (!await(rec->word, g + 1)) {
+      bool never = false;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        never = !ann_[node];
+      }
+      error = Status(Errc::timeout, label_ + ": node " + std::to_string(node) +
+                                        (never ? " never called" : " sent too little") + " within the op's timeout (peer " +
+                                        std::to_string(peer) + ")");
+      return nullptr;
+    }
+  }
+}
+
+void NetOp::done_with(uint32_t slot) {
+  std::lock_guard<std::mutex> lk(mu_);
+  in_.erase(slot);
+}
+
+Status NetOp::conclude(int p, Status local) {
+  flush();
+  release_offered(p);
+  // The caller's memory may be released once we return: every queued send must be off it.
+  std::vector<Outgoing> outs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [slot, o] : out_) outs.push_back(o);
+  }
+  for (auto& o : outs) client_->await_sent(*o.ticket, o.node, deadline_);
+  // Every node's announcement decides the error, so every peer everywhere reports the same one.
+  const uint32_t nodes = static_cast<uint32_t>(ann_.size());
+  for (;;) {
+    const uint32_t g = ann_word_.value.load();
+    bool waiting = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (takes_part_[k] && !ann_[k] && !gone_[k]);
+      waiting = waiting && !lost_;
+    }
+    if (!waiting || !await(ann_word_, g + 1)) break;
+  }
+  Status result;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::vector<OpAnnouncement> all;
+    std::string missing;
+    for (uint32_t k = 0; k < nodes; ++k) {
+      if (!takes_part_[k]) continue;
+      if (ann_[k]) all.push_back(*ann_[k]);
+      else missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    }
+    if (missing.empty()) result = judge_announcements(all, seq_);
+    if (result && lost_) result = *lost_;
+    if (result && !missing.empty() && !gone_status_) result = gone_status_;
+    if (result && !missing.empty())
+      result = Status(Errc::timeout, label_ + ": node" + (missing.find(',') != std::string::npos ? "s " : " ") + missing +
+                                         " never called within the op's timeout");
+    if (result) result = std::move(local);
+    last = ++concluded_ == local_peers_;
+  }
+  if (last) client_->finished(group_, seq_);
+  return result;
+}
+
+} // namespace chorus

@@ -1,0 +1,130 @@
+// One collective op as the global client sees it: the announcements of every node, the transfers
+// that arrive from other nodes (possibly before this node's peers have called the op), and the
+// sends this node has queued.
+// Every node must see every node's announcement before it concludes the op. Announcements ride
+// along with data: each data frame to a node is preceded by every announcement we know and have
+// not yet sent it (ours and those others sent us), so where the schedule's messages lead from
+// every node to every other (an all-reduce, an all-gather) no announcement travels alone. Ours
+// goes alone only to the nodes no chain of messages reaches from us, and to everyone when the op
+// stops early or takes long (everything we know then goes to every node, so nobody waits for a
+// forward that will not come, e.g. behind a node that never calls).
+// Peer threads reach it through RemoteSteps; the poller's pumping feeds it.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/global_client/announcements.hpp"
+#include "strategies/executor.hpp"
+#include "transport/connection.hpp"
+
+namespace chorus {
+
+class GlobalClient;
+
+class NetOp : public RemoteSteps {
+ public:
+  NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes);
+
+  // This node's peers have all called the op. rank_node[r]: the node of the op's rank r (every
+  // node that hosts a rank takes part; the others never hear of the op).
+  // `announce` (a whole frame) still has to reach the nodes in `tell`: it rides along with this
+  // node's first data frame to each, or goes alone before anyone waits.
+  void launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers,
+              std::vector<uint32_t> rank_node, FrameHeader announce_header, std::string announce_body,
+              std::vector<uint32_t> tell);
+
+  // From the connections (whoever pumps them).
+  std::byte* incoming_frame(uint32_t node, const FrameHeader& h);
+  void incoming_progress(uint32_t slot, std::size_t got);
+  void incoming_failed(uint32_t slot);  // nothing will write to the slot again
+  // `frame`: the announcement's body as it came (header h), to forward.
+  void announced(const OpAnnouncement& a, const FrameHeader& h, const std::string& frame);
+  void node_lost(const Status& why);
+  // Sends our announcement to every node still owed it (before anyone waits, or at once when this
+  // node's peers failed).
+  void flush();
+  // The node said goodbye: what it sent before is here; waits for anything more from it fail.
+  void node_left(uint32_t node, const Status& why);
+
+  // RemoteSteps.
+  bool is_remote(int peer) const override;
+  void post_send(uint32_t slot, int peer, const std::byte* data, std::size_t bytes) override;
+  Status wait_sent(uint32_t slot) override;
+  const std::byte* wait_received(uint32_t slot, int peer, std::size_t bytes, std::size_t upto,
+                                 Status& error) override;
+  void done_with(uint32_t slot) override;
+  bool offer_destination(uint32_t slot, int p, std::byte* dst, std::size_t bytes) override;
+  void abort(const Status& why) override { stop(why); }
+  Status conclude(int p, Status local) override;
+
+ private:
+  struct Incoming {
+    WaitWord word;                        // bumped on every piece; raised to the top on abort
+    std::shared_ptr<std::byte> buf;  // from the client's pool, unless the bytes land in `offered`
+    std::byte* data = nullptr;       // where the payload is
+    std::byte* offered = nullptr;    // the consumer's own memory (offer_destination)
+    std::size_t offered_bytes = 0;
+    int owner = -1;                  // the local rank that offered
+    std::size_t bytes = 0;
+    uint32_t node = 0;
+    std::atomic<std::size_t> got{0};
+    std::atomic<bool> started{false};
+    std::atomic<bool> failed{false};
+  };
+  // Before returning to the caller: no pump may still be writing into the caller's memory.
+  void release_offered(int p);
+  struct Outgoing {
+    std::shared_ptr<SendTicket> ticket;
+    uint32_t node;
+  };
+  std::shared_ptr<Incoming> incoming(uint32_t slot);
+  std::shared_ptr<Incoming>& incoming_locked(uint32_t slot);  // get or make; mu_ held
+  // Stops the op (as abort does) when `theirs` says its node will not run it, or disagrees with
+  // ours; needs our own announcement (so also called from launch for those that came first).
+  void stop_if_doomed_locked(const OpAnnouncement& theirs);
+  void wake_if_stopped_locked();  // wakes every receive wait once the op is stopped
+  // Stops the op and tells every node everything we know (a node that waits for our forwards
+  // would wait in vain otherwise; posts on connections that are gone just fail).
+  void stop(const Status& why);
+  // The announcements `node` has not had from us yet, as whole frames (never its own).
+  std::string bundle_for_locked(uint32_t node);
+  void spread_locked();  // every known announcement to every node taking part
+  // Waits (leading the poller) until w reaches target or the deadline; spreads what we know once
+  // the op has taken longer than kSpreadAfter.
+  bool await(WaitWord& w, uint32_t target);
+  static constexpr std::chrono::milliseconds kSpreadAfter{20};
+
+  std::shared_ptr<GlobalClient> client_;
+  uint32_t group_;
+  uint64_t seq_;
+  uint32_t my_node_;
+  mutable std::mutex mu_;
+  std::vector<std::optional<OpAnnouncement>> ann_;  // by node
+  WaitWord ann_word_;                               // announcements so far; the top on node loss
+  bool launched_ = false;
+  Clock::time_point deadline_{};
+  Clock::time_point spread_at_{};
+  std::atomic<bool> spread_{false};  // await() spread once
+  std::string label_;
+  uint32_t local_peers_ = 0, concluded_ = 0;
+  std::map<uint32_t, std::shared_ptr<Incoming>> in_;
+  std::map<uint32_t, Outgoing> out_;
+  std::optional<Status> abort_;
+  std::optional<Status> lost_;
+  std::vector<bool> gone_;  // by node: left in order (see node_left)
+  std::vector<uint32_t> rank_node_;  // by op rank (set at launch)
+  std::vector<bool> takes_part_;     // by node
+  std::vector<std::string> ann_frame_;  // by node: its announcement as a whole frame, once known
+  std::vector<bool> sent_;  // [to node * nodes + origin]: that announcement went to that node
+  std::vector<bool> to_tell_;        // by node: ours must go there directly and has not yet
+
+  Status gone_status_;
+};
+
+} // namespace chorus

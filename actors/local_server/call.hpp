@@ -1,0 +1,45 @@
+// What travels beside a control message inside one process: the caller's buffers (shared by
+// reference, never copied) and the reply slot the local server fills directly, so a blocking peer
+// thread wakes without going through the actor scheduler.
+#pragma once
+#include <memory>
+
+#include <chorus/status.hpp>
+#include <chorus/tensor.hpp>
+#include "actors/local_server/device_run.hpp"
+#include "core/wait.hpp"
+#include "messages/envelope.hpp"
+#include "strategies/executor.hpp"
+
+namespace chorus {
+
+struct Reply {
+  WaitWord done;                  // 1 once the fields below are set
+  Status status;                  // the error; or ok, with a plan for ops
+  std::shared_ptr<OpPlan> plan;   // the op to run, when ok (host tensors)
+  std::shared_ptr<DeviceRun> device;  // or the op on GPU tensors
+  int rank = -1;                  // the index this peer runs in the plan
+  DType out_dtype = DType::f32;   // broadcast/scatter by data: what the receivers allocate
+  Shape out_shape;
+  uint64_t timer = 0;
+  uint64_t epoch = 0;             // register: the registration generation to send with every op
+  uint32_t group = 0;             // new group: its id             // the server's timer for this request: on_timeout(timer) expires it
+
+  void complete(Status s) {
+    status = std::move(s);
+    done.set(1);
+  }
+};
+
+// One request to the local server: the encoded control message plus its in-process side-car.
+struct Call {
+  Envelope message;
+  Tensor input;    // what the caller sends (may be undefined)
+  Tensor output;   // where the caller receives (may be undefined: in place, or allocated later)
+  std::shared_ptr<Reply> reply = std::make_shared<Reply>();
+  // The caller could not take part (staging its GPU tensor failed): it still takes its place in
+  // the op, so that sequence numbers stay aligned, and every peer of the op gets this error.
+  Status local_error;
+};
+
+} // namespace chorus

@@ -1,0 +1,37 @@
+// Checks that the requests of one collective op agree and fit their buffers, and derives what the
+// schedule needs (root rank, element count). The first problem found becomes every peer's error.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <chorus/status.hpp>
+#include "messages/peer_codec.hpp"
+
+namespace chorus {
+
+struct OpShape {
+  OpKind kind;
+  DType dtype;
+  ReduceOp redop;
+  int root;             // rank; 0 where the op has none
+  std::size_t count;    // per-peer element count in the sense of schedule.hpp
+  DType out_dtype;      // broadcast/scatter by data: what receivers allocate
+  Shape out_shape;
+  Shape agreed_shape;   // the shape every peer passed (by-root forms)
+};
+
+bool reduces(OpKind k);  // the op combines data with a reduce op
+bool rooted(OpKind k);   // the op has a root
+
+// "all_reduce #7"
+std::string op_label(OpKind kind, uint64_t seq);
+
+// One request on its own: sizes, dtypes, root range, reduce op validity.
+Status check_request(const OpRequestData& r, int n);
+
+// The requests of one op (the n peers of a group, or this node's share of them in multi-node
+// mode; n is the whole group's size). On success fills `shape`.
+Status check_agreement(const std::vector<const OpRequestData*>& reqs, int n, OpShape& shape);
+
+} // namespace chorus

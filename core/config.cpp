@@ -1,0 +1,70 @@
+#include <chorus/config.hpp>
+
+#include <string>
+
+namespace chorus {
+
+Config& Config::with_local_strategy(StrategyChoice s) {
+  local.fill(s);
+  return *this;
+}
+
+Config& Config::with_global_strategy(StrategyChoice s) {
+  global.fill(s);
+  return *this;
+}
+
+namespace {
+Status bad(std::string what) { return {Errc::invalid_config, std::move(what)}; }
+
+std::string check_choices(const std::array<StrategyChoice, num_collective_kinds>& a,
+                          const char* level) {
+  for (std::size_t k = 0; k < a.size(); ++k)
+    if (!a[k].is_auto && a[k].fixed.algorithm == Algorithm::tree && a[k].fixed.arity < 2)
+      return std::string(level) + " strategy for " +
+             std::string(to_string(static_cast<OpKind>(k))) + ": tree arity " +
+             std::to_string(a[k].fixed.arity) + " is below 2";
+  return {};
+}
+} // namespace
+
+Status Config::validate() const {
+  if (num_devices == 0) return bad("num_devices is 0; it must be at least 1");
+  if (num_devices > 4096) return bad("num_devices " + std::to_string(num_devices) + " exceeds 4096");
+  if (auto_tree_arity < 2) return bad("auto_tree_arity " + std::to_string(auto_tree_arity) + " is below 2");
+  if (timeout.count() <= 0) return bad("timeout must be positive, got " + std::to_string(timeout.count()) + " ms");
+  if (auto e = check_choices(local, "local"); !e.empty()) return bad(e);
+  if (auto e = check_choices(global, "global"); !e.empty()) return bad(e);
+  // Multi-node fields come as a set: either all are given or none is.
+  bool any_global = num_nodes != 0 || !orchestrator_address.empty() || !node_address.empty();
+  if (any_global && (num_nodes == 0 || orchestrator_address.empty() || node_address.empty()))
+    return bad("multi-node configuration needs num_nodes, orchestrator_address and node_address together");
+  if (has_tls() && (tls_certificate.empty() || tls_key.empty() || tls_ca.empty()))
+    return bad("TLS needs tls_certificate, tls_key and tls_ca together");
+  return Status::ok();
+}
+
+std::string Config::first_difference(const Config& o) const {
+  auto num = [](const char* f, auto a, auto b) {
+    return std::string(f) + " (" + std::to_string(a) + " vs " + std::to_string(b) + ")";
+  };
+  if (num_devices != o.num_devices) return num("num_devices", num_devices, o.num_devices);
+  for (std::size_t k = 0; k < local.size(); ++k)
+    if (!(local[k] == o.local[k]))
+      return "local strategy for " + std::string(to_string(static_cast<OpKind>(k))) + " (" +
+             to_string(local[k]) + " vs " + to_string(o.local[k]) + ")";
+  if (auto_threshold_bytes != o.auto_threshold_bytes)
+    return num("auto_threshold_bytes", auto_threshold_bytes, o.auto_threshold_bytes);
+  if (auto_tree_arity != o.auto_tree_arity) return num("auto_tree_arity", auto_tree_arity, o.auto_tree_arity);
+  if (timeout != o.timeout) return num("timeout_ms", timeout.count(), o.timeout.count());
+  if (num_nodes != o.num_nodes) return num("num_nodes", num_nodes, o.num_nodes);
+  if (orchestrator_address != o.orchestrator_address)
+    return "orchestrator_address (" + orchestrator_address + " vs " + o.orchestrator_address + ")";
+  for (std::size_t k = 0; k < global.size(); ++k)
+    if (!(global[k] == o.global[k]))
+      return "global strategy for " + std::string(to_string(static_cast<OpKind>(k))) + " (" +
+             to_string(global[k]) + " vs " + to_string(o.global[k]) + ")";
+  return {};
+}
+
+} // namespace chorus

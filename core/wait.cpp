@@ -1,0 +1,89 @@
+#include "core/wait.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <thread>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CHORUS_PAUSE() _mm_pause()
+#else
+#define CHORUS_PAUSE() std::this_thread::yield()
+#endif
+
+namespace chorus {
+
+namespace {
+long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
+}
+} // namespace
+
+std::chrono::nanoseconds spin_budget() {
+  static const std::chrono::nanoseconds budget = [] {
+    const char* e = std::getenv("CHORUS_SPIN_US");
+    long us = e ? std::atol(e) : 20;
+    return std::chrono::nanoseconds(us < 0 ? 0 : us * 1000);
+  }();
+  return budget;
+}
+
+unsigned hardware_threads() {
+  static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return cores;
+}
+
+std::chrono::nanoseconds spin_budget_for(unsigned threads) {
+  return threads <= hardware_threads() ? spin_budget() : std::chrono::nanoseconds(0);
+}
+
+void WaitWord::wake() { futex(&value, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr); }
+
+thread_local bool tl_leads_poller = false;
+
+void signal_eventfd(int fd) {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = ::write(fd, &one, sizeof one);  // an eventfd: cannot block or fail short
+}
+
+void WaitWord::sleep(uint32_t seen, Clock::time_point until) {
+  auto now = Clock::now();
+  if (now >= until) return;
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (value.load(std::memory_order_seq_cst) == seen) futex(&value, FUTEX_WAIT_PRIVATE, seen, &ts);
+  sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+bool WaitWord::wait_at_least(uint32_t target, Clock::time_point deadline,
+                             std::chrono::nanoseconds spin) {
+  if (value.load(std::memory_order_acquire) >= target) return true;
+  auto spin_end = Clock::now() + spin;
+  for (unsigned i = 1;; ++i) {
+    if (value.load(std::memory_order_acquire) >= target) return true;
+    CHORUS_PAUSE();
+    if ((i & 63) == 0) {
+      if (Clock::now() >= spin_end) break;
+      if ((i & 1023) == 0) std::this_thread::yield();  // let a descheduled peer run on 2 cores
+    }
+  }
+  for (;;) {
+    uint32_t v = value.load(std::memory_order_acquire);
+    if (v >= target) return true;
+    auto now = Clock::now();
+    if (now >= deadline) return false;
+    auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(50));
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
+    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (value.load(std::memory_order_seq_cst) == v) futex(&value, FUTEX_WAIT_PRIVATE, v, &ts);
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+} // namespace chorus

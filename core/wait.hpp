@@ -1,0 +1,56 @@
+// Waiting between peer threads without the actor scheduler: a short spin (the other side is usually
+// a few hundred nanoseconds away), then a futex sleep in slices until the deadline. Every wait has
+// a deadline; a wake costs a syscall only when somebody sleeps.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace chorus {
+
+using Clock = std::chrono::steady_clock;
+
+// The machine's hardware threads (read once: the library call reads /sys every time).
+unsigned hardware_threads();
+// How long waits spin before sleeping; tuned by the benchmark (CHORUS_SPIN_US overrides).
+std::chrono::nanoseconds spin_budget();
+// The spin worth doing when `threads` threads take part: none when they outnumber the cores,
+// since a spinning thread would then keep the one it waits for off the CPU.
+std::chrono::nanoseconds spin_budget_for(unsigned threads);
+
+// Signals an eventfd (adds 1): wakes whoever polls it.
+void signal_eventfd(int fd);
+// True on the thread that leads a Poller: the only word with a watcher is its own, and it looks
+// at it after every pump, so it need not signal itself.
+extern thread_local bool tl_leads_poller;
+
+struct alignas(64) WaitWord {
+  std::atomic<uint32_t> value{0};
+  std::atomic<uint32_t> sleepers{0};
+  // An eventfd to signal when the value rises: a thread waiting for this word while it polls the
+  // network (transport/poller.hpp) sleeps in epoll, not on the futex.
+  std::atomic<int> watcher{-1};
+
+  // Raises the value to v (never lowers it: states only move forward) and wakes sleepers.
+  void set(uint32_t v) {
+    uint32_t cur = value.load(std::memory_order_relaxed);
+    while (cur < v && !value.compare_exchange_weak(cur, v, std::memory_order_seq_cst)) {
+    }
+    if (sleepers.load(std::memory_order_seq_cst) != 0) wake();
+    if (int fd = watcher.load(std::memory_order_seq_cst); fd >= 0 && !tl_leads_poller) signal_eventfd(fd);
+  }
+  // Waits until value >= target, spinning up to `spin` before sleeping; false on deadline.
+  bool wait_at_least(uint32_t target, Clock::time_point deadline, std::chrono::nanoseconds spin);
+  bool wait_at_least(uint32_t target, Clock::time_point deadline) {
+    return wait_at_least(target, deadline, spin_budget());
+  }
+  // Sleeps once: until the value is no longer `seen`, a nudge, or `until`.
+  void sleep(uint32_t seen, Clock::time_point until);
+  // Wakes the sleepers without changing the value (they look again at what they wait for).
+  void nudge() { wake(); }
+
+ private:
+  void wake();
+};
+
+} // namespace chorus

@@ -1,0 +1,19 @@
+// GPU tensors where an op needs host memory (ops across nodes, the by-data forms, object
+// collectives, send/recv to another node): the input is copied to (pinned, pooled) host memory for
+// the op and the result copied back into the caller's GPU tensor afterwards. CUDA failures become
+// device_error.
+#pragma once
+#include <chorus/status.hpp>
+#include <chorus/tensor.hpp>
+
+namespace chorus {
+
+// `host` = t itself when t is undefined or on the host, else a host copy of it.
+Status stage_to_host(const Tensor& t, Tensor& host);
+// dst = host's bytes when dst is a GPU tensor (no-op when dst is host or undefined).
+Status stage_back(const Tensor& host, const Tensor& dst);
+
+// dst += src elementwise (same dtype, element count and device; on a GPU through its device actor).
+Status accumulate(const Tensor& dst, const Tensor& src);
+
+} // namespace chorus

@@ -1,0 +1,45 @@
+// The collective's configuration: how many peers, which strategy per op kind and level, when auto
+// switches from tree to ring, and how long any wait may last. validate() names what is wrong.
+#pragma once
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <chorus/status.hpp>
+#include <chorus/strategy.hpp>
+#include <chorus/types.hpp>
+
+namespace chorus {
+
+inline constexpr std::size_t num_collective_kinds = static_cast<std::size_t>(OpKind::barrier) + 1;
+
+struct Config {
+  uint32_t num_devices = 1;  // peers of this process; ids are 0 .. num_devices-1
+  // Per op kind (all_reduce .. barrier): auto or a fixed strategy, at the local level.
+  std::array<StrategyChoice, num_collective_kinds> local{};
+  std::size_t auto_threshold_bytes = 256 * 1024;  // auto: below, a tree; at or above, a ring
+  int auto_tree_arity = 2;
+  std::chrono::milliseconds timeout{30000};       // every wait of an op gives up after this
+
+  // Global fields, filled by the multi-node layer (0 nodes: one process).
+  uint32_t num_nodes = 0;
+  std::string orchestrator_address;
+  std::string node_address;
+  std::array<StrategyChoice, num_collective_kinds> global{};
+  std::string secret;  // the orchestrator's shared secret (never compared or sent between nodes)
+  // TLS to the orchestrator (PEM files of this node; all three or none). Per node, never compared.
+  std::string tls_certificate, tls_key, tls_ca;
+  bool has_tls() const { return !tls_certificate.empty() || !tls_key.empty() || !tls_ca.empty(); }
+
+  // Sets the local strategy for every op kind at once.
+  Config& with_local_strategy(StrategyChoice s);
+  Config& with_global_strategy(StrategyChoice s);
+
+  Status validate() const;
+  // The first field in which two configs differ ("" when equal), e.g. "num_devices (4 vs 2)".
+  std::string first_difference(const Config& other) const;
+  bool operator==(const Config& o) const { return first_difference(o).empty(); }
+};
+
+} // namespace chorus

@@ -1,0 +1,94 @@
+// The blocking API a peer thread calls (the burn-collective style): each call returns when this
+// peer's part of the op is done, with a Status naming what went wrong otherwise. A Peer comes from
+// Runtime::register_peer; its id is its rank, in [0, num_devices). Ops are matched across peers by
+// their order: the k-th collective call of every peer belongs to the same op.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <chorus/result.hpp>
+#include <chorus/status.hpp>
+#include <chorus/tensor.hpp>
+
+namespace chorus {
+
+using PeerId = uint32_t;
+struct PeerState;
+
+class Peer {
+ public:
+  Peer() = default;
+  PeerId id() const;      // the global peer id
+  uint32_t size() const;  // peers in this handle's group (the world: every peer)
+  uint32_t rank() const;  // my index in this handle's group; roots and send/recv peers are ranks
+  uint32_t group() const; // 0 for the world
+  std::vector<PeerId> members() const;  // global ids; rank i is members()[i]
+
+  // out = reduction over peers of in. out may be omitted (or be in) for in place.
+  Status all_reduce(Tensor& inout, ReduceOp op);
+  Status all_reduce(const Tensor& in, Tensor& out, ReduceOp op);
+  // The reduction lands in root's out (root's inout when in place); other peers' buffers are unchanged.
+  Status reduce(Tensor& inout, ReduceOp op, PeerId root);
+  Status reduce(const Tensor& in, Tensor& out, ReduceOp op, PeerId root);
+  // Rooted: root's buf is the data, every other peer's buf (same shape) receives it.
+  Status broadcast(Tensor& buf, PeerId root);
+  // By data: exactly one peer passes the data (it is the root); every peer gets the tensor back.
+  Result<Tensor> broadcast(std::optional<Tensor> data);
+  // out (n x in.numel() elements) = the inputs of peers 0..n-1, in rank order.
+  Status all_gather(const Tensor& in, Tensor& out);
+  // out (in.numel()/n elements) = block `rank` of the reduction of every peer's in.
+  Status reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op);
+  // Block j of my in goes to peer j; block i of my out comes from peer i.
+  Status all_to_all(const Tensor& in, Tensor& out);
+  // root's out (n x in.numel()) = everyone's in, in rank order; out is ignored on other peers.
+  Status gather(const Tensor& in, Tensor& out, PeerId root);
+  // Peer i's out = block i of root's in; in is ignored on other peers.
+  Status scatter(const Tensor& in, Tensor& out, PeerId root);
+  // By data: exactly one peer passes data (first dimension n, or numel divisible by n).
+  Result<Tensor> scatter(std::optional<Tensor> data);
+  // Returns once every peer has called barrier.
+  Status barrier();
+  // Point to point, matched FIFO per (source, destination, tag); both block until the copy is done.
+  Status send(const Tensor& t, PeerId dst, uint64_t tag = 0);
+  Status recv(Tensor& t, PeerId src, uint64_t tag = 0);
+  // Leaves the collective; further ops fail with Errc::finished.
+  Status finish();
+
+  // Groups. A group is a handle like this one whose ops run among its members only, with ranks
+  // renumbered 0..size()-1 in member order. Groups of any membership run ops concurrently without
+  // mixing (every op is identified by group and sequence number).
+  // Collective over `members` (global ids, every member passes the same list, the caller among them).
+  Result<Peer> new_group(std::vector<PeerId> members);
+  // Collective over this handle's group (like MPI_Comm_split): peers with the same color form a
+  // group, ordered by key then by rank here. A negative color joins none (an empty handle, ok).
+  Result<Peer> split(int color, int key);
+  // Releases this member's share of the group; ops on it then fail. Not for the world (use finish).
+  Status destroy();
+  // Hierarchical communicators of this handle's group (each call is collective over the group,
+  // like split): the members on my node, and the inter-node group of one leader per node (the
+  // lowest rank of each node; other members get an empty handle). In one process the intra-node
+  // group is the whole group and the inter-node group is its rank 0 alone.
+  Result<Peer> intra_node();
+  Result<Peer> inter_node();
+  uint32_t node() const;  // this peer's node id (0 in one process)
+
+  // Object collectives: payloads of different lengths per peer.
+  // Every peer gets every peer's bytes, in rank order.
+  Result<std::vector<std::string>> all_gather_object(const std::string& mine);
+  // Exactly one peer passes the bytes (0 bytes allowed); every peer gets them.
+  Result<std::string> broadcast_object(std::optional<std::string> data);
+  // Every peer gets every peer's tensor (same dtype, any shape of up to 8 dimensions).
+  Result<std::vector<Tensor>> all_gather_v(const Tensor& in);
+  // The root gets every peer's tensor; the others get an empty list.
+  Result<std::vector<Tensor>> gather_v(const Tensor& in, PeerId root);
+
+ private:
+  friend struct PeerAccess;  // the library's own code (actors/runtime_impl.hpp)
+  explicit Peer(std::shared_ptr<PeerState> s) : state_(std::move(s)) {}
+  std::shared_ptr<PeerState> state_;
+};
+
+} // namespace chorus

@@ -1,0 +1,239 @@
+#include "messages/peer_codec.hpp"
+
+#include <capnp/message.h>
+
+#include "chorus.capnp.h"
+
+namespace chorus {
+
+namespace {
+
+template <class To, class From>
+To enum_in_range(From v, uint16_t max, const char* what) {
+  auto raw = static_cast<uint16_t>(v);
+  if (raw > max) throw std::runtime_error(std::string("unknown ") + what + " " + std::to_string(raw));
+  return static_cast<To>(raw);
+}
+
+// Negative values have no wire form: they go out as 0, which validate() rejects by name.
+uint64_t non_negative(int64_t v) { return v < 0 ? 0 : static_cast<uint64_t>(v); }
+
+// Values beyond what any sane config uses are garbled input, not something to clamp silently.
+template <class T>
+T bounded(uint64_t v, uint64_t max, const char* what) {
+  if (v > max) throw std::runtime_error(std::string(what) + " " + std::to_string(v) + " is out of range");
+  return static_cast<T>(v);
+}
+
+void put_choices(capnp::List<wire::StrategyChoice>::Builder b,
+                 const std::array<StrategyChoice, num_collective_kinds>& a) {
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    b[k].setIsAuto(a[k].is_auto);
+    b[k].setAlgorithm(static_cast<wire::Algorithm>(a[k].fixed.algorithm));
+    b[k].setArity(static_cast<uint32_t>(non_negative(a[k].fixed.arity)));
+  }
+}
+
+void get_choices(capnp::List<wire::StrategyChoice>::Reader r,
+                 std::array<StrategyChoice, num_collective_kinds>& a) {
+  if (r.size() != a.size()) throw std::runtime_error("strategy list has " + std::to_string(r.size()) + " entries");
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    a[k].is_auto = r[k].getIsAuto();
+    a[k].fixed.algorithm = enum_in_range<Algorithm>(r[k].getAlgorithm(), 5, "algorithm");
+    a[k].fixed.arity = bounded<int>(r[k].getArity(), 1u << 20, "tree arity");
+  }
+}
+
+void put_config(wire::Config::Builder b, const Config& c) {
+  b.setNumDevices(c.num_devices);
+  put_choices(b.initLocalStrategies(num_collective_kinds), c.local);
+  b.setAutoThresholdBytes(c.auto_threshold_bytes);
+  b.setAutoTreeArity(static_cast<uint32_t>(non_negative(c.auto_tree_arity)));
+  b.setTimeoutMs(non_negative(c.timeout.count()));
+  b.setNumNodes(c.num_nodes);
+  b.setOrchestratorAddress(c.orchestrator_address);
+  b.setNodeAddress(c.node_address);
+  put_choices(b.initGlobalStrategies(num_collective_kinds), c.global);
+}
+
+Config get_config(wire::Config::Reader r) {
+  Config c;
+  c.num_devices = r.getNumDevices();
+  get_choices(r.getLocalStrategies(), c.local);
+  c.auto_threshold_bytes = r.getAutoThresholdBytes();
+  c.auto_tree_arity = bounded<int>(r.getAutoTreeArity(), 1u << 20, "auto_tree_arity");
+  c.timeout = std::chrono::milliseconds(bounded<int64_t>(r.getTimeoutMs(), 1ull << 40, "timeout_ms"));
+  c.num_nodes = r.getNumNodes();
+  c.orchestrator_address = r.getOrchestratorAddress();
+  c.node_address = r.getNodeAddress();
+  get_choices(r.getGlobalStrategies(), c.global);
+  return c;
+}
+
+void put_tensor(wire::TensorDesc::Builder b, const TensorMeta& t) {
+  b.setPresent(t.present);
+  b.setDtype(static_cast<wire::DType>(t.dtype));
+  auto s = b.initShape(static_cast<unsigned>(t.shape.size()));
+  for (std::size_t i = 0; i < t.shape.size(); ++i) s.set(i, t.shape[i]);
+}
+
+TensorMeta get_tensor(wire::TensorDesc::Reader r) {
+  TensorMeta t;
+  t.present = r.getPresent();
+  t.dtype = enum_in_range<DType>(r.getDtype(), 7, "dtype");
+  for (auto d : r.getShape()) {
+    if (d < 0) throw std::runtime_error("negative dimension " + std::to_string(d));
+    t.shape.push_back(d);
+  }
+  return t;
+}
+
+} // namespace
+
+std::size_t TensorMeta::numel() const {
+  std::size_t n = 1;
+  for (auto d : shape) n *= static_cast<std::size_t>(d);
+  return present ? n : 0;
+}
+
+std::string TensorMeta::describe() const {
+  return present ? std::string(to_string(dtype)) + shape_string(shape) : "none";
+}
+
+TensorMeta TensorMeta::of(const Tensor& t) {
+  TensorMeta m;
+  m.present = t.defined();
+  m.dtype = t.dtype();
+  m.shape = t.shape();
+  return m;
+}
+
+uint32_t protocol_version() { return wire::PROTOCOL_VERSION; }
+
+Envelope encode_register(const RegisterData& r) {
+  capnp::MallocMessageBuilder mb;
+  auto b = mb.initRoot<wire::RegisterRequest>();
+  b.setProtocolVersion(r.protocol_version);
+  b.setPeerId(r.peer);
+  put_config(b.initConfig(), r.config);
+  return seal(mb);
+}
+
+Envelope encode_peer_only(uint32_t peer, bool reset, uint64_t epoch) {
+  capnp::MallocMessageBuilder mb;
+  if (reset) {
+    mb.initRoot<wire::Reset>().setPeerId(peer);
+  } else {
+    auto f = mb.initRoot<wire::Finish>();
+    f.setPeerId(peer);
+    f.setEpoch(epoch);
+  }
+  return seal(mb);
+}
+
+Envelope encode_op(const OpRequestData& r) {
+  capnp::MallocMessageBuilder mb(64);
+  auto b = mb.initRoot<wire::OpRequest>();
+  b.setPeerId(r.peer);
+  b.setSeq(r.seq);
+  b.setGroup(r.group);
+  b.setKind(static_cast<wire::OpKind>(r.kind));
+  b.setRedop(static_cast<wire::ReduceOp>(r.redop));
+  b.setRoot(r.root);
+  put_tensor(b.initInput(), r.input);
+  put_tensor(b.initOutput(), r.output);
+  b.setOtherPeer(r.other);
+  b.setTag(r.tag);
+  b.setRootFromData(r.root_from_data);
+  b.setEpoch(r.epoch);
+  return seal(mb);
+}
+
+Envelope encode_reply(uint64_t seq, const Status& s) {
+  capnp::MallocMessageBuilder mb;
+  auto b = mb.initRoot<wire::OpReply>();
+  b.setSeq(seq);
+  b.setCode(static_cast<uint16_t>(s.code()));
+  b.setMessage(s.message());
+  return seal(mb);
+}
+
+std::optional<RegisterData> decode_register(const Envelope& e, std::string& error) {
+  return open_envelope(e, error, [](EnvelopeReader& rd) {
+    auto r = rd.root<wire::RegisterRequest>();
+    RegisterData d;
+    d.protocol_version = r.getProtocolVersion();
+    d.peer = r.getPeerId();
+    d.config = get_config(r.getConfig());
+    return d;
+  });
+}
+
+std::optional<uint32_t> decode_peer_only(const Envelope& e, bool reset, std::string& error) {
+  return open_envelope(e, error, [reset](EnvelopeReader& rd) {
+    return reset ? rd.root<wire::Reset>().getPeerId() : rd.root<wire::Finish>().getPeerId();
+  });
+}
+
+Envelope encode_group(const GroupRequestData& r) {
+  capnp::MallocMessageBuilder mb;
+  auto b = mb.initRoot<wire::GroupRequest>();
+  b.setPeerId(r.peer);
+  b.setEpoch(r.epoch);
+  auto m = b.initMembers(static_cast<unsigned>(r.members.size()));
+  for (std::size_t i = 0; i < r.members.size(); ++i) m.set(i, r.members[i]);
+  b.setDestroy(r.destroy);
+  b.setGroup(r.group);
+  return seal(mb);
+}
+
+std::optional<GroupRequestData> decode_group(const Envelope& e, std::string& error) {
+  return open_envelope(e, error, [](EnvelopeReader& rd) {
+    auto r = rd.root<wire::GroupRequest>();
+    GroupRequestData d;
+    d.peer = r.getPeerId();
+    d.epoch = r.getEpoch();
+    for (auto m : r.getMembers()) d.members.push_back(m);
+    d.destroy = r.getDestroy();
+    d.group = r.getGroup();
+    return d;
+  });
+}
+
+std::optional<FinishData> decode_finish(const Envelope& e, std::string& error) {
+  return open_envelope(e, error, [](EnvelopeReader& rd) {
+    auto r = rd.root<wire::Finish>();
+    return FinishData{r.getPeerId(), r.getEpoch()};
+  });
+}
+
+std::optional<OpRequestData> decode_op(const Envelope& e, std::string& error) {
+  return open_envelope(e, error, [](EnvelopeReader& rd) {
+    auto r = rd.root<wire::OpRequest>();
+    OpRequestData d;
+    d.peer = r.getPeerId();
+    d.seq = r.getSeq();
+    d.group = r.getGroup();
+    d.kind = enum_in_range<OpKind>(r.getKind(), 10, "op kind");
+    d.redop = enum_in_range<ReduceOp>(r.getRedop(), 7, "reduce op");
+    d.root = r.getRoot();
+    d.input = get_tensor(r.getInput());
+    d.output = get_tensor(r.getOutput());
+    d.other = r.getOtherPeer();
+    d.tag = r.getTag();
+    d.root_from_data = r.getRootFromData();
+    d.epoch = r.getEpoch();
+    return d;
+  });
+}
+
+std::optional<Status> decode_reply(const Envelope& e, std::string& error) {
+  return open_envelope(e, error, [](EnvelopeReader& rd) {
+    auto r = rd.root<wire::OpReply>();
+    auto code = r.getCode();
+    if (code > static_cast<uint16_t>(last_errc)) throw std::runtime_error("unknown error code");
+    return Status(static_cast<Errc>(code), r.getMessage());
+  });
+}
+
+} // namespace chorus

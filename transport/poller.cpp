@@ -1,0 +1,177 @@
+#include "transport/poller.hpp"
+
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+
+namespace chorus {
+
+namespace {
+constexpr std::chrono::milliseconds kSlice{10};  // the longest a leader sleeps before looking again
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+int timeout_ms(Clock::time_point until) {
+  auto left = until - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(std::min<Clock::duration>(left, kSlice)).count();
+  return static_cast<int>(ms);
+}
+} // namespace
+
+Poller::Poller() {
+  ep_ = epoll_create1(EPOLL_CLOEXEC);
+  efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (ep_ < 0 || efd_ < 0) throw std::runtime_error("cannot create the data plane's poller");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the eventfd
+  epoll_ctl(ep_, EPOLL_CTL_ADD, efd_, &ev);
+}
+
+Poller::~Poller() {
+  stop();
+  ::close(ep_);
+  ::close(efd_);
+}
+
+void Poller::start(const std::vector<Connection*>& conns) {
+  for (Connection* c : conns) {
+    if (!c) continue;
+    ready_.push_back(c);  // the handshake may have read bytes past its own (TLS): look at once
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = c;
+    epoll_ctl(ep_, EPOLL_CTL_ADD, c->fd(), &ev);
+  }
+  bg_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "chorus-poll");
+    background();
+  });
+}
+
+void Poller::stop() {
+  if (stopping_.exchange(true)) return;
+  signal_eventfd(efd_);
+  standby_.set(standby_.value.load() + 1);
+  if (bg_.joinable()) bg_.join();
+  std::lock_guard<std::mutex> lk(lead_mu_);  // a leading waiter notices stopping_ within a slice
+  stopped_ = true;
+}
+
+template <class Done>
+void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
+  if (stopped_) return;
+  // Undone however we leave (a pump cannot throw, but be safe): the next leader starts clean.
+  struct Watch {
+    WaitWord* w;
+    Watch(WaitWord* word, int fd) : w(word) {
+      if (w) w->watcher.store(fd, std::memory_order_seq_cst);
+      tl_leads_poller = true;
+    }
+    ~Watch() {
+      tl_leads_poller = false;
+      if (w) w->watcher.store(-1, std::memory_order_seq_cst);
+    }
+  } watch(watched, efd_);
+  epoll_event evs[16];
+  std::vector<Connection*> now;
+  while (!done() && !stopping_.load() && Clock::now() < until) {
+    int n = epoll_wait(ep_, evs, 16, ready_.empty() ? timeout_ms(until) : 0);
+    if (n < 0 && errno != EINTR) {  // should not happen; do not spin on it
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    now.swap(ready_);  // now was left empty: ready_ starts this round empty
+    for (int i = 0; i < n; ++i) {
+      auto* c = static_cast<Connection*>(evs[i].data.ptr);
+      if (!c) {
+        uint64_t v;
+        [[maybe_unused]] ssize_t r = ::read(efd_, &v, sizeof v);
+      } else if (std::find(now.begin(), now.end(), c) == now.end()) {
+        now.push_back(c);
+      }
+    }
+    for (Connection* c : now) {
+      const auto r = c->pump();
+      if (r == Connection::Pumped::more) ready_.push_back(c);
+      if (r == Connection::Pumped::ended) epoll_ctl(ep_, EPOLL_CTL_DEL, c->fd(), nullptr);
+    }
+    now.clear();
+  }
+}
+
+bool Poller::wait(WaitWord& w, uint32_t target, Clock::time_point deadline) {
+  // seq_cst: pairs with WaitWord::set's look at the watcher (one of the two sees the other).
+  auto reached = [&] { return w.value.load(std::memory_order_seq_cst) >= target; };
+  want_.fetch_add(1);
+  bool poked = false, registered = false;
+  while (!reached() && Clock::now() < deadline) {
+    if (std::unique_lock<std::mutex> lk(lead_mu_, std::try_to_lock); lk.owns_lock() && !stopping_.load()) {
+      if (registered) {
+        std::lock_guard<std::mutex> sl(sleepers_mu_);
+        sleepers_.erase(std::find(sleepers_.begin(), sleepers_.end(), &w));
+        registered = false;
+      }
+      want_.fetch_sub(1);
+      lead(&w, reached, deadline);
+      last_led_.store(now_ns());
+      want_.fetch_add(1);
+      lk.unlock();
+      nudge_sleepers();  // one of them leads next
+      continue;
+    }
+    // Someone leads and pumps for us too: the background thread gives way when poked; another
+    // waiting thread nudges us when it stops.
+    if (!registered) {
+      std::lock_guard<std::mutex> lk(sleepers_mu_);
+      sleepers_.push_back(&w);
+      registered = true;
+    }
+    if (!poked) {
+      signal_eventfd(efd_);
+      poked = true;
+    }
+    const uint32_t seen = w.value.load(std::memory_order_acquire);
+    if (seen >= target) break;
+    // Short: a nudge that comes between our look at the lead and this sleep is lost.
+    w.sleep(seen, std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
+  }
+  if (registered) {
+    std::lock_guard<std::mutex> lk(sleepers_mu_);
+    sleepers_.erase(std::find(sleepers_.begin(), sleepers_.end(), &w));
+  }
+  want_.fetch_sub(1);
+  return reached();
+}
+
+void Poller::nudge_sleepers() {
+  std::lock_guard<std::mutex> lk(sleepers_mu_);
+  for (WaitWord* w : sleepers_) w->nudge();
+}
+
+void Poller::background() {
+  const auto far = [] { return Clock::now() + std::chrono::hours(24); };
+  while (!stopping_.load()) {
+    const uint32_t seen = standby_.value.load();
+    const bool idle = now_ns() - last_led_.load() >= std::chrono::nanoseconds(kIdle).count();
+    if (want_.load() == 0 && idle) {
+      if (std::unique_lock<std::mutex> lk(lead_mu_, std::try_to_lock); lk.owns_lock()) {
+        lead(nullptr, [this] { return want_.load() != 0; }, far());
+        lk.unlock();
+        nudge_sleepers();
+        continue;
+      }
+    }
+    standby_.sleep(seen, Clock::now() + kIdle);
+  }
+}
+
+} // namespace chorus

@@ -1,0 +1,60 @@
+// Reads every data connection of a node. Nobody owns the reading: a thread that waits for
+// something from the network leads the poller (epoll over all connections, pumping whatever
+// arrives for anyone) until what it waits for is there. The bytes thus reach the waiting thread
+// itself, one wake-up where a reader thread handing them over costs two, which dominates small
+// ops when several node processes share few cores.
+// A background thread leads when no waiting thread has for a moment (kIdle), so frames are read
+// and closed connections noticed at any time; it gives the lead back as soon as a thread waits.
+// Whatever sets a word a leader waits on wakes it through the word's watcher eventfd.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/wait.hpp"
+#include "transport/connection.hpp"
+
+namespace chorus {
+
+class Poller {
+ public:
+  Poller();
+  ~Poller();
+  Poller(const Poller&) = delete;
+  Poller& operator=(const Poller&) = delete;
+
+  // Adds the connections (before start) and starts the background thread.
+  void start(const std::vector<Connection*>& conns);
+  // After stop() nothing pumps any more (the connections may then be destroyed); waits still end
+  // by their words or deadlines. Idempotent.
+  void stop();
+
+  // Until w.value >= target (true) or the deadline (false), leading the reading meanwhile when
+  // nobody else does. Must not be called with a lock that a FrameSink callback takes.
+  bool wait(WaitWord& w, uint32_t target, Clock::time_point deadline);
+
+  static constexpr std::chrono::milliseconds kIdle{2};
+
+ private:
+  // Pumps what arrives until `done` or `until` (holding lead_mu_).
+  template <class Done>
+  void lead(WaitWord* watched, Done done, Clock::time_point until);
+  void background();
+  void nudge_sleepers();
+
+  int ep_ = -1, efd_ = -1;
+  std::mutex lead_mu_;
+  std::vector<Connection*> ready_;        // pump again without waiting for epoll (under lead_mu_)
+  bool stopped_ = false;                  // under lead_mu_
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> want_{0};              // threads in wait() that do not lead
+  std::atomic<int64_t> last_led_{0};      // when a waiting thread last stopped leading (ns)
+  std::mutex sleepers_mu_;
+  std::vector<WaitWord*> sleepers_;       // words of waiting threads that do not lead
+  WaitWord standby_;                      // the background thread sleeps on it
+  std::thread bg_;
+};
+
+} // namespace chorus

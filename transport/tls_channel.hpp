@@ -1,0 +1,83 @@
+// TLS for the data connections between nodes (OpenSSL 3, in user space: this kernel has no kTLS).
+// A TlsChannel wraps one SSL object whose BIO is memory the channel owns, so OpenSSL never touches
+// the socket: the connection's own threads move ciphertext in and out with their socket calls,
+// outside the channel's lock, and only the encryption and decryption are serialised. That lock is
+// needed because an SSL object must not be used by two threads at once, and a connection decrypts
+// on its reader thread while its writer (or an inline sender) encrypts.
+// The BIO is a small one of our own rather than BIO_s_mem: records go straight into the caller's
+// string and come straight from the buffer the socket was read into, where a memory BIO copies
+// (and clears) every byte once more in each direction (measured on loopback, 32 MiB one way
+// through two Connections: about 28.5 ms with BIO_s_mem, 26 ms with this one, ~12% less CPU).
+// Both sides present a certificate and verify the other's against the CA (TLS 1.3 only). No
+// session tickets, renegotiation or key updates: after the handshake every record is application
+// data, so the reader never has to write and the writer never has to read.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <chorus/result.hpp>
+#include <chorus/status.hpp>
+#include "core/wait.hpp"
+
+struct ssl_ctx_st;
+struct ssl_st;
+struct bio_st;
+
+namespace chorus {
+
+// This node's certificate and key and the CA that must have signed the other nodes' certificates.
+class TlsContext {
+ public:
+  // invalid_config naming the file and OpenSSL's reason when one cannot be loaded.
+  static Result<std::shared_ptr<TlsContext>> load(const std::string& certificate, const std::string& key,
+                                                  const std::string& ca);
+  ~TlsContext();
+  TlsContext(const TlsContext&) = delete;
+  TlsContext& operator=(const TlsContext&) = delete;
+  ssl_ctx_st* native() const { return ctx_; }
+
+ private:
+  TlsContext() = default;
+  ssl_ctx_st* ctx_ = nullptr;
+};
+
+class TlsChannel {
+ public:
+  // Runs the handshake over the connected socket `fd` before the deadline (`server`: the accepting
+  // side). Errors: auth_failed with OpenSSL's reason (a certificate from another CA, no TLS on the
+  // other side, garbage, the other side hung up on us), timeout.
+  static Result<std::unique_ptr<TlsChannel>> handshake(const TlsContext& ctx, int fd, bool server,
+                                                       Clock::time_point deadline);
+  ~TlsChannel();
+  TlsChannel(const TlsChannel&) = delete;
+  TlsChannel& operator=(const TlsChannel&) = delete;
+
+  // Encrypts n bytes and appends the records to `out`. False (with `why`) on an internal failure.
+  bool encrypt(const void* p, std::size_t n, std::string& out, std::string& why);
+  // Reading (one thread at a time): decrypt() gives up to n bytes of plaintext into p: the count
+  // (> 0), 0 when more ciphertext is needed, or -1 on a forged or broken record or an alert from
+  // the other side (`why` says which). After a 0, read from the socket into input() (`room`
+  // bytes at most) and report the count with received().
+  long decrypt(void* p, std::size_t n, std::string& why);
+  char* input(std::size_t& room);
+  void received(std::size_t n);
+
+  // Blocking, with a deadline, for the messages right after the handshake (the data hello).
+  Status write_all(int fd, const void* p, std::size_t n, Clock::time_point deadline);
+  Status read_exact(int fd, void* p, std::size_t n, Clock::time_point deadline);
+
+ private:
+  friend struct TlsBio;  // the BIO's callbacks (run inside SSL calls, under mu_)
+  TlsChannel() = default;
+
+  std::mutex mu_;  // every SSL_* call on ssl_
+  ssl_st* ssl_ = nullptr;
+  std::string* out_ = nullptr;  // where records go during an SSL call that writes
+  std::string stray_;           // records written outside encrypt() (an alert from decrypt): sent next
+  std::string in_;              // ciphertext from the socket; OpenSSL has taken [0, in_pos_)
+  std::size_t in_pos_ = 0, in_end_ = 0;
+};
+
+} // namespace chorus
