@@ -1,0 +1,153 @@
+#include "actors/orchestrator/orchestrator_core.hpp"
+
+#include "messages/peer_codec.hpp"  // protocol_version()
+
+namespace chorus {
+
+Config node_independent(const Config& c) {
+  Config n = c;
+  n.num_devices = 1;
+  n.node_address.clear();
+  n.orchestrator_address.clear();
+  return n;
+}
+
+OrchestratorCore::OrchestratorCore(Options o) : opts_(std::move(o)) {}
+
+int OrchestratorCore::index_of(NodeKey who) const {
+  for (std::size_t i = 0; i < members_.size(); ++i)
+    if (members_[i].key == who) return static_cast<int>(i);
+  return -1;
+}
+
+Status OrchestratorCore::check(NodeKey who, const NodeRegisterData& r) const {
+  if (r.protocol_version != protocol_version())
+    return {Errc::version_mismatch, "protocol version " + std::to_string(r.protocol_version) +
+                                        " is not the orchestrator's " + std::to_string(protocol_version())};
+  if (r.secret != opts_.secret) return {Errc::auth_failed, "wrong secret"};
+  if (complete_)
+    return {Errc::busy, "collective " + std::to_string(collective_) +
+                                        " is complete and running; register once its nodes have left"};
+  if (index_of(who) >= 0) return {Errc::register_twice, "this node is already registered"};
+  if (r.num_peers == 0) return {Errc::invalid_argument, "num_peers is 0; a node hosts at least 1 peer"};
+  if (r.data_address.empty()) return {Errc::invalid_argument, "data_address is empty"};
+  if (auto s = r.config.validate(); !s) return s;
+  if (r.config.num_nodes != opts_.expected_nodes)
+    return {Errc::config_mismatch, "num_nodes (" + std::to_string(r.config.num_nodes) + " vs " +
+                                       std::to_string(opts_.expected_nodes) + " expected by the orchestrator)"};
+  if (config_) {
+    auto diff = node_independent(r.config).first_difference(*config_);
+    if (!diff.empty()) return {Errc::config_mismatch, "config differs from the first node's: " + diff};
+  }
+  for (const auto& m : members_)
+    if (m.data_address == r.data_address)
+      return {Errc::invalid_argument, "data_address " + r.data_address + " is already used by another node"};
+  return Status::ok();
+}
+
+OrchestratorCore::Effects OrchestratorCore::on_register(NodeKey who, const NodeRegisterData& r) {
+  Effects fx;
+  if (auto s = check(who, r); !s) {
+    fx.replies.push_back({who, std::move(s), {}});
+    return fx;
+  }
+  if (members_.empty()) {
+    config_ = node_independent(r.config);
+    admission_timer_ = next_timer_++;
+    fx.timer = std::make_pair(admission_timer_, opts_.timeout);
+  }
+  members_.push_back({who, r.num_peers, r.data_address, r.hardware_threads});
+  fx.watch.push_back(who);
+  if (members_.size() == opts_.expected_nodes) finish_admission(fx);
+  return fx;
+}
+
+OrchestratorCore::Effects OrchestratorCore::on_garbled(NodeKey who, const std::string& error) {
+  Effects fx;
+  fx.replies.push_back({who, Status(Errc::invalid_argument, error), {}});
+  return fx;
+}
+
+void OrchestratorCore::finish_admission(Effects& fx) {
+  complete_ = true;
+  admission_timer_ = 0;
+  TopologyData t;
+  t.collective = collective_;
+  t.token = opts_.token_source ? opts_.token_source() : 0;
+  t.num_nodes = static_cast<uint32_t>(members_.size());
+  for (const auto& m : members_) {
+    t.nodes.push_back({m.num_peers, t.total_peers, m.data_address, m.hardware_threads});
+    t.total_peers += m.num_peers;
+  }
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    t.node_id = static_cast<uint32_t>(i);
+    fx.replies.push_back({members_[i].key, Status::ok(), t});
+  }
+}
+
+void OrchestratorCore::reset(Effects& fx) {
+  for (const auto& m : members_)
+    if (!m.left) fx.forget.push_back(m.key);
+  members_.clear();
+  config_.reset();
+  complete_ = false;
+  admission_timer_ = 0;
+  ++collective_;
+}
+
+void OrchestratorCore::maybe_next_collective(Effects& fx) {
+  for (const auto& m : members_)
+    if (!m.left) return;
+  reset(fx);
+}
+
+OrchestratorCore::Effects OrchestratorCore::on_leave(NodeKey who) {
+  Effects fx;
+  int i = index_of(who);
+  if (i < 0 || members_[i].left) return fx;
+  if (!complete_) {
+    // Still waiting for its topology: answer the pending request and free the slot.
+    fx.replies.push_back({who, Status(Errc::finished, "the node left before the collective was complete"), {}});
+    members_.erase(members_.begin() + i);
+    fx.forget.push_back(who);
+    if (members_.empty()) reset(fx);
+    return fx;
+  }
+  members_[i].left = true;
+  fx.forget.push_back(who);
+  maybe_next_collective(fx);
+  return fx;
+}
+
+OrchestratorCore::Effects OrchestratorCore::on_down(NodeKey who, const std::string& reason) {
+  Effects fx;
+  int i = index_of(who);
+  if (i < 0 || members_[i].left) return fx;
+  if (!complete_) {
+    members_.erase(members_.begin() + i);  // frees its slot; the others keep waiting
+    fx.forget.push_back(who);
+    if (members_.empty()) reset(fx);
+    return fx;
+  }
+  members_[i].left = true;
+  fx.forget.push_back(who);
+  NodeLostData lost{collective_, static_cast<uint32_t>(i), reason};
+  lost_.push_back(lost);
+  for (const auto& m : members_)
+    if (!m.left) fx.notices.push_back({m.key, lost});
+  maybe_next_collective(fx);
+  return fx;
+}
+
+OrchestratorCore::Effects OrchestratorCore::on_timeout(uint64_t timer) {
+  Effects fx;
+  if (timer == 0 || timer != admission_timer_ || complete_) return fx;  // stale tick
+  Status why(Errc::timeout, "collective " + std::to_string(collective_) + ": only " +
+                                std::to_string(members_.size()) + " of " + std::to_string(opts_.expected_nodes) +
+                                " nodes registered within " + std::to_string(opts_.timeout.count()) + " ms");
+  for (const auto& m : members_) fx.replies.push_back({m.key, why, {}});
+  reset(fx);
+  return fx;
+}
+
+} // namespace chorus

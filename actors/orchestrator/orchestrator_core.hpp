@@ -1,0 +1,104 @@
+// The orchestrator: admits the nodes of one collective at a time, checks that they agree (protocol
+// version, shared secret, configuration), assigns node ids in arrival order and hands every node
+// the topology once all expected nodes are in. It watches nodes (monitors) and never touches
+// tensor data.
+//
+// This file: OrchestratorCore, the rules, free of CAF (message-level tests drive it directly).
+// actors/orchestrator/orchestrator.hpp is the actor shell that feeds it CAF messages, monitors
+// nodes and runs its timers.
+//
+// Protocol (messages/chorus.capnp, every payload a chorus::Envelope):
+//   node -> orch  request (register_atom, NodeRegister)  => NodeRegisterReply (delayed until the
+//                 collective is complete; an error reply at once on rejection)
+//   node -> orch  (node_leave_atom, NodeLeave)           one-way: the node leaves the collective
+//   orch -> node  (node_lost_atom, NodeLost)             a node of the complete collective was lost
+//   anyone -> orch request (get_atom) => (uint64 collective, uint64 registered, bool complete)
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <chorus/config.hpp>
+#include <chorus/status.hpp>
+#include "messages/node_codec.hpp"
+
+namespace chorus {
+
+class OrchestratorCore {
+ public:
+  struct Options {
+    uint32_t expected_nodes = 1;
+    std::string secret;                                 // empty: no secret required
+    std::chrono::milliseconds timeout{30000};           // admission of one collective
+    std::function<uint64_t()> token_source;             // the data-plane token per collective
+  };
+  // The host's handle of a node (the shell maps actor addresses to keys). Never reused.
+  using NodeKey = uint64_t;
+
+  struct Reply {
+    NodeKey to;
+    Status status;           // ok: `topology` is the node's
+    TopologyData topology;
+  };
+  struct Notice {
+    NodeKey to;
+    NodeLostData lost;
+  };
+  // What the host must do after an event.
+  struct Effects {
+    std::vector<Reply> replies;
+    std::vector<Notice> notices;
+    std::vector<NodeKey> watch;    // start monitoring these nodes
+    std::vector<NodeKey> forget;   // these keys are no longer members (stop monitoring)
+    std::optional<std::pair<uint64_t, std::chrono::milliseconds>> timer;  // call on_timeout(id) after
+  };
+
+  explicit OrchestratorCore(Options o);
+
+  Effects on_register(NodeKey who, const NodeRegisterData& r);
+  // A register message that could not be decoded.
+  Effects on_garbled(NodeKey who, const std::string& error);
+  Effects on_leave(NodeKey who);
+  Effects on_down(NodeKey who, const std::string& reason);
+  Effects on_timeout(uint64_t timer);
+
+  // Introspection (tests, daemon logs).
+  uint64_t collective() const { return collective_; }
+  bool complete() const { return complete_; }
+  std::size_t registered() const { return members_.size(); }
+  bool is_member(NodeKey k) const { return index_of(k) >= 0; }
+  const std::vector<NodeLostData>& lost() const { return lost_; }  // of the current collective
+  const Options& options() const { return opts_; }
+
+ private:
+  struct Member {
+    NodeKey key;
+    uint32_t num_peers;
+    std::string data_address;
+    uint32_t hardware_threads;
+    bool left = false;
+  };
+  Status check(NodeKey who, const NodeRegisterData& r) const;
+  void finish_admission(Effects& fx);
+  void maybe_next_collective(Effects& fx);
+  void reset(Effects& fx);
+  int index_of(NodeKey who) const;
+
+  Options opts_;
+  uint64_t collective_ = 1;
+  bool complete_ = false;
+  std::optional<Config> config_;       // the first node's, normalized
+  std::vector<Member> members_;        // by node id once complete; arrival order before
+  std::vector<NodeLostData> lost_;
+  uint64_t next_timer_ = 1;
+  uint64_t admission_timer_ = 0;       // the live admission timer (0: none)
+};
+
+// The config fields every node must agree on: per-node fields are blanked.
+Config node_independent(const Config& c);
+
+} // namespace chorus

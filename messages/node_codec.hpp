@@ -1,0 +1,74 @@
+// The messages between a node's global client and the orchestrator (messages/chorus.capnp:
+// NodeRegister, NodeRegisterReply, NodeLeave, NodeLost) as C++ types, and their codecs. Decoding
+// validates and returns an error string for garbled input.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <chorus/config.hpp>
+#include <chorus/status.hpp>
+#include "messages/envelope.hpp"
+
+namespace chorus {
+
+struct NodeRegisterData {
+  uint32_t protocol_version = 0;
+  std::string secret;
+  Config config;
+  uint32_t num_peers = 0;
+  std::string data_address;
+  uint32_t hardware_threads = 0;
+};
+
+struct NodeEntry {
+  uint32_t num_peers = 0;
+  uint32_t peer_offset = 0;
+  std::string data_address;
+  uint32_t hardware_threads = 0;  // of the node's machine
+  bool operator==(const NodeEntry&) const = default;
+};
+
+struct TopologyData {
+  uint64_t collective = 0;
+  uint32_t node_id = 0;
+  uint32_t num_nodes = 0;
+  uint32_t total_peers = 0;
+  std::vector<NodeEntry> nodes;
+  uint64_t token = 0;  // data-plane connections present it (see DataHello)
+  bool operator==(const TopologyData&) const = default;
+};
+
+struct NodeLeaveData {
+  uint64_t collective = 0;
+  uint32_t node_id = 0;
+};
+
+struct NodeLostData {
+  uint64_t collective = 0;
+  uint32_t node_id = 0;
+  std::string reason;
+};
+
+Envelope encode_node_register(const NodeRegisterData& r);
+// ok status: topology is sent; otherwise the error alone.
+Envelope encode_node_register_reply(const Status& s, const TopologyData& t = {});
+Envelope encode_node_leave(const NodeLeaveData& l);
+Envelope encode_node_lost(const NodeLostData& l);
+
+std::optional<NodeRegisterData> decode_node_register(const Envelope& e, std::string& error);
+// A decoded reply: the status and, when ok, the topology.
+struct NodeRegisterReplyData {
+  Status status;
+  TopologyData topology;
+};
+std::optional<NodeRegisterReplyData> decode_node_register_reply(const Envelope& e, std::string& error);
+std::optional<NodeLeaveData> decode_node_leave(const Envelope& e, std::string& error);
+std::optional<NodeLostData> decode_node_lost(const Envelope& e, std::string& error);
+
+// The reply to a register request that repeats one still waiting for its answer: the node keeps
+// waiting for the answer to the first.
+inline constexpr const char* kSuperseded = "repeat of a pending register request";
+
+} // namespace chorus
