@@ -61,38 +61,7 @@ struct GroupRequest {
   group @4 :UInt32;           # destroy only
 }
 
-# The shape and type of one buffer the caller supplies; the bytes are shared by reference.
-struct TensorDesc {
-  present @0 :Bool;        # false when the caller supplies no buffer (e.g. broadcast receivers)
-  dtype @1 :DType;
-  shape @2 :List(Int64);
-}
-
-# Peer -> local server: one collective call or one point-to-point half.
-struct OpRequest {
-  peerId @0 :UInt32;        # the caller
-  seq @1 :UInt64;           # the caller's collective sequence number (op identity with group)
-  group @2 :UInt32;         # 0: the world group
-  kind @3 :OpKind;
-  redop @4 :ReduceOp;       # reduce kinds only
-  root @5 :UInt32;          # reduce, broadcast, gather, scatter: the root peer id
-  input @6 :TensorDesc;     # what the caller sends
-  output @7 :TensorDesc;    # where the caller receives (absent: in place into input)
-  otherPeer @8 :UInt32;     # send: destination; recv: source
-  tag @9 :UInt64;           # send/recv: matched FIFO per (source, destination, tag)
-  rootFromData @10 :Bool;   # broadcast/scatter: the root is the one peer that supplies input
-  epoch @11 :UInt64;        # the registration generation the register reply handed out: a handle
-                            # from before a reset cannot join the ops of the next collective
-}
-
-# Local server -> peer: the outcome of a request that failed (success hands the plan directly).
-struct OpReply {
-  seq @0 :UInt64;           # the sequence number of the request this answers
-  code @1 :UInt16;          # chorus::Errc; 0 is ok
-  message @2 :Text;         # names the peers and values involved
-}
-
-# ---- Multi-node control plane: node <-> orchestrator (actors/orchestrator.hpp) ----
+# ---- Multi-node control plane: node <-> orchestrator (actors/orchestrator/) ----
 # A node asks to join the orchestrator's current collective. The reply (NodeRegisterReply) comes
 # once every expected node has registered, or at once with an error.
 struct NodeRegister {

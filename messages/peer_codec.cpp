@@ -70,43 +70,7 @@ Config get_config(wire::Config::Reader r) {
   return c;
 }
 
-void put_tensor(wire::TensorDesc::Builder b, const TensorMeta& t) {
-  b.setPresent(t.present);
-  b.setDtype(static_cast<wire::DType>(t.dtype));
-  auto s = b.initShape(static_cast<unsigned>(t.shape.size()));
-  for (std::size_t i = 0; i < t.shape.size(); ++i) s.set(i, t.shape[i]);
-}
-
-TensorMeta get_tensor(wire::TensorDesc::Reader r) {
-  TensorMeta t;
-  t.present = r.getPresent();
-  t.dtype = enum_in_range<DType>(r.getDtype(), 7, "dtype");
-  for (auto d : r.getShape()) {
-    if (d < 0) throw std::runtime_error("negative dimension " + std::to_string(d));
-    t.shape.push_back(d);
-  }
-  return t;
-}
-
 } // namespace
-
-std::size_t TensorMeta::numel() const {
-  std::size_t n = 1;
-  for (auto d : shape) n *= static_cast<std::size_t>(d);
-  return present ? n : 0;
-}
-
-std::string TensorMeta::describe() const {
-  return present ? std::string(to_string(dtype)) + shape_string(shape) : "none";
-}
-
-TensorMeta TensorMeta::of(const Tensor& t) {
-  TensorMeta m;
-  m.present = t.defined();
-  m.dtype = t.dtype();
-  m.shape = t.shape();
-  return m;
-}
 
 uint32_t protocol_version() { return wire::PROTOCOL_VERSION; }
 
@@ -128,33 +92,6 @@ Envelope encode_peer_only(uint32_t peer, bool reset, uint64_t epoch) {
     f.setPeerId(peer);
     f.setEpoch(epoch);
   }
-  return seal(mb);
-}
-
-Envelope encode_op(const OpRequestData& r) {
-  capnp::MallocMessageBuilder mb(64);
-  auto b = mb.initRoot<wire::OpRequest>();
-  b.setPeerId(r.peer);
-  b.setSeq(r.seq);
-  b.setGroup(r.group);
-  b.setKind(static_cast<wire::OpKind>(r.kind));
-  b.setRedop(static_cast<wire::ReduceOp>(r.redop));
-  b.setRoot(r.root);
-  put_tensor(b.initInput(), r.input);
-  put_tensor(b.initOutput(), r.output);
-  b.setOtherPeer(r.other);
-  b.setTag(r.tag);
-  b.setRootFromData(r.root_from_data);
-  b.setEpoch(r.epoch);
-  return seal(mb);
-}
-
-Envelope encode_reply(uint64_t seq, const Status& s) {
-  capnp::MallocMessageBuilder mb;
-  auto b = mb.initRoot<wire::OpReply>();
-  b.setSeq(seq);
-  b.setCode(static_cast<uint16_t>(s.code()));
-  b.setMessage(s.message());
   return seal(mb);
 }
 
@@ -204,35 +141,6 @@ std::optional<FinishData> decode_finish(const Envelope& e, std::string& error) {
   return open_envelope(e, error, [](EnvelopeReader& rd) {
     auto r = rd.root<wire::Finish>();
     return FinishData{r.getPeerId(), r.getEpoch()};
-  });
-}
-
-std::optional<OpRequestData> decode_op(const Envelope& e, std::string& error) {
-  return open_envelope(e, error, [](EnvelopeReader& rd) {
-    auto r = rd.root<wire::OpRequest>();
-    OpRequestData d;
-    d.peer = r.getPeerId();
-    d.seq = r.getSeq();
-    d.group = r.getGroup();
-    d.kind = enum_in_range<OpKind>(r.getKind(), 10, "op kind");
-    d.redop = enum_in_range<ReduceOp>(r.getRedop(), 7, "reduce op");
-    d.root = r.getRoot();
-    d.input = get_tensor(r.getInput());
-    d.output = get_tensor(r.getOutput());
-    d.other = r.getOtherPeer();
-    d.tag = r.getTag();
-    d.root_from_data = r.getRootFromData();
-    d.epoch = r.getEpoch();
-    return d;
-  });
-}
-
-std::optional<Status> decode_reply(const Envelope& e, std::string& error) {
-  return open_envelope(e, error, [](EnvelopeReader& rd) {
-    auto r = rd.root<wire::OpReply>();
-    auto code = r.getCode();
-    if (code > static_cast<uint16_t>(last_errc)) throw std::runtime_error("unknown error code");
-    return Status(static_cast<Errc>(code), r.getMessage());
   });
 }
 

@@ -1,6 +1,7 @@
-// The wire codec: every message type survives a round trip, and garbled envelopes (empty,
-// truncated, random words, bit flips, out-of-range enum values, wrong message types) decode to an
-// error string, never to a crash or to an out-of-range C++ enum.
+// The control-message codecs (peer <-> local server, and the orchestrator's reply): every message
+// type survives a round trip, and garbled envelopes (empty, truncated, random words, bit flips,
+// out-of-range enum values, wrong message types) decode to an error string, never to a crash or to
+// an out-of-range C++ enum.
 #include <gtest/gtest.h>
 
 #include <capnp/message.h>
@@ -12,6 +13,7 @@
 #include <chorus/config.hpp>
 #include "chorus.capnp.h"
 #include "messages/envelope.hpp"
+#include "messages/node_codec.hpp"
 #include "messages/peer_codec.hpp"
 
 namespace chorus {
@@ -55,40 +57,23 @@ void expect_same_config(const Config& a, const Config& b) {
   EXPECT_EQ(a.node_address, b.node_address);
 }
 
-void expect_same_meta(const TensorMeta& a, const TensorMeta& b) {
-  EXPECT_EQ(a.present, b.present);
-  EXPECT_EQ(a.dtype, b.dtype);
-  EXPECT_EQ(a.shape, b.shape);
+GroupRequestData sample_group() {
+  GroupRequestData g;
+  g.peer = 3;
+  g.epoch = 0x123456789abcULL;
+  g.members = {5, 3, 0, 4096, UINT32_MAX};
+  return g;
 }
 
-void expect_same_op(const OpRequestData& a, const OpRequestData& b) {
-  EXPECT_EQ(a.peer, b.peer);
-  EXPECT_EQ(a.seq, b.seq);
-  EXPECT_EQ(a.group, b.group);
-  EXPECT_EQ(a.kind, b.kind);
-  EXPECT_EQ(a.redop, b.redop);
-  EXPECT_EQ(a.root, b.root);
-  expect_same_meta(a.input, b.input);
-  expect_same_meta(a.output, b.output);
-  EXPECT_EQ(a.other, b.other);
-  EXPECT_EQ(a.tag, b.tag);
-  EXPECT_EQ(a.root_from_data, b.root_from_data);
-}
-
-OpRequestData sample_op() {
-  OpRequestData r;
-  r.peer = 3;
-  r.seq = 0x123456789abcULL;
-  r.group = 0;
-  r.kind = OpKind::reduce_scatter;
-  r.redop = ReduceOp::max;
-  r.root = 2;
-  r.input = {true, DType::f64, {4, 3, 2}};
-  r.output = {true, DType::f64, {6}};
-  r.other = 1;
-  r.tag = 99;
-  r.root_from_data = false;
-  return r;
+NodeRegisterReplyData sample_reply() {
+  TopologyData t;
+  t.collective = 9;
+  t.node_id = 1;
+  t.num_nodes = 2;
+  t.total_peers = 5;
+  t.nodes = {{2, 0, "10.0.0.1:7000", 8}, {3, 2, "10.0.0.2:7000", 16}};
+  t.token = 0xfeedULL;
+  return {Status::ok(), t};
 }
 
 // Decodes e as every message type; none may crash. Returns how many decoded successfully.
@@ -106,24 +91,18 @@ int decode_all(const Envelope& e) {
   err.clear();
   ok += decode_peer_only(e, true, err).has_value();
   err.clear();
-  if (auto r = decode_op(e, err)) {
+  if (auto g = decode_group(e, err)) {
     ++ok;
-    // A successful decode only ever yields in-range enums.
-    EXPECT_LE(static_cast<int>(r->kind), static_cast<int>(OpKind::recv));
-    EXPECT_LE(static_cast<int>(r->redop), static_cast<int>(ReduceOp::bxor));
-    EXPECT_LE(static_cast<int>(r->input.dtype), static_cast<int>(DType::i64));
-    EXPECT_LE(static_cast<int>(r->output.dtype), static_cast<int>(DType::i64));
-    for (auto d : r->input.shape) EXPECT_GE(d, 0);
-    for (auto d : r->output.shape) EXPECT_GE(d, 0);
-    (void)r->input.describe();
+    (void)g->members.size();
   } else {
     EXPECT_FALSE(err.empty());
   }
   err.clear();
-  if (auto s = decode_reply(e, err)) {
+  if (auto r = decode_node_register_reply(e, err)) {
     ++ok;
-    EXPECT_LE(static_cast<int>(s->code()), static_cast<int>(last_errc));
-    (void)s->to_string();
+    EXPECT_LE(static_cast<int>(r->status.code()), static_cast<int>(last_errc));
+    if (r->status.is_ok()) EXPECT_LT(r->topology.node_id, r->topology.num_nodes);
+    (void)r->status.to_string();
   } else {
     EXPECT_FALSE(err.empty());
   }
@@ -180,80 +159,42 @@ TEST(WireCodecRoundTrip, FinishAndReset) {
   }
 }
 
-TEST(WireCodecRoundTrip, OpRequestEveryKindRedopAndDtype) {
-  int checked = 0;
-  for (int k = 0; k <= static_cast<int>(OpKind::recv); ++k)
-    for (ReduceOp op : all_reduce_ops)
-      for (DType t : all_dtypes) {
-        OpRequestData r = sample_op();
-        r.kind = static_cast<OpKind>(k);
-        r.redop = op;
-        r.input.dtype = t;
-        r.output.dtype = all_dtypes[(static_cast<int>(t) + 3) % 8];
-        r.root_from_data = (k + static_cast<int>(op)) % 2 == 0;
-        r.seq = static_cast<uint64_t>(checked) * 1000003ULL;
-        std::string err;
-        auto d = decode_op(encode_op(r), err);
-        ASSERT_TRUE(d) << err;
-        expect_same_op(*d, r);
-        ++checked;
-      }
-  EXPECT_EQ(checked, 11 * 8 * 8);
-}
-
-TEST(WireCodecRoundTrip, OpRequestTensorVariants) {
-  const std::vector<std::pair<TensorMeta, TensorMeta>> cases = {
-      {{false, DType::f32, {}}, {false, DType::f32, {}}},         // barrier: no buffers
-      {{true, DType::i8, {}}, {false, DType::f32, {}}},           // a scalar (rank 0)
-      {{true, DType::u8, {0}}, {true, DType::u8, {0}}},           // empty tensors
-      {{true, DType::bf16, {1, 1, 1, 1, 1, 1, 1, 1}}, {true, DType::f16, {8}}},
-      {{true, DType::i64, {INT64_MAX}}, {true, DType::i32, {1LL << 40, 3}}},
-  };
-  for (const auto& [in, out] : cases) {
-    OpRequestData r = sample_op();
-    r.input = in;
-    r.output = out;
+TEST(WireCodecRoundTrip, GroupRequest) {
+  for (bool destroy : {false, true}) {
+    GroupRequestData g = sample_group();
+    g.destroy = destroy;
+    g.group = destroy ? 77 : 0;
     std::string err;
-    auto d = decode_op(encode_op(r), err);
+    auto d = decode_group(encode_group(g), err);
     ASSERT_TRUE(d) << err;
-    expect_same_op(*d, r);
+    EXPECT_EQ(d->peer, g.peer);
+    EXPECT_EQ(d->epoch, g.epoch);
+    EXPECT_EQ(d->members, g.members);
+    EXPECT_EQ(d->destroy, g.destroy);
+    EXPECT_EQ(d->group, g.group);
   }
 }
 
-TEST(WireCodecRoundTrip, OpRequestExtremeScalars) {
-  OpRequestData r = sample_op();
-  r.peer = UINT32_MAX;
-  r.seq = UINT64_MAX;
-  r.group = UINT32_MAX;
-  r.root = UINT32_MAX;
-  r.other = UINT32_MAX;
-  r.tag = UINT64_MAX;
-  r.root_from_data = true;
-  std::string err;
-  auto d = decode_op(encode_op(r), err);
-  ASSERT_TRUE(d) << err;
-  expect_same_op(*d, r);
-}
-
-TEST(WireCodecRoundTrip, ReplyEveryErrorCode) {
-  for (int c = 0; c <= static_cast<int>(Errc::internal); ++c) {
-    const Status s(static_cast<Errc>(c), c == 0 ? "" : "peer " + std::to_string(c) + " did \xc3\xa9 something");
+TEST(WireCodecRoundTrip, NodeRegisterReplyEveryErrorCode) {
+  for (int c = 0; c <= static_cast<int>(last_errc); ++c) {
+    const Status s(static_cast<Errc>(c), c == 0 ? "" : "node " + std::to_string(c) + " did \xc3\xa9 something");
     std::string err;
-    auto d = decode_reply(encode_reply(static_cast<uint64_t>(c) * 7, s), err);
+    auto d = decode_node_register_reply(encode_node_register_reply(s, sample_reply().topology), err);
     ASSERT_TRUE(d) << err;
-    EXPECT_EQ(*d, s) << d->to_string();
+    EXPECT_EQ(d->status, s) << d->status.to_string();
+    if (c == 0) EXPECT_EQ(d->topology, sample_reply().topology);
     EXPECT_NE(to_string(static_cast<Errc>(c)), "unknown");
   }
   // A long message survives intact.
   const Status big(Errc::timeout, std::string(100000, 'x'));
   std::string err;
-  auto d = decode_reply(encode_reply(1, big), err);
+  auto d = decode_node_register_reply(encode_node_register_reply(big), err);
   ASSERT_TRUE(d) << err;
-  EXPECT_EQ(*d, big);
+  EXPECT_EQ(d->status, big);
 }
 
 TEST(WireCodecRoundTrip, EncodingIsDeterministic) {
-  EXPECT_EQ(encode_op(sample_op()), encode_op(sample_op()));
+  EXPECT_EQ(encode_group(sample_group()), encode_group(sample_group()));
   EXPECT_EQ(encode_register({1, 2, rich_config()}), encode_register({1, 2, rich_config()}));
   EXPECT_NE(encode_peer_only(1, false), encode_peer_only(2, false));
 }
@@ -273,10 +214,10 @@ TEST(WireCodecGarbled, EmptyEnvelopeIsAnErrorForEveryType) {
   EXPECT_FALSE(decode_peer_only(e, true, err));
   EXPECT_FALSE(err.empty());
   err.clear();
-  EXPECT_FALSE(decode_op(e, err));
+  EXPECT_FALSE(decode_group(e, err));
   EXPECT_FALSE(err.empty());
   err.clear();
-  EXPECT_FALSE(decode_reply(e, err));
+  EXPECT_FALSE(decode_node_register_reply(e, err));
   EXPECT_FALSE(err.empty());
 }
 
@@ -284,8 +225,8 @@ TEST(WireCodecGarbled, EveryTruncationIsAnError) {
   const std::vector<Envelope> valid = {
       encode_register({protocol_version(), 1, rich_config()}),
       encode_peer_only(3, false),
-      encode_op(sample_op()),
-      encode_reply(5, Status(Errc::timeout, "peers 2, 3 never called")),
+      encode_group(sample_group()),
+      encode_node_register_reply(Status::ok(), sample_reply().topology),
   };
   for (std::size_t m = 0; m < valid.size(); ++m) {
     const Envelope& full = valid[m];
@@ -298,8 +239,8 @@ TEST(WireCodecGarbled, EveryTruncationIsAnError) {
       switch (m) {
         case 0: decoded = decode_register(cut, err).has_value(); break;
         case 1: decoded = decode_peer_only(cut, false, err).has_value(); break;
-        case 2: decoded = decode_op(cut, err).has_value(); break;
-        case 3: decoded = decode_reply(cut, err).has_value(); break;
+        case 2: decoded = decode_group(cut, err).has_value(); break;
+        case 3: decoded = decode_node_register_reply(cut, err).has_value(); break;
       }
       EXPECT_FALSE(decoded) << "message " << m << " truncated to " << len << " words decoded";
       EXPECT_NE(err.find("garbled message"), std::string::npos) << err;
@@ -352,8 +293,8 @@ TEST(WireCodecGarbled, RandomBodiesBehindAValidSegmentTableNeverCrash) {
 TEST(WireCodecGarbled, BitFlipsOfValidMessagesNeverCrash) {
   const std::vector<Envelope> valid = {
       encode_register({protocol_version(), 1, rich_config()}),
-      encode_op(sample_op()),
-      encode_reply(5, Status(Errc::shape_mismatch, "peer 0 has f32[4] but peer 1 has f32[5]")),
+      encode_group(sample_group()),
+      encode_node_register_reply(Status(Errc::shape_mismatch, "peer 0 has f32[4] but peer 1 has f32[5]")),
   };
   std::mt19937_64 rng(99);
   for (const Envelope& v : valid) {
@@ -372,63 +313,6 @@ TEST(WireCodecGarbled, BitFlipsOfValidMessagesNeverCrash) {
       decode_all(e);
     }
   }
-}
-
-// Builds an OpRequest with raw, possibly out-of-range enum values.
-Envelope raw_op(uint16_t kind, uint16_t redop, uint16_t in_dtype, uint16_t out_dtype,
-                std::vector<int64_t> in_shape = {4}) {
-  capnp::MallocMessageBuilder mb;
-  auto b = mb.initRoot<wire::OpRequest>();
-  b.setPeerId(1);
-  b.setSeq(2);
-  b.setKind(static_cast<wire::OpKind>(kind));
-  b.setRedop(static_cast<wire::ReduceOp>(redop));
-  auto in = b.initInput();
-  in.setPresent(true);
-  in.setDtype(static_cast<wire::DType>(in_dtype));
-  auto s = in.initShape(static_cast<unsigned>(in_shape.size()));
-  for (std::size_t i = 0; i < in_shape.size(); ++i) s.set(i, in_shape[i]);
-  auto out = b.initOutput();
-  out.setPresent(true);
-  out.setDtype(static_cast<wire::DType>(out_dtype));
-  out.initShape(1).set(0, 4);
-  return seal(mb);
-}
-
-TEST(WireCodecGarbled, OutOfRangeEnumsInOpRequest) {
-  const uint16_t kinds = enum_count<wire::OpKind>(), redops = enum_count<wire::ReduceOp>(),
-                 dtypes = enum_count<wire::DType>();
-  EXPECT_EQ(kinds, static_cast<uint16_t>(OpKind::recv) + 1) << "wire and C++ op kinds differ";
-  EXPECT_EQ(redops, static_cast<uint16_t>(ReduceOp::bxor) + 1) << "wire and C++ reduce ops differ";
-  EXPECT_EQ(dtypes, static_cast<uint16_t>(DType::i64) + 1) << "wire and C++ dtypes differ";
-  std::string err;
-  ASSERT_TRUE(decode_op(raw_op(kinds - 1, redops - 1, dtypes - 1, dtypes - 1), err)) << err;  // largest valid
-
-  err.clear();
-  EXPECT_FALSE(decode_op(raw_op(kinds, 0, 2, 2), err));
-  EXPECT_NE(err.find("unknown op kind " + std::to_string(kinds)), std::string::npos) << err;
-
-  err.clear();
-  EXPECT_FALSE(decode_op(raw_op(65535, 0, 2, 2), err));
-  EXPECT_NE(err.find("unknown op kind 65535"), std::string::npos) << err;
-
-  err.clear();
-  EXPECT_FALSE(decode_op(raw_op(0, redops, 2, 2), err));
-  EXPECT_NE(err.find("unknown reduce op " + std::to_string(redops)), std::string::npos) << err;
-
-  err.clear();
-  EXPECT_FALSE(decode_op(raw_op(0, 0, dtypes, 2), err));
-  EXPECT_NE(err.find("unknown dtype " + std::to_string(dtypes)), std::string::npos) << err;
-
-  err.clear();
-  EXPECT_FALSE(decode_op(raw_op(0, 0, 2, 300), err));
-  EXPECT_NE(err.find("unknown dtype 300"), std::string::npos) << err;
-}
-
-TEST(WireCodecGarbled, NegativeDimension) {
-  std::string err;
-  EXPECT_FALSE(decode_op(raw_op(0, 0, 2, 2, {4, -3}), err));
-  EXPECT_NE(err.find("negative dimension -3"), std::string::npos) << err;
 }
 
 Envelope raw_register(uint16_t algorithm, unsigned local_entries, unsigned global_entries) {
@@ -492,12 +376,11 @@ TEST(WireCodecRoundTrip, EveryAlgorithmAndArity) {
 
 TEST(WireCodecGarbled, ReplyWithUnknownErrorCode) {
   capnp::MallocMessageBuilder mb;
-  auto b = mb.initRoot<wire::OpReply>();
-  b.setSeq(1);
+  auto b = mb.initRoot<wire::NodeRegisterReply>();
   b.setCode(static_cast<uint16_t>(last_errc) + 1);
   b.setMessage("from the future");
   std::string err;
-  EXPECT_FALSE(decode_reply(seal(mb), err));
+  EXPECT_FALSE(decode_node_register_reply(seal(mb), err));
   EXPECT_NE(err.find("unknown error code"), std::string::npos) << err;
 }
 
@@ -506,8 +389,8 @@ TEST(WireCodecGarbled, WrongMessageTypeNeverCrashes) {
       encode_register({protocol_version(), 1, rich_config()}),
       encode_peer_only(3, false),
       encode_peer_only(4, true),
-      encode_op(sample_op()),
-      encode_reply(5, Status(Errc::timeout, "peer 2 never called")),
+      encode_group(sample_group()),
+      encode_node_register_reply(Status(Errc::timeout, "peer 2 never called")),
   };
   for (const Envelope& e : all) decode_all(e);
   // A Finish read as a RegisterRequest has no config, hence no strategy lists: an error.

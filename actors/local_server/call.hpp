@@ -1,4 +1,5 @@
-// What travels beside a control message inside one process: the caller's buffers (shared by
+// A request to the local server: the op request itself (a plain struct: it never leaves the
+// process) or the encoded control message, and what travels beside it: the caller's buffers (shared by
 // reference, never copied) and the reply slot the local server fills directly, so a blocking peer
 // thread wakes without going through the actor scheduler.
 #pragma once
@@ -7,6 +8,7 @@
 #include <chorus/status.hpp>
 #include <chorus/tensor.hpp>
 #include "actors/local_server/device_run.hpp"
+#include "actors/local_server/op_request.hpp"
 #include "core/wait.hpp"
 #include "messages/envelope.hpp"
 #include "strategies/executor.hpp"
@@ -31,9 +33,10 @@ struct Reply {
   }
 };
 
-// One request to the local server: the encoded control message plus its in-process side-car.
+// One request to the local server and its in-process side-car.
 struct Call {
-  Envelope message;
+  OpRequestData op;  // on_op
+  Envelope message;  // the control messages (register, finish, reset, group)
   Tensor input;    // what the caller sends (may be undefined)
   Tensor output;   // where the caller receives (may be undefined: in place, or allocated later)
   std::shared_ptr<Reply> reply = std::make_shared<Reply>();

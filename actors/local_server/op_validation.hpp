@@ -6,7 +6,7 @@
 #include <vector>
 
 #include <chorus/status.hpp>
-#include "messages/peer_codec.hpp"
+#include "actors/local_server/op_request.hpp"
 
 namespace chorus {
 

@@ -144,9 +144,7 @@ void LocalServerCore::clear() {
 void LocalServerCore::on_op(Call call) {
   std::lock_guard<std::mutex> lk(mu_);
   if (closed_) return call.reply->complete(*closed_);
-  std::string err;
-  auto req = decode_op(call.message, err);
-  if (!req) return call.reply->complete(garbled(err));
+  std::optional<OpRequestData> req = std::move(call.op);
   if (auto s = check_caller(req->peer, req->epoch); !s) return call.reply->complete(s);
   if (global_) return global_op(std::move(*req), std::move(call));
   Status not_member;

@@ -32,7 +32,7 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   req.input = TensorMeta::of(in);
   req.output = TensorMeta::of(out);
   Call call;
-  call.message = encode_op(req);
+  call.op = std::move(req);
   call.input = in;
   call.output = out;
   call.local_error = std::move(local_error);

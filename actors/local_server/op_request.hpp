@@ -1,0 +1,36 @@
+// One peer's call of an op, as the local server sees it. It never leaves the process: the peer
+// thread hands it to the server's core directly, so it is a plain struct, not a message.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <chorus/tensor.hpp>
+#include <chorus/types.hpp>
+
+namespace chorus {
+
+struct TensorMeta {
+  bool present = false;
+  DType dtype = DType::f32;
+  Shape shape;
+  std::size_t numel() const;
+  std::string describe() const;  // "f32[2, 3]" or "none"
+  static TensorMeta of(const Tensor& t);
+};
+
+struct OpRequestData {
+  uint32_t peer = 0;
+  uint64_t seq = 0;
+  uint32_t group = 0;
+  OpKind kind = OpKind::barrier;
+  ReduceOp redop = ReduceOp::sum;
+  uint32_t root = 0;
+  TensorMeta input, output;
+  uint32_t other = 0;
+  uint64_t tag = 0;
+  bool root_from_data = false;
+  uint64_t epoch = 0;
+  uint32_t rank = 0;  // the caller's rank in the op's group, set by the server
+};
+
+} // namespace chorus
