@@ -1,6 +1,5 @@
 #include "actors/remoting.hpp"
 
-#include <caf/openssl/all.hpp>
 
 #include "messages/envelope.hpp"
 
@@ -29,17 +28,6 @@ void configure_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds
 bool uses_tls(caf::actor_system& sys) {
   const auto& c = sys.config();
   return !c.openssl_certificate.empty() || !c.openssl_key.empty() || !c.openssl_cafile.empty();
-}
-
-caf::expected<uint16_t> publish_remote(caf::actor_system& sys, const caf::actor& a, uint16_t port,
-                                       const std::string& host) {
-  if (uses_tls(sys)) return caf::openssl::publish(a, port, host.c_str(), true);
-  return sys.middleman().publish(a, port, host.c_str(), true);
-}
-
-caf::expected<caf::actor> connect_remote(caf::actor_system& sys, const std::string& host, uint16_t port) {
-  if (uses_tls(sys)) return caf::openssl::remote_actor(sys, host, port);
-  return sys.middleman().remote_actor(host, port);
 }
 
 } // namespace chorus

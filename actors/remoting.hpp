@@ -4,6 +4,7 @@
 #pragma once
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 
 #include <chrono>
 #include <string>
@@ -28,9 +29,18 @@ void configure_remoting(caf::actor_system_config& cfg,
 // Whether `sys` was configured with TLS.
 bool uses_tls(caf::actor_system& sys);
 // Publishes `a` on host:port (port 0: any free port) with TLS when `sys` uses it.
-caf::expected<uint16_t> publish_remote(caf::actor_system& sys, const caf::actor& a, uint16_t port,
-                                       const std::string& host);
-// Connects to the actor published on host:port, with TLS when `sys` uses it.
-caf::expected<caf::actor> connect_remote(caf::actor_system& sys, const std::string& host, uint16_t port);
+template <class Handle>
+caf::expected<uint16_t> publish_remote(caf::actor_system& sys, const Handle& a, uint16_t port,
+                                       const std::string& host) {
+  if (uses_tls(sys)) return caf::openssl::publish(a, port, host.c_str(), true);
+  return sys.middleman().publish(a, port, host.c_str(), true);
+}
+// Connects to the actor published on host:port, with TLS when `sys` uses it. A typed Handle is
+// checked against the interface the other side published.
+template <class Handle = caf::actor>
+caf::expected<Handle> connect_remote(caf::actor_system& sys, const std::string& host, uint16_t port) {
+  if (uses_tls(sys)) return caf::openssl::remote_actor<Handle>(sys, host, port);
+  return sys.middleman().remote_actor<Handle>(host, port);
+}
 
 } // namespace chorus

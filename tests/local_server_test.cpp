@@ -18,7 +18,7 @@
 #include <vector>
 
 #include <chorus/config.hpp>
-#include "actors/caf_glue.hpp"
+#include "actors/atoms.hpp"
 #include "actors/local_server/call.hpp"
 #include "actors/local_server/local_server.hpp"
 #include "actors/local_server/server_core.hpp"

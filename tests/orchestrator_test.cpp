@@ -354,7 +354,7 @@ class Loopback : public ::testing::Test {
   }
 
   std::unique_ptr<System> orch_sys_;
-  caf::actor orch_;
+  orchestrator_actor orch_;
   uint16_t port_ = 0;
   std::vector<std::unique_ptr<System>> node_sys_;
   std::vector<std::shared_ptr<NodeSession>> sessions_;

@@ -24,7 +24,7 @@ constexpr int kSilentAttempts = 3;
 using resend_atom = caf::atom_constant<caf::atom("resend")>;
 constexpr auto kResend = std::chrono::seconds(1);
 
-void attempt(caf::event_based_actor* self, const caf::actor& orch, std::shared_ptr<Registration> r) {
+void attempt(caf::event_based_actor* self, const orchestrator_actor& orch, std::shared_ptr<Registration> r) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(r->deadline - Clock::now());
   if (left.count() <= 0) {
     if (!r->done) {
@@ -54,7 +54,7 @@ void attempt(caf::event_based_actor* self, const caf::actor& orch, std::shared_p
 }
 
 // Forwards the register request (with a deadline) and the leave; collects NodeLost notices.
-caf::behavior node_client(caf::event_based_actor* self, caf::actor orch, std::chrono::milliseconds timeout,
+caf::behavior node_client(caf::event_based_actor* self, orchestrator_actor orch, std::chrono::milliseconds timeout,
                           std::shared_ptr<NodeSession::Shared> shared) {
   self->monitor(orch);
   self->set_down_handler([shared](caf::down_msg& dm) {
@@ -102,7 +102,7 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
                                                        uint16_t port, const NodeRegisterData& reg,
                                                        std::chrono::milliseconds timeout,
                                                        std::function<void(const NodeLostData&)> on_lost) {
-  auto orch = connect_remote(sys, host, port);
+  auto orch = connect_remote<orchestrator_actor>(sys, host, port);
   if (!orch)
     return Status(Errc::unreachable, "cannot reach the orchestrator at " + host + ":" +
                                               std::to_string(port) + ": " + sys.render(orch.error()));

@@ -1,6 +1,6 @@
 // The local server actor: one per process, owns a LocalServerCore and feeds it messages.
 #pragma once
-#include "actors/caf_glue.hpp"
+#include "actors/atoms.hpp"
 #include "actors/local_server/call.hpp"
 
 namespace chorus {

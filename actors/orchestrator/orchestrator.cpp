@@ -17,14 +17,14 @@ struct ShellState {
   uint64_t next_key = 1;
   std::map<caf::actor_addr, OrchestratorCore::NodeKey> keys;
   struct Node {
-    caf::actor handle;
-    std::optional<caf::response_promise> pending;
+    node_notice_actor handle;
+    std::optional<caf::typed_response_promise<Envelope>> pending;
     std::optional<Envelope> answered;  // the topology it was sent (a resend gets it again)
   };
   std::map<OrchestratorCore::NodeKey, Node> nodes;
 };
 
-void apply(caf::event_based_actor* self, ShellState& st, OrchestratorCore::Effects fx) {
+void apply(orchestrator_actor::pointer self, ShellState& st, OrchestratorCore::Effects fx) {
   for (auto k : fx.watch) {
     auto it = st.nodes.find(k);
     if (it != st.nodes.end()) self->monitor(it->second.handle);
@@ -44,7 +44,7 @@ void apply(caf::event_based_actor* self, ShellState& st, OrchestratorCore::Effec
   for (auto k : fx.forget) {
     auto it = st.nodes.find(k);
     if (it == st.nodes.end()) continue;
-    self->demonitor(it->second.handle);
+    self->demonitor(it->second.handle.address());
     st.keys.erase(it->second.handle.address());
     st.nodes.erase(it);
   }
@@ -53,7 +53,7 @@ void apply(caf::event_based_actor* self, ShellState& st, OrchestratorCore::Effec
 }
 } // namespace
 
-caf::behavior orchestrator(caf::event_based_actor* self, OrchestratorCore::Options opts) {
+orchestrator_actor::behavior_type orchestrator(orchestrator_actor::pointer self, OrchestratorCore::Options opts) {
   auto st = std::make_shared<ShellState>(std::move(opts));
   self->set_down_handler([self, st](caf::down_msg& dm) {
     auto it = st->keys.find(dm.source);
@@ -62,7 +62,7 @@ caf::behavior orchestrator(caf::event_based_actor* self, OrchestratorCore::Optio
   });
   // A key per distinct sender actor; a non-member's entry only lives while it waits for a reply.
   auto key_of = [self, st]() -> std::optional<OrchestratorCore::NodeKey> {
-    auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+    auto sender = caf::actor_cast<node_notice_actor>(self->current_sender());
     if (!sender) return std::nullopt;
     auto [it, fresh] = st->keys.emplace(sender.address(), 0);
     if (fresh) {
@@ -94,16 +94,21 @@ caf::behavior orchestrator(caf::event_based_actor* self, OrchestratorCore::Optio
         return rp;
       },
       [self, st](node_leave_atom, const Envelope&) {
-        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        auto sender = self->current_sender();
         if (!sender) return;
-        auto it = st->keys.find(sender.address());
+        auto it = st->keys.find(sender->address());
         if (it == st->keys.end()) return;
         apply(self, *st, st->core.on_leave(it->second));
       },
-      [self, st](timeout_atom, uint64_t timer) { apply(self, *st, st->core.on_timeout(timer)); },
       [st](caf::get_atom) {
-        return caf::make_message(st->core.collective(), static_cast<uint64_t>(st->core.registered()),
-                                 st->core.complete());
+        return std::make_tuple(st->core.collective(), static_cast<uint64_t>(st->core.registered()),
+                               st->core.complete());
+      },
+      [self, st](timeout_atom, uint64_t timer) {
+        // Only the timers this actor set itself: a timeout from anyone else could abort an
+        // admission in progress.
+        if (self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(self)) return;
+        apply(self, *st, st->core.on_timeout(timer));
       },
   };
 }

@@ -1,5 +1,7 @@
 // The orchestrator actor: the shell around OrchestratorCore (orchestrator_core.hpp) that takes its
-// messages, monitors the nodes and runs its timers.
+// messages, monitors the nodes and runs its timers. Its interface is typed (orchestrator_actor):
+// a node built against another interface cannot connect (remote_actor<orchestrator_actor> checks
+// it), and nothing else reaches the actor.
 //
 // Protocol (messages/chorus.capnp, every payload a chorus::Envelope):
 //   node -> orch  request (register_atom, NodeRegister)  => NodeRegisterReply (delayed until the
@@ -7,21 +9,30 @@
 //   node -> orch  (node_leave_atom, NodeLeave)           one-way: the node leaves the collective
 //   orch -> node  (node_lost_atom, NodeLost)             a node of the complete collective was lost
 //   anyone -> orch request (get_atom) => (uint64 collective, uint64 registered, bool complete)
+//   orch -> orch  (timeout_atom, timer id)               its own admission timer; ignored from others
 #pragma once
 #include <caf/io/all.hpp>
 
-#include "actors/caf_glue.hpp"
+#include "actors/atoms.hpp"
 #include "actors/orchestrator/orchestrator_core.hpp"
 #include "actors/remoting.hpp"
+#include "messages/envelope.hpp"
 
 namespace chorus {
 
-using node_leave_atom = caf::atom_constant<caf::atom("nodeleave")>;
-using node_lost_atom = caf::atom_constant<caf::atom("nodelost")>;
+using orchestrator_actor = caf::typed_actor<
+    caf::replies_to<register_atom, Envelope>::with<Envelope>,
+    caf::reacts_to<node_leave_atom, Envelope>,
+    caf::replies_to<caf::get_atom>::with<uint64_t, uint64_t, bool>,
+    caf::reacts_to<timeout_atom, uint64_t>>;
+
+// What the orchestrator sends to a node: the node's side of the protocol (a node's actor may
+// offer more, see actors/global_client/).
+using node_notice_actor = caf::typed_actor<caf::reacts_to<node_lost_atom, Envelope>>;
 
 // The orchestrator actor. Publish it with publish_remote() (actors/remoting.hpp); every
 // actor_system that talks to it needs configure_remoting() on its config. Stop it with an exit
 // message.
-caf::behavior orchestrator(caf::event_based_actor* self, OrchestratorCore::Options opts);
+orchestrator_actor::behavior_type orchestrator(orchestrator_actor::pointer self, OrchestratorCore::Options opts);
 
 } // namespace chorus

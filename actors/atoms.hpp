@@ -1,4 +1,6 @@
-// The atoms that name chorus's control messages (CAF 0.17 atoms: a move to CAF 1.x starts here).
+// The atoms that name chorus's control messages (CAF 0.17 atoms, at most 10 characters; a move to
+// CAF 1.x starts here). The typed interfaces that use them sit with their actors:
+// actors/orchestrator/orchestrator.hpp, actors/global_client/ and actors/local_server/.
 #pragma once
 #include <caf/all.hpp>
 
@@ -9,4 +11,6 @@ using reset_atom = caf::atom_constant<caf::atom("reset")>;
 using op_atom = caf::atom_constant<caf::atom("op")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
+using node_leave_atom = caf::atom_constant<caf::atom("nodeleave")>;
+using node_lost_atom = caf::atom_constant<caf::atom("nodelost")>;
 } // namespace chorus

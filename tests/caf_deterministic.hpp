@@ -1,0 +1,48 @@
+// A GoogleTest fixture over CAF 0.17's deterministic scheduler (caf::scheduler::test_coordinator):
+// nothing runs until the test says so, timers fire when the test moves the clock, and the test can
+// look at the next message before it is delivered. Used by the message-level tests of the actors
+// production spawns (orchestrator, node actor, local server).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <cstddef>
+
+#include "messages/envelope.hpp"
+
+namespace chorus::testing {
+
+class CafDeterministic : public ::testing::Test {
+ protected:
+  struct Config : caf::actor_system_config {
+    Config() {
+      set("scheduler.policy", caf::atom("testing"));
+      set("logger.verbosity", caf::atom("quiet"));
+      add_message_type<Envelope>("chorus::envelope");
+    }
+  };
+
+  Config cfg;
+  caf::actor_system sys{cfg};
+  caf::scheduler::test_coordinator& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  caf::scoped_actor self{sys, true};  // hidden: the test's own mailbox
+
+  ~CafDeterministic() override { sched.run(); }
+
+  // Runs every queued job until none is left; never fires a timer.
+  std::size_t run_jobs() {
+    std::size_t n = 0;
+    while (sched.try_run_once()) ++n;
+    return n;
+  }
+  // Fires the next pending timer (the clock jumps to it), then runs what it caused.
+  bool fire_next_timer() {
+    if (!sched.trigger_timeout()) return false;
+    run_jobs();
+    return true;
+  }
+};
+
+} // namespace chorus::testing
