@@ -180,31 +180,21 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config) 
   reg.hardware_threads = hardware_threads();
   c->p2p_ = std::make_unique<P2PMailbox>();  // before join: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
-  // A connection that silently loses our messages (seen rarely when many nodes connect at once)
-  // is replaced by a fresh actor system and connection until the timeout.
-  for (;;) {
-    c->cfg_ = std::make_unique<caf::actor_system_config>();
-    c->cfg_->set("scheduler.max-threads", 2);
-    c->cfg_->set("logger.verbosity", caf::atom("quiet"));
-    configure_remoting(*c->cfg_, std::chrono::milliseconds(500),
-                       TlsFiles{config.tls_certificate, config.tls_key, config.tls_ca});
-    c->system_ = std::make_unique<caf::actor_system>(*c->cfg_);
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    auto session = NodeSession::join(*c->system_, ohost, oport, reg, std::max(left, std::chrono::milliseconds(1)),
-                                     [weak](const NodeLostData& d) {
-                                       if (d.node_id == std::numeric_limits<uint32_t>::max()) return;  // the orchestrator
-                                       if (auto self = weak.lock())
-                                         self->on_node_lost(d.node_id, "node " + std::to_string(d.node_id) + " lost: " + d.reason);
-                                     });
-    if (session) {
-      c->session_ = std::move(*session);
-      break;
-    }
-    const bool silent = session.status().code() == Errc::unreachable &&
-                        session.status().message().find("never answered") != std::string::npos;
-    c->system_.reset();
-    if (!silent || Clock::now() >= deadline) return session.status();
-  }
+  c->cfg_ = std::make_unique<caf::actor_system_config>();
+  c->cfg_->set("scheduler.max-threads", 2);
+  c->cfg_->set("logger.verbosity", caf::atom("quiet"));
+  configure_remoting(*c->cfg_, std::chrono::milliseconds(500),
+                     TlsFiles{config.tls_certificate, config.tls_key, config.tls_ca});
+  c->system_ = std::make_unique<caf::actor_system>(*c->cfg_);
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  auto session = NodeSession::join(*c->system_, ohost, oport, reg, std::max(left, std::chrono::milliseconds(1)),
+                                   [weak](const NodeLostData& d) {
+                                     if (d.node_id == NodeEvents::kOrchestrator) return;
+                                     if (auto self = weak.lock())
+                                       self->on_node_lost(d.node_id, "node " + std::to_string(d.node_id) + " lost: " + d.reason);
+                                   });
+  if (!session) return session.status();
+  c->session_ = std::move(*session);
   c->topo_ = c->session_->topology();
   c->current_.resize(c->topo_.num_nodes);
   c->current_slot_.resize(c->topo_.num_nodes);

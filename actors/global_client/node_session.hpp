@@ -1,17 +1,16 @@
-// The node side of the registration protocol (see actors/orchestrator/orchestrator.hpp): connects to the
-// orchestrator with CAF remoting, registers this node, waits (with a deadline) for the topology,
-// collects NodeLost notices, and leaves the collective when done.
+// A node's membership in the orchestrator's collective, for the code that runs the node: connects
+// to the orchestrator with CAF remoting, spawns the node actor (node_actor.hpp) in the given actor
+// system, joins (waiting, with a deadline, for the topology) and leaves when destroyed.
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <chorus/result.hpp>
-#include "actors/orchestrator/orchestrator.hpp"
+#include "actors/global_client/node_actor.hpp"
 
 namespace chorus {
 
@@ -19,7 +18,8 @@ class NodeSession {
  public:
   // Connects to host:port, registers `reg` and waits up to `timeout` for the topology (the
   // orchestrator answers once every expected node is in, or with an error naming the reason).
-  // `sys` must be configured with configure_remoting() and outlive the session.
+  // `sys` must be configured with configure_remoting() and outlive the session. `on_lost` runs on
+  // the node actor's thread for every NodeLost notice (and the orchestrator's own loss).
   static Result<std::shared_ptr<NodeSession>> join(caf::actor_system& sys, const std::string& host,
                                                    uint16_t port, const NodeRegisterData& reg,
                                                    std::chrono::milliseconds timeout,
@@ -29,31 +29,18 @@ class NodeSession {
   NodeSession& operator=(const NodeSession&) = delete;
 
   const TopologyData& topology() const { return topology_; }
-  // NodeLost notices received so far (and the orchestrator's own loss, as node id UINT32_MAX).
-  std::vector<NodeLostData> lost() const;
+  // NodeLost notices received so far (and the orchestrator's own loss, as NodeEvents::kOrchestrator).
+  std::vector<NodeLostData> lost() const { return events_->lost(); }
   // Tells the orchestrator this node leaves the collective and stops the node actor. Idempotent.
   void leave();
   // The node's actor (the orchestrator monitors it).
-  const caf::actor& actor() const { return node_; }
-
-  struct Shared {
-    mutable std::mutex mu;
-    std::vector<NodeLostData> lost;
-    std::function<void(const NodeLostData&)> on_lost;  // called on the node actor's thread
-    void add(NodeLostData d) {
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        lost.push_back(d);
-      }
-      if (on_lost) on_lost(d);
-    }
-  };
+  const node_actor& actor() const { return node_; }
 
  private:
   NodeSession() = default;
-  caf::actor node_;
+  node_actor node_;
   TopologyData topology_;
-  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<NodeEvents> events_;
   bool left_ = false;
 };
 

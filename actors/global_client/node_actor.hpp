@@ -1,0 +1,48 @@
+// The global client's control side: one actor per node process. It joins the orchestrator's
+// collective for the node (one register request, bounded by the join's deadline), then holds the
+// membership: it monitors the orchestrator, takes its NodeLost notices and leaves when the node is
+// done. Every outcome of a join is a NodeRegisterReply: the orchestrator's, or one the node actor
+// writes itself when no answer came in time or the orchestrator was lost first.
+//
+// Messages (payloads are chorus::Envelope, messages/chorus.capnp):
+//   runtime -> node  request (join_atom, NodeRegister, deadline) => NodeRegisterReply
+//   runtime -> node  (node_leave_atom, NodeLeave)   tell the orchestrator, then stop
+//   orch -> node     (node_lost_atom, NodeLost)     a member node died, froze or left uncleanly
+#pragma once
+#include <caf/all.hpp>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "actors/atoms.hpp"
+#include "actors/orchestrator/orchestrator.hpp"
+#include "messages/envelope.hpp"
+#include "messages/node_codec.hpp"
+
+namespace chorus {
+
+using join_atom = caf::atom_constant<caf::atom("join")>;
+
+using node_actor = node_notice_actor::extend<caf::replies_to<join_atom, Envelope, caf::timespan>::with<Envelope>,
+                                             caf::reacts_to<node_leave_atom, Envelope>>;
+
+// What the node actor learns, for whoever runs the node's data plane. add() runs on the node
+// actor's thread: the callback must be short and take no lock that a waiting peer holds.
+struct NodeEvents {
+  // The orchestrator's own loss is reported as node id kOrchestrator.
+  static constexpr uint32_t kOrchestrator = UINT32_MAX;
+  std::function<void(const NodeLostData&)> on_lost;
+  void add(NodeLostData d);
+  std::vector<NodeLostData> lost() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<NodeLostData> lost_;
+};
+
+node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator_actor orch,
+                                          std::shared_ptr<NodeEvents> events);
+
+} // namespace chorus

@@ -1,0 +1,191 @@
+// The node actor (the global client's control side) message by message, under CAF's deterministic
+// scheduler, against a scripted orchestrator: the join and every way it can end (the
+// orchestrator's answer, its rejection, no answer by the deadline, the orchestrator lost first),
+// NodeLost notices, and leaving.
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "actors/global_client/node_actor.hpp"
+#include "caf_deterministic.hpp"
+#include "messages/peer_codec.hpp"
+#include "status_matchers.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace chorus::testing;
+
+using answer_atom = caf::atom_constant<caf::atom("answer")>;
+
+// An orchestrator that records what it gets and answers a registration when the test says so
+// (answer_atom: not part of the orchestrator's interface, so this is an untyped actor that the
+// node actor sees through an orchestrator_actor handle).
+struct Script {
+  std::vector<NodeRegisterData> registers;
+  std::vector<NodeLeaveData> leaves;
+  std::optional<caf::response_promise> pending;
+};
+
+caf::behavior scripted_orchestrator(caf::event_based_actor* self, std::shared_ptr<Script> sc) {
+  return {
+      [self, sc](register_atom, const Envelope& e) -> caf::result<Envelope> {
+        std::string err;
+        auto d = decode_node_register(e, err);
+        EXPECT_TRUE(d) << err;
+        if (d) sc->registers.push_back(*d);
+        sc->pending = self->make_response_promise();
+        return caf::delegated<Envelope>();
+      },
+      [sc](answer_atom, Envelope& reply) {
+        ASSERT_TRUE(sc->pending);
+        sc->pending->deliver(std::move(reply));
+        sc->pending.reset();
+      },
+      [sc](node_leave_atom, const Envelope& e) {
+        std::string err;
+        auto d = decode_node_leave(e, err);
+        EXPECT_TRUE(d) << err;
+        if (d) sc->leaves.push_back(*d);
+      },
+  };
+}
+
+NodeRegisterData reg() {
+  Config c;
+  c.num_devices = 2;
+  c.num_nodes = 2;
+  c.orchestrator_address = "127.0.0.1:4000";
+  c.node_address = "h:1";
+  return {protocol_version(), "s3", c, 2, "h:1", 4};
+}
+
+TopologyData topology() {
+  TopologyData t;
+  t.collective = 3;
+  t.node_id = 1;
+  t.num_nodes = 2;
+  t.total_peers = 3;
+  t.nodes = {{1, 0, "h:0", 4}, {2, 1, "h:1", 4}};
+  t.token = 7;
+  return t;
+}
+
+class NodeActor : public CafDeterministic {
+ protected:
+  NodeActor() {
+    orch = caf::actor_cast<orchestrator_actor>(sys.spawn(scripted_orchestrator, script));
+    events->on_lost = [this](const NodeLostData& d) { seen_by_callback.push_back(d.node_id); };
+    node = sys.spawn(node_actor_impl, orch, events);
+    run_jobs();
+  }
+  ~NodeActor() override {
+    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(orch, caf::exit_reason::user_shutdown);
+    run_jobs();
+  }
+  // Starts a join from a small client actor; the answer lands in `answer` once the node actor
+  // gives it.
+  void join(caf::timespan deadline = caf::timespan{2s}) {
+    sys.spawn([this, deadline](caf::event_based_actor* client) {
+      client->request(node, 10s, join_atom::value, encode_node_register(reg()), deadline).then([this](Envelope& e) {
+        std::string err;
+        auto d = decode_node_register_reply(e, err);
+        ASSERT_TRUE(d) << err;
+        answer = std::move(*d);
+      });
+    });
+    run_jobs();
+  }
+  void answer_with(Envelope reply) {
+    self->send(caf::actor_cast<caf::actor>(orch), answer_atom::value, std::move(reply));
+    run_jobs();
+  }
+  std::shared_ptr<Script> script = std::make_shared<Script>();
+  std::shared_ptr<NodeEvents> events = std::make_shared<NodeEvents>();
+  std::vector<uint32_t> seen_by_callback;
+  orchestrator_actor orch;
+  node_actor node;
+  std::optional<NodeRegisterReplyData> answer;
+};
+
+TEST_F(NodeActor, AJoinIsOneRegisterRequestAndTheOrchestratorsAnswerComesBack) {
+  join();
+  ASSERT_EQ(script->registers.size(), 1u);
+  EXPECT_EQ(script->registers[0].data_address, "h:1");
+  EXPECT_EQ(script->registers[0].num_peers, 2u);
+  EXPECT_FALSE(answer);
+  answer_with(encode_node_register_reply(Status::ok(), topology()));
+  ASSERT_TRUE(answer);
+  ASSERT_TRUE(answer->status.is_ok()) << answer->status.to_string();
+  EXPECT_EQ(answer->topology, topology());
+  EXPECT_EQ(script->registers.size(), 1u);  // never sent again
+}
+
+TEST_F(NodeActor, ARejectionIsPassedOnAsItIs) {
+  join();
+  answer_with(encode_node_register_reply({Errc::auth_failed, "wrong secret"}));
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->status, Status(Errc::auth_failed, "wrong secret"));
+}
+
+TEST_F(NodeActor, NoAnswerByTheDeadlineIsATimeoutNamingIt) {
+  join(caf::timespan{1500ms});
+  EXPECT_FALSE(answer);
+  ASSERT_TRUE(fire_next_timer());  // the register request's deadline
+  ASSERT_TRUE(answer);
+  EXPECT_TRUE(has(answer->status, Errc::timeout, {"did not answer the registration within 1500 ms"}));
+  EXPECT_EQ(script->registers.size(), 1u);  // no resend
+}
+
+TEST_F(NodeActor, AnOrchestratorLostBeforeItAnswersEndsTheJoinAtOnce) {
+  join();
+  caf::anon_send_exit(orch, caf::exit_reason::kill);
+  run_jobs();
+  ASSERT_TRUE(answer);
+  EXPECT_TRUE(has(answer->status, Errc::unreachable, {"orchestrator lost", "before it answered"}));
+  auto lost = events->lost();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].node_id, NodeEvents::kOrchestrator);
+  EXPECT_EQ(seen_by_callback, std::vector<uint32_t>{NodeEvents::kOrchestrator});
+}
+
+TEST_F(NodeActor, ASecondJoinWhileTheFirstWaitsIsRefused) {
+  join();
+  join();
+  ASSERT_TRUE(answer);
+  EXPECT_TRUE(has(answer->status, Errc::register_twice, {"already joining"}));
+  EXPECT_EQ(script->registers.size(), 1u);
+}
+
+TEST_F(NodeActor, NodeLostNoticesReachTheCallbackInOrder) {
+  self->send(node, node_lost_atom::value, encode_node_lost({3, 2, "node lost: killed"}));
+  self->send(node, node_lost_atom::value, encode_node_lost({3, 0, "node lost: frozen"}));
+  self->send(node, node_lost_atom::value, Envelope{{0xBADULL}});
+  run_jobs();
+  auto lost = events->lost();
+  ASSERT_EQ(lost.size(), 3u);
+  EXPECT_EQ(lost[0].node_id, 2u);
+  EXPECT_EQ(lost[0].reason, "node lost: killed");
+  EXPECT_EQ(lost[1].node_id, 0u);
+  EXPECT_EQ(lost[2].node_id, NodeEvents::kOrchestrator);  // a garbled notice blames the orchestrator
+  EXPECT_NE(lost[2].reason.find("garbled notice"), std::string::npos) << lost[2].reason;
+  EXPECT_EQ(seen_by_callback, (std::vector<uint32_t>{2, 0, NodeEvents::kOrchestrator}));
+}
+
+TEST_F(NodeActor, LeavingTellsTheOrchestratorAndStopsTheNodeActor) {
+  self->monitor(node);
+  self->send(node, node_leave_atom::value, encode_node_leave({3, 1}));
+  run_jobs();
+  ASSERT_EQ(script->leaves.size(), 1u);
+  EXPECT_EQ(script->leaves[0].collective, 3u);
+  EXPECT_EQ(script->leaves[0].node_id, 1u);
+  bool down = false;
+  self->receive([&](caf::down_msg& dm) { down = dm.source == node.address(); },
+                caf::after(std::chrono::seconds(0)) >> [] {});
+  EXPECT_TRUE(down);
+}
+
+} // namespace
+} // namespace chorus
