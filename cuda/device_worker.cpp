@@ -2,11 +2,12 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <map>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <thread>
-#include <vector>
 
 #include "cuda/cuda_error.hpp"
 #include "cuda/poll.hpp"
@@ -18,11 +19,23 @@ namespace {
 constexpr auto kIdleLook = std::chrono::seconds(1);
 // Draining the stream: small ops finish within the spin; longer ones are looked at every nap.
 constexpr PollPace kStreamPace{std::chrono::microseconds(200), std::chrono::microseconds(50)};
-} // namespace
 
-struct DeviceWorker::Scratch {
-  std::vector<std::pair<void*, std::size_t>> slots;
-};
+// Scratch memory for the BufferPool of a worker, allocated and freed on that worker's thread (the
+// current device there is its GPU). CUDA's answer to the last allocation on this thread is kept
+// for the message, since the pool only learns that there was no memory.
+thread_local cudaError_t tl_scratch_error = cudaSuccess;
+void* allocate_scratch(std::size_t bytes) {
+  void* p = nullptr;
+  tl_scratch_error = cudaMalloc(&p, bytes);
+  if (tl_scratch_error == cudaSuccess) return p;
+  (void)cudaGetLastError();
+  return nullptr;
+}
+void release_scratch(void* p) { cudaFree(p); }
+// Scratch is kept for the worker's life, whatever its size: giving it back would cost a cudaFree,
+// which waits for the device, and a cudaMalloc on the next op.
+constexpr std::size_t kKeepAllScratch = SIZE_MAX / 2;
+} // namespace
 
 DeviceWorker& DeviceWorker::of(int device) {
   // Never destroyed: a tensor freed during exit may still come here, and the worker threads live
@@ -55,7 +68,7 @@ DeviceWorker* DeviceWorker::find(int device, Status& error) {
 }
 
 DeviceWorker::DeviceWorker(int device)
-    : device_(device), scratch_(std::make_unique<Scratch>()),
+    : device_(device), scratch_(std::make_unique<BufferPool>(kKeepAllScratch, allocate_scratch, release_scratch)),
       queue_(std::make_shared<TaskQueue>("cuda:" + std::to_string(device))) {
   std::thread([this] { loop(); }).detach();
 }
@@ -107,23 +120,16 @@ Status DeviceWorker::call(Task task) {
   return call(std::move(task), Clock::now() + std::chrono::seconds(60), "device work");
 }
 
-void* DeviceWorker::scratch(int k, std::size_t bytes, Status& error) {
-  auto& slots = scratch_->slots;
-  if (slots.size() <= static_cast<std::size_t>(k)) slots.resize(k + 1, {nullptr, 0});
-  auto& [p, cap] = slots[k];
-  if (cap >= bytes && p) return p;
-  if (p) cudaFree(p);
-  p = nullptr;
-  cap = 0;
-  // Grow by half again so that a slowly growing size does not reallocate every time.
-  std::size_t want = bytes + bytes / 2;
-  if (auto e = cudaMalloc(&p, want ? want : 1); e != cudaSuccess) {
-    p = nullptr;
-    error = cuda_error("cudaMalloc (scratch) of " + std::to_string(want) + " bytes", e);
+std::shared_ptr<std::byte> DeviceWorker::scratch(std::size_t bytes, Status& error) {
+  tl_scratch_error = cudaSuccess;
+  try {
+    return scratch_->take(bytes);
+  } catch (const std::bad_alloc&) {
+    const std::string what = "scratch memory of " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(device_);
+    error = tl_scratch_error != cudaSuccess ? cuda_error("cudaMalloc of " + what, tl_scratch_error)
+                                            : device_error(what + ": out of host memory for its bookkeeping");
     return nullptr;
   }
-  cap = want;
-  return p;
 }
 
 Status DeviceWorker::synchronize(Clock::time_point deadline, const std::function<Status()>& watch) {

@@ -13,12 +13,14 @@
 //   the default work-stealing one, against ~4 us for the futex hand-off used here.
 #pragma once
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include <chorus/status.hpp>
 
+#include "core/buffer_pool.hpp"
 #include "cuda/task_queue.hpp"
 
 namespace chorus::gpu {
@@ -47,9 +49,10 @@ class DeviceWorker {
 
   // Only on the worker thread:
   void* stream() const { return stream_; }  // the cudaStream_t
-  // Scratch memory of at least `bytes`, slot `k` (several live at once). Valid until the next task.
+  // Device memory of at least `bytes` from this GPU's pool, back in the pool when the last handle
+  // goes (hold it until the work using it is issued: later work on the stream runs after it).
   // nullptr and `error` set when CUDA has none.
-  void* scratch(int k, std::size_t bytes, Status& error);
+  std::shared_ptr<std::byte> scratch(std::size_t bytes, Status& error);
   // Waits for the stream to drain, polling until `deadline` (so that a hung kernel cannot hold the
   // task forever); returns the CUDA error or a timeout. While it polls, `watch` (if given) may
   // stop the wait with an error of its own (an NCCL communicator's asynchronous error, say).
@@ -65,8 +68,7 @@ class DeviceWorker {
   int device_;
   void* stream_ = nullptr;
   void* done_event_ = nullptr;
-  struct Scratch;
-  std::unique_ptr<Scratch> scratch_;
+  std::unique_ptr<BufferPool> scratch_;
   std::shared_ptr<TaskQueue> queue_;
 };
 

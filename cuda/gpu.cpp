@@ -31,11 +31,14 @@ Clock::time_point bookkeeping_deadline() { return Clock::now() + std::chrono::se
 // answer (with the CUDA error or the timeout it saw) is what comes back.
 Clock::time_point caller_deadline(Clock::time_point deadline) { return deadline + std::chrono::seconds(2); }
 
+// The scratch memory of one task: held until the task ends, so that no work issued by the task
+// can find it reused by anything but later work on the same stream.
+using Held = std::vector<std::shared_ptr<std::byte>>;
+
 // One reduction step on the worker's stream, always a single kernel (so f16/bf16 fold in f32 and
 // round once whatever the fan-in): up to kMaxFan sources and destinations the pointers ride in the
-// kernel's arguments, beyond that in a table copied to scratch first (on the same stream, so one
-// table slot serves every step in turn).
-Status run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceReduce& r, int& slot) {
+// kernel's arguments, beyond that in a table copied to scratch first.
+Status run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceReduce& r, Held& held) {
   const int nsrc = static_cast<int>(r.srcs.size()), ndst = static_cast<int>(r.dsts.size());
   if (nsrc <= kMaxFan && ndst <= kMaxFan)
     return launch_reduce(w.stream(), dtype, op, r.dsts.data(), ndst, r.srcs.data(), nsrc, r.count, r.divisor);
@@ -43,7 +46,7 @@ Status run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceReduce&
   table.insert(table.end(), r.dsts.begin(), r.dsts.end());
   const std::size_t bytes = table.size() * sizeof(void*);
   Status err;
-  void* dev_table = w.scratch(slot++, bytes, err);
+  void* dev_table = held.emplace_back(w.scratch(bytes, err)).get();
   if (!dev_table) return err;
   // From pageable memory: the call returns once `table` is staged, so it may go out of scope.
   if (auto e = cudaMemcpyAsync(dev_table, table.data(), bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(w.stream()));
@@ -53,7 +56,7 @@ Status run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceReduce&
 }
 
 // Issues every step of `plan` on w's stream, in order; the first failure stops it.
-Status issue_plan(DeviceWorker& w, const DeviceCollective& op, const DevicePlan& plan, int& slot) {
+Status issue_plan(DeviceWorker& w, const DeviceCollective& op, const DevicePlan& plan, Held& held) {
   auto s = static_cast<cudaStream_t>(w.stream());
   for (const DeviceStep& st : plan.steps) {
     if (st.kind == DeviceStep::Kind::copy) {
@@ -65,7 +68,7 @@ Status issue_plan(DeviceWorker& w, const DeviceCollective& op, const DevicePlan&
         return cuda_error("copy of " + std::to_string(k.bytes) + " bytes from cuda:" + std::to_string(k.src_device) +
                               " to cuda:" + std::to_string(k.dst_device),
                           e);
-    } else if (Status r = run_reduce(w, op.dtype, op.redop, st.reduce, slot); !r.is_ok()) {
+    } else if (Status r = run_reduce(w, op.dtype, op.redop, st.reduce, held); !r.is_ok()) {
       return r;
     }
   }
@@ -79,19 +82,19 @@ Status run_plan(const DeviceCollective& c, Clock::time_point deadline) {
   auto op = std::make_shared<DeviceCollective>(c);  // the task owns its description
   return w->call(
       [w, op, deadline]() -> Status {
-        int slot = 0;
+        Held held;
         DevicePlan plan;
         try {
           plan = plan_collective(*op, [&](int, std::size_t bytes) {
             Status e;
-            void* p = w->scratch(slot++, bytes, e);
+            void* p = held.emplace_back(w->scratch(bytes, e)).get();
             if (!p) throw ScratchFailed{e};
             return p;
           });
         } catch (const ScratchFailed& f) {
           return in_context(op->label, f.status);
         }
-        Status issued = issue_plan(*w, *op, plan, slot);
+        Status issued = issue_plan(*w, *op, plan, held);
         // What was issued finishes before the caller hears of a failure.
         Status drained = w->synchronize(deadline);
         return in_context(op->label, issued.is_ok() ? drained : issued);
