@@ -270,7 +270,17 @@ Status run_rank(const DeviceCollective& op, Comms& cs, int r, DeviceWorker& w, C
   return st;
 }
 
-std::string rank_name(int r, int device) { return "rank " + std::to_string(r) + " (cuda:" + std::to_string(device) + ")"; }
+// What went wrong among the ranks' answers, named by rank and device: the first real cause, since
+// a rank that gave up because another failed says only "aborted".
+Status first_cause(const std::vector<int>& devices, const std::vector<Status>& answers) {
+  Status cause, echo;
+  for (std::size_t r = 0; r < answers.size(); ++r) {
+    if (answers[r].is_ok()) continue;
+    Status& slot = is_aborted(answers[r]) ? echo : cause;
+    if (slot.is_ok()) slot = in_context("rank " + std::to_string(r) + " (cuda:" + std::to_string(devices[r]) + ")", answers[r]);
+  }
+  return cause.is_ok() ? echo : cause;
+}
 
 } // namespace
 
@@ -340,20 +350,14 @@ Status run_nccl(const DeviceCollective& c, Clock::time_point deadline) {
     // A fresh communicator: wait for its setup (which has its own, longer deadline and is never
     // abandoned) without holding the submission order, so that a slow setup costs this op a
     // timeout rather than the communicator.
-    for (int r = 0; r < n; ++r)
-      if (Status e = workers[r]->wait(cs->setup[r], deadline, "NCCL communicator setup", false); !e.is_ok())
-        return in_context(c.label + ": " + rank_name(r, devices[r]), e);
+    std::vector<Status> setup(n);
+    for (int r = 0; r < n; ++r) setup[r] = workers[r]->wait(cs->setup[r], deadline, "NCCL communicator setup", false);
+    if (Status e = first_cause(devices, setup); !e.is_ok()) return in_context(c.label, e);
   }
-  // The first real cause: a rank that gave up because another failed says only "aborted".
-  Status error, echo;
-  for (int r = 0; r < n; ++r) {
-    // The tasks stop themselves at the deadline; a little longer here lets their answer come back.
-    Status e = workers[r]->wait(tickets[r], deadline + std::chrono::seconds(2), c.label);
-    if (e.is_ok()) continue;
-    Status& slot = is_aborted(e) ? echo : error;
-    if (slot.is_ok()) slot = in_context(rank_name(r, devices[r]), e);
-  }
-  return in_context(c.label, error.is_ok() ? echo : error);
+  std::vector<Status> answers(n);
+  // The tasks stop themselves at the deadline; a little longer here lets their answer come back.
+  for (int r = 0; r < n; ++r) answers[r] = workers[r]->wait(tickets[r], deadline + std::chrono::seconds(2), c.label);
+  return in_context(c.label, first_cause(devices, answers));
 }
 
 } // namespace chorus::gpu
