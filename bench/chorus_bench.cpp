@@ -421,8 +421,10 @@ int main(int argc, char** argv) {
   if (o.device == DeviceType::cuda) {
     std::vector<std::string> names;
     for (uint32_t g = 0; g < o.gpus; ++g) names.push_back(gpu::device_name(static_cast<int>(g)));
-    if (std::string e = gpu::copy_bandwidth(0, std::size_t{256} << 20, g_copy_gbps); !e.empty())
-      std::printf("#  (copy bandwidth not measured: %s)\n", e.c_str());
+    if (Result<double> bw = gpu::copy_bandwidth(0, std::size_t{256} << 20); bw.is_ok())
+      g_copy_gbps = *bw;
+    else
+      std::printf("#  (copy bandwidth not measured: %s)\n", bw.status().to_string().c_str());
     print_devices(names, g_copy_gbps);
   }
   print_header();

@@ -19,21 +19,10 @@ namespace chorus::gpu {
 
 namespace {
 
-// The worker of `device`, or an error naming the device.
-DeviceWorker* worker(int device, std::string& error) {
-  try {
-    return &DeviceWorker::of(device);
-  } catch (const std::exception& e) {
-    error = e.what();
-    return nullptr;
-  }
-}
-
-struct ScratchFailed : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// Thrown out of plan_collective by the scratch allocator: the plan cannot be built.
+struct ScratchFailed {
+  Status status;
 };
-
-using Clock = std::chrono::steady_clock;
 
 // Bookkeeping work (allocation, copies for tensors) gets this long on the device actor.
 Clock::time_point bookkeeping_deadline() { return Clock::now() + std::chrono::seconds(60); }
@@ -42,19 +31,22 @@ Clock::time_point bookkeeping_deadline() { return Clock::now() + std::chrono::se
 // answer (with the CUDA error or the timeout it saw) is what comes back.
 Clock::time_point caller_deadline(Clock::time_point deadline) { return deadline + std::chrono::seconds(2); }
 
+// The scratch memory of one task: held until the task ends, so that no work issued by the task
+// can find it reused by anything but later work on the same stream.
+using Held = std::vector<std::shared_ptr<std::byte>>;
+
 // One reduction step on the worker's stream, always a single kernel (so f16/bf16 fold in f32 and
 // round once whatever the fan-in): up to kMaxFan sources and destinations the pointers ride in the
-// kernel's arguments, beyond that in a table copied to scratch first (on the same stream, so one
-// table slot serves every step in turn).
-std::string run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceReduce& r, int& slot) {
+// kernel's arguments, beyond that in a table copied to scratch first.
+Status run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceReduce& r, Held& held) {
   const int nsrc = static_cast<int>(r.srcs.size()), ndst = static_cast<int>(r.dsts.size());
   if (nsrc <= kMaxFan && ndst <= kMaxFan)
     return launch_reduce(w.stream(), dtype, op, r.dsts.data(), ndst, r.srcs.data(), nsrc, r.count, r.divisor);
   std::vector<const void*> table(r.srcs);
   table.insert(table.end(), r.dsts.begin(), r.dsts.end());
   const std::size_t bytes = table.size() * sizeof(void*);
-  std::string err;
-  void* dev_table = w.scratch(slot++, bytes, err);
+  Status err;
+  void* dev_table = held.emplace_back(w.scratch(bytes, err)).get();
   if (!dev_table) return err;
   // From pageable memory: the call returns once `table` is staged, so it may go out of scope.
   if (auto e = cudaMemcpyAsync(dev_table, table.data(), bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(w.stream()));
@@ -63,43 +55,49 @@ std::string run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceRe
   return launch_reduce(w.stream(), dtype, op, r.dsts.data(), ndst, r.srcs.data(), nsrc, r.count, r.divisor, dev_table);
 }
 
-std::string run_plan(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline) {
-  std::string error;
-  DeviceWorker* w = worker(lead_device(c), error);
-  if (!w) return error;
+// Issues every step of `plan` on w's stream, in order; the first failure stops it.
+Status issue_plan(DeviceWorker& w, const DeviceCollective& op, const DevicePlan& plan, Held& held) {
+  auto s = static_cast<cudaStream_t>(w.stream());
+  for (const DeviceStep& st : plan.steps) {
+    if (st.kind == DeviceStep::Kind::copy) {
+      const DeviceCopy& k = st.copy;
+      cudaError_t e = k.dst_device == k.src_device
+                          ? cudaMemcpyAsync(k.dst, k.src, k.bytes, cudaMemcpyDefault, s)
+                          : cudaMemcpyPeerAsync(k.dst, k.dst_device, k.src, k.src_device, k.bytes, s);
+      if (e != cudaSuccess)
+        return cuda_error("copy of " + std::to_string(k.bytes) + " bytes from cuda:" + std::to_string(k.src_device) +
+                              " to cuda:" + std::to_string(k.dst_device),
+                          e);
+    } else if (Status r = run_reduce(w, op.dtype, op.redop, st.reduce, held); !r.is_ok()) {
+      return r;
+    }
+  }
+  return Status::ok();
+}
+
+Status run_plan(const DeviceCollective& c, Clock::time_point deadline) {
+  Status error;
+  DeviceWorker* w = DeviceWorker::find(lead_device(c), error);
+  if (!w) return in_context(c.label, error);
   auto op = std::make_shared<DeviceCollective>(c);  // the task owns its description
   return w->call(
-      [w, op, deadline]() -> std::string {
-        int slot = 0;
+      [w, op, deadline]() -> Status {
+        Held held;
         DevicePlan plan;
         try {
           plan = plan_collective(*op, [&](int, std::size_t bytes) {
-            std::string e;
-            void* p = w->scratch(slot++, bytes, e);
-            if (!p) throw ScratchFailed(e);
+            Status e;
+            void* p = held.emplace_back(w->scratch(bytes, e)).get();
+            if (!p) throw ScratchFailed{e};
             return p;
           });
-        } catch (const std::exception& e) {
-          return std::string(e.what());
+        } catch (const ScratchFailed& f) {
+          return in_context(op->label, f.status);
         }
-        auto s = static_cast<cudaStream_t>(w->stream());
-        for (const DeviceStep& st : plan.steps) {
-          if (st.kind == DeviceStep::Kind::copy) {
-            const DeviceCopy& k = st.copy;
-            cudaError_t e = k.dst_device == k.src_device
-                                ? cudaMemcpyAsync(k.dst, k.src, k.bytes, cudaMemcpyDefault, s)
-                                : cudaMemcpyPeerAsync(k.dst, k.dst_device, k.src, k.src_device, k.bytes, s);
-            if (e != cudaSuccess) {
-              w->synchronize(deadline);  // what was issued finishes before the caller hears of it
-              return cuda_error(op->label + ": copy", e);
-            }
-          } else if (auto e = run_reduce(*w, op->dtype, op->redop, st.reduce, slot); !e.empty()) {
-            w->synchronize(deadline);
-            return op->label + ": " + e;
-          }
-        }
-        if (auto e = w->synchronize(deadline); !e.empty()) return op->label + ": " + e;
-        return {};
+        Status issued = issue_plan(*w, *op, plan, held);
+        // What was issued finishes before the caller hears of a failure.
+        Status drained = w->synchronize(deadline);
+        return in_context(op->label, issued.is_ok() ? drained : issued);
       },
       caller_deadline(deadline), c.label);
 }
@@ -120,26 +118,26 @@ int device_count() {
 std::string device_name(int device) {
   cudaDeviceProp p{};
   cudaError_t e = cudaGetDeviceProperties(&p, device);
-  if (e != cudaSuccess) return cuda_error("cuda:" + std::to_string(device), e);
+  if (e != cudaSuccess) return cuda_error("cuda:" + std::to_string(device), e).message();
   char buf[512];
   std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor,
                 static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024 * 1024));
   return buf;
 }
 
-std::string allocate(int device, std::size_t bytes, void** out) {
+Status allocate(int device, std::size_t bytes, void** out) {
   *out = nullptr;
-  std::string error;
-  DeviceWorker* w = worker(device, error);
+  Status error;
+  DeviceWorker* w = DeviceWorker::find(device, error);
   if (!w) return error;
   // The task owns where it writes: a caller that timed out must not be written into later.
   auto p = std::make_shared<void*>(nullptr);
-  error = w->call([p, bytes, device]() -> std::string {
+  error = w->call([p, bytes, device]() -> Status {
     if (auto e = cudaMalloc(p.get(), bytes ? bytes : 1); e != cudaSuccess)
       return cuda_error("cudaMalloc of " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(device), e);
-    return {};
+    return Status::ok();
   });
-  if (error.empty()) *out = *p;
+  if (error.is_ok()) *out = *p;
   return error;
 }
 
@@ -148,22 +146,22 @@ void release(int device, void* p) noexcept {
   // Queued without waiting: a tensor's destructor must not block behind long device work, and
   // cudaFree orders itself after the work already issued.
   try {
-    std::string error;
-    if (DeviceWorker* w = worker(device, error)) w->submit([p]() -> std::string {
+    Status error;
+    if (DeviceWorker* w = DeviceWorker::find(device, error)) w->submit([p]() -> Status {
         cudaFree(p);
-        return {};
+        return Status::ok();
       });
   } catch (...) {  // a destructor's path: never throw (at worst the memory stays allocated)
   }
 }
 
-std::string allocate_pinned(std::size_t bytes, void** out) {
+Status allocate_pinned(std::size_t bytes, void** out) {
   *out = nullptr;
   if (auto e = cudaMallocHost(out, bytes ? bytes : 1); e != cudaSuccess) {
     *out = nullptr;
     return cuda_error("cudaMallocHost of " + std::to_string(bytes) + " bytes", e);
   }
-  return {};
+  return Status::ok();
 }
 
 void release_pinned(void* p) noexcept {
@@ -174,42 +172,42 @@ namespace {
 
 // Issues work on `device`'s stream through its actor and waits for it to finish there.
 template <class Issue>
-std::string issue_and_wait(int device, const std::string& what, Issue issue) {
-  std::string error;
-  DeviceWorker* w = worker(device, error);
+Status issue_and_wait(int device, const std::string& what, Issue issue) {
+  Status error;
+  DeviceWorker* w = DeviceWorker::find(device, error);
   if (!w) return error;
   const auto deadline = bookkeeping_deadline();
   return w->call(
-      [=]() -> std::string {
-        if (auto e = issue(static_cast<cudaStream_t>(w->stream())); !e.empty()) return e;
-        return w->synchronize(deadline);
+      [=]() -> Status {
+        if (Status e = issue(static_cast<cudaStream_t>(w->stream())); !e.is_ok()) return e;
+        return in_context(what, w->synchronize(deadline));
       },
       caller_deadline(deadline), what);
 }
 
 } // namespace
 
-std::string copy(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes) {
-  if (bytes == 0) return {};
+Status copy(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes) {
+  if (bytes == 0) return Status::ok();
   const int device = dst_device != kHost ? dst_device : src_device;
-  if (device == kHost) return "gpu::copy: neither side is a device";
+  if (device == kHost) return {Errc::invalid_argument, "gpu::copy: neither side is a device"};
   const std::string what = "copy of " + std::to_string(bytes) + " bytes";
-  return issue_and_wait(device, what, [=](cudaStream_t s) -> std::string {
+  return issue_and_wait(device, what, [=](cudaStream_t s) -> Status {
     cudaError_t e = dst_device != kHost && src_device != kHost && dst_device != src_device
                         ? cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, s)
                         : cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
-    return e == cudaSuccess ? std::string() : cuda_error(what, e);
+    return e == cudaSuccess ? Status::ok() : cuda_error(what, e);
   });
 }
 
-std::string memset_zero(int device, void* p, std::size_t bytes) {
-  return issue_and_wait(device, "cudaMemset", [=](cudaStream_t s) -> std::string {
+Status memset_zero(int device, void* p, std::size_t bytes) {
+  return issue_and_wait(device, "cudaMemset", [=](cudaStream_t s) -> Status {
     cudaError_t e = cudaMemsetAsync(p, 0, bytes, s);
-    return e == cudaSuccess ? std::string() : cuda_error("cudaMemset", e);
+    return e == cudaSuccess ? Status::ok() : cuda_error("cudaMemset", e);
   });
 }
 
-std::string accumulate(int device, DType dtype, void* dst, const void* src, std::size_t count) {
+Status accumulate(int device, DType dtype, void* dst, const void* src, std::size_t count) {
   return issue_and_wait(device, "accumulate", [=](cudaStream_t s) {
     void* dsts[1] = {dst};
     const void* srcs[2] = {dst, src};
@@ -217,21 +215,19 @@ std::string accumulate(int device, DType dtype, void* dst, const void* src, std:
   });
 }
 
-std::string copy_bandwidth(int device, std::size_t bytes, double& gb_per_s) {
-  gb_per_s = 0;
-  std::string error;
-  DeviceWorker* w = worker(device, error);
+Result<double> copy_bandwidth(int device, std::size_t bytes) {
+  Status error;
+  DeviceWorker* w = DeviceWorker::find(device, error);
   if (!w) return error;
-  auto result = std::make_shared<double>(0);
-  std::string e = w->call([w, bytes, result]() -> std::string {
-    double& gb_per_s = *result;
+  auto result = std::make_shared<double>(0);  // the task owns where it writes
+  error = w->call([w, bytes, result]() -> Status {
     void *a = nullptr, *b = nullptr;
     cudaEvent_t t0 = nullptr, t1 = nullptr;
     auto s = static_cast<cudaStream_t>(w->stream());
-    std::string err;
+    Status err;
     if (auto e = cudaMalloc(&a, bytes); e != cudaSuccess) err = cuda_error("cudaMalloc", e);
     else if (auto e2 = cudaMalloc(&b, bytes); e2 != cudaSuccess) err = cuda_error("cudaMalloc", e2);
-    if (err.empty()) {
+    if (err.is_ok()) {
       cudaEventCreate(&t0);
       cudaEventCreate(&t1);
       constexpr int reps = 20;
@@ -242,8 +238,8 @@ std::string copy_bandwidth(int device, std::size_t bytes, double& gb_per_s) {
       cudaEventRecord(t1, s);
       if (auto e = cudaEventSynchronize(t1); e != cudaSuccess) err = cuda_error("copy bandwidth", e);
       float ms = 0;
-      if (err.empty() && cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess && ms > 0)
-        gb_per_s = static_cast<double>(bytes) * reps / (ms * 1e-3) / 1e9;
+      if (err.is_ok() && cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess && ms > 0)
+        *result = static_cast<double>(bytes) * reps / (ms * 1e-3) / 1e9;
       cudaEventDestroy(t0);
       cudaEventDestroy(t1);
     }
@@ -251,17 +247,17 @@ std::string copy_bandwidth(int device, std::size_t bytes, double& gb_per_s) {
     cudaFree(b);
     return err;
   });
-  gb_per_s = *result;
-  return e;
+  if (!error.is_ok()) return error;
+  return *result;
 }
 
-std::string run_collective(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline) {
-  if (c.kind == OpKind::barrier || c.peers.empty()) return {};
+Status run_collective(const DeviceCollective& c, Clock::time_point deadline) {
+  if (c.kind == OpKind::barrier || c.peers.empty()) return Status::ok();
   try {
     if (c.use_nccl && nccl_supports(c)) return run_nccl(c, deadline);
     return run_plan(c, deadline);
-  } catch (const std::exception& e) {  // a device that does not exist
-    return c.label + ": " + e.what();
+  } catch (const std::exception& e) {  // a device that does not exist, or no memory for the bookkeeping
+    return device_error(c.label + ": " + e.what());
   }
 }
 
@@ -272,15 +268,13 @@ namespace {
 
 // Tensors (core/) reach GPU memory through this table.
 class CudaMemory final : public DeviceMemory {
-  static Status status(const std::string& e) { return e.empty() ? Status::ok() : Status(Errc::device_error, e); }
-
  public:
-  Status allocate(int device, std::size_t bytes, void** out) override { return status(gpu::allocate(device, bytes, out)); }
+  Status allocate(int device, std::size_t bytes, void** out) override { return gpu::allocate(device, bytes, out); }
   void release(int device, void* p) noexcept override { gpu::release(device, p); }
   Status copy(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes) override {
-    return status(gpu::copy(dst, dst_device, src, src_device, bytes));
+    return gpu::copy(dst, dst_device, src, src_device, bytes);
   }
-  Status memset_zero(int device, void* p, std::size_t bytes) override { return status(gpu::memset_zero(device, p, bytes)); }
+  Status memset_zero(int device, void* p, std::size_t bytes) override { return gpu::memset_zero(device, p, bytes); }
 };
 
 CudaMemory cuda_memory;

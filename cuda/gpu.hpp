@@ -3,41 +3,43 @@
 // is built with CUDA, and by cuda/no_cuda.cpp otherwise (no devices; every request is an error that
 // says chorus was built without CUDA). Every CUDA call for GPU d runs on d's device actor (one
 // thread per GPU per process, cuda/device_worker.hpp); these functions hand it the work and wait.
-// Errors are returned as text ("" = success) carrying the CUDA or NCCL message.
+// Failures are a Status (cuda/device_status.hpp): device_error with CUDA's or NCCL's text, the
+// device and the op; timeout for a deadline; invalid_argument for a request that makes no sense.
 #pragma once
 #include <chrono>
 #include <cstddef>
-#include <string>
 
 #include <chorus/gpu.hpp>
+#include <chorus/result.hpp>
+#include <chorus/status.hpp>
 
 #include "cuda/device_plan.hpp"
 
 namespace chorus::gpu {
 
 // Device memory (cudaMalloc on the device's actor). release() of nullptr is a no-op.
-std::string allocate(int device, std::size_t bytes, void** out);
+Status allocate(int device, std::size_t bytes, void** out);
 void release(int device, void* p) noexcept;
 // Page-locked host memory for staging (cudaMallocHost).
-std::string allocate_pinned(std::size_t bytes, void** out);
+Status allocate_pinned(std::size_t bytes, void** out);
 void release_pinned(void* p) noexcept;
 // Synchronous copy between host (device = kHost) and device memory, or between two GPUs.
 inline constexpr int kHost = -1;
-std::string copy(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes);
-std::string memset_zero(int device, void* p, std::size_t bytes);
+Status copy(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes);
+Status memset_zero(int device, void* p, std::size_t bytes);
 // dst[i] += src[i] for i < count, on `device` (both pointers there; f16/bf16 summed in f32).
-std::string accumulate(int device, DType dtype, void* dst, const void* src, std::size_t count);
+Status accumulate(int device, DType dtype, void* dst, const void* src, std::size_t count);
 
 // The device-to-device copy bandwidth of `device` (bytes copied per second, in GB/s) for copies of
 // `bytes` within its memory: the yardstick of the memory-bound ideal (a copy reads and writes each
 // byte once).
-std::string copy_bandwidth(int device, std::size_t bytes, double& gb_per_s);
+Result<double> copy_bandwidth(int device, std::size_t bytes);
 
 // Runs one collective over device buffers: through NCCL when `c.use_nccl` (every peer a distinct
 // GPU), else the plan of device_plan.hpp on the lead device's actor. Returns when every result is
 // in place (streams synchronized) or with the error, at the latest at `deadline`; a NCCL op that
 // outlives it is aborted (its communicator is torn down and rebuilt by the next op).
-std::string run_collective(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline);
+Status run_collective(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline);
 
 // Whether NCCL can serve this op (dtype and reduce op supported, peers on distinct GPUs).
 bool nccl_supports(const DeviceCollective& c);

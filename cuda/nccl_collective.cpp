@@ -10,30 +10,38 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
+#include <string>
 #include <vector>
 
+#include "cuda/device_status.hpp"
 #include "cuda/device_worker.hpp"
 #include "cuda/gpu.hpp"
+#include "cuda/poll.hpp"
 #include "cuda/reduce_kernel.hpp"
 
 namespace chorus::gpu {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // NCCL sets up a communicator in seconds, far longer than a small op's deadline may be.
 constexpr auto kSetupTime = std::chrono::seconds(120);
+// A non-blocking NCCL call in progress is looked at this often (there is nothing to sleep on).
+constexpr PollPace kNcclPace{std::chrono::microseconds(0), std::chrono::microseconds(20)};
 
-std::string nccl_error(const std::string& what, ncclResult_t r, ncclComm_t comm = nullptr) {
+Status nccl_error(const std::string& what, ncclResult_t r, ncclComm_t comm = nullptr) {
   std::string s = what + ": " + ncclGetErrorString(r);
   if (comm) {
     const char* last = ncclGetLastError(comm);
     if (last && *last) s += std::string(" (") + last + ")";
   }
-  return s;
+  return device_error(std::move(s));
 }
+
+// A rank that gives up because another one failed says so with this prefix, so that run_nccl
+// reports the first real cause rather than the echo.
+const char* const kAborted = "aborted: ";
+Status aborted(const std::string& why) { return device_error(kAborted + why); }
+bool is_aborted(const Status& s) { return s.message().rfind(kAborted, 0) == 0; }
 
 std::optional<ncclDataType_t> nccl_type(DType t) {
   switch (t) {
@@ -83,15 +91,18 @@ void abort_own(Comms& cs, int r) {
   }
 }
 
-// Waits out a non-blocking NCCL call on rank r's actor: its result once it is no longer in
-// progress, or ncclInProgress when the deadline passes or another rank gave up first.
-ncclResult_t settle(Comms& cs, int r, ncclResult_t res, Clock::time_point deadline) {
-  while (res == ncclInProgress) {
-    if (cs.broken || Clock::now() >= deadline) return ncclInProgress;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-    if (ncclCommGetAsyncError(cs.comm[r], &res) != ncclSuccess) return ncclInternalError;
-  }
-  return res;
+// Waits out a non-blocking NCCL call (`what`, which answered `res`) on rank r's actor: ok once it
+// succeeded, NCCL's error, a timeout saying `late` at the deadline, or "aborted" once another rank
+// gave up.
+Status settle(Comms& cs, int r, ncclResult_t res, Clock::time_point deadline, const std::string& what,
+              const char* late) {
+  auto done = [&] {
+    if (res == ncclInProgress && ncclCommGetAsyncError(cs.comm[r], &res) != ncclSuccess) res = ncclInternalError;
+    return res != ncclInProgress;
+  };
+  auto stop = [&] { return cs.broken ? aborted("another rank of this NCCL communicator failed") : Status::ok(); };
+  if (Status s = poll_until(done, stop, deadline, kNcclPace, late); !s.is_ok()) return s;
+  return res == ncclSuccess ? Status::ok() : nccl_error(what, res, cs.comm[r]);
 }
 
 // Every submission to several device actors goes through here, so that all actors see the ops of
@@ -114,7 +125,7 @@ std::map<std::vector<int>, std::shared_ptr<Comms>>& comms_cache() {
 // The communicators of a GPU set, made on first use (and after a failure). Setup runs on every
 // rank's actor at once, non-blocking, with its own deadline; it is queued before any op on those
 // actors, so ops find it done (or broken) without anyone waiting here. Call with submit_mu held.
-std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, std::string& error) {
+std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, Status& error) {
   std::lock_guard<std::mutex> lk(comms_mu());
   auto& cache = comms_cache();
   auto it = cache.find(devices);
@@ -124,7 +135,7 @@ std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, std::string& e
     for (std::size_t r = 0; r < devices.size(); ++r)
       DeviceWorker::of(devices[r]).submit([old, r] {
         abort_own(*old, static_cast<int>(r));
-        return std::string();
+        return Status::ok();
       });
     cache.erase(it);
   }
@@ -140,20 +151,21 @@ std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, std::string& e
   const auto deadline = Clock::now() + kSetupTime;
   cs->setup_left = n;
   for (int r = 0; r < n; ++r)
-    cs->setup.push_back(DeviceWorker::of(devices[r]).submit([cs, id, n, r, deadline]() -> std::string {
-      if (cs->broken) return "aborted: another rank's NCCL setup failed";
+    cs->setup.push_back(DeviceWorker::of(devices[r]).submit([cs, id, n, r, deadline]() -> Status {
+      if (cs->broken) return aborted("another rank's NCCL setup failed");
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 0;
+      const char* what = "ncclCommInitRankConfig";
       ncclResult_t res = ncclCommInitRankConfig(&cs->comm[r], n, id, r, &config);
-      if (cs->comm[r]) res = settle(*cs, r, res, deadline);
-      if (res == ncclSuccess) {
+      Status s = cs->comm[r] ? settle(*cs, r, res, deadline, what, "NCCL communicator setup did not finish in time")
+                 : res == ncclSuccess ? Status::ok()
+                                      : nccl_error(what, res);
+      if (s.is_ok()) {
         --cs->setup_left;
-        return {};
+        return s;
       }
-      std::string e = res == ncclInProgress ? std::string("timeout: NCCL communicator setup")
-                                            : nccl_error("ncclCommInitRankConfig", res, cs->comm[r]);
       abort_own(*cs, r);
-      return e;
+      return s;
     }));
   cache[devices] = cs;
   return cs;
@@ -226,43 +238,48 @@ ncclResult_t enqueue(const DeviceCollective& c, int r, ncclComm_t comm, cudaStre
   return res != ncclSuccess ? res : end;
 }
 
-// Rank r's part of one op, on its device actor.
-std::string run_rank(const DeviceCollective& op, Comms& cs, int r, DeviceWorker& w, Clock::time_point deadline) {
+// Rank r's part of one op, on its device actor. Whatever fails aborts r's communicator.
+Status run_rank(const DeviceCollective& op, Comms& cs, int r, DeviceWorker& w, Clock::time_point deadline) {
   auto s = static_cast<cudaStream_t>(w.stream());
   // Late (the queue ahead took the time): give up without touching the communicator, which the
   // other ranks, equally late, leave alone too.
-  if (Clock::now() >= deadline) return "timeout: the op's turn on this GPU came after its deadline";
+  if (Clock::now() >= deadline) return {Errc::timeout, "the op's turn on this GPU came after its deadline"};
   if (cs.broken || !cs.comm[r]) {
     abort_own(cs, r);
-    return "aborted: the NCCL communicator of these GPUs failed (it is rebuilt by the next op)";
+    return aborted("the NCCL communicator of these GPUs failed (it is rebuilt by the next op)");
   }
-  ncclResult_t res = settle(cs, r, enqueue(op, r, cs.comm[r], s), deadline);
-  if (res != ncclSuccess) {
-    std::string e = res == ncclInProgress ? std::string("timeout: the NCCL op did not start in time")
-                                          : nccl_error(std::string(to_string(op.kind)), res, cs.comm[r]);
-    abort_own(cs, r);
-    return e;
-  }
+  Status st = settle(cs, r, enqueue(op, r, cs.comm[r], s), deadline, std::string(to_string(op.kind)),
+                     "the NCCL op did not start in time");
   const auto& me = op.peers[r];
-  if (op.redop == ReduceOp::avg && !is_floating(op.dtype) && holds_reduction(op.kind, r, op.root)) {
+  if (st.is_ok() && op.redop == ReduceOp::avg && !is_floating(op.dtype) && holds_reduction(op.kind, r, op.root)) {
     void* dst[1] = {me.out};
     const void* src[1] = {me.out};
-    if (auto e = launch_reduce(s, op.dtype, ReduceOp::sum, dst, 1, src, 1, op.count, op.peers.size()); !e.empty()) {
-      abort_own(cs, r);
-      return e;
-    }
+    st = launch_reduce(s, op.dtype, ReduceOp::sum, dst, 1, src, 1, op.count, op.peers.size());
   }
   // Until the stream drains, an asynchronous NCCL error shows, another rank gives up, or the
   // deadline passes.
-  std::string e = w.synchronize(deadline, [&cs, r]() -> std::string {
-    if (cs.broken) return "aborted: another rank of this NCCL op failed";
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(cs.comm[r], &async);
-    if (async != ncclSuccess && async != ncclInProgress) return nccl_error("NCCL", async, cs.comm[r]);
-    return {};
-  });
-  if (!e.empty()) abort_own(cs, r);
-  return e;
+  if (st.is_ok())
+    st = w.synchronize(deadline, [&cs, r]() -> Status {
+      if (cs.broken) return aborted("another rank of this NCCL op failed");
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(cs.comm[r], &async);
+      if (async != ncclSuccess && async != ncclInProgress) return nccl_error("NCCL", async, cs.comm[r]);
+      return Status::ok();
+    });
+  if (!st.is_ok()) abort_own(cs, r);
+  return st;
+}
+
+// What went wrong among the ranks' answers, named by rank and device: the first real cause, since
+// a rank that gave up because another failed says only "aborted".
+Status first_cause(const std::vector<int>& devices, const std::vector<Status>& answers) {
+  Status cause, echo;
+  for (std::size_t r = 0; r < answers.size(); ++r) {
+    if (answers[r].is_ok()) continue;
+    Status& slot = is_aborted(answers[r]) ? echo : cause;
+    if (slot.is_ok()) slot = in_context("rank " + std::to_string(r) + " (cuda:" + std::to_string(devices[r]) + ")", answers[r]);
+  }
+  return cause.is_ok() ? echo : cause;
 }
 
 } // namespace
@@ -302,9 +319,16 @@ bool nccl_supports(const DeviceCollective& c) {
   return true;
 }
 
-std::string run_nccl(const DeviceCollective& c, Clock::time_point deadline) {
+Status run_nccl(const DeviceCollective& c, Clock::time_point deadline) {
   std::vector<int> devices;
-  for (auto& p : c.peers) devices.push_back(p.device);
+  std::vector<DeviceWorker*> workers;
+  for (auto& p : c.peers) {
+    Status missing;
+    DeviceWorker* w = DeviceWorker::find(p.device, missing);
+    if (!w) return in_context(c.label, missing);
+    devices.push_back(p.device);
+    workers.push_back(w);
+  }
   auto op = std::make_shared<DeviceCollective>(c);
   const int n = static_cast<int>(devices.size());
   std::vector<DeviceWorker::Ticket> tickets;
@@ -312,13 +336,13 @@ std::string run_nccl(const DeviceCollective& c, Clock::time_point deadline) {
   for (int attempt = 0;; ++attempt) {
     {
       std::lock_guard<std::mutex> lk(submit_mu());
-      std::string error;
+      Status error;
       cs = comms_for(devices, error);
-      if (!cs) return c.label + ": " + error;
+      if (!cs) return in_context(c.label, error);
       if (cs->setup_left == 0 || cs->broken || attempt > 0) {
         for (int r = 0; r < n; ++r) {
-          DeviceWorker& w = DeviceWorker::of(devices[r]);
-          tickets.push_back(w.submit([op, cs, r, &w, deadline] { return run_rank(*op, *cs, r, w, deadline); }));
+          DeviceWorker* w = workers[r];
+          tickets.push_back(w->submit([op, cs, r, w, deadline] { return run_rank(*op, *cs, r, *w, deadline); }));
         }
         break;
       }
@@ -326,22 +350,14 @@ std::string run_nccl(const DeviceCollective& c, Clock::time_point deadline) {
     // A fresh communicator: wait for its setup (which has its own, longer deadline and is never
     // abandoned) without holding the submission order, so that a slow setup costs this op a
     // timeout rather than the communicator.
-    for (int r = 0; r < n; ++r) {
-      std::string e = DeviceWorker::of(devices[r]).wait(cs->setup[r], deadline, "NCCL communicator setup", false);
-      if (!e.empty()) return c.label + ": " + e;
-    }
+    std::vector<Status> setup(n);
+    for (int r = 0; r < n; ++r) setup[r] = workers[r]->wait(cs->setup[r], deadline, "NCCL communicator setup", false);
+    if (Status e = first_cause(devices, setup); !e.is_ok()) return in_context(c.label, e);
   }
-  // The first real cause: a rank that gave up because another failed says only "aborted".
-  std::string error, aborted;
-  for (int r = 0; r < n; ++r) {
-    // The tasks stop themselves at the deadline; a little longer here lets their answer come back.
-    std::string e = DeviceWorker::of(devices[r]).wait(tickets[r], deadline + std::chrono::seconds(2), c.label);
-    if (e.empty()) continue;
-    std::string& slot = e.rfind("aborted:", 0) == 0 ? aborted : error;
-    if (slot.empty()) slot = "rank " + std::to_string(r) + " (cuda:" + std::to_string(devices[r]) + "): " + e;
-  }
-  if (error.empty()) error = aborted;
-  return error.empty() ? error : c.label + ": " + error;
+  std::vector<Status> answers(n);
+  // The tasks stop themselves at the deadline; a little longer here lets their answer come back.
+  for (int r = 0; r < n; ++r) answers[r] = workers[r]->wait(tickets[r], deadline + std::chrono::seconds(2), c.label);
+  return in_context(c.label, first_cause(devices, answers));
 }
 
 } // namespace chorus::gpu

@@ -4,12 +4,13 @@
 // waits forever on a peer), and the next op on those GPUs builds a fresh one.
 #pragma once
 #include <chrono>
-#include <string>
+
+#include <chorus/status.hpp>
 
 #include "cuda/device_plan.hpp"
 
 namespace chorus::gpu {
 
-std::string run_nccl(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline);
+Status run_nccl(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline);
 
 } // namespace chorus::gpu

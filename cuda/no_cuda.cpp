@@ -1,35 +1,35 @@
 // gpu.hpp in a build without CUDA: there are no devices, and every request says why.
 #include "cuda/gpu.hpp"
 
+#include "cuda/device_status.hpp"
+
 namespace chorus::gpu {
 
 namespace {
 const std::string kNoCuda = "chorus was built without CUDA (configure with nvcc on the PATH or -DCHORUS_WITH_CUDA=ON)";
-}
+Status no_cuda() { return device_error(kNoCuda); }
+} // namespace
 
 bool built_with_cuda() { return false; }
 int device_count() { return 0; }
 std::string device_name(int) { return kNoCuda; }
-std::string allocate(int, std::size_t, void** out) {
+Status allocate(int, std::size_t, void** out) {
   *out = nullptr;
-  return kNoCuda;
+  return no_cuda();
 }
 void release(int, void*) noexcept {}
-std::string allocate_pinned(std::size_t, void** out) {
+Status allocate_pinned(std::size_t, void** out) {
   *out = nullptr;
-  return kNoCuda;
+  return no_cuda();
 }
 void release_pinned(void*) noexcept {}
-std::string copy(void*, int, const void*, int, std::size_t) { return kNoCuda; }
-std::string memset_zero(int, void*, std::size_t) { return kNoCuda; }
-std::string accumulate(int, DType, void*, const void*, std::size_t) { return kNoCuda; }
-std::string run_collective(const DeviceCollective& c, std::chrono::steady_clock::time_point) {
-  return c.label + ": " + kNoCuda;
+Status copy(void*, int, const void*, int, std::size_t) { return no_cuda(); }
+Status memset_zero(int, void*, std::size_t) { return no_cuda(); }
+Status accumulate(int, DType, void*, const void*, std::size_t) { return no_cuda(); }
+Status run_collective(const DeviceCollective& c, std::chrono::steady_clock::time_point) {
+  return in_context(c.label, no_cuda());
 }
-std::string copy_bandwidth(int, std::size_t, double& gb_per_s) {
-  gb_per_s = 0;
-  return kNoCuda;
-}
+Result<double> copy_bandwidth(int, std::size_t) { return no_cuda(); }
 bool nccl_supports(const DeviceCollective&) { return false; }
 
 } // namespace chorus::gpu

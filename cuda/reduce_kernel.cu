@@ -143,7 +143,7 @@ int blocks_for(std::size_t work, int threads) {
 }
 
 template <class E, class Op>
-std::string launch(cudaStream_t s, const Args& a, bool aligned) {
+Status launch(cudaStream_t s, const Args& a, bool aligned) {
   constexpr int V = 16 / sizeof(typename E::S);
   constexpr int threads = 256;
   (void)cudaGetLastError();  // only this launch's error counts below
@@ -153,11 +153,11 @@ std::string launch(cudaStream_t s, const Args& a, bool aligned) {
     reduce_kernel<E, Op, 1><<<blocks_for(a.count, threads), threads, 0, s>>>(a);
   if (auto e = cudaGetLastError(); e != cudaSuccess)
     return cuda_error("reduction kernel launch", e);
-  return {};
+  return Status::ok();
 }
 
 template <class E>
-std::string by_op(cudaStream_t s, ReduceOp op, const Args& a, bool al) {
+Status by_op(cudaStream_t s, ReduceOp op, const Args& a, bool al) {
   switch (op) {
     case ReduceOp::sum:
     case ReduceOp::avg: return launch<E, Sum>(s, a, al);
@@ -174,19 +174,19 @@ std::string by_op(cudaStream_t s, ReduceOp op, const Args& a, bool al) {
       default: break;
     }
   }
-  return "reduction kernel: reduce op " + std::string(to_string(op)) + " is not defined for this dtype";
+  return {Errc::invalid_argument, "reduction kernel: reduce op " + std::string(to_string(op)) + " is not defined for this dtype"};
 }
 
 } // namespace
 
-std::string launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, int ndst,
+Status launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, int ndst,
                           const void* const* srcs, int nsrc, std::size_t count, std::size_t divisor,
                           const void* device_table) {
   const bool wide = nsrc > kMaxFan || ndst > kMaxFan;
   if (nsrc < 1 || ndst < 1 || (wide && !device_table))
-    return "reduction kernel: " + std::to_string(nsrc) + " sources and " + std::to_string(ndst) +
-           " destinations (1.." + std::to_string(kMaxFan) + " each without a device table)";
-  if (count == 0) return {};
+    return {Errc::internal, "reduction kernel: " + std::to_string(nsrc) + " sources and " + std::to_string(ndst) +
+                                " destinations (1.." + std::to_string(kMaxFan) + " each without a device table)"};
+  if (count == 0) return Status::ok();
   Args a{};
   bool al = true;
   for (int k = 0; k < nsrc; ++k) al &= reinterpret_cast<std::uintptr_t>(srcs[k]) % 16 == 0;
@@ -215,7 +215,7 @@ std::string launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* d
     case DType::i32: return by_op<Native<int32_t>>(s, op, a, al);
     case DType::i64: return by_op<Native<int64_t>>(s, op, a, al);
   }
-  return "reduction kernel: unknown dtype";
+  return {Errc::invalid_argument, "reduction kernel: unknown dtype"};
 }
 
 } // namespace chorus::gpu

@@ -5,8 +5,7 @@
 // Host-callable from the device actor's thread; no CUDA header.
 #pragma once
 #include <cstddef>
-#include <string>
-
+#include <chorus/status.hpp>
 #include <chorus/types.hpp>
 
 namespace chorus::gpu {
@@ -19,8 +18,8 @@ inline constexpr int kMaxFan = 64;
 // src. Up to kMaxFan of each the pointers travel in the kernel's arguments; beyond that the caller
 // passes `device_table`: device memory holding srcs[0..nsrc) then dsts[0..ndst), already copied
 // there on this stream (the host arrays are still needed for the alignment check). Returns the
-// launch error, if any ("" = launched).
-std::string launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, int ndst,
+// launch error (device_error), invalid_argument for an op the dtype does not have, or ok.
+Status launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, int ndst,
                           const void* const* srcs, int nsrc, std::size_t count, std::size_t divisor,
                           const void* device_table = nullptr);
 

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "core/buffer_pool.hpp"
+#include "cuda/device_status.hpp"
 #include "cuda/gpu.hpp"
 #include "strategies/reduce_kernels.hpp"
 
@@ -13,7 +14,7 @@ namespace {
 
 void* allocate_pinned(std::size_t bytes) {
   void* p = nullptr;
-  return gpu::allocate_pinned(bytes, &p).empty() ? p : nullptr;
+  return gpu::allocate_pinned(bytes, &p).is_ok() ? p : nullptr;
 }
 
 // Page-locked host buffers for staging, kept for reuse. Never destroyed: buffers may come back
@@ -61,7 +62,6 @@ Status stage_back(const Tensor& host, const Tensor& dst) {
   return Status::ok();
 }
 
-
 Status accumulate(const Tensor& dst, const Tensor& src) {
   if (dst.dtype() != src.dtype() || dst.numel() != src.numel() || dst.device() != src.device())
     return {Errc::invalid_argument, "accumulate: " + src.describe() + " into " + dst.describe()};
@@ -69,9 +69,8 @@ Status accumulate(const Tensor& dst, const Tensor& src) {
     reduce2(dst.dtype(), ReduceOp::sum, dst.data(), dst.data(), src.data(), dst.numel());
     return Status::ok();
   }
-  if (std::string e = gpu::accumulate(dst.device().index, dst.dtype(), dst.data(), src.data(), dst.numel()); !e.empty())
-    return {Errc::device_error, "accumulate into " + dst.describe() + ": " + e};
-  return Status::ok();
+  return gpu::in_context("accumulate into " + dst.describe(),
+                         gpu::accumulate(dst.device().index, dst.dtype(), dst.data(), src.data(), dst.numel()));
 }
 
 } // namespace chorus

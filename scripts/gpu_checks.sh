@@ -2,7 +2,8 @@
 # Every check that needs a GPU, in one command. Run it on a machine with a CUDA device, either
 # from a build tree (scripts/gpu_checks.sh build) or from a bundle made by scripts/gpu_bundle.sh
 # (scripts/gpu_checks.sh .gpu). Logs go to $OUT (or ./gpu-checks/). It runs:
-#   1. the GPU test cases (device_tensors_test, cuda_device_test), the device plan tests and the
+#   1. the GPU test cases (device_tensors_test, cuda_device_test), the tests of the GPU layer's plain
+#      C++ (device_plan_test: the op plans; device_queue_test: the device actors' mailbox) and the
 #      GPU example (chorus-gpu-example);
 #   2. compute-sanitizer memcheck and racecheck over the GPU tests, where compute-sanitizer exists;
 #   3. chorus-bench --device cuda for every op (4 logical peers on GPU 0), the 256 MiB all_reduce
@@ -35,13 +36,18 @@ nvidia-smi -L | tee "$out/summary.txt" || echo "no nvidia-smi" | tee "$out/summa
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 gpus=${gpus:-0}
 
-run gpu_tests "$bin/device_tensors_test"
 # With a GPU present, a GPU test that skipped is a failure (e.g. the CUDA runtime cannot start).
-if [ "$gpus" -ge 1 ] && grep -q "SKIPPED.*DeviceTensorsOnGpu\.\(CopiesRoundTrip\|EveryOp\|AllReduceEveryDtype\|ManyConsecutive\|GradientSync\)" "$out/gpu_tests.log"; then
-  echo "   FAILED: GPU tests skipped although nvidia-smi lists $gpus GPU(s)" | tee -a "$out/summary.txt"; status=1
-fi
+no_skips() {  # log name, grep pattern of the tests that need only one GPU
+  if [ "$gpus" -ge 1 ] && grep -q "SKIPPED.*$2" "$out/$1.log"; then
+    echo "   FAILED: GPU tests skipped although nvidia-smi lists $gpus GPU(s)" | tee -a "$out/summary.txt"; status=1
+  fi
+}
+run gpu_tests "$bin/device_tensors_test"
+no_skips gpu_tests "DeviceTensorsOnGpu\.\(CopiesRoundTrip\|EveryOp\|AllReduceEveryDtype\|ManyConsecutive\|GradientSync\)"
 run cuda_device_test "$bin/cuda_device_test"
+no_skips cuda_device_test "CudaDevice\."
 run device_plan_test "$bin/device_plan_test"
+run device_queue_test "$bin/device_queue_test"
 run gpu_example "$bin/chorus-gpu-example"
 if [ "$gpus" -lt 1 ]; then
   echo "== no GPU visible (nvidia-smi): the GPU checks cannot run here" | tee -a "$out/summary.txt"

@@ -11,7 +11,9 @@
 #include <chorus/chorus.hpp>
 #include <chorus/gpu.hpp>
 #include <chorus/grad_sync.hpp>
+#include "cuda/gpu.hpp"
 #include "peer_harness.hpp"
+#include "status_matchers.hpp"
 #include "strategies/reduce_kernels.hpp"
 
 namespace {
@@ -164,6 +166,38 @@ TEST(DeviceTensors, GradientSyncOnAMissingGpuOrWithAGradientElsewhereIsAnError) 
     EXPECT_NE(s.message().find("the sync runs on cpu, the gradient is f32[16] on cuda:0"), std::string::npos)
         << s.message();
   });
+}
+
+// The GPU layer itself (cuda/gpu.hpp) answers with a Status: a GPU that is not there (or a build
+// without CUDA) is a device_error saying so, after the op's label where there is one.
+TEST(DeviceTensors, TheGpuLayerAnswersForAMissingGpuWithADeviceError) {
+  const int missing = gpu::device_count() + 4;
+  const std::string why = gpu::built_with_cuda() ? "cuda:" + std::to_string(missing) + " does not exist"
+                                                 : "chorus was built without CUDA";
+  float host[4] = {};
+  void* p = host;
+  EXPECT_TRUE(has(gpu::allocate(missing, 64, &p), Errc::device_error, {why}));
+  EXPECT_EQ(p, nullptr);
+  EXPECT_TRUE(has(gpu::copy(fake_device_pointer(), missing, host, gpu::kHost, sizeof host), Errc::device_error, {why}));
+  EXPECT_TRUE(has(gpu::memset_zero(missing, fake_device_pointer(), 64), Errc::device_error, {why}));
+  EXPECT_TRUE(has(gpu::accumulate(missing, DType::f32, fake_device_pointer(), fake_device_pointer(), 4),
+                  Errc::device_error, {why}));
+  EXPECT_TRUE(has(gpu::copy_bandwidth(missing, 1 << 20).status(), Errc::device_error, {why}));
+  if (gpu::built_with_cuda()) {
+    EXPECT_TRUE(has(gpu::copy(host, gpu::kHost, host + 2, gpu::kHost, 8), Errc::invalid_argument,
+                    {"neither side is a device"}));
+  }
+  for (bool nccl : {false, true}) {  // the on-device plan and the NCCL path
+    gpu::DeviceCollective c;
+    c.kind = OpKind::all_reduce;
+    c.count = 4;
+    c.label = "all_reduce #7";
+    c.use_nccl = nccl;
+    for (int d : {missing, missing + 1}) c.peers.push_back({d, fake_device_pointer(), fake_device_pointer()});
+    Status s = gpu::run_collective(c, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    EXPECT_TRUE(has(s, Errc::device_error, {why})) << "nccl: " << nccl;
+    EXPECT_EQ(s.message().rfind("all_reduce #7: ", 0), 0u) << s.message();
+  }
 }
 
 // ---- on a GPU ---------------------------------------------------------------------------------
