@@ -333,61 +333,37 @@ Status LocalServerCore::local_errors(const PendingOp& op) const {
 }
 
 std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const OpShape& shape, int n,
-                                                                        const std::vector<uint32_t>& rank_node) {
+                                                                        const std::vector<uint32_t>& rank_node,
+                                                                        RunStrategy& strategy) {
+  // Keyed by what the tuning module reads, so a hit needs no decision; the key includes the
+  // registration generation, whose configuration the decision read.
+  auto key = std::make_tuple(epoch_, static_cast<int>(shape.kind), static_cast<int>(shape.dtype), shape.root,
+                             shape.count, rank_node);
+  if (auto it = global_cache_.find(key); it != global_cache_.end()) {
+    strategy = it->second.second;
+    return it->second.first;
+  }
+  // The topology as plain data, the same on every node (the orchestrator's), so that every node
+  // of the op picks the same schedule.
   const auto& topo = global_->topology();
-  std::vector<bool> hosts(topo.nodes.size(), false);
-  int nodes = 0;
-  for (uint32_t k : rank_node)
-    if (!hosts[k]) {
-      hosts[k] = true;
-      ++nodes;
-    }
-  // Node processes of this op that share a machine and outnumber its hardware threads take turns
-  // on its cores, so every message costs CPU time they all wait for (see strategies/tuning.hpp).
-  // Judged from the topology alone (addresses and the threads each node registered with), so
-  // every node of the op picks the same schedule.
-  if (host_of_.empty()) {
+  Topology t;
+  t.peers = n;
+  t.shared_memory = false;
+  t.rank_node = rank_node;
+  for (const auto& node : topo.nodes) {
     std::string host;
     uint16_t port = 0;
-    for (const auto& node : topo.nodes)
-      host_of_.push_back(split_host_port(node.data_address, host, port) ? host : node.data_address);
+    t.node_host.push_back(split_host_port(node.data_address, host, port) ? host : node.data_address);
+    t.node_threads.push_back(node.hardware_threads);
   }
-  if (hosts != crowded_for_.first) {  // ops mostly span the same nodes: judged once per set
-    bool crowded = false;
-    std::map<std::string, std::pair<unsigned, unsigned>> on_host;  // host: nodes of the op, fewest threads
-    for (std::size_t k = 0; k < hosts.size(); ++k) {
-      if (!hosts[k]) continue;
-      auto [it, fresh] = on_host.try_emplace(host_of_[k], 0u, ~0u);
-      it->second.first += 1;
-      it->second.second = std::min(it->second.second, std::max(1u, topo.nodes[k].hardware_threads));
-      crowded = crowded || it->second.first > it->second.second;
-    }
-    crowded_for_ = {hosts, crowded};
-  }
-  const bool crowded = crowded_for_.second;
-  const std::size_t esize = dtype_size(shape.dtype);
-  // Several peers on some node: an auto all-reduce, all-gather or reduce-scatter goes through one
-  // leader per node, so that only the leaders' exchange crosses the network
-  // (strategies/hierarchical.cpp). Reduce and broadcast gain little there (a flat pipelined tree
-  // crosses a node boundary about once anyway) and lose the overlap of local and network steps:
-  // measured slower, left flat.
-  const bool hier_kind = shape.kind == OpKind::all_reduce || shape.kind == OpKind::all_gather ||
-                         shape.kind == OpKind::reduce_scatter;
-  if (hier_kind && auto_or_nccl(config_->global[static_cast<std::size_t>(shape.kind)]) && nodes >= 2 && nodes < n) {
-    Strategy inner = global_strategy(*config_, shape.kind, shape.dtype, shape.count, nodes, true, crowded);
-    const std::vector<int> node_of(rank_node.begin(), rank_node.end());
-    auto key = std::make_tuple(static_cast<int>(shape.kind), static_cast<int>(inner.algorithm), inner.arity,
-                               shape.root, shape.count, esize, node_of);
-    auto it = hier_cache_.find(key);
-    if (it != hier_cache_.end()) return it->second;
-    if (hier_cache_.size() >= 512) hier_cache_.clear();
-    auto cs = CompiledSchedule::compile(
-        hierarchical_schedule({shape.kind, inner, n, shape.root, shape.count, esize}, node_of));
-    hier_cache_.emplace(key, cs);
-    return cs;
-  }
-  Strategy strat = global_strategy(*config_, shape.kind, shape.dtype, shape.count, n, nodes == n, crowded);
-  return schedule_for({shape.kind, strat, n, shape.root, shape.count, esize});
+  strategy = tune(*config_, shape.kind, shape.dtype, shape.count, t);
+  const ScheduleParams p{shape.kind, strategy.strategy, n, shape.root, shape.count, dtype_size(shape.dtype)};
+  auto cs = strategy.hierarchical
+                ? CompiledSchedule::compile(hierarchical_schedule(p, std::vector<int>(rank_node.begin(), rank_node.end())))
+                : schedule_for(p);
+  if (global_cache_.size() >= 512) global_cache_.clear();  // bound memory; rebuilding is cheap
+  global_cache_.emplace(std::move(key), std::make_pair(cs, strategy));
+  return cs;
 }
 
 std::shared_ptr<const CompiledSchedule> LocalServerCore::schedule_for(const ScheduleParams& p) {
@@ -422,8 +398,10 @@ void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
   } else if (s) {
     try {
       const std::size_t esize = dtype_size(shape.dtype);
-      Strategy strat = local_strategy(*config_, shape.kind, shape.dtype, shape.count, n);
-      auto cs = schedule_for({shape.kind, strat, n, shape.root, shape.count, esize});
+      Topology t;
+      t.peers = n;
+      const RunStrategy strat = tune(*config_, shape.kind, shape.dtype, shape.count, t);
+      auto cs = schedule_for({shape.kind, strat.strategy, n, shape.root, shape.count, esize});
       plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count,
                                       std::move(cs), deadline(), label);
     } catch (const std::exception& e) {
@@ -484,7 +462,8 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   std::shared_ptr<const CompiledSchedule> cs;
   if (s) {
     try {
-      cs = global_schedule(shape, n, rank_node);
+      RunStrategy strategy;
+      cs = global_schedule(shape, n, rank_node, strategy);
     } catch (const std::exception& e) {
       s = Status(Errc::internal, label + ": " + e.what());
       mine.status = s;

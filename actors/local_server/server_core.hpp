@@ -19,6 +19,7 @@
 #include "actors/local_server/call.hpp"
 #include "actors/local_server/op_validation.hpp"
 #include "messages/peer_codec.hpp"
+#include "strategies/tuning.hpp"
 
 namespace chorus {
 
@@ -46,8 +47,6 @@ class LocalServerCore {
   void set_global(std::shared_ptr<GlobalClient> g) {
     std::lock_guard<std::mutex> lk(mu_);
     global_ = std::move(g);
-    host_of_.clear();
-    crowded_for_ = {};
   }
   // Fails everything in flight with `why` and answers every later request with it.
   void close(Status why);
@@ -104,10 +103,11 @@ class LocalServerCore {
   std::shared_ptr<const CompiledSchedule> schedule_for(const ScheduleParams& p);
   // The first error a caller brought along (Call::local_error), for every peer of the op.
   Status local_errors(const PendingOp& op) const;
-  // Multi-node: the schedule of an op over all its peers (n) on all nodes; rank_node[r] is rank
-  // r's node (GlobalClient::rank_nodes).
+  // Multi-node: the schedule of an op over all its peers (n) on all nodes, and the strategy the
+  // tuning module picked for it; rank_node[r] is rank r's node (GlobalClient::rank_nodes).
   std::shared_ptr<const CompiledSchedule> global_schedule(const OpShape& shape, int n,
-                                                          const std::vector<uint32_t>& rank_node);
+                                                          const std::vector<uint32_t>& rank_node,
+                                                          RunStrategy& strategy);
   Clock::time_point deadline() const { return Clock::now() + config_->timeout; }
 
   void start_timer(uint64_t key);
@@ -130,13 +130,11 @@ class LocalServerCore {
   std::map<uint64_t, P2PKey> p2p_timers_;    // timer id -> queue of the waiting half
   std::map<std::tuple<int, int, int, int, int, std::size_t, std::size_t>,
            std::shared_ptr<const CompiledSchedule>> schedule_cache_;
-  // Hierarchical schedules by op, inner strategy (algorithm, arity), root, count, element size and
-  // node layout.
-  std::map<std::tuple<int, int, int, int, std::size_t, std::size_t, std::vector<int>>,
-           std::shared_ptr<const CompiledSchedule>>
-      hier_cache_;
-  std::vector<std::string> host_of_;  // by node: the host of its data address (global ops)
-  std::pair<std::vector<bool>, bool> crowded_for_;  // the last set of nodes judged, and whether crowded
+  // Multi-node schedules and the strategy picked, by registration generation, op, dtype, root,
+  // count and node layout (what the tuning module reads).
+  std::map<std::tuple<uint64_t, int, int, int, std::size_t, std::vector<uint32_t>>,
+           std::pair<std::shared_ptr<const CompiledSchedule>, RunStrategy>>
+      global_cache_;
 };
 
 } // namespace chorus
