@@ -78,6 +78,7 @@ struct PeerState {
   uint32_t offset = 0;             // multi-node: the global rank of this node's first peer
   std::shared_ptr<GlobalClient> global;  // multi-node mode only
   bool destroyed = false;          // destroy() was called on this group handle
+  RunStrategy last_strategy;       // what ran this handle's last op (Peer::last_strategy)
 };
 
 // The library's way into the public handles (their internals are private to host apps).

@@ -71,24 +71,12 @@ struct Shared {
   double busbw_sum = 0;
   std::size_t rows = 0;
   std::vector<std::string> all_errors;
+  // What ran the current size's op, as the library reports it to rank 0 (Peer::last_strategy).
+  std::string strategy;
 };
 
 // --device cuda: GPU 0's device-to-device copy bandwidth (GB/s), measured once before the sweep.
 double g_copy_gbps = 0;
-
-// What runs GPU rows: staged through host memory across nodes; NCCL across distinct GPUs (nccl or
-// auto; float min/max and bitwise ops excepted); else the on-device plan.
-std::string gpu_strategy(const Options& o) {
-  if (o.op == BenchOp::barrier) return "host";
-  if (o.multi_node()) return "host-staged";
-  const bool distinct = o.gpus > 1 && o.participants() <= o.gpus;
-  const bool minmax = o.redop == ReduceOp::min || o.redop == ReduceOp::max;
-  const bool bitwise = o.redop == ReduceOp::band || o.redop == ReduceOp::bor || o.redop == ReduceOp::bxor;
-  const bool nccl_op = !uses_redop(o.op) || (!(minmax && is_floating(o.dtype)) && !bitwise);
-  if (distinct && nccl_op && auto_or_nccl(o.strategy)) return "nccl";
-  if (o.op == BenchOp::send_recv || !uses_redop(o.op)) return o.gpus > 1 ? "gpu-copies(peer)" : "gpu-copies";
-  return o.gpus > 1 ? "gpu-plan(peer copies)" : "gpu-fused";
-}
 
 // The memory-bound ideal of an all_reduce among n logical peers of one GPU: every input read once
 // and every output written once, n x bytes each way, i.e. as long as copying n x bytes.
@@ -113,7 +101,7 @@ void collect_errors(Shared& sh, Name name) {
 // entries in `sh`, `rank` is its rank among the participants. In multi-node mode the row's time
 // (max over every peer) and #wrong (sum) come from all_reduce calls of the library itself,
 // outside the timed region, and every timed loop starts after a library barrier.
-void run_sweep(uint32_t slot, uint32_t rank, Peer& peer, const Config& cfg, const Options& o,
+void run_sweep(uint32_t slot, uint32_t rank, Peer& peer, const Options& o,
                const std::vector<std::size_t>& sizes, Shared& sh, bool multi) {
   auto fail = [&](const std::string& what) {
     if (sh.errors[slot].empty()) sh.errors[slot] = what;
@@ -165,6 +153,7 @@ void run_sweep(uint32_t slot, uint32_t rank, Peer& peer, const Config& cfg, cons
       }
     }
     sh.elapsed[slot] = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (rank == 0) sh.strategy = peer.last_strategy();
     sh.sync.arrive_and_wait();
 
     sh.wrong[slot] = 0;
@@ -214,7 +203,7 @@ void run_sweep(uint32_t slot, uint32_t rank, Peer& peer, const Config& cfg, cons
         if (o.check) r.wrong = wrong;
         if (sh.prints) {
           r.median_us = median(sh.iter_us);
-          r.strategy = o.device == DeviceType::cuda ? gpu_strategy(o) : resolved_strategy(o, cfg, layout);
+          r.strategy = sh.strategy;
           r.ideal_us = ideal_us(o, layout.bytes);
           print_row(r);
         }
@@ -253,7 +242,7 @@ void peer_main(uint32_t rank, uint32_t id, Runtime& rt, const Config& cfg, const
     if (registered) (void)reg->finish();
     return;
   }
-  run_sweep(rank, rank, group ? *group : *reg, cfg, o, sizes, sh, false);
+  run_sweep(rank, rank, group ? *group : *reg, o, sizes, sh, false);
   // A finish error after a clean run is itself a failure worth reporting (printed by main).
   if (group)
     if (Status s = group->destroy(); !s && !sh.failed.load()) sh.finish_errors[rank] = "destroy: " + s.to_string();
@@ -310,7 +299,7 @@ void node_peer_main(uint32_t id, Runtime& rt, const Config& cfg, const Options& 
       print_header();
     }
   }
-  run_sweep(id, rank, *peer, cfg, so, sizes, sh, true);
+  run_sweep(id, rank, *peer, so, sizes, sh, true);
   if (Status s = peer->finish(); !s && !sh.failed.load()) sh.finish_errors[id] = "finish: " + s.to_string();
 }
 

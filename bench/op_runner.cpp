@@ -1,7 +1,5 @@
 #include "op_runner.hpp"
 
-#include <algorithm>
-#include <thread>
 
 namespace chorus::bench {
 
@@ -41,21 +39,6 @@ std::size_t host_bytes(BenchOp op, DType dtype, uint32_t peers, const Layout& l)
     case BenchOp::barrier: return 0;
   }
   return 0;
-}
-
-std::string resolved_strategy(const Options& o, const Config& cfg, const Layout& l) {
-  if (o.op == BenchOp::send_recv) return "p2p";
-  Topology t;
-  t.peers = static_cast<int>(o.peers);
-  // Across nodes the runtime runs the global strategy over every peer (o.peers is then the total),
-  // o.peers / o.nodes on each node, every node on this node's host.
-  if (cfg.num_nodes > 0) {
-    t.shared_memory = false;
-    for (uint32_t r = 0; r < o.peers; ++r) t.rank_node.push_back(r / std::max(1u, o.peers / o.nodes));
-    t.node_host.assign(o.nodes, o.node_address);
-    t.node_threads.assign(o.nodes, std::max(1u, std::thread::hardware_concurrency()));
-  }
-  return to_string(tune(cfg, op_kind(o.op), o.dtype, l.block, t));
 }
 
 OpRunner::OpRunner(const Options& o, Peer& peer, uint32_t rank)

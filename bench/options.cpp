@@ -62,22 +62,6 @@ bool is_rooted(BenchOp op) {
          op == BenchOp::scatter;
 }
 
-OpKind op_kind(BenchOp op) {
-  switch (op) {
-    case BenchOp::all_reduce: return OpKind::all_reduce;
-    case BenchOp::reduce: return OpKind::reduce;
-    case BenchOp::broadcast: return OpKind::broadcast;
-    case BenchOp::all_gather: return OpKind::all_gather;
-    case BenchOp::reduce_scatter: return OpKind::reduce_scatter;
-    case BenchOp::all_to_all: return OpKind::all_to_all;
-    case BenchOp::gather: return OpKind::gather;
-    case BenchOp::scatter: return OpKind::scatter;
-    case BenchOp::send_recv: return OpKind::send;
-    case BenchOp::barrier: return OpKind::barrier;
-  }
-  return OpKind::barrier;
-}
-
 std::optional<std::size_t> parse_size(std::string_view s) {
   std::size_t i = 0;
   while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
@@ -121,7 +105,8 @@ std::string usage(std::string_view program) {
     "  --strategy S       strategy for every op: auto, centralized, tree:K (K >= 2; tree = tree:2),\n"
     "                     ring, dbtree, direct. Default auto: in one process centralized below\n"
     "                     256 KiB, direct above; with --nodes (then the strategy over all peers of\n"
-    "                     all nodes) tree below 256 KiB, ring above\n"
+    "                     all nodes) hierarchical with several peers per node, one-shot for small\n"
+    "                     all_reduces of one peer per node, else tree below 256 KiB, ring above\n"
     "  -b, --minbytes SZ  smallest size in bytes (default 1K)\n"
     "  -e, --maxbytes SZ  largest size in bytes (default 64M)\n"
     "  -f, --stepfactor F multiply the size by F (an integer >= 2) between rows (default 2)\n"
@@ -171,7 +156,8 @@ std::string usage(std::string_view program) {
     "of the slowest peer, mean over ITERS), algbw = size / time (GB/s), busbw = algbw x factor\n"
     "(all_reduce 2(N-1)/N; reduce_scatter, all_gather, all_to_all, gather, scatter (N-1)/N;\n"
     "broadcast, reduce, send_recv 1; barrier 0), #wrong (N/A with --check 0), median(us) (median\n"
-    "of peer 0's per-iteration times) and the strategy auto resolves to. With --nodes, N counts\n"
+    "of peer 0's per-iteration times) and the strategy that ran (as the library reports it to\n"
+    "rank 0; GPU ops: nccl or device; send_recv: p2p). With --nodes, N counts\n"
     "every peer of every node, each size's timed loop starts after a barrier of all peers, and\n"
     "the slowest peer's time and the total #wrong are collected with all_reduce after it.\n"
     "Exit status: 0 all correct, 1 a wrong value or an op error, 2 usage error.\n";

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <chorus/config.hpp>
+#include <chorus/runtime.hpp>
 #include "actors/caf_glue.hpp"
 #include "actors/local_server/call.hpp"
 #include "actors/local_server/local_server.hpp"
@@ -712,6 +713,40 @@ TEST_F(CoreTest, ConcurrentPeerThreadsEnterTheCoreDirectly) {
   EXPECT_EQ(core->pending_ops(), 0u);
 }
 
+// --- the strategy that runs
+
+// Every reply of an op names what runs it, and that is what the tuning module picks for the op.
+TEST_F(CoreTest, RepliesCarryTheStrategyTheTuningModulePicked) {
+  const Config c = cfg(3);
+  reg_all(c);
+  Topology three;
+  three.peers = 3;
+  const int64_t large = static_cast<int64_t>(c.auto_threshold_bytes / 4);
+  uint64_t seq = 0;
+  for (int64_t count : {int64_t{4}, large - 1, large, large * 4}) {
+    auto replies = collective({all_reduce_req(0, seq, count), all_reduce_req(1, seq, count), all_reduce_req(2, seq, count)});
+    ++seq;
+    expect_all_planned(replies);
+    const RunStrategy picked = tune(c, OpKind::all_reduce, DType::f32, static_cast<std::size_t>(count), three);
+    EXPECT_EQ(picked, RunStrategy::flat({count < large ? Algorithm::centralized : Algorithm::direct, 2})) << count;
+    for (auto& r : replies) EXPECT_EQ(r->strategy, picked) << count;
+  }
+  auto barrier = collective({req(0, seq, OpKind::barrier), req(1, seq, OpKind::barrier), req(2, seq, OpKind::barrier)});
+  for (auto& r : barrier) EXPECT_EQ(to_string(r->strategy), "centralized");
+  auto s = op(p2p(OpKind::send, 0, 2, f32(4)));
+  auto r = op(p2p(OpKind::recv, 2, 0, f32(4)));
+  ASSERT_TRUE(s->status.is_ok() && r->status.is_ok());
+  EXPECT_EQ(to_string(s->strategy), "p2p");
+  EXPECT_EQ(to_string(r->strategy), "p2p");
+}
+
+TEST_F(CoreTest, AFixedStrategyIsReportedAsNamed) {
+  reg_all(cfg(2, 200, "tree:3"));
+  auto replies = collective({all_reduce_req(0, 0, 1 << 20), all_reduce_req(1, 0, 1 << 20)});
+  expect_all_planned(replies);
+  for (auto& r : replies) EXPECT_EQ(to_string(r->strategy), "tree:3");
+}
+
 // --- point to point
 
 TEST_F(CoreTest, SendRecvMatchAndPlan) {
@@ -1106,6 +1141,52 @@ TEST_F(ActorTest, StoppingTheServerFailsWaitingCallsInsteadOfHanging) {
   EXPECT_LT(Clock::now() - t0, ms(2000));
   EXPECT_TRUE(has(r0->status, Errc::reset, {"the local server stopped"}));
   EXPECT_TRUE(has(r1->status, Errc::reset, {"the local server stopped"}));
+}
+
+// ---------------------------------------------------------------- through the public API
+
+// A host app reads what ran each op from its handle: the tuning module's pick for host schedules
+// (centralized below the threshold, direct at or above it in one process), p2p for send/recv.
+TEST(LastStrategy, PeersReadWhatRanTheirLastOp) {
+  Runtime rt;
+  Config c;
+  c.num_devices = 2;
+  c.timeout = ms(10000);
+  const std::size_t large = c.auto_threshold_bytes / 4;
+  Topology two;
+  two.peers = 2;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<std::string>> seen(2);
+  for (uint32_t p = 0; p < 2; ++p)
+    threads.emplace_back([&, p] {
+      auto peer = rt.register_peer(p, c);
+      ASSERT_TRUE(peer.is_ok()) << peer.status().to_string();
+      seen[p].push_back(peer->last_strategy());
+      for (std::size_t count : {std::size_t{16}, large - 1, large}) {
+        Tensor t = Tensor::zeros(DType::f32, {static_cast<int64_t>(count)});
+        ASSERT_TRUE(peer->all_reduce(t, ReduceOp::sum).is_ok());
+        seen[p].push_back(peer->last_strategy());
+        EXPECT_EQ(seen[p].back(), to_string(tune(c, OpKind::all_reduce, DType::f32, count, two)));
+      }
+      Tensor x = Tensor::zeros(DType::f32, {8});
+      ASSERT_TRUE((p == 0 ? peer->send(x, 1) : peer->recv(x, 0)).is_ok());
+      seen[p].push_back(peer->last_strategy());
+      // A group handle reports its own ops; the world handle keeps its last.
+      auto solo = peer->new_group({p});
+      ASSERT_TRUE(solo.is_ok()) << solo.status().to_string();
+      EXPECT_EQ(peer->last_strategy(), "p2p");
+      Tensor big = Tensor::zeros(DType::f32, {static_cast<int64_t>(large)});
+      ASSERT_TRUE(solo->all_reduce(big, ReduceOp::sum).is_ok());
+      seen[p].push_back(solo->last_strategy());
+      EXPECT_EQ(peer->last_strategy(), "p2p");
+      EXPECT_TRUE(solo->destroy().is_ok());
+      EXPECT_TRUE(peer->finish().is_ok());
+    });
+  for (auto& t : threads) t.join();
+  const std::vector<std::string> expected{"", "centralized", "centralized", "direct", "p2p", "centralized"};
+  EXPECT_EQ(seen[0], expected);
+  EXPECT_EQ(seen[1], expected);
+  EXPECT_EQ(Peer().last_strategy(), "");
 }
 
 } // namespace

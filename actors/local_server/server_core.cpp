@@ -389,19 +389,21 @@ void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
   if (s) s = check_agreement(reqs, n, shape);
   std::shared_ptr<OpPlan> plan;
   std::shared_ptr<DeviceRun> device;
+  RunStrategy strategy;
   bool gpu = false;  // checked without copying tensors: host ops are the hot path
   for (auto& a : op.arrivals) gpu = gpu || on_device(a->call.input, a->call.output);
   if (s && gpu) {
     std::vector<PeerTensors> tensors;
     for (auto& a : op.arrivals) tensors.push_back({a->call.input, a->call.output, a->req.peer});
     s = make_device_run(tensors, shape, config_->local[static_cast<std::size_t>(shape.kind)], deadline(), label, device);
+    if (s) strategy = device->strategy();
   } else if (s) {
     try {
       const std::size_t esize = dtype_size(shape.dtype);
       Topology t;
       t.peers = n;
-      const RunStrategy strat = tune(*config_, shape.kind, shape.dtype, shape.count, t);
-      auto cs = schedule_for({shape.kind, strat.strategy, n, shape.root, shape.count, esize});
+      strategy = tune(*config_, shape.kind, shape.dtype, shape.count, t);
+      auto cs = schedule_for({shape.kind, strategy.strategy, n, shape.root, shape.count, esize});
       plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count,
                                       std::move(cs), deadline(), label);
     } catch (const std::exception& e) {
@@ -416,6 +418,7 @@ void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
     }
     r.plan = plan;
     r.device = device;
+    r.strategy = strategy;
     r.rank = p;
     r.out_dtype = shape.out_dtype;
     r.out_shape = shape.out_shape;
@@ -460,9 +463,9 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   const auto when = deadline();
   std::vector<uint32_t> rank_node = global_->rank_nodes(members);
   std::shared_ptr<const CompiledSchedule> cs;
+  RunStrategy strategy;
   if (s) {
     try {
-      RunStrategy strategy;
       cs = global_schedule(shape, n, rank_node, strategy);
     } catch (const std::exception& e) {
       s = Status(Errc::internal, label + ": " + e.what());
@@ -499,6 +502,7 @@ void LocalServerCore::launch_global(const OpKey& key, PendingOp& op) {
   for (int p = 0; p < local; ++p) {
     Reply& r = *op.arrivals[p]->call.reply;
     r.plan = plan;
+    r.strategy = strategy;
     r.rank = static_cast<int>(op.arrivals[p]->req.rank);
     r.complete(Status::ok());
   }
@@ -556,6 +560,7 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call) {
     if (!s) s = Status(s.code(), label + ": " + s.message());
     for (Arrival* a : {&snd, &rcv}) {
       a->call.reply->device = device;
+      a->call.reply->strategy = RunStrategy::of(RunStrategy::Path::p2p);
       a->call.reply->rank = a == &snd ? 0 : 1;
       a->call.reply->complete(s);
     }
@@ -567,6 +572,7 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call) {
   progs[1].push_back(Round{{Step{StepKind::recv_copy, 0, 0, count}}});
   auto plan = std::make_shared<OpPlan>(OpKind::broadcast, snd.req.input.dtype, ReduceOp::sum, 2, 0, count,
                                        CompiledSchedule::compile(std::move(progs)), deadline(), label);
+  for (Arrival* a : {&snd, &rcv}) a->call.reply->strategy = RunStrategy::of(RunStrategy::Path::p2p);
   snd.call.reply->plan = plan;
   snd.call.reply->rank = 0;
   rcv.call.reply->plan = plan;

@@ -38,6 +38,7 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   call.local_error = std::move(local_error);
   auto reply = call.reply;
   status = s.rt->submit_op(call, s.config.timeout, s.config.num_devices);
+  if (status) s.last_strategy = reply->strategy;
   return reply;
 }
 
@@ -293,6 +294,7 @@ uint32_t Peer::size() const { return state_ ? static_cast<uint32_t>(state_->memb
 uint32_t Peer::rank() const { return state_ ? state_->rank : 0; }
 uint32_t Peer::group() const { return state_ ? state_->group : 0; }
 std::vector<PeerId> Peer::members() const { return state_ ? state_->members : std::vector<PeerId>{}; }
+std::string Peer::last_strategy() const { return state_ ? to_string(state_->last_strategy) : std::string(); }
 
 Result<Peer> Peer::new_group(std::vector<PeerId> members) {
   if (!state_) return no_peer();
@@ -440,6 +442,7 @@ Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
     if (state_->finished) return {Errc::finished, "peer " + std::to_string(id()) + " has already finished"};
     Tensor host;
     Status staged = stage_to_host(t, host);
+    state_->last_strategy = RunStrategy::of(RunStrategy::Path::p2p);
     return state_->global->send(id(), state_->members[dst], tag, staged ? host : t, deadline_of(*state_), staged);
   }
   OpRequestData req = make(OpKind::send);
@@ -456,6 +459,7 @@ Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
   if (!state_) return no_peer();
   if (remote_node(*state_, src)) {
     if (state_->finished) return {Errc::finished, "peer " + std::to_string(id()) + " has already finished"};
+    state_->last_strategy = RunStrategy::of(RunStrategy::Path::p2p);
     if (!t.is_cuda()) return state_->global->recv(state_->members[src], id(), tag, t, deadline_of(*state_));
     Tensor host = Tensor::zeros(t.dtype(), t.shape());
     if (auto e = state_->global->recv(state_->members[src], id(), tag, host, deadline_of(*state_)); !e) return e;
