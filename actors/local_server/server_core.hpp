@@ -3,6 +3,9 @@
 // actor in local_server.cpp feeds it control messages; peer threads of this process enter it
 // directly with their op requests (a mailbox hop would cost a thread wake-up per op), so every
 // entry point takes the core's lock.
+// One class, its members in files of one job each: lifecycle.cpp (register, finish, reset,
+// close), groups.cpp, op_matching.cpp (collectives and send/recv pairs), launch_local.cpp (host
+// schedules and GPU runs of this process), launch_global.cpp (multi-node ops), timeouts.cpp.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -89,6 +92,8 @@ class LocalServerCore {
     uint64_t timer;
   };
 
+  // A control message that does not decode.
+  static Status garbled(const std::string& err) { return {Errc::invalid_argument, err}; }
   Status check_caller(uint32_t peer, uint64_t epoch) const;
   // n: the arrivals to wait for (the group's members on this node); index: the caller's among them.
   void collective(OpRequestData req, Call call, int n, uint32_t index);
@@ -96,6 +101,8 @@ class LocalServerCore {
   void global_op(OpRequestData req, Call call);
   void launch(const OpKey& key, PendingOp& op);
   void launch_global(const OpKey& key, PendingOp& op);
+  // A matched send/recv pair: checks that the halves fit and plans the copy.
+  void launch_pair(const P2PKey& key, Arrival snd, Arrival rcv);
   // The caller's group, or an error: it does not exist, or the caller is not a member.
   const Group* group_of(uint32_t gid, uint32_t peer, Status& error) const;
   void fail_everyone(const Status& why);
