@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -745,6 +746,61 @@ TEST_F(CoreTest, AFixedStrategyIsReportedAsNamed) {
   auto replies = collective({all_reduce_req(0, 0, 1 << 20), all_reduce_req(1, 0, 1 << 20)});
   expect_all_planned(replies);
   for (auto& r : replies) EXPECT_EQ(to_string(r->strategy), "tree:3");
+}
+
+// --- nothing that may block runs under the core's lock
+
+// Where a launch makes an op's plan, a GPU run or a send/recv pair's plan (and, across nodes, calls
+// GlobalClient::begin_op: the same hook), another thread finds the core's lock free.
+TEST_F(CoreTest, LaunchesRunWithoutTheCoresLock) {
+  std::vector<std::pair<std::string, bool>> seen;
+  core->set_launch_hook([&](std::string_view stage) {
+    // Asked from another thread: a thread must not try to lock a mutex it holds.
+    const bool free = std::async(std::launch::async, [&] { return core->lock_is_free(); }).get();
+    seen.emplace_back(std::string(stage), free);
+  });
+  reg_all(cfg(2));
+  expect_all_planned(collective({all_reduce_req(0, 0), all_reduce_req(1, 0)}));
+  // GPU tensors: without such a GPU the run fails (after the hook), the same for both peers.
+  float dummy[4] = {};
+  std::vector<std::shared_ptr<Reply>> gpu;
+  for (uint32_t p = 0; p < 2; ++p) {
+    Call call = op_call(all_reduce_req(p, 1));
+    call.input = call.output = Tensor::borrow(dummy, DType::f32, {4}, Device::cuda(64));
+    gpu.push_back(call.reply);
+    core->on_op(std::move(call));
+  }
+  for (auto& r : gpu) ASSERT_TRUE(is_done(*r));
+  EXPECT_EQ(gpu[0]->status.code(), Errc::device_error) << gpu[0]->status.to_string();
+  EXPECT_EQ(gpu[1]->status, gpu[0]->status);
+  auto s = op(p2p(OpKind::send, 0, 1, f32(4)));
+  auto r = op(p2p(OpKind::recv, 1, 0, f32(4)));
+  ASSERT_TRUE(s->status.is_ok() && r->status.is_ok());
+  const std::vector<std::pair<std::string, bool>> expected{{"host", true}, {"device", true}, {"pair", true}};
+  EXPECT_EQ(seen, expected);
+}
+
+// The probe itself: where the core does hold its lock (it arms an op's timer under it), another
+// thread finds it taken.
+TEST(CoreLock, TheProbeSeesTheLockWhereItIsHeld) {
+  std::vector<bool> free_at_timer;
+  LocalServerCore* self = nullptr;
+  LocalServerCore core([&](uint64_t, ms) {
+    free_at_timer.push_back(std::async(std::launch::async, [&] { return self->lock_is_free(); }).get());
+  });
+  self = &core;
+  g_epoch = 0;  // a fresh core's registrations
+  EXPECT_TRUE(core.lock_is_free());
+  for (uint32_t p = 0; p < 2; ++p) {
+    Call call = register_call(p, cfg(2));
+    core.on_register(std::move(call));
+  }
+  Call call = op_call(all_reduce_req(0, 0));
+  auto reply = call.reply;
+  core.on_op(std::move(call));
+  EXPECT_FALSE(is_done(*reply)) << reply->status.to_string();
+  EXPECT_EQ(free_at_timer, std::vector<bool>{false});
+  EXPECT_TRUE(core.lock_is_free());
 }
 
 // --- point to point

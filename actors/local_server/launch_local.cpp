@@ -1,65 +1,95 @@
-// The local server core: launching an op of this process whose peers have all called: a host
-// schedule or a GPU run, and the plan of a matched send/recv pair.
+// The local server core: launching an op whose peers have all called. Under the lock it is taken
+// out of the pending ops with what its launch needs (prepare_launch); after unlocking it becomes a
+// host schedule's plan or a GPU run for every peer of this process (launch), or goes to the global
+// client (launch_global.cpp). A matched send/recv pair becomes a two-peer plan (launch_pair).
 #include "actors/local_server/server_core.hpp"
 
 #include "actors/global_client/global_client.hpp"
 
 namespace chorus {
 
-Status LocalServerCore::local_errors(const PendingOp& op) const {
-  for (const auto& a : op.arrivals)
+Status LocalServerCore::local_errors(const std::vector<std::optional<Arrival>>& arrivals, uint32_t offset) {
+  for (const auto& a : arrivals)
     if (a && !a->call.local_error)
-      return {a->call.local_error.code(), "peer " + std::to_string(global_ ? global_->offset() + a->req.peer : a->req.peer) +
+      return {a->call.local_error.code(), "peer " + std::to_string(offset + a->req.peer) +
                                               " could not take part: " + a->call.local_error.message()};
   return Status::ok();
 }
 
-std::shared_ptr<const CompiledSchedule> LocalServerCore::schedule_for(const ScheduleParams& p) {
-  auto key = std::make_tuple(static_cast<int>(p.op), static_cast<int>(p.strategy.algorithm),
-                             p.strategy.arity, p.n, p.root, p.count, p.elem_size);
-  auto it = schedule_cache_.find(key);
-  if (it != schedule_cache_.end()) return it->second;
-  if (schedule_cache_.size() >= 512) schedule_cache_.clear();  // bound memory; rebuilding is cheap
-  auto cs = CompiledSchedule::compile(make_schedule(p));
-  schedule_cache_.emplace(key, cs);
-  return cs;
-}
-
-void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
-  if (global_) return launch_global(key, op);
-  const uint64_t seq = key.second;
-  const int n = static_cast<int>(op.arrivals.size());
+bool LocalServerCore::prepare_launch(const OpKey& key, PendingOp& op, Launch& l) {
+  l.key = key;
+  l.kind = op.kind;
+  l.config = config_;
+  l.generation = epoch_;
+  l.global = global_;
+  if (global_ && key.first != 0) {
+    auto g = groups_.find(key.first);
+    if (g == groups_.end()) {
+      for (auto& a : op.arrivals)
+        a->call.reply->complete({Errc::invalid_argument, "group " + std::to_string(key.first) + " was destroyed"});
+      return false;
+    }
+    l.members = g->second.members;
+  }
+  l.n = static_cast<int>(!global_ ? op.arrivals.size() : l.members.empty() ? global_->total_peers() : l.members.size());
   std::vector<const OpRequestData*> reqs;
   for (auto& a : op.arrivals) reqs.push_back(&a->req);
-  const std::string label = op_label(op.kind, seq);
-  OpShape shape{};
-  Status s = local_errors(op);
-  if (s) s = check_agreement(reqs, n, shape);
+  l.status = local_errors(op.arrivals, global_ ? global_->offset() : 0);
+  if (l.status) l.status = check_agreement(reqs, l.n, l.shape);
+  // Checked without copying tensors: host ops are the hot path.
+  for (auto& a : op.arrivals) l.gpu = l.gpu || on_device(a->call.input, a->call.output);
+  if (l.status && !l.gpu && !global_) {
+    // In one process the tuning module's answer is cheap; the cached schedule is the usual case.
+    Topology t;
+    t.peers = l.n;
+    l.strategy = tune(*config_, l.shape.kind, l.shape.dtype, l.shape.count, t);
+    auto it = schedule_cache_.find(FlatKey{static_cast<int>(l.shape.kind), static_cast<int>(l.strategy.strategy.algorithm),
+                                           l.strategy.strategy.arity, l.n, l.shape.root, l.shape.count,
+                                           dtype_size(l.shape.dtype)});
+    if (it != schedule_cache_.end()) l.schedule = it->second;
+  }
+  l.arrivals = std::move(op.arrivals);
+  return true;
+}
+
+void LocalServerCore::launch(Launch& l) {
+  if (l.global) return launch_global(l);
+  const Config& config = *l.config;
+  const int n = l.n;
+  const OpShape& shape = l.shape;
+  const std::string label = op_label(l.kind, l.key.second);
+  Status s = l.status;
   std::shared_ptr<OpPlan> plan;
   std::shared_ptr<DeviceRun> device;
-  RunStrategy strategy;
-  bool gpu = false;  // checked without copying tensors: host ops are the hot path
-  for (auto& a : op.arrivals) gpu = gpu || on_device(a->call.input, a->call.output);
-  if (s && gpu) {
+  RunStrategy strategy = l.strategy;
+  if (s && l.gpu) {
+    if (launch_hook_) launch_hook_("device");
     std::vector<PeerTensors> tensors;
-    for (auto& a : op.arrivals) tensors.push_back({a->call.input, a->call.output, a->req.peer});
-    s = make_device_run(tensors, shape, config_->local[static_cast<std::size_t>(shape.kind)], deadline(), label, device);
+    for (auto& a : l.arrivals) tensors.push_back({a->call.input, a->call.output, a->req.peer});
+    s = make_device_run(tensors, shape, config.local[static_cast<std::size_t>(shape.kind)], deadline(config), label,
+                        device);
     if (s) strategy = device->strategy();
   } else if (s) {
+    if (launch_hook_) launch_hook_("host");
     try {
-      const std::size_t esize = dtype_size(shape.dtype);
-      Topology t;
-      t.peers = n;
-      strategy = tune(*config_, shape.kind, shape.dtype, shape.count, t);
-      auto cs = schedule_for({shape.kind, strategy.strategy, n, shape.root, shape.count, esize});
-      plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count,
-                                      std::move(cs), deadline(), label);
+      auto cs = l.schedule;
+      if (!cs) {  // compiled without the lock; another thread may have cached the same meanwhile
+        const ScheduleParams p{shape.kind, strategy.strategy, n, shape.root, shape.count, dtype_size(shape.dtype)};
+        cs = CompiledSchedule::compile(make_schedule(p));
+        std::lock_guard<std::mutex> lk(mu_);
+        if (schedule_cache_.size() >= 512) schedule_cache_.clear();  // bound memory; rebuilding is cheap
+        schedule_cache_.emplace(FlatKey{static_cast<int>(p.op), static_cast<int>(p.strategy.algorithm),
+                                        p.strategy.arity, p.n, p.root, p.count, p.elem_size},
+                                cs);
+      }
+      plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
+                                      deadline(config), label);
     } catch (const std::exception& e) {
       s = Status(Errc::internal, e.what());
     }
   }
   for (int p = 0; p < n; ++p) {
-    Reply& r = *op.arrivals[p]->call.reply;
+    Reply& r = *l.arrivals[p]->call.reply;
     if (!s) {
       r.complete(Status(s.code(), label + ": " + s.message()));
       continue;
@@ -74,8 +104,10 @@ void LocalServerCore::launch(const OpKey& key, PendingOp& op) {
   }
 }
 
-void LocalServerCore::launch_pair(const P2PKey& key, Arrival snd, Arrival rcv) {
-  const auto& [gid, src, dst, tag] = key;
+void LocalServerCore::launch_pair(PairLaunch& pl) {
+  Arrival& snd = pl.snd;
+  Arrival& rcv = pl.rcv;
+  const auto& [gid, src, dst, tag] = pl.key;
   const std::string label = "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
   Status s;
   if (snd.req.input.dtype != rcv.req.output.dtype)
@@ -87,17 +119,19 @@ void LocalServerCore::launch_pair(const P2PKey& key, Arrival snd, Arrival rcv) {
     rcv.call.reply->complete(s);
     return;
   }
+  if (launch_hook_) launch_hook_("pair");
   const std::size_t count = snd.req.input.numel();
+  const RunStrategy p2p = RunStrategy::of(RunStrategy::Path::p2p);
   if (on_device(snd.call.input, rcv.call.output)) {
     std::vector<PeerTensors> tensors{{snd.call.input, snd.call.input, src}, {Tensor(), rcv.call.output, dst}};
     OpShape shape{OpKind::send, snd.req.input.dtype, ReduceOp::sum, 0, count, snd.req.input.dtype, {}, {}};
     std::shared_ptr<DeviceRun> device;
-    s = make_device_run(tensors, shape, config_->local[static_cast<std::size_t>(OpKind::broadcast)], deadline(),
-                        label, device);
+    s = make_device_run(tensors, shape, pl.config->local[static_cast<std::size_t>(OpKind::broadcast)],
+                        deadline(*pl.config), label, device);
     if (!s) s = Status(s.code(), label + ": " + s.message());
     for (Arrival* a : {&snd, &rcv}) {
       a->call.reply->device = device;
-      a->call.reply->strategy = RunStrategy::of(RunStrategy::Path::p2p);
+      a->call.reply->strategy = p2p;
       a->call.reply->rank = a == &snd ? 0 : 1;
       a->call.reply->complete(s);
     }
@@ -108,14 +142,13 @@ void LocalServerCore::launch_pair(const P2PKey& key, Arrival snd, Arrival rcv) {
   progs[0].push_back(Round{{Step{StepKind::send, 1, 0, count}}});
   progs[1].push_back(Round{{Step{StepKind::recv_copy, 0, 0, count}}});
   auto plan = std::make_shared<OpPlan>(OpKind::broadcast, snd.req.input.dtype, ReduceOp::sum, 2, 0, count,
-                                       CompiledSchedule::compile(std::move(progs)), deadline(), label);
-  for (Arrival* a : {&snd, &rcv}) a->call.reply->strategy = RunStrategy::of(RunStrategy::Path::p2p);
-  snd.call.reply->plan = plan;
-  snd.call.reply->rank = 0;
-  rcv.call.reply->plan = plan;
-  rcv.call.reply->rank = 1;
-  snd.call.reply->complete(Status::ok());
-  rcv.call.reply->complete(Status::ok());
+                                       CompiledSchedule::compile(std::move(progs)), deadline(*pl.config), label);
+  for (Arrival* a : {&snd, &rcv}) {
+    a->call.reply->plan = plan;
+    a->call.reply->strategy = p2p;
+    a->call.reply->rank = a == &snd ? 0 : 1;
+    a->call.reply->complete(Status::ok());
+  }
 }
 
 } // namespace chorus

@@ -33,7 +33,7 @@ void LocalServerCore::on_register(Call call) {
     return call.reply->complete({Errc::invalid_argument, "peer id " + std::to_string(r->peer) +
                                     " is outside [0, " + std::to_string(n) + ")"});
   if (!config_) {
-    config_ = r->config;
+    config_ = std::make_shared<const Config>(r->config);
     registered_.assign(n, false);
     finished_.assign(n, false);
     std::vector<uint32_t> world(n);

@@ -9,11 +9,21 @@
 namespace chorus {
 
 void LocalServerCore::on_op(Call call) {
-  std::lock_guard<std::mutex> lk(mu_);
+  Effects fx;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    match(std::move(call), fx);
+  }
+  // The launch of an op this call completed runs without the lock (see mu_ in server_core.hpp).
+  if (fx.op) launch(*fx.op);
+  if (fx.pair) launch_pair(*fx.pair);
+}
+
+void LocalServerCore::match(Call call, Effects& fx) {
   if (closed_) return call.reply->complete(*closed_);
   std::optional<OpRequestData> req = std::move(call.op);
   if (auto s = check_caller(req->peer, req->epoch); !s) return call.reply->complete(s);
-  if (global_) return global_op(std::move(*req), std::move(call));
+  if (global_) return global_op(std::move(*req), std::move(call), fx);
   Status not_member;
   const Group* g = group_of(req->group, req->peer, not_member);
   if (!g) return call.reply->complete(not_member);
@@ -26,13 +36,13 @@ void LocalServerCore::on_op(Call call) {
                                       (is_send ? "send to" : "recv from") + " peer " + std::to_string(req->other) +
                                       " (not a peer)"});
     req->other = g->members[req->other];
-    return point_to_point(std::move(*req), std::move(call));
+    return point_to_point(std::move(*req), std::move(call), fx);
   }
   const uint32_t index = req->rank;
-  collective(std::move(*req), std::move(call), static_cast<int>(g->members.size()), index);
+  collective(std::move(*req), std::move(call), static_cast<int>(g->members.size()), index, fx);
 }
 
-void LocalServerCore::global_op(OpRequestData req, Call call) {
+void LocalServerCore::global_op(OpRequestData req, Call call, Effects& fx) {
   const uint32_t offset = global_->offset(), total = global_->total_peers(), here = config_->num_devices;
   const uint32_t me = offset + req.peer;  // global id
   const std::vector<uint32_t>* members = nullptr;  // by rank; null for the world (rank = global id)
@@ -54,7 +64,7 @@ void LocalServerCore::global_op(OpRequestData req, Call call) {
                                       (is_send ? "send to" : "recv from") + " peer " + std::to_string(req.other) +
                                       (req.other >= size ? " (not a peer)" : " (not on this node)")});
     req.other = other - offset;
-    return point_to_point(std::move(req), std::move(call));
+    return point_to_point(std::move(req), std::move(call), fx);
   }
   if (req.root_from_data)
     return call.reply->complete({Errc::internal, "by-data broadcast/scatter reached the server in multi-node mode"});
@@ -68,10 +78,10 @@ void LocalServerCore::global_op(OpRequestData req, Call call) {
         ++local;
       }
   }
-  collective(std::move(req), std::move(call), static_cast<int>(local), index);
+  collective(std::move(req), std::move(call), static_cast<int>(local), index, fx);
 }
 
-void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t index) {
+void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t index, Effects& fx) {
   const OpKey key{req.group, req.seq};
   auto [it, fresh] = ops_.try_emplace(key);
   PendingOp& op = it->second;
@@ -94,13 +104,13 @@ void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t i
                                     std::to_string(req.peer) + " called twice with one sequence number"});
   op.arrivals[rank] = Arrival{std::move(req), std::move(call)};
   if (++op.arrived == n) {
-    launch(it->first, op);
+    if (!prepare_launch(it->first, op, fx.op.emplace())) fx.op.reset();
     op_timers_.erase(op.timer);
     ops_.erase(it);
   }
 }
 
-void LocalServerCore::point_to_point(OpRequestData req, Call call) {
+void LocalServerCore::point_to_point(OpRequestData req, Call call, Effects& fx) {
   const uint32_t n = config_->num_devices;
   const bool is_send = req.kind == OpKind::send;
   const std::string what = is_send ? "send" : "recv";
@@ -128,9 +138,8 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call) {
   if (oit->second.empty()) other_q.erase(oit);
   p2p_timers_.erase(other.timer);
   Arrival mine_a{std::move(req), std::move(call)};
-  Arrival& snd = is_send ? mine_a : other.arrival;
-  Arrival& rcv = is_send ? other.arrival : mine_a;
-  launch_pair(key, std::move(snd), std::move(rcv));
+  fx.pair.emplace(PairLaunch{key, std::move(is_send ? mine_a : other.arrival), std::move(is_send ? other.arrival : mine_a),
+                             config_});
 }
 
 } // namespace chorus
