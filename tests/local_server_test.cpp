@@ -24,6 +24,8 @@
 #include "actors/local_server/call.hpp"
 #include "actors/local_server/local_server.hpp"
 #include "actors/local_server/server_core.hpp"
+#include "actors/runtime_impl.hpp"
+#include "child_process.hpp"
 #include "messages/peer_codec.hpp"
 #include "status_matchers.hpp"
 #include "strategies/work_buffer.hpp"
@@ -801,6 +803,47 @@ TEST(CoreLock, TheProbeSeesTheLockWhereItIsHeld) {
   EXPECT_FALSE(is_done(*reply)) << reply->status.to_string();
   EXPECT_EQ(free_at_timer, std::vector<bool>{false});
   EXPECT_TRUE(core.lock_is_free());
+}
+
+// Across nodes the launch calls GlobalClient::begin_op (it writes announcement frames to the other
+// nodes' connections) without the core's lock: two nodes, each a Runtime of this process, joined
+// through the orchestrator daemon.
+TEST(CoreLock, BeginOpRunsWithoutTheCoresLockAcrossNodes) {
+  using namespace chorus::testing;
+  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
+  auto [pid, port] = start_daemon({"--port", "0", "--nodes", "2", "--heartbeat-ms", "200"});
+  ChildGuard daemon{pid};
+  ASSERT_GT(pid, 0);
+  ASSERT_NE(port, 0) << "the daemon did not report its port";
+  Config c;
+  c.num_devices = 1;
+  c.num_nodes = 2;
+  c.orchestrator_address = "127.0.0.1:" + std::to_string(port);
+  c.node_address = "127.0.0.1";
+  c.timeout = ms(10000);
+  Runtime nodes[2];
+  std::vector<std::pair<std::string, bool>> seen[2];
+  for (int k = 0; k < 2; ++k) {
+    LocalServerCore& core = *RuntimeAccess::impl(nodes[k]).core;
+    core.set_launch_hook([&core, &seen, k](std::string_view stage) {
+      const bool free = std::async(std::launch::async, [&] { return core.lock_is_free(); }).get();
+      seen[k].emplace_back(std::string(stage), free);
+    });
+  }
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 2; ++k)
+    threads.emplace_back([&, k] {
+      auto peer = nodes[k].register_peer(0, c);
+      ASSERT_TRUE(peer.is_ok()) << peer.status().to_string();
+      Tensor t = Tensor::from(std::vector<float>{1, 2, 3});
+      ASSERT_TRUE(peer->all_reduce(t, ReduceOp::sum).is_ok());
+      EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+      EXPECT_TRUE(peer->finish().is_ok());
+    });
+  for (auto& t : threads) t.join();
+  const std::vector<std::pair<std::string, bool>> expected{{"global", true}};
+  EXPECT_EQ(seen[0], expected);
+  EXPECT_EQ(seen[1], expected);
 }
 
 // --- point to point
