@@ -13,6 +13,7 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -1286,6 +1287,40 @@ TEST(LastStrategy, PeersReadWhatRanTheirLastOp) {
   EXPECT_EQ(seen[0], expected);
   EXPECT_EQ(seen[1], expected);
   EXPECT_EQ(Peer().last_strategy(), "");
+}
+
+// Multi-node group ids are unique in the job for every leader, also from global rank 4096 on
+// (where `leader << 20` wrapped around onto leader 0's ids), and never reused: past the 32 bits a
+// leader may use there is no id rather than a taken one.
+TEST(GroupIds, UniqueForEveryLeaderAndNoneOnceALeadersIdsAreUsedUp) {
+  constexpr uint32_t total = 10000;
+  std::set<uint32_t> ids;
+  std::size_t made = 0;
+  for (uint32_t leader : {0u, 1u, 4095u, 4096u, 4097u, 8192u, 9999u})
+    for (uint64_t k = 0; k < 200; ++k) {
+      auto id = RuntimeImpl::group_id(leader, total, k);
+      ASSERT_TRUE(id.has_value()) << leader << " " << k;
+      EXPECT_NE(*id, 0u) << "0 is the world";
+      ids.insert(*id);
+      ++made;
+    }
+  EXPECT_EQ(ids.size(), made) << "two groups share an id";
+  EXPECT_EQ(RuntimeImpl::group_id(4096, total, 0), std::optional<uint32_t>(4097));
+  EXPECT_EQ(RuntimeImpl::group_id(4096, total, 3), std::optional<uint32_t>(4097 + 3 * total));
+  // The last id that fits, then none; a leader outside the job has none.
+  const uint32_t big = 1u << 31;
+  EXPECT_EQ(RuntimeImpl::group_id(big - 1, big, 0), std::optional<uint32_t>(big));
+  EXPECT_EQ(RuntimeImpl::group_id(big - 1, big, 1), std::nullopt);
+  EXPECT_EQ(RuntimeImpl::group_id(0, big, 1), std::optional<uint32_t>(big + 1));
+  EXPECT_EQ(RuntimeImpl::group_id(total, total, 0), std::nullopt);
+  // A process hands out its leaders' ids in turn, each leader counting its own.
+  Runtime rt;
+  RuntimeImpl& impl = RuntimeAccess::impl(rt);
+  EXPECT_EQ(impl.next_group_id(5000, total), std::optional<uint32_t>(5001));
+  EXPECT_EQ(impl.next_group_id(5000, total), std::optional<uint32_t>(5001 + total));
+  EXPECT_EQ(impl.next_group_id(4096, total), std::optional<uint32_t>(4097));
+  EXPECT_EQ(impl.next_group_id(big - 1, big), std::optional<uint32_t>(big));
+  EXPECT_EQ(impl.next_group_id(big - 1, big), std::nullopt);
 }
 
 } // namespace

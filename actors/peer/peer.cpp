@@ -239,6 +239,9 @@ Result<uint32_t> agree_on_group_across_nodes(PeerState& s, const std::vector<Pee
   };
   auto wrap = [&](const Status& st) { return Status(st.code(), "new group: " + st.message()); };
   const uint32_t leader = members[0];
+  auto no_ids = [&] {
+    return bad("peer " + std::to_string(leader) + " has used up the group ids it may hand out (list another member first)");
+  };
   if (me != leader) {
     Tensor len = Tensor::from(std::vector<int64_t>{static_cast<int64_t>(members.size())});
     if (auto st = world.send(len, leader, kGroupTag); !st) return wrap(st);
@@ -246,6 +249,7 @@ Result<uint32_t> agree_on_group_across_nodes(PeerState& s, const std::vector<Pee
     Tensor answer = Tensor::zeros(DType::i64, {2});
     if (auto st = world.recv(answer, leader, kGroupTag); !st) return wrap(st);
     const int64_t* a = answer.data_as<int64_t>();
+    if (a[0] == 2) return no_ids();
     if (a[0] != 0)
       return bad("peer " + std::to_string(a[1]) + " asked for a different member list than peer " +
                  std::to_string(leader) + " (members must pass the same list)");
@@ -273,14 +277,17 @@ Result<uint32_t> agree_on_group_across_nodes(PeerState& s, const std::vector<Pee
     }
   }
   const bool heard_all = failure.is_ok();
-  const uint32_t gid = heard_all && verdict == 0 ? s.rt->next_group_id(me) : 0;
+  const auto fresh = heard_all && verdict == 0 ? s.rt->next_group_id(me, total) : std::optional<uint32_t>(0);
+  if (!fresh) verdict = 2;  // this leader's ids are used up
+  const uint32_t gid = fresh.value_or(0);
   // On a failure the members still waiting for an answer time out on their own.
   if (heard_all)
     for (std::size_t i = 1; i < members.size(); ++i) {
-      Tensor answer = Tensor::from(std::vector<int64_t>{verdict, verdict ? who : static_cast<int64_t>(gid)});
+      Tensor answer = Tensor::from(std::vector<int64_t>{verdict, verdict == 1 ? who : static_cast<int64_t>(gid)});
       if (auto st = world.send(answer, members[i], kGroupTag); !st) return wrap(st);
     }
   if (!heard_all) return failure;
+  if (verdict == 2) return no_ids();
   if (verdict)
     return bad("peer " + std::to_string(who) + " asked for a different member list than peer " + std::to_string(leader) +
                " (members must pass the same list)");
