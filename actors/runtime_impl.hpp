@@ -5,6 +5,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <chorus/config.hpp>
@@ -47,12 +48,22 @@ struct RuntimeImpl {
   // Multi-node mode: starts the global client on the first registration (every later one reuses it).
   Status ensure_global(const Config& config);
 
-  // Multi-node group ids: the creating leader's global id and its own counter, unique in the job.
-  uint32_t next_group_id(uint32_t leader) {
-    std::lock_guard<std::mutex> lk(global_mu);
-    return (leader << 20) | (++group_counter[leader] & 0xFFFFF);
+  // Multi-node group ids, unique in the job whatever the leader: the k-th group (k from 0) that
+  // the leader (a global rank below `total`) creates gets 1 + leader + k x total, so no two
+  // leaders' ids meet and 0 stays the world's. Ids are 32-bit (they travel in every frame);
+  // nullopt once this leader's next one would not fit, never an id that is taken.
+  static std::optional<uint32_t> group_id(uint32_t leader, uint32_t total, uint64_t k) {
+    const uint64_t id = 1 + uint64_t{leader} + k * total;
+    if (leader >= total || id > UINT32_MAX) return std::nullopt;
+    return static_cast<uint32_t>(id);
   }
-  std::map<uint32_t, uint32_t> group_counter;
+  std::optional<uint32_t> next_group_id(uint32_t leader, uint32_t total) {
+    std::lock_guard<std::mutex> lk(global_mu);
+    auto id = group_id(leader, total, group_counter[leader]);
+    if (id) ++group_counter[leader];
+    return id;
+  }
+  std::map<uint32_t, uint64_t> group_counter;  // by leader of this process: the groups it created
 
   static constexpr std::chrono::milliseconds grace{5000};
   std::mutex global_mu;
@@ -78,6 +89,7 @@ struct PeerState {
   uint32_t offset = 0;             // multi-node: the global rank of this node's first peer
   std::shared_ptr<GlobalClient> global;  // multi-node mode only
   bool destroyed = false;          // destroy() was called on this group handle
+  RunStrategy last_strategy;       // what ran this handle's last op (Peer::last_strategy)
 };
 
 // The library's way into the public handles (their internals are private to host apps).

@@ -1,7 +1,5 @@
 #include "op_runner.hpp"
 
-#include <algorithm>
-#include <thread>
 
 namespace chorus::bench {
 
@@ -41,27 +39,6 @@ std::size_t host_bytes(BenchOp op, DType dtype, uint32_t peers, const Layout& l)
     case BenchOp::barrier: return 0;
   }
   return 0;
-}
-
-std::string resolved_strategy(const Options& o, const Config& cfg, const Layout& l) {
-  if (o.op == BenchOp::send_recv) return "p2p";
-  const OpKind kind = op_kind(o.op);
-  // Across nodes the runtime runs the global strategy over every peer (o.peers is then the total).
-  if (cfg.num_nodes > 0) {
-    // Several peers per node: the runtime's auto all-gather and reduce-scatter are hierarchical
-    // (leaders exchange directly), its all-reduce too, with this among the leaders.
-    const bool several = o.strategy.is_auto && o.nodes >= 2 && o.peers > o.nodes;
-    if (several && (kind == OpKind::all_gather || kind == OpKind::reduce_scatter)) return "hier";
-    const bool hier = kind == OpKind::all_reduce && several;
-    const int among = static_cast<int>(hier ? o.nodes : o.peers);
-    // Nodes listening on loopback all run here: crowded when they outnumber the hardware threads.
-    const bool local = o.node_address.rfind("127.", 0) == 0 || o.node_address == "localhost";
-    const bool crowded = local && o.nodes > std::max(1u, std::thread::hardware_concurrency());
-    const std::string s =
-        to_string(global_strategy(cfg, kind, o.dtype, l.block, among, hier || o.peers == o.nodes, crowded));
-    return hier ? "hier+" + s : s;
-  }
-  return to_string(local_strategy(cfg, kind, o.dtype, l.block, static_cast<int>(o.peers)));
 }
 
 OpRunner::OpRunner(const Options& o, Peer& peer, uint32_t rank)

@@ -24,10 +24,6 @@ Layout layout_for(BenchOp op, DType dtype, uint32_t peers, std::size_t size_byte
 // Bytes of input and output buffers all peers together allocate for one layout.
 std::size_t host_bytes(BenchOp op, DType dtype, uint32_t peers, const Layout& l);
 
-// The strategy the runtime's auto rule (or the fixed choice) resolves to for this row: the local
-// one, or in multi-node mode (cfg.num_nodes > 0, o.peers = all peers) the global one.
-std::string resolved_strategy(const Options& o, const Config& cfg, const Layout& l);
-
 class OpRunner {
  public:
   OpRunner(const Options& o, Peer& peer, uint32_t rank);

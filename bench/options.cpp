@@ -62,22 +62,6 @@ bool is_rooted(BenchOp op) {
          op == BenchOp::scatter;
 }
 
-OpKind op_kind(BenchOp op) {
-  switch (op) {
-    case BenchOp::all_reduce: return OpKind::all_reduce;
-    case BenchOp::reduce: return OpKind::reduce;
-    case BenchOp::broadcast: return OpKind::broadcast;
-    case BenchOp::all_gather: return OpKind::all_gather;
-    case BenchOp::reduce_scatter: return OpKind::reduce_scatter;
-    case BenchOp::all_to_all: return OpKind::all_to_all;
-    case BenchOp::gather: return OpKind::gather;
-    case BenchOp::scatter: return OpKind::scatter;
-    case BenchOp::send_recv: return OpKind::send;
-    case BenchOp::barrier: return OpKind::barrier;
-  }
-  return OpKind::barrier;
-}
-
 std::optional<std::size_t> parse_size(std::string_view s) {
   std::size_t i = 0;
   while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
@@ -121,7 +105,8 @@ std::string usage(std::string_view program) {
     "  --strategy S       strategy for every op: auto, centralized, tree:K (K >= 2; tree = tree:2),\n"
     "                     ring, dbtree, direct. Default auto: in one process centralized below\n"
     "                     256 KiB, direct above; with --nodes (then the strategy over all peers of\n"
-    "                     all nodes) tree below 256 KiB, ring above\n"
+    "                     all nodes) hierarchical with several peers per node, one-shot for small\n"
+    "                     all_reduces of one peer per node, else tree below 256 KiB, ring above\n"
     "  -b, --minbytes SZ  smallest size in bytes (default 1K)\n"
     "  -e, --maxbytes SZ  largest size in bytes (default 64M)\n"
     "  -f, --stepfactor F multiply the size by F (an integer >= 2) between rows (default 2)\n"
@@ -134,7 +119,8 @@ std::string usage(std::string_view program) {
     "  -w, --warmup_iters W  untimed iterations per size before timing (default 5)\n"
     "  --root R           root rank of reduce, broadcast, gather, scatter (default 0)\n"
     "  --group I,J,...    run the sweep inside the subgroup of these global peer ids (ranks, --root\n"
-    "                     and busbw then refer to the group; the other peers register and idle)\n"
+    "                     and busbw then refer to the group; the other peers register and idle;\n"
+    "                     with --nodes the ids are global ranks over every node)\n"
     "  -c, --check 0|1    1: after timing, run the op once more on fresh inputs and count the wrong\n"
     "                     elements of every peer against an independent reference (default 1)\n"
     "  --timeout-ms MS    the runtime's per-wait timeout for every op (default 30000)\n"
@@ -152,7 +138,7 @@ std::string usage(std::string_view program) {
     "                     chorus-orchestrator (from its own directory) on a free loopback port and M\n"
     "                     node processes of itself, prints the table of global rank 0's node, and\n"
     "                     fails if a node fails, hangs past a limit derived from --timeout-ms and the\n"
-    "                     sizes, or finds a wrong value. --group is not supported across nodes.\n"
+    "                     sizes, or finds a wrong value\n"
     "  --orchestrator HOST:PORT  join a running chorus-orchestrator (started with --nodes M) as one\n"
     "                     node instead (real clusters: run this on every node with the same flags);\n"
     "                     only the node that gets global rank 0 prints the table\n"
@@ -171,7 +157,8 @@ std::string usage(std::string_view program) {
     "of the slowest peer, mean over ITERS), algbw = size / time (GB/s), busbw = algbw x factor\n"
     "(all_reduce 2(N-1)/N; reduce_scatter, all_gather, all_to_all, gather, scatter (N-1)/N;\n"
     "broadcast, reduce, send_recv 1; barrier 0), #wrong (N/A with --check 0), median(us) (median\n"
-    "of peer 0's per-iteration times) and the strategy auto resolves to. With --nodes, N counts\n"
+    "of peer 0's per-iteration times) and the strategy that ran (as the library reports it to\n"
+    "rank 0; GPU ops: nccl or device; send_recv: p2p). With --nodes, N counts\n"
     "every peer of every node, each size's timed loop starts after a barrier of all peers, and\n"
     "the slowest peer's time and the total #wrong are collected with all_reduce after it.\n"
     "Exit status: 0 all correct, 1 a wrong value or an op error, 2 usage error.\n";
@@ -321,9 +308,16 @@ ParseResult parse_options(int argc, const char* const* argv) {
     return fail("--redop " + std::string(to_string(o.redop)) + " is not defined for --dtype " +
                 std::string(to_string(o.dtype)) +
                 ": the bitwise reductions band, bor, bxor need an integer dtype (i8 u8 i32 i64)");
+  // Across nodes group members are global ranks; a joined node learns the total when it registers
+  // (new_group then names a member that is not a peer).
+  const bool knows_total = !o.multi_node() || o.orchestrator.empty();
+  const uint32_t world = o.multi_node() ? o.nodes * o.peers : o.peers;
   for (std::size_t i = 0; i < o.group.size(); ++i) {
-    if (o.group[i] >= o.peers)
-      return fail("--group: peer " + std::to_string(o.group[i]) + " is not a peer (--peers " + std::to_string(o.peers) + ")");
+    if (knows_total && o.group[i] >= world)
+      return fail("--group: peer " + std::to_string(o.group[i]) + " is not a peer (" +
+                  (o.multi_node() ? "--nodes x --peers = " + std::to_string(world) + " peers"
+                                  : "--peers " + std::to_string(o.peers)) +
+                  ")");
     for (std::size_t j = 0; j < i; ++j)
       if (o.group[j] == o.group[i]) return fail("--group: peer " + std::to_string(o.group[i]) + " is listed twice");
   }
@@ -334,8 +328,6 @@ ParseResult parse_options(int argc, const char* const* argv) {
     if (!o.secret.empty()) return fail("--secret needs --nodes M (it is the orchestrator's secret)");
     if (o.tls()) return fail("--tls-cert, --tls-key and --tls-ca need --nodes M (TLS between node processes)");
   } else {
-    if (!o.group.empty())
-      return fail("--group is not supported with --nodes: groups across nodes are not supported yet");
     if (!o.orchestrator.empty() && o.node_address.empty())
       return fail("--orchestrator needs --node-address HOST (where the other nodes reach this one)");
     if (o.orchestrator.empty() && !o.node_address.empty())

@@ -9,7 +9,7 @@
 
 #include <chorus/tensor.hpp>
 #include <chorus/types.hpp>
-#include "strategies/tuning.hpp"
+#include <chorus/strategy.hpp>
 
 namespace chorus::bench {
 
@@ -23,8 +23,6 @@ std::string_view to_string(BenchOp op);
 std::optional<BenchOp> parse_bench_op(std::string_view s);
 bool uses_redop(BenchOp op);  // all_reduce, reduce, reduce_scatter
 bool is_rooted(BenchOp op);   // reduce, broadcast, gather, scatter
-// The library's op kind (send_recv maps to send; only used for strategy display).
-OpKind op_kind(BenchOp op);
 
 
 struct Options {

@@ -1,34 +1,45 @@
 #include "strategies/tuning.hpp"
 
+#include <algorithm>
+#include <map>
+#include <utility>
 
 namespace chorus {
 
-Strategy select_strategy(const StrategyChoice& c, const AutoRule& rule, OpKind op,
-                         std::size_t bytes, int n) {
-  if (!auto_or_nccl(c)) return c.fixed;
-  const bool small = bytes < rule.threshold_bytes || n < 2 || op == OpKind::barrier;
-  if (rule.shared_memory) return {small ? Algorithm::centralized : Algorithm::direct, 2};
-  if (small) return {Algorithm::tree, rule.tree_arity};
-  return {Algorithm::ring, 2};
+std::string to_string(const RunStrategy& s) {
+  switch (s.path) {
+    case RunStrategy::Path::none: return "";
+    case RunStrategy::Path::schedule: return (s.hierarchical ? "hier+" : "") + to_string(s.strategy);
+    case RunStrategy::Path::p2p: return "p2p";
+    case RunStrategy::Path::nccl: return "nccl";
+    case RunStrategy::Path::device: return "device";
+  }
+  return "";
 }
 
 namespace {
+
 // Ops whose per-peer count is one block of an n-block buffer are sized by the whole buffer.
 std::size_t op_bytes(OpKind op, DType dtype, std::size_t count, int n) {
   std::size_t bytes = count * dtype_size(dtype);
   if (op == OpKind::all_gather || op == OpKind::reduce_scatter) bytes *= static_cast<std::size_t>(n);
   return bytes;
 }
-} // namespace
 
-Strategy local_strategy(const Config& config, OpKind op, DType dtype, std::size_t count, int n) {
-  AutoRule rule{config.auto_threshold_bytes, config.auto_tree_arity, /*shared_memory=*/true};
-  return select_strategy(config.local[static_cast<std::size_t>(op)], rule, op, op_bytes(op, dtype, count, n), n);
+// The size rule shared by both levels: latency bound below the threshold, bandwidth bound at or
+// above it (the README has the measurements).
+Strategy by_size(const StrategyChoice& c, const Config& config, bool shared_memory, OpKind op, std::size_t bytes,
+                 int n) {
+  if (!auto_or_nccl(c)) return c.fixed;
+  const bool small = bytes < config.auto_threshold_bytes || n < 2 || op == OpKind::barrier;
+  if (shared_memory) return {small ? Algorithm::centralized : Algorithm::direct, 2};
+  if (small) return {Algorithm::tree, config.auto_tree_arity};
+  return {Algorithm::ring, 2};
 }
 
-Strategy global_strategy(const Config& config, OpKind op, DType dtype, std::size_t count, int n, bool separate,
-                         bool crowded) {
-  AutoRule rule{config.auto_threshold_bytes, config.auto_tree_arity, /*shared_memory=*/false};
+// Over a network among n peers. `separate`: every one of them is on a node of its own.
+Strategy over_network(const Config& config, OpKind op, DType dtype, std::size_t count, int n, bool separate,
+                      bool crowded) {
   const StrategyChoice& c = config.global[static_cast<std::size_t>(op)];
   const std::size_t bytes = op_bytes(op, dtype, count, n);
   // Every peer in its own process and a small buffer: one exchange in which every peer folds
@@ -43,7 +54,57 @@ Strategy global_strategy(const Config& config, OpKind op, DType dtype, std::size
     if (!crowded || n == 2) return {Algorithm::oneshot, 2};
     if (n <= kStarPeers) return {Algorithm::centralized, 2};
   }
-  return select_strategy(c, rule, op, bytes, n);
+  return by_size(c, config, /*shared_memory=*/false, op, bytes, n);
+}
+
+} // namespace
+
+bool crowded(const Topology& t) {
+  if (t.shared_memory) return false;
+  // Node processes of this op that share a machine and outnumber its hardware threads take turns
+  // on its cores. Judged from the topology alone (hosts and the threads each node registered
+  // with), so every node of the op reaches the same verdict.
+  std::vector<bool> seen;
+  std::map<std::string, std::pair<unsigned, unsigned>> on_host;  // host: nodes of the op, fewest threads
+  for (uint32_t node : t.rank_node) {
+    if (node >= seen.size()) seen.resize(node + 1, false);
+    if (seen[node]) continue;
+    seen[node] = true;
+    const std::string host = node < t.node_host.size() ? t.node_host[node] : std::string();
+    const unsigned threads = node < t.node_threads.size() ? t.node_threads[node] : 1u;
+    auto [it, fresh] = on_host.try_emplace(host, 0u, ~0u);
+    it->second.first += 1;
+    it->second.second = std::min(it->second.second, std::max(1u, threads));
+    if (it->second.first > it->second.second) return true;
+  }
+  return false;
+}
+
+RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& t) {
+  const int n = t.peers;
+  if (t.shared_memory) {
+    const StrategyChoice& c = config.local[static_cast<std::size_t>(op)];
+    return RunStrategy::flat(by_size(c, config, /*shared_memory=*/true, op, op_bytes(op, dtype, count, n), n));
+  }
+  std::vector<bool> seen;
+  int nodes = 0;
+  for (uint32_t node : t.rank_node) {
+    if (node >= seen.size()) seen.resize(node + 1, false);
+    if (!seen[node]) {
+      seen[node] = true;
+      ++nodes;
+    }
+  }
+  const bool crowd = crowded(t);
+  // Several peers on some node: an auto all-reduce, all-gather or reduce-scatter goes through one
+  // leader per node, so that only the leaders' exchange crosses the network
+  // (strategies/hierarchical.cpp). Reduce and broadcast gain little there (a flat pipelined tree
+  // crosses a node boundary about once anyway) and lose the overlap of local and network steps:
+  // measured slower, left flat. A strategy named in the config runs flat, as named.
+  const bool hier_kind = op == OpKind::all_reduce || op == OpKind::all_gather || op == OpKind::reduce_scatter;
+  if (hier_kind && auto_or_nccl(config.global[static_cast<std::size_t>(op)]) && nodes >= 2 && nodes < n)
+    return RunStrategy::among_leaders(over_network(config, op, dtype, count, nodes, /*separate=*/true, crowd));
+  return RunStrategy::flat(over_network(config, op, dtype, count, n, /*separate=*/nodes == n, crowd));
 }
 
 } // namespace chorus

@@ -1,10 +1,16 @@
 // The tuning module: which strategy an op runs, decided from the configuration, the op, its size
-// and where its peers are, so that every node of an op picks the same schedule.
+// and where its peers are. It is the only place that decides: the local server asks it for every
+// op (in one process and across nodes), and what it answers is what runs and what the op's reply
+// reports (Peer::last_strategy(), chorus-bench's strategy column).
+//
+// Every node of an op must pick the same schedule, so the decision reads nothing but its
+// arguments: the topology is plain data that every node has alike (the orchestrator's topology:
+// nodes, their data addresses and hardware threads), never a measurement of this machine.
 #pragma once
 #include <cstddef>
-#include <optional>
+#include <cstdint>
 #include <string>
-#include <string_view>
+#include <vector>
 
 #include <chorus/config.hpp>
 
@@ -13,34 +19,65 @@
 namespace chorus {
 
 // The runtime decides: auto, or nccl (NCCL where every peer is its own GPU, auto's choice for
-// everything else).
+// everything else, host tensors included).
 inline bool auto_or_nccl(const StrategyChoice& c) { return c.is_auto || c.fixed.algorithm == Algorithm::nccl; }
 
-struct AutoRule {
-  std::size_t threshold_bytes;  // below: latency bound; at or above: bandwidth bound
-  int tree_arity;
-  // Peers share memory (one process): every peer reads every other's buffer directly, so the
-  // fewest rounds win. Small ops go centralized (one hand-off in, one out); large ones go direct
-  // (each peer reduces 1/n in one pass over all inputs, then copies the other parts), which moves
-  // about 3x the buffer per peer where the ring moves 5x, in 2 rounds instead of 2(n-1).
-  // Over a network: a tree below the threshold, the ring (bandwidth-optimal per link) above.
-  bool shared_memory = false;
+// Where the peers of one op are.
+struct Topology {
+  int peers = 1;  // of the op (its group's size)
+  // One process: every peer reads every other's buffer directly. Otherwise a network level (node
+  // processes), described by the fields below.
+  bool shared_memory = true;
+  std::vector<uint32_t> rank_node;     // by rank of the op: its node
+  std::vector<std::string> node_host;  // by node: its machine (today the host part of its data address)
+  std::vector<unsigned> node_threads;  // by node: the hardware threads it registered with
 };
 
-// Resolves a choice for one call (see AutoRule for the reasoning; the README has the measurements).
-Strategy select_strategy(const StrategyChoice& c, const AutoRule& rule, OpKind op,
-                         std::size_t bytes, int n);
+// What runs an op.
+struct RunStrategy {
+  enum class Path : uint8_t {
+    none,      // nothing ran yet
+    schedule,  // a host schedule from strategies/: `strategy`, flat or hierarchical
+    p2p,       // send/recv: a copy between the pair
+    nccl,      // GPU tensors on distinct GPUs, through NCCL (cuda/)
+    device,    // GPU tensors, the on-device plan of cuda/device_plan.hpp
+  };
+  Path path = Path::none;
+  // Flat: the schedule over every peer of the op. Hierarchical: the schedule among one leader per
+  // node (strategies/hierarchical.cpp runs it between the nodes' local phases).
+  Strategy strategy{};
+  bool hierarchical = false;
+  bool operator==(const RunStrategy&) const = default;
 
-// The strategy the local server runs for an op of `count` elements per peer (in the sense of
-// strategies/schedule.hpp) among n peers of one process: the fixed choice, or what auto picks.
-Strategy local_strategy(const Config& config, OpKind op, DType dtype, std::size_t count, int n);
+  static RunStrategy flat(Strategy s) { return {Path::schedule, s, false}; }
+  static RunStrategy among_leaders(Strategy s) { return {Path::schedule, s, true}; }
+  static RunStrategy of(Path p) { return {p, Strategy{}, false}; }
+};
 
-// The strategy over all peers of all nodes (multi-node mode) for an op among n peers.
-// `separate`: every peer of the op is on a node of its own, so auto may pick the one-shot
-// all-reduce for small buffers (strategies/oneshot.cpp). `crowded`: those node processes share
-// one machine and outnumber its hardware threads, so auto counts messages rather than hops.
-Strategy global_strategy(const Config& config, OpKind op, DType dtype, std::size_t count, int n,
-                         bool separate = false, bool crowded = false);
-inline constexpr int kStarPeers = 8;  // crowded small all-reduces go centralized up to this
+// "ring", "tree:2", "centralized", "direct", "oneshot", "hier+oneshot", "p2p", "nccl", "device";
+// "" for none.
+std::string to_string(const RunStrategy& s);
+
+// Crowded small all-reduces across nodes go centralized (a star) up to this many peers.
+inline constexpr int kStarPeers = 8;
+
+// The strategy of an op of `count` elements per peer (in the sense of strategies/schedule.hpp)
+// with host tensors: the configured choice for its level (config.local in shared memory,
+// config.global over a network) when fixed, else what auto picks:
+//  - shared memory: centralized below config.auto_threshold_bytes (one hand-off in, one out), direct
+//    at or above it (each peer reduces 1/n in one pass over all inputs, then copies the other
+//    parts: about 3x the buffer per peer where the ring moves 5x, in 2 rounds instead of 2(n-1));
+//  - network, all-reduce, all-gather or reduce-scatter with several peers on some node:
+//    hierarchical, with what the rules below pick for the node leaders among them;
+//  - network, all-reduce with every peer on a node of its own and an inflow (the n - 1 buffers
+//    each peer takes in) below the threshold: one-shot (strategies/oneshot.cpp), unless more than
+//    two nodes are crowded (see below): then a star (centralized) up to kStarPeers peers;
+//  - network otherwise: a tree of config.auto_tree_arity below the threshold, the ring above.
+// Crowded: node processes of the op that share one machine outnumber its hardware threads, so
+// every message costs CPU time they all wait for.
+RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& topology);
+
+// Whether the op's node processes crowd some machine (see tune); false in shared memory.
+bool crowded(const Topology& topology);
 
 } // namespace chorus

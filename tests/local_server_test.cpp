@@ -11,17 +11,22 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <future>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <chorus/config.hpp>
+#include <chorus/runtime.hpp>
 #include "actors/atoms.hpp"
 #include "actors/local_server/call.hpp"
 #include "actors/local_server/local_server.hpp"
 #include "actors/local_server/server_core.hpp"
+#include "actors/runtime_impl.hpp"
+#include "child_process.hpp"
 #include "messages/peer_codec.hpp"
 #include "status_matchers.hpp"
 #include "strategies/work_buffer.hpp"
@@ -712,6 +717,136 @@ TEST_F(CoreTest, ConcurrentPeerThreadsEnterTheCoreDirectly) {
   EXPECT_EQ(core->pending_ops(), 0u);
 }
 
+// --- the strategy that runs
+
+// Every reply of an op names what runs it, and that is what the tuning module picks for the op.
+TEST_F(CoreTest, RepliesCarryTheStrategyTheTuningModulePicked) {
+  const Config c = cfg(3);
+  reg_all(c);
+  Topology three;
+  three.peers = 3;
+  const int64_t large = static_cast<int64_t>(c.auto_threshold_bytes / 4);
+  uint64_t seq = 0;
+  for (int64_t count : {int64_t{4}, large - 1, large, large * 4}) {
+    auto replies = collective({all_reduce_req(0, seq, count), all_reduce_req(1, seq, count), all_reduce_req(2, seq, count)});
+    ++seq;
+    expect_all_planned(replies);
+    const RunStrategy picked = tune(c, OpKind::all_reduce, DType::f32, static_cast<std::size_t>(count), three);
+    EXPECT_EQ(picked, RunStrategy::flat({count < large ? Algorithm::centralized : Algorithm::direct, 2})) << count;
+    for (auto& r : replies) EXPECT_EQ(r->strategy, picked) << count;
+  }
+  auto barrier = collective({req(0, seq, OpKind::barrier), req(1, seq, OpKind::barrier), req(2, seq, OpKind::barrier)});
+  for (auto& r : barrier) EXPECT_EQ(to_string(r->strategy), "centralized");
+  auto s = op(p2p(OpKind::send, 0, 2, f32(4)));
+  auto r = op(p2p(OpKind::recv, 2, 0, f32(4)));
+  ASSERT_TRUE(s->status.is_ok() && r->status.is_ok());
+  EXPECT_EQ(to_string(s->strategy), "p2p");
+  EXPECT_EQ(to_string(r->strategy), "p2p");
+}
+
+TEST_F(CoreTest, AFixedStrategyIsReportedAsNamed) {
+  reg_all(cfg(2, 200, "tree:3"));
+  auto replies = collective({all_reduce_req(0, 0, 1 << 20), all_reduce_req(1, 0, 1 << 20)});
+  expect_all_planned(replies);
+  for (auto& r : replies) EXPECT_EQ(to_string(r->strategy), "tree:3");
+}
+
+// --- nothing that may block runs under the core's lock
+
+// Where a launch makes an op's plan, a GPU run or a send/recv pair's plan (and, across nodes, calls
+// GlobalClient::begin_op: the same hook), another thread finds the core's lock free.
+TEST_F(CoreTest, LaunchesRunWithoutTheCoresLock) {
+  std::vector<std::pair<std::string, bool>> seen;
+  core->set_launch_hook([&](std::string_view stage) {
+    // Asked from another thread: a thread must not try to lock a mutex it holds.
+    const bool free = std::async(std::launch::async, [&] { return core->lock_is_free(); }).get();
+    seen.emplace_back(std::string(stage), free);
+  });
+  reg_all(cfg(2));
+  expect_all_planned(collective({all_reduce_req(0, 0), all_reduce_req(1, 0)}));
+  // GPU tensors: without such a GPU the run fails (after the hook), the same for both peers.
+  float dummy[4] = {};
+  std::vector<std::shared_ptr<Reply>> gpu;
+  for (uint32_t p = 0; p < 2; ++p) {
+    Call call = op_call(all_reduce_req(p, 1));
+    call.input = call.output = Tensor::borrow(dummy, DType::f32, {4}, Device::cuda(64));
+    gpu.push_back(call.reply);
+    core->on_op(std::move(call));
+  }
+  for (auto& r : gpu) ASSERT_TRUE(is_done(*r));
+  EXPECT_EQ(gpu[0]->status.code(), Errc::device_error) << gpu[0]->status.to_string();
+  EXPECT_EQ(gpu[1]->status, gpu[0]->status);
+  auto s = op(p2p(OpKind::send, 0, 1, f32(4)));
+  auto r = op(p2p(OpKind::recv, 1, 0, f32(4)));
+  ASSERT_TRUE(s->status.is_ok() && r->status.is_ok());
+  const std::vector<std::pair<std::string, bool>> expected{{"host", true}, {"device", true}, {"pair", true}};
+  EXPECT_EQ(seen, expected);
+}
+
+// The probe itself: where the core does hold its lock (it arms an op's timer under it), another
+// thread finds it taken.
+TEST(CoreLock, TheProbeSeesTheLockWhereItIsHeld) {
+  std::vector<bool> free_at_timer;
+  LocalServerCore* self = nullptr;
+  LocalServerCore core([&](uint64_t, ms) {
+    free_at_timer.push_back(std::async(std::launch::async, [&] { return self->lock_is_free(); }).get());
+  });
+  self = &core;
+  g_epoch = 0;  // a fresh core's registrations
+  EXPECT_TRUE(core.lock_is_free());
+  for (uint32_t p = 0; p < 2; ++p) {
+    Call call = register_call(p, cfg(2));
+    core.on_register(std::move(call));
+  }
+  Call call = op_call(all_reduce_req(0, 0));
+  auto reply = call.reply;
+  core.on_op(std::move(call));
+  EXPECT_FALSE(is_done(*reply)) << reply->status.to_string();
+  EXPECT_EQ(free_at_timer, std::vector<bool>{false});
+  EXPECT_TRUE(core.lock_is_free());
+}
+
+// Across nodes the launch calls GlobalClient::begin_op (it writes announcement frames to the other
+// nodes' connections) without the core's lock: two nodes, each a Runtime of this process, joined
+// through the orchestrator daemon.
+TEST(CoreLock, BeginOpRunsWithoutTheCoresLockAcrossNodes) {
+  using namespace chorus::testing;
+  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
+  auto [pid, port] = start_daemon({"--port", "0", "--nodes", "2", "--heartbeat-ms", "200"});
+  ChildGuard daemon{pid};
+  ASSERT_GT(pid, 0);
+  ASSERT_NE(port, 0) << "the daemon did not report its port";
+  Config c;
+  c.num_devices = 1;
+  c.num_nodes = 2;
+  c.orchestrator_address = "127.0.0.1:" + std::to_string(port);
+  c.node_address = "127.0.0.1";
+  c.timeout = ms(10000);
+  Runtime nodes[2];
+  std::vector<std::pair<std::string, bool>> seen[2];
+  for (int k = 0; k < 2; ++k) {
+    LocalServerCore& core = *RuntimeAccess::impl(nodes[k]).core;
+    core.set_launch_hook([&core, &seen, k](std::string_view stage) {
+      const bool free = std::async(std::launch::async, [&] { return core.lock_is_free(); }).get();
+      seen[k].emplace_back(std::string(stage), free);
+    });
+  }
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 2; ++k)
+    threads.emplace_back([&, k] {
+      auto peer = nodes[k].register_peer(0, c);
+      ASSERT_TRUE(peer.is_ok()) << peer.status().to_string();
+      Tensor t = Tensor::from(std::vector<float>{1, 2, 3});
+      ASSERT_TRUE(peer->all_reduce(t, ReduceOp::sum).is_ok());
+      EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+      EXPECT_TRUE(peer->finish().is_ok());
+    });
+  for (auto& t : threads) t.join();
+  const std::vector<std::pair<std::string, bool>> expected{{"global", true}};
+  EXPECT_EQ(seen[0], expected);
+  EXPECT_EQ(seen[1], expected);
+}
+
 // --- point to point
 
 TEST_F(CoreTest, SendRecvMatchAndPlan) {
@@ -1106,6 +1241,86 @@ TEST_F(ActorTest, StoppingTheServerFailsWaitingCallsInsteadOfHanging) {
   EXPECT_LT(Clock::now() - t0, ms(2000));
   EXPECT_TRUE(has(r0->status, Errc::reset, {"the local server stopped"}));
   EXPECT_TRUE(has(r1->status, Errc::reset, {"the local server stopped"}));
+}
+
+// ---------------------------------------------------------------- through the public API
+
+// A host app reads what ran each op from its handle: the tuning module's pick for host schedules
+// (centralized below the threshold, direct at or above it in one process), p2p for send/recv.
+TEST(LastStrategy, PeersReadWhatRanTheirLastOp) {
+  Runtime rt;
+  Config c;
+  c.num_devices = 2;
+  c.timeout = ms(10000);
+  const std::size_t large = c.auto_threshold_bytes / 4;
+  Topology two;
+  two.peers = 2;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<std::string>> seen(2);
+  for (uint32_t p = 0; p < 2; ++p)
+    threads.emplace_back([&, p] {
+      auto peer = rt.register_peer(p, c);
+      ASSERT_TRUE(peer.is_ok()) << peer.status().to_string();
+      seen[p].push_back(peer->last_strategy());
+      for (std::size_t count : {std::size_t{16}, large - 1, large}) {
+        Tensor t = Tensor::zeros(DType::f32, {static_cast<int64_t>(count)});
+        ASSERT_TRUE(peer->all_reduce(t, ReduceOp::sum).is_ok());
+        seen[p].push_back(peer->last_strategy());
+        EXPECT_EQ(seen[p].back(), to_string(tune(c, OpKind::all_reduce, DType::f32, count, two)));
+      }
+      Tensor x = Tensor::zeros(DType::f32, {8});
+      ASSERT_TRUE((p == 0 ? peer->send(x, 1) : peer->recv(x, 0)).is_ok());
+      seen[p].push_back(peer->last_strategy());
+      // A group handle reports its own ops; the world handle keeps its last.
+      auto solo = peer->new_group({p});
+      ASSERT_TRUE(solo.is_ok()) << solo.status().to_string();
+      EXPECT_EQ(peer->last_strategy(), "p2p");
+      Tensor big = Tensor::zeros(DType::f32, {static_cast<int64_t>(large)});
+      ASSERT_TRUE(solo->all_reduce(big, ReduceOp::sum).is_ok());
+      seen[p].push_back(solo->last_strategy());
+      EXPECT_EQ(peer->last_strategy(), "p2p");
+      EXPECT_TRUE(solo->destroy().is_ok());
+      EXPECT_TRUE(peer->finish().is_ok());
+    });
+  for (auto& t : threads) t.join();
+  const std::vector<std::string> expected{"", "centralized", "centralized", "direct", "p2p", "centralized"};
+  EXPECT_EQ(seen[0], expected);
+  EXPECT_EQ(seen[1], expected);
+  EXPECT_EQ(Peer().last_strategy(), "");
+}
+
+// Multi-node group ids are unique in the job for every leader, also from global rank 4096 on
+// (where `leader << 20` wrapped around onto leader 0's ids), and never reused: past the 32 bits a
+// leader may use there is no id rather than a taken one.
+TEST(GroupIds, UniqueForEveryLeaderAndNoneOnceALeadersIdsAreUsedUp) {
+  constexpr uint32_t total = 10000;
+  std::set<uint32_t> ids;
+  std::size_t made = 0;
+  for (uint32_t leader : {0u, 1u, 4095u, 4096u, 4097u, 8192u, 9999u})
+    for (uint64_t k = 0; k < 200; ++k) {
+      auto id = RuntimeImpl::group_id(leader, total, k);
+      ASSERT_TRUE(id.has_value()) << leader << " " << k;
+      EXPECT_NE(*id, 0u) << "0 is the world";
+      ids.insert(*id);
+      ++made;
+    }
+  EXPECT_EQ(ids.size(), made) << "two groups share an id";
+  EXPECT_EQ(RuntimeImpl::group_id(4096, total, 0), std::optional<uint32_t>(4097));
+  EXPECT_EQ(RuntimeImpl::group_id(4096, total, 3), std::optional<uint32_t>(4097 + 3 * total));
+  // The last id that fits, then none; a leader outside the job has none.
+  const uint32_t big = 1u << 31;
+  EXPECT_EQ(RuntimeImpl::group_id(big - 1, big, 0), std::optional<uint32_t>(big));
+  EXPECT_EQ(RuntimeImpl::group_id(big - 1, big, 1), std::nullopt);
+  EXPECT_EQ(RuntimeImpl::group_id(0, big, 1), std::optional<uint32_t>(big + 1));
+  EXPECT_EQ(RuntimeImpl::group_id(total, total, 0), std::nullopt);
+  // A process hands out its leaders' ids in turn, each leader counting its own.
+  Runtime rt;
+  RuntimeImpl& impl = RuntimeAccess::impl(rt);
+  EXPECT_EQ(impl.next_group_id(5000, total), std::optional<uint32_t>(5001));
+  EXPECT_EQ(impl.next_group_id(5000, total), std::optional<uint32_t>(5001 + total));
+  EXPECT_EQ(impl.next_group_id(4096, total), std::optional<uint32_t>(4097));
+  EXPECT_EQ(impl.next_group_id(big - 1, big), std::optional<uint32_t>(big));
+  EXPECT_EQ(impl.next_group_id(big - 1, big), std::nullopt);
 }
 
 } // namespace

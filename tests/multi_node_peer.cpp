@@ -21,6 +21,7 @@
 #include <chorus/grad_sync.hpp>
 #include <chorus/runtime.hpp>
 #include "reference.hpp"
+#include "strategies/tuning.hpp"
 
 using namespace chorus;
 
@@ -328,6 +329,48 @@ int mixed(Peer& p, uint32_t ops) {
   return static_cast<int>(ops);
 }
 
+// Every op reports what ran it (Peer::last_strategy): the tuning module's pick for this topology,
+// every node on this machine (127.0.0.1, registering its hardware threads) with `peers` peers
+// each, so rank r is on node r / peers. Small and large sizes, hierarchical kinds and flat ones.
+int strategies(Peer& p, const Config& cfg, uint32_t peers) {
+  const uint32_t n = p.size(), nodes = n / peers;
+  Topology t;
+  t.peers = static_cast<int>(n);
+  t.shared_memory = false;
+  for (uint32_t r = 0; r < n; ++r) t.rank_node.push_back(r / peers);
+  t.node_host.assign(nodes, "127.0.0.1");
+  t.node_threads.assign(nodes, std::max(1u, std::thread::hardware_concurrency()));
+  int done = 0;
+  auto expect = [&](OpKind kind, std::size_t count) {
+    const std::string want = to_string(tune(cfg, kind, DType::f32, count, t)), got = p.last_strategy();
+    verify(got == want, "last_strategy", std::string(to_string(kind)) + " of " + std::to_string(count) +
+                                             " elements ran " + got + ", the tuning module picks " + want);
+    // Several peers on each of several nodes: all-reduce goes through the node leaders.
+    if (kind == OpKind::all_reduce) verify((peers > 1 && nodes > 1) == (got.rfind("hier+", 0) == 0), "hierarchy", got);
+    ++done;
+  };
+  for (std::size_t count : {std::size_t{16}, cfg.auto_threshold_bytes}) {
+    Tensor x = Tensor::zeros(DType::f32, {static_cast<int64_t>(count)});
+    must(p.all_reduce(x, ReduceOp::sum));
+    expect(OpKind::all_reduce, count);
+    Tensor all = Tensor::zeros(DType::f32, {static_cast<int64_t>(count * n)});
+    must(p.all_gather(x, all));
+    expect(OpKind::all_gather, count);
+    must(p.reduce_scatter(all, x, ReduceOp::sum));
+    expect(OpKind::reduce_scatter, count);
+    must(p.broadcast(x, 0));
+    expect(OpKind::broadcast, count);
+  }
+  must(p.barrier());
+  expect(OpKind::barrier, 0);
+  if (p.rank() == 0 || p.rank() == n - 1) {
+    Tensor x = Tensor::zeros(DType::f32, {4});
+    must(p.rank() == 0 ? p.send(x, n - 1) : p.recv(x, 0));
+    verify(p.last_strategy() == "p2p", "last_strategy", "send/recv ran " + p.last_strategy());
+  }
+  return done + 1;
+}
+
 int parse(int argc, char** argv, Args& a) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
@@ -439,6 +482,8 @@ int main(int argc, char** argv) {
             must(first);
           }
           done = 1;
+        } else if (a.scenario == "strategies") {
+          done = strategies(p, cfg, a.peers);
         } else if (a.scenario == "groups") {
           done = groups(p);
         } else if (a.scenario == "group-mismatch") {

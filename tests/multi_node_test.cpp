@@ -181,6 +181,21 @@ TEST_F(MultiNode, FourNodesOnePeerEach) {
   expect_all_ok(nodes, 4, kEveryOpCount);
 }
 
+// What every peer reads from Peer::last_strategy is what the tuning module picks for the topology:
+// hierarchical with several peers per node, flat (one-shot, or a star where the node processes
+// crowd this machine) with one.
+TEST_F(MultiNode, EveryPeerReportsTheStrategyTheTuningModulePicks) {
+  start_orchestrator(2);
+  auto nodes = run_nodes({{}, {}}, {"--peers", "2", "--scenario", "strategies"});
+  expect_all_ok(nodes, 4, 10);
+}
+
+TEST_F(MultiNode, EveryPeerReportsTheStrategyTheTuningModulePicksWithOnePeerPerNode) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "1", "--scenario", "strategies"});
+  expect_all_ok(nodes, 3, 10);
+}
+
 TEST_F(MultiNode, GroupsAcrossNodes) {
   start_orchestrator(3);
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "groups"});

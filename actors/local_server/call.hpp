@@ -12,6 +12,7 @@
 #include "core/wait.hpp"
 #include "messages/envelope.hpp"
 #include "strategies/executor.hpp"
+#include "strategies/tuning.hpp"
 
 namespace chorus {
 
@@ -23,9 +24,10 @@ struct Reply {
   int rank = -1;                  // the index this peer runs in the plan
   DType out_dtype = DType::f32;   // broadcast/scatter by data: what the receivers allocate
   Shape out_shape;
-  uint64_t timer = 0;
+  uint64_t timer = 0;             // the server's timer for this request: on_timeout(timer) expires it
   uint64_t epoch = 0;             // register: the registration generation to send with every op
-  uint32_t group = 0;             // new group: its id             // the server's timer for this request: on_timeout(timer) expires it
+  uint32_t group = 0;             // new group: its id
+  RunStrategy strategy;           // ops: what runs them (Peer::last_strategy)
 
   void complete(Status s) {
     status = std::move(s);

@@ -4,6 +4,12 @@
 
 namespace chorus {
 
+DeviceRun::DeviceRun(gpu::DeviceCollective op, Clock::time_point deadline)
+    : op_(std::move(op)),
+      deadline_(deadline),
+      strategy_(RunStrategy::of(op_.use_nccl && gpu::nccl_supports(op_) ? RunStrategy::Path::nccl
+                                                                         : RunStrategy::Path::device)) {}
+
 Status DeviceRun::join() {
   if (!started_.exchange(true)) {
     result_ = gpu::run_collective(op_, deadline_);

@@ -21,14 +21,17 @@ namespace chorus {
 
 class DeviceRun {
  public:
-  DeviceRun(gpu::DeviceCollective op, Clock::time_point deadline) : op_(std::move(op)), deadline_(deadline) {}
+  DeviceRun(gpu::DeviceCollective op, Clock::time_point deadline);
   // Runs the op (first caller) or waits for it (the others); every peer gets the same status.
   Status join();
   const gpu::DeviceCollective& op() const { return op_; }
+  // What runs it: NCCL, or the on-device plan (gpu::run_collective decides the same way).
+  RunStrategy strategy() const { return strategy_; }
 
  private:
   gpu::DeviceCollective op_;
   Clock::time_point deadline_;
+  RunStrategy strategy_;
   std::atomic<bool> started_{false};
   WaitWord done_;
   Status result_;

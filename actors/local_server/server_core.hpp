@@ -3,6 +3,9 @@
 // actor in local_server.cpp feeds it control messages; peer threads of this process enter it
 // directly with their op requests (a mailbox hop would cost a thread wake-up per op), so every
 // entry point takes the core's lock.
+// One class, its members in files of one job each: lifecycle.cpp (register, finish, reset,
+// close), groups.cpp, op_matching.cpp (collectives and send/recv pairs), launch_local.cpp (host
+// schedules and GPU runs of this process), launch_global.cpp (multi-node ops), timeouts.cpp.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -12,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -19,6 +23,7 @@
 #include "actors/local_server/call.hpp"
 #include "actors/local_server/op_validation.hpp"
 #include "messages/peer_codec.hpp"
+#include "strategies/tuning.hpp"
 
 namespace chorus {
 
@@ -46,8 +51,6 @@ class LocalServerCore {
   void set_global(std::shared_ptr<GlobalClient> g) {
     std::lock_guard<std::mutex> lk(mu_);
     global_ = std::move(g);
-    host_of_.clear();
-    crowded_for_ = {};
   }
   // Fails everything in flight with `why` and answers every later request with it.
   void close(Status why);
@@ -59,6 +62,20 @@ class LocalServerCore {
   std::size_t pending_ops() const {
     std::lock_guard<std::mutex> lk(mu_);
     return ops_.size();
+  }
+
+  // Tests: called where an op whose peers have all called is launched, right before the work that
+  // must not run under the core's lock: "host" (the plan), "device" (make_device_run), "pair"
+  // (a send/recv pair's plan or device run), "global" (GlobalClient::begin_op). Set it before
+  // any op.
+  using LaunchHook = std::function<void(std::string_view stage)>;
+  void set_launch_hook(LaunchHook hook) { launch_hook_ = std::move(hook); }
+  // Tests: whether the core's lock is free now. Call it from a thread that is not inside the core
+  // (a thread must not try to lock a mutex it holds).
+  bool lock_is_free() const {
+    if (!mu_.try_lock()) return false;
+    mu_.unlock();
+    return true;
   }
 
  private:
@@ -90,33 +107,87 @@ class LocalServerCore {
     uint64_t timer;
   };
 
+  // An op whose peers have all called, taken out of ops_ under the lock with what its launch
+  // needs, and launched after unlocking (launch_local.cpp, launch_global.cpp).
+  struct Launch {
+    OpKey key;
+    OpKind kind = OpKind::barrier;
+    std::vector<std::optional<Arrival>> arrivals;  // every one present
+    std::shared_ptr<const Config> config;
+    uint64_t generation = 0;                // epoch_ then: the configuration's identity (schedule cache)
+    Status status;                          // the first error a peer brought, or a disagreement
+    OpShape shape{};                        // what the peers agreed on, when status is ok
+    bool gpu = false;                       // GPU tensors: a device run
+    RunStrategy strategy;                   // host schedules of one process: what the tuning module picked
+    std::shared_ptr<const CompiledSchedule> schedule;  // ...and its schedule, when cached already
+    std::shared_ptr<GlobalClient> global;   // multi-node: the op runs through it
+    std::vector<uint32_t> members;          // multi-node: the group's members (empty: the world)
+    int n = 0;                              // peers of the op (over every node in multi-node mode)
+  };
+  // A matched send/recv pair, launched after unlocking.
+  struct PairLaunch {
+    P2PKey key;
+    Arrival snd, rcv;
+    std::shared_ptr<const Config> config;
+  };
+  // What an op request leaves to do once the lock is released (at most one launch).
+  struct Effects {
+    std::optional<Launch> op;
+    std::optional<PairLaunch> pair;
+  };
+
+  // A control message that does not decode.
+  static Status garbled(const std::string& err) { return {Errc::invalid_argument, err}; }
   Status check_caller(uint32_t peer, uint64_t epoch) const;
-  // n: the arrivals to wait for (the group's members on this node); index: the caller's among them.
-  void collective(OpRequestData req, Call call, int n, uint32_t index);
-  void point_to_point(OpRequestData req, Call call);
-  void global_op(OpRequestData req, Call call);
-  void launch(const OpKey& key, PendingOp& op);
-  void launch_global(const OpKey& key, PendingOp& op);
+  // Matching, under the lock (op_matching.cpp). n: the arrivals to wait for (the group's members
+  // on this node); index: the caller's among them.
+  void match(Call call, Effects& fx);
+  void collective(OpRequestData req, Call call, int n, uint32_t index, Effects& fx);
+  void point_to_point(OpRequestData req, Call call, Effects& fx);
+  void global_op(OpRequestData req, Call call, Effects& fx);
+  // Under the lock: takes a complete op out of ops_ with what its launch needs (checks, and in
+  // one process the strategy and the cached schedule). False: it failed, every peer answered.
+  bool prepare_launch(const OpKey& key, PendingOp& op, Launch& l);
+  // After unlocking (the lock order below): the launches.
+  void launch(Launch& l);
+  void launch_global(Launch& l);
+  void launch_pair(PairLaunch& p);
   // The caller's group, or an error: it does not exist, or the caller is not a member.
   const Group* group_of(uint32_t gid, uint32_t peer, Status& error) const;
   void fail_everyone(const Status& why);
   void clear();
-  std::shared_ptr<const CompiledSchedule> schedule_for(const ScheduleParams& p);
-  // The first error a caller brought along (Call::local_error), for every peer of the op.
-  Status local_errors(const PendingOp& op) const;
-  // Multi-node: the schedule of an op over all its peers (n) on all nodes; rank_node[r] is rank
-  // r's node (GlobalClient::rank_nodes).
-  std::shared_ptr<const CompiledSchedule> global_schedule(const OpShape& shape, int n,
-                                                          const std::vector<uint32_t>& rank_node);
-  Clock::time_point deadline() const { return Clock::now() + config_->timeout; }
+  // The first error a caller brought along (Call::local_error), for every peer of the op; `offset`
+  // turns local peer ids into global ones.
+  static Status local_errors(const std::vector<std::optional<Arrival>>& arrivals, uint32_t offset);
+  // Multi-node: the schedule of an op over all its peers on all nodes, and the strategy the tuning
+  // module picked for it; rank_node[r] is rank r's node (GlobalClient::rank_nodes). Takes the
+  // lock for the cache only: a schedule not cached yet is compiled without it.
+  std::shared_ptr<const CompiledSchedule> global_schedule(const Launch& l, const std::vector<uint32_t>& rank_node,
+                                                          RunStrategy& strategy);
+  static Clock::time_point deadline(const Config& c) { return Clock::now() + c.timeout; }
 
   void start_timer(uint64_t key);
 
+  // The core's lock. It guards the bookkeeping below and nothing else happens under it: matching
+  // calls, agreement checks, picking a strategy and looking up the schedule cache, and completing
+  // replies with errors (a Reply's WaitWord is set under it; that wakes the peer thread, which
+  // needs mu_ only to enter the core again). Whatever may block or allocate much runs after
+  // unlocking, from Effects: making an op's plan, compiling a schedule not cached yet, making a
+  // GPU run (make_device_run and the GPU layer), and every call into the global client that takes
+  // its locks or writes to sockets (GlobalClient::lost, rank_nodes, begin_op: GlobalClient::mu_,
+  // NetOp::mu_, the Poller's and the connections' locks, TLS). So mu_ is a leaf: no other lock is
+  // taken while it is held (the timer function's CAF delayed_send aside, which never calls back
+  // into the core, and the global client's topology getters, which take no lock), and none of those
+  // components calls into the core, so there is no order to break. The replies of one op stay
+  // consistent: an op leaves ops_ when it is launched, so a timeout, reset or close that comes
+  // meanwhile no longer sees it, and its launch answers all its peers alike. Every node still sees
+  // every announcement: begin_op runs for every launched multi-node op, failed ones included.
   mutable std::mutex mu_;
   TimerFn timer_;
+  LaunchHook launch_hook_;
   std::shared_ptr<GlobalClient> global_;
   std::optional<Status> closed_;
-  std::optional<Config> config_;
+  std::shared_ptr<const Config> config_;
   std::vector<bool> registered_, finished_;
   std::map<OpKey, PendingOp> ops_;
   std::map<uint32_t, Group> groups_;                         // 0 is the world, made at register
@@ -128,15 +199,13 @@ class LocalServerCore {
   uint64_t next_timer_ = 1;                  // timer ids are never reused, so a stale tick is harmless
   std::map<uint64_t, OpKey> op_timers_;      // timer id -> op
   std::map<uint64_t, P2PKey> p2p_timers_;    // timer id -> queue of the waiting half
-  std::map<std::tuple<int, int, int, int, int, std::size_t, std::size_t>,
-           std::shared_ptr<const CompiledSchedule>> schedule_cache_;
-  // Hierarchical schedules by op, inner strategy (algorithm, arity), root, count, element size and
-  // node layout.
-  std::map<std::tuple<int, int, int, int, std::size_t, std::size_t, std::vector<int>>,
-           std::shared_ptr<const CompiledSchedule>>
-      hier_cache_;
-  std::vector<std::string> host_of_;  // by node: the host of its data address (global ops)
-  std::pair<std::vector<bool>, bool> crowded_for_;  // the last set of nodes judged, and whether crowded
+  // Schedules of one process by op, strategy (algorithm, arity), n, root, count and element size.
+  using FlatKey = std::tuple<int, int, int, int, int, std::size_t, std::size_t>;
+  std::map<FlatKey, std::shared_ptr<const CompiledSchedule>> schedule_cache_;
+  // Multi-node schedules and the strategy picked, by registration generation, op, dtype, root,
+  // count and node layout (what the tuning module reads).
+  using GlobalKey = std::tuple<uint64_t, int, int, int, std::size_t, std::vector<uint32_t>>;
+  std::map<GlobalKey, std::pair<std::shared_ptr<const CompiledSchedule>, RunStrategy>> global_cache_;
 };
 
 } // namespace chorus

@@ -38,6 +38,7 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   call.local_error = std::move(local_error);
   auto reply = call.reply;
   status = s.rt->submit_op(call, s.config.timeout, s.config.num_devices);
+  if (status) s.last_strategy = reply->strategy;
   return reply;
 }
 
@@ -238,6 +239,9 @@ Result<uint32_t> agree_on_group_across_nodes(PeerState& s, const std::vector<Pee
   };
   auto wrap = [&](const Status& st) { return Status(st.code(), "new group: " + st.message()); };
   const uint32_t leader = members[0];
+  auto no_ids = [&] {
+    return bad("peer " + std::to_string(leader) + " has used up the group ids it may hand out (list another member first)");
+  };
   if (me != leader) {
     Tensor len = Tensor::from(std::vector<int64_t>{static_cast<int64_t>(members.size())});
     if (auto st = world.send(len, leader, kGroupTag); !st) return wrap(st);
@@ -245,6 +249,7 @@ Result<uint32_t> agree_on_group_across_nodes(PeerState& s, const std::vector<Pee
     Tensor answer = Tensor::zeros(DType::i64, {2});
     if (auto st = world.recv(answer, leader, kGroupTag); !st) return wrap(st);
     const int64_t* a = answer.data_as<int64_t>();
+    if (a[0] == 2) return no_ids();
     if (a[0] != 0)
       return bad("peer " + std::to_string(a[1]) + " asked for a different member list than peer " +
                  std::to_string(leader) + " (members must pass the same list)");
@@ -272,14 +277,17 @@ Result<uint32_t> agree_on_group_across_nodes(PeerState& s, const std::vector<Pee
     }
   }
   const bool heard_all = failure.is_ok();
-  const uint32_t gid = heard_all && verdict == 0 ? s.rt->next_group_id(me) : 0;
+  const auto fresh = heard_all && verdict == 0 ? s.rt->next_group_id(me, total) : std::optional<uint32_t>(0);
+  if (!fresh) verdict = 2;  // this leader's ids are used up
+  const uint32_t gid = fresh.value_or(0);
   // On a failure the members still waiting for an answer time out on their own.
   if (heard_all)
     for (std::size_t i = 1; i < members.size(); ++i) {
-      Tensor answer = Tensor::from(std::vector<int64_t>{verdict, verdict ? who : static_cast<int64_t>(gid)});
+      Tensor answer = Tensor::from(std::vector<int64_t>{verdict, verdict == 1 ? who : static_cast<int64_t>(gid)});
       if (auto st = world.send(answer, members[i], kGroupTag); !st) return wrap(st);
     }
   if (!heard_all) return failure;
+  if (verdict == 2) return no_ids();
   if (verdict)
     return bad("peer " + std::to_string(who) + " asked for a different member list than peer " + std::to_string(leader) +
                " (members must pass the same list)");
@@ -293,6 +301,7 @@ uint32_t Peer::size() const { return state_ ? static_cast<uint32_t>(state_->memb
 uint32_t Peer::rank() const { return state_ ? state_->rank : 0; }
 uint32_t Peer::group() const { return state_ ? state_->group : 0; }
 std::vector<PeerId> Peer::members() const { return state_ ? state_->members : std::vector<PeerId>{}; }
+std::string Peer::last_strategy() const { return state_ ? to_string(state_->last_strategy) : std::string(); }
 
 Result<Peer> Peer::new_group(std::vector<PeerId> members) {
   if (!state_) return no_peer();
@@ -440,6 +449,7 @@ Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
     if (state_->finished) return {Errc::finished, "peer " + std::to_string(id()) + " has already finished"};
     Tensor host;
     Status staged = stage_to_host(t, host);
+    state_->last_strategy = RunStrategy::of(RunStrategy::Path::p2p);
     return state_->global->send(id(), state_->members[dst], tag, staged ? host : t, deadline_of(*state_), staged);
   }
   OpRequestData req = make(OpKind::send);
@@ -456,6 +466,7 @@ Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
   if (!state_) return no_peer();
   if (remote_node(*state_, src)) {
     if (state_->finished) return {Errc::finished, "peer " + std::to_string(id()) + " has already finished"};
+    state_->last_strategy = RunStrategy::of(RunStrategy::Path::p2p);
     if (!t.is_cuda()) return state_->global->recv(state_->members[src], id(), tag, t, deadline_of(*state_));
     Tensor host = Tensor::zeros(t.dtype(), t.shape());
     if (auto e = state_->global->recv(state_->members[src], id(), tag, host, deadline_of(*state_)); !e) return e;

@@ -26,6 +26,10 @@ class Peer {
   uint32_t rank() const;  // my index in this handle's group; roots and send/recv peers are ranks
   uint32_t group() const; // 0 for the world
   std::vector<PeerId> members() const;  // global ids; rank i is members()[i]
+  // What ran this handle's last op: a host schedule ("centralized", "direct", "ring", "tree:2",
+  // "oneshot", "hier+oneshot" for one leader per node, ...), "p2p" (send/recv), "nccl" or "device"
+  // (GPU tensors); empty before the first op.
+  std::string last_strategy() const;
 
   // out = reduction over peers of in. out may be omitted (or be in) for in place.
   Status all_reduce(Tensor& inout, ReduceOp op);

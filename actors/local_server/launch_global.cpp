@@ -1,0 +1,120 @@
+// The local server core: launching a multi-node op once this node's peers have all called: the
+// schedule over every node, the announcement to the other nodes (GlobalClient::begin_op), the plan.
+// All of it runs after the core's lock is released (see mu_ in server_core.hpp).
+#include "actors/local_server/server_core.hpp"
+
+#include "actors/global_client/global_client.hpp"
+
+namespace chorus {
+
+std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const Launch& l,
+                                                                        const std::vector<uint32_t>& rank_node,
+                                                                        RunStrategy& strategy) {
+  const OpShape& shape = l.shape;
+  // Keyed by what the tuning module reads, so a hit needs no decision; the key includes the
+  // registration generation, whose configuration the decision read.
+  GlobalKey key{l.generation, static_cast<int>(shape.kind), static_cast<int>(shape.dtype), shape.root, shape.count,
+                rank_node};
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (auto it = global_cache_.find(key); it != global_cache_.end()) {
+      strategy = it->second.second;
+      return it->second.first;
+    }
+  }
+  // The topology as plain data, the same on every node (the orchestrator's), so that every node
+  // of the op picks the same schedule.
+  const auto& topo = l.global->topology();
+  Topology t;
+  t.peers = l.n;
+  t.shared_memory = false;
+  t.rank_node = rank_node;
+  for (const auto& node : topo.nodes) {
+    std::string host;
+    uint16_t port = 0;
+    t.node_host.push_back(split_host_port(node.data_address, host, port) ? host : node.data_address);
+    t.node_threads.push_back(node.hardware_threads);
+  }
+  strategy = tune(*l.config, shape.kind, shape.dtype, shape.count, t);
+  const ScheduleParams p{shape.kind, strategy.strategy, l.n, shape.root, shape.count, dtype_size(shape.dtype)};
+  auto cs = CompiledSchedule::compile(
+      strategy.hierarchical ? hierarchical_schedule(p, std::vector<int>(rank_node.begin(), rank_node.end()))
+                            : make_schedule(p));
+  std::lock_guard<std::mutex> lk(mu_);
+  if (global_cache_.size() >= 512) global_cache_.clear();  // bound memory; rebuilding is cheap
+  global_cache_.emplace(std::move(key), std::make_pair(cs, strategy));
+  return cs;
+}
+
+void LocalServerCore::launch_global(Launch& l) {
+  GlobalClient& global = *l.global;
+  const uint64_t seq = l.key.second;
+  const int local = static_cast<int>(l.arrivals.size());
+  const int n = l.n;
+  const std::string label = op_label(l.kind, seq);
+  auto fail_all = [&](const Status& s) {
+    for (auto& a : l.arrivals) a->call.reply->complete(s);
+  };
+  if (auto lost = global.lost(); !lost) return fail_all(Status(lost.code(), label + ": " + lost.message()));
+  const OpShape& shape = l.shape;
+  Status s = l.status;
+  OpAnnouncement mine;
+  mine.kind = l.kind;
+  if (s) {
+    mine.dtype = shape.dtype;
+    mine.redop = shape.redop;
+    mine.root = static_cast<uint32_t>(shape.root);
+    mine.count = shape.count;
+    mine.shape = shape.agreed_shape;
+  }
+  mine.status = s;
+  const auto when = deadline(*l.config);
+  std::vector<uint32_t> rank_node = global.rank_nodes(l.members);
+  std::shared_ptr<const CompiledSchedule> cs;
+  RunStrategy strategy;
+  if (s) {
+    try {
+      cs = global_schedule(l, rank_node, strategy);
+    } catch (const std::exception& e) {
+      s = Status(Errc::internal, label + ": " + e.what());
+      mine.status = s;
+    }
+  }
+  // Every node must see every announcement. Ours rides along with our data frames (and is
+  // forwarded with theirs, see actors/global_client/net_op.hpp), so it goes directly only to the nodes that no
+  // chain of the schedule's messages leads to from us; when our peers failed, to every node.
+  const uint32_t me = global.node_id();
+  std::vector<bool> reached(global.topology().nodes.size(), false);
+  if (s && cs && !cs->reach.empty())
+    for (int b = 0; b < n; ++b)
+      for (int a = 0; a < n && !reached[rank_node[b]]; ++a)
+        if (rank_node[a] == me && cs->reach[b][a]) reached[rank_node[b]] = true;
+  if (launch_hook_) launch_hook_("global");
+  auto remote = global.begin_op(l.key.first, seq, mine, when, label, rank_node, static_cast<uint32_t>(local), reached);
+  std::shared_ptr<OpPlan> plan;
+  try {
+    if (!s) {
+      // This node's peers will not run the op (its announcement says why). They still conclude it
+      // like every other node, judging every node's announcement, so that every peer everywhere
+      // reports the same error, also when several nodes fail the op at once.
+      plan = std::make_shared<OpPlan>(l.kind, DType::f32, ReduceOp::sum, n, 0, 0,
+                                      CompiledSchedule::compile(std::vector<Program>(static_cast<std::size_t>(n))),
+                                      when, label, remote, static_cast<unsigned>(local));
+    } else {
+      plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
+                                      when, label, remote, static_cast<unsigned>(local));
+    }
+  } catch (const std::exception& e) {
+    remote->abort(Status(Errc::internal, label + ": " + e.what()));
+    return fail_all(Status(Errc::internal, label + ": " + e.what()));
+  }
+  for (int p = 0; p < local; ++p) {
+    Reply& r = *l.arrivals[p]->call.reply;
+    r.plan = plan;
+    r.strategy = strategy;
+    r.rank = static_cast<int>(l.arrivals[p]->req.rank);
+    r.complete(Status::ok());
+  }
+}
+
+} // namespace chorus
