@@ -12,6 +12,7 @@
 #include <chorus/runtime.hpp>
 #include "actors/local_server/local_server.hpp"
 #include "actors/local_server/server_core.hpp"
+#include "actors/peer/peer_state.hpp"
 
 namespace chorus {
 
@@ -65,25 +66,7 @@ struct RuntimeImpl {
   std::vector<caf::actor> owned;  // peer actors spawned for the host app; stopped with the runtime
 };
 
-struct PeerState {
-  std::shared_ptr<RuntimeImpl> rt;
-  PeerId id = 0;
-  Config config;
-  std::atomic<uint64_t> seq{0};  // this peer's collective sequence number: the op identity
-  uint64_t epoch = 0;   // the registration generation the server handed out (see reset)
-  bool finished = false;
-  uint32_t group = 0;              // 0: the world
-  std::vector<uint32_t> members;   // global ids of the group; rank i is members[i]
-  uint32_t rank = 0;               // this peer's index in members
-  uint32_t offset = 0;             // multi-node: the global rank of this node's first peer
-  std::shared_ptr<GlobalClient> global;  // multi-node mode only
-  bool destroyed = false;          // destroy() was called on this group handle
-};
-
-// The library's way into the public handles (their internals are private to host apps).
-struct PeerAccess {
-  static Peer make(std::shared_ptr<PeerState> s) { return Peer(std::move(s)); }
-};
+// The library's way into the public handle (its internals are private to host apps).
 struct RuntimeAccess {
   static RuntimeImpl& impl(Runtime& r) { return *r.impl_; }
 };
