@@ -7,36 +7,93 @@
 
 namespace chorus {
 
+namespace {
+
+// Waits until every actor of `actors` has terminated, or `limit` has passed.
+void await_exits(caf::actor_system& sys, const std::vector<caf::actor>& actors, std::chrono::milliseconds limit) {
+  caf::scoped_actor self{sys, true};  // hidden: the host's await_all_actors_done ignores it
+  for (const auto& a : actors) self->monitor(a);  // one already gone reports at once
+  const auto deadline = Clock::now() + limit;
+  for (std::size_t left = actors.size(); left > 0;) {
+    const auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    bool late = rest.count() <= 0;
+    if (!late)
+      self->receive([&](caf::down_msg&) { --left; }, caf::after(rest) >> [&] { late = true; });
+    if (late) return;  // an actor stuck in a blocking call: the host's ~actor_system waits for it
+  }
+}
+
+} // namespace
+
 RuntimeImpl::RuntimeImpl() {
   // The sharing policy wakes an idle worker through a condition variable at once; the default
   // work-stealing policy lets idle workers sleep in long polls, which costs hundreds of µs.
   cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("scheduler.max-threads", 2);
   cfg.set("logger.verbosity", caf::atom("quiet"));
-  system = std::make_unique<caf::actor_system>(cfg);
+  own_system = std::make_unique<caf::actor_system>(cfg);
+  system = own_system.get();
   core = std::make_shared<LocalServerCore>();
   // Detached: the server has its own thread, so peer threads never wait behind other actors.
+  server = system->spawn<caf::detached>(local_server_sharing, core);
+}
+
+// In the host's system the data path is the same: peers enter the server's core directly and the
+// server and peer actors run on threads of their own, so the host's scheduler policy never sits
+// between a peer and its op.
+RuntimeImpl::RuntimeImpl(caf::actor_system& host) : system(&host) {
+  core = std::make_shared<LocalServerCore>();
   server = system->spawn<caf::detached>(local_server_sharing, core);
 }
 
 RuntimeImpl::~RuntimeImpl() { shutdown(); }
 
 void RuntimeImpl::shutdown() {
-  if (!system) return;
+  std::vector<caf::actor> ours;
+  {
+    std::lock_guard<std::mutex> lk(actors_mu);
+    if (stopped) return;
+    stopped = true;
+    for (auto& [id, a] : owned) ours.push_back(std::move(a));
+    owned.clear();
+    // Peers that outlive the runtime keep this object: it must not keep the server alive, or the
+    // actor system could not end (it waits until every handle to a detached actor is gone).
+    ours.push_back(std::move(server));
+  }
   core->close(Status(Errc::reset, "the runtime has been destroyed"));
   {
     std::lock_guard<std::mutex> lk(global_mu);
     if (global) global->close();
   }
-  {
-    std::lock_guard<std::mutex> lk(owned_mu);
-    for (auto& a : owned) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    owned.clear();
+  for (auto& a : ours) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  if (own_system) {
+    ours.clear();  // the same: our own handles would keep ~actor_system waiting
+    own_system->await_all_actors_done();
+    own_system.reset();
+  } else {
+    await_exits(*system, ours, grace);
   }
-  caf::anon_send_exit(server, caf::exit_reason::user_shutdown);
-  server = nullptr;
-  system->await_all_actors_done();
-  system.reset();
+}
+
+bool RuntimeImpl::own(const caf::actor& a) {
+  bool taken = false;
+  {
+    std::lock_guard<std::mutex> lk(actors_mu);
+    if (!stopped) taken = owned.emplace(a.id(), a).second;
+  }
+  if (!taken) {
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    return false;
+  }
+  // Outside the lock: on an actor that is already gone the functor runs at once.
+  std::weak_ptr<RuntimeImpl> weak = shared_from_this();
+  caf::actor_cast<caf::abstract_actor*>(a)->attach_functor([weak, id = a.id()] {
+    if (auto rt = weak.lock()) {
+      std::lock_guard<std::mutex> lk(rt->actors_mu);
+      rt->owned.erase(id);
+    }
+  });
+  return true;
 }
 
 namespace {
@@ -65,6 +122,13 @@ Status RuntimeImpl::submit_group(Call& call, std::chrono::milliseconds timeout, 
 }
 
 Status RuntimeImpl::ensure_global(const Config& config) {
+  // Multi-node mode is CAF remoting: a host's system must have been configured with the middleman
+  // (it cannot be added once the system exists).
+  if (!own_system && !system->has_middleman())
+    return {Errc::invalid_config,
+            "multi-node mode (num_nodes " + std::to_string(config.num_nodes) +
+                ") needs CAF's middleman in the host's actor_system: call cfg.load<caf::io::middleman>() "
+                "before constructing the actor_system the Runtime runs on"};
   std::lock_guard<std::mutex> lk(global_mu);
   if (global) return Status::ok();
   if (auto why = core->closed()) return *why;
@@ -75,39 +139,44 @@ Status RuntimeImpl::ensure_global(const Config& config) {
   return Status::ok();
 }
 
-Runtime::Runtime() : impl_(std::make_shared<RuntimeImpl>()) {}
-// Peers may outlive the runtime (they share its internals); they must fail fast, not hang.
-Runtime::~Runtime() { impl_->shutdown(); }
-
-Result<Peer> Runtime::register_peer(PeerId id, const Config& config) {
+Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {
   if (auto s = config.validate(); !s) return s;
   if (config.num_nodes > 0)
-    if (auto s = impl_->ensure_global(config); !s) return s;
+    if (auto s = ensure_global(config); !s) return s;
   Call call;
   call.message = encode_register({protocol_version(), id, config});
   auto reply = call.reply;
-  if (auto s = impl_->submit(register_atom::value, call, config.timeout); !s) return s;
+  if (auto s = submit(register_atom::value, call, config.timeout); !s) return s;
   auto st = std::make_shared<PeerState>();
   st->epoch = reply->epoch;
   st->rank = id;
   uint32_t total = config.num_devices;
   if (config.num_nodes > 0) {
-    st->global = impl_->global;
+    st->global = global;
     st->offset = st->global->offset();
     st->rank = st->offset + id;
     total = st->global->total_peers();
   }
   for (uint32_t i = 0; i < total; ++i) st->members.push_back(i);
-  st->rt = impl_;
+  st->rt = shared_from_this();
   st->id = id;
   st->config = config;
   return PeerAccess::make(std::move(st));
 }
+
+Runtime::Runtime() : impl_(std::make_shared<RuntimeImpl>()) {}
+Runtime::Runtime(caf::actor_system& host) : impl_(std::make_shared<RuntimeImpl>(host)) {}
+// Peers may outlive the runtime (they share its internals); they must fail fast, not hang.
+Runtime::~Runtime() { impl_->shutdown(); }
+
+Result<Peer> Runtime::register_peer(PeerId id, const Config& config) { return impl_->register_peer(id, config); }
 
 Status Runtime::reset() {
   Call call;
   call.message = encode_peer_only(UINT32_MAX, true);
   return impl_->submit(reset_atom::value, call, std::chrono::milliseconds(10000));
 }
+
+caf::actor_system& Runtime::actor_system() { return *impl_->system; }
 
 } // namespace chorus

@@ -13,17 +13,31 @@
 #include <chorus/runtime.hpp>
 #include "actors/local_server/local_server.hpp"
 #include "actors/local_server/server_core.hpp"
+#include "actors/peer/peer_state.hpp"
 
 namespace chorus {
 
 class GlobalClient;
 
-struct RuntimeImpl {
+struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
+  // Runs its own actor system (the `sharing` scheduler: see runtime.cpp).
   RuntimeImpl();
+  // Runs in the host app's actor system, which must outlive this runtime's shutdown().
+  explicit RuntimeImpl(caf::actor_system& host);
   ~RuntimeImpl();
   // Stops the actors and closes the server's core: peers still holding handles get an error at
-  // once instead of waiting out their timeout. Idempotent.
+  // once instead of waiting out their timeout. In the host's system it waits (up to `grace`)
+  // until every actor it spawned there is gone, since the host's ~actor_system waits for them.
+  // Idempotent.
   void shutdown();
+
+  // Registers peer `id` and waits for the answer (Runtime::register_peer; peer actors call it on
+  // their own threads).
+  Result<Peer> register_peer(PeerId id, const Config& config);
+
+  // Takes `a` (an actor spawned for the host app) into the set stopped by shutdown(); it leaves
+  // the set when it exits. Returns false, and stops `a`, once the runtime is shut down.
+  bool own(const caf::actor& a);
 
   // Sends one control message to the local server and waits for its reply slot; the wait gives up
   // `grace` after the op's own timeout so that a vanished server cannot hang the caller.
@@ -31,7 +45,13 @@ struct RuntimeImpl {
   Status submit(Atom atom, Call& call, std::chrono::milliseconds timeout) {
     auto reply = call.reply;
     if (auto why = core->closed()) return *why;  // the server is going away: do not wait on it
-    caf::anon_send(server, atom, std::move(call));
+    caf::actor to;
+    {
+      std::lock_guard<std::mutex> lk(actors_mu);  // shutdown() drops the handle
+      to = server;
+    }
+    if (!to) return core->closed().value_or(Status(Errc::reset, "the runtime has been destroyed"));
+    caf::anon_send(to, atom, std::move(call));
     if (!reply->done.wait_at_least(1, Clock::now() + timeout + grace))
       return {Errc::timeout, "the local server did not answer within " +
                                  std::to_string((timeout + grace).count()) + " ms"};
@@ -69,33 +89,16 @@ struct RuntimeImpl {
   std::mutex global_mu;
   std::shared_ptr<GlobalClient> global;  // multi-node mode only
   std::shared_ptr<LocalServerCore> core;
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> system;
-  caf::actor server;
-  std::mutex owned_mu;
-  std::vector<caf::actor> owned;  // peer actors spawned for the host app; stopped with the runtime
+  caf::actor_system_config cfg;                  // of own_system
+  std::unique_ptr<caf::actor_system> own_system;  // empty in the host's system
+  caf::actor_system* system = nullptr;            // own_system or the host's
+  std::mutex actors_mu;  // guards the three fields below; never held across a call out
+  caf::actor server;     // dropped by shutdown()
+  std::map<caf::actor_id, caf::actor> owned;  // peer actors spawned for the host app
+  bool stopped = false;                       // shutdown() has begun
 };
 
-struct PeerState {
-  std::shared_ptr<RuntimeImpl> rt;
-  PeerId id = 0;
-  Config config;
-  std::atomic<uint64_t> seq{0};  // this peer's collective sequence number: the op identity
-  uint64_t epoch = 0;   // the registration generation the server handed out (see reset)
-  bool finished = false;
-  uint32_t group = 0;              // 0: the world
-  std::vector<uint32_t> members;   // global ids of the group; rank i is members[i]
-  uint32_t rank = 0;               // this peer's index in members
-  uint32_t offset = 0;             // multi-node: the global rank of this node's first peer
-  std::shared_ptr<GlobalClient> global;  // multi-node mode only
-  bool destroyed = false;          // destroy() was called on this group handle
-  RunStrategy last_strategy;       // what ran this handle's last op (Peer::last_strategy)
-};
-
-// The library's way into the public handles (their internals are private to host apps).
-struct PeerAccess {
-  static Peer make(std::shared_ptr<PeerState> s) { return Peer(std::move(s)); }
-};
+// The library's way into the public handle (its internals are private to host apps).
 struct RuntimeAccess {
   static RuntimeImpl& impl(Runtime& r) { return *r.impl_; }
 };

@@ -1,0 +1,22 @@
+// Leaving the collective: the world handle tells the local server this peer is done. Once every
+// peer has finished, the collective is over and a new one may register.
+#include "actors/peer/run_op.hpp"
+#include "actors/runtime_impl.hpp"
+
+namespace chorus {
+
+Status Peer::finish() {
+  if (!state_) return peer_impl::no_peer();
+  if (state_->group != 0)
+    return {Errc::invalid_argument, "finish() leaves the collective: call it on the world handle "
+                                    "(a group is released with destroy())"};
+  if (state_->finished)
+    return {Errc::unregister_twice, "peer " + std::to_string(state_->id) + " finished twice"};
+  Call call;
+  call.message = encode_peer_only(state_->id, false, state_->epoch);
+  Status s = state_->rt->submit(finish_atom::value, call, state_->config.timeout);
+  if (s) state_->finished = true;
+  return s;
+}
+
+} // namespace chorus

@@ -1,0 +1,41 @@
+// What a Peer handle holds: its registration (shared with every handle of the same peer), the
+// group it runs ops in and its rank there, and the sequence number that names its next op.
+// Host apps never see it (Peer keeps it behind a pointer).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <chorus/config.hpp>
+#include <chorus/peer.hpp>
+
+#include "strategies/tuning.hpp"
+
+namespace chorus {
+
+struct RuntimeImpl;
+class GlobalClient;
+
+struct PeerState {
+  std::shared_ptr<RuntimeImpl> rt;
+  PeerId id = 0;
+  Config config;
+  std::atomic<uint64_t> seq{0};  // this peer's collective sequence number: the op identity
+  uint64_t epoch = 0;   // the registration generation the server handed out (see reset)
+  bool finished = false;
+  uint32_t group = 0;              // 0: the world
+  std::vector<uint32_t> members;   // global ids of the group; rank i is members[i]
+  uint32_t rank = 0;               // this peer's index in members
+  uint32_t offset = 0;             // multi-node: the global rank of this node's first peer
+  std::shared_ptr<GlobalClient> global;  // multi-node mode only
+  bool destroyed = false;          // destroy() was called on this group handle
+  RunStrategy last_strategy;       // what ran this handle's last op (Peer::last_strategy)
+};
+
+// The library's way into the public handle (its internals are private to host apps).
+struct PeerAccess {
+  static Peer make(std::shared_ptr<PeerState> s) { return Peer(std::move(s)); }
+};
+
+} // namespace chorus

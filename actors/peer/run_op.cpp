@@ -1,0 +1,88 @@
+#include "actors/peer/run_op.hpp"
+
+#include "actors/runtime_impl.hpp"
+#include "cuda/staging.hpp"
+#include "strategies/reduce_kernels.hpp"
+
+namespace chorus::peer_impl {
+
+Status no_peer() { return {Errc::not_registered, "this Peer handle was never registered"}; }
+
+Status already_finished(PeerId who) {
+  return {Errc::finished, "peer " + std::to_string(who) + " has already finished"};
+}
+
+OpRequestData make_op(OpKind k, ReduceOp op, PeerId root) {
+  OpRequestData r;
+  r.kind = k;
+  r.redop = op;
+  r.root = root;
+  return r;
+}
+
+std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out,
+                               Status& status, Status local_error) {
+  if (s.finished) {
+    status = already_finished(s.id);
+    return nullptr;
+  }
+  if (s.destroyed) {
+    status = Status(Errc::invalid_argument, "group " + std::to_string(s.group) + " was destroyed by this peer");
+    return nullptr;
+  }
+  req.peer = s.id;
+  req.epoch = s.epoch;
+  req.group = s.group;
+  if (req.kind != OpKind::send && req.kind != OpKind::recv) req.seq = s.seq++;
+  req.input = TensorMeta::of(in);
+  req.output = TensorMeta::of(out);
+  Call call;
+  call.op = std::move(req);
+  call.input = in;
+  call.output = out;
+  call.local_error = std::move(local_error);
+  auto reply = call.reply;
+  status = s.rt->submit_op(call, s.config.timeout, s.config.num_devices);
+  if (status) s.last_strategy = reply->strategy;
+  return reply;
+}
+
+std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& status) {
+  g.peer = s.id;
+  g.epoch = s.epoch;
+  Call call;
+  call.message = encode_group(g);
+  auto reply = call.reply;
+  status = s.rt->submit_group(call, s.config.timeout, s.config.num_devices);
+  return reply;
+}
+
+Status execute(Reply& r, const std::byte* in, std::byte* out) {
+  if (r.device) return r.device->join();  // GPU tensors: the device actors run it (avg included)
+  OpPlan& plan = *r.plan;
+  WorkBuffer work = WorkBuffer::bind(plan.kind(), r.rank, plan.size(), plan.root(), plan.count(),
+                                     plan.dtype(), in, out);
+  if (auto s = plan.run(r.rank, work); !s) return s;
+  if (plan.redop() == ReduceOp::avg && out != nullptr && holds_reduction(plan.kind(), r.rank, plan.root()))
+    divide_by(plan.dtype(), out, plan.count(), static_cast<std::size_t>(plan.size()));
+  return Status::ok();
+}
+
+Status fail_op(PeerState& s, OpRequestData req, Status why) {
+  Status st;
+  auto reply = request(s, std::move(req), Tensor(), Tensor(), st, std::move(why));
+  if (!st) return st;
+  return execute(*reply, nullptr, nullptr);  // across nodes: concludes the op with the other nodes
+}
+
+Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out) {
+  if (!s) return no_peer();
+  if (s->global && on_device(in, out))
+    return staged_collective(s, std::move(req), in, out);
+  Status st;
+  auto reply = request(*s, std::move(req), in, out, st);
+  if (!st) return st;
+  return execute(*reply, bytes(in), bytes(out.defined() ? out : in));
+}
+
+} // namespace chorus::peer_impl

@@ -1,0 +1,46 @@
+// How a Peer handle runs one op, shared by the files of actors/peer/: hand the request to the
+// local server's core, wait for the plan, run this peer's part of it. The public entry points
+// (peer.cpp, by_data.cpp, groups.cpp, finish.cpp) are built from these.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include <chorus/peer.hpp>
+#include "actors/local_server/call.hpp"
+#include "actors/peer/peer_state.hpp"
+#include "messages/peer_codec.hpp"
+
+namespace chorus::peer_impl {
+
+Status no_peer();
+// What every op of peer `who` gets once it has finished.
+Status already_finished(PeerId who);
+
+inline std::byte* bytes(const Tensor& t) { return static_cast<std::byte*>(t.data()); }
+
+OpRequestData make_op(OpKind k, ReduceOp op = ReduceOp::sum, PeerId root = 0);
+
+// Sends one op request and waits for the server's answer: an error, or a plan to run.
+std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out,
+                               Status& status, Status local_error = Status::ok());
+// Sends one group request (create or destroy) as this peer and waits for the server's answer.
+std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& status);
+// Runs this peer's part of a planned op, then divides for avg where this peer holds a result.
+Status execute(Reply& r, const std::byte* in, std::byte* out);
+// Takes this peer's place in its next op without data, so that every peer of the op gets `why`
+// (and sequence numbers stay aligned) rather than waiting for this one until the timeout.
+Status fail_op(PeerState& s, OpRequestData req, Status why);
+// One fixed-size op on host or GPU tensors (GPU tensors across nodes go through host memory).
+Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out);
+
+// host_staging.cpp: GPU tensors where the op needs host memory.
+Status staged_collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out);
+Result<Tensor> staged_by_data(PeerState& s, OpKind kind, const Tensor& data);
+Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag);
+Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag);
+
+// by_data.cpp: broadcast or scatter whose root is the one peer that passes data.
+Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data);
+
+} // namespace chorus::peer_impl
