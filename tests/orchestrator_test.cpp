@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -495,6 +497,96 @@ TEST(OrchestratorDaemon, RejectsBadFlags) {
   EXPECT_TRUE(WIFEXITED(s) && WEXITSTATUS(s) == 2) << s;
   s = run({"--help"});
   EXPECT_TRUE(WIFEXITED(s) && WEXITSTATUS(s) == 0) << s;
+}
+
+// The daemon's stdout and stderr and its exit status for `args` (it is expected to exit at once).
+struct DaemonRun {
+  int status = -1;
+  std::string output;
+  bool exited_with(int code) const { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == code; }
+};
+DaemonRun run_daemon(const std::vector<std::string>& args) {
+  auto [pid, fd] = spawn(daemon_path(), args, {}, /*both=*/true);
+  DaemonRun r;
+  r.output = read_all(fd, std::chrono::steady_clock::now() + 5s);
+  r.status = wait_exit(pid, 5000ms);
+  return r;
+}
+
+// A config file for the daemon (name=value lines) in the test's temporary directory.
+std::string write_config(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "chorus-orch-" + std::to_string(getpid()) + "-" + name + ".ini";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(OrchestratorDaemon, HelpListsEveryOption) {
+  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
+  auto r = run_daemon({"--help"});
+  EXPECT_TRUE(r.exited_with(0)) << r.status << "\n" << r.output;
+  for (const char* opt : {"--port=", "--nodes=", "--host=", "--secret=", "--timeout-ms=", "--heartbeat-ms=",
+                          "--tls-cert=", "--tls-key=", "--tls-ca=", "--config-file="})
+    EXPECT_NE(r.output.find(opt), std::string::npos) << opt << " is missing from --help:\n" << r.output;
+  EXPECT_NE(r.output.find("CHORUS_SECRET"), std::string::npos) << r.output;
+}
+
+// Every option can come from a config file, and the command line overrides the file: the file
+// says 3 nodes, the command line 2, so two nodes complete a collective; the secret is the file's.
+TEST(OrchestratorDaemon, ConfigFileSetsTheOptions) {
+  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
+  const auto file = write_config("good", "port=0\nnodes=3\nhost=\"127.0.0.1\"\nsecret=\"from-file\"\n"
+                                         "timeout-ms=3000\nheartbeat-ms=200\n");
+  auto [pid, port] = start_daemon({"--config-file", file, "--nodes", "2"});
+  ChildGuard guard{pid};
+  ASSERT_GT(pid, 0);
+  ASSERT_NE(port, 0) << "the daemon did not start from its config file";
+  System a, b, c;
+  auto wrong = NodeSession::join(*c.sys, "127.0.0.1", port, reg(2, 1, "127.0.0.1:7003"), 3000ms);
+  EXPECT_TRUE(has(wrong.status(), Errc::auth_failed, {"wrong secret"}));  // "s3" is not the file's secret
+  Result<std::shared_ptr<NodeSession>> ra = Status(Errc::internal, "not run");
+  std::thread t([&] {
+    ra = NodeSession::join(*a.sys, "127.0.0.1", port, reg(2, 2, "127.0.0.1:7001", "from-file"), 3000ms);
+  });
+  auto rb = NodeSession::join(*b.sys, "127.0.0.1", port, reg(2, 1, "127.0.0.1:7002", "from-file"), 3000ms);
+  t.join();
+  ASSERT_TRUE(ra) << ra.status().to_string();
+  ASSERT_TRUE(rb) << rb.status().to_string();
+  EXPECT_EQ((*ra)->topology().num_nodes, 2u);
+  EXPECT_EQ((*rb)->topology().total_peers, 3u);
+  (*ra)->leave();
+  (*rb)->leave();
+  kill(pid, SIGTERM);
+  EXPECT_NE(wait_exit(pid, 5000ms), -1);
+  guard.pid = -1;
+  std::remove(file.c_str());
+}
+
+// A bad value, on the command line or in the file, is an error naming it and exit status 2.
+TEST(OrchestratorDaemon, BadValuesAreClearErrors) {
+  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
+  const auto negative = write_config("negative", "port=0\nnodes=-1\n");
+  const auto unquoted = write_config("unquoted", "port=0\nnodes=2\nsecret=1234\n");
+  const auto typo = write_config("typo", "port=0\nnode=2\n");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--port", "0", "--nodes", "abc"}, "bad argument --nodes=abc"},
+      {{"--port=70000", "--nodes=2"}, "bad argument --port=70000"},
+      {{"--port", "0", "--nodes", "0"}, "bad --nodes 0"},
+      {{"--port", "0", "--nodes", "2", "--timeout-ms", "0"}, "bad --timeout-ms 0"},
+      {{"--port", "0", "--nodes", "2", "--tls-cert", "x.pem"}, "TLS needs --tls-cert, --tls-key and --tls-ca"},
+      {{"--port", "0", "--nodes", "2", "--frobnicate", "1"}, "unknown option --frobnicate"},
+      {{"--port", "0", "--nodes", "2", "stray"}, "unexpected argument stray"},
+      {{"--config-file", negative}, negative + ": bad value for nodes: -1"},
+      {{"--config-file", unquoted}, unquoted + ": bad value for secret"},
+      {{"--config-file", typo}, typo + ": unknown option node"},
+      {{"--config-file", typo + ".absent"}, "cannot open the config file " + typo + ".absent"},
+  };
+  for (const auto& [args, message] : cases) {
+    auto r = run_daemon(args);
+    EXPECT_TRUE(r.exited_with(2)) << args.back() << ": status " << r.status << "\n" << r.output;
+    EXPECT_NE(r.output.find("chorus-orchestrator: " + message), std::string::npos)
+        << "expected \"" << message << "\" in:\n" << r.output;
+  }
+  for (const auto& f : {negative, unquoted, typo}) std::remove(f.c_str());
 }
 
 } // namespace

@@ -22,8 +22,8 @@ for layer in core strategies messages transport cuda actors gradsync; do
 done
 # Only public headers: include/ holds chorus/ and nothing else.
 if [ "$(ls "$prefix/include")" != "chorus" ]; then echo "install: include/ holds $(ls "$prefix/include")" >&2; exit 1; fi
-"$prefix/bin/chorus-orchestrator" --help | grep -q -- "--nodes" ||
-  { echo "install: chorus-orchestrator --help does not list --nodes" >&2; exit 1; }
+help=$("$prefix/bin/chorus-orchestrator" --help)
+grep -q -- "--nodes" <<<"$help" || { echo "install: chorus-orchestrator --help does not list --nodes" >&2; exit 1; }
 
 cp -r "$here/consumer" "$work/src"
 echo "== find_package(chorus)"
