@@ -7,22 +7,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iostream>
 #include <memory>
 #include <thread>
 
-#include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "actors/global_client/node_session.hpp"
 #include "actors/orchestrator/orchestrator.hpp"
-#include "child_process.hpp"
 #include "messages/peer_codec.hpp"
+#include "node_registration.hpp"
 #include "status_matchers.hpp"
+#include "testkit/process.hpp"
 
 namespace chorus {
 namespace {
@@ -30,19 +27,7 @@ namespace {
 using Core = OrchestratorCore;
 using namespace std::chrono_literals;
 using namespace chorus::testing;
-
-Config node_config(uint32_t nodes, uint32_t peers, const std::string& addr) {
-  Config c;
-  c.num_devices = peers;
-  c.num_nodes = nodes;
-  c.orchestrator_address = "127.0.0.1:4000";
-  c.node_address = addr;
-  return c;
-}
-
-NodeRegisterData reg(uint32_t nodes, uint32_t peers, const std::string& addr, const std::string& secret = "s3") {
-  return {protocol_version(), secret, node_config(nodes, peers, addr), peers, addr};
-}
+using namespace chorus::testkit;
 
 Core make_core(uint32_t nodes = 3) { return Core({nodes, "s3", 1000ms, {}}); }
 
@@ -453,11 +438,25 @@ TEST_F(Loopback, UnreachableOrchestratorIsAnError) {
 
 // ---- The daemon as its own process ----
 
+// The daemon's stdout and stderr and its exit status for `args` (it is expected to exit at once).
+struct DaemonRun {
+  int status = -1;
+  std::string output;
+  bool exited_with(int code) const { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == code; }
+};
+DaemonRun run_daemon(const std::vector<std::string>& args) {
+  const Child child = spawn(orchestrator_path(), args, Output::pipe_with_stderr);
+  DaemonRun r;
+  if (child.pid < 0) return r;
+  r.output = read_all(child.out, std::chrono::steady_clock::now() + 5s);
+  r.status = wait_or_kill(child.pid, 5000ms);
+  return r;
+}
+
 TEST(OrchestratorDaemon, ServesNodesAndStopsCleanlyOnSigterm) {
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
-  auto [pid, port] = start_daemon({"--port", "0", "--nodes", "2", "--secret", "s3", "--timeout-ms", "3000"});
+  auto [pid, port, error] = start_orchestrator({"--port", "0", "--nodes", "2", "--secret", "s3", "--timeout-ms", "3000"});
   ChildGuard guard{pid};
-  ASSERT_GT(pid, 0);
+  ASSERT_GT(pid, 0) << error;
   ASSERT_NE(port, 0) << "the daemon did not report its port";
   {
     System a, b;
@@ -471,7 +470,7 @@ TEST(OrchestratorDaemon, ServesNodesAndStopsCleanlyOnSigterm) {
     // Stop the daemon while both nodes are connected members: it exits promptly and cleanly,
     // and the nodes notice that the orchestrator is gone.
     kill(pid, SIGTERM);
-    int status = wait_exit(pid, 5000ms);
+    int status = wait_or_kill(pid, 5000ms);
     guard.pid = -1;  // reaped
     ASSERT_NE(status, -1) << "the daemon hung at shutdown";
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -485,32 +484,13 @@ TEST(OrchestratorDaemon, ServesNodesAndStopsCleanlyOnSigterm) {
 }
 
 TEST(OrchestratorDaemon, RejectsBadFlags) {
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
-  auto run = [](const std::vector<std::string>& args) {
-    auto [pid, port] = start_daemon(args);
-    (void)port;
-    return wait_exit(pid, 5000ms);
-  };
+  auto run = [](const std::vector<std::string>& args) { return run_daemon(args).status; };
   int s = run({"--nodes", "0", "--port", "0"});
   EXPECT_TRUE(WIFEXITED(s) && WEXITSTATUS(s) == 2) << s;
   s = run({"--port", "0"});
   EXPECT_TRUE(WIFEXITED(s) && WEXITSTATUS(s) == 2) << s;
   s = run({"--help"});
   EXPECT_TRUE(WIFEXITED(s) && WEXITSTATUS(s) == 0) << s;
-}
-
-// The daemon's stdout and stderr and its exit status for `args` (it is expected to exit at once).
-struct DaemonRun {
-  int status = -1;
-  std::string output;
-  bool exited_with(int code) const { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == code; }
-};
-DaemonRun run_daemon(const std::vector<std::string>& args) {
-  auto [pid, fd] = spawn(daemon_path(), args, {}, /*both=*/true);
-  DaemonRun r;
-  r.output = read_all(fd, std::chrono::steady_clock::now() + 5s);
-  r.status = wait_exit(pid, 5000ms);
-  return r;
 }
 
 // A config file for the daemon (name=value lines) in the test's temporary directory.
@@ -521,7 +501,6 @@ std::string write_config(const std::string& name, const std::string& text) {
 }
 
 TEST(OrchestratorDaemon, HelpListsEveryOption) {
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
   auto r = run_daemon({"--help"});
   EXPECT_TRUE(r.exited_with(0)) << r.status << "\n" << r.output;
   for (const char* opt : {"--port=", "--nodes=", "--host=", "--secret=", "--timeout-ms=", "--heartbeat-ms=",
@@ -533,12 +512,11 @@ TEST(OrchestratorDaemon, HelpListsEveryOption) {
 // Every option can come from a config file, and the command line overrides the file: the file
 // says 3 nodes, the command line 2, so two nodes complete a collective; the secret is the file's.
 TEST(OrchestratorDaemon, ConfigFileSetsTheOptions) {
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
   const auto file = write_config("good", "port=0\nnodes=3\nhost=\"127.0.0.1\"\nsecret=\"from-file\"\n"
                                          "timeout-ms=3000\nheartbeat-ms=200\n");
-  auto [pid, port] = start_daemon({"--config-file", file, "--nodes", "2"});
+  auto [pid, port, error] = start_orchestrator({"--config-file", file, "--nodes", "2"});
   ChildGuard guard{pid};
-  ASSERT_GT(pid, 0);
+  ASSERT_GT(pid, 0) << error;
   ASSERT_NE(port, 0) << "the daemon did not start from its config file";
   System a, b, c;
   auto wrong = NodeSession::join(*c.sys, "127.0.0.1", port, reg(2, 1, "127.0.0.1:7003"), 3000ms);
@@ -556,14 +534,13 @@ TEST(OrchestratorDaemon, ConfigFileSetsTheOptions) {
   (*ra)->leave();
   (*rb)->leave();
   kill(pid, SIGTERM);
-  EXPECT_NE(wait_exit(pid, 5000ms), -1);
+  EXPECT_NE(wait_or_kill(pid, 5000ms), -1);
   guard.pid = -1;
   std::remove(file.c_str());
 }
 
 // A bad value, on the command line or in the file, is an error naming it and exit status 2.
 TEST(OrchestratorDaemon, BadValuesAreClearErrors) {
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
   const auto negative = write_config("negative", "port=0\nnodes=-1\n");
   const auto unquoted = write_config("unquoted", "port=0\nnodes=2\nsecret=1234\n");
   const auto typo = write_config("typo", "port=0\nnode=2\n");
@@ -589,75 +566,46 @@ TEST(OrchestratorDaemon, BadValuesAreClearErrors) {
   for (const auto& f : {negative, unquoted, typo}) std::remove(f.c_str());
 }
 
-} // namespace
-} // namespace chorus
-
-namespace chorus {
-namespace {
-
-// Not a test: the body of a node process for the tests below (run by them as a child process).
-TEST(OrchestratorHelper, DISABLED_NodeProcess) {
-  const char* port = std::getenv("CHORUS_TEST_ORCH_PORT");
-  if (!port) GTEST_SKIP();
-  caf::actor_system_config cfg;
-  configure_remoting(cfg, 100ms);
-  caf::actor_system sys{cfg};
-  auto r = NodeSession::join(sys, "127.0.0.1", static_cast<uint16_t>(std::atoi(port)),
-                             reg(3, 2, "127.0.0.1:" + std::to_string(20000 + getpid() % 20000)), 3000ms);
-  ASSERT_TRUE(r) << r.status().to_string();
-  std::cout << "joined as node " << (*r)->topology().node_id << " " << std::endl;
-  std::this_thread::sleep_for(10s);  // until the test stops or kills it
-  (*r)->leave();
-}
-
-std::string self_path() {
-  char buf[PATH_MAX];
-  auto n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
-}
-
 // A node process frozen (SIGSTOP), then another killed (SIGKILL), after the topology was handed
 // out: the surviving nodes hear which node was lost, through BASP heartbeats for the frozen one.
 TEST(OrchestratorDaemon, FrozenAndKilledNodeProcessesAreReported) {
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
-  auto [orch, port] = start_daemon({"--port", "0", "--nodes", "3", "--secret", "s3", "--heartbeat-ms", "100"});
+  auto [orch, port, error] = start_orchestrator({"--port", "0", "--nodes", "3", "--secret", "s3", "--heartbeat-ms", "100"});
   ChildGuard orch_guard{orch};
-  ASSERT_GT(orch, 0);
-  ASSERT_NE(port, 0);
-  std::vector<std::string> env{"CHORUS_TEST_ORCH_PORT=" + std::to_string(port)};
+  ASSERT_GT(orch, 0) << error;
   caf::actor_system_config cfg;
   configure_remoting(cfg, 100ms);
   {
     caf::actor_system sys{cfg};
-    // Two node processes and one node here; the processes register concurrently with this one.
-    std::vector<std::pair<pid_t, std::string>> kids(2);
+    // Two node processes (tests/orchestrator_node.cpp) and one node here, registering concurrently.
+    std::vector<Child> kids(2);
     std::vector<ChildGuard> guards(2);
-    std::vector<std::thread> starters;
-    for (int i = 0; i < 2; ++i)
-      starters.emplace_back([&, i] {
-        kids[i] = start_process(self_path(),
-                                {"--gtest_also_run_disabled_tests", "--gtest_filter=OrchestratorHelper.DISABLED_NodeProcess"},
-                                "joined as node ", env);
-      });
+    for (int i = 0; i < 2; ++i) {
+      kids[i] = spawn(sibling("chorus-test-orchestrator-node"), {std::to_string(port)}, Output::pipe);
+      guards[i].pid = kids[i].pid;
+      ASSERT_GT(kids[i].pid, 0);
+    }
     auto me = NodeSession::join(sys, "127.0.0.1", port, reg(3, 1, "127.0.0.1:7001"), 3000ms);
-    for (auto& t : starters) t.join();
-    for (int i = 0; i < 2; ++i) guards[i].pid = kids[i].first;
     ASSERT_TRUE(me) << me.status().to_string();
-    ASSERT_FALSE(kids[0].second.empty());
-    ASSERT_FALSE(kids[1].second.empty());
-    auto frozen = static_cast<uint32_t>(std::stoi(kids[0].second));
-    auto killed = static_cast<uint32_t>(std::stoi(kids[1].second));
+    std::vector<Announcement> joined;
+    for (auto& k : kids) {
+      joined.push_back(read_word_after(k.out, "joined as node ", 5000ms));
+      close(k.out);
+    }
+    ASSERT_FALSE(joined[0].word.empty()) << joined[0].output;
+    ASSERT_FALSE(joined[1].word.empty()) << joined[1].output;
+    auto frozen = static_cast<uint32_t>(std::stoi(joined[0].word));
+    auto killed = static_cast<uint32_t>(std::stoi(joined[1].word));
     EXPECT_EQ((*me)->topology().total_peers, 5u);
     EXPECT_EQ((*me)->topology().nodes[frozen].num_peers, 2u);
 
-    kill(kids[0].first, SIGSTOP);
+    kill(kids[0].pid, SIGSTOP);
     auto t0 = std::chrono::steady_clock::now();
     while ((*me)->lost().empty() && std::chrono::steady_clock::now() < t0 + 3s) std::this_thread::sleep_for(10ms);
     ASSERT_EQ((*me)->lost().size(), 1u) << "a frozen node went unnoticed";
     EXPECT_EQ((*me)->lost()[0].node_id, frozen);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
 
-    kill(kids[1].first, SIGKILL);
+    kill(kids[1].pid, SIGKILL);
     t0 = std::chrono::steady_clock::now();
     while ((*me)->lost().size() < 2 && std::chrono::steady_clock::now() < t0 + 3s) std::this_thread::sleep_for(10ms);
     ASSERT_EQ((*me)->lost().size(), 2u) << "a killed node went unnoticed";
@@ -665,15 +613,14 @@ TEST(OrchestratorDaemon, FrozenAndKilledNodeProcessesAreReported) {
     (*me)->leave();
   }
   kill(orch, SIGTERM);
-  EXPECT_NE(wait_exit(orch, 5000ms), -1);
+  EXPECT_NE(wait_or_kill(orch, 5000ms), -1);
   orch_guard.pid = -1;
 }
 
 TEST(OrchestratorDaemon, FrozenOrchestratorIsNoticedThroughHeartbeats) {
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
-  auto [pid, port] = start_daemon({"--port", "0", "--nodes", "1", "--secret", "s3", "--heartbeat-ms", "100"});
+  auto [pid, port, error] = start_orchestrator({"--port", "0", "--nodes", "1", "--secret", "s3", "--heartbeat-ms", "100"});
   ChildGuard guard{pid};
-  ASSERT_GT(pid, 0);
+  ASSERT_GT(pid, 0) << error;
   ASSERT_NE(port, 0);
   caf::actor_system_config cfg;
   configure_remoting(cfg, 100ms);
@@ -689,7 +636,7 @@ TEST(OrchestratorDaemon, FrozenOrchestratorIsNoticedThroughHeartbeats) {
     (*r)->leave();
   }
   kill(pid, SIGTERM);
-  EXPECT_NE(wait_exit(pid, 5000ms), -1);
+  EXPECT_NE(wait_or_kill(pid, 5000ms), -1);
   guard.pid = -1;
 }
 
