@@ -20,7 +20,7 @@
 #include <chorus/gpu.hpp>
 #include <chorus/grad_sync.hpp>
 #include <chorus/runtime.hpp>
-#include "reference.hpp"
+#include "testkit/reference.hpp"
 
 using namespace chorus;
 
