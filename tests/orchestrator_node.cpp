@@ -1,4 +1,4 @@
-// One node process of the orchestrator daemon tests (orchestrator_test.cpp): joins the daemon on
+// One node process of the orchestrator daemon tests (orchestrator_daemon_test.cpp): joins the daemon on
 // 127.0.0.1:PORT as one of 3 nodes with 2 peers (secret "s3", BASP heartbeats every 100 ms),
 // prints "joined as node <id> ", and stays a member until SIGTERM or 10 s (the tests freeze or
 // kill it before), then leaves.
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "actors/global_client/node_session.hpp"
-#include "node_registration.hpp"
+#include "orchestrator_fixtures.hpp"
 
 int main(int argc, char** argv) {
   using namespace chorus;
