@@ -1,8 +1,6 @@
 #include "node_launcher.hpp"
 
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,132 +17,26 @@
 #include <vector>
 
 #include "op_runner.hpp"
+#include "testkit/process.hpp"
 
 namespace chorus::bench {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using testkit::describe_status;
+using testkit::wait_for;
 
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return {};
-  return std::string(buf, static_cast<std::size_t>(n));
-}
-
-// Forks and execs `path` with `args` (args[0] is argv[0]); the child dies with the launcher.
-// `out_fd` >= 0 becomes the child's stdout. Returns the pid, or -1.
-pid_t spawn(const std::string& path, const std::vector<std::string>& args, int out_fd, int close_fd) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);
-  if (out_fd >= 0) dup2(out_fd, STDOUT_FILENO);
-  if (out_fd >= 0 && out_fd != STDOUT_FILENO) close(out_fd);
-  if (close_fd >= 0) close(close_fd);
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  execv(path.c_str(), argv.data());
-  std::fprintf(stderr, "chorus-bench: error: cannot run %s: %s\n", path.c_str(), std::strerror(errno));
-  _exit(127);
-}
-
-std::string describe_status(int status) {
-  if (status == -1) return "could not be waited for";
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) +
-                                  " (" + strsignal(WTERMSIG(status)) + ")";
-  return "ended with wait status " + std::to_string(status);
-}
-
-// Waits up to `limit` for `pid`; returns its wait status, or nullopt (it is still running).
-std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
-  int status = 0;
-  for (;;) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0 && errno != EINTR) return -1;
-    if (Clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
-void stop(pid_t pid, int sig) {
-  if (pid > 0) kill(pid, sig);
-}
-
-// Starts chorus-orchestrator next to this executable on a free loopback port; returns its pid and
-// "127.0.0.1:PORT", or an error message.
-struct Orchestrator {
-  pid_t pid = -1;
-  std::string address;
-  std::string error;
-};
-
-Orchestrator start_orchestrator(const std::string& dir, const Options& o) {
-  Orchestrator r;
-  const std::string path = dir + "/chorus-orchestrator";
-  if (access(path.c_str(), X_OK) != 0) {
-    r.error = "cannot find " + path + " (the launcher runs the chorus-orchestrator built next to it)";
-    return r;
-  }
-  int fds[2];
-  if (pipe(fds) != 0) {
-    r.error = std::string("pipe: ") + std::strerror(errno);
-    return r;
-  }
+// Starts chorus-orchestrator next to this executable on a free loopback port.
+testkit::Orchestrator start_orchestrator(const Options& o) {
+  const std::string path = testkit::orchestrator_path();
+  if (access(path.c_str(), X_OK) != 0)
+    return {-1, 0, "cannot find " + path + " (the launcher runs the chorus-orchestrator built next to it)"};
   // The secret travels in CHORUS_SECRET (set by the caller), not on the command line.
-  std::vector<std::string> args{path, "--port", "0", "--nodes", std::to_string(o.nodes), "--host", "127.0.0.1",
+  std::vector<std::string> args{"--port", "0", "--nodes", std::to_string(o.nodes), "--host", "127.0.0.1",
                                 "--timeout-ms", std::to_string(o.timeout_ms)};
   if (o.tls()) args.insert(args.end(), {"--tls-cert", o.tls_cert, "--tls-key", o.tls_key, "--tls-ca", o.tls_ca});
-  r.pid = spawn(path, args, fds[1], fds[0]);
-  close(fds[1]);
-  if (r.pid < 0) {
-    close(fds[0]);
-    r.error = std::string("fork: ") + std::strerror(errno);
-    return r;
-  }
-  // "chorus-orchestrator listening on HOST:PORT for M nodes"
-  const std::string marker = "listening on ";
-  std::string out;
-  const auto deadline = Clock::now() + std::chrono::seconds(20);
-  while (Clock::now() < deadline) {
-    pollfd p{fds[0], POLLIN, 0};
-    const int ready = poll(&p, 1, 100);
-    if (ready < 0 && errno != EINTR) break;
-    if (ready <= 0) continue;
-    char buf[512];
-    const ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n <= 0) break;  // it exited (or closed stdout) without announcing its port
-    out.append(buf, static_cast<std::size_t>(n));
-    const auto at = out.find(marker);
-    if (at == std::string::npos) continue;
-    const auto from = at + marker.size();
-    const auto end = out.find_first_of(" \n", from);
-    if (end == std::string::npos) continue;
-    const std::string addr = out.substr(from, end - from);
-    const auto colon = addr.rfind(':');
-    if (colon == std::string::npos || colon + 1 >= addr.size()) break;
-    r.address = "127.0.0.1:" + addr.substr(colon + 1);
-    break;
-  }
-  // Its later output (the shutdown line) is dropped: it ignores SIGPIPE.
-  close(fds[0]);
-  if (r.address.empty()) {
-    stop(r.pid, SIGKILL);
-    auto st = wait_for(r.pid, std::chrono::seconds(5));
-    r.error = path + " did not announce its port" +
-              (st ? " (it " + describe_status(*st) + ")" : std::string(" within 20 s")) +
-              (out.empty() ? std::string() : "; it printed: " + out);
-    r.pid = -1;
-  }
-  return r;
+  return testkit::start_orchestrator(args, std::chrono::seconds(20));
 }
 
 // A generous limit for the whole run of the node processes: registration and shutdown, at most a
@@ -166,12 +58,11 @@ std::chrono::milliseconds run_limit(const Options& o, const std::vector<std::siz
 } // namespace
 
 int launch(int argc, char** argv, const Options& o, const std::vector<std::size_t>& sizes) {
-  const std::string exe = self_exe();
+  const std::string exe = testkit::self_path();
   if (exe.empty()) {
     std::fprintf(stderr, "chorus-bench: error: cannot read /proc/self/exe to find chorus-orchestrator\n");
     return 1;
   }
-  const std::string dir = exe.substr(0, exe.rfind('/'));
   // One secret for the orchestrator and the nodes: --secret, CHORUS_SECRET, or a random one, so
   // that no other process on this machine can join the collective.
   std::string secret = o.secret;
@@ -185,19 +76,18 @@ int launch(int argc, char** argv, const Options& o, const std::vector<std::size_
   }
   setenv("CHORUS_SECRET", secret.c_str(), 1);
 
-  Orchestrator orch = start_orchestrator(dir, o);
+  const testkit::Orchestrator orch = start_orchestrator(o);
   if (orch.pid < 0) {
     std::fprintf(stderr, "chorus-bench: error: %s\n", orch.error.c_str());
     return 1;
   }
-  std::vector<std::string> args(argv, argv + argc);
-  args[0] = exe;
-  args.insert(args.end(), {"--orchestrator", orch.address, "--node-address", "127.0.0.1"});
+  std::vector<std::string> args(argv + 1, argv + argc);
+  args.insert(args.end(), {"--orchestrator", "127.0.0.1:" + std::to_string(orch.port), "--node-address", "127.0.0.1"});
   std::vector<pid_t> nodes;
   std::vector<std::optional<int>> status(o.nodes);
   bool ok = true;
   for (uint32_t k = 0; k < o.nodes; ++k) {
-    const pid_t pid = spawn(exe, args, -1, -1);
+    const pid_t pid = testkit::spawn(exe, args).pid;  // the child dies with this (main) thread
     if (pid < 0) {
       std::fprintf(stderr, "chorus-bench: error: fork of node process %u: %s\n", k, std::strerror(errno));
       ok = false;
@@ -239,7 +129,7 @@ int launch(int argc, char** argv, const Options& o, const std::vector<std::size_
     for (std::size_t k = 0; k < nodes.size(); ++k)
       if (!status[k]) {
         which += " " + std::to_string(k) + " (pid " + std::to_string(nodes[k]) + ")";
-        stop(nodes[k], SIGKILL);
+        kill(nodes[k], SIGKILL);
         status[k] = wait_for(nodes[k], std::chrono::seconds(10)).value_or(-1);
       }
     std::fprintf(stderr,
@@ -260,10 +150,10 @@ int launch(int argc, char** argv, const Options& o, const std::vector<std::size_
   }
   if (any_failed && rc == 0) rc = all_usage ? 2 : 1;
 
-  stop(orch.pid, SIGTERM);
+  kill(orch.pid, SIGTERM);
   auto ost = wait_for(orch.pid, std::chrono::seconds(10));
   if (!ost) {
-    stop(orch.pid, SIGKILL);
+    kill(orch.pid, SIGKILL);
     (void)wait_for(orch.pid, std::chrono::seconds(10));
     std::fprintf(stderr, "chorus-bench: error: chorus-orchestrator (pid %d) ignored SIGTERM for 10 s; killed\n",
                  static_cast<int>(orch.pid));

@@ -42,7 +42,7 @@ std::size_t host_bytes(BenchOp op, DType dtype, uint32_t peers, const Layout& l)
 }
 
 OpRunner::OpRunner(const Options& o, Peer& peer, uint32_t rank)
-    : o_(o), peer_(peer), rank_(rank), n_(o.peers), pattern_(o.dtype, o.op, o.redop, o.peers),
+    : o_(o), peer_(peer), rank_(rank), n_(o.peers), pattern_(o.dtype, uses_redop(o.op), o.redop, o.peers),
       reference_(pattern_, o.redop, o.peers) {}
 
 bool OpRunner::sends() const { return o_.op == BenchOp::send_recv && rank_ % 2 == 0 && rank_ + 1 < n_; }
@@ -82,10 +82,10 @@ void OpRunner::reset_for_check() {
   // Broadcast's non-root peers receive into in_ (the op is in place): their buffer is output.
   const bool in_is_output = o_.op == BenchOp::broadcast && rank_ != o_.root;
   if (hin_.defined() && hin_.numel()) {
-    if (in_is_output) fill_sentinel(o_.dtype, hin_.data(), hin_.numel());
-    else fill_pattern(pattern_, rank_, hin_.data(), 0, hin_.numel());
+    if (in_is_output) ref::fill_sentinel(o_.dtype, hin_.data(), hin_.numel());
+    else ref::fill_pattern(pattern_, rank_, hin_.data(), 0, hin_.numel());
   }
-  if (hout_.defined() && hout_.numel()) fill_sentinel(o_.dtype, hout_.data(), hout_.numel());
+  if (hout_.defined() && hout_.numel()) ref::fill_sentinel(o_.dtype, hout_.data(), hout_.numel());
   if (in_.defined() && in_.is_cuda()) in_.copy_from(hin_);
   if (out_.defined() && out_.is_cuda()) out_.copy_from(hout_);
 }
@@ -122,12 +122,12 @@ std::size_t OpRunner::count_wrong() {
   std::size_t wrong = 0;
   // Results.
   auto check_reduced = [&](const Tensor& buf, std::size_t n, std::size_t first) {
-    for (std::size_t i = 0; i < n; ++i) wrong += !matches(t, buf.data(), i, reference_.reduced(first + i));
+    for (std::size_t i = 0; i < n; ++i) wrong += !ref::matches(t, buf.data(), i, reference_.reduced(first + i));
   };
   auto check_copied = [&](const Tensor& buf, std::size_t n, uint32_t from, std::size_t first,
                           std::size_t at) {
     for (std::size_t i = 0; i < n; ++i)
-      wrong += !matches(t, buf.data(), at + i, reference_.copied(from, first + i));
+      wrong += !ref::matches(t, buf.data(), at + i, reference_.copied(from, first + i));
   };
   // Inputs the op takes as const must come back unchanged.
   auto check_input = [&]() {

@@ -7,7 +7,7 @@
 
 #include <chorus/chorus.hpp>
 #include "options.hpp"
-#include "reference.hpp"
+#include "testkit/reference.hpp"
 
 namespace chorus::bench {
 
@@ -51,8 +51,8 @@ class OpRunner {
   Peer& peer_;
   uint32_t rank_;
   uint32_t n_;
-  Pattern pattern_;
-  Reference reference_;
+  ref::Pattern pattern_;
+  ref::Reference reference_;
   Layout layout_;
   Tensor in_, out_, none_;  // what the op gets (GPU memory with --device cuda)
   Tensor hin_, hout_;       // host mirrors: the same tensors on the cpu device

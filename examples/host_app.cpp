@@ -31,15 +31,21 @@ int main() {
       // 2. Peer 0 decides a learning rate; the others receive it (by-data broadcast).
       std::optional<Tensor> lr;
       if (id == 0) lr = Tensor::from(std::vector<double>{0.01});
-      auto got = peer->broadcast(lr);
-      if (!got || got->data_as<double>()[0] != 0.01) failures[id]++;
+      auto got = peer->broadcast(lr);  // a Result: read its value only when it has one
+      double lr_value = 0;
+      if (!got) {
+        std::fprintf(stderr, "peer %u broadcast: %s\n", id, got.status().to_string().c_str());
+        failures[id]++;
+      } else if ((lr_value = got->data_as<double>()[0]) != 0.01) {
+        failures[id]++;
+      }
       // 3. Everyone learns everyone's step count.
       Tensor mine = Tensor::from(std::vector<int64_t>{int64_t(100 + id)});
       Tensor all = Tensor::zeros(DType::i64, {peers});
       if (auto s = peer->all_gather(mine, all); !s || all.data_as<int64_t>()[3] != 103) failures[id]++;
       if (id == 0)
         std::printf("peer 0: mean gradient %.2f, lr %.3f, steps %lld %lld %lld %lld\n",
-                    grad.data_as<float>()[0], got->data_as<double>()[0],
+                    grad.data_as<float>()[0], lr_value,
                     (long long)all.data_as<int64_t>()[0], (long long)all.data_as<int64_t>()[1],
                     (long long)all.data_as<int64_t>()[2], (long long)all.data_as<int64_t>()[3]);
       if (!peer->finish()) failures[id]++;

@@ -23,6 +23,10 @@ int main(int argc, char** argv) {
   cfg.num_nodes = static_cast<uint32_t>(std::atoi(argv[2]));
   cfg.node_address = argv[3];
   cfg.num_devices = static_cast<uint32_t>(std::atoi(argv[4]));
+  if (cfg.num_nodes == 0 || cfg.num_devices == 0) {
+    std::fprintf(stderr, "%s: NUM_NODES and LOCAL_PEERS must be positive numbers\n", argv[0]);
+    return 2;
+  }
   if (const char* s = std::getenv("CHORUS_SECRET")) cfg.secret = s;
   cfg.timeout = std::chrono::seconds(30);
 

@@ -1,6 +1,6 @@
 // End-to-end correctness of every collective through the blocking Peer API: real threads, one per
 // peer, on one Runtime, for every op x dtype x reduce op x peer count x strategy x element count.
-// Every result is compared element by element with tests/reference.hpp (double / 64-bit integer
+// Every result is compared element by element with testkit/reference.hpp (double / 64-bit integer
 // arithmetic, independent of the library's kernels), on every peer that has a result; buffers
 // that must not change (inputs, non-root outputs) are checked too.
 //
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "peer_harness.hpp"
-#include "reference.hpp"
+#include "testkit/reference.hpp"
 
 namespace chorus {
 namespace {

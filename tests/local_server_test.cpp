@@ -26,9 +26,9 @@
 #include "actors/local_server/local_server.hpp"
 #include "actors/local_server/server_core.hpp"
 #include "actors/runtime_impl.hpp"
-#include "child_process.hpp"
 #include "messages/peer_codec.hpp"
 #include "status_matchers.hpp"
+#include "testkit/process.hpp"
 #include "strategies/work_buffer.hpp"
 
 namespace chorus {
@@ -810,12 +810,10 @@ TEST(CoreLock, TheProbeSeesTheLockWhereItIsHeld) {
 // nodes' connections) without the core's lock: two nodes, each a Runtime of this process, joined
 // through the orchestrator daemon.
 TEST(CoreLock, BeginOpRunsWithoutTheCoresLockAcrossNodes) {
-  using namespace chorus::testing;
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
-  auto [pid, port] = start_daemon({"--port", "0", "--nodes", "2", "--heartbeat-ms", "200"});
-  ChildGuard daemon{pid};
-  ASSERT_GT(pid, 0);
-  ASSERT_NE(port, 0) << "the daemon did not report its port";
+  auto orch = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--heartbeat-ms", "200"});
+  testkit::ChildGuard daemon{orch.pid};
+  ASSERT_GT(orch.pid, 0) << orch.error;
+  const uint16_t port = orch.port;
   Config c;
   c.num_devices = 1;
   c.num_nodes = 2;

@@ -20,8 +20,8 @@
 #include <chorus/gpu.hpp>
 #include <chorus/grad_sync.hpp>
 #include <chorus/runtime.hpp>
-#include "reference.hpp"
 #include "strategies/tuning.hpp"
+#include "testkit/reference.hpp"
 
 using namespace chorus;
 

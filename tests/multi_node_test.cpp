@@ -5,16 +5,25 @@
 // their own network namespaces (as root only).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <map>
 #include <regex>
 #include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
-#include "child_process.hpp"
+#include "testkit/process.hpp"
 
 namespace chorus {
 namespace {
 
-using namespace chorus::testing;
+using namespace chorus::testkit;
+using namespace std::chrono_literals;
 
 struct PeerLine {
   bool ok = false;
@@ -57,21 +66,16 @@ std::map<std::string, PeerLine> peer_lines(const std::vector<NodeResult>& nodes)
 
 class MultiNode : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (access(node_path().c_str(), X_OK) != 0 || access(daemon_path().c_str(), X_OK) != 0)
-      GTEST_SKIP() << "chorus-test-node or chorus-orchestrator is not built";
-  }
   static std::string node_path() { return sibling("chorus-test-node"); }
 
   // Starts the daemon for `nodes` nodes with extra flags.
   void start_orchestrator(uint32_t nodes, std::vector<std::string> extra = {}) {
     std::vector<std::string> args{"--port", "0", "--nodes", std::to_string(nodes), "--heartbeat-ms", "200"};
     args.insert(args.end(), extra.begin(), extra.end());
-    auto [pid, port] = start_daemon(args);
+    auto [pid, port, error] = testkit::start_orchestrator(args);
     orch_.pid = pid;
     port_ = port;
-    ASSERT_GT(pid, 0);
-    ASSERT_NE(port_, 0) << "the daemon did not report its port";
+    ASSERT_GT(pid, 0) << error;
   }
 
   // Runs one node process per entry of `per_node` (its extra flags), all with `common`, and
@@ -79,23 +83,23 @@ class MultiNode : public ::testing::Test {
   std::vector<NodeResult> run_nodes(const std::vector<std::vector<std::string>>& per_node,
                                     const std::vector<std::string>& common,
                                     std::chrono::milliseconds limit = 60000ms) {
-    std::vector<std::pair<pid_t, int>> kids;
+    std::vector<Child> kids;
     for (const auto& extra : per_node) {
       std::vector<std::string> args{"--orchestrator", "127.0.0.1:" + std::to_string(port_),
                                     "--nodes", std::to_string(per_node.size())};
       args.insert(args.end(), common.begin(), common.end());
       args.insert(args.end(), extra.begin(), extra.end());
-      kids.push_back(spawn(node_path(), args, {}, /*both=*/true));
+      kids.push_back(spawn(node_path(), args, Output::pipe_with_stderr));
     }
     std::vector<NodeResult> out(kids.size());
     std::vector<std::thread> readers;
     const auto deadline = std::chrono::steady_clock::now() + limit;
     for (std::size_t i = 0; i < kids.size(); ++i)
-      readers.emplace_back([&, i] { out[i].output = read_all(kids[i].second, deadline); });
+      readers.emplace_back([&, i] { out[i].output = read_all(kids[i].out, deadline); });
     for (auto& t : readers) t.join();
     for (std::size_t i = 0; i < kids.size(); ++i) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      out[i].status = wait_exit(kids[i].first, std::max(left, 100ms));
+      out[i].status = wait_or_kill(kids[i].pid, std::max(left, 100ms));
     }
     return out;
   }
@@ -421,28 +425,27 @@ TEST_F(MultiNode, NodesInSeparateNetworkNamespaces) {
     GTEST_SKIP() << "this machine does not allow network namespaces with veth pairs";
   }
   // The orchestrator inside the hub namespace, listening on the bridge address.
-  auto [opid, oport] = start_process("/usr/sbin/ip", {"netns", "exec", pfx + "h", daemon_path(), "--port", "0", "--nodes",
-                                                      "2", "--host", "10.77.0.254", "--heartbeat-ms", "200"},
-                                     "listening on 10.77.0.254:");
+  auto [opid, oport, error] = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--host", "10.77.0.254", "--heartbeat-ms", "200"},
+                                                20s, {"/usr/sbin/ip", "netns", "exec", pfx + "h"});
   orch_.pid = opid;
-  ASSERT_FALSE(oport.empty()) << "the orchestrator did not start in its namespace";
-  std::vector<std::pair<pid_t, int>> kids;
+  ASSERT_GT(opid, 0) << "the orchestrator did not start in its namespace: " << error;
+  std::vector<Child> kids;
   int host_id = 1;
   for (const char* n : {"a", "b"}) {
     kids.push_back(spawn("/usr/sbin/ip",
-                         {"netns", "exec", pfx + n, node_path(), "--orchestrator", "10.77.0.254:" + oport, "--nodes", "2",
-                          "--address", "10.77.0." + std::to_string(host_id++), "--peers", "2", "--scenario", "mixed",
-                          "--ops", "200", "--timeout-ms", "10000"},
-                         {}, true));
+                         {"netns", "exec", pfx + n, node_path(), "--orchestrator", "10.77.0.254:" + std::to_string(oport),
+                          "--nodes", "2", "--address", "10.77.0." + std::to_string(host_id++), "--peers", "2",
+                          "--scenario", "mixed", "--ops", "200", "--timeout-ms", "10000"},
+                         Output::pipe_with_stderr));
   }
   std::vector<NodeResult> nodes(2);
   const auto deadline = std::chrono::steady_clock::now() + 60s;
-  std::thread r0([&] { nodes[0].output = read_all(kids[0].second, deadline); });
-  nodes[1].output = read_all(kids[1].second, deadline);
+  std::thread r0([&] { nodes[0].output = read_all(kids[0].out, deadline); });
+  nodes[1].output = read_all(kids[1].out, deadline);
   r0.join();
-  for (int i = 0; i < 2; ++i) nodes[i].status = wait_exit(kids[i].first, 5000ms);
+  for (int i = 0; i < 2; ++i) nodes[i].status = wait_or_kill(kids[i].pid, 5000ms);
   kill(opid, SIGTERM);
-  wait_exit(opid, 5000ms);
+  wait_or_kill(opid, 5000ms);
   orch_.pid = -1;
   cleanup();
   expect_all_ok(nodes, 4, 200);

@@ -1,25 +1,15 @@
 // The orchestrator: every admission rule on the pure core, the message codecs, and the real thing
 // over CAF remoting on loopback (an orchestrator published on an ephemeral port, nodes in their own
-// actor systems).
+// actor systems). The chorus-orchestrator daemon as a process: orchestrator_daemon_test.cpp.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <iostream>
 #include <memory>
 #include <thread>
 
-#include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "actors/global_client/node_session.hpp"
 #include "actors/orchestrator/orchestrator.hpp"
-#include "child_process.hpp"
 #include "messages/peer_codec.hpp"
+#include "orchestrator_fixtures.hpp"
 #include "status_matchers.hpp"
 
 namespace chorus {
@@ -28,19 +18,6 @@ namespace {
 using Core = OrchestratorCore;
 using namespace std::chrono_literals;
 using namespace chorus::testing;
-
-Config node_config(uint32_t nodes, uint32_t peers, const std::string& addr) {
-  Config c;
-  c.num_devices = peers;
-  c.num_nodes = nodes;
-  c.orchestrator_address = "127.0.0.1:4000";
-  c.node_address = addr;
-  return c;
-}
-
-NodeRegisterData reg(uint32_t nodes, uint32_t peers, const std::string& addr, const std::string& secret = "s3") {
-  return {protocol_version(), secret, node_config(nodes, peers, addr), peers, addr};
-}
 
 Core make_core(uint32_t nodes = 3) { return Core({nodes, "s3", 1000ms, {}}); }
 
@@ -288,19 +265,6 @@ TEST(OrchestratorCore, AdmissionTimesOutNamingTheCount) {
 
 // ---- Real CAF remoting on loopback ----
 
-// An actor system with its config (which must outlive it), set up for remoting.
-struct System {
-  System() {
-    configure_remoting(cfg);
-    cfg.set("scheduler.max-threads", 2);
-    sys = std::make_unique<caf::actor_system>(cfg);
-  }
-  caf::actor_system& operator*() { return *sys; }
-  caf::actor_system* operator->() { return sys.get(); }
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-};
-
 std::unique_ptr<System> make_system() { return std::make_unique<System>(); }
 
 class Loopback : public ::testing::Test {
@@ -447,158 +411,6 @@ TEST_F(Loopback, UnreachableOrchestratorIsAnError) {
   auto sys = make_system();
   auto r = NodeSession::join(*sys->sys, "127.0.0.1", 1, reg(1, 1, "127.0.0.1:7001"), 500ms);
   EXPECT_TRUE(has(r.status(), Errc::unreachable, {"cannot reach"}));
-}
-
-// ---- The daemon as its own process ----
-
-TEST(OrchestratorDaemon, ServesNodesAndStopsCleanlyOnSigterm) {
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
-  auto [pid, port] = start_daemon({"--port", "0", "--nodes", "2", "--secret", "s3", "--timeout-ms", "3000"});
-  ChildGuard guard{pid};
-  ASSERT_GT(pid, 0);
-  ASSERT_NE(port, 0) << "the daemon did not report its port";
-  {
-    System a, b;
-    Result<std::shared_ptr<NodeSession>> ra = Status(Errc::internal, "not run");
-    std::thread t([&] { ra = NodeSession::join(*a.sys, "127.0.0.1", port, reg(2, 2, "127.0.0.1:7001"), 3000ms); });
-    auto rb = NodeSession::join(*b.sys, "127.0.0.1", port, reg(2, 1, "127.0.0.1:7002"), 3000ms);
-    t.join();
-    ASSERT_TRUE(ra) << ra.status().to_string();
-    ASSERT_TRUE(rb) << rb.status().to_string();
-    EXPECT_EQ((*ra)->topology().total_peers, 3u);
-    // Stop the daemon while both nodes are connected members: it exits promptly and cleanly,
-    // and the nodes notice that the orchestrator is gone.
-    kill(pid, SIGTERM);
-    int status = wait_exit(pid, 5000ms);
-    guard.pid = -1;  // reaped
-    ASSERT_NE(status, -1) << "the daemon hung at shutdown";
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-    auto deadline = std::chrono::steady_clock::now() + 3s;
-    while ((*ra)->lost().empty() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
-    ASSERT_FALSE((*ra)->lost().empty());
-    EXPECT_NE((*ra)->lost()[0].reason.find("orchestrator lost"), std::string::npos) << (*ra)->lost()[0].reason;
-    (*ra)->leave();
-    (*rb)->leave();
-  }
-}
-
-TEST(OrchestratorDaemon, RejectsBadFlags) {
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
-  auto run = [](const std::vector<std::string>& args) {
-    auto [pid, port] = start_daemon(args);
-    (void)port;
-    return wait_exit(pid, 5000ms);
-  };
-  int s = run({"--nodes", "0", "--port", "0"});
-  EXPECT_TRUE(WIFEXITED(s) && WEXITSTATUS(s) == 2) << s;
-  s = run({"--port", "0"});
-  EXPECT_TRUE(WIFEXITED(s) && WEXITSTATUS(s) == 2) << s;
-  s = run({"--help"});
-  EXPECT_TRUE(WIFEXITED(s) && WEXITSTATUS(s) == 0) << s;
-}
-
-} // namespace
-} // namespace chorus
-
-namespace chorus {
-namespace {
-
-// Not a test: the body of a node process for the tests below (run by them as a child process).
-TEST(OrchestratorHelper, DISABLED_NodeProcess) {
-  const char* port = std::getenv("CHORUS_TEST_ORCH_PORT");
-  if (!port) GTEST_SKIP();
-  caf::actor_system_config cfg;
-  configure_remoting(cfg, 100ms);
-  caf::actor_system sys{cfg};
-  auto r = NodeSession::join(sys, "127.0.0.1", static_cast<uint16_t>(std::atoi(port)),
-                             reg(3, 2, "127.0.0.1:" + std::to_string(20000 + getpid() % 20000)), 3000ms);
-  ASSERT_TRUE(r) << r.status().to_string();
-  std::cout << "joined as node " << (*r)->topology().node_id << " " << std::endl;
-  std::this_thread::sleep_for(10s);  // until the test stops or kills it
-  (*r)->leave();
-}
-
-std::string self_path() {
-  char buf[PATH_MAX];
-  auto n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
-}
-
-// A node process frozen (SIGSTOP), then another killed (SIGKILL), after the topology was handed
-// out: the surviving nodes hear which node was lost, through BASP heartbeats for the frozen one.
-TEST(OrchestratorDaemon, FrozenAndKilledNodeProcessesAreReported) {
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
-  auto [orch, port] = start_daemon({"--port", "0", "--nodes", "3", "--secret", "s3", "--heartbeat-ms", "100"});
-  ChildGuard orch_guard{orch};
-  ASSERT_GT(orch, 0);
-  ASSERT_NE(port, 0);
-  std::vector<std::string> env{"CHORUS_TEST_ORCH_PORT=" + std::to_string(port)};
-  caf::actor_system_config cfg;
-  configure_remoting(cfg, 100ms);
-  {
-    caf::actor_system sys{cfg};
-    // Two node processes and one node here; the processes register concurrently with this one.
-    std::vector<std::pair<pid_t, std::string>> kids(2);
-    std::vector<ChildGuard> guards(2);
-    std::vector<std::thread> starters;
-    for (int i = 0; i < 2; ++i)
-      starters.emplace_back([&, i] {
-        kids[i] = start_process(self_path(),
-                                {"--gtest_also_run_disabled_tests", "--gtest_filter=OrchestratorHelper.DISABLED_NodeProcess"},
-                                "joined as node ", env);
-      });
-    auto me = NodeSession::join(sys, "127.0.0.1", port, reg(3, 1, "127.0.0.1:7001"), 3000ms);
-    for (auto& t : starters) t.join();
-    for (int i = 0; i < 2; ++i) guards[i].pid = kids[i].first;
-    ASSERT_TRUE(me) << me.status().to_string();
-    ASSERT_FALSE(kids[0].second.empty());
-    ASSERT_FALSE(kids[1].second.empty());
-    auto frozen = static_cast<uint32_t>(std::stoi(kids[0].second));
-    auto killed = static_cast<uint32_t>(std::stoi(kids[1].second));
-    EXPECT_EQ((*me)->topology().total_peers, 5u);
-    EXPECT_EQ((*me)->topology().nodes[frozen].num_peers, 2u);
-
-    kill(kids[0].first, SIGSTOP);
-    auto t0 = std::chrono::steady_clock::now();
-    while ((*me)->lost().empty() && std::chrono::steady_clock::now() < t0 + 3s) std::this_thread::sleep_for(10ms);
-    ASSERT_EQ((*me)->lost().size(), 1u) << "a frozen node went unnoticed";
-    EXPECT_EQ((*me)->lost()[0].node_id, frozen);
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
-
-    kill(kids[1].first, SIGKILL);
-    t0 = std::chrono::steady_clock::now();
-    while ((*me)->lost().size() < 2 && std::chrono::steady_clock::now() < t0 + 3s) std::this_thread::sleep_for(10ms);
-    ASSERT_EQ((*me)->lost().size(), 2u) << "a killed node went unnoticed";
-    EXPECT_EQ((*me)->lost()[1].node_id, killed);
-    (*me)->leave();
-  }
-  kill(orch, SIGTERM);
-  EXPECT_NE(wait_exit(orch, 5000ms), -1);
-  orch_guard.pid = -1;
-}
-
-TEST(OrchestratorDaemon, FrozenOrchestratorIsNoticedThroughHeartbeats) {
-  if (access(daemon_path().c_str(), X_OK) != 0) GTEST_SKIP() << "no " << daemon_path();
-  auto [pid, port] = start_daemon({"--port", "0", "--nodes", "1", "--secret", "s3", "--heartbeat-ms", "100"});
-  ChildGuard guard{pid};
-  ASSERT_GT(pid, 0);
-  ASSERT_NE(port, 0);
-  caf::actor_system_config cfg;
-  configure_remoting(cfg, 100ms);
-  {
-    caf::actor_system sys{cfg};
-    auto r = NodeSession::join(sys, "127.0.0.1", port, reg(1, 1, "127.0.0.1:7001"), 3000ms);
-    ASSERT_TRUE(r) << r.status().to_string();
-    kill(pid, SIGSTOP);
-    auto t0 = std::chrono::steady_clock::now();
-    while ((*r)->lost().empty() && std::chrono::steady_clock::now() < t0 + 3s) std::this_thread::sleep_for(10ms);
-    EXPECT_FALSE((*r)->lost().empty()) << "a frozen orchestrator went unnoticed";
-    kill(pid, SIGCONT);
-    (*r)->leave();
-  }
-  kill(pid, SIGTERM);
-  EXPECT_NE(wait_exit(pid, 5000ms), -1);
-  guard.pid = -1;
 }
 
 } // namespace

@@ -1,104 +1,152 @@
 // chorus-orchestrator: publishes the orchestrator actor (actors/orchestrator/orchestrator.hpp) and serves one
 // collective after another until SIGINT or SIGTERM.
+//
+// Its options are read the way CAF applications read theirs: an actor_system_config with an
+// opt_group, so --help is generated, a config file (--config-file=F, else caf-application.ini in
+// the working directory if there is one) sets any option, the command line overrides the file,
+// and CAF's own options (--long-help, --dump-config, --scheduler.*, --middleman.*) work too.
+// CAF 0.17.6 reads no environment variable; the shared secret alone may come from CHORUS_SECRET,
+// which keeps it off the command line (where ps shows it).
 #include <pthread.h>
 #include <unistd.h>
 #include <signal.h>
 
-#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "actors/orchestrator/orchestrator.hpp"
 
 namespace {
 
-const char* usage =
-    "usage: chorus-orchestrator --port P --nodes N [--host H] [--secret S] [--timeout-ms T]\n"
-    "                           [--heartbeat-ms H] [--tls-cert F --tls-key F --tls-ca F]\n"
-    "\n"
+const char* about =
     "Admits the nodes of one multi-node collective at a time, checks that they agree (protocol\n"
     "version, shared secret, configuration), assigns node ids in arrival order and hands every\n"
-    "node the topology once N nodes are in. Runs until SIGINT or SIGTERM.\n"
-    "\n"
-    "  --port P        TCP port to listen on (0: pick a free one; the chosen port is printed)\n"
-    "  --nodes N       nodes per collective (>= 1)\n"
-    "  --host H        address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)\n"
-    "  --secret S      shared secret every node must present (default: none; prefer the\n"
-    "                  CHORUS_SECRET environment variable, which is used when --secret is absent)\n"
-    "  --timeout-ms T  how long admission of one collective may take once its first node\n"
-    "                  registered (default 30000)\n"
-    "  --heartbeat-ms H  BASP heartbeat interval; a node silent for 4 intervals is dropped and\n"
-    "                  counts as lost (default 1000; 0 turns heartbeats off). Nodes should use\n"
-    "                  configure_remoting(cfg, H) too, to notice a frozen orchestrator\n"
-    "  --tls-cert F    TLS: this daemon's certificate (PEM); with --tls-key and --tls-ca every\n"
-    "  --tls-key F     connection is TLS and mutually authenticated: nodes must present a\n"
-    "  --tls-ca F      certificate signed by the CA in --tls-ca (set Config::tls_* on the nodes)\n"
-    "  --help          this text\n";
+    "node the topology once --nodes nodes are in. Runs until SIGINT or SIGTERM. Nodes should\n"
+    "use configure_remoting(cfg, H) with the daemon's --heartbeat-ms H, to notice a frozen one.\n"
+    "Options take --name=value or --name value; a config file holds name=value lines (strings in\n"
+    "quotes: host=\"0.0.0.0\"). The secret, when neither sets it, comes from CHORUS_SECRET.\n";
 
-bool parse_u64(const std::string& s, uint64_t& out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || s[0] == '-') return false;
-  out = v;
-  return true;
+struct DaemonConfig : caf::actor_system_config {
+  uint16_t port = 0;
+  uint32_t nodes = 0;
+  std::string host = "127.0.0.1";
+  std::string secret;
+  uint64_t timeout_ms = 30000;
+  uint64_t heartbeat_ms = 1000;
+  std::string tls_cert, tls_key, tls_ca;
+
+  DaemonConfig() {
+    opt_group{custom_options_, "global"}
+        .add(port, "port", "TCP port to listen on, required (0: a free one, which is printed)")
+        .add(nodes, "nodes", "nodes per collective, required (1 to 65536)")
+        .add(host, "host", "address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
+        .add(secret, "secret", "shared secret every node must present (default: CHORUS_SECRET or none)")
+        .add(timeout_ms, "timeout-ms", "admission limit of one collective, from its first node (default 30000)")
+        .add(heartbeat_ms, "heartbeat-ms",
+             "BASP heartbeat interval (default 1000; 0: off): a node silent for 4 intervals is lost")
+        .add(tls_cert, "tls-cert", "TLS: this daemon's certificate (PEM); with --tls-key and --tls-ca")
+        .add(tls_key, "tls-key", "TLS: its private key (PEM)")
+        .add(tls_ca, "tls-ca", "TLS: the CA of the nodes' certificates (every connection is then TLS)");
+  }
+
+  // CAF 0.17 reads a long option only as --name=value, while this daemon has always been started
+  // with --name value (by the tests, chorus-bench and users' scripts): an option CAF knows that
+  // takes a value is joined with the argument after it.
+  std::vector<std::string> joined(int argc, char** argv) const {
+    std::vector<std::string> out;
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a.size() > 2 && a.compare(0, 2, "--") == 0 && a.find('=') == std::string::npos && i + 1 < argc) {
+        const auto* opt = custom_options_.cli_long_name_lookup(caf::string_view(a).substr(2));
+        if (opt != nullptr && !opt->is_flag()) a += "=" + std::string(argv[++i]);
+      }
+      out.push_back(std::move(a));
+    }
+    return out;
+  }
+
+  // CAF 0.17 silently drops a value of the wrong type in the config file (nodes=-1, an unquoted
+  // string), and keeps an unknown key without a word: read the file again as plain settings and
+  // check what it says about this daemon's options. Returns "" or the complaint.
+  std::string check_config_file() const {
+    if (!std::ifstream(config_file_path)) return "";  // no file: nothing to check
+    auto raw = parse_config_file(config_file_path.c_str());
+    if (!raw) return "cannot read " + config_file_path + ": " + caf::to_string(raw.error());
+    for (const auto& [key, value] : *raw) {
+      if (caf::holds_alternative<caf::settings>(value)) continue;  // [middleman] and other CAF groups
+      const auto* opt = custom_options_.qualified_name_lookup("global", key);
+      if (opt == nullptr) return config_file_path + ": unknown option " + key;
+      if (opt->check(value))
+        return config_file_path + ": bad value for " + key + ": " + caf::to_string(value) + " (expected " +
+               std::string(opt->type_name().begin(), opt->type_name().end()) + ")";
+    }
+    return "";
+  }
+
+  bool has(const char* key) const { return content.count(key) != 0; }
+};
+
+// "bad argument --nodes=abc (unexpected character)" rather than CAF's
+// parser_error(unexpected_character, ({"argument" = "--nodes=abc"})).
+std::string describe(const caf::error& err, const std::string& config_file) {
+  if (err.category() == caf::atom("parser")) {
+    std::string what = caf::to_string(static_cast<caf::pec>(err.code()));
+    for (auto& c : what)
+      if (c == '_') c = ' ';
+    const auto& ctx = err.context();
+    if (!ctx.match_elements<caf::settings>()) return what;
+    const auto& where = ctx.get_as<caf::settings>(0);
+    if (auto arg = caf::get_if<std::string>(&where, "argument")) {
+      if (static_cast<caf::pec>(err.code()) == caf::pec::not_an_option) return "unknown option " + *arg;
+      return "bad argument " + *arg + " (" + what + ")";
+    }
+    if (auto line = caf::get_if<int64_t>(&where, "line"))  // a syntax error in the file
+      return config_file + ", line " + std::to_string(*line) + ": " + what;
+    return what;
+  }
+  if (err.category() == caf::atom("system") && static_cast<caf::sec>(err.code()) == caf::sec::cannot_open_file)
+    return "cannot open the config file " + config_file;
+  return caf::to_string(err);
 }
 
 int fail(const std::string& what) {
-  std::cerr << "chorus-orchestrator: " << what << "\n\n" << usage;
+  std::cerr << "chorus-orchestrator: " << what << "\n(see chorus-orchestrator --help)\n";
   return 2;
+}
+
+// Whether the options make sense together; "" or the complaint.
+std::string validate(const DaemonConfig& c, const chorus::TlsFiles& tls) {
+  if (!c.remainder.empty()) return "unexpected argument " + c.remainder.front();
+  if (!c.has("port")) return "--port is required";
+  if (!c.has("nodes")) return "--nodes is required";
+  if (c.nodes == 0 || c.nodes > 65536) return "bad --nodes " + std::to_string(c.nodes) + " (1 to 65536)";
+  if (c.timeout_ms == 0) return "bad --timeout-ms 0 (at least 1)";
+  if (c.heartbeat_ms > 3600000) return "bad --heartbeat-ms " + std::to_string(c.heartbeat_ms) + " (at most 3600000)";
+  if (tls.enabled() && (tls.certificate.empty() || tls.key.empty() || tls.ca.empty()))
+    return "TLS needs --tls-cert, --tls-key and --tls-ca together";
+  for (const auto* f : {&tls.certificate, &tls.key, &tls.ca})
+    if (!f->empty() && access(f->c_str(), R_OK) != 0) return "cannot read " + *f;
+  return "";
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-  std::string host = "127.0.0.1";
-  uint64_t port = 0, nodes = 0, timeout_ms = 30000, heartbeat_ms = 1000;
-  bool have_port = false, have_secret = false;
-  std::string secret;
-  chorus::TlsFiles tls;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << usage;
-      return 0;
-    }
-    if (i + 1 >= argc) return fail("missing value for " + a);
-    std::string v = argv[++i];
-    if (a == "--port") {
-      if (!parse_u64(v, port) || port > 65535) return fail("bad --port " + v);
-      have_port = true;
-    } else if (a == "--nodes") {
-      if (!parse_u64(v, nodes) || nodes == 0 || nodes > 65536) return fail("bad --nodes " + v);
-    } else if (a == "--host") {
-      host = v;
-    } else if (a == "--secret") {
-      secret = v;
-      have_secret = true;
-    } else if (a == "--tls-cert") {
-      tls.certificate = v;
-    } else if (a == "--tls-key") {
-      tls.key = v;
-    } else if (a == "--tls-ca") {
-      tls.ca = v;
-    } else if (a == "--heartbeat-ms") {
-      if (!parse_u64(v, heartbeat_ms) || heartbeat_ms > 3600000) return fail("bad --heartbeat-ms " + v);
-    } else if (a == "--timeout-ms") {
-      if (!parse_u64(v, timeout_ms) || timeout_ms == 0) return fail("bad --timeout-ms " + v);
-    } else {
-      return fail("unknown flag " + a);
-    }
+  DaemonConfig cfg;
+  if (auto err = cfg.parse(cfg.joined(argc, argv))) return fail(describe(err, cfg.config_file_path));
+  if (cfg.cli_helptext_printed) {  // --help, --long-help or --dump-config
+    if (caf::get_or(cfg.content, "help", false) || caf::get_or(cfg.content, "long-help", false))
+      std::cout << about;
+    return 0;
   }
-  if (!have_port) return fail("--port is required");
-  if (nodes == 0) return fail("--nodes is required");
-  if (tls.enabled() && (tls.certificate.empty() || tls.key.empty() || tls.ca.empty()))
-    return fail("TLS needs --tls-cert, --tls-key and --tls-ca together");
-  for (const auto* f : {&tls.certificate, &tls.key, &tls.ca})
-    if (!f->empty() && access(f->c_str(), R_OK) != 0) return fail("cannot read " + *f);
-  if (!have_secret)
-    if (const char* env = std::getenv("CHORUS_SECRET")) secret = env;
+  if (auto bad = cfg.check_config_file(); !bad.empty()) return fail(bad);
+  const chorus::TlsFiles tls{cfg.tls_cert, cfg.tls_key, cfg.tls_ca};
+  if (auto bad = validate(cfg, tls); !bad.empty()) return fail(bad);
+  if (!cfg.has("secret"))
+    if (const char* env = std::getenv("CHORUS_SECRET")) cfg.secret = env;
 
   // A closed stdout or a peer's vanished socket must not kill the daemon.
   signal(SIGPIPE, SIG_IGN);
@@ -109,22 +157,21 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  caf::actor_system_config cfg;
-  chorus::configure_remoting(cfg, std::chrono::milliseconds(heartbeat_ms), tls);
+  chorus::configure_remoting(cfg, std::chrono::milliseconds(cfg.heartbeat_ms), tls);
   caf::actor_system sys{cfg};
   chorus::OrchestratorCore::Options opts;
-  opts.expected_nodes = static_cast<uint32_t>(nodes);
-  opts.secret = secret;
-  opts.timeout = std::chrono::milliseconds(timeout_ms);
+  opts.expected_nodes = cfg.nodes;
+  opts.secret = cfg.secret;
+  opts.timeout = std::chrono::milliseconds(cfg.timeout_ms);
   auto orch = sys.spawn(chorus::orchestrator, opts);
-  auto bound = chorus::publish_remote(sys, orch, static_cast<uint16_t>(port), host);
+  auto bound = chorus::publish_remote(sys, orch, cfg.port, cfg.host);
   if (!bound) {
-    std::cerr << "chorus-orchestrator: cannot listen on " << host << ":" << port << ": "
+    std::cerr << "chorus-orchestrator: cannot listen on " << cfg.host << ":" << cfg.port << ": "
               << sys.render(bound.error()) << "\n";
     caf::anon_send_exit(orch, caf::exit_reason::user_shutdown);
     return 1;
   }
-  std::cout << "chorus-orchestrator listening on " << host << ":" << *bound << " for " << nodes
+  std::cout << "chorus-orchestrator listening on " << cfg.host << ":" << *bound << " for " << cfg.nodes
             << " nodes" << (tls.enabled() ? " (TLS)" : "") << std::endl;
 
   int sig = 0;

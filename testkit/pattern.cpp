@@ -1,18 +1,15 @@
-#include "reference.hpp"
-
+// chorus-bench's part of reference.hpp: input patterns whose reductions stay exact where the dtype
+// allows it, and the expected value of each element, reduced with reduce_f / reduce_i.
 #include <algorithm>
-#include <bit>
-#include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "strategies/reduce_kernels.hpp"  // f32_to_f16 / f32_to_bf16 only: narrowing exact integers
+#include "testkit/reference.hpp"
 
-namespace chorus::bench {
+namespace chorus::ref {
 
 namespace {
-
-bool signed_dtype(DType t) { return t != DType::u8; }
 
 // Largest magnitude a sum of small integers may reach and stay exact (floats) or not wrap (ints).
 double exact_sum_limit(DType t) {
@@ -48,38 +45,11 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser
   return x ^ (x >> 31);
 }
 
-// Own decoders (not the library's): IEEE binary16 and bfloat16 to double.
-double decode_f16(uint16_t h) {
-  const int sign = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  double v;
-  if (e == 0) v = std::ldexp(static_cast<double>(m), -24);
-  else if (e == 31) v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  else v = std::ldexp(static_cast<double>(m + 1024), e - 25);
-  return sign ? -v : v;
-}
-double decode_bf16(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-
-template <class T>
-T load(const void* buf, std::size_t i) {
-  T v;
-  std::memcpy(&v, static_cast<const std::byte*>(buf) + i * sizeof(T), sizeof(T));
-  return v;
-}
-
 } // namespace
 
-int64_t wrap_to(DType t, int64_t v) {
-  switch (t) {
-    case DType::i8: return static_cast<int8_t>(v);
-    case DType::u8: return static_cast<uint8_t>(v);
-    case DType::i32: return static_cast<int32_t>(v);
-    default: return v;
-  }
-}
-
-Pattern::Pattern(DType dtype, BenchOp op, ReduceOp redop, uint32_t peers)
-    : dtype_(dtype), is_signed_(signed_dtype(dtype)), bits_(static_cast<int>(dtype_size(dtype) * 8)) {
-  if (!uses_redop(op)) {
+Pattern::Pattern(DType dtype, bool reduces, ReduceOp redop, uint32_t peers)
+    : dtype_(dtype), is_signed_(dtype != DType::u8), bits_(static_cast<int>(esize(dtype) * 8)) {
+  if (!reduces) {
     mode_ = Mode::copy;
     // Spread values widely (so misplaced blocks show) but stay exactly representable.
     switch (dtype) {
@@ -128,15 +98,14 @@ int64_t Pattern::value(uint32_t rank, std::size_t i) const {
       const uint64_t h = mix((uint64_t{rank} << 40) ^ i);
       const uint64_t two_bits = (uint64_t{1} << (h % static_cast<unsigned>(bits_))) |
                                 (uint64_t{1} << ((h >> 8) % static_cast<unsigned>(bits_)));
-      uint64_t v = mode_ == Mode::band ? ~two_bits : mode_ == Mode::bor ? two_bits : h;
-      return wrap_to(dtype_, static_cast<int64_t>(v));
+      return wrap(dtype_, mode_ == Mode::band ? ~two_bits : mode_ == Mode::bor ? two_bits : h);
     }
   }
   return 0;
 }
 
 Reference::Reference(const Pattern& pattern, ReduceOp redop, uint32_t peers)
-    : pattern_(pattern), redop_(redop), peers_(peers) {
+    : pattern_(pattern), redop_(redop), peers_(peers), ints_(peers), floats_(peers) {
   switch (pattern.dtype()) {
     case DType::f16: eps_ = std::ldexp(1.0, -10); break;
     case DType::bf16: eps_ = std::ldexp(1.0, -7); break;
@@ -146,15 +115,9 @@ Reference::Reference(const Pattern& pattern, ReduceOp redop, uint32_t peers)
   exact_limit_ = exact_sum_limit(pattern.dtype());
 }
 
-Expected Reference::from_int(int64_t v) const {
-  Expected e;
-  e.i = wrap_to(pattern_.dtype(), v);
-  return e;
-}
-
 // exact_range: every intermediate of the reduction is an exactly representable integer.
-Expected Reference::from_double(double v, bool exact_range) const {
-  Expected e;
+ExpectedElement Reference::from_double(double v, bool exact_range) const {
+  ExpectedElement e;
   const DType t = pattern_.dtype();
   const double mag = std::max(1.0, std::fabs(v));
   if (t == DType::f32) e.f = static_cast<double>(static_cast<float>(v));
@@ -170,51 +133,36 @@ Expected Reference::from_double(double v, bool exact_range) const {
   return e;
 }
 
-Expected Reference::reduced(std::size_t i) const {
+ExpectedElement Reference::reduced(std::size_t i) const {
   const DType t = pattern_.dtype();
-  const bool floating = is_floating(t);
-  int64_t acc = pattern_.value(0, i);
-  // Floats: a bound on the magnitude of every partial result, whatever order the strategy
-  // combines the peers in (sum: sum of magnitudes; prod: product of magnitudes; min/max: inputs).
-  double bound = floating ? std::fabs(static_cast<double>(acc)) : 0;
-  for (uint32_t r = 1; r < peers_; ++r) {
-    const int64_t v = pattern_.value(r, i);
-    const double mag = floating ? std::fabs(static_cast<double>(v)) : 0;
-    switch (redop_) {
-      case ReduceOp::sum:
-      case ReduceOp::avg: acc += v; bound += mag; break;
-      case ReduceOp::prod: acc *= v; bound *= mag; break;
-      case ReduceOp::min: acc = std::min(acc, v); bound = std::max(bound, mag); break;
-      case ReduceOp::max: acc = std::max(acc, v); bound = std::max(bound, mag); break;
-      case ReduceOp::band: acc &= v; break;
-      case ReduceOp::bor: acc |= v; break;
-      case ReduceOp::bxor: acc ^= v; break;
-    }
+  if (!floating(t)) {
+    for (uint32_t r = 0; r < peers_; ++r) ints_[r] = pattern_.value(r, i);
+    return {0, reduce_i(t, redop_, ints_.data(), peers_), 0};
   }
-  if (floating) {
-    // prod of the pattern's +-1 and 2 factors is a power of two: exact while the exponent fits.
-    const bool exact = bound <= exact_limit_ || (redop_ == ReduceOp::prod && bound <= std::ldexp(1.0, 15));
-    double v = static_cast<double>(acc);
-    if (redop_ == ReduceOp::avg) v /= static_cast<double>(peers_);
-    return from_double(v, exact);
+  // A bound on the magnitude of every partial result, whatever order the strategy combines the
+  // peers in (sum: sum of magnitudes; prod: product of magnitudes; min/max: the inputs).
+  double bound = 0;
+  for (uint32_t r = 0; r < peers_; ++r) {
+    const double v = static_cast<double>(pattern_.value(r, i)), mag = std::fabs(v);
+    floats_[r] = v;
+    if (r == 0) bound = mag;
+    else if (redop_ == ReduceOp::sum || redop_ == ReduceOp::avg) bound += mag;
+    else if (redop_ == ReduceOp::prod) bound *= mag;
+    else bound = std::max(bound, mag);
   }
-  // Integers: the dtype's arithmetic wraps (two's complement); avg divides the wrapped sum,
-  // truncating toward zero.
-  if (redop_ == ReduceOp::avg) return from_int(wrap_to(t, acc) / static_cast<int64_t>(peers_));
-  return from_int(acc);
+  // prod of the pattern's +-1 and 2 factors is a power of two: exact while the exponent fits.
+  const bool exact = bound <= exact_limit_ || (redop_ == ReduceOp::prod && bound <= std::ldexp(1.0, 15));
+  return from_double(reduce_f(redop_, floats_.data(), peers_), exact);
 }
 
-Expected Reference::copied(uint32_t rank, std::size_t i) const {
+ExpectedElement Reference::copied(uint32_t rank, std::size_t i) const {
   const int64_t v = pattern_.value(rank, i);
-  if (is_floating(pattern_.dtype())) {
-    Expected e;
-    e.f = static_cast<double>(v);
-    return e;  // copies are exact, also for f16/bf16
-  }
-  return from_int(v);
+  if (floating(pattern_.dtype())) return {static_cast<double>(v), 0, 0};  // copies are exact, f16/bf16 too
+  return {0, wrap(pattern_.dtype(), static_cast<uint64_t>(v)), 0};
 }
 
 void fill_pattern(const Pattern& p, uint32_t rank, void* dst, std::size_t first, std::size_t count) {
+  // One typed loop per dtype: this fills every input buffer of a sweep, up to gigabytes.
   auto put = [&](auto* d, auto conv) {
     for (std::size_t k = 0; k < count; ++k) d[k] = conv(p.value(rank, first + k));
   };
@@ -240,25 +188,15 @@ void fill_sentinel(DType t, void* dst, std::size_t count) {
     case DType::bf16: std::fill_n(static_cast<uint16_t*>(dst), count, uint16_t{0x7fc0}); break;
     case DType::f32: std::fill_n(static_cast<float*>(dst), count, std::numeric_limits<float>::quiet_NaN()); break;
     case DType::f64: std::fill_n(static_cast<double*>(dst), count, std::numeric_limits<double>::quiet_NaN()); break;
-    default: std::memset(dst, 0xa5, count * dtype_size(t)); break;
+    default: std::memset(dst, 0xa5, count * esize(t)); break;
   }
 }
 
-bool matches(DType t, const void* buf, std::size_t i, const Expected& e) {
-  double got;
-  switch (t) {
-    case DType::f16: got = decode_f16(load<uint16_t>(buf, i)); break;
-    case DType::bf16: got = decode_bf16(load<uint16_t>(buf, i)); break;
-    case DType::f32: got = load<float>(buf, i); break;
-    case DType::f64: got = load<double>(buf, i); break;
-    case DType::i8: return load<int8_t>(buf, i) == e.i;
-    case DType::u8: return load<uint8_t>(buf, i) == e.i;
-    case DType::i32: return load<int32_t>(buf, i) == e.i;
-    case DType::i64: return load<int64_t>(buf, i) == e.i;
-    default: return false;
-  }
+bool matches(DType t, const void* buf, std::size_t i, const ExpectedElement& e) {
+  if (!floating(t)) return get_i(t, buf, i) == e.i;
+  const double got = get_f(t, buf, i);
   if (e.tol == 0) return got == e.f;
   return std::fabs(got - e.f) <= e.tol;  // false for NaN
 }
 
-} // namespace chorus::bench
+} // namespace chorus::ref
