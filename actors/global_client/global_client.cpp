@@ -1,6 +1,5 @@
 #include "actors/global_client/global_client.hpp"
 
-#include <capnp/message.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -10,7 +9,7 @@
 
 #include "actors/global_client/net_op.hpp"
 #include "actors/orchestrator/orchestrator.hpp"
-#include "chorus.capnp.h"
+#include "messages/data_codec.hpp"
 #include "messages/peer_codec.hpp"
 #include "transport/tls_channel.hpp"
 
@@ -47,40 +46,11 @@ namespace {
 
 constexpr auto kGrace = std::chrono::seconds(5);
 
-std::string encode_hello(uint64_t collective, uint32_t node, uint64_t token) {
-  capnp::MallocMessageBuilder mb;
-  auto b = mb.initRoot<wire::DataHello>();
-  b.setProtocolVersion(protocol_version());
-  b.setCollective(collective);
-  b.setNodeId(node);
-  b.setToken(token);
-  return envelope_bytes(seal(mb));
-}
-
-struct Hello {
-  uint32_t version;
-  uint64_t collective;
-  uint32_t node;
-  uint64_t token;
-};
-
-std::optional<Hello> decode_hello(const std::string& bytes, std::string& error) {
-  Envelope e;
-  if (!bytes_envelope(bytes.data(), bytes.size(), e)) {
-    error = "garbled hello";
-    return std::nullopt;
-  }
-  return open_envelope(e, error, [](EnvelopeReader& r) {
-    auto m = r.root<wire::DataHello>();
-    return Hello{m.getProtocolVersion(), m.getCollective(), m.getNodeId(), m.getToken()};
-  });
-}
-
 // The hello travels inside the TLS session when there is one.
 Status send_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_point deadline) {
   FrameHeader h;
   h.type = FrameType::hello;
-  std::string body = encode_hello(t.collective, t.node_id, t.token);
+  std::string body = encode_data_hello(DataHello{protocol_version(), t.collective, t.node_id, t.token});
   h.bytes = body.size();
   std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
   frame += body;
@@ -100,43 +70,16 @@ Status read_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_po
   std::string body(h.bytes, '\0');
   if (auto s = read(body.data(), body.size()); !s) return s;
   std::string error;
-  auto hello = decode_hello(body, error);
+  auto hello = decode_data_hello(body.data(), body.size(), error);
   if (!hello) return {Errc::invalid_argument, error};
-  if (hello->version != protocol_version())
-    return {Errc::version_mismatch, "data hello speaks protocol " + std::to_string(hello->version)};
+  if (hello->protocol_version != protocol_version())
+    return {Errc::version_mismatch, "data hello speaks protocol " + std::to_string(hello->protocol_version)};
   if (hello->collective != t.collective || hello->token != t.token)
     return {Errc::auth_failed, "data hello with a wrong collective or token"};
   if (hello->node >= t.num_nodes || hello->node == t.node_id)
     return {Errc::invalid_argument, "data hello names node " + std::to_string(hello->node)};
   node = hello->node;
   return Status::ok();
-}
-
-std::string encode_p2p_header(uint32_t src, uint32_t dst, uint64_t tag, DType dtype, uint64_t numel,
-                              const Status& failed) {
-  capnp::MallocMessageBuilder mb;
-  auto b = mb.initRoot<wire::P2PHeader>();
-  b.setSource(src);
-  b.setDestination(dst);
-  b.setTag(tag);
-  b.setDtype(static_cast<uint8_t>(dtype));
-  b.setNumel(numel);
-  if (!failed) {
-    b.setFailedCode(static_cast<uint16_t>(failed.code()));
-    b.setFailure(failed.message());
-  }
-  return envelope_bytes(seal(mb));
-}
-
-std::string encode_p2p_ack(uint32_t src, uint32_t dst, uint64_t tag, const Status& s) {
-  capnp::MallocMessageBuilder mb;
-  auto b = mb.initRoot<wire::P2PAck>();
-  b.setSource(src);
-  b.setDestination(dst);
-  b.setTag(tag);
-  b.setStatusCode(static_cast<uint16_t>(s.code()));
-  b.setStatusMessage(s.message());
-  return envelope_bytes(seal(mb));
 }
 
 std::string pair_label(uint32_t src, uint32_t dst, uint64_t tag) {
@@ -483,43 +426,23 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
     }
     case FrameType::p2p_data: {
       auto& frame = p2p_->frames[node];
-      Envelope e;
-      std::optional<std::pair<P2PMailbox::Key, P2PMailbox::Message>> parsed;
-      if (bytes_envelope(frame.data(), h.slot, e))
-        parsed = open_envelope(e, error, [](EnvelopeReader& r) {
-          auto m = r.root<wire::P2PHeader>();
-          if (m.getDtype() > static_cast<uint8_t>(DType::i64)) throw std::runtime_error("bad dtype");
-          if (m.getFailedCode() > static_cast<uint16_t>(last_errc)) throw std::runtime_error("bad error code");
-          Status failed;
-          if (m.getFailedCode() != 0) failed = Status(static_cast<Errc>(m.getFailedCode()), m.getFailure().cStr());
-          return std::make_pair(P2PMailbox::Key{m.getSource(), m.getDestination(), m.getTag()},
-                                P2PMailbox::Message{static_cast<DType>(m.getDtype()), m.getNumel(), {}, 0, failed});
-        });
-      if (!parsed) return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled send header");
-      parsed->second.offset = h.slot;
-      parsed->second.bytes = std::move(frame);
+      auto head = decode_p2p_header(frame.data(), h.slot, error);
+      if (!head) return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled send header");
+      P2PMailbox::Message m{head->dtype, head->numel, std::move(frame), h.slot, head->failed};
       frame = std::string();
       {
         std::lock_guard<std::mutex> lk(p2p_->mu);
-        p2p_->inbox[parsed->first].push_back(std::move(parsed->second));
+        p2p_->inbox[{head->source, head->destination, head->tag}].push_back(std::move(m));
       }
       p2p_->bump();
       return;
     }
     case FrameType::p2p_ack: {
-      Envelope e;
-      std::optional<std::pair<P2PMailbox::Key, Status>> parsed;
-      if (bytes_envelope(scratch_[node].data(), scratch_[node].size(), e))
-        parsed = open_envelope(e, error, [](EnvelopeReader& r) {
-          auto m = r.root<wire::P2PAck>();
-          if (m.getStatusCode() > static_cast<uint16_t>(last_errc)) throw std::runtime_error("bad code");
-          return std::make_pair(P2PMailbox::Key{m.getSource(), m.getDestination(), m.getTag()},
-                                Status(static_cast<Errc>(m.getStatusCode()), m.getStatusMessage()));
-        });
-      if (!parsed) return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled send answer");
+      auto ack = decode_p2p_ack(scratch_[node].data(), scratch_[node].size(), error);
+      if (!ack) return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled send answer");
       {
         std::lock_guard<std::mutex> lk(p2p_->mu);
-        p2p_->acks[parsed->first].push_back(std::move(parsed->second));
+        p2p_->acks[{ack->source, ack->destination, ack->tag}].push_back(std::move(ack->status));
       }
       p2p_->bump();
       return;
@@ -568,7 +491,7 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
   FrameHeader h;
   h.type = FrameType::p2p_data;
   h.seq = (uint64_t{src} << 32) | dst;
-  std::string head = encode_p2p_header(src, dst, tag, t.dtype(), t.numel(), why);
+  std::string head = encode_p2p_header(P2PHeaderData{src, dst, tag, t.dtype(), t.numel(), why});
   h.slot = static_cast<uint32_t>(head.size());
   auto ticket = conns_[node]->post_prefixed(h, std::move(head), static_cast<const std::byte*>(why ? t.data() : nullptr),
                                             why ? t.nbytes() : 0);
@@ -631,7 +554,7 @@ Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, C
   FrameHeader h;
   h.type = FrameType::p2p_ack;
   h.seq = (uint64_t{src} << 32) | dst;
-  conns_[node]->post_owned(h, encode_p2p_ack(src, dst, tag, s));
+  conns_[node]->post_owned(h, encode_p2p_ack(P2PAckData{src, dst, tag, s}));
   return s;
 }
 
