@@ -11,7 +11,9 @@
 #include "actors/orchestrator/orchestrator.hpp"
 #include "messages/data_codec.hpp"
 #include "messages/peer_codec.hpp"
-#include "transport/tls_channel.hpp"
+#include "transport/socket.hpp"
+#include "transport/tcp/tcp_connection.hpp"
+#include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
 
@@ -50,10 +52,7 @@ constexpr auto kGrace = std::chrono::seconds(5);
 Status send_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_point deadline) {
   FrameHeader h;
   h.type = FrameType::hello;
-  std::string body = encode_data_hello(DataHello{protocol_version(), t.collective, t.node_id, t.token});
-  h.bytes = body.size();
-  std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
-  frame += body;
+  const std::string frame = whole_frame(h, encode_data_hello(DataHello{protocol_version(), t.collective, t.node_id, t.token}));
   return tls ? tls->write_all(fd, frame.data(), frame.size(), deadline)
              : write_exact(fd, frame.data(), frame.size(), deadline);
 }
@@ -232,7 +231,7 @@ Status GlobalClient::connect_all(const Config& config, int listen_fd) {
   std::vector<Connection*> all;
   for (uint32_t j = 0; j < n; ++j)
     if (j != me) {
-      conns_[j] = std::make_unique<Connection>(fds[j], j, this, std::move(channels[j]));
+      conns_[j] = tcp_connection(fds[j], j, this, std::move(channels[j]));
       all.push_back(conns_[j].get());
     }
   poller_.start(all);
@@ -493,8 +492,8 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
   h.seq = (uint64_t{src} << 32) | dst;
   std::string head = encode_p2p_header(P2PHeaderData{src, dst, tag, t.dtype(), t.numel(), why});
   h.slot = static_cast<uint32_t>(head.size());
-  auto ticket = conns_[node]->post_prefixed(h, std::move(head), static_cast<const std::byte*>(why ? t.data() : nullptr),
-                                            why ? t.nbytes() : 0);
+  auto ticket = conns_[node]->send(SendTicket::prefixed(h, std::move(head), static_cast<const std::byte*>(why ? t.data() : nullptr),
+                                                        why ? t.nbytes() : 0));
   await_sent(*ticket, node, deadline);
   const P2PMailbox::Key key{src, dst, tag};
   for (;;) {
@@ -554,7 +553,7 @@ Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, C
   FrameHeader h;
   h.type = FrameType::p2p_ack;
   h.seq = (uint64_t{src} << 32) | dst;
-  conns_[node]->post_owned(h, encode_p2p_ack(P2PAckData{src, dst, tag, s}));
+  conns_[node]->send(SendTicket::owning(h, encode_p2p_ack(P2PAckData{src, dst, tag, s})));
   return s;
 }
 

@@ -26,6 +26,7 @@
 #include "strategies/executor.hpp"
 #include "transport/connection.hpp"
 #include "transport/poller.hpp"
+#include "transport/socket.hpp"  // split_host_port, which the local server uses through this header
 
 namespace chorus {
 

@@ -16,14 +16,6 @@ NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq,
     : client_(std::move(client)), group_(group), seq_(seq), my_node_(client_->node_id()), ann_(num_nodes),
       gone_(num_nodes, false), ann_frame_(num_nodes), sent_(std::size_t{num_nodes} * num_nodes, false) {}
 
-namespace {
-std::string whole_frame(FrameHeader h, const std::string& body) {
-  h.bytes = body.size();
-  std::string f(reinterpret_cast<const char*>(&h), sizeof h);
-  return f + body;
-}
-} // namespace
-
 std::string NetOp::bundle_for_locked(uint32_t node) {
   std::string out;
   for (uint32_t o = 0; o < ann_frame_.size(); ++o)
@@ -39,7 +31,7 @@ void NetOp::spread_locked() {
   for (uint32_t n = 0; n < ann_.size(); ++n) {
     if (n == my_node_ || !takes_part_[n]) continue;
     to_tell_[n] = false;
-    if (std::string b = bundle_for_locked(n); !b.empty()) client_->connection(n)->post_frames(std::move(b));
+    if (std::string b = bundle_for_locked(n); !b.empty()) client_->connection(n)->send(SendTicket::frames(std::move(b)));
   }
 }
 
@@ -247,7 +239,7 @@ void NetOp::flush() {
     if (to_tell_[n]) {
       to_tell_[n] = false;
       sent_[std::size_t{n} * ann_.size() + my_node_] = true;
-      client_->connection(n)->post_frames(ann_frame_[my_node_]);
+      client_->connection(n)->send(SendTicket::frames(ann_frame_[my_node_]));
     }
 }
 
@@ -265,9 +257,9 @@ void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_
   std::shared_ptr<SendTicket> ticket;
   to_tell_[node] = false;
   if (std::string pre = bundle_for_locked(node); !pre.empty())
-    ticket = client_->connection(node)->post_after(std::move(pre), h, data);
+    ticket = client_->connection(node)->send(SendTicket::after(std::move(pre), h, data));
   else
-    ticket = client_->connection(node)->post(h, data);
+    ticket = client_->connection(node)->send(SendTicket::of(h, data));
   out_[slot] = Outgoing{std::move(ticket), node};
 }
 

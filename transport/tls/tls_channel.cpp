@@ -1,4 +1,4 @@
-#include "transport/tls_channel.hpp"
+#include "transport/tls/tls_channel.hpp"
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "transport/connection.hpp"
+#include "transport/socket.hpp"
 
 namespace chorus {
 
