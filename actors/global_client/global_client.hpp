@@ -1,19 +1,21 @@
 // The global client: one per node process in multi-node mode. It registers the node with the
-// orchestrator (CAF remoting), opens one data connection to every other node (transport/connection.hpp),
-// and runs the inter-node part of every op: it announces what this node's peers called, carries the
-// schedule's transfers whose other side is on another node, and turns a lost node, a frozen node or
-// a disagreement into the same error on every peer.
+// orchestrator (orchestrator_join.hpp), opens one data connection to every other node
+// (data_mesh.hpp), and runs the inter-node part of every op: it announces what this node's peers
+// called, carries the schedule's transfers whose other side is on another node (net_op.hpp), and
+// turns a lost node, a frozen node or a disagreement into the same error on every peer.
 //
 // Peers keep one global numbering: node k's peers are ranks offset(k) .. offset(k)+peers(k)-1, so a
 // collective over all peers runs one schedule (strategies/) in which transfers between peers of one
 // node go through memory (strategies/executor.hpp) and the others through the data connections.
+//
+// Its parts: global_client.cpp (starting, closing, node loss, the topology), op_table.cpp (the ops
+// in flight), frame_routing.cpp (where arriving frames go), p2p.cpp (send and recv across nodes).
 #pragma once
-#include <caf/all.hpp>
-
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,7 +23,7 @@
 #include <chorus/config.hpp>
 #include <chorus/result.hpp>
 #include "actors/global_client/announcements.hpp"
-#include "actors/global_client/node_session.hpp"
+#include "actors/global_client/orchestrator_join.hpp"
 #include "core/buffer_pool.hpp"
 #include "strategies/executor.hpp"
 #include "transport/connection.hpp"
@@ -93,25 +95,26 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
 
  private:
   GlobalClient() = default;
-  Status connect_all(const Config& config, int listen_fd);
   std::shared_ptr<NetOp> op_for(uint32_t group, uint64_t seq, bool create);
 
   Config config_;
-  std::unique_ptr<caf::actor_system_config> cfg_;
-  std::unique_ptr<caf::actor_system> system_;
-  std::shared_ptr<NodeSession> session_;
+  OrchestratorLink orchestrator_;
   TopologyData topo_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by node id; null for this node
   Poller poller_;                                   // reads conns_; stopped before they go
+  // Per node: the frame being read from it (only whoever pumps its connection touches it).
+  struct Reading {
+    std::shared_ptr<NetOp> op;  // a data frame's op, and its slot
+    uint32_t slot = 0;
+    std::string bytes;          // a control or point-to-point frame's payload
+  };
+  std::vector<Reading> reading_;
 
   mutable std::mutex mu_;
   std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<NetOp>> ops_;
   std::set<std::pair<uint32_t, uint64_t>> done_;  // finished ops: late frames are dropped
   std::vector<std::pair<uint32_t, uint64_t>> done_order_;
-  std::vector<std::shared_ptr<NetOp>> current_;  // per node: the op whose frame is being read
-  std::vector<uint32_t> current_slot_;
-  std::vector<std::string> scratch_;             // per node: a control frame being read
-  Status lost_;                                  // a node died or froze: every op fails
+  std::optional<Status> lost_;                     // a node died or froze: every op fails
   std::vector<std::pair<uint32_t, Status>> left_;  // nodes that said goodbye
   bool closed_ = false;
   std::unique_ptr<P2PMailbox> p2p_;

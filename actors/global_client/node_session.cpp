@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "actors/orchestrator/orchestrator.hpp"
 #include "core/wait.hpp"
 
 namespace chorus {
@@ -121,7 +122,7 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
             auto d = decode_node_register_reply(reply, error);
             if (!d)
               status = Status(Errc::internal, "orchestrator reply: " + error);
-            else if (!d->status)
+            else if (!d->status.is_ok())
               status = d->status;
             else
               s->topology_ = std::move(d->topology);
@@ -135,7 +136,7 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
                               "registration with the orchestrator at " + host + ":" + std::to_string(port) +
                                   " failed: " + sys.render(err));
           });
-  if (!status) {
+  if (!status.is_ok()) {
     s->left_ = true;
     caf::anon_send_exit(s->node_, caf::exit_reason::user_shutdown);
     return status;

@@ -2,6 +2,8 @@
 // orchestrator with CAF remoting, registers this node, waits (with a deadline) for the topology,
 // collects NodeLost notices, and leaves the collective when done.
 #pragma once
+#include <caf/all.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -11,7 +13,7 @@
 #include <vector>
 
 #include <chorus/result.hpp>
-#include "actors/orchestrator/orchestrator.hpp"
+#include "messages/node_codec.hpp"
 
 namespace chorus {
 
