@@ -110,6 +110,19 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   };
   std::vector<Reading> reading_;
 
+  // Locks of the data plane, outermost first; a thread holding one takes only those below it:
+  //   Poller::lead_mu_      the leader's token: whoever holds it pumps the connections, so every
+  //                         FrameSink callback runs under it (and may send small frames, never
+  //                         blocking: a write that would block is left to the writer thread)
+  //   GlobalClient::mu_     the ops in flight, the node's losses (below); NetOps are made under it
+  //                         but never called, and nothing is sent
+  //   NetOp::mu_            one op's state; frames are queued under it (their order is fixed
+  //                         there) and pushed after it is released
+  //   TcpConnection::mu_    a connection's queue and flags; nothing is written under it
+  // Leaves (nothing else is taken under them): P2PMailbox::mu_, Poller::sleepers_mu_,
+  // TlsChannel::mu_ (held to encrypt or decrypt, its job), the BufferPool's.
+  // GlobalClient::mu_, NetOp::mu_ and P2PMailbox::mu_ are never held together: whoever must tell
+  // the ops something collects them under mu_ and calls them after releasing it.
   mutable std::mutex mu_;
   std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<NetOp>> ops_;
   std::set<std::pair<uint32_t, uint64_t>> done_;  // finished ops: late frames are dropped

@@ -13,17 +13,19 @@ std::shared_ptr<NetOp> GlobalClient::op_for(uint32_t group, uint64_t seq, bool c
   auto it = ops_.find(key);
   if (it != ops_.end()) return it->second;
   if (!create || closed_ || done_.count(key)) return nullptr;
-  auto op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes);
-  if (lost_) op->node_lost(*lost_);
-  for (auto& [node, why] : left_) op->node_left(node, why);
+  auto op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes, lost_, left_);
   ops_.emplace(key, op);
   return op;
 }
 
 void GlobalClient::finished(uint32_t group, uint64_t seq) {
+  std::shared_ptr<NetOp> op;  // released after unlocking
   std::lock_guard<std::mutex> lk(mu_);
   const auto key = std::make_pair(group, seq);
-  ops_.erase(key);
+  if (auto it = ops_.find(key); it != ops_.end()) {
+    op = std::move(it->second);
+    ops_.erase(it);
+  }
   if (done_.insert(key).second) done_order_.push_back(key);
   if (done_order_.size() > 4096) {  // remember enough recent ops to drop their late frames
     for (std::size_t i = 0; i < 2048; ++i) done_.erase(done_order_[i]);
@@ -37,8 +39,9 @@ std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq
                                                     const std::vector<bool>& reached) {
   auto op = op_for(group, seq, true);
   if (!op) {  // closing, or a sequence number reused
-    op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes);
-    op->node_lost(Status(Errc::reset, label + ": the node is shutting down"));
+    op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes,
+                                 Status(Errc::reset, label + ": the node is shutting down"),
+                                 std::vector<std::pair<uint32_t, Status>>{});
   }
   const bool failed = !mine.status.is_ok();
   std::vector<bool> seen(topo_.num_nodes, false);
@@ -56,8 +59,9 @@ std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq
   std::string body = encode_announcement(mine);
   op->launch(std::move(mine), deadline, std::move(label), local_members, std::move(rank_node), h, std::move(body),
              std::move(tell));
-  // Our peers will not run this op: the others must hear why at once.
-  if (failed) op->flush();
+  // Our peers will not run this op: the others must hear why at once (the connections' writers
+  // send it: the caller holds the local server's lock).
+  if (failed) op->flush(/*here=*/false);
   return op;
 }
 

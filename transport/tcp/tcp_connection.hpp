@@ -29,7 +29,7 @@ class TcpConnection final : public Connection {
 
   std::shared_ptr<SendTicket> send(std::shared_ptr<SendTicket> t) override;
   void queue(std::shared_ptr<SendTicket> t) override;
-  void push() override;
+  void push(bool here = true) override;
   void kill() override;
   int wait_fd() const override { return fd_; }
   Pumped pump(std::size_t budget) override;
@@ -53,7 +53,9 @@ class TcpConnection final : public Connection {
   int fd_;
   FrameSink* sink_;
   std::unique_ptr<TlsChannel> tls_;  // null: plain TCP
-  std::mutex mu_;  // the queue and the flags below; never held while writing or encrypting
+  // The queue and the flags below; never held while writing or encrypting, and nothing else is
+  // locked under it (callers may hold their own locks when they queue(): it comes after them).
+  std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<SendTicket>> queue_;
   bool stopping_ = false;
