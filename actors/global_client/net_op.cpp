@@ -26,7 +26,7 @@ NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq,
   for (const auto& [node, why] : left)
     if (node < gone_.size()) {
       gone_[node] = true;
-      gone_status_ = why;
+      left_status_ = why;
     }
 }
 
@@ -90,7 +90,7 @@ void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs, Outbox& out) {
   // cannot use: stop waiting at once (conclude() then judges every announcement, so every peer
   // everywhere still reports the same error).
   if (!theirs.status.is_ok()) abort_ = Status(theirs.status.code(), label_ + ": node " + std::to_string(theirs.node) + " failed");
-  else if (auto s = compare_announcements(*ann_[my_node_], theirs, seq_); !s) abort_ = s;
+  else if (auto s = compare_announcements(*ann_[my_node_], theirs, seq_); !s.is_ok()) abort_ = s;
   if (abort_) spread_locked(out);
 }
 
@@ -267,7 +267,7 @@ void NetOp::node_left(uint32_t node, const Status& why) {
     std::lock_guard<std::mutex> lk(mu_);
     if (node >= gone_.size()) return;
     gone_[node] = true;
-    gone_status_ = why;
+    left_status_ = why;
     for (auto& [slot, rec] : in_) recs.push_back(rec);
   }
   for (auto& r : recs) {
@@ -322,7 +322,7 @@ Status NetOp::wait_sent(uint32_t slot) {
     o = out_.at(slot);
   }
   if (client_->await_sent(*o.ticket, o.node, deadline_)) return Status::ok();
-  if (auto l = client_->lost(); !l) return l;
+  if (auto l = client_->lost(); !l.is_ok()) return l;
   return {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"};
 }
 
@@ -344,7 +344,7 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
       }
       const bool complete = rec->started.load() && rec->got.load() >= rec->bytes;
       if (gone_[node] && !complete) {
-        error = gone_status_;
+        error = *left_status_;
         return nullptr;
       }
       if (rec->started.load(std::memory_order_acquire)) {
@@ -354,7 +354,7 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
           error = Status(Errc::internal, label_ + ": data from node " + std::to_string(node) + " before its announcement");
           return nullptr;
         }
-        if (auto s = compare_announcements(*ann_[my_node_], *theirs, seq_); !s) {
+        if (auto s = compare_announcements(*ann_[my_node_], *theirs, seq_); !s.is_ok()) {
           error = s;
           return nullptr;
         }
@@ -424,12 +424,14 @@ Status NetOp::conclude(int p, Status local) {
       else missing += (missing.empty() ? "" : ", ") + std::to_string(k);
     }
     if (missing.empty()) result = judge_announcements(all, seq_);
-    if (result && lost_) result = *lost_;
-    if (result && !missing.empty() && !gone_status_) result = gone_status_;
-    if (result && !missing.empty())
+    // The first of: the announcements' verdict, a lost node, a node that left, a node that never
+    // called, this peer's own error.
+    if (result.is_ok() && lost_) result = *lost_;
+    if (result.is_ok() && !missing.empty() && left_status_) result = *left_status_;
+    if (result.is_ok() && !missing.empty())
       result = Status(Errc::timeout, label_ + ": node" + (missing.find(',') != std::string::npos ? "s " : " ") + missing +
                                          " never called within the op's timeout");
-    if (result) result = std::move(local);
+    if (result.is_ok()) result = std::move(local);
     last = ++concluded_ == local_peers_;
   }
   if (last) client_->finished(group_, seq_);

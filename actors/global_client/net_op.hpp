@@ -133,13 +133,12 @@ class NetOp : public RemoteSteps {
   std::optional<Status> abort_;
   std::optional<Status> lost_;
   std::vector<bool> gone_;  // by node: left in order (see node_left)
+  std::optional<Status> left_status_;  // why, once a node has left
   std::vector<uint32_t> rank_node_;  // by op rank (set at launch)
   std::vector<bool> takes_part_;     // by node
   std::vector<std::string> ann_frame_;  // by node: its announcement as a whole frame, once known
   std::vector<bool> sent_;  // [to node * nodes + origin]: that announcement went to that node
   std::vector<bool> to_tell_;        // by node: ours must go there directly and has not yet
-
-  Status gone_status_;
 };
 
 } // namespace chorus
