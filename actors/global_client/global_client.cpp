@@ -59,11 +59,11 @@ void GlobalClient::close() {
     closed_ = true;
   }
   for (auto& c : conns_)
-    if (c) c->close();  // bye, drain, shut: later posts fail at once
+    if (c) c->close();  // bye, drain, shut: later sends fail at once
   poller_.stop();
   // Nobody pumps any more: a frame still arriving (maybe into a caller's memory) fails now, so
   // its waiters let go. The connections themselves stay until the destructor, since ops still in
-  // flight may post to them.
+  // flight may send on them.
   for (auto& c : conns_)
     if (c) c->stop_reading();
   reading_.clear();

@@ -8,7 +8,8 @@
 // goes alone only to the nodes no chain of messages reaches from us, and to everyone when the op
 // stops early or takes long (everything we know then goes to every node, so nobody waits for a
 // forward that will not come, e.g. behind a node that never calls).
-// Peer threads reach it through RemoteSteps; the poller's pumping feeds it.
+// Peer threads reach it through RemoteSteps; the poller's pumping feeds it. net_op.cpp holds the
+// transfers and the verdict, net_op_announcing.cpp the announcements and the events that stop it.
 #pragma once
 #include <atomic>
 #include <functional>
