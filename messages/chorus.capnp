@@ -113,9 +113,9 @@ struct NodeLost {
   reason @2 :Text;
 }
 
-# ---- Multi-node data plane: global client <-> global client (actors/global_client.hpp) ----
-# Frames on a data connection are a fixed 32-byte header (actors/transport.hpp) and a payload; the
-# payloads below are Cap'n Proto messages, tensor bytes travel raw.
+# ---- Multi-node data plane: global client <-> global client (actors/global_client/) ----
+# Frames on a data connection are a fixed 32-byte header (transport/frame.hpp) and a payload; the
+# payloads below are Cap'n Proto messages, tensor bytes travel raw. Codecs: messages/data_codec.hpp.
 
 # The first frame on a new data connection, from the connecting (higher-id) node.
 struct DataHello {

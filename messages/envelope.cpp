@@ -13,6 +13,17 @@ Envelope seal(capnp::MessageBuilder& builder) {
   return e;
 }
 
+std::string envelope_bytes(const Envelope& e) {
+  return std::string(reinterpret_cast<const char*>(e.words.data()), e.words.size() * sizeof(uint64_t));
+}
+
+bool bytes_envelope(const void* data, std::size_t bytes, Envelope& e) {
+  if (bytes % sizeof(uint64_t) != 0) return false;
+  e.words.resize(bytes / sizeof(uint64_t));
+  if (bytes > 0) std::memcpy(e.words.data(), data, bytes);
+  return true;
+}
+
 EnvelopeReader::EnvelopeReader(const Envelope& e) {
   if (e.words.empty()) throw std::runtime_error("empty envelope");
   kj::ArrayPtr<const capnp::word> words(reinterpret_cast<const capnp::word*>(e.words.data()),

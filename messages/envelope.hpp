@@ -27,6 +27,11 @@ typename Inspector::result_type inspect(Inspector& f, Envelope& x) {
 // Serializes a built message into an envelope.
 Envelope seal(capnp::MessageBuilder& builder);
 
+// An envelope as the bytes of a frame's payload, and back (false when `bytes` is not a whole
+// number of words: then it cannot be one).
+std::string envelope_bytes(const Envelope& e);
+bool bytes_envelope(const void* data, std::size_t bytes, Envelope& e);
+
 // A reader over an envelope; the envelope must outlive it. Limits guard against hostile input.
 class EnvelopeReader {
  public:

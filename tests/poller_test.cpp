@@ -1,8 +1,8 @@
 // The data plane's poller (transport/poller.hpp) over real loopback TCP connections: a waiting thread
 // reads its own frames (and everyone else's), a word set by another thread wakes a leader that
 // sleeps in epoll, the background thread reads when nobody waits, waiters that do not lead are
-// served, frames larger than one pump's budget arrive whole, a closed connection is reported,
-// and after stop() nothing is read.
+// served, frames larger than one pump's budget arrive whole, queued frames keep their order, a
+// closed connection is reported, and after stop() nothing is read.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -16,7 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "transport/connection.hpp"
+#include "transport/socket.hpp"
+#include "transport/tcp/tcp_connection.hpp"
 #include "transport/poller.hpp"
 
 namespace chorus {
@@ -34,7 +35,12 @@ class CountingSink : public FrameSink {
     return f.data();
   }
   void progress(uint32_t, const FrameHeader& h, std::size_t got) override {
-    if (got == h.bytes) done.set(done.value.load() + 1);
+    if (got != h.bytes) return;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      order.push_back(h.slot);
+    }
+    done.set(done.value.load() + 1);
   }
   void frame_failed(uint32_t, const FrameHeader&) override { failed = true; }
   void closed(uint32_t, bool orderly_end, const std::string&) override {
@@ -43,6 +49,7 @@ class CountingSink : public FrameSink {
   }
   std::mutex mu;
   std::map<uint32_t, std::vector<std::byte>> frames;
+  std::vector<uint32_t> order;  // slots, as their frames completed
   WaitWord done, ended;
   std::atomic<bool> failed{false}, orderly{false};
 };
@@ -74,7 +81,7 @@ FrameHeader data_frame(uint32_t slot, std::size_t bytes) {
 struct PolledPair {
   Link l = tcp_pair();
   CountingSink sa, sb;
-  Connection a{l.a, 1, &sa}, b{l.b, 0, &sb};
+  TcpConnection a{l.a, 1, &sa}, b{l.b, 0, &sb};
   Poller pa, pb;
   PolledPair() {
     pa.start({&a});
@@ -86,7 +93,7 @@ TEST(Poller, AWaiterReadsItsFramesAndAWordSetElsewhereWakesTheLeader) {
   PolledPair pp;
   auto& [l, sa, sb, a, b, pa, pb] = pp;
   const std::string small(1000, 'x');
-  for (uint32_t k = 0; k < 3; ++k) a.post(data_frame(k, small.size()), reinterpret_cast<const std::byte*>(small.data()));
+  for (uint32_t k = 0; k < 3; ++k) a.send(SendTicket::of(data_frame(k, small.size()), reinterpret_cast<const std::byte*>(small.data())));
   ASSERT_TRUE(pb.wait(sb.done, 3, Clock::now() + 5s));
   EXPECT_EQ(sb.frames.size(), 3u);
   EXPECT_EQ(std::memcmp(sb.frames[2].data(), small.data(), small.size()), 0);
@@ -124,7 +131,7 @@ TEST(Poller, TheBackgroundThreadReadsWhenNobodyWaitsAndServesWaitersThatDoNotLea
   auto& [l, sa, sb, a, b, pa, pb] = pp;
   // Nobody waits on b's side: the background thread must read (sb.done rises by itself).
   const std::string big(std::size_t{9} << 20, 'y');  // over two pumps' budget
-  a.post(data_frame(7, big.size()), reinterpret_cast<const std::byte*>(big.data()));
+  a.send(SendTicket::of(data_frame(7, big.size()), reinterpret_cast<const std::byte*>(big.data())));
   ASSERT_TRUE(sb.done.wait_at_least(1, Clock::now() + 10s));
   EXPECT_EQ(std::memcmp(sb.frames[7].data(), big.data(), big.size()), 0);
 
@@ -134,9 +141,44 @@ TEST(Poller, TheBackgroundThreadReadsWhenNobodyWaitsAndServesWaitersThatDoNotLea
   for (int t = 0; t < 3; ++t)
     waiters.emplace_back([&, t] { ok += pb.wait(sb.done, 2 + static_cast<uint32_t>(t), Clock::now() + 10s); });
   const std::string small(100, 'z');
-  for (uint32_t k = 0; k < 3; ++k) a.post(data_frame(10 + k, small.size()), reinterpret_cast<const std::byte*>(small.data()));
+  for (uint32_t k = 0; k < 3; ++k) a.send(SendTicket::of(data_frame(10 + k, small.size()), reinterpret_cast<const std::byte*>(small.data())));
   for (auto& w : waiters) w.join();
   EXPECT_EQ(ok.load(), 3);
+  pa.stop();
+  pb.stop();
+}
+
+const std::byte* bytes(const std::string& s) { return reinterpret_cast<const std::byte*>(s.data()); }
+
+TEST(Poller, QueuedFramesLeaveInTheirOrderOncePushedAndAKilledConnectionFailsThemAtOnce) {
+  PolledPair pp;
+  auto& [l, sa, sb, a, b, pa, pb] = pp;
+  // As under a caller's lock: a large frame (the writer thread's) and small ones behind it (which
+  // a sending thread writes itself when the line is free) take their places, then one push. The
+  // small ones must not overtake the large one, and a send() after them goes last.
+  const std::string big(std::size_t{3} << 20, 'b'), small(64, 's');
+  auto first = SendTicket::of(data_frame(1, big.size()), bytes(big));
+  a.queue(first);
+  for (uint32_t k = 2; k <= 4; ++k) a.queue(SendTicket::of(data_frame(k, small.size()), bytes(small)));
+  a.push();
+  a.send(SendTicket::owning(data_frame(5, 0), small));
+  ASSERT_TRUE(pb.wait(sb.done, 5, Clock::now() + 5s));
+  {
+    std::lock_guard<std::mutex> lk(sb.mu);
+    EXPECT_EQ(sb.order, (std::vector<uint32_t>{1, 2, 3, 4, 5}));
+    EXPECT_EQ(std::memcmp(sb.frames[1].data(), big.data(), big.size()), 0);
+    EXPECT_EQ(std::memcmp(sb.frames[5].data(), small.data(), small.size()), 0);
+  }
+  EXPECT_TRUE(first->done.wait_at_least(1, Clock::now() + 5s));
+  EXPECT_EQ(first->done.value.load(), 1u);
+  // Killed: whatever is queued or sent fails at once (nothing waits for a writer that is gone).
+  a.kill();
+  auto late = SendTicket::of(data_frame(6, small.size()), bytes(small));
+  a.queue(late);
+  EXPECT_EQ(late->done.value.load(), 2u);
+  EXPECT_EQ(a.send(SendTicket::owning(data_frame(7, 0), small))->done.value.load(), 2u);
+  ASSERT_TRUE(pb.wait(sb.ended, 1, Clock::now() + 5s));
+  EXPECT_FALSE(sb.orderly.load());
   pa.stop();
   pb.stop();
 }
@@ -144,8 +186,8 @@ TEST(Poller, TheBackgroundThreadReadsWhenNobodyWaitsAndServesWaitersThatDoNotLea
 TEST(Poller, AClosedConnectionIsReportedAndNothingIsReadAfterStop) {
   Link l = tcp_pair();
   CountingSink sa, sb;
-  auto a = std::make_unique<Connection>(l.a, 1, &sa);
-  Connection b(l.b, 0, &sb);
+  auto a = std::make_unique<TcpConnection>(l.a, 1, &sa);
+  TcpConnection b(l.b, 0, &sb);
   Poller pa, pb;
   pa.start({a.get()});
   pb.start({&b});
@@ -157,12 +199,12 @@ TEST(Poller, AClosedConnectionIsReportedAndNothingIsReadAfterStop) {
   // A stopped poller reads nothing; a wait still ends by its deadline.
   Link m = tcp_pair();
   CountingSink sc, sd;
-  Connection c(m.a, 1, &sc), d(m.b, 0, &sd);
+  TcpConnection c(m.a, 1, &sc), d(m.b, 0, &sd);
   Poller pd;
   pd.start({&d});
   pd.stop();
   const std::string small(100, 'q');
-  c.post(data_frame(1, small.size()), reinterpret_cast<const std::byte*>(small.data()));
+  c.send(SendTicket::of(data_frame(1, small.size()), reinterpret_cast<const std::byte*>(small.data())));
   const auto t0 = Clock::now();
   EXPECT_FALSE(pd.wait(sd.done, 1, Clock::now() + 200ms));
   EXPECT_LT(Clock::now() - t0, 2s);

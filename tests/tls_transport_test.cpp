@@ -1,4 +1,4 @@
-// TLS on the data connections (actors/tls_channel.*, actors/transport.*): two Connections over real
+// TLS on the data connections (transport/tls/, transport/tcp/): two TcpConnections over real
 // loopback sockets with a forwarding proxy between them that records the wire. Frames of several
 // sizes go both ways at once and must arrive intact; a distinctive plaintext must not be on the
 // wire under TLS (and must be without it, the control). Handshakes against a certificate from
@@ -20,9 +20,10 @@
 #include <thread>
 #include <vector>
 
-#include "transport/connection.hpp"
+#include "transport/socket.hpp"
+#include "transport/tcp/tcp_connection.hpp"
 #include "transport/poller.hpp"
-#include "transport/tls_channel.hpp"
+#include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
 namespace {
@@ -288,8 +289,8 @@ std::string exchange(bool tls) {
   std::vector<std::string> keep;  // payloads posted by pointer: they outlive the connections
   keep.reserve(16);
   Sink sink_a, sink_b;
-  auto a = std::make_unique<Connection>(p.client, 1, &sink_a, std::move(p.client_tls));
-  auto b = std::make_unique<Connection>(p.server, 0, &sink_b, std::move(p.server_tls));
+  auto a = std::make_unique<TcpConnection>(p.client, 1, &sink_a, std::move(p.client_tls));
+  auto b = std::make_unique<TcpConnection>(p.server, 0, &sink_b, std::move(p.server_tls));
   Poller poll_a, poll_b;  // read the connections (nobody waits through them here: their background threads do)
   poll_a.start({a.get()});
   poll_b.start({b.get()});
@@ -299,30 +300,30 @@ std::string exchange(bool tls) {
   std::vector<std::vector<Sent>> sent(2);
   std::vector<std::vector<std::shared_ptr<SendTicket>>> tickets(2);
   for (int dir = 0; dir < 2; ++dir) {
-    Connection& c = dir == 0 ? *a : *b;
+    TcpConnection& c = dir == 0 ? *a : *b;
     auto& out = sent[dir];
     auto& tk = tickets[dir];
     const uint32_t seed = 100 * dir;
     FrameHeader h;
     h.type = FrameType::data;
     h.slot = 6;
-    tk.push_back(c.post_owned(h, pattern(200 << 10, seed + 6)));
+    tk.push_back(c.send(SendTicket::owning(h, pattern(200 << 10, seed + 6))));
     out.push_back({6, pattern(200 << 10, seed + 6)});
     h.slot = 0;
-    tk.push_back(c.post_owned(h, {}));
+    tk.push_back(c.send(SendTicket::owning(h, {})));
     out.push_back({0, {}});
     h.slot = 1;
-    tk.push_back(c.post_owned(h, repeated_marker(1024)));
+    tk.push_back(c.send(SendTicket::owning(h, repeated_marker(1024))));
     out.push_back({1, repeated_marker(1024)});
     keep.push_back(pattern((5u << 20) + 3, seed + 2));
     h.slot = 2;
     h.bytes = keep.back().size();
-    tk.push_back(c.post(h, reinterpret_cast<const std::byte*>(keep.back().data())));
+    tk.push_back(c.send(SendTicket::of(h, reinterpret_cast<const std::byte*>(keep.back().data()))));
     out.push_back({2, keep.back()});
     keep.push_back(pattern(100 << 10, seed + 3));
     h.slot = 3;
-    tk.push_back(c.post_prefixed(h, kMarker + "prefix", reinterpret_cast<const std::byte*>(keep.back().data()),
-                                 keep.back().size()));
+    tk.push_back(c.send(SendTicket::prefixed(h, kMarker + "prefix", reinterpret_cast<const std::byte*>(keep.back().data()),
+                                 keep.back().size())));
     out.push_back({3, kMarker + "prefix" + keep.back()});
     FrameHeader inner;
     inner.type = FrameType::data;
@@ -334,12 +335,12 @@ std::string exchange(bool tls) {
     keep.push_back(pattern(2 << 20, seed + 5));
     h.slot = 5;
     h.bytes = keep.back().size();
-    tk.push_back(c.post_after(preamble, h, reinterpret_cast<const std::byte*>(keep.back().data())));
+    tk.push_back(c.send(SendTicket::after(preamble, h, reinterpret_cast<const std::byte*>(keep.back().data()))));
     out.push_back({5, keep.back()});
     for (uint32_t i = 0; i < 200; ++i) {
       h.slot = 10 + i;
       std::string small = pattern(1 + (i * 37) % 300, seed + 10 + i);
-      tk.push_back(c.post_owned(h, small));
+      tk.push_back(c.send(SendTicket::owning(h, small)));
       out.push_back({h.slot, small});
     }
   }
@@ -483,15 +484,15 @@ TEST(TlsTransport, AlteredByteOnTheWireBreaksTheConnection) {
   p.proxy->corrupt_at = p.proxy->forwarded(0) + 5000;  // inside the first record of the frame below
   const std::string data = pattern(1 << 20, 7);  // outlives the connections that send from it
   Sink sink_a, sink_b;
-  Connection a(p.client, 1, &sink_a, std::move(p.client_tls));
-  Connection b(p.server, 0, &sink_b, std::move(p.server_tls));
+  TcpConnection a(p.client, 1, &sink_a, std::move(p.client_tls));
+  TcpConnection b(p.server, 0, &sink_b, std::move(p.server_tls));
   Poller poll_a, poll_b;
   poll_a.start({&a});
   poll_b.start({&b});
   FrameHeader h;
   h.slot = 9;
   h.bytes = data.size();
-  a.post(h, reinterpret_cast<const std::byte*>(data.data()));
+  a.send(SendTicket::of(h, reinterpret_cast<const std::byte*>(data.data())));
   ASSERT_TRUE(sink_b.wait_closed(10s));
   EXPECT_FALSE(sink_b.orderly());
   EXPECT_NE(sink_b.why().find("TLS"), std::string::npos) << sink_b.why();

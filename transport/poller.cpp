@@ -49,7 +49,7 @@ void Poller::start(const std::vector<Connection*>& conns) {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c;
-    epoll_ctl(ep_, EPOLL_CTL_ADD, c->fd(), &ev);
+    epoll_ctl(ep_, EPOLL_CTL_ADD, c->wait_fd(), &ev);
   }
   bg_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "chorus-poll");
@@ -102,7 +102,7 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
     for (Connection* c : now) {
       const auto r = c->pump();
       if (r == Connection::Pumped::more) ready_.push_back(c);
-      if (r == Connection::Pumped::ended) epoll_ctl(ep_, EPOLL_CTL_DEL, c->fd(), nullptr);
+      if (r == Connection::Pumped::ended) epoll_ctl(ep_, EPOLL_CTL_DEL, c->wait_fd(), nullptr);
     }
     now.clear();
   }

@@ -45,6 +45,8 @@ class Poller {
   void nudge_sleepers();
 
   int ep_ = -1, efd_ = -1;
+  // The lead: held by whoever pumps, so the sinks' callbacks run under it; the outermost lock of
+  // the data plane (the order: actors/global_client/global_client.hpp). sleepers_mu_ is a leaf.
   std::mutex lead_mu_;
   std::vector<Connection*> ready_;        // pump again without waiting for epoll (under lead_mu_)
   bool stopped_ = false;                  // under lead_mu_

@@ -1,289 +1,50 @@
 #include "actors/global_client/global_client.hpp"
 
-#include <capnp/message.h>
-#include <unistd.h>
-
-#include <cstring>
-#include <deque>
-#include <limits>
-#include <tuple>
-
+#include "actors/global_client/data_mesh.hpp"
 #include "actors/global_client/net_op.hpp"
-#include "actors/orchestrator/orchestrator.hpp"
-#include "chorus.capnp.h"
+#include "actors/global_client/p2p.hpp"
 #include "messages/peer_codec.hpp"
-#include "transport/tls_channel.hpp"
 
 namespace chorus {
 
-// Point-to-point messages from other nodes and the answers to our own sends, matched FIFO per
-// (source, destination, tag).
-class P2PMailbox {
- public:
-  using Key = std::tuple<uint32_t, uint32_t, uint64_t>;
-  struct Message {
-    DType dtype;
-    uint64_t numel;
-    std::string bytes;   // the whole frame: the header, then the data from `offset`
-    std::size_t offset;
-    Status failed;       // the sender could not send (then there is no data)
-  };
-  std::mutex mu;
-  WaitWord word;  // bumped whenever something arrives
-  std::map<Key, std::deque<Message>> inbox;
-  std::map<Key, std::deque<Status>> acks;
-  std::optional<Status> lost;            // a node died: every pair fails
-  std::map<uint32_t, Status> gone;       // nodes that left in order: pairs with them fail
-  // Per connection (whoever pumps it): the frame being read.
-  std::vector<std::string> frames;
-
-  void bump() {
-    uint32_t v = word.value.load();
-    if (v != std::numeric_limits<uint32_t>::max()) word.set(v + 1);
-  }
-};
-
 namespace {
-
 constexpr auto kGrace = std::chrono::seconds(5);
-
-std::string encode_hello(uint64_t collective, uint32_t node, uint64_t token) {
-  capnp::MallocMessageBuilder mb;
-  auto b = mb.initRoot<wire::DataHello>();
-  b.setProtocolVersion(protocol_version());
-  b.setCollective(collective);
-  b.setNodeId(node);
-  b.setToken(token);
-  return envelope_bytes(seal(mb));
-}
-
-struct Hello {
-  uint32_t version;
-  uint64_t collective;
-  uint32_t node;
-  uint64_t token;
-};
-
-std::optional<Hello> decode_hello(const std::string& bytes, std::string& error) {
-  Envelope e;
-  if (!bytes_envelope(bytes.data(), bytes.size(), e)) {
-    error = "garbled hello";
-    return std::nullopt;
-  }
-  return open_envelope(e, error, [](EnvelopeReader& r) {
-    auto m = r.root<wire::DataHello>();
-    return Hello{m.getProtocolVersion(), m.getCollective(), m.getNodeId(), m.getToken()};
-  });
-}
-
-// The hello travels inside the TLS session when there is one.
-Status send_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_point deadline) {
-  FrameHeader h;
-  h.type = FrameType::hello;
-  std::string body = encode_hello(t.collective, t.node_id, t.token);
-  h.bytes = body.size();
-  std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
-  frame += body;
-  return tls ? tls->write_all(fd, frame.data(), frame.size(), deadline)
-             : write_exact(fd, frame.data(), frame.size(), deadline);
-}
-
-// Reads one hello frame and checks it belongs to this collective; returns the sender's node id.
-Status read_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_point deadline, uint32_t& node) {
-  auto read = [&](void* p, std::size_t n) {
-    return tls ? tls->read_exact(fd, p, n, deadline) : read_exact(fd, p, n, deadline);
-  };
-  FrameHeader h;
-  if (auto s = read(&h, sizeof h); !s) return s;
-  if (h.magic != FrameHeader::kMagic || h.type != FrameType::hello || h.bytes > 4096)
-    return {Errc::invalid_argument, "garbled hello frame"};
-  std::string body(h.bytes, '\0');
-  if (auto s = read(body.data(), body.size()); !s) return s;
-  std::string error;
-  auto hello = decode_hello(body, error);
-  if (!hello) return {Errc::invalid_argument, error};
-  if (hello->version != protocol_version())
-    return {Errc::version_mismatch, "data hello speaks protocol " + std::to_string(hello->version)};
-  if (hello->collective != t.collective || hello->token != t.token)
-    return {Errc::auth_failed, "data hello with a wrong collective or token"};
-  if (hello->node >= t.num_nodes || hello->node == t.node_id)
-    return {Errc::invalid_argument, "data hello names node " + std::to_string(hello->node)};
-  node = hello->node;
-  return Status::ok();
-}
-
-std::string encode_p2p_header(uint32_t src, uint32_t dst, uint64_t tag, DType dtype, uint64_t numel,
-                              const Status& failed) {
-  capnp::MallocMessageBuilder mb;
-  auto b = mb.initRoot<wire::P2PHeader>();
-  b.setSource(src);
-  b.setDestination(dst);
-  b.setTag(tag);
-  b.setDtype(static_cast<uint8_t>(dtype));
-  b.setNumel(numel);
-  if (!failed) {
-    b.setFailedCode(static_cast<uint16_t>(failed.code()));
-    b.setFailure(failed.message());
-  }
-  return envelope_bytes(seal(mb));
-}
-
-std::string encode_p2p_ack(uint32_t src, uint32_t dst, uint64_t tag, const Status& s) {
-  capnp::MallocMessageBuilder mb;
-  auto b = mb.initRoot<wire::P2PAck>();
-  b.setSource(src);
-  b.setDestination(dst);
-  b.setTag(tag);
-  b.setStatusCode(static_cast<uint16_t>(s.code()));
-  b.setStatusMessage(s.message());
-  return envelope_bytes(seal(mb));
-}
-
-std::string pair_label(uint32_t src, uint32_t dst, uint64_t tag) {
-  return "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
-}
-
 } // namespace
 
 Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config) {
   std::shared_ptr<GlobalClient> c(new GlobalClient);
   c->config_ = config;
   const auto deadline = Clock::now() + config.timeout;
-  std::string ohost, lhost;
-  uint16_t oport = 0, lport = 0;
+  std::string ohost;
+  uint16_t oport = 0;
   if (!split_host_port(config.orchestrator_address, ohost, oport))
     return Status(Errc::invalid_config, "orchestrator_address '" + config.orchestrator_address + "' is not host:port");
-  if (!split_host_port(config.node_address, lhost, lport)) {
-    lhost = config.node_address;
-    lport = 0;
-  }
-  int listen_fd = -1;
-  uint16_t bound = 0;
-  if (auto s = tcp_listen(lhost, lport, listen_fd, bound); !s) return s;
-  struct Closer {
-    int fd;
-    ~Closer() { if (fd >= 0) ::close(fd); }
-  } closer{listen_fd};
-
-  // The orchestrator is reached with CAF remoting; probe it first so an unreachable host fails
-  // within our timeout rather than the operating system's.
-  int probe = -1;
-  if (auto s = tcp_connect(ohost, oport, deadline, probe); !s)
-    return Status(Errc::unreachable, "cannot reach the orchestrator at " + config.orchestrator_address + ": " + s.message());
-  ::close(probe);
+  auto listener = DataListener::open(config.node_address);
+  if (!listener.is_ok()) return listener.status();
   NodeRegisterData reg;
   reg.protocol_version = protocol_version();
   reg.secret = config.secret;
   reg.config = config;
   reg.num_peers = config.num_devices;
-  reg.data_address = lhost + ":" + std::to_string(bound);
+  reg.data_address = (*listener)->address();
   reg.hardware_threads = hardware_threads();
-  c->p2p_ = std::make_unique<P2PMailbox>();  // before join: a loss notice may come at once
+  c->p2p_ = std::make_unique<P2PMailbox>();  // before joining: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
-  c->cfg_ = std::make_unique<caf::actor_system_config>();
-  c->cfg_->set("scheduler.max-threads", 2);
-  c->cfg_->set("logger.verbosity", caf::atom("quiet"));
-  configure_remoting(*c->cfg_, std::chrono::milliseconds(500),
-                     TlsFiles{config.tls_certificate, config.tls_key, config.tls_ca});
-  c->system_ = std::make_unique<caf::actor_system>(*c->cfg_);
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  auto session = NodeSession::join(*c->system_, ohost, oport, reg, std::max(left, std::chrono::milliseconds(1)),
-                                   [weak](const NodeLostData& d) {
-                                     if (d.node_id == NodeEvents::kOrchestrator) return;
-                                     if (auto self = weak.lock())
-                                       self->on_node_lost(d.node_id, "node " + std::to_string(d.node_id) + " lost: " + d.reason);
-                                   });
-  if (!session) return session.status();
-  c->session_ = std::move(*session);
-  c->topo_ = c->session_->topology();
-  c->current_.resize(c->topo_.num_nodes);
-  c->current_slot_.resize(c->topo_.num_nodes);
-  c->scratch_.resize(c->topo_.num_nodes);
-  c->p2p_->frames.resize(c->topo_.num_nodes);
-  if (auto s = c->connect_all(config, listen_fd); !s) {
+  auto on_lost = [weak](uint32_t node, const std::string& why) {
+    if (auto self = weak.lock()) self->on_node_lost(node, why);
+  };
+  if (auto s = join_orchestrator(config, ohost, oport, reg, deadline, on_lost, c->orchestrator_); !s.is_ok()) return s;
+  c->topo_ = c->orchestrator_.session->topology();
+  c->reading_.resize(c->topo_.num_nodes);
+  if (auto s = connect_mesh(config, c->topo_, **listener, c.get(), c->conns_); !s.is_ok()) {
     c->close();
     return s;
   }
-  return c;
-}
-
-Status GlobalClient::connect_all(const Config& config, int listen_fd) {
-  const auto deadline = Clock::now() + config.timeout;
-  const uint32_t me = topo_.node_id, n = topo_.num_nodes;
-  std::vector<int> fds(n, -1);
-  auto fail = [&](Status s) {
-    for (int fd : fds)
-      if (fd >= 0) ::close(fd);
-    return s;
-  };
-  // With TLS files, every data connection is TLS with the same certificate, key and CA as the
-  // control channel (mutually authenticated); never a silent fallback to plain TCP.
-  std::shared_ptr<TlsContext> tls;
-  if (config.has_tls()) {
-    auto ctx = TlsContext::load(config.tls_certificate, config.tls_key, config.tls_ca);
-    if (!ctx) return ctx.status();
-    tls = std::move(*ctx);
-  }
-  std::vector<std::unique_ptr<TlsChannel>> channels(n);
-  // Lower ids accept (the TLS servers), higher ids connect: every pair gets exactly one connection.
-  for (uint32_t j = 0; j < me; ++j) {
-    const std::string name = "node " + std::to_string(j);
-    std::string host;
-    uint16_t port = 0;
-    if (!split_host_port(topo_.nodes[j].data_address, host, port))
-      return fail({Errc::internal, name + " has data address '" + topo_.nodes[j].data_address + "'"});
-    if (auto s = tcp_connect(host, port, deadline, fds[j]); !s)
-      return fail({s.code(), "data connection to " + name + ": " + s.message()});
-    if (tls) {
-      auto ch = TlsChannel::handshake(*tls, fds[j], /*server=*/false, deadline);
-      if (!ch) {
-        const Errc code = ch.status().code() == Errc::timeout ? Errc::timeout : Errc::auth_failed;
-        return fail({code, "data connection to " + name + ": " + ch.status().message()});
-      }
-      channels[j] = std::move(*ch);
-    }
-    uint32_t who = 0;
-    if (auto s = send_hello(fds[j], channels[j].get(), topo_, deadline); !s)
-      return fail({s.code(), "data hello to " + name + ": " + s.message()});
-    // Under TLS 1.3 a node that refuses our certificate says so here (its alert), not in the handshake.
-    if (auto s = read_hello(fds[j], channels[j].get(), topo_, deadline, who); !s || who != j)
-      return fail({Errc::auth_failed, name + " answered the data hello wrongly" + (s ? "" : ": " + s.message())});
-  }
-  for (uint32_t waiting = n - 1 - me; waiting > 0;) {
-    int fd = -1;
-    if (auto s = tcp_accept(listen_fd, deadline, fd); !s)
-      return fail({Errc::timeout, "node " + std::to_string(me) + ": " + std::to_string(waiting) +
-                                      " data connection(s) never arrived within the timeout"});
-    // A stranger (no TLS or a foreign certificate, wrong token, garbage) is turned away without
-    // disturbing the nodes still to come.
-    std::unique_ptr<TlsChannel> ch;
-    if (tls) {
-      auto r = TlsChannel::handshake(*tls, fd, /*server=*/true, deadline);
-      if (!r) {
-        ::close(fd);
-        continue;
-      }
-      ch = std::move(*r);
-    }
-    uint32_t who = 0;
-    if (!read_hello(fd, ch.get(), topo_, deadline, who) || who < me || fds[who] >= 0 ||
-        !send_hello(fd, ch.get(), topo_, deadline)) {
-      ::close(fd);
-      continue;
-    }
-    fds[who] = fd;
-    channels[who] = std::move(ch);
-    --waiting;
-  }
-  conns_.resize(n);
   std::vector<Connection*> all;
-  for (uint32_t j = 0; j < n; ++j)
-    if (j != me) {
-      conns_[j] = std::make_unique<Connection>(fds[j], j, this, std::move(channels[j]));
-      all.push_back(conns_[j].get());
-    }
-  poller_.start(all);
-  return Status::ok();
+  for (auto& conn : c->conns_)
+    if (conn) all.push_back(conn.get());
+  c->poller_.start(all);
+  return c;
 }
 
 GlobalClient::~GlobalClient() {
@@ -298,25 +59,21 @@ void GlobalClient::close() {
     closed_ = true;
   }
   for (auto& c : conns_)
-    if (c) c->close();  // bye, drain, shut: later posts fail at once
+    if (c) c->close();  // bye, drain, shut: later sends fail at once
   poller_.stop();
   // Nobody pumps any more: a frame still arriving (maybe into a caller's memory) fails now, so
   // its waiters let go. The connections themselves stay until the destructor, since ops still in
-  // flight may post to them.
+  // flight may send on them.
   for (auto& c : conns_)
     if (c) c->stop_reading();
+  reading_.clear();
+  std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<NetOp>> ops;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto& [key, op] : ops_) op->node_lost(Status(Errc::reset, "the node is shutting down"));
-    ops_.clear();
-    current_.clear();
+    ops.swap(ops_);
   }
-  if (session_) session_->leave();
-  session_.reset();
-  if (system_) {
-    system_->await_all_actors_done();
-    system_.reset();
-  }
+  for (auto& [key, op] : ops) op->node_lost(Status(Errc::reset, "the node is shutting down"));
+  orchestrator_.leave();
 }
 
 uint32_t GlobalClient::node_of(uint32_t rank) const {
@@ -330,35 +87,6 @@ uint32_t GlobalClient::node_of(uint32_t rank) const {
   return lo;
 }
 
-Status GlobalClient::lost() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return lost_;
-}
-
-std::shared_ptr<NetOp> GlobalClient::op_for(uint32_t group, uint64_t seq, bool create) {
-  std::lock_guard<std::mutex> lk(mu_);
-  const auto key = std::make_pair(group, seq);
-  auto it = ops_.find(key);
-  if (it != ops_.end()) return it->second;
-  if (!create || closed_ || done_.count(key)) return nullptr;
-  auto op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes);
-  if (!lost_) op->node_lost(lost_);
-  for (auto& [node, why] : left_) op->node_left(node, why);
-  ops_.emplace(key, op);
-  return op;
-}
-
-void GlobalClient::finished(uint32_t group, uint64_t seq) {
-  std::lock_guard<std::mutex> lk(mu_);
-  const auto key = std::make_pair(group, seq);
-  ops_.erase(key);
-  if (done_.insert(key).second) done_order_.push_back(key);
-  if (done_order_.size() > 4096) {  // remember enough recent ops to drop their late frames
-    for (std::size_t i = 0; i < 2048; ++i) done_.erase(done_order_[i]);
-    done_order_.erase(done_order_.begin(), done_order_.begin() + 2048);
-  }
-}
-
 std::vector<uint32_t> GlobalClient::rank_nodes(const std::vector<uint32_t>& members) const {
   std::vector<uint32_t> rank_node;
   if (members.empty())
@@ -368,52 +96,23 @@ std::vector<uint32_t> GlobalClient::rank_nodes(const std::vector<uint32_t>& memb
   return rank_node;
 }
 
-std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq, OpAnnouncement mine,
-                                                    Clock::time_point deadline, std::string label,
-                                                    std::vector<uint32_t> rank_node, uint32_t local_members,
-                                                    const std::vector<bool>& reached) {
-  auto op = op_for(group, seq, true);
-  if (!op) {  // closing, or a sequence number reused
-    op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes);
-    op->node_lost(Status(Errc::reset, label + ": the node is shutting down"));
-  }
-  std::vector<bool> seen(topo_.num_nodes, false);
-  std::vector<uint32_t> tell;
-  for (uint32_t n : rank_node)
-    if (n != topo_.node_id && !seen[n]) {
-      seen[n] = true;
-      if (!(n < reached.size() && reached[n]) || !mine.status.is_ok()) tell.push_back(n);
-    }
-  mine.node = topo_.node_id;
-  FrameHeader h;
-  h.type = FrameType::announce;
-  h.group = group;
-  h.seq = seq;
-  std::string body = encode_announcement(mine);
-  const bool failed = !mine.status.is_ok();
-  op->launch(std::move(mine), deadline, std::move(label), local_members, std::move(rank_node), h, std::move(body),
-             std::move(tell));
-  // Our peers will not run this op: the others must hear why at once.
-  if (failed) op->flush();
-  return op;
+Status GlobalClient::lost() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return lost_.value_or(Status::ok());
 }
 
 void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
+  (void)node;  // `why` names it; the first loss is what every later op reports
   std::vector<std::shared_ptr<NetOp>> ops;
-  Status s;
+  Status first;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (lost_) lost_ = Status(Errc::node_lost, why);
-    s = lost_;
+    if (!lost_) lost_ = Status(Errc::node_lost, why);
+    first = *lost_;
     for (auto& [k, op] : ops_) ops.push_back(op);
   }
-  (void)node;
-  for (auto& op : ops) op->node_lost(s);
-  {
-    std::lock_guard<std::mutex> lk(p2p_->mu);
-    if (!p2p_->lost) p2p_->lost = s;
-  }
-  p2p_->word.set(std::numeric_limits<uint32_t>::max());
+  for (auto& op : ops) op->node_lost(first);
+  p2p_->node_lost(first);
 }
 
 void GlobalClient::cut_off(uint32_t node, const std::string& why) {
@@ -429,200 +128,6 @@ bool GlobalClient::await_sent(SendTicket& t, uint32_t node, Clock::time_point de
     t.done.wait_at_least(1, Clock::now() + kGrace);
   }
   return t.done.value.load() == 1;
-}
-
-std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
-  switch (h.type) {
-    case FrameType::data: {
-      current_[node] = op_for(h.group, h.seq, true);
-      current_slot_[node] = h.slot;
-      return current_[node] ? current_[node]->incoming_frame(node, h) : nullptr;
-    }
-    case FrameType::p2p_data: {
-      if (h.slot > h.bytes || h.slot > (1u << 20)) return nullptr;  // garbled: dropped
-      auto& frame = p2p_->frames[node];
-      frame.resize(h.bytes);
-      return reinterpret_cast<std::byte*>(frame.data());
-    }
-    case FrameType::announce:
-    case FrameType::p2p_ack: {
-      if (h.bytes > std::size_t{1} << 20) return nullptr;
-      scratch_[node].resize(h.bytes);
-      return reinterpret_cast<std::byte*>(scratch_[node].data());
-    }
-    default: return nullptr;
-  }
-}
-
-void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got) {
-  if (h.type == FrameType::data) {
-    if (current_[node]) current_[node]->incoming_progress(current_slot_[node], got);
-    return;
-  }
-  if (got < h.bytes) return;
-  std::string error;
-  switch (h.type) {
-    case FrameType::announce: {
-      // Its own announcement, or another node's that it forwards.
-      auto a = decode_announcement(scratch_[node].data(), scratch_[node].size(), error);
-      if (!a || a->node >= topo_.num_nodes || a->node == topo_.node_id)
-        return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled announcement" +
-                                      (a ? " (naming node " + std::to_string(a->node) + ")" : ": " + error));
-      if (auto op = op_for(h.group, h.seq, true)) op->announced(*a, h, scratch_[node]);
-      return;
-    }
-    case FrameType::p2p_data: {
-      auto& frame = p2p_->frames[node];
-      Envelope e;
-      std::optional<std::pair<P2PMailbox::Key, P2PMailbox::Message>> parsed;
-      if (bytes_envelope(frame.data(), h.slot, e))
-        parsed = open_envelope(e, error, [](EnvelopeReader& r) {
-          auto m = r.root<wire::P2PHeader>();
-          if (m.getDtype() > static_cast<uint8_t>(DType::i64)) throw std::runtime_error("bad dtype");
-          if (m.getFailedCode() > static_cast<uint16_t>(last_errc)) throw std::runtime_error("bad error code");
-          Status failed;
-          if (m.getFailedCode() != 0) failed = Status(static_cast<Errc>(m.getFailedCode()), m.getFailure().cStr());
-          return std::make_pair(P2PMailbox::Key{m.getSource(), m.getDestination(), m.getTag()},
-                                P2PMailbox::Message{static_cast<DType>(m.getDtype()), m.getNumel(), {}, 0, failed});
-        });
-      if (!parsed) return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled send header");
-      parsed->second.offset = h.slot;
-      parsed->second.bytes = std::move(frame);
-      frame = std::string();
-      {
-        std::lock_guard<std::mutex> lk(p2p_->mu);
-        p2p_->inbox[parsed->first].push_back(std::move(parsed->second));
-      }
-      p2p_->bump();
-      return;
-    }
-    case FrameType::p2p_ack: {
-      Envelope e;
-      std::optional<std::pair<P2PMailbox::Key, Status>> parsed;
-      if (bytes_envelope(scratch_[node].data(), scratch_[node].size(), e))
-        parsed = open_envelope(e, error, [](EnvelopeReader& r) {
-          auto m = r.root<wire::P2PAck>();
-          if (m.getStatusCode() > static_cast<uint16_t>(last_errc)) throw std::runtime_error("bad code");
-          return std::make_pair(P2PMailbox::Key{m.getSource(), m.getDestination(), m.getTag()},
-                                Status(static_cast<Errc>(m.getStatusCode()), m.getStatusMessage()));
-        });
-      if (!parsed) return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled send answer");
-      {
-        std::lock_guard<std::mutex> lk(p2p_->mu);
-        p2p_->acks[parsed->first].push_back(std::move(parsed->second));
-      }
-      p2p_->bump();
-      return;
-    }
-    default: return;
-  }
-}
-
-void GlobalClient::frame_failed(uint32_t node, const FrameHeader& h) {
-  if (h.type == FrameType::data && current_[node]) current_[node]->incoming_failed(current_slot_[node]);
-}
-
-void GlobalClient::closed(uint32_t node, bool orderly, const std::string& why) {
-  if (!orderly) return on_node_lost(node, "node " + std::to_string(node) + " lost: " + why);
-  // Everything the node sent before its goodbye has arrived: ops that got all they need from it
-  // still complete; waits for more from it fail, and so does every later op.
-  const Status left(Errc::node_lost, "node " + std::to_string(node) + " left the collective");
-  std::vector<std::shared_ptr<NetOp>> ops;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    left_.emplace_back(node, left);
-    for (auto& [k, op] : ops_) ops.push_back(op);
-  }
-  for (auto& op : ops) op->node_left(node, left);
-  {
-    std::lock_guard<std::mutex> lk(p2p_->mu);
-    p2p_->gone.emplace(node, left);
-  }
-  p2p_->bump();
-}
-
-// ---- Point to point ----
-
-Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline,
-                          const Status& failed) {
-  const uint32_t node = node_of(dst);
-  const std::string label = pair_label(src, dst, tag);
-  if (auto l = lost(); !l) return l;
-  // A sender that cannot send still sends the header, saying why, so the receiver fails with it
-  // at once; both sides report the same error.
-  const Status why = failed ? Status::ok()
-                            : Status(failed.code(), label + ": peer " + std::to_string(src) +
-                                                        " could not send its tensor: " + failed.message());
-  // One frame: the header (its length in `slot`) and the data, so that concurrent senders on this
-  // connection never split a header from its data.
-  FrameHeader h;
-  h.type = FrameType::p2p_data;
-  h.seq = (uint64_t{src} << 32) | dst;
-  std::string head = encode_p2p_header(src, dst, tag, t.dtype(), t.numel(), why);
-  h.slot = static_cast<uint32_t>(head.size());
-  auto ticket = conns_[node]->post_prefixed(h, std::move(head), static_cast<const std::byte*>(why ? t.data() : nullptr),
-                                            why ? t.nbytes() : 0);
-  await_sent(*ticket, node, deadline);
-  const P2PMailbox::Key key{src, dst, tag};
-  for (;;) {
-    const uint32_t g = p2p_->word.value.load();
-    {
-      std::lock_guard<std::mutex> lk(p2p_->mu);
-      auto it = p2p_->acks.find(key);
-      if (it != p2p_->acks.end() && !it->second.empty()) {
-        Status s = std::move(it->second.front());
-        it->second.pop_front();
-        if (it->second.empty()) p2p_->acks.erase(it);
-        return why ? s : why;
-      }
-      if (p2p_->lost) return *p2p_->lost;
-      if (auto gone = p2p_->gone.find(node); gone != p2p_->gone.end()) return gone->second;
-    }
-    if (!poller_.wait(p2p_->word, g + 1, deadline))
-      return {Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
-                                 ") never posted the matching recv within " + std::to_string(config_.timeout.count()) + " ms"};
-  }
-}
-
-Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, Clock::time_point deadline) {
-  const uint32_t node = node_of(src);
-  const std::string label = pair_label(src, dst, tag);
-  const P2PMailbox::Key key{src, dst, tag};
-  P2PMailbox::Message m;
-  for (;;) {
-    const uint32_t g = p2p_->word.value.load();
-    {
-      std::lock_guard<std::mutex> lk(p2p_->mu);
-      auto it = p2p_->inbox.find(key);
-      if (it != p2p_->inbox.end() && !it->second.empty()) {
-        m = std::move(it->second.front());
-        it->second.pop_front();
-        if (it->second.empty()) p2p_->inbox.erase(it);
-        break;
-      }
-      if (p2p_->lost) return *p2p_->lost;
-      if (auto gone = p2p_->gone.find(node); gone != p2p_->gone.end()) return gone->second;
-    }
-    if (!poller_.wait(p2p_->word, g + 1, deadline))
-      return {Errc::timeout, label + ": peer " + std::to_string(src) + " (node " + std::to_string(node) +
-                                 ") never posted the matching send within " + std::to_string(config_.timeout.count()) + " ms"};
-  }
-  Status s;
-  const std::string theirs = std::string(to_string(m.dtype)) + "[" + std::to_string(m.numel) + "]";
-  const std::string mine = std::string(to_string(t.dtype())) + "[" + std::to_string(t.numel()) + "]";
-  if (!m.failed)
-    s = m.failed;
-  else if (m.dtype != t.dtype())
-    s = Status(Errc::dtype_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
-  else if (m.numel != t.numel() || m.bytes.size() - m.offset != t.nbytes())
-    s = Status(Errc::shape_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
-  else
-    std::memcpy(t.data(), m.bytes.data() + m.offset, t.nbytes());
-  FrameHeader h;
-  h.type = FrameType::p2p_ack;
-  h.seq = (uint64_t{src} << 32) | dst;
-  conns_[node]->post_owned(h, encode_p2p_ack(src, dst, tag, s));
-  return s;
 }
 
 } // namespace chorus

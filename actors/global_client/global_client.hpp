@@ -1,19 +1,21 @@
 // The global client: one per node process in multi-node mode. It registers the node with the
-// orchestrator (CAF remoting), opens one data connection to every other node (transport/connection.hpp),
-// and runs the inter-node part of every op: it announces what this node's peers called, carries the
-// schedule's transfers whose other side is on another node, and turns a lost node, a frozen node or
-// a disagreement into the same error on every peer.
+// orchestrator (orchestrator_join.hpp), opens one data connection to every other node
+// (data_mesh.hpp), and runs the inter-node part of every op: it announces what this node's peers
+// called, carries the schedule's transfers whose other side is on another node (net_op.hpp), and
+// turns a lost node, a frozen node or a disagreement into the same error on every peer.
 //
 // Peers keep one global numbering: node k's peers are ranks offset(k) .. offset(k)+peers(k)-1, so a
 // collective over all peers runs one schedule (strategies/) in which transfers between peers of one
 // node go through memory (strategies/executor.hpp) and the others through the data connections.
+//
+// Its parts: global_client.cpp (starting, closing, node loss, the topology), op_table.cpp (the ops
+// in flight), frame_routing.cpp (where arriving frames go), p2p.cpp (send and recv across nodes).
 #pragma once
-#include <caf/all.hpp>
-
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,11 +23,12 @@
 #include <chorus/config.hpp>
 #include <chorus/result.hpp>
 #include "actors/global_client/announcements.hpp"
-#include "actors/global_client/node_session.hpp"
+#include "actors/global_client/orchestrator_join.hpp"
 #include "core/buffer_pool.hpp"
 #include "strategies/executor.hpp"
 #include "transport/connection.hpp"
 #include "transport/poller.hpp"
+#include "transport/socket.hpp"  // split_host_port, which the local server uses through this header
 
 namespace chorus {
 
@@ -92,25 +95,39 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
 
  private:
   GlobalClient() = default;
-  Status connect_all(const Config& config, int listen_fd);
   std::shared_ptr<NetOp> op_for(uint32_t group, uint64_t seq, bool create);
 
   Config config_;
-  std::unique_ptr<caf::actor_system_config> cfg_;
-  std::unique_ptr<caf::actor_system> system_;
-  std::shared_ptr<NodeSession> session_;
+  OrchestratorLink orchestrator_;
   TopologyData topo_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by node id; null for this node
   Poller poller_;                                   // reads conns_; stopped before they go
+  // Per node: the frame being read from it (only whoever pumps its connection touches it).
+  struct Reading {
+    std::shared_ptr<NetOp> op;  // a data frame's op, and its slot
+    uint32_t slot = 0;
+    std::string bytes;          // a control or point-to-point frame's payload
+  };
+  std::vector<Reading> reading_;
 
+  // Locks of the data plane, outermost first; a thread holding one takes only those below it:
+  //   Poller::lead_mu_      the leader's token: whoever holds it pumps the connections, so every
+  //                         FrameSink callback runs under it (and may send small frames, never
+  //                         blocking: a write that would block is left to the writer thread)
+  //   GlobalClient::mu_     the ops in flight, the node's losses (below); NetOps are made under it
+  //                         but never called, and nothing is sent
+  //   NetOp::mu_            one op's state; frames are queued under it (their order is fixed
+  //                         there) and pushed after it is released
+  //   TcpConnection::mu_    a connection's queue and flags; nothing is written under it
+  // Leaves (nothing else is taken under them): P2PMailbox::mu_, Poller::sleepers_mu_,
+  // TlsChannel::mu_ (held to encrypt or decrypt, its job), the BufferPool's.
+  // GlobalClient::mu_, NetOp::mu_ and P2PMailbox::mu_ are never held together: whoever must tell
+  // the ops something collects them under mu_ and calls them after releasing it.
   mutable std::mutex mu_;
   std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<NetOp>> ops_;
   std::set<std::pair<uint32_t, uint64_t>> done_;  // finished ops: late frames are dropped
   std::vector<std::pair<uint32_t, uint64_t>> done_order_;
-  std::vector<std::shared_ptr<NetOp>> current_;  // per node: the op whose frame is being read
-  std::vector<uint32_t> current_slot_;
-  std::vector<std::string> scratch_;             // per node: a control frame being read
-  Status lost_;                                  // a node died or froze: every op fails
+  std::optional<Status> lost_;                     // a node died or froze: every op fails
   std::vector<std::pair<uint32_t, Status>> left_;  // nodes that said goodbye
   bool closed_ = false;
   std::unique_ptr<P2PMailbox> p2p_;

@@ -12,68 +12,21 @@ namespace {
 constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
 }
 
-NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes)
+NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes,
+             const std::optional<Status>& lost, const std::vector<std::pair<uint32_t, Status>>& left)
     : client_(std::move(client)), group_(group), seq_(seq), my_node_(client_->node_id()), ann_(num_nodes),
-      gone_(num_nodes, false), ann_frame_(num_nodes), sent_(std::size_t{num_nodes} * num_nodes, false) {}
-
-namespace {
-std::string whole_frame(FrameHeader h, const std::string& body) {
-  h.bytes = body.size();
-  std::string f(reinterpret_cast<const char*>(&h), sizeof h);
-  return f + body;
-}
-} // namespace
-
-std::string NetOp::bundle_for_locked(uint32_t node) {
-  std::string out;
-  for (uint32_t o = 0; o < ann_frame_.size(); ++o)
-    if (const std::size_t k = std::size_t{node} * ann_.size() + o; o != node && !ann_frame_[o].empty() && !sent_[k]) {
-      out += ann_frame_[o];
-      sent_[k] = true;
-    }
-  return out;
-}
-
-void NetOp::spread_locked() {
-  if (!launched_) return;  // we know nothing we must pass on yet; launch() spreads if need be
-  for (uint32_t n = 0; n < ann_.size(); ++n) {
-    if (n == my_node_ || !takes_part_[n]) continue;
-    to_tell_[n] = false;
-    if (std::string b = bundle_for_locked(n); !b.empty()) client_->connection(n)->post_frames(std::move(b));
+      gone_(num_nodes, false), ann_frame_(num_nodes), sent_(std::size_t{num_nodes} * num_nodes, false) {
+  // What the node already knows, as node_lost() and node_left() would record it (nobody can wait
+  // on the op yet, and it has nothing to send).
+  if (lost) {
+    lost_ = abort_ = *lost;
+    ann_word_.set(kTop);
   }
-}
-
-void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers,
-                   std::vector<uint32_t> rank_node, FrameHeader announce_header, std::string announce_body,
-                   std::vector<uint32_t> tell) {
-  std::lock_guard<std::mutex> lk(mu_);
-  ann_frame_[my_node_] = whole_frame(announce_header, announce_body);
-  to_tell_.assign(ann_.size(), false);
-  for (uint32_t n : tell) to_tell_[n] = true;
-  rank_node_ = std::move(rank_node);
-  takes_part_.assign(ann_.size(), false);
-  for (uint32_t n : rank_node_) takes_part_[n] = true;
-  launched_ = true;
-  deadline_ = deadline;
-  spread_at_ = std::min(deadline, Clock::now() + kSpreadAfter);
-  label_ = std::move(label);
-  local_peers_ = local_peers;
-  ann_[my_node_] = std::move(mine);
-  for (uint32_t k = 0; k < ann_.size(); ++k)
-    if (k != my_node_ && ann_[k]) stop_if_doomed_locked(*ann_[k]);
-  ann_word_.set(ann_word_.value.load() + 1);
-  wake_if_stopped_locked();
-  if (abort_) spread_locked();  // stopped before it started: nobody may wait for our forwards
-}
-
-void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs) {
-  if (abort_ || !launched_ || !ann_[my_node_]) return;
-  // A node whose own peers failed sends no data, and one that disagrees with us sends data we
-  // cannot use: stop waiting at once (conclude() then judges every announcement, so every peer
-  // everywhere still reports the same error).
-  if (!theirs.status.is_ok()) abort_ = Status(theirs.status.code(), label_ + ": node " + std::to_string(theirs.node) + " failed");
-  else if (auto s = compare_announcements(*ann_[my_node_], theirs, seq_); !s) abort_ = s;
-  if (abort_) spread_locked();
+  for (const auto& [node, why] : left)
+    if (node < gone_.size()) {
+      gone_[node] = true;
+      left_status_ = why;
+    }
 }
 
 void NetOp::wake_if_stopped_locked() {
@@ -99,19 +52,28 @@ std::shared_ptr<NetOp::Incoming> NetOp::incoming(uint32_t slot) {
 
 std::byte* NetOp::incoming_frame(uint32_t node, const FrameHeader& h) {
   std::shared_ptr<Incoming> rec;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    rec = incoming_locked(h.slot);
-    if (rec->started.load()) return nullptr;  // a duplicate slot: a broken peer; drop it
-    if (rec->offered && rec->offered_bytes == h.bytes) {
-      rec->data = rec->offered;
-    } else {
-      rec->buf = client_->pool().take(h.bytes ? h.bytes : 1);
-      rec->data = rec->buf.get();
+  std::shared_ptr<std::byte> buf;  // back to the pool at return, unused, if an offer came meanwhile
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      rec = incoming_locked(h.slot);
+      if (rec->started.load()) return nullptr;  // a duplicate slot: a broken peer; drop it
+      const bool offered = rec->offered && rec->offered_bytes == h.bytes;
+      if (offered || buf) {
+        if (offered) {
+          rec->data = rec->offered;
+        } else {
+          rec->buf = std::move(buf);
+          rec->data = rec->buf.get();
+        }
+        rec->bytes = h.bytes;
+        rec->node = node;
+        rec->started.store(true, std::memory_order_release);
+        break;
+      }
     }
-    rec->bytes = h.bytes;
-    rec->node = node;
-    rec->started.store(true, std::memory_order_release);
+    // Nobody offered their memory: a pool buffer, taken without the lock (it may be allocated).
+    buf = client_->pool().take(h.bytes ? h.bytes : 1);
   }
   // No wake-up yet: a waiter wants bytes, and progress() announces them.
   return rec->data;
@@ -177,80 +139,6 @@ void NetOp::release_offered(int p) {
   }
 }
 
-void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::string& frame) {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (a.node >= ann_.size() || ann_[a.node]) return;
-  ann_[a.node] = a;
-  ann_frame_[a.node] = whole_frame(h, frame);
-  if (launched_ && abort_) spread_locked();  // stopped: we no longer forward along the schedule
-  stop_if_doomed_locked(a);
-  wake_if_stopped_locked();
-  uint32_t v = ann_word_.value.load();
-  if (v != kTop) ann_word_.set(v + 1);
-}
-
-bool NetOp::await(WaitWord& w, uint32_t target) {
-  Poller& poller = client_->poller();
-  if (!spread_.load() && Clock::now() < spread_at_ && poller.wait(w, target, std::min(spread_at_, deadline_)))
-    return true;
-  // Slow: maybe a node on the path of our forwards is stuck. Everything we know goes to every
-  // node now, well before the deadline, so every node can still name the same culprit.
-  if (!spread_.exchange(true)) {
-    std::lock_guard<std::mutex> lk(mu_);
-    spread_locked();
-  }
-  return poller.wait(w, target, deadline_);
-}
-
-void NetOp::stop(const Status& why) {
-  std::vector<std::shared_ptr<Incoming>> recs;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!abort_) {
-      abort_ = why;
-      spread_locked();
-    }
-    for (auto& [slot, rec] : in_) recs.push_back(rec);
-  }
-  for (auto& r : recs) r->word.set(kTop);
-}
-
-void NetOp::node_lost(const Status& why) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!lost_) lost_ = why;
-  }
-  stop(why);
-  ann_word_.set(kTop);
-}
-
-void NetOp::node_left(uint32_t node, const Status& why) {
-  std::vector<std::shared_ptr<Incoming>> recs;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (node >= gone_.size()) return;
-    gone_[node] = true;
-    gone_status_ = why;
-    for (auto& [slot, rec] : in_) recs.push_back(rec);
-  }
-  for (auto& r : recs) {
-    uint32_t v = r->word.value.load();
-    if (v != kTop) r->word.set(v + 1);
-  }
-  uint32_t v = ann_word_.value.load();
-  if (v != kTop) ann_word_.set(v + 1);
-}
-
-void NetOp::flush() {
-  std::lock_guard<std::mutex> lk(mu_);
-  for (uint32_t n = 0; n < to_tell_.size(); ++n)
-    if (to_tell_[n]) {
-      to_tell_[n] = false;
-      sent_[std::size_t{n} * ann_.size() + my_node_] = true;
-      client_->connection(n)->post_frames(ann_frame_[my_node_]);
-    }
-}
-
 void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_t bytes) {
   const uint32_t node = rank_node_[static_cast<std::size_t>(peer)];
   FrameHeader h;
@@ -259,16 +147,18 @@ void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_
   h.seq = seq_;
   h.slot = slot;
   h.bytes = bytes;
-  // Under the lock: the frame carrying our announcement must go before any other data frame of
-  // this op to that node.
-  std::lock_guard<std::mutex> lk(mu_);
-  std::shared_ptr<SendTicket> ticket;
-  to_tell_[node] = false;
-  if (std::string pre = bundle_for_locked(node); !pre.empty())
-    ticket = client_->connection(node)->post_after(std::move(pre), h, data);
-  else
-    ticket = client_->connection(node)->post(h, data);
-  out_[slot] = Outgoing{std::move(ticket), node};
+  auto ticket = SendTicket::of(h, data);
+  Connection* conn = client_->connection(node);
+  {
+    // The frame that carries our announcement must go before any other data frame of this op to
+    // that node: the ticket takes its place in the connection's line under the lock.
+    std::lock_guard<std::mutex> lk(mu_);
+    to_tell_[node] = false;
+    ticket->preamble = bundle_for_locked(node);
+    conn->queue(ticket);
+    out_[slot] = Outgoing{ticket, node};
+  }
+  conn->push();
 }
 
 Status NetOp::wait_sent(uint32_t slot) {
@@ -279,7 +169,7 @@ Status NetOp::wait_sent(uint32_t slot) {
     o = out_.at(slot);
   }
   if (client_->await_sent(*o.ticket, o.node, deadline_)) return Status::ok();
-  if (auto l = client_->lost(); !l) return l;
+  if (auto l = client_->lost(); !l.is_ok()) return l;
   return {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"};
 }
 
@@ -301,7 +191,7 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
       }
       const bool complete = rec->started.load() && rec->got.load() >= rec->bytes;
       if (gone_[node] && !complete) {
-        error = gone_status_;
+        error = *left_status_;
         return nullptr;
       }
       if (rec->started.load(std::memory_order_acquire)) {
@@ -311,7 +201,7 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
           error = Status(Errc::internal, label_ + ": data from node " + std::to_string(node) + " before its announcement");
           return nullptr;
         }
-        if (auto s = compare_announcements(*ann_[my_node_], *theirs, seq_); !s) {
+        if (auto s = compare_announcements(*ann_[my_node_], *theirs, seq_); !s.is_ok()) {
           error = s;
           return nullptr;
         }
@@ -339,8 +229,12 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
 }
 
 void NetOp::done_with(uint32_t slot) {
+  std::shared_ptr<Incoming> rec;  // its buffer goes back to the pool (or is freed) after unlocking
   std::lock_guard<std::mutex> lk(mu_);
-  in_.erase(slot);
+  if (auto it = in_.find(slot); it != in_.end()) {
+    rec = std::move(it->second);
+    in_.erase(it);
+  }
 }
 
 Status NetOp::conclude(int p, Status local) {
@@ -377,12 +271,14 @@ Status NetOp::conclude(int p, Status local) {
       else missing += (missing.empty() ? "" : ", ") + std::to_string(k);
     }
     if (missing.empty()) result = judge_announcements(all, seq_);
-    if (result && lost_) result = *lost_;
-    if (result && !missing.empty() && !gone_status_) result = gone_status_;
-    if (result && !missing.empty())
+    // The first of: the announcements' verdict, a lost node, a node that left, a node that never
+    // called, this peer's own error.
+    if (result.is_ok() && lost_) result = *lost_;
+    if (result.is_ok() && !missing.empty() && left_status_) result = *left_status_;
+    if (result.is_ok() && !missing.empty())
       result = Status(Errc::timeout, label_ + ": node" + (missing.find(',') != std::string::npos ? "s " : " ") + missing +
                                          " never called within the op's timeout");
-    if (result) result = std::move(local);
+    if (result.is_ok()) result = std::move(local);
     last = ++concluded_ == local_peers_;
   }
   if (last) client_->finished(group_, seq_);

@@ -8,7 +8,8 @@
 // goes alone only to the nodes no chain of messages reaches from us, and to everyone when the op
 // stops early or takes long (everything we know then goes to every node, so nobody waits for a
 // forward that will not come, e.g. behind a node that never calls).
-// Peer threads reach it through RemoteSteps; the poller's pumping feeds it.
+// Peer threads reach it through RemoteSteps; the poller's pumping feeds it. net_op.cpp holds the
+// transfers and the verdict, net_op_announcing.cpp the announcements and the events that stop it.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -29,7 +30,9 @@ class GlobalClient;
 
 class NetOp : public RemoteSteps {
  public:
-  NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes);
+  // lost, left: what the node already knows (as node_lost() and node_left() would tell it).
+  NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes,
+        const std::optional<Status>& lost, const std::vector<std::pair<uint32_t, Status>>& left);
 
   // This node's peers have all called the op. rank_node[r]: the node of the op's rank r (every
   // node that hosts a rank takes part; the others never hear of the op).
@@ -47,8 +50,8 @@ class NetOp : public RemoteSteps {
   void announced(const OpAnnouncement& a, const FrameHeader& h, const std::string& frame);
   void node_lost(const Status& why);
   // Sends our announcement to every node still owed it (before anyone waits, or at once when this
-  // node's peers failed).
-  void flush();
+  // node's peers failed). here = false: the connections' writers send (the caller holds a lock).
+  void flush(bool here = true);
   // The node said goodbye: what it sent before is here; waits for anything more from it fail.
   void node_left(uint32_t node, const Status& why);
 
@@ -60,7 +63,8 @@ class NetOp : public RemoteSteps {
                                  Status& error) override;
   void done_with(uint32_t slot) override;
   bool offer_destination(uint32_t slot, int p, std::byte* dst, std::size_t bytes) override;
-  void abort(const Status& why) override { stop(why); }
+  // May be called under the local server's lock: the writers send what it queues.
+  void abort(const Status& why) override { stop(why, /*here=*/false); }
   Status conclude(int p, Status local) override;
 
  private:
@@ -83,18 +87,26 @@ class NetOp : public RemoteSteps {
     std::shared_ptr<SendTicket> ticket;
     uint32_t node;
   };
+  // Frames queued on connections under mu_, which fixes their order there (an announcement before
+  // the data that relies on it); sent once mu_ is released, so that nothing is written or
+  // encrypted under it. here = false: the connections' writer threads send them.
+  struct Outbox {
+    std::vector<Connection*> conns;
+    void queue(Connection* c, std::shared_ptr<SendTicket> t);
+    void send(bool here) const;
+  };
   std::shared_ptr<Incoming> incoming(uint32_t slot);
   std::shared_ptr<Incoming>& incoming_locked(uint32_t slot);  // get or make; mu_ held
   // Stops the op (as abort does) when `theirs` says its node will not run it, or disagrees with
   // ours; needs our own announcement (so also called from launch for those that came first).
-  void stop_if_doomed_locked(const OpAnnouncement& theirs);
+  void stop_if_doomed_locked(const OpAnnouncement& theirs, Outbox& out);
   void wake_if_stopped_locked();  // wakes every receive wait once the op is stopped
   // Stops the op and tells every node everything we know (a node that waits for our forwards
-  // would wait in vain otherwise; posts on connections that are gone just fail).
-  void stop(const Status& why);
+  // would wait in vain otherwise; sends on connections that are gone just fail).
+  void stop(const Status& why, bool here);
   // The announcements `node` has not had from us yet, as whole frames (never its own).
   std::string bundle_for_locked(uint32_t node);
-  void spread_locked();  // every known announcement to every node taking part
+  void spread_locked(Outbox& out);  // every known announcement to every node taking part
   // Waits (leading the poller) until w reaches target or the deadline; spreads what we know once
   // the op has taken longer than kSpreadAfter.
   bool await(WaitWord& w, uint32_t target);
@@ -104,6 +116,10 @@ class NetOp : public RemoteSteps {
   uint32_t group_;
   uint64_t seq_;
   uint32_t my_node_;
+  // Everything below. Taken after the poller's lead (frames are routed to the op while leading)
+  // and before a connection's own mutex (frames are queued under it; see Outbox); never together
+  // with GlobalClient::mu_ or P2PMailbox's. Nothing is written, encrypted or allocated large
+  // under it. (The whole order: global_client.hpp.)
   mutable std::mutex mu_;
   std::vector<std::optional<OpAnnouncement>> ann_;  // by node
   WaitWord ann_word_;                               // announcements so far; the top on node loss
@@ -118,13 +134,12 @@ class NetOp : public RemoteSteps {
   std::optional<Status> abort_;
   std::optional<Status> lost_;
   std::vector<bool> gone_;  // by node: left in order (see node_left)
+  std::optional<Status> left_status_;  // why, once a node has left
   std::vector<uint32_t> rank_node_;  // by op rank (set at launch)
   std::vector<bool> takes_part_;     // by node
   std::vector<std::string> ann_frame_;  // by node: its announcement as a whole frame, once known
   std::vector<bool> sent_;  // [to node * nodes + origin]: that announcement went to that node
   std::vector<bool> to_tell_;        // by node: ours must go there directly and has not yet
-
-  Status gone_status_;
 };
 
 } // namespace chorus

@@ -1,4 +1,4 @@
-#include "transport/tls_channel.hpp"
+#include "transport/tls/tls_channel.hpp"
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "transport/connection.hpp"
+#include "transport/socket.hpp"
 
 namespace chorus {
 
@@ -174,7 +174,7 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::handshake(const TlsContext& ctx,
     if (!flight.empty()) {
       const auto until = going ? deadline : std::min(deadline, Clock::now() + std::chrono::milliseconds(500));
       Status s = write_exact(fd, flight.data(), flight.size(), until);
-      if (!s && going)
+      if (!s.is_ok() && going)
         return Status(s.code() == Errc::timeout ? Errc::timeout : Errc::auth_failed, "TLS handshake: " + s.message());
     }
     if (err == SSL_ERROR_NONE) break;
@@ -182,7 +182,7 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::handshake(const TlsContext& ctx,
     std::size_t room = 0, got = 0;
     char* at = ch->input(room);
     Status s = recv_some(fd, at, room, deadline, got);
-    if (!s) return Status(s.code(), "TLS handshake: " + s.message());
+    if (!s.is_ok()) return Status(s.code(), "TLS handshake: " + s.message());
     if (got == 0)
       return Status(Errc::auth_failed,
                     "TLS handshake failed: the other side closed the connection (no TLS there, or it refused our certificate)");
@@ -265,7 +265,7 @@ Status TlsChannel::read_exact(int fd, void* p, std::size_t n, Clock::time_point 
     }
     std::size_t room = 0, r = 0;
     char* at = input(room);
-    if (auto s = recv_some(fd, at, room, deadline, r); !s) return s;
+    if (auto s = recv_some(fd, at, room, deadline, r); !s.is_ok()) return s;
     if (r == 0) return {Errc::unreachable, "the connection was closed"};
     received(r);
   }

@@ -1,0 +1,41 @@
+// The mesh of data connections between the nodes of a collective: this node's data listener, and
+// one Connection (transport/connection.hpp) to every other node, each opened by the higher id,
+// authenticated by TLS when the configuration has TLS files, and proved to belong to this
+// collective by a hello each way (messages/data_codec.hpp: DataHello).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <chorus/config.hpp>
+#include <chorus/result.hpp>
+#include "messages/node_codec.hpp"
+#include "transport/connection.hpp"
+
+namespace chorus {
+
+// A listening socket for the other nodes' data connections (closed with the object).
+class DataListener {
+ public:
+  // On config.node_address ("host" or "host:port"; port 0 or none picks a free one).
+  static Result<std::unique_ptr<DataListener>> open(const std::string& node_address);
+  ~DataListener();
+  DataListener(const DataListener&) = delete;
+  DataListener& operator=(const DataListener&) = delete;
+  int fd() const { return fd_; }
+  // "host:port" as the other nodes reach it (the topology's data_address).
+  const std::string& address() const { return address_; }
+
+ private:
+  DataListener() = default;
+  int fd_ = -1;
+  std::string address_;
+};
+
+// Connects this node (topo.node_id) to every other node before config.timeout, turning strangers
+// away. conns: by node id, null for this node; every connection delivers its frames to `sink`.
+Status connect_mesh(const Config& config, const TopologyData& topo, const DataListener& listener, FrameSink* sink,
+                    std::vector<std::unique_ptr<Connection>>& conns);
+
+} // namespace chorus

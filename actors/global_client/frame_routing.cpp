@@ -1,0 +1,96 @@
+// GlobalClient as the FrameSink of every data connection: where each arriving frame goes (called by
+// whoever leads the poller, one frame of a connection at a time). Data frames go to their op's
+// NetOp (straight into its buffer, piece by piece); announcements to their op; point-to-point
+// messages and answers to the P2PMailbox; a connection's end to every op and the mailbox.
+#include "actors/global_client/global_client.hpp"
+
+#include "actors/global_client/net_op.hpp"
+#include "actors/global_client/p2p.hpp"
+#include "messages/data_codec.hpp"
+
+namespace chorus {
+
+namespace {
+constexpr std::size_t kMaxControl = std::size_t{1} << 20;  // a larger control payload is garbled
+} // namespace
+
+std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
+  Reading& r = reading_[node];
+  switch (h.type) {
+    case FrameType::data: {
+      r.op = op_for(h.group, h.seq, true);
+      r.slot = h.slot;
+      return r.op ? r.op->incoming_frame(node, h) : nullptr;
+    }
+    case FrameType::p2p_data:
+      if (h.slot > h.bytes || h.slot > kMaxControl) return nullptr;  // garbled: dropped
+      r.bytes.resize(h.bytes);
+      return reinterpret_cast<std::byte*>(r.bytes.data());
+    case FrameType::announce:
+    case FrameType::p2p_ack:
+      if (h.bytes > kMaxControl) return nullptr;
+      r.bytes.resize(h.bytes);
+      return reinterpret_cast<std::byte*>(r.bytes.data());
+    default: return nullptr;
+  }
+}
+
+void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got) {
+  Reading& r = reading_[node];
+  if (h.type == FrameType::data) {
+    if (r.op) r.op->incoming_progress(r.slot, got);
+    return;
+  }
+  if (got < h.bytes) return;
+  const std::string from = "node " + std::to_string(node);
+  std::string error;
+  switch (h.type) {
+    case FrameType::announce: {
+      // Its own announcement, or another node's that it forwards.
+      auto a = decode_announcement(r.bytes.data(), r.bytes.size(), error);
+      if (!a || a->node >= topo_.num_nodes || a->node == topo_.node_id)
+        return on_node_lost(node, from + " sent a garbled announcement" +
+                                      (a ? " (naming node " + std::to_string(a->node) + ")" : ": " + error));
+      if (auto op = op_for(h.group, h.seq, true)) op->announced(*a, h, r.bytes);
+      return;
+    }
+    case FrameType::p2p_data: {
+      auto head = decode_p2p_header(r.bytes.data(), h.slot, error);
+      if (!head) return on_node_lost(node, from + " sent a garbled send header");
+      // The frame's bytes move into the message: the data is not copied on the way to recv().
+      p2p_->deliver({head->source, head->destination, head->tag},
+                    {head->dtype, head->numel, std::move(r.bytes), h.slot, head->failed});
+      r.bytes = std::string();
+      return;
+    }
+    case FrameType::p2p_ack: {
+      auto ack = decode_p2p_ack(r.bytes.data(), r.bytes.size(), error);
+      if (!ack) return on_node_lost(node, from + " sent a garbled send answer");
+      p2p_->answer({ack->source, ack->destination, ack->tag}, std::move(ack->status));
+      return;
+    }
+    default: return;
+  }
+}
+
+void GlobalClient::frame_failed(uint32_t node, const FrameHeader& h) {
+  Reading& r = reading_[node];
+  if (h.type == FrameType::data && r.op) r.op->incoming_failed(r.slot);
+}
+
+void GlobalClient::closed(uint32_t node, bool orderly, const std::string& why) {
+  if (!orderly) return on_node_lost(node, "node " + std::to_string(node) + " lost: " + why);
+  // Everything the node sent before its goodbye has arrived: ops that got all they need from it
+  // still complete; waits for more from it fail, and so does every later op.
+  const Status left(Errc::node_lost, "node " + std::to_string(node) + " left the collective");
+  std::vector<std::shared_ptr<NetOp>> ops;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    left_.emplace_back(node, left);
+    for (auto& [k, op] : ops_) ops.push_back(op);
+  }
+  for (auto& op : ops) op->node_left(node, left);
+  p2p_->node_left(node, left);
+}
+
+} // namespace chorus

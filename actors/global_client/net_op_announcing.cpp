@@ -1,0 +1,169 @@
+// NetOp's announcements (net_op.hpp): launching the op with ours, taking in and forwarding the
+// others', spreading everything we know when the op stops or takes long, and the node events that
+// stop it. Every frame is queued under the op's lock and sent after it (Outbox).
+#include "actors/global_client/net_op.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "actors/global_client/global_client.hpp"
+
+namespace chorus {
+
+namespace {
+constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
+}
+
+void NetOp::Outbox::queue(Connection* c, std::shared_ptr<SendTicket> t) {
+  c->queue(std::move(t));
+  if (std::find(conns.begin(), conns.end(), c) == conns.end()) conns.push_back(c);
+}
+
+void NetOp::Outbox::send(bool here) const {
+  for (Connection* c : conns) c->push(here);
+}
+
+std::string NetOp::bundle_for_locked(uint32_t node) {
+  std::string out;
+  for (uint32_t o = 0; o < ann_frame_.size(); ++o)
+    if (const std::size_t k = std::size_t{node} * ann_.size() + o; o != node && !ann_frame_[o].empty() && !sent_[k]) {
+      out += ann_frame_[o];
+      sent_[k] = true;
+    }
+  return out;
+}
+
+void NetOp::spread_locked(Outbox& out) {
+  if (!launched_) return;  // we know nothing we must pass on yet; launch() spreads if need be
+  for (uint32_t n = 0; n < ann_.size(); ++n) {
+    if (n == my_node_ || !takes_part_[n]) continue;
+    to_tell_[n] = false;
+    if (std::string b = bundle_for_locked(n); !b.empty()) out.queue(client_->connection(n), SendTicket::frames(std::move(b)));
+  }
+}
+
+void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string label, uint32_t local_peers,
+                   std::vector<uint32_t> rank_node, FrameHeader announce_header, std::string announce_body,
+                   std::vector<uint32_t> tell) {
+  Outbox out;
+  std::unique_lock<std::mutex> lk(mu_);
+  ann_frame_[my_node_] = whole_frame(announce_header, announce_body);
+  to_tell_.assign(ann_.size(), false);
+  for (uint32_t n : tell) to_tell_[n] = true;
+  rank_node_ = std::move(rank_node);
+  takes_part_.assign(ann_.size(), false);
+  for (uint32_t n : rank_node_) takes_part_[n] = true;
+  launched_ = true;
+  deadline_ = deadline;
+  spread_at_ = std::min(deadline, Clock::now() + kSpreadAfter);
+  label_ = std::move(label);
+  local_peers_ = local_peers;
+  ann_[my_node_] = std::move(mine);
+  for (uint32_t k = 0; k < ann_.size(); ++k)
+    if (k != my_node_ && ann_[k]) stop_if_doomed_locked(*ann_[k], out);
+  ann_word_.set(ann_word_.value.load() + 1);
+  wake_if_stopped_locked();
+  if (abort_) spread_locked(out);  // stopped before it started: nobody may wait for our forwards
+  lk.unlock();
+  out.send(/*here=*/false);  // the caller holds the local server's lock
+}
+
+void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs, Outbox& out) {
+  if (abort_ || !launched_ || !ann_[my_node_]) return;
+  // A node whose own peers failed sends no data, and one that disagrees with us sends data we
+  // cannot use: stop waiting at once (conclude() then judges every announcement, so every peer
+  // everywhere still reports the same error).
+  if (!theirs.status.is_ok()) abort_ = Status(theirs.status.code(), label_ + ": node " + std::to_string(theirs.node) + " failed");
+  else if (auto s = compare_announcements(*ann_[my_node_], theirs, seq_); !s.is_ok()) abort_ = s;
+  if (abort_) spread_locked(out);
+}
+
+void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::string& frame) {
+  Outbox out;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (a.node >= ann_.size() || ann_[a.node]) return;
+    ann_[a.node] = a;
+    ann_frame_[a.node] = whole_frame(h, frame);
+    if (launched_ && abort_) spread_locked(out);  // stopped: we no longer forward along the schedule
+    stop_if_doomed_locked(a, out);
+    wake_if_stopped_locked();
+    uint32_t v = ann_word_.value.load();
+    if (v != kTop) ann_word_.set(v + 1);
+  }
+  out.send(/*here=*/true);
+}
+
+bool NetOp::await(WaitWord& w, uint32_t target) {
+  Poller& poller = client_->poller();
+  if (!spread_.load() && Clock::now() < spread_at_ && poller.wait(w, target, std::min(spread_at_, deadline_)))
+    return true;
+  // Slow: maybe a node on the path of our forwards is stuck. Everything we know goes to every
+  // node now, well before the deadline, so every node can still name the same culprit.
+  if (!spread_.exchange(true)) {
+    Outbox out;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      spread_locked(out);
+    }
+    out.send(/*here=*/true);
+  }
+  return poller.wait(w, target, deadline_);
+}
+
+void NetOp::stop(const Status& why, bool here) {
+  std::vector<std::shared_ptr<Incoming>> recs;
+  Outbox out;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!abort_) {
+      abort_ = why;
+      spread_locked(out);
+    }
+    for (auto& [slot, rec] : in_) recs.push_back(rec);
+  }
+  out.send(here);
+  for (auto& r : recs) r->word.set(kTop);
+}
+
+void NetOp::node_lost(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!lost_) lost_ = why;
+  }
+  stop(why, /*here=*/true);
+  ann_word_.set(kTop);
+}
+
+void NetOp::node_left(uint32_t node, const Status& why) {
+  std::vector<std::shared_ptr<Incoming>> recs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (node >= gone_.size()) return;
+    gone_[node] = true;
+    left_status_ = why;
+    for (auto& [slot, rec] : in_) recs.push_back(rec);
+  }
+  for (auto& r : recs) {
+    uint32_t v = r->word.value.load();
+    if (v != kTop) r->word.set(v + 1);
+  }
+  uint32_t v = ann_word_.value.load();
+  if (v != kTop) ann_word_.set(v + 1);
+}
+
+void NetOp::flush(bool here) {
+  Outbox out;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (uint32_t n = 0; n < to_tell_.size(); ++n)
+      if (to_tell_[n]) {
+        to_tell_[n] = false;
+        sent_[std::size_t{n} * ann_.size() + my_node_] = true;
+        out.queue(client_->connection(n), SendTicket::frames(ann_frame_[my_node_]));
+      }
+  }
+  out.send(here);
+}
+
+} // namespace chorus

@@ -1,0 +1,68 @@
+// GlobalClient's table of the ops in flight: an op's NetOp exists from whichever comes first (this
+// node's peers all calling it, or a frame of it from another node) until this node's peers have
+// all concluded it; frames that come later for a finished op are dropped.
+#include "actors/global_client/global_client.hpp"
+
+#include "actors/global_client/net_op.hpp"
+
+namespace chorus {
+
+std::shared_ptr<NetOp> GlobalClient::op_for(uint32_t group, uint64_t seq, bool create) {
+  std::lock_guard<std::mutex> lk(mu_);
+  const auto key = std::make_pair(group, seq);
+  auto it = ops_.find(key);
+  if (it != ops_.end()) return it->second;
+  if (!create || closed_ || done_.count(key)) return nullptr;
+  auto op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes, lost_, left_);
+  ops_.emplace(key, op);
+  return op;
+}
+
+void GlobalClient::finished(uint32_t group, uint64_t seq) {
+  std::shared_ptr<NetOp> op;  // released after unlocking
+  std::lock_guard<std::mutex> lk(mu_);
+  const auto key = std::make_pair(group, seq);
+  if (auto it = ops_.find(key); it != ops_.end()) {
+    op = std::move(it->second);
+    ops_.erase(it);
+  }
+  if (done_.insert(key).second) done_order_.push_back(key);
+  if (done_order_.size() > 4096) {  // remember enough recent ops to drop their late frames
+    for (std::size_t i = 0; i < 2048; ++i) done_.erase(done_order_[i]);
+    done_order_.erase(done_order_.begin(), done_order_.begin() + 2048);
+  }
+}
+
+std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq, OpAnnouncement mine,
+                                                    Clock::time_point deadline, std::string label,
+                                                    std::vector<uint32_t> rank_node, uint32_t local_members,
+                                                    const std::vector<bool>& reached) {
+  auto op = op_for(group, seq, true);
+  if (!op) {  // closing, or a sequence number reused
+    op = std::make_shared<NetOp>(shared_from_this(), group, seq, topo_.num_nodes,
+                                 Status(Errc::reset, label + ": the node is shutting down"),
+                                 std::vector<std::pair<uint32_t, Status>>{});
+  }
+  const bool failed = !mine.status.is_ok();
+  std::vector<bool> seen(topo_.num_nodes, false);
+  std::vector<uint32_t> tell;
+  for (uint32_t n : rank_node)
+    if (n != topo_.node_id && !seen[n]) {
+      seen[n] = true;
+      if (!(n < reached.size() && reached[n]) || failed) tell.push_back(n);
+    }
+  mine.node = topo_.node_id;
+  FrameHeader h;
+  h.type = FrameType::announce;
+  h.group = group;
+  h.seq = seq;
+  std::string body = encode_announcement(mine);
+  op->launch(std::move(mine), deadline, std::move(label), local_members, std::move(rank_node), h, std::move(body),
+             std::move(tell));
+  // Our peers will not run this op: the others must hear why at once (the connections' writers
+  // send it: the caller holds the local server's lock).
+  if (failed) op->flush(/*here=*/false);
+  return op;
+}
+
+} // namespace chorus

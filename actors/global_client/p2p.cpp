@@ -1,0 +1,158 @@
+#include "actors/global_client/p2p.hpp"
+
+#include <cstring>
+#include <limits>
+
+#include "actors/global_client/global_client.hpp"
+#include "messages/data_codec.hpp"
+
+namespace chorus {
+
+namespace {
+constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
+
+std::string pair_label(uint32_t src, uint32_t dst, uint64_t tag) {
+  return "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
+}
+} // namespace
+
+// ---- The mailbox ----
+
+void P2PMailbox::bump() {
+  const uint32_t v = word_.value.load();
+  if (v != kTop) word_.set(v + 1);
+}
+
+void P2PMailbox::deliver(const Key& k, Message m) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    inbox_[k].push_back(std::move(m));
+  }
+  bump();
+}
+
+void P2PMailbox::answer(const Key& k, Status s) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    answers_[k].push_back(std::move(s));
+  }
+  bump();
+}
+
+void P2PMailbox::node_lost(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!lost_) lost_ = why;
+  }
+  word_.set(kTop);
+}
+
+void P2PMailbox::node_left(uint32_t node, const Status& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    gone_.emplace(node, why);
+  }
+  bump();
+}
+
+template <class T>
+P2PMailbox::Took P2PMailbox::take(std::map<Key, std::deque<T>>& box, const Key& k, uint32_t node, Poller& poller,
+                                  Clock::time_point deadline, T& out, Status& why) {
+  for (;;) {
+    const uint32_t g = word_.value.load();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (auto it = box.find(k); it != box.end() && !it->second.empty()) {
+        out = std::move(it->second.front());
+        it->second.pop_front();
+        if (it->second.empty()) box.erase(it);
+        return Took::it;
+      }
+      if (lost_) {
+        why = *lost_;
+        return Took::ended;
+      }
+      if (auto gone = gone_.find(node); gone != gone_.end()) {
+        why = gone->second;
+        return Took::ended;
+      }
+    }
+    if (!poller.wait(word_, g + 1, deadline)) return Took::nothing;
+  }
+}
+
+P2PMailbox::Took P2PMailbox::take_message(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline,
+                                          Message& out, Status& why) {
+  return take(inbox_, k, node, poller, deadline, out, why);
+}
+
+P2PMailbox::Took P2PMailbox::take_answer(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline,
+                                         Status& out, Status& why) {
+  return take(answers_, k, node, poller, deadline, out, why);
+}
+
+// ---- GlobalClient::send and recv ----
+
+Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline,
+                          const Status& failed) {
+  const uint32_t node = node_of(dst);
+  const std::string label = pair_label(src, dst, tag);
+  if (auto l = lost(); !l.is_ok()) return l;
+  // A sender that cannot send still sends the header, saying why, so the receiver fails with it
+  // at once; both sides report the same error.
+  const bool sends_data = failed.is_ok();
+  const Status cannot = sends_data ? Status::ok()
+                                   : Status(failed.code(), label + ": peer " + std::to_string(src) +
+                                                               " could not send its tensor: " + failed.message());
+  // One frame: the header (its length in `slot`) and the data, so that concurrent senders on this
+  // connection never split a header from its data.
+  FrameHeader h;
+  h.type = FrameType::p2p_data;
+  h.seq = (uint64_t{src} << 32) | dst;
+  std::string head = encode_p2p_header({src, dst, tag, t.dtype(), t.numel(), cannot});
+  h.slot = static_cast<uint32_t>(head.size());
+  auto ticket = conns_[node]->send(SendTicket::prefixed(h, std::move(head),
+                                                        sends_data ? static_cast<const std::byte*>(t.data()) : nullptr,
+                                                        sends_data ? t.nbytes() : 0));
+  await_sent(*ticket, node, deadline);
+  Status answer, why;
+  switch (p2p_->take_answer({src, dst, tag}, node, poller_, deadline, answer, why)) {
+    case P2PMailbox::Took::it: return sends_data ? answer : cannot;
+    case P2PMailbox::Took::ended: return why;
+    case P2PMailbox::Took::nothing: break;
+  }
+  return {Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
+                             ") never posted the matching recv within " + std::to_string(config_.timeout.count()) + " ms"};
+}
+
+Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, Clock::time_point deadline) {
+  const uint32_t node = node_of(src);
+  const std::string label = pair_label(src, dst, tag);
+  P2PMailbox::Message m;
+  Status why;
+  switch (p2p_->take_message({src, dst, tag}, node, poller_, deadline, m, why)) {
+    case P2PMailbox::Took::it: break;
+    case P2PMailbox::Took::ended: return why;
+    case P2PMailbox::Took::nothing:
+      return {Errc::timeout, label + ": peer " + std::to_string(src) + " (node " + std::to_string(node) +
+                                 ") never posted the matching send within " + std::to_string(config_.timeout.count()) + " ms"};
+  }
+  Status s;
+  const std::string theirs = std::string(to_string(m.dtype)) + "[" + std::to_string(m.numel) + "]";
+  const std::string mine = std::string(to_string(t.dtype())) + "[" + std::to_string(t.numel()) + "]";
+  if (!m.failed.is_ok())
+    s = m.failed;
+  else if (m.dtype != t.dtype())
+    s = Status(Errc::dtype_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
+  else if (m.numel != t.numel() || m.bytes.size() - m.offset != t.nbytes())
+    s = Status(Errc::shape_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
+  else
+    std::memcpy(t.data(), m.bytes.data() + m.offset, t.nbytes());
+  FrameHeader h;
+  h.type = FrameType::p2p_ack;
+  h.seq = (uint64_t{src} << 32) | dst;
+  conns_[node]->send(SendTicket::owning(h, encode_p2p_ack({src, dst, tag, s})));
+  return s;
+}
+
+} // namespace chorus

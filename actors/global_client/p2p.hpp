@@ -1,0 +1,58 @@
+// Point to point across nodes: the messages that other nodes' peers sent to ours and the answers to
+// our own sends, matched FIFO per (source, destination, tag). The frame routing delivers them;
+// GlobalClient::send and recv (p2p.cpp) take them, waiting through the poller.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include <chorus/status.hpp>
+#include <chorus/types.hpp>
+#include "core/wait.hpp"
+#include "transport/poller.hpp"
+
+namespace chorus {
+
+class P2PMailbox {
+ public:
+  using Key = std::tuple<uint32_t, uint32_t, uint64_t>;  // source, destination, tag
+  struct Message {
+    DType dtype;
+    uint64_t numel;
+    std::string bytes;   // the whole payload: the P2PHeader message, then the data from `offset`
+    std::size_t offset;
+    Status failed;       // the sender could not send (then there is no data)
+  };
+
+  void deliver(const Key& k, Message m);
+  void answer(const Key& k, Status s);
+  void node_lost(const Status& why);                 // every pair fails
+  void node_left(uint32_t node, const Status& why);  // pairs with that node fail
+
+  // Waits for the first message (answer) for k from `node`: `it` (out is filled), `ended` (`why`
+  // is the loss or goodbye that ended the wait) or `nothing` (the deadline passed).
+  enum class Took { it, ended, nothing };
+  Took take_message(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline, Message& out,
+                    Status& why);
+  Took take_answer(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline, Status& out,
+                   Status& why);
+
+ private:
+  template <class T>
+  Took take(std::map<Key, std::deque<T>>& box, const Key& k, uint32_t node, Poller& poller,
+            Clock::time_point deadline, T& out, Status& why);
+  void bump();
+
+  std::mutex mu_;  // a leaf: nothing else is locked, and nothing blocks, under it
+  WaitWord word_;  // bumped whenever something arrives; the top once a node is lost
+  std::map<Key, std::deque<Message>> inbox_;
+  std::map<Key, std::deque<Status>> answers_;
+  std::optional<Status> lost_;          // a node died: every pair fails
+  std::map<uint32_t, Status> gone_;     // nodes that left in order: pairs with them fail
+};
+
+} // namespace chorus

@@ -1,0 +1,66 @@
+// What nodes send each other on their data connections (messages/chorus.capnp: DataHello,
+// OpAnnounce, P2PHeader, P2PAck) as C++ types, and their codecs. A frame's payload is the flat
+// word array of one message (envelope_bytes); tensor bytes travel raw after it. Decoding validates
+// enum ranges and error codes and returns an error string for garbled input, never a crash.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <chorus/status.hpp>
+#include <chorus/tensor.hpp>
+#include <chorus/types.hpp>
+
+namespace chorus {
+
+// The first frame on a new data connection, each way: proves the connection belongs to this
+// collective (Topology.collective and token) and names the sender.
+struct DataHello {
+  uint32_t protocol_version = 0;
+  uint64_t collective = 0;
+  uint32_t node = 0;
+  uint64_t token = 0;
+};
+
+// What a node tells the others when all of its peers have called one collective op.
+struct OpAnnouncement {
+  uint32_t node = 0;
+  OpKind kind = OpKind::barrier;
+  DType dtype = DType::f32;
+  ReduceOp redop = ReduceOp::sum;
+  uint32_t root = 0;       // global rank
+  uint64_t count = 0;      // per-peer elements (strategies/schedule.hpp)
+  Shape shape;             // the agreed tensor shape
+  Status status;           // not ok: this node's own peers disagree
+};
+
+// The header of a point-to-point send across nodes; the tensor's bytes follow it in the frame.
+struct P2PHeaderData {
+  uint32_t source = 0;       // global peer ids
+  uint32_t destination = 0;
+  uint64_t tag = 0;
+  DType dtype = DType::f32;
+  uint64_t numel = 0;
+  Status failed;             // not ok: the sender could not send (then no data follows)
+};
+
+// The receiver's answer to a send: ok, or why the pair did not match.
+struct P2PAckData {
+  uint32_t source = 0;
+  uint32_t destination = 0;
+  uint64_t tag = 0;
+  Status status;
+};
+
+std::string encode_data_hello(const DataHello& h);
+std::string encode_announcement(const OpAnnouncement& a);
+std::string encode_p2p_header(const P2PHeaderData& h);
+std::string encode_p2p_ack(const P2PAckData& a);
+
+std::optional<DataHello> decode_data_hello(const void* data, std::size_t bytes, std::string& error);
+std::optional<OpAnnouncement> decode_announcement(const void* data, std::size_t bytes, std::string& error);
+std::optional<P2PHeaderData> decode_p2p_header(const void* data, std::size_t bytes, std::string& error);
+std::optional<P2PAckData> decode_p2p_ack(const void* data, std::size_t bytes, std::string& error);
+
+} // namespace chorus

@@ -1,0 +1,44 @@
+// What travels on a data connection between two nodes, whatever carries it: frames, each a fixed
+// 32-byte header and a payload, and the FrameSink that a connection hands arriving frames to.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace chorus {
+
+// p2p_data: payload = a P2PHeader message (`slot` bytes) then the data.
+enum class FrameType : uint32_t { hello = 1, announce = 2, data = 3, p2p_data = 5, p2p_ack = 6, bye = 7 };
+
+struct FrameHeader {
+  uint32_t magic = kMagic;
+  FrameType type = FrameType::data;
+  uint32_t group = 0;
+  uint32_t slot = 0;   // data: the schedule's slot id; p2p: the pair's sequence number
+  uint64_t seq = 0;    // the op's sequence number (p2p: source << 32 | destination)
+  uint64_t bytes = 0;  // payload length
+  static constexpr uint32_t kMagic = 0x43484f52;  // "CHOR"
+};
+static_assert(sizeof(FrameHeader) == 32);
+
+// A whole frame (header and payload) as bytes, e.g. to queue behind or ahead of others.
+inline std::string whole_frame(FrameHeader h, const std::string& payload) {
+  h.bytes = payload.size();
+  return std::string(reinterpret_cast<const char*>(&h), sizeof h) + payload;
+}
+
+// Receives the frames of one connection (called by the thread that pumps it, one at a time).
+class FrameSink {
+ public:
+  virtual ~FrameSink() = default;
+  // Where the payload goes (at least h.bytes), or nullptr to read and drop it.
+  virtual std::byte* begin_frame(uint32_t node, const FrameHeader& h) = 0;
+  // `got` bytes of the payload have arrived so far (called after every read, and once at the end).
+  virtual void progress(uint32_t node, const FrameHeader& h, std::size_t got) = 0;
+  // The connection died in the middle of this frame's payload: nothing more is written to it.
+  virtual void frame_failed(uint32_t node, const FrameHeader& h) = 0;
+  // The connection ended: `orderly` after a bye frame, otherwise lost (the reason says how).
+  virtual void closed(uint32_t node, bool orderly, const std::string& why) = 0;
+};
+
+} // namespace chorus

@@ -1,0 +1,25 @@
+// Sockets with deadlines, for setting up the data connections (listen, accept, connect) and for the
+// handshakes on them before they become Connections. host may be a name or a numeric address.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <chorus/status.hpp>
+#include "core/wait.hpp"
+
+namespace chorus {
+
+// A listening socket on host:port (port 0: any free port); returns the fd and the bound port.
+Status tcp_listen(const std::string& host, uint16_t port, int& fd, uint16_t& bound);
+// Accepts one connection before the deadline (fd -1 and a timeout status otherwise).
+Status tcp_accept(int listen_fd, Clock::time_point deadline, int& fd);
+// Connects before the deadline, retrying while the other side is not listening yet.
+Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point deadline, int& fd);
+// Splits "host:port"; false when malformed.
+bool split_host_port(const std::string& addr, std::string& host, uint16_t& port);
+// Reads or writes exactly n bytes on a blocking socket before the deadline (for handshakes).
+Status read_exact(int fd, void* p, std::size_t n, Clock::time_point deadline);
+Status write_exact(int fd, const void* p, std::size_t n, Clock::time_point deadline);
+
+} // namespace chorus

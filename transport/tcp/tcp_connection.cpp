@@ -1,0 +1,351 @@
+#include "transport/tcp/tcp_connection.hpp"
+
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace chorus {
+
+namespace {
+constexpr std::size_t kMaxPayload = std::size_t{1} << 40;  // larger is a garbled header
+constexpr std::size_t kReadPiece = std::size_t{1} << 20;   // progress is reported at least this often
+constexpr std::size_t kIn = std::size_t{64} << 10;         // small frames are read in batches this big
+} // namespace
+
+TcpConnection::TcpConnection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls)
+    : Connection(node), fd_(fd), sink_(sink), tls_(std::move(tls)), in_(kIn), hole_(kIn) {
+  // Named so that profiles and debuggers tell the data plane's threads apart.
+  writer_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), ("chorus-wr" + std::to_string(this->node())).c_str());
+    writer_loop();
+  });
+}
+
+TcpConnection::~TcpConnection() {
+  kill();
+  if (writer_.joinable()) writer_.join();
+  ::close(fd_);
+}
+
+bool TcpConnection::queue_locked(const std::shared_ptr<SendTicket>& t) {
+  if (dead_.load() || stopping_) return false;
+  queue_.push_back(t);
+  return true;
+}
+
+void TcpConnection::queue(std::shared_ptr<SendTicket> t) {
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    queued = queue_locked(t);
+  }
+  if (!queued) t->done.set(2);
+}
+
+void TcpConnection::push(bool here) {
+  if (!here) {  // the writer's wait sees what queue() put in line under mu_, or this wakes it
+    cv_.notify_one();
+    return;
+  }
+  std::unique_lock<std::mutex> lk(mu_);
+  push_locked(lk);
+}
+
+std::shared_ptr<SendTicket> TcpConnection::send(std::shared_ptr<SendTicket> t) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!queue_locked(t)) {
+    lk.unlock();
+    t->done.set(2);
+    return t;
+  }
+  push_locked(lk);
+  return t;
+}
+
+void TcpConnection::push_locked(std::unique_lock<std::mutex>& lk) {
+  constexpr std::size_t kInline = std::size_t{256} << 10;
+  if (writing_ || queue_.empty()) return;  // whoever writes takes what is queued next
+  if (queue_.front()->total() > kInline) {
+    lk.unlock();
+    cv_.notify_one();
+    return;
+  }
+  std::shared_ptr<SendTicket> t = std::move(queue_.front());
+  queue_.pop_front();
+  writing_ = true;
+  lk.unlock();
+  // The line is free and the frame small: write it from this thread (no writer wake-up), as far as
+  // the socket takes it without blocking; the writer thread finishes what is left.
+  const bool ok = write_ticket(*t, false);
+  const bool whole = ok && t->written();
+  bool wake;
+  lk.lock();
+  writing_ = false;
+  if (ok && !whole) queue_.push_front(t);
+  wake = !queue_.empty();  // others queued behind us, or our own remainder
+  lk.unlock();
+  if (!ok) {
+    t->done.set(2);
+    kill();
+  } else if (whole) {
+    t->done.set(1);
+  }
+  if (wake) cv_.notify_one();  // an idle writer is not woken for nothing
+}
+
+bool TcpConnection::write_ticket(SendTicket& t, bool wait) {
+  if (tls_) return write_ticket_tls(t, wait);
+  // On the wire: the preamble (whole frames), the header, the prefix (if any), the payload.
+  const std::size_t amble = t.preamble.size(), pre = t.prefix.size();
+  const std::size_t body = t.header.bytes - pre;
+  const std::size_t total = t.total();
+  while (t.sent < total) {
+    iovec iov[4];
+    int cnt = 0;
+    std::size_t at = t.sent;
+    if (at < amble) {
+      iov[cnt++] = {t.preamble.data() + at, amble - at};
+      at = amble;
+    }
+    at -= amble;  // into header + prefix + payload
+    if (at < sizeof(FrameHeader)) {
+      iov[cnt++] = {reinterpret_cast<char*>(&t.header) + at, sizeof(FrameHeader) - at};
+      at = sizeof(FrameHeader);
+    }
+    std::size_t off = at - sizeof(FrameHeader);  // into prefix + payload
+    if (off < pre) {
+      iov[cnt++] = {t.prefix.data() + off, pre - off};
+      off = pre;
+    }
+    if (off - pre < body) iov[cnt++] = {const_cast<std::byte*>(t.payload) + (off - pre), body - (off - pre)};
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = static_cast<std::size_t>(cnt);
+    ssize_t r = sendmsg(fd_, &mh, MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && !wait && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (r <= 0) return false;
+    t.sent += static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+bool TcpConnection::write_ticket_tls(SendTicket& t, bool wait) {
+  // The same bytes as write_ticket, encrypted a piece at a time into t.staged; a piece's records
+  // are all written before the next piece is encrypted, and what an inline send could not write
+  // stays in the ticket for the writer thread.
+  constexpr std::size_t kPiece = std::size_t{64} << 10;   // plaintext encrypted per lock
+  constexpr std::size_t kRecord = std::size_t{16} << 10;  // TLS's largest record
+  const std::size_t amble = t.preamble.size(), pre = t.prefix.size();
+  const std::size_t total = t.total();
+  // The contiguous plaintext at offset `at` of preamble, header, prefix, payload.
+  auto span = [&](std::size_t at, const char*& p) -> std::size_t {
+    const char* base[] = {t.preamble.data(), reinterpret_cast<const char*>(&t.header), t.prefix.data(),
+                          reinterpret_cast<const char*>(t.payload)};
+    const std::size_t len[] = {amble, sizeof(FrameHeader), pre, t.header.bytes - pre};
+    std::size_t i = 0;
+    while (at >= len[i]) at -= len[i++];  // at < total: ends within the payload at the latest
+    p = base[i] + at;
+    return len[i] - at;
+  };
+  for (;;) {
+    while (t.staged_sent < t.staged.size()) {
+      ssize_t r = ::send(fd_, t.staged.data() + t.staged_sent, t.staged.size() - t.staged_sent,
+                       MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && !wait && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (r <= 0) return false;
+      t.staged_sent += static_cast<std::size_t>(r);
+    }
+    t.staged.clear();
+    t.staged_sent = 0;
+    if (t.sent == total) return true;
+    const char* p = nullptr;
+    std::size_t n = span(t.sent, p);
+    std::string why;
+    bool ok;
+    if (n >= kRecord || t.sent + n == total) {
+      n = std::min(n, kPiece);
+      ok = tls_->encrypt(p, n, t.staged, why);
+    } else {
+      // Small parts (the header, a prefix, a preamble) go with the start of what follows, so a
+      // small frame is one record rather than one per part.
+      char gather[kRecord];
+      n = 0;
+      for (std::size_t at = t.sent; n < kRecord && at < total;) {
+        std::size_t k = std::min(span(at, p), kRecord - n);
+        std::memcpy(gather + n, p, k);
+        n += k;
+        at += k;
+      }
+      ok = tls_->encrypt(gather, n, t.staged, why);
+    }
+    if (!ok) return false;
+    t.sent += n;
+  }
+}
+
+void TcpConnection::kill() {
+  std::deque<std::shared_ptr<SendTicket>> failed;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+    if (!dead_.exchange(true)) shutdown(fd_, SHUT_RDWR);
+    failed.swap(queue_);
+  }
+  cv_.notify_all();
+  for (auto& t : failed) t->done.set(2);
+}
+
+void TcpConnection::writer_loop() {
+  for (;;) {
+    std::shared_ptr<SendTicket> t;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return (!queue_.empty() && !writing_) || stopping_; });
+      if (stopping_) return;
+      t = queue_.front();
+      queue_.pop_front();
+      writing_ = true;
+    }
+    const bool ok = write_ticket(*t, true);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      writing_ = false;
+    }
+    t->done.set(ok ? 1 : 2);
+    if (!ok) {
+      kill();
+      return;
+    }
+  }
+}
+
+ssize_t TcpConnection::read_some(std::byte* p, std::size_t n) {
+  if (!tls_) return recv(fd_, p, n, MSG_DONTWAIT);
+  // Under TLS: the plaintext of every whole record that has arrived, decrypted straight into p.
+  // Returns short only when the socket has nothing more, so epoll (on the socket) still tells
+  // when to come back: no decryptable record is left waiting inside the channel.
+  std::size_t total = 0;
+  for (;;) {
+    const long got = tls_->decrypt(p + total, n - total, tls_error_);
+    if (got < 0) {
+      errno = EPROTO;
+      return -1;
+    }
+    total += static_cast<std::size_t>(got);
+    if (total == n) return static_cast<ssize_t>(total);
+    std::size_t room = 0;
+    char* at = tls_->input(room);
+    const ssize_t r = recv(fd_, at, room, MSG_DONTWAIT);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return total ? static_cast<ssize_t>(total) : r;
+    tls_->received(static_cast<std::size_t>(r));
+  }
+}
+
+Connection::Pumped TcpConnection::end_reading(const std::string& reason) {
+  const std::string why = tls_error_.empty() ? reason : reason + " (TLS: " + tls_error_ + ")";
+  ended_ = true;
+  if (in_frame_ && dst_) sink_->frame_failed(node(), cur_);
+  in_frame_ = false;
+  bool ours;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ours = stopping_;
+  }
+  if (!ours) sink_->closed(node(), got_bye_.load(), why);
+  kill();
+  return Pumped::ended;
+}
+
+void TcpConnection::stop_reading() {
+  if (ended_) return;
+  ended_ = true;
+  if (in_frame_ && dst_) sink_->frame_failed(node(), cur_);
+  in_frame_ = false;
+}
+
+Connection::Pumped TcpConnection::pump(std::size_t budget) {
+  if (ended_) return Pumped::ended;
+  try {
+    return pump_some(budget);
+  } catch (const std::exception& e) {  // e.g. no memory for a frame: this connection cannot go on
+    return end_reading(std::string("reading failed: ") + e.what());
+  }
+}
+
+Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
+  // Small frames usually arrive together (an announcement, then its data): one recv takes them
+  // all into in_; a large payload's remainder is read straight into its destination.
+  std::size_t taken = 0;
+  // A read that got less than it asked for emptied the socket: rather than a read that would only
+  // say so, return (the poll is level-triggered, so anything that comes later is reported).
+  bool drained = false;
+  for (;;) {
+    if (!in_frame_) {
+      if (end_ - pos_ < sizeof(FrameHeader)) {
+        if (drained) return Pumped::idle;
+        if (taken >= budget) return Pumped::more;  // only before a read: what is buffered is parsed
+        if (pos_ > 0) {  // keep the partial header at the front
+          std::memmove(in_.data(), in_.data() + pos_, end_ - pos_);
+          end_ -= pos_;
+          pos_ = 0;
+        }
+        ssize_t r = read_some(in_.data() + end_, kIn - end_);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Pumped::idle;
+        if (r <= 0) return end_reading(end_ > pos_ ? "the connection was closed in the middle of a frame"
+                                                  : "the connection was closed");
+        drained = static_cast<std::size_t>(r) < kIn - end_;
+        end_ += static_cast<std::size_t>(r);
+        taken += static_cast<std::size_t>(r);
+        continue;
+      }
+      std::memcpy(&cur_, in_.data() + pos_, sizeof cur_);
+      pos_ += sizeof cur_;
+      if (cur_.magic != FrameHeader::kMagic || cur_.bytes > kMaxPayload)
+        return end_reading("garbled frame on the data connection");
+      if (cur_.type == FrameType::bye) {
+        got_bye_ = true;
+        continue;
+      }
+      dst_ = sink_->begin_frame(node(), cur_);
+      in_frame_ = true;
+      got_ = 0;
+      // What is already buffered first.
+      const std::size_t first = std::min<std::size_t>(cur_.bytes, end_ - pos_);
+      if (first > 0) {
+        if (dst_) std::memcpy(dst_, in_.data() + pos_, first);
+        pos_ += first;
+        got_ = first;
+        if (dst_ && got_ < cur_.bytes) sink_->progress(node(), cur_, got_);
+      }
+    }
+    if (got_ < cur_.bytes) {  // the rest from the socket, in pieces
+      if (drained) return Pumped::idle;
+      if (taken >= budget) return Pumped::more;
+      std::size_t want = std::min<std::size_t>(cur_.bytes - got_, kReadPiece);
+      std::byte* at = dst_ ? dst_ + got_ : hole_.data();
+      if (!dst_) want = std::min(want, hole_.size());
+      ssize_t r = read_some(at, want);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Pumped::idle;
+      if (r <= 0) return end_reading("the connection was closed in the middle of a frame");
+      drained = static_cast<std::size_t>(r) < want;
+      got_ += static_cast<std::size_t>(r);
+      taken += static_cast<std::size_t>(r);
+      if (dst_ && got_ < cur_.bytes) sink_->progress(node(), cur_, got_);
+      if (got_ < cur_.bytes) continue;
+    }
+    in_frame_ = false;
+    if (dst_) sink_->progress(node(), cur_, got_);  // the whole frame (also for zero bytes)
+  }
+}
+
+} // namespace chorus

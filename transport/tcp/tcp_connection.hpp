@@ -1,0 +1,84 @@
+// A Connection (transport/connection.hpp) over one TCP socket, TLS-encrypted when it has a
+// TlsChannel. Sends: a writer thread drains a queue of frames, so a peer thread hands over a send
+// and goes on reducing what arrives meanwhile (sending, receiving and reducing overlap); small
+// frames are written by the sending thread itself when the line is free. Receives: pump() reads
+// the socket without blocking (under TLS, decrypts every whole record that has arrived).
+// Flow control: the writer blocks on a full socket (TCP backpressure) and the schedules bound how
+// much one op has in flight; every wait on a connection has a deadline.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/connection.hpp"
+#include "transport/tls/tls_channel.hpp"
+
+namespace chorus {
+
+class TcpConnection final : public Connection {
+ public:
+  // Takes ownership of a connected socket (and of its TLS session, if any: then every byte is
+  // encrypted). Starts the writer thread; reading is pump()'s.
+  TcpConnection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls = nullptr);
+  ~TcpConnection() override;
+
+  std::shared_ptr<SendTicket> send(std::shared_ptr<SendTicket> t) override;
+  void queue(std::shared_ptr<SendTicket> t) override;
+  void push(bool here = true) override;
+  void kill() override;
+  int wait_fd() const override { return fd_; }
+  Pumped pump(std::size_t budget) override;
+  void stop_reading() override;
+
+ private:
+  bool queue_locked(const std::shared_ptr<SendTicket>& t);  // false: the connection is closed
+  // Takes the head of the queue for the calling thread when the line is free and the frame small,
+  // else wakes the writer if it has work; then, without the lock, writes what it took.
+  void push_locked(std::unique_lock<std::mutex>& lk);
+  void writer_loop();
+  Pumped end_reading(const std::string& why);  // ended, after telling the sink (unless ours)
+  Pumped pump_some(std::size_t budget);
+  // recv without blocking, or under TLS the plaintext of what has arrived.
+  ssize_t read_some(std::byte* p, std::size_t n);
+  // Writes from t->sent on; `wait`: block until done, else stop when the socket is full.
+  // False on a broken connection.
+  bool write_ticket(SendTicket& t, bool wait);
+  bool write_ticket_tls(SendTicket& t, bool wait);
+
+  int fd_;
+  FrameSink* sink_;
+  std::unique_ptr<TlsChannel> tls_;  // null: plain TCP
+  // The queue and the flags below; never held while writing or encrypting, and nothing else is
+  // locked under it (callers may hold their own locks when they queue(): it comes after them).
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<SendTicket>> queue_;
+  bool stopping_ = false;
+  bool writing_ = false;  // someone (the writer thread or an inline sender) is writing a frame
+  std::atomic<bool> dead_{false};
+  std::atomic<bool> got_bye_{false};
+  std::thread writer_;
+
+  // Reading state, kept between pumps: buffered bytes in_[pos_, end_), and the frame whose payload
+  // is being read (dst_ null: dropped into hole_).
+  std::vector<std::byte> in_, hole_;
+  std::size_t pos_ = 0, end_ = 0;
+  bool in_frame_ = false, ended_ = false;
+  FrameHeader cur_{};
+  std::byte* dst_ = nullptr;
+  std::size_t got_ = 0;
+  std::string tls_error_;  // why decryption failed, for the connection's end
+};
+
+// The factory the global client uses for a connection between two hosts.
+inline std::unique_ptr<Connection> tcp_connection(int fd, uint32_t node, FrameSink* sink,
+                                                  std::unique_ptr<TlsChannel> tls = nullptr) {
+  return std::make_unique<TcpConnection>(fd, node, sink, std::move(tls));
+}
+
+} // namespace chorus
