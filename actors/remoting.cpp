@@ -1,21 +1,18 @@
 #include "actors/remoting.hpp"
 
+#include <typeindex>
 
 #include "messages/envelope.hpp"
 
 namespace chorus {
 
-void configure_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds heartbeat, const TlsFiles& tls) {
+void load_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds heartbeat, const TlsFiles& tls,
+                   std::chrono::milliseconds silence) {
   cfg.load<caf::io::middleman>();
-  // Control traffic is rare: the default work-stealing workers would poll every millisecond or
-  // so while idle (about a thousand wake-ups a second per process, measured), time the data
-  // plane's threads need on a small machine. Sharing workers sleep until there is work.
-  cfg.set("scheduler.policy", caf::atom("sharing"));
-  cfg.set("scheduler.max-threads", 2);
   cfg.add_message_type<Envelope>("chorus::envelope");
   if (heartbeat.count() > 0) {
     cfg.set("middleman.heartbeat-interval", caf::timespan{heartbeat});
-    cfg.set("middleman.connection-timeout", caf::timespan{heartbeat * 4});
+    cfg.set("middleman.connection-timeout", caf::timespan{silence.count() > 0 ? silence : heartbeat * 4});
   }
   if (tls.enabled()) {
     cfg.openssl_certificate = tls.certificate;
@@ -23,6 +20,25 @@ void configure_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds
     cfg.openssl_cafile = tls.ca;
     cfg.load<caf::openssl::manager>();
   }
+}
+
+void configure_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds heartbeat, const TlsFiles& tls,
+                        std::chrono::milliseconds silence) {
+  load_remoting(cfg, heartbeat, tls, silence);
+  // Control traffic is rare: the default work-stealing workers would poll every millisecond or
+  // so while idle (about a thousand wake-ups a second per process, measured), time the data
+  // plane's threads need on a small machine. Sharing workers sleep until there is work.
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("scheduler.max-threads", 2);
+}
+
+std::string remoting_problem(caf::actor_system& sys, const TlsFiles& tls) {
+  if (!sys.has_middleman()) return "its actor system has no middleman (CAF remoting)";
+  if (!sys.config().type_names_by_rtti.count(std::type_index(typeid(Envelope))))
+    return "its actor system does not know chorus's message type";
+  if (tls.enabled() && !uses_tls(sys)) return "TLS files are set but its actor system does not use TLS";
+  if (!tls.enabled() && uses_tls(sys)) return "its actor system uses TLS but no TLS files are set";
+  return {};
 }
 
 bool uses_tls(caf::actor_system& sys) {

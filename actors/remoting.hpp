@@ -19,15 +19,27 @@ struct TlsFiles {
 };
 
 // Loads the middleman and registers chorus::Envelope for remote use ("chorus::envelope").
-// heartbeat > 0: BASP heartbeats at that interval, and a connection silent for 4 intervals is
-// dropped (a frozen peer process then shows up as a down message within ~5 intervals).
+// heartbeat > 0: this side sends BASP heartbeats at that interval and drops a connection silent
+// for `silence` (default 4 intervals): a frozen peer process then shows up as a down message.
+// Both sides must send heartbeats, or the checking side drops a healthy idle peer.
 // tls.enabled(): every connection of this actor system uses TLS (libcaf-openssl).
+void load_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds heartbeat = std::chrono::milliseconds{0},
+                   const TlsFiles& tls = {}, std::chrono::milliseconds silence = std::chrono::milliseconds{0});
+// load_remoting() plus the scheduler chorus's own actor systems run: `sharing`, two workers.
 void configure_remoting(caf::actor_system_config& cfg,
                         std::chrono::milliseconds heartbeat = std::chrono::milliseconds{0},
-                        const TlsFiles& tls = {});
+                        const TlsFiles& tls = {}, std::chrono::milliseconds silence = std::chrono::milliseconds{0});
+// A node's link to the orchestrator: heartbeats often (the orchestrator drops a node silent for 4
+// of its own intervals, 800 ms at --heartbeat-ms 200, and a loaded machine must not look frozen),
+// and a frozen orchestrator noticed after 2 s of silence (the daemon's interval is not known here).
+inline constexpr std::chrono::milliseconds kNodeHeartbeat{100};
+inline constexpr std::chrono::milliseconds kNodeLinkSilence{2000};
 
 // Whether `sys` was configured with TLS.
 bool uses_tls(caf::actor_system& sys);
+// What is wrong with `sys` for talking to an orchestrator with `tls` (no middleman, chorus's
+// message type not registered, TLS files set on one side only), or "" when nothing is.
+std::string remoting_problem(caf::actor_system& sys, const TlsFiles& tls);
 // Publishes `a` on host:port (port 0: any free port) with TLS when `sys` uses it.
 template <class Handle>
 caf::expected<uint16_t> publish_remote(caf::actor_system& sys, const Handle& a, uint16_t port,

@@ -2,6 +2,7 @@
 
 #include "actors/global_client/global_client.hpp"
 #include "actors/local_server/local_server.hpp"
+#include "actors/remoting.hpp"
 #include "actors/runtime_impl.hpp"
 #include "messages/peer_codec.hpp"
 
@@ -25,25 +26,50 @@ void await_exits(caf::actor_system& sys, const std::vector<caf::actor>& actors, 
 
 } // namespace
 
-RuntimeImpl::RuntimeImpl() {
-  // The sharing policy wakes an idle worker through a condition variable at once; the default
-  // work-stealing policy lets idle workers sleep in long polls, which costs hundreds of µs.
-  cfg.set("scheduler.policy", caf::atom("sharing"));
-  cfg.set("scheduler.max-threads", 2);
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  own_system = std::make_unique<caf::actor_system>(cfg);
-  system = own_system.get();
-  core = std::make_shared<LocalServerCore>();
-  // Detached: the server has its own thread, so peer threads never wait behind other actors.
-  server = system->spawn<caf::detached>(local_server_sharing, core);
-}
+RuntimeImpl::RuntimeImpl() { core = std::make_shared<LocalServerCore>(); }
 
 // In the host's system the data path is the same: peers enter the server's core directly and the
 // server and peer actors run on threads of their own, so the host's scheduler policy never sits
 // between a peer and its op.
-RuntimeImpl::RuntimeImpl(caf::actor_system& host) : system(&host) {
+RuntimeImpl::RuntimeImpl(caf::actor_system& host) : sys(&host), in_host(true) {
   core = std::make_shared<LocalServerCore>();
-  server = system->spawn<caf::detached>(local_server_sharing, core);
+  server = sys->spawn<caf::detached>(local_server_sharing, core);
+}
+
+Result<caf::actor_system*> RuntimeImpl::system_for(const Config* config) {
+  std::lock_guard<std::mutex> lk(system_mu);
+  const bool remote = config && config->num_nodes > 0;
+  const TlsFiles tls = config ? TlsFiles{config->tls_certificate, config->tls_key, config->tls_ca} : TlsFiles{};
+  if (sys) {
+    if (remote)
+      if (auto why = remoting_problem(*sys, tls); !why.empty())
+        return Status(Errc::invalid_config,
+                      "multi-node mode (num_nodes " + std::to_string(config->num_nodes) + "): " + why +
+                          (in_host ? "; call chorus::Runtime::prepare(cfg, config) on the host's actor_system_config "
+                                     "before constructing the actor_system (it loads cfg.load<caf::io::middleman>() "
+                                     "and what else chorus needs)"
+                                   : "; this Runtime's actor system was started for one process before the "
+                                     "multi-node registration: make that registration the Runtime's first use"));
+    return sys;
+  }
+  {
+    std::lock_guard<std::mutex> lk2(actors_mu);
+    if (stopped) return Status(Errc::reset, "the runtime has been destroyed");
+  }
+  cfg = std::make_unique<caf::actor_system_config>();
+  if (remote) configure_remoting(*cfg, kNodeHeartbeat, tls, kNodeLinkSilence);
+  // The sharing policy wakes an idle worker through a condition variable at once; the default
+  // work-stealing policy lets idle workers sleep in long polls, which costs hundreds of µs.
+  cfg->set("scheduler.policy", caf::atom("sharing"));
+  cfg->set("scheduler.max-threads", 2);
+  cfg->set("logger.verbosity", caf::atom("quiet"));
+  own_system = std::make_unique<caf::actor_system>(*cfg);
+  sys = own_system.get();
+  // Detached: the server has its own thread, so peer threads never wait behind other actors.
+  auto s = sys->spawn<caf::detached>(local_server_sharing, core);
+  std::lock_guard<std::mutex> lk2(actors_mu);
+  server = std::move(s);
+  return sys;
 }
 
 RuntimeImpl::~RuntimeImpl() { shutdown(); }
@@ -66,12 +92,14 @@ void RuntimeImpl::shutdown() {
     if (global) global->close();
   }
   for (auto& a : ours) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  std::lock_guard<std::mutex> lk(system_mu);  // no system is made meanwhile (stopped is set)
   if (own_system) {
     ours.clear();  // the same: our own handles would keep ~actor_system waiting
     own_system->await_all_actors_done();
     own_system.reset();
-  } else {
-    await_exits(*system, ours, grace);
+    sys = nullptr;
+  } else if (in_host) {
+    await_exits(*sys, ours, grace);
   }
 }
 
@@ -122,17 +150,12 @@ Status RuntimeImpl::submit_group(Call& call, std::chrono::milliseconds timeout, 
 }
 
 Status RuntimeImpl::ensure_global(const Config& config) {
-  // Multi-node mode is CAF remoting: a host's system must have been configured with the middleman
-  // (it cannot be added once the system exists).
-  if (!own_system && !system->has_middleman())
-    return {Errc::invalid_config,
-            "multi-node mode (num_nodes " + std::to_string(config.num_nodes) +
-                ") needs CAF's middleman in the host's actor_system: call cfg.load<caf::io::middleman>() "
-                "before constructing the actor_system the Runtime runs on"};
+  auto sys = system_for(&config);
+  if (!sys) return sys.status();
   std::lock_guard<std::mutex> lk(global_mu);
   if (global) return Status::ok();
   if (auto why = core->closed()) return *why;
-  auto g = GlobalClient::start(config);
+  auto g = GlobalClient::start(config, **sys);
   if (!g) return g.status();
   global = std::move(*g);
   core->set_global(global);
@@ -141,6 +164,7 @@ Status RuntimeImpl::ensure_global(const Config& config) {
 
 Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {
   if (auto s = config.validate(); !s) return s;
+  if (auto sys = system_for(&config); !sys) return sys.status();
   if (config.num_nodes > 0)
     if (auto s = ensure_global(config); !s) return s;
   Call call;
@@ -172,11 +196,16 @@ Runtime::~Runtime() { impl_->shutdown(); }
 Result<Peer> Runtime::register_peer(PeerId id, const Config& config) { return impl_->register_peer(id, config); }
 
 Status Runtime::reset() {
+  if (!impl_->has_system()) return Status::ok();  // nobody registered: nothing to reset
   Call call;
   call.message = encode_peer_only(UINT32_MAX, true);
   return impl_->submit(reset_atom::value, call, std::chrono::milliseconds(10000));
 }
 
-caf::actor_system& Runtime::actor_system() { return *impl_->system; }
+caf::actor_system& Runtime::actor_system() { return impl_->system(); }
+
+void Runtime::prepare(caf::actor_system_config& cfg, const Config& config) {
+  load_remoting(cfg, kNodeHeartbeat, TlsFiles{config.tls_certificate, config.tls_key, config.tls_ca}, kNodeLinkSilence);
+}
 
 } // namespace chorus

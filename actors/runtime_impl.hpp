@@ -20,7 +20,7 @@ namespace chorus {
 class GlobalClient;
 
 struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
-  // Runs its own actor system (the `sharing` scheduler: see runtime.cpp).
+  // Runs its own actor system (the `sharing` scheduler: see runtime.cpp), made on first use.
   RuntimeImpl();
   // Runs in the host app's actor system, which must outlive this runtime's shutdown().
   explicit RuntimeImpl(caf::actor_system& host);
@@ -30,6 +30,18 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // until every actor it spawned there is gone, since the host's ~actor_system waits for them.
   // Idempotent.
   void shutdown();
+
+  // The actor system the runtime runs in, with its local server. In the runtime's own mode it is
+  // made on first use: with remoting when `config` is multi-node (CAF's middleman, its heartbeats
+  // and TLS must be set before a system starts, so the first multi-node use decides), plain
+  // otherwise. An error when `config` needs remoting that the system in place lacks. One per
+  // process: the node actor of multi-node mode runs in it too.
+  Result<caf::actor_system*> system_for(const Config* config);
+  caf::actor_system& system() { return **system_for(nullptr); }
+  bool has_system() {
+    std::lock_guard<std::mutex> lk(system_mu);
+    return sys != nullptr;
+  }
 
   // Registers peer `id` and waits for the answer (Runtime::register_peer; peer actors call it on
   // their own threads).
@@ -89,9 +101,11 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   std::mutex global_mu;
   std::shared_ptr<GlobalClient> global;  // multi-node mode only
   std::shared_ptr<LocalServerCore> core;
-  caf::actor_system_config cfg;                  // of own_system
+  std::mutex system_mu;  // guards the three fields below (system_for); taken before actors_mu
+  std::unique_ptr<caf::actor_system_config> cfg;  // of own_system
   std::unique_ptr<caf::actor_system> own_system;  // empty in the host's system
-  caf::actor_system* system = nullptr;            // own_system or the host's
+  caf::actor_system* sys = nullptr;               // own_system or the host's; null until first use
+  const bool in_host = false;                     // runs in the host app's actor system
   std::mutex actors_mu;  // guards the three fields below; never held across a call out
   caf::actor server;     // dropped by shutdown()
   std::map<caf::actor_id, caf::actor> owned;  // peer actors spawned for the host app

@@ -141,14 +141,47 @@ TEST(HostSystem, MultiNodeWithoutTheMiddlemanIsAConfigError) {
   all_reduce_on_threads(rt);
 }
 
-TEST(HostSystem, MultiNodeWithTheMiddlemanGoesOnToTheOrchestrator) {
+TEST(HostSystem, AMiddlemanAloneIsNotEnoughPrepareIs) {
   QuietConfig cfg;
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
   ASSERT_TRUE(sys.has_middleman());
   Runtime rt{sys};
+  EXPECT_TRUE(has(rt.register_peer(0, multi_node(closed_port())).status(), Errc::invalid_config,
+                  {"message type", "Runtime::prepare"}));
+}
+
+TEST(HostSystem, MultiNodeWithAPreparedConfigGoesOnToTheOrchestrator) {
+  const Config config = multi_node(closed_port());
+  QuietConfig cfg;
+  Runtime::prepare(cfg, config);
+  caf::actor_system sys{cfg};
+  ASSERT_TRUE(sys.has_middleman());
+  Runtime rt{sys};
   // Past the check: the registration tries the (absent) orchestrator.
-  EXPECT_TRUE(has(rt.register_peer(0, multi_node(closed_port())).status(), Errc::unreachable, {"orchestrator"}));
+  EXPECT_TRUE(has(rt.register_peer(0, config).status(), Errc::unreachable, {"orchestrator"}));
+}
+
+TEST(HostSystem, TlsFilesNeedATlsSystem) {
+  Config config = multi_node(closed_port());
+  QuietConfig cfg;
+  Runtime::prepare(cfg, config);  // prepared without TLS files
+  caf::actor_system sys{cfg};
+  Runtime rt{sys};
+  config.tls_certificate = "node.pem";
+  config.tls_key = "node.key";
+  config.tls_ca = "ca.pem";
+  EXPECT_TRUE(has(rt.register_peer(0, config).status(), Errc::invalid_config, {"TLS files are set"}));
+}
+
+TEST(OwnSystem, AMultiNodeRegistrationAfterAOneProcessOneIsAConfigError) {
+  Runtime rt;
+  Config one;
+  one.num_devices = 1;
+  auto p = rt.register_peer(0, one);
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  EXPECT_TRUE(has(rt.register_peer(0, multi_node(closed_port())).status(), Errc::invalid_config,
+                  {"started for one process", "first use"}));
 }
 
 } // namespace

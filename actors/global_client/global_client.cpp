@@ -11,7 +11,7 @@ namespace {
 constexpr auto kGrace = std::chrono::seconds(5);
 } // namespace
 
-Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config) {
+Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, caf::actor_system& sys) {
   std::shared_ptr<GlobalClient> c(new GlobalClient);
   c->config_ = config;
   const auto deadline = Clock::now() + config.timeout;
@@ -33,7 +33,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config) 
   auto on_lost = [weak](uint32_t node, const std::string& why) {
     if (auto self = weak.lock()) self->on_node_lost(node, why);
   };
-  if (auto s = join_orchestrator(config, ohost, oport, reg, deadline, on_lost, c->orchestrator_); !s.is_ok()) return s;
+  if (auto s = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, c->orchestrator_); !s.is_ok()) return s;
   c->topo_ = c->orchestrator_.session->topology();
   c->reading_.resize(c->topo_.num_nodes);
   if (auto s = connect_mesh(config, c->topo_, **listener, c.get(), c->conns_); !s.is_ok()) {

@@ -39,8 +39,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
  public:
   // Registers with the orchestrator named by config.orchestrator_address, listens for data on
   // config.node_address ("host" or "host:port"; port 0 or none picks a free one), and connects to
-  // every other node. Everything within config.timeout.
-  static Result<std::shared_ptr<GlobalClient>> start(const Config& config);
+  // every other node. Everything within config.timeout. Its control side (the node actor) runs in
+  // `sys`, the runtime's actor system, which must be configured for remoting and outlive it.
+  static Result<std::shared_ptr<GlobalClient>> start(const Config& config, caf::actor_system& sys);
   ~GlobalClient() override;
   // Says goodbye to every node and leaves the orchestrator. Idempotent.
   void close();

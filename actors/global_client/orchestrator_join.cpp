@@ -7,9 +7,9 @@
 
 namespace chorus {
 
-Status join_orchestrator(const Config& config, const std::string& host, uint16_t port, const NodeRegisterData& reg,
-                         Clock::time_point deadline, std::function<void(uint32_t, const std::string&)> on_node_lost,
-                         OrchestratorLink& link) {
+Status join_orchestrator(const Config& config, caf::actor_system& sys, const std::string& host, uint16_t port,
+                         const NodeRegisterData& reg, Clock::time_point deadline,
+                         std::function<void(uint32_t, const std::string&)> on_node_lost, OrchestratorLink& link) {
   // The orchestrator is reached with CAF remoting; probe it first so an unreachable host fails
   // within our timeout rather than the operating system's.
   int probe = -1;
@@ -20,18 +20,9 @@ Status join_orchestrator(const Config& config, const std::string& host, uint16_t
     if (d.node_id == NodeEvents::kOrchestrator) return;
     on_node_lost(d.node_id, "node " + std::to_string(d.node_id) + " lost: " + d.reason);
   };
-  link.cfg = std::make_unique<caf::actor_system_config>();
-  link.cfg->set("scheduler.max-threads", 2);
-  link.cfg->set("logger.verbosity", caf::atom("quiet"));
-  configure_remoting(*link.cfg, std::chrono::milliseconds(500),
-                     TlsFiles{config.tls_certificate, config.tls_key, config.tls_ca});
-  link.system = std::make_unique<caf::actor_system>(*link.cfg);
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  auto session = NodeSession::join(*link.system, host, port, reg, std::max(left, std::chrono::milliseconds(1)), on_lost);
-  if (!session.is_ok()) {
-    link.system.reset();
-    return session.status();
-  }
+  auto session = NodeSession::join(sys, host, port, reg, std::max(left, std::chrono::milliseconds(1)), on_lost);
+  if (!session.is_ok()) return session.status();
   link.session = std::move(*session);
   return Status::ok();
 }
@@ -39,10 +30,6 @@ Status join_orchestrator(const Config& config, const std::string& host, uint16_t
 void OrchestratorLink::leave() {
   if (session) session->leave();
   session.reset();
-  if (system) {
-    system->await_all_actors_done();
-    system.reset();
-  }
 }
 
 } // namespace chorus

@@ -1,7 +1,6 @@
-// How the global client joins the orchestrator: a second actor system that speaks CAF remoting to
-// it, and the node session (node_session.hpp) that registers this node, receives the topology and
-// relays NodeLost notices. (Another step of issue 12 makes this an actor in the Runtime's own
-// system; until then it is kept as it was, only moved here.)
+// How the global client joins the orchestrator: the node session (node_session.hpp) registers this
+// node from a node actor in the runtime's own actor system (one per process), receives the
+// topology and relays NodeLost notices.
 #pragma once
 #include <caf/all.hpp>
 
@@ -17,19 +16,18 @@
 namespace chorus {
 
 struct OrchestratorLink {
-  std::unique_ptr<caf::actor_system_config> cfg;
-  std::unique_ptr<caf::actor_system> system;
-  std::shared_ptr<NodeSession> session;  // declared last: goes before the system it lives in
+  std::shared_ptr<NodeSession> session;
 
-  // Tells the orchestrator this node leaves, then stops the actor system. Idempotent.
+  // Tells the orchestrator this node leaves (its node actor then stops). Idempotent.
   void leave();
 };
 
 // Registers `reg` with the orchestrator at config.orchestrator_address (host:port, already split
-// into `host` and `port`) before the deadline and fills `link`. on_node_lost(node, why): a NodeLost
-// notice for another node (the orchestrator's own loss is not one), on an actor's thread.
-Status join_orchestrator(const Config& config, const std::string& host, uint16_t port, const NodeRegisterData& reg,
-                         Clock::time_point deadline, std::function<void(uint32_t, const std::string&)> on_node_lost,
-                         OrchestratorLink& link);
+// into `host` and `port`) before the deadline, from a node actor spawned in `sys` (configured for
+// remoting: actors/remoting.hpp), and fills `link`. on_node_lost(node, why): a NodeLost notice for
+// another node (the orchestrator's own loss is not one), on the node actor's thread.
+Status join_orchestrator(const Config& config, caf::actor_system& sys, const std::string& host, uint16_t port,
+                         const NodeRegisterData& reg, Clock::time_point deadline,
+                         std::function<void(uint32_t, const std::string&)> on_node_lost, OrchestratorLink& link);
 
 } // namespace chorus

@@ -85,7 +85,7 @@ GroupDone on_group(self_ptr self, const std::shared_ptr<RuntimeImpl>& rt, GroupC
   if (!g) return {g.status(), peer_actor{}};
   if (g->size() == 0) return {Status::ok(), peer_actor{}};  // this peer joins no group
   // Detached like its parent: ops of the group may run while the parent runs others.
-  return {Status::ok(), owned_by(*rt, rt->system->spawn<caf::detached>(group_actor, rt, std::move(*g)))};
+  return {Status::ok(), owned_by(*rt, self->home_system().spawn<caf::detached>(group_actor, rt, std::move(*g)))};
 }
 
 GradDone on_grad(PeerActorState& st, GradCall& c) {
@@ -158,8 +158,12 @@ peer_actor::behavior_type serve(self_ptr self, std::shared_ptr<RuntimeImpl> rt) 
 
 peer_actor spawn_peer_actor(Runtime& rt, PeerId id, const Config& config) {
   auto impl = RuntimeAccess::impl(rt).shared_from_this();
+  // A multi-node config makes the runtime's system with remoting, if this is its first use. When
+  // it cannot (the system in place lacks it), the actor's registration says why.
+  auto sys = impl->system_for(&config);
+  caf::actor_system& home = sys.is_ok() ? **sys : impl->system();
   // Detached: registration and every blocking call run on the actor's own thread.
-  return owned_by(*impl, impl->system->spawn<caf::detached>(world_actor, impl, id, config));
+  return owned_by(*impl, home.spawn<caf::detached>(world_actor, impl, id, config));
 }
 
 } // namespace chorus

@@ -9,6 +9,7 @@
 
 namespace caf {
 class actor_system;
+class actor_system_config;
 }
 
 namespace chorus {
@@ -17,14 +18,21 @@ struct RuntimeImpl;
 
 class Runtime {
  public:
-  // Runs an actor system of its own (CAF's `sharing` scheduler, two workers).
+  // Runs an actor system of its own (CAF's `sharing` scheduler, two workers), made on first use:
+  // the first registration (or peer actor) with a multi-node config makes it with CAF remoting
+  // and that config's TLS files, which the node's control side (its link to the orchestrator)
+  // then uses; one actor system per process.
   Runtime();
   // Runs in the host app's actor system: the local server and every peer actor are spawned there
   // (each on a thread of its own, so the host's scheduler never carries an op) and stopped when
   // this Runtime is destroyed, which must happen before `host` is destroyed. Multi-node mode
-  // needs `host` built with CAF's middleman (cfg.load<caf::io::middleman>()); without it,
-  // registering with num_nodes > 0 fails with Errc::invalid_config.
+  // needs `host` built from a config that prepare() saw; without it, registering with
+  // num_nodes > 0 fails with Errc::invalid_config.
   explicit Runtime(caf::actor_system& host);
+  // Readies a host app's actor-system config for multi-node mode with `config`, before the
+  // actor_system is constructed: CAF's middleman, chorus's message type, the heartbeats that let
+  // a frozen orchestrator be noticed, and TLS with config's TLS files when it has them.
+  static void prepare(caf::actor_system_config& cfg, const Config& config);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
