@@ -33,7 +33,7 @@ RuntimeImpl::RuntimeImpl() { core = std::make_shared<LocalServerCore>(); }
 // between a peer and its op.
 RuntimeImpl::RuntimeImpl(caf::actor_system& host) : sys(&host), in_host(true) {
   core = std::make_shared<LocalServerCore>();
-  server = sys->spawn<caf::detached>(local_server_sharing, core);
+  server = sys->spawn<caf::detached>(local_server, core);
 }
 
 Result<caf::actor_system*> RuntimeImpl::system_for(const Config* config) {
@@ -66,7 +66,7 @@ Result<caf::actor_system*> RuntimeImpl::system_for(const Config* config) {
   own_system = std::make_unique<caf::actor_system>(*cfg);
   sys = own_system.get();
   // Detached: the server has its own thread, so peer threads never wait behind other actors.
-  auto s = sys->spawn<caf::detached>(local_server_sharing, core);
+  auto s = sys->spawn<caf::detached>(local_server, core);
   std::lock_guard<std::mutex> lk2(actors_mu);
   server = std::move(s);
   return sys;
@@ -84,7 +84,8 @@ void RuntimeImpl::shutdown() {
     owned.clear();
     // Peers that outlive the runtime keep this object: it must not keep the server alive, or the
     // actor system could not end (it waits until every handle to a detached actor is gone).
-    ours.push_back(std::move(server));
+    ours.push_back(caf::actor_cast<caf::actor>(std::move(server)));
+    server = nullptr;
   }
   core->close(Status(Errc::reset, "the runtime has been destroyed"));
   {

@@ -57,7 +57,7 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   Status submit(Atom atom, Call& call, std::chrono::milliseconds timeout) {
     auto reply = call.reply;
     if (auto why = core->closed()) return *why;  // the server is going away: do not wait on it
-    caf::actor to;
+    local_server_actor to;
     {
       std::lock_guard<std::mutex> lk(actors_mu);  // shutdown() drops the handle
       to = server;
@@ -107,7 +107,7 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   caf::actor_system* sys = nullptr;               // own_system or the host's; null until first use
   const bool in_host = false;                     // runs in the host app's actor system
   std::mutex actors_mu;  // guards the three fields below; never held across a call out
-  caf::actor server;     // dropped by shutdown()
+  local_server_actor server;  // dropped by shutdown()
   std::map<caf::actor_id, caf::actor> owned;  // peer actors spawned for the host app
   bool stopped = false;                       // shutdown() has begun
 };

@@ -16,16 +16,16 @@ namespace chorus::testing {
 
 class CafDeterministic : public ::testing::Test {
  protected:
-  struct Config : caf::actor_system_config {
-    Config() {
+  struct SystemConfig : caf::actor_system_config {
+    SystemConfig() {
       set("scheduler.policy", caf::atom("testing"));
       set("logger.verbosity", caf::atom("quiet"));
       add_message_type<Envelope>("chorus::envelope");
     }
   };
 
-  Config cfg;
-  caf::actor_system sys{cfg};
+  SystemConfig sys_cfg;
+  caf::actor_system sys{sys_cfg};
   caf::scheduler::test_coordinator& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   caf::scoped_actor self{sys, true};  // hidden: the test's own mailbox
 

@@ -318,19 +318,21 @@ TEST(PeerActorRegistration, SpawnReturnsBeforeRegistrationEnds) {
   Runtime rt;
   caf::scoped_actor self{rt.actor_system()};
   RuntimeImpl& impl = RuntimeAccess::impl(rt);
-  caf::actor server = impl.server;
-  impl.server = rt.actor_system().spawn(gate, server);  // before any peer: nobody reads it meanwhile
+  local_server_actor server = impl.server;
+  // Before any peer: nobody reads it meanwhile. The gate takes the server's messages untyped.
+  caf::actor gated = rt.actor_system().spawn(gate, caf::actor_cast<caf::actor>(server));
+  impl.server = caf::actor_cast<local_server_actor>(gated);
   peer_actor a = spawn_peer_actor(rt, 0, config_for(1));
   Tensor t = Tensor::from(std::vector<int32_t>{4, 5});
   auto ready = self->request(a, kWait, ReadyCall{});
   auto op = self->request(a, kWait, OpCall::all_reduce(t, t, ReduceOp::sum));
-  self->send(impl.server, open_atom::value);  // only now can the registration end
+  self->send(gated, open_atom::value);  // only now can the registration end
   ready.receive([](ReadyDone& d) { EXPECT_TRUE(d.status().is_ok()) << d.status().to_string(); },
                 [](caf::error& e) { ADD_FAILURE() << to_string(e); });
   op.receive([](OpDone& d) { EXPECT_TRUE(d.status().is_ok()) << d.status().to_string(); },
              [](caf::error& e) { ADD_FAILURE() << to_string(e); });
   EXPECT_EQ(ints(t), (std::vector<int32_t>{4, 5}));
-  self->send_exit(impl.server, caf::exit_reason::user_shutdown);
+  self->send_exit(gated, caf::exit_reason::user_shutdown);
   impl.server = server;  // registration is over: nobody reads it meanwhile
 }
 

@@ -1,0 +1,152 @@
+// LocalServerCore: the strategy each op reports, and nothing that may block under the core's lock.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <chorus/config.hpp>
+#include <chorus/runtime.hpp>
+#include "actors/runtime_impl.hpp"
+#include "local_server_fixtures.hpp"
+#include "strategies/work_buffer.hpp"
+#include "testkit/process.hpp"
+
+namespace chorus {
+namespace {
+
+// --- the strategy that runs
+
+// Every reply of an op names what runs it, and that is what the tuning module picks for the op.
+TEST_F(CoreTest, RepliesCarryTheStrategyTheTuningModulePicked) {
+  const Config c = cfg(3);
+  reg_all(c);
+  Topology three;
+  three.peers = 3;
+  const int64_t large = static_cast<int64_t>(c.auto_threshold_bytes / 4);
+  uint64_t seq = 0;
+  for (int64_t count : {int64_t{4}, large - 1, large, large * 4}) {
+    auto replies = collective({all_reduce_req(0, seq, count), all_reduce_req(1, seq, count), all_reduce_req(2, seq, count)});
+    ++seq;
+    expect_all_planned(replies);
+    const RunStrategy picked = tune(c, OpKind::all_reduce, DType::f32, static_cast<std::size_t>(count), three);
+    EXPECT_EQ(picked, RunStrategy::flat({count < large ? Algorithm::centralized : Algorithm::direct, 2})) << count;
+    for (auto& r : replies) EXPECT_EQ(r->strategy, picked) << count;
+  }
+  auto barrier = collective({req(0, seq, OpKind::barrier), req(1, seq, OpKind::barrier), req(2, seq, OpKind::barrier)});
+  for (auto& r : barrier) EXPECT_EQ(to_string(r->strategy), "centralized");
+  auto s = op(p2p(OpKind::send, 0, 2, f32(4)));
+  auto r = op(p2p(OpKind::recv, 2, 0, f32(4)));
+  ASSERT_TRUE(s->status.is_ok() && r->status.is_ok());
+  EXPECT_EQ(to_string(s->strategy), "p2p");
+  EXPECT_EQ(to_string(r->strategy), "p2p");
+}
+
+TEST_F(CoreTest, AFixedStrategyIsReportedAsNamed) {
+  reg_all(cfg(2, 200, "tree:3"));
+  auto replies = collective({all_reduce_req(0, 0, 1 << 20), all_reduce_req(1, 0, 1 << 20)});
+  expect_all_planned(replies);
+  for (auto& r : replies) EXPECT_EQ(to_string(r->strategy), "tree:3");
+}
+
+// --- nothing that may block runs under the core's lock
+
+// Where a launch makes an op's plan, a GPU run or a send/recv pair's plan (and, across nodes, calls
+// GlobalClient::begin_op: the same hook), another thread finds the core's lock free.
+TEST_F(CoreTest, LaunchesRunWithoutTheCoresLock) {
+  std::vector<std::pair<std::string, bool>> seen;
+  core->set_launch_hook([&](std::string_view stage) {
+    // Asked from another thread: a thread must not try to lock a mutex it holds.
+    const bool free = std::async(std::launch::async, [&] { return core->lock_is_free(); }).get();
+    seen.emplace_back(std::string(stage), free);
+  });
+  reg_all(cfg(2));
+  expect_all_planned(collective({all_reduce_req(0, 0), all_reduce_req(1, 0)}));
+  // GPU tensors: without such a GPU the run fails (after the hook), the same for both peers.
+  float dummy[4] = {};
+  std::vector<std::shared_ptr<Reply>> gpu;
+  for (uint32_t p = 0; p < 2; ++p) {
+    Call call = op_call(all_reduce_req(p, 1));
+    call.input = call.output = Tensor::borrow(dummy, DType::f32, {4}, Device::cuda(64));
+    gpu.push_back(call.reply);
+    core->on_op(std::move(call));
+  }
+  for (auto& r : gpu) ASSERT_TRUE(is_done(*r));
+  EXPECT_EQ(gpu[0]->status.code(), Errc::device_error) << gpu[0]->status.to_string();
+  EXPECT_EQ(gpu[1]->status, gpu[0]->status);
+  auto s = op(p2p(OpKind::send, 0, 1, f32(4)));
+  auto r = op(p2p(OpKind::recv, 1, 0, f32(4)));
+  ASSERT_TRUE(s->status.is_ok() && r->status.is_ok());
+  const std::vector<std::pair<std::string, bool>> expected{{"host", true}, {"device", true}, {"pair", true}};
+  EXPECT_EQ(seen, expected);
+}
+
+// The probe itself: where the core does hold its lock (it arms an op's timer under it), another
+// thread finds it taken.
+TEST(CoreLock, TheProbeSeesTheLockWhereItIsHeld) {
+  std::vector<bool> free_at_timer;
+  LocalServerCore* self = nullptr;
+  LocalServerCore core([&](uint64_t, ms) {
+    free_at_timer.push_back(std::async(std::launch::async, [&] { return self->lock_is_free(); }).get());
+  });
+  self = &core;
+  g_epoch = 0;  // a fresh core's registrations
+  EXPECT_TRUE(core.lock_is_free());
+  for (uint32_t p = 0; p < 2; ++p) {
+    Call call = register_call(p, cfg(2));
+    core.on_register(std::move(call));
+  }
+  Call call = op_call(all_reduce_req(0, 0));
+  auto reply = call.reply;
+  core.on_op(std::move(call));
+  EXPECT_FALSE(is_done(*reply)) << reply->status.to_string();
+  EXPECT_EQ(free_at_timer, std::vector<bool>{false});
+  EXPECT_TRUE(core.lock_is_free());
+}
+
+// Across nodes the launch calls GlobalClient::begin_op (it writes announcement frames to the other
+// nodes' connections) without the core's lock: two nodes, each a Runtime of this process, joined
+// through the orchestrator daemon.
+TEST(CoreLock, BeginOpRunsWithoutTheCoresLockAcrossNodes) {
+  auto orch = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--heartbeat-ms", "200"});
+  testkit::ChildGuard daemon{orch.pid};
+  ASSERT_GT(orch.pid, 0) << orch.error;
+  const uint16_t port = orch.port;
+  Config c;
+  c.num_devices = 1;
+  c.num_nodes = 2;
+  c.orchestrator_address = "127.0.0.1:" + std::to_string(port);
+  c.node_address = "127.0.0.1";
+  c.timeout = ms(10000);
+  Runtime nodes[2];
+  std::vector<std::pair<std::string, bool>> seen[2];
+  for (int k = 0; k < 2; ++k) {
+    LocalServerCore& core = *RuntimeAccess::impl(nodes[k]).core;
+    core.set_launch_hook([&core, &seen, k](std::string_view stage) {
+      const bool free = std::async(std::launch::async, [&] { return core.lock_is_free(); }).get();
+      seen[k].emplace_back(std::string(stage), free);
+    });
+  }
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 2; ++k)
+    threads.emplace_back([&, k] {
+      auto peer = nodes[k].register_peer(0, c);
+      ASSERT_TRUE(peer.is_ok()) << peer.status().to_string();
+      Tensor t = Tensor::from(std::vector<float>{1, 2, 3});
+      ASSERT_TRUE(peer->all_reduce(t, ReduceOp::sum).is_ok());
+      EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+      EXPECT_TRUE(peer->finish().is_ok());
+    });
+  for (auto& t : threads) t.join();
+  const std::vector<std::pair<std::string, bool>> expected{{"global", true}};
+  EXPECT_EQ(seen[0], expected);
+  EXPECT_EQ(seen[1], expected);
+}
+
+} // namespace
+} // namespace chorus

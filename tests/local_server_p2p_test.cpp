@@ -1,0 +1,173 @@
+// LocalServerCore: point to point, reset and shutdown.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <chorus/config.hpp>
+#include <chorus/runtime.hpp>
+#include "actors/runtime_impl.hpp"
+#include "local_server_fixtures.hpp"
+#include "strategies/work_buffer.hpp"
+#include "testkit/process.hpp"
+
+namespace chorus {
+namespace {
+
+// --- point to point
+
+TEST_F(CoreTest, SendRecvMatchAndPlan) {
+  reg_all(cfg(2));
+  auto s = op(p2p(OpKind::send, 0, 1, f32(4), 7));
+  EXPECT_FALSE(is_done(*s));
+  auto r = op(p2p(OpKind::recv, 1, 0, f32(4), 7));
+  ASSERT_TRUE(is_done(*s));
+  ASSERT_TRUE(is_done(*r));
+  ASSERT_TRUE(s->status.is_ok()) << s->status.to_string();
+  ASSERT_TRUE(r->status.is_ok()) << r->status.to_string();
+  EXPECT_EQ(s->plan, r->plan);
+  EXPECT_EQ(s->rank, 0);
+  EXPECT_EQ(r->rank, 1);
+  EXPECT_EQ(s->plan->label(), "send/recv 0->1 tag 7");
+}
+
+TEST_F(CoreTest, SendToSelfAndToANonPeer) {
+  reg_all(cfg(3));
+  auto s = op(p2p(OpKind::send, 1, 1, f32(4)));
+  EXPECT_TRUE(has(s->status, Errc::invalid_argument, {"peer 1: send to peer 1 (itself)"}));
+  auto r = op(p2p(OpKind::recv, 2, 2, f32(4)));
+  EXPECT_TRUE(has(r->status, Errc::invalid_argument, {"peer 2: recv from peer 2 (itself)"}));
+  auto far = op(p2p(OpKind::send, 0, 3, f32(4)));
+  EXPECT_TRUE(has(far->status, Errc::invalid_argument, {"peer 0: send to peer 3 (not a peer)"}));
+  auto nobuf = op(p2p(OpKind::send, 0, 1, none()));
+  EXPECT_TRUE(has(nobuf->status, Errc::invalid_argument, {"peer 0: send without a buffer"}));
+  EXPECT_TRUE(timers.empty()) << "rejected halves must not wait";
+}
+
+TEST_F(CoreTest, SendRecvMismatches) {
+  reg_all(cfg(2));
+  auto s = op(p2p(OpKind::send, 0, 1, f32(4)));
+  auto r = op(p2p(OpKind::recv, 1, 0, meta(DType::f64, {4})));
+  EXPECT_TRUE(has(s->status, Errc::dtype_mismatch, {"send/recv 0->1 tag 0", "sender has f32[4], receiver f64[4]"}));
+  EXPECT_EQ(r->status, s->status);
+  s = op(p2p(OpKind::send, 1, 0, f32(4), 3));
+  r = op(p2p(OpKind::recv, 0, 1, f32(5), 3));
+  EXPECT_TRUE(has(r->status, Errc::shape_mismatch, {"send/recv 1->0 tag 3", "sender has f32[4], receiver f32[5]"}));
+  EXPECT_EQ(r->status, s->status);
+  // The next pair works.
+  s = op(p2p(OpKind::send, 0, 1, f32(4)));
+  r = op(p2p(OpKind::recv, 1, 0, f32(4)));
+  EXPECT_TRUE(s->status.is_ok() && r->status.is_ok());
+}
+
+TEST_F(CoreTest, SendRecvAreMatchedFifoPerTag) {
+  reg_all(cfg(2));
+  auto s1 = op(p2p(OpKind::send, 0, 1, f32(4)));
+  auto s2 = op(p2p(OpKind::send, 0, 1, f32(8)));
+  auto other_tag = op(p2p(OpKind::send, 0, 1, f32(16), 1));
+  auto r1 = op(p2p(OpKind::recv, 1, 0, f32(4)));
+  auto r2 = op(p2p(OpKind::recv, 1, 0, f32(8)));
+  for (auto* r : {&s1, &s2, &r1, &r2}) EXPECT_TRUE((*r)->status.is_ok()) << (*r)->status.to_string();
+  EXPECT_EQ(s1->plan, r1->plan);
+  EXPECT_EQ(s2->plan, r2->plan);
+  EXPECT_EQ(s1->plan->count(), 4u);
+  EXPECT_EQ(s2->plan->count(), 8u);
+  EXPECT_FALSE(is_done(*other_tag));
+}
+
+TEST_F(CoreTest, SendTimeoutNamesTheMissingReceiver) {
+  reg_all(cfg(3, 120));
+  auto s = op(p2p(OpKind::send, 0, 2, f32(4), 5));
+  ASSERT_EQ(timers.size(), 1u);
+  EXPECT_EQ(timers[0].after, ms(120));
+  core->on_timeout(timers[0].key);
+  ASSERT_TRUE(is_done(*s));
+  EXPECT_TRUE(has(s->status, Errc::timeout,
+                  {"send 0->2 tag 5", "peer 2 never posted the matching recv within 120 ms"}));
+  // The failed half is gone: a recv posted now waits for a new send.
+  auto r = op(p2p(OpKind::recv, 2, 0, f32(4), 5));
+  EXPECT_FALSE(is_done(*r));
+  auto s2 = op(p2p(OpKind::send, 0, 2, f32(4), 5));
+  EXPECT_TRUE(r->status.is_ok() && s2->status.is_ok());
+}
+
+TEST_F(CoreTest, RecvTimeoutNamesTheMissingSender) {
+  reg_all(cfg(3, 120));
+  auto r = op(p2p(OpKind::recv, 2, 1, f32(4)));
+  ASSERT_EQ(timers.size(), 1u);
+  core->on_timeout(timers[0].key);
+  EXPECT_TRUE(has(r->status, Errc::timeout, {"recv 1->2 tag 0", "peer 1 never posted the matching send within 120 ms"}));
+}
+
+TEST_F(CoreTest, TimeoutOfOneQueuedHalfLeavesTheOthers) {
+  reg_all(cfg(2));
+  auto s1 = op(p2p(OpKind::send, 0, 1, f32(4)));
+  auto s2 = op(p2p(OpKind::send, 0, 1, f32(8)));
+  ASSERT_EQ(timers.size(), 2u);
+  core->on_timeout(timers[0].key);
+  EXPECT_EQ(s1->status.code(), Errc::timeout);
+  EXPECT_FALSE(is_done(*s2));
+  auto r = op(p2p(OpKind::recv, 1, 0, f32(8)));
+  EXPECT_TRUE(s2->status.is_ok() && r->status.is_ok()) << s2->status.to_string() << r->status.to_string();
+  core->on_timeout(timers[1].key);  // stale: s2 was matched
+  EXPECT_TRUE(s2->status.is_ok());
+}
+
+// --- reset and shutdown
+
+TEST_F(CoreTest, ResetFailsEverythingInFlightAndAllowsRegisteringAgain) {
+  reg_all(cfg(3));
+  auto c0 = op(all_reduce_req(0, 0));
+  auto c1 = op(all_reduce_req(1, 0));
+  auto s = op(p2p(OpKind::send, 2, 0, f32(4)));
+  ASSERT_TRUE(reset(1).is_ok());
+  for (auto* r : {&c0, &c1, &s}) {
+    ASSERT_TRUE(is_done(**r));
+    EXPECT_TRUE(has((*r)->status, Errc::reset, {"reset by peer 1"}));
+  }
+  EXPECT_EQ(core->pending_ops(), 0u);
+  for (auto& t : timers) core->on_timeout(t.key);  // stale ticks after the reset
+  // The old registrations are gone...
+  auto stale = op(all_reduce_req(0, 1));
+  EXPECT_TRUE(has(stale->status, Errc::not_registered, {"peer 0"}));
+  // ...and a new collective (even with another config) may register.
+  reg_all(cfg(2, 250));
+  expect_next_all_reduce_works(2, 0);
+}
+
+TEST_F(CoreTest, ResetWithNothingRegistered) {
+  EXPECT_TRUE(reset(0).is_ok());
+  reg_all(cfg(2));
+  expect_next_all_reduce_works(2, 0);
+}
+
+TEST_F(CoreTest, ResetAlsoForgetsTombstones) {
+  reg_all(cfg(2));
+  auto r0 = op(all_reduce_req(0, 0));
+  core->on_timeout(timers.at(0).key);
+  EXPECT_EQ(r0->status.code(), Errc::timeout);
+  ASSERT_TRUE(reset(0).is_ok());
+  EXPECT_EQ(core->pending_ops(), 0u);
+  reg_all(cfg(2));
+  expect_next_all_reduce_works(2, 0);
+}
+
+TEST_F(CoreTest, DestroyingTheCoreFailsWaitingCalls) {
+  reg_all(cfg(3));
+  auto c = op(all_reduce_req(0, 0));
+  auto s = op(p2p(OpKind::recv, 1, 2, f32(4)));
+  core.reset();
+  for (auto* r : {&c, &s}) {
+    ASSERT_TRUE(is_done(**r));
+    EXPECT_TRUE(has((*r)->status, Errc::reset, {"the local server stopped"}));
+  }
+}
+
+} // namespace
+} // namespace chorus
