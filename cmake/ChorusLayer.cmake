@@ -4,11 +4,13 @@
 # layer's headers only if its target links that layer, and with PRIVATE links between layers the
 # build refuses an include that runs against the layering (a strategy including actors/, a host
 # app including core/).
+# `folder` is the name the headers are included by; the files are in the current source folder
+# (the layer's own folder, at the top of the tree; tests/testkit for the test kit).
 function(chorus_layer_headers target folder)
   set(root ${CMAKE_BINARY_DIR}/layers/${folder})
   if(NOT EXISTS ${root}/${folder})
     file(MAKE_DIRECTORY ${root})
-    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${folder} ${root}/${folder} SYMBOLIC)
+    file(CREATE_LINK ${CMAKE_CURRENT_SOURCE_DIR} ${root}/${folder} SYMBOLIC)
   endif()
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${root}>)
 endfunction()
