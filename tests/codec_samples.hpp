@@ -98,7 +98,9 @@ inline int decode_all(const Envelope& e) {
   if (auto r = decode_node_register_reply(e, err)) {
     ++ok;
     EXPECT_LE(static_cast<int>(r->status.code()), static_cast<int>(last_errc));
-    if (r->status.is_ok()) EXPECT_LT(r->topology.node_id, r->topology.num_nodes);
+    if (r->status.is_ok()) {
+      EXPECT_LT(r->topology.node_id, r->topology.num_nodes);
+    }
     (void)r->status.to_string();
   } else {
     EXPECT_FALSE(err.empty());
