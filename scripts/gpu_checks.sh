@@ -2,9 +2,9 @@
 # Every check that needs a GPU, in one command. Run it on a machine with a CUDA device, either
 # from a build tree (scripts/gpu_checks.sh build) or from a bundle made by scripts/gpu_bundle.sh
 # (scripts/gpu_checks.sh .gpu). Logs go to $OUT (or ./gpu-checks/). It runs:
-#   1. the GPU test cases (device_tensors_test, cuda_device_test), the tests of the GPU layer's plain
-#      C++ (device_plan_test: the op plans; device_queue_test: the device actors' mailbox) and the
-#      GPU example (chorus-gpu-example);
+#   1. the GPU test cases (device_tensors_on_gpu_test, device_tensors_test, cuda_device_test), the
+#      tests of the GPU layer's plain C++ (device_plan_test: the op plans; device_queue_test: the
+#      device actors' mailbox) and the GPU example (chorus-gpu-example);
 #   2. compute-sanitizer memcheck and racecheck over the GPU tests, where compute-sanitizer exists;
 #   3. chorus-bench --device cuda for every op (4 logical peers on GPU 0), the 256 MiB all_reduce
 #      against the memory-bound ideal (target: at most 1.25x), and the 1 KiB all_reduce between 2
@@ -42,8 +42,9 @@ no_skips() {  # log name, grep pattern of the tests that need only one GPU
     echo "   FAILED: GPU tests skipped although nvidia-smi lists $gpus GPU(s)" | tee -a "$out/summary.txt"; status=1
   fi
 }
-run gpu_tests "$bin/device_tensors_test"
+run gpu_tests "$bin/device_tensors_on_gpu_test"
 no_skips gpu_tests "DeviceTensorsOnGpu\.\(CopiesRoundTrip\|EveryOp\|AllReduceEveryDtype\|ManyConsecutive\|GradientSync\)"
+run device_tensors_test "$bin/device_tensors_test"
 run cuda_device_test "$bin/cuda_device_test"
 no_skips cuda_device_test "CudaDevice\."
 run device_plan_test "$bin/device_plan_test"
@@ -54,8 +55,8 @@ if [ "$gpus" -lt 1 ]; then
   exit 1
 fi
 if command -v compute-sanitizer >/dev/null; then
-  run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/device_tensors_test" --gtest_filter='DeviceTensorsOnGpu.*'
-  run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/device_tensors_test" --gtest_filter='DeviceTensorsOnGpu.*:-*Distinct*'
+  run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/device_tensors_on_gpu_test" --gtest_filter='DeviceTensorsOnGpu.*'
+  run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/device_tensors_on_gpu_test" --gtest_filter='DeviceTensorsOnGpu.*:-*Distinct*'
 else
   echo "== compute-sanitizer not found: memcheck and racecheck NOT run" | tee -a "$out/summary.txt"; status=1
 fi

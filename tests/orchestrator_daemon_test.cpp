@@ -17,6 +17,7 @@
 #include "actors/global_client/node_session.hpp"
 #include "orchestrator_fixtures.hpp"
 #include "status_matchers.hpp"
+#include "test_events.hpp"
 #include "testkit/process.hpp"
 
 namespace chorus {
@@ -47,9 +48,13 @@ TEST(OrchestratorDaemon, ServesNodesAndStopsCleanlyOnSigterm) {
   ASSERT_GT(pid, 0) << error;
   ASSERT_NE(port, 0) << "the daemon did not report its port";
   {
+    EventCount a_lost;  // before the systems: their node actors call it until they are gone
     System a, b;
     Result<std::shared_ptr<NodeSession>> ra = Status(Errc::internal, "not run");
-    std::thread t([&] { ra = NodeSession::join(*a.sys, "127.0.0.1", port, reg(2, 2, "127.0.0.1:7001"), 3000ms); });
+    std::thread t([&] {
+      ra = NodeSession::join(*a.sys, "127.0.0.1", port, reg(2, 2, "127.0.0.1:7001"), 3000ms,
+                             [&a_lost](const NodeLostData&) { a_lost.raise(); });
+    });
     auto rb = NodeSession::join(*b.sys, "127.0.0.1", port, reg(2, 1, "127.0.0.1:7002"), 3000ms);
     t.join();
     ASSERT_TRUE(ra) << ra.status().to_string();
@@ -62,8 +67,7 @@ TEST(OrchestratorDaemon, ServesNodesAndStopsCleanlyOnSigterm) {
     guard.pid = -1;  // reaped
     ASSERT_NE(status, -1) << "the daemon hung at shutdown";
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-    auto deadline = std::chrono::steady_clock::now() + 3s;
-    while ((*ra)->lost().empty() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+    EXPECT_TRUE(a_lost.wait_for(1, 3s));
     ASSERT_FALSE((*ra)->lost().empty());
     EXPECT_NE((*ra)->lost()[0].reason.find("orchestrator lost"), std::string::npos) << (*ra)->lost()[0].reason;
     (*ra)->leave();
@@ -163,6 +167,7 @@ TEST(OrchestratorDaemon, FrozenAndKilledNodeProcessesAreReported) {
   caf::actor_system_config cfg;
   configure_remoting(cfg, 100ms);
   {
+    EventCount lost;  // before the system: its node actor calls it until it is gone
     caf::actor_system sys{cfg};
     // Two node processes (tests/orchestrator_node.cpp) and one node here, registering concurrently.
     std::vector<Child> kids(2);
@@ -172,7 +177,8 @@ TEST(OrchestratorDaemon, FrozenAndKilledNodeProcessesAreReported) {
       guards[i].pid = kids[i].pid;
       ASSERT_GT(kids[i].pid, 0);
     }
-    auto me = NodeSession::join(sys, "127.0.0.1", port, reg(3, 1, "127.0.0.1:7001"), 3000ms);
+    auto me = NodeSession::join(sys, "127.0.0.1", port, reg(3, 1, "127.0.0.1:7001"), 3000ms,
+                                [&lost](const NodeLostData&) { lost.raise(); });
     ASSERT_TRUE(me) << me.status().to_string();
     std::vector<Announcement> joined;
     for (auto& k : kids) {
@@ -188,14 +194,14 @@ TEST(OrchestratorDaemon, FrozenAndKilledNodeProcessesAreReported) {
 
     kill(kids[0].pid, SIGSTOP);
     auto t0 = std::chrono::steady_clock::now();
-    while ((*me)->lost().empty() && std::chrono::steady_clock::now() < t0 + 3s) std::this_thread::sleep_for(10ms);
+    EXPECT_TRUE(lost.wait_for(1, 3s));
     ASSERT_EQ((*me)->lost().size(), 1u) << "a frozen node went unnoticed";
     EXPECT_EQ((*me)->lost()[0].node_id, frozen);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
 
     kill(kids[1].pid, SIGKILL);
     t0 = std::chrono::steady_clock::now();
-    while ((*me)->lost().size() < 2 && std::chrono::steady_clock::now() < t0 + 3s) std::this_thread::sleep_for(10ms);
+    EXPECT_TRUE(lost.wait_for(2, 3s));
     ASSERT_EQ((*me)->lost().size(), 2u) << "a killed node went unnoticed";
     EXPECT_EQ((*me)->lost()[1].node_id, killed);
     (*me)->leave();
@@ -213,12 +219,13 @@ TEST(OrchestratorDaemon, FrozenOrchestratorIsNoticedThroughHeartbeats) {
   caf::actor_system_config cfg;
   configure_remoting(cfg, 100ms);
   {
+    EventCount lost;  // before the system: its node actor calls it until it is gone
     caf::actor_system sys{cfg};
-    auto r = NodeSession::join(sys, "127.0.0.1", port, reg(1, 1, "127.0.0.1:7001"), 3000ms);
+    auto r = NodeSession::join(sys, "127.0.0.1", port, reg(1, 1, "127.0.0.1:7001"), 3000ms,
+                               [&lost](const NodeLostData&) { lost.raise(); });
     ASSERT_TRUE(r) << r.status().to_string();
     kill(pid, SIGSTOP);
-    auto t0 = std::chrono::steady_clock::now();
-    while ((*r)->lost().empty() && std::chrono::steady_clock::now() < t0 + 3s) std::this_thread::sleep_for(10ms);
+    EXPECT_TRUE(lost.wait_for(1, 3s));
     EXPECT_FALSE((*r)->lost().empty()) << "a frozen orchestrator went unnoticed";
     kill(pid, SIGCONT);
     (*r)->leave();

@@ -1,4 +1,4 @@
-// What the orchestrator tests (orchestrator_test.cpp, orchestrator_daemon_test.cpp) and their node
+// What the orchestrator tests (orchestrator_*_test.cpp) and their node
 // process (orchestrator_node.cpp) share: what a node sends to register (the same configuration
 // everywhere but the node's own fields), and an actor system set up for remoting.
 #pragma once

@@ -11,8 +11,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -77,6 +80,25 @@ FrameHeader data_frame(uint32_t slot, std::size_t bytes) {
   return h;
 }
 
+// Whether thread `tid` of this process is asleep (state S in /proc/self/task/TID/stat).
+bool thread_sleeps(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const auto end_of_name = stat.rfind(')');
+  return end_of_name != std::string::npos && end_of_name + 2 < stat.size() && stat[end_of_name + 2] == 'S';
+}
+
+// Until thread `tid` leads a poller for `w` (w's watcher is set) and is asleep, which it then is
+// only in epoll_wait; false at the deadline. A poll: the thread sleeping is known only to the
+// kernel.
+bool sleeps_leading(const WaitWord& w, pid_t tid, Clock::time_point deadline) {
+  while (Clock::now() < deadline) {
+    if (w.watcher.load() >= 0 && thread_sleeps(tid)) return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
 // Two connected nodes, each side read by its own poller (declared last: stopped first).
 struct PolledPair {
   Link l = tcp_pair();
@@ -100,13 +122,15 @@ TEST(Poller, AWaiterReadsItsFramesAndAWordSetElsewhereWakesTheLeader) {
 
   // A word nobody on the network touches, set by another thread while we lead (sleeping in epoll):
   // the set wakes us through the eventfd. Without it the leader would notice only at its next
-  // 10 ms look, so the median delay over 21 tries tells the two apart.
+  // 10 ms look, so the median delay over 21 tries tells the two apart. The setter sets the word
+  // once we lead (the word has our watcher) and sleep.
   WaitWord other;
+  const pid_t leader = gettid();
   std::vector<Clock::duration> delays;
   for (uint32_t k = 1; k <= 21; ++k) {
     std::atomic<int64_t> set_at{0};
     std::thread setter([&] {
-      std::this_thread::sleep_for(3ms);
+      EXPECT_TRUE(sleeps_leading(other, leader, Clock::now() + 5s));
       set_at = Clock::now().time_since_epoch().count();
       other.set(k);
     });

@@ -1,266 +1,23 @@
-// TLS on the data connections (transport/tls/, transport/tcp/): two TcpConnections over real
-// loopback sockets with a forwarding proxy between them that records the wire. Frames of several
-// sizes go both ways at once and must arrive intact; a distinctive plaintext must not be on the
-// wire under TLS (and must be without it, the control). Handshakes against a certificate from
-// another CA, a plain peer and a silent peer fail with an error within the deadline, and a byte
-// changed on the wire breaks the connection instead of delivering altered data.
+// TLS on the data connections: two TcpConnections over real loopback sockets with a forwarding
+// proxy between them that records the wire (tls_harness.hpp). Frames of several sizes go both ways
+// at once and must arrive intact; a distinctive plaintext must not be on the wire under TLS (and
+// must be without it, the control); a byte changed on the wire breaks the connection instead of
+// delivering altered data.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <map>
-#include <optional>
-#include <random>
-#include <thread>
+#include <memory>
+#include <string>
 #include <vector>
 
-#include "transport/socket.hpp"
-#include "transport/tcp/tcp_connection.hpp"
+#include "tls_harness.hpp"
 #include "transport/poller.hpp"
-#include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
 namespace {
 
 using namespace std::chrono_literals;
-
-const std::string kMarker = "CHORUS-PLAINTEXT-MARKER-7f3a9c";
-
-// A CA, another CA, two node certificates from the first and a stranger's from the second.
-class Certs {
- public:
-  static Certs& get() {
-    static Certs c;
-    return c;
-  }
-  bool ok = false;
-  std::string dir;
-  std::string pem(const std::string& n) const { return dir + "/" + n + ".pem"; }
-  std::string key(const std::string& n) const { return dir + "/" + n + ".key"; }
-  std::shared_ptr<TlsContext> context(const std::string& who, const std::string& ca) const {
-    auto r = TlsContext::load(pem(who), key(who), pem(ca));
-    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
-    return r.is_ok() ? *r : nullptr;
-  }
-
- private:
-  Certs() {
-    if (std::system("command -v openssl >/dev/null 2>&1") != 0) return;
-    char tmpl[] = "/tmp/chorus-tls-unit-XXXXXX";
-    if (!mkdtemp(tmpl)) return;
-    dir = tmpl;
-    auto make_ca = [&](const std::string& n) {
-      return "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=" + n + " -keyout " + key(n) + " -out " + pem(n);
-    };
-    auto make_cert = [&](const std::string& n, const std::string& ca) {
-      return "openssl req -newkey rsa:2048 -nodes -subj /CN=" + n + " -keyout " + key(n) + " -out " + dir + "/" + n +
-             ".csr && openssl x509 -req -days 2 -in " + dir + "/" + n + ".csr -CA " + pem(ca) + " -CAkey " + key(ca) +
-             " -CAcreateserial -out " + pem(n);
-    };
-    const std::string script = make_ca("ca") + " && " + make_ca("otherca") + " && " + make_cert("a", "ca") + " && " +
-                               make_cert("b", "ca") + " && " + make_cert("stranger", "otherca");
-    ok = std::system(("(" + script + ") >/dev/null 2>&1").c_str()) == 0;
-  }
-  ~Certs() {
-    if (!dir.empty()) std::system(("rm -rf " + dir).c_str());
-  }
-};
-
-#define NEED_CERTS()                                                                       \
-  if (std::system("command -v openssl >/dev/null 2>&1") != 0)                              \
-    GTEST_SKIP() << "no openssl command to make certificates";                             \
-  ASSERT_TRUE(Certs::get().ok) << "making the test certificates with openssl failed"
-
-// Forwards one connection to 127.0.0.1:target and records every byte in both directions.
-// `corrupt_at`: flips the byte at that offset of the client-to-server stream (none by default).
-class Proxy {
- public:
-  explicit Proxy(uint16_t target) {
-    EXPECT_TRUE(tcp_listen("127.0.0.1", 0, listen_fd_, port_).is_ok());
-    acceptor_ = std::thread([this, target] {
-      const auto deadline = Clock::now() + 10s;
-      int c = -1, s = -1;
-      if (!tcp_accept(listen_fd_, deadline, c).is_ok()) return;
-      client_ = c;
-      if (!tcp_connect("127.0.0.1", target, deadline, s).is_ok()) return;
-      server_ = s;
-      up_ = std::thread([this] { pump(client_, server_, 0); });
-      pump(server_, client_, 1);
-      up_.join();
-    });
-  }
-  ~Proxy() {
-    if (client_ >= 0) shutdown(client_, SHUT_RDWR);
-    if (server_ >= 0) shutdown(server_, SHUT_RDWR);
-    acceptor_.join();
-    for (int fd : {listen_fd_, client_.load(), server_.load()})
-      if (fd >= 0) ::close(fd);
-  }
-  uint16_t port() const { return port_; }
-  std::string wire(int dir) {
-    std::lock_guard<std::mutex> lk(mu_);
-    return wire_[dir];
-  }
-  std::size_t forwarded(int dir) {
-    std::lock_guard<std::mutex> lk(mu_);
-    return wire_[dir].size();
-  }
-  std::atomic<std::size_t> corrupt_at{std::size_t(-1)};
-
- private:
-  void pump(int from, int to, int dir) {
-    std::vector<char> buf(64 << 10);
-    for (;;) {
-      ssize_t r = recv(from, buf.data(), buf.size(), 0);
-      if (r <= 0) break;
-      std::size_t at;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        at = wire_[dir].size();
-        wire_[dir].append(buf.data(), static_cast<std::size_t>(r));
-      }
-      const std::size_t c = corrupt_at.load();
-      if (dir == 0 && c >= at && c < at + static_cast<std::size_t>(r)) buf[c - at] ^= 0x01;
-      if (send(to, buf.data(), static_cast<std::size_t>(r), MSG_NOSIGNAL) != r) break;
-    }
-    shutdown(to, SHUT_WR);
-  }
-  int listen_fd_ = -1;
-  std::atomic<int> client_{-1}, server_{-1};
-  uint16_t port_ = 0;
-  std::thread acceptor_, up_;
-  std::mutex mu_;
-  std::string wire_[2];  // 0: client to server, 1: server to client
-};
-
-// Collects every frame by slot.
-class Sink : public FrameSink {
- public:
-  struct Frame {
-    FrameHeader h;
-    std::vector<std::byte> data;
-    bool complete = false, failed = false;
-  };
-  std::byte* begin_frame(uint32_t, const FrameHeader& h) override {
-    std::lock_guard<std::mutex> lk(mu_);
-    Frame& f = frames_[h.slot];
-    f.h = h;
-    f.data.assign(std::max<std::size_t>(h.bytes, 1), std::byte{0});  // never null: 0 bytes is a frame too
-    return f.data.data();
-  }
-  void progress(uint32_t, const FrameHeader& h, std::size_t got) override {
-    if (got != h.bytes) return;
-    std::lock_guard<std::mutex> lk(mu_);
-    frames_[h.slot].complete = true;
-    ++complete_;
-    cv_.notify_all();
-  }
-  void frame_failed(uint32_t, const FrameHeader& h) override {
-    std::lock_guard<std::mutex> lk(mu_);
-    frames_[h.slot].failed = true;
-  }
-  void closed(uint32_t, bool orderly, const std::string& why) override {
-    std::lock_guard<std::mutex> lk(mu_);
-    closed_ = true;
-    orderly_ = orderly;
-    why_ = why;
-    cv_.notify_all();
-  }
-  bool wait_frames(std::size_t n, std::chrono::milliseconds limit) {
-    std::unique_lock<std::mutex> lk(mu_);
-    return cv_.wait_for(lk, limit, [&] { return complete_ >= n; });
-  }
-  bool wait_closed(std::chrono::milliseconds limit) {
-    std::unique_lock<std::mutex> lk(mu_);
-    return cv_.wait_for(lk, limit, [&] { return closed_; });
-  }
-  std::map<uint32_t, Frame> frames() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return frames_;
-  }
-  bool orderly() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return orderly_;
-  }
-  std::string why() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return why_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<uint32_t, Frame> frames_;
-  std::size_t complete_ = 0;
-  bool closed_ = false, orderly_ = false;
-  std::string why_;
-};
-
-// Pseudo-random bytes (so that a lost, repeated or reordered piece shows) with the marker planted
-// every 64 KiB.
-std::string pattern(std::size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  std::mt19937 rng(seed);
-  for (auto& c : s) c = static_cast<char>(rng());
-  for (std::size_t at = 0; at + kMarker.size() <= n; at += 64 << 10) s.replace(at, kMarker.size(), kMarker);
-  return s;
-}
-
-std::string repeated_marker(std::size_t n) {
-  std::string s;
-  while (s.size() < n) s += kMarker;
-  s.resize(n);
-  return s;
-}
-
-std::string bytes_of(const std::vector<std::byte>& v, std::size_t n) {
-  return std::string(reinterpret_cast<const char*>(v.data()), n);
-}
-
-// A connected pair through a proxy: `client` (connected to the proxy) and `server` (accepted),
-// after the TLS handshake on each side that has a context; a side without one runs `plain` on its
-// socket meanwhile (if given).
-struct Pair {
-  std::unique_ptr<Proxy> proxy;
-  int client = -1, server = -1;
-  std::unique_ptr<TlsChannel> client_tls, server_tls;
-  Status client_status, server_status;
-  Clock::duration client_took{}, server_took{};
-};
-
-Pair connect_pair(const std::shared_ptr<TlsContext>& client_ctx, const std::shared_ptr<TlsContext>& server_ctx,
-                  Clock::time_point deadline, std::function<void(int)> plain = {}) {
-  Pair p;
-  int lfd = -1;
-  uint16_t port = 0;
-  EXPECT_TRUE(tcp_listen("127.0.0.1", 0, lfd, port).is_ok());
-  p.proxy = std::make_unique<Proxy>(port);
-  EXPECT_TRUE(tcp_connect("127.0.0.1", p.proxy->port(), deadline, p.client).is_ok());
-  EXPECT_TRUE(tcp_accept(lfd, deadline, p.server).is_ok());
-  ::close(lfd);
-  auto side = [&](const std::shared_ptr<TlsContext>& ctx, bool server) {
-    const int fd = server ? p.server : p.client;
-    if (!ctx) {
-      if (plain) plain(fd);
-      return;
-    }
-    const auto t0 = Clock::now();
-    auto r = TlsChannel::handshake(*ctx, fd, server, deadline);
-    (server ? p.server_took : p.client_took) = Clock::now() - t0;
-    (server ? p.server_status : p.client_status) = r.status();
-    if (r) (server ? p.server_tls : p.client_tls) = std::move(*r);
-  };
-  std::thread server_side([&] { side(server_ctx, true); });
-  side(client_ctx, false);
-  server_side.join();
-  return p;
-}
+using namespace testing;
 
 struct Sent {
   uint32_t slot;
@@ -393,87 +150,6 @@ TEST(TlsTransport, WithoutTlsThePlaintextIsOnTheWire) {  // the control: the che
   EXPECT_NE(wire.find(repeated_marker(1024)), std::string::npos);
 }
 
-TEST(TlsTransport, CertificateFromAnotherCaFailsWithinTheDeadline) {
-  NEED_CERTS();
-  auto good = Certs::get().context("b", "ca");
-  auto stranger = Certs::get().context("stranger", "otherca");
-  const auto t0 = Clock::now();
-  Pair p = connect_pair(stranger, good, t0 + 10s);
-  EXPECT_LT(Clock::now() - t0, 5s);
-  EXPECT_EQ(p.client_status.code(), Errc::auth_failed) << p.client_status.to_string();
-  EXPECT_NE(p.client_status.message().find("certificate verify failed"), std::string::npos)
-      << p.client_status.message();
-  EXPECT_EQ(p.server_status.code(), Errc::auth_failed) << p.server_status.to_string();
-  EXPECT_EQ(p.client_tls, nullptr);
-  EXPECT_EQ(p.server_tls, nullptr);
-  ::close(p.client);
-  ::close(p.server);
-}
-
-// A stranger that trusts our CA but holds a certificate from another one: under TLS 1.3 its own
-// handshake completes, and it learns of the refusal from our alert at its first read.
-TEST(TlsTransport, RefusedClientCertificateShowsAtTheFirstRead) {
-  NEED_CERTS();
-  auto good = Certs::get().context("b", "ca");
-  auto stranger = Certs::get().context("stranger", "ca");
-  ASSERT_NE(stranger, nullptr);
-  const auto t0 = Clock::now();
-  Pair p = connect_pair(stranger, good, t0 + 10s);
-  EXPECT_EQ(p.server_status.code(), Errc::auth_failed) << p.server_status.to_string();
-  EXPECT_NE(p.server_status.message().find("certificate verify failed"), std::string::npos)
-      << p.server_status.message();
-  ::close(p.server);
-  if (p.client_tls) {
-    char c;
-    Status s = p.client_tls->read_exact(p.client, &c, 1, t0 + 10s);
-    EXPECT_EQ(s.code(), Errc::auth_failed) << s.to_string();
-    EXPECT_NE(s.message().find("alert"), std::string::npos) << s.message();
-  } else {
-    EXPECT_EQ(p.client_status.code(), Errc::auth_failed) << p.client_status.to_string();
-  }
-  EXPECT_LT(Clock::now() - t0, 5s);
-  ::close(p.client);
-}
-
-TEST(TlsTransport, PlainPeerFails) {
-  NEED_CERTS();
-  auto ctx = Certs::get().context("a", "ca");
-  // A plain node: it sends its hello frame, reads the other's header (garbage here) and hangs up.
-  auto plain_node = [](int fd) {
-    FrameHeader h;
-    h.type = FrameType::hello;
-    h.bytes = 40;
-    std::string hello(reinterpret_cast<const char*>(&h), sizeof h);
-    hello += std::string(40, 'x');
-    (void)write_exact(fd, hello.data(), hello.size(), Clock::now() + 5s);
-    (void)read_exact(fd, &h, sizeof h, Clock::now() + 2s);
-    shutdown(fd, SHUT_RDWR);
-  };
-  for (bool tls_is_server : {false, true}) {
-    const auto deadline = Clock::now() + 10s;
-    Pair p = tls_is_server ? connect_pair(nullptr, ctx, deadline, plain_node)
-                           : connect_pair(ctx, nullptr, deadline, plain_node);
-    const Status& s = tls_is_server ? p.server_status : p.client_status;
-    EXPECT_EQ(s.code(), Errc::auth_failed) << (tls_is_server ? "server: " : "client: ") << s.to_string();
-    EXPECT_LT(tls_is_server ? p.server_took : p.client_took, 5s) << s.to_string();
-    EXPECT_EQ(tls_is_server ? p.server_tls : p.client_tls, nullptr);
-    ::close(p.client);
-    ::close(p.server);
-  }
-}
-
-TEST(TlsTransport, SilentPeerTimesOut) {
-  NEED_CERTS();
-  auto ctx = Certs::get().context("a", "ca");
-  const auto t0 = Clock::now();
-  Pair p = connect_pair(ctx, nullptr, t0 + 400ms);  // the server side never answers
-  const auto took = Clock::now() - t0;
-  EXPECT_EQ(p.client_status.code(), Errc::timeout) << p.client_status.to_string();
-  EXPECT_GE(took, 350ms);
-  EXPECT_LT(took, 3s);
-  ::close(p.client);
-  ::close(p.server);
-}
 
 TEST(TlsTransport, AlteredByteOnTheWireBreaksTheConnection) {
   NEED_CERTS();
@@ -498,15 +174,6 @@ TEST(TlsTransport, AlteredByteOnTheWireBreaksTheConnection) {
   EXPECT_NE(sink_b.why().find("TLS"), std::string::npos) << sink_b.why();
   auto frames = sink_b.frames();
   EXPECT_FALSE(frames.count(9) && frames[9].complete) << "altered data was delivered as complete";
-}
-
-TEST(TlsTransport, MissingFileIsAConfigError) {
-  NEED_CERTS();
-  auto r = TlsContext::load(Certs::get().pem("a"), "/nonexistent/a.key", Certs::get().pem("ca"));
-  EXPECT_EQ(r.status().code(), Errc::invalid_config);
-  EXPECT_NE(r.status().message().find("/nonexistent/a.key"), std::string::npos) << r.status().message();
-  auto mismatched = TlsContext::load(Certs::get().pem("a"), Certs::get().key("b"), Certs::get().pem("ca"));
-  EXPECT_EQ(mismatched.status().code(), Errc::invalid_config) << mismatched.status().to_string();
 }
 
 } // namespace

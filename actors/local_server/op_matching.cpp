@@ -17,6 +17,7 @@ void LocalServerCore::on_op(Call call) {
   // The launch of an op this call completed runs without the lock (see mu_ in server_core.hpp).
   if (fx.op) launch(*fx.op);
   if (fx.pair) launch_pair(*fx.pair);
+  if (enter_hook_) enter_hook_();
 }
 
 void LocalServerCore::match(Call call, Effects& fx) {

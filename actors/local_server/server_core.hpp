@@ -70,6 +70,11 @@ class LocalServerCore {
   // any op.
   using LaunchHook = std::function<void(std::string_view stage)>;
   void set_launch_hook(LaunchHook hook) { launch_hook_ = std::move(hook); }
+  // Tests: called by on_op once the core has taken an op request in (it waits for the others,
+  // was launched, or was answered), after unlocking, so a test can act on a call it knows waits
+  // in the server. Set it before any op.
+  using EnterHook = std::function<void()>;
+  void set_enter_hook(EnterHook hook) { enter_hook_ = std::move(hook); }
   // Tests: whether the core's lock is free now. Call it from a thread that is not inside the core
   // (a thread must not try to lock a mutex it holds).
   bool lock_is_free() const {
@@ -185,6 +190,7 @@ class LocalServerCore {
   mutable std::mutex mu_;
   TimerFn timer_;
   LaunchHook launch_hook_;
+  EnterHook enter_hook_;
   std::shared_ptr<GlobalClient> global_;
   std::optional<Status> closed_;
   std::shared_ptr<const Config> config_;

@@ -4,9 +4,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -64,16 +66,49 @@ Child spawn(const std::string& path, const std::vector<std::string>& args, Outpu
   return {pid, fds[0]};
 }
 
+namespace {
+
+// A descriptor that becomes readable when `pid` exits (Linux 5.3 and later), or -1.
+int exit_fd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+} // namespace
+
 std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds limit) {
   const auto deadline = Clock::now() + limit;
+  const int fd = exit_fd(pid);
+  std::optional<int> result;
   int status = 0;
   for (;;) {
     const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (r < 0 && errno != EINTR) return -1;
-    if (Clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (r == pid) {
+      result = status;
+      break;
+    }
+    if (r < 0 && errno != EINTR) {
+      result = -1;
+      break;
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
+    if (fd >= 0) {
+      // Sleeps until the child exits (its pidfd turns readable) or the deadline.
+      pollfd p{fd, POLLIN, 0};
+      poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
+    } else {
+      // No pidfd (an old kernel): nothing signals the exit of a child another thread may also
+      // wait for (SIGCHLD goes to the process), so look again in 10 ms.
+      std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(10)));
+    }
   }
+  if (fd >= 0) close(fd);
+  return result;
 }
 
 int wait_or_kill(pid_t pid, std::chrono::milliseconds limit) {

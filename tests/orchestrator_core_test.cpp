@@ -1,14 +1,13 @@
-// The orchestrator: every admission rule on the pure core, the message codecs, and the real thing
-// over CAF remoting on loopback (an orchestrator published on an ephemeral port, nodes in their own
-// actor systems). The chorus-orchestrator daemon as a process: orchestrator_daemon_test.cpp.
+// The orchestrator's admission rules on its pure core (actors/orchestrator/orchestrator_core.hpp):
+// arrival order, version, secret and config checks, node loss before and after completion, the
+// next collective, and the admission deadline. The real thing over CAF remoting:
+// orchestrator_loopback_test.cpp; the daemon as a process: orchestrator_daemon_test.cpp.
 #include <gtest/gtest.h>
 
-#include <memory>
-#include <thread>
+#include <string>
+#include <vector>
 
-#include "actors/global_client/node_session.hpp"
-#include "actors/orchestrator/orchestrator.hpp"
-#include "messages/peer_codec.hpp"
+#include "actors/orchestrator/orchestrator_core.hpp"
 #include "orchestrator_fixtures.hpp"
 #include "status_matchers.hpp"
 
@@ -20,56 +19,6 @@ using namespace std::chrono_literals;
 using namespace chorus::testing;
 
 Core make_core(uint32_t nodes = 3) { return Core({nodes, "s3", 1000ms, {}}); }
-
-// ---- Codecs ----
-
-TEST(OrchestratorCodec, RegisterRoundTrips) {
-  auto r = reg(3, 2, "10.0.0.1:5000");
-  r.config.auto_tree_arity = 5;
-  r.config.global[2] = StrategyChoice{};
-  std::string error;
-  auto d = decode_node_register(encode_node_register(r), error);
-  ASSERT_TRUE(d) << error;
-  EXPECT_EQ(d->protocol_version, r.protocol_version);
-  EXPECT_EQ(d->secret, "s3");
-  EXPECT_EQ(d->num_peers, 2u);
-  EXPECT_EQ(d->data_address, "10.0.0.1:5000");
-  EXPECT_EQ(d->config.first_difference(r.config), "");
-}
-
-TEST(OrchestratorCodec, ReplyLeaveLostRoundTrip) {
-  TopologyData t{7, 1, 2, 5, {{2, 0, "a:1"}, {3, 2, "b:2"}}};
-  std::string error;
-  auto ok = decode_node_register_reply(encode_node_register_reply(Status::ok(), t), error);
-  ASSERT_TRUE(ok) << error;
-  EXPECT_TRUE(ok->status.is_ok());
-  EXPECT_EQ(ok->topology, t);
-  auto bad = decode_node_register_reply(encode_node_register_reply({Errc::config_mismatch, "x (1 vs 2)"}), error);
-  ASSERT_TRUE(bad);
-  EXPECT_TRUE(has(bad->status, Errc::config_mismatch, {"x (1 vs 2)"}));
-  auto l = decode_node_leave(encode_node_leave({4, 2}), error);
-  ASSERT_TRUE(l);
-  EXPECT_EQ(l->collective, 4u);
-  EXPECT_EQ(l->node_id, 2u);
-  auto lost = decode_node_lost(encode_node_lost({4, 1, "gone"}), error);
-  ASSERT_TRUE(lost);
-  EXPECT_EQ(lost->node_id, 1u);
-  EXPECT_EQ(lost->reason, "gone");
-}
-
-TEST(OrchestratorCodec, GarbledInputIsAnErrorNotACrash) {
-  std::string error;
-  EXPECT_FALSE(decode_node_register(Envelope{{0xffffffffffffffffull, 1, 2}}, error));
-  EXPECT_NE(error.find("garbled"), std::string::npos) << error;
-  error.clear();
-  EXPECT_FALSE(decode_node_register(Envelope{}, error));
-  EXPECT_FALSE(error.empty());
-  // A topology whose node list disagrees with its node count.
-  TopologyData t{1, 5, 2, 1, {{1, 0, "a:1"}}};
-  EXPECT_FALSE(decode_node_register_reply(encode_node_register_reply(Status::ok(), t), error));
-}
-
-// ---- Core rules ----
 
 TEST(OrchestratorCore, AdmitsInArrivalOrderWithUnevenPeers) {
   auto core = make_core(3);
@@ -261,156 +210,6 @@ TEST(OrchestratorCore, AdmissionTimesOutNamingTheCount) {
   fx = core.on_register(3, reg(3, 1, "h:1"));
   ASSERT_TRUE(fx.timer);
   EXPECT_NE(fx.timer->first, timer);
-}
-
-// ---- Real CAF remoting on loopback ----
-
-std::unique_ptr<System> make_system() { return std::make_unique<System>(); }
-
-class Loopback : public ::testing::Test {
- protected:
-  void start(uint32_t nodes, std::chrono::milliseconds timeout = 3000ms) {
-    orch_sys_ = make_system();
-    orch_ = orch_sys_->sys->spawn(orchestrator, Core::Options{nodes, "s3", timeout, {}});
-    auto p = orch_sys_->sys->middleman().publish(orch_, 0, "127.0.0.1", true);
-    ASSERT_TRUE(p) << orch_sys_->sys->render(p.error());
-    port_ = *p;
-    ASSERT_NE(port_, 0);
-  }
-  void TearDown() override {
-    sessions_.clear();
-    node_sys_.clear();
-    if (orch_sys_) {
-      caf::anon_send_exit(orch_, caf::exit_reason::user_shutdown);
-      orch_ = nullptr;
-      orch_sys_.reset();
-    }
-  }
-  // Polls the orchestrator until the current collective has no node left (or 3 s pass).
-  bool wait_idle(uint64_t after_collective) {
-    caf::scoped_actor self{*orch_sys_->sys};
-    auto deadline = std::chrono::steady_clock::now() + 3s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      bool idle = false;
-      self->request(orch_, 1s, caf::get_atom::value)
-          .receive([&](uint64_t collective, uint64_t registered, bool complete) {
-                     idle = collective > after_collective && registered == 0 && !complete;
-                   },
-                   [&](caf::error&) {});
-      if (idle) return true;
-      std::this_thread::sleep_for(5ms);
-    }
-    return false;
-  }
-  // Joins n nodes concurrently (each waits for the others); returns each node's outcome.
-  std::vector<Result<std::shared_ptr<NodeSession>>> join_all(const std::vector<NodeRegisterData>& regs) {
-    std::vector<Result<std::shared_ptr<NodeSession>>> out(regs.size(), Status(Errc::internal, "not run"));
-    while (node_sys_.size() < regs.size()) node_sys_.push_back(make_system());
-    std::vector<std::thread> threads;
-    for (std::size_t i = 0; i < regs.size(); ++i)
-      threads.emplace_back([&, i] {
-        out[i] = NodeSession::join(*node_sys_[i]->sys, "127.0.0.1", port_, regs[i], 3000ms);
-      });
-    for (auto& t : threads) t.join();
-    for (auto& r : out)
-      if (r) sessions_.push_back(*r);
-    return out;
-  }
-
-  std::unique_ptr<System> orch_sys_;
-  orchestrator_actor orch_;
-  uint16_t port_ = 0;
-  std::vector<std::unique_ptr<System>> node_sys_;
-  std::vector<std::shared_ptr<NodeSession>> sessions_;
-};
-
-TEST_F(Loopback, ThreeNodesGetTheTopologyThenLossIsReported) {
-  start(3);
-  auto out = join_all({reg(3, 2, "127.0.0.1:7001"), reg(3, 1, "127.0.0.1:7002"), reg(3, 3, "127.0.0.1:7003")});
-  ASSERT_EQ(out.size(), 3u);
-  std::vector<bool> seen(3, false);
-  for (auto& r : out) {
-    ASSERT_TRUE(r) << r.status().to_string();
-    const auto& t = (*r)->topology();
-    EXPECT_EQ(t.num_nodes, 3u);
-    EXPECT_EQ(t.total_peers, 6u);
-    ASSERT_EQ(t.nodes.size(), 3u);
-    ASSERT_LT(t.node_id, 3u);
-    seen[t.node_id] = true;
-    // Ids follow arrival order, which the threads race for: check the offsets are consistent.
-    uint32_t offset = 0;
-    for (const auto& n : t.nodes) {
-      EXPECT_EQ(n.peer_offset, offset);
-      offset += n.num_peers;
-    }
-    EXPECT_EQ(t.nodes[t.node_id].num_peers, (*r)->topology().nodes[t.node_id].num_peers);
-  }
-  EXPECT_EQ(seen, (std::vector<bool>{true, true, true}));
-  for (auto& r : out) {  // every node sees the same table, and its own entry is its own
-    EXPECT_EQ((*r)->topology().nodes, (*out[0])->topology().nodes);
-    const auto& me = (*r)->topology().nodes[(*r)->topology().node_id];
-    auto idx = me.data_address.back() - '1';
-    EXPECT_EQ(me.num_peers, (std::vector<uint32_t>{2, 1, 3})[idx]);
-  }
-  // Kill the node actor of one node (no leave): the others hear that it was lost, naming it.
-  auto victim = (*out[1])->topology().node_id;
-  caf::anon_send_exit((*out[1])->actor(), caf::exit_reason::kill);
-  auto deadline = std::chrono::steady_clock::now() + 3s;
-  bool reported = false;
-  while (!reported && std::chrono::steady_clock::now() < deadline) {
-    reported = !(*out[0])->lost().empty() && !(*out[2])->lost().empty();
-    if (!reported) std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_TRUE(reported);
-  EXPECT_EQ((*out[0])->lost()[0].node_id, victim);
-  EXPECT_EQ((*out[2])->lost()[0].node_id, victim);
-  EXPECT_TRUE((*out[1])->lost().empty());
-}
-
-TEST_F(Loopback, WrongSecretIsRejectedAndNextCollectiveWorks) {
-  start(2);
-  auto t0 = std::chrono::steady_clock::now();
-  auto bad = join_all({reg(2, 1, "127.0.0.1:7001", "wrong")});
-  ASSERT_EQ(bad.size(), 1u);
-  EXPECT_TRUE(has(bad[0].status(), Errc::auth_failed, {"wrong secret"}));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);  // at once, not at the deadline
-  auto good = join_all({reg(2, 1, "127.0.0.1:7001"), reg(2, 2, "127.0.0.1:7002")});
-  ASSERT_TRUE(good[0]) << good[0].status().to_string();
-  ASSERT_TRUE(good[1]) << good[1].status().to_string();
-  auto collective = (*good[0])->topology().collective;
-  EXPECT_EQ((*good[1])->topology().total_peers, 3u);
-  // Both leave; the orchestrator then serves the next collective.
-  (*good[0])->leave();
-  (*good[1])->leave();
-  ASSERT_TRUE(wait_idle(collective));
-  auto again = join_all({reg(2, 1, "127.0.0.1:7011"), reg(2, 1, "127.0.0.1:7012")});
-  ASSERT_TRUE(again[0]) << again[0].status().to_string();
-  ASSERT_TRUE(again[1]) << again[1].status().to_string();
-  EXPECT_GT((*again[0])->topology().collective, collective);
-}
-
-TEST_F(Loopback, ConfigMismatchOverTheWireNamesTheField) {
-  start(2, 1000ms);
-  auto bad = reg(2, 1, "127.0.0.1:7002");
-  bad.config.auto_threshold_bytes = 1;
-  std::vector<Result<std::shared_ptr<NodeSession>>> out;
-  // Register the good node first so the mismatching one is the second.
-  std::thread first([&] {
-    out = join_all({reg(2, 1, "127.0.0.1:7001")});
-  });
-  std::this_thread::sleep_for(300ms);
-  auto sys = make_system();
-  auto r = NodeSession::join(*sys->sys, "127.0.0.1", port_, bad, 2000ms);
-  EXPECT_TRUE(has(r.status(), Errc::config_mismatch, {"auto_threshold_bytes (1 vs"}));
-  first.join();  // the good node alone times out at the orchestrator's admission deadline
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_TRUE(has(out[0].status(), Errc::timeout, {"only 1 of 2"}));
-}
-
-TEST_F(Loopback, UnreachableOrchestratorIsAnError) {
-  auto sys = make_system();
-  auto r = NodeSession::join(*sys->sys, "127.0.0.1", 1, reg(1, 1, "127.0.0.1:7001"), 500ms);
-  EXPECT_TRUE(has(r.status(), Errc::unreachable, {"cannot reach"}));
 }
 
 } // namespace

@@ -1,0 +1,215 @@
+// The tuning module (strategies/tuning.hpp): every branch of tune(), over plain topology data,
+// and the names of what it picks.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <chorus/config.hpp>
+#include "strategies/tuning.hpp"
+
+namespace chorus {
+namespace {
+
+Topology one_process(int n) {
+  Topology t;
+  t.peers = n;
+  return t;
+}
+
+// A network level: rank r on node rank_node[r]; node k on hosts[k] with threads[k] hardware threads.
+Topology network(std::vector<uint32_t> rank_node, std::vector<std::string> hosts, std::vector<unsigned> threads) {
+  Topology t;
+  t.peers = static_cast<int>(rank_node.size());
+  t.shared_memory = false;
+  t.rank_node = std::move(rank_node);
+  t.node_host = std::move(hosts);
+  t.node_threads = std::move(threads);
+  return t;
+}
+
+// n nodes of one peer each, each on a machine of its own with plenty of threads.
+Topology separate_machines(int n) {
+  std::vector<uint32_t> rank_node;
+  std::vector<std::string> hosts;
+  for (int k = 0; k < n; ++k) {
+    rank_node.push_back(static_cast<uint32_t>(k));
+    hosts.push_back("10.0.0." + std::to_string(k));
+  }
+  return network(rank_node, hosts, std::vector<unsigned>(static_cast<std::size_t>(n), 64));
+}
+
+// n nodes of one peer each, all on one machine with `threads` hardware threads.
+Topology one_machine(int n, unsigned threads) {
+  std::vector<uint32_t> rank_node;
+  for (int k = 0; k < n; ++k) rank_node.push_back(static_cast<uint32_t>(k));
+  return network(rank_node, std::vector<std::string>(static_cast<std::size_t>(n), "127.0.0.1"),
+                 std::vector<unsigned>(static_cast<std::size_t>(n), threads));
+}
+
+std::string tuned(const Config& c, OpKind op, DType dtype, std::size_t count, const Topology& t) {
+  return to_string(tune(c, op, dtype, count, t));
+}
+
+TEST(Tuning, SharedMemorySmallIsCentralizedLargeIsDirect) {
+  Config c;
+  const std::size_t t = c.auto_threshold_bytes;
+  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, t / 4 - 1, one_process(4)),
+            RunStrategy::flat({Algorithm::centralized, 2}));
+  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, t / 4, one_process(4)), RunStrategy::flat({Algorithm::direct, 2}));
+  EXPECT_EQ(tuned(c, OpKind::broadcast, DType::f64, t / 8, one_process(2)), "direct");
+  // All-gather and reduce-scatter are sized by the whole buffer (n blocks of count).
+  EXPECT_EQ(tuned(c, OpKind::all_gather, DType::u8, t / 4, one_process(4)), "direct");
+  EXPECT_EQ(tuned(c, OpKind::all_gather, DType::u8, t / 4 - 1, one_process(4)), "centralized");
+  EXPECT_EQ(tuned(c, OpKind::reduce_scatter, DType::u8, t / 2, one_process(2)), "direct");
+  // One peer, and the barrier, are latency bound whatever the size.
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, t, one_process(1)), "centralized");
+  EXPECT_EQ(tuned(c, OpKind::barrier, DType::f32, t, one_process(4)), "centralized");
+  // The threshold is the configuration's.
+  c.auto_threshold_bytes = 64;
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, one_process(2)), "direct");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 15, one_process(2)), "centralized");
+}
+
+TEST(Tuning, NetworkSmallIsATreeLargeIsTheRing) {
+  Config c;
+  const std::size_t t = c.auto_threshold_bytes;
+  // Rooted ops stay flat even with several peers per node.
+  const Topology two_by_two = network({0, 0, 1, 1}, {"a", "b"}, {8, 8});
+  EXPECT_EQ(tuned(c, OpKind::broadcast, DType::f32, t / 4 - 1, two_by_two), "tree:2");
+  EXPECT_EQ(tuned(c, OpKind::broadcast, DType::f32, t / 4, two_by_two), "ring");
+  EXPECT_EQ(tuned(c, OpKind::reduce, DType::f32, 16, two_by_two), "tree:2");
+  EXPECT_EQ(tuned(c, OpKind::reduce, DType::f32, t, two_by_two), "ring");
+  EXPECT_EQ(tuned(c, OpKind::gather, DType::f32, 16, two_by_two), "tree:2");
+  EXPECT_EQ(tuned(c, OpKind::all_to_all, DType::f32, t, two_by_two), "ring");
+  EXPECT_EQ(tuned(c, OpKind::barrier, DType::f32, 0, two_by_two), "tree:2");
+  c.auto_tree_arity = 3;
+  EXPECT_EQ(tuned(c, OpKind::broadcast, DType::f32, 16, two_by_two), "tree:3");
+  // Every peer on one node: nothing to gain from a hierarchy, and no peer is alone: flat.
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, network({0, 0, 0}, {"a"}, {8})), "tree:3");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, t, network({0, 0, 0}, {"a"}, {8})), "ring");
+  // Separate nodes, beyond one-shot's inflow or not an all-reduce: tree, ring.
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, t, separate_machines(2)), "ring");
+  EXPECT_EQ(tuned(c, OpKind::all_gather, DType::f32, 16, separate_machines(3)), "tree:3");
+}
+
+// One-shot: all-reduce only, every peer on a node of its own, while the n - 1 buffers each peer
+// takes in stay under the threshold.
+TEST(Tuning, OneShotAcrossSeparateNodesForASmallInflow) {
+  Config c;
+  const std::size_t t = c.auto_threshold_bytes;
+  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, 256, separate_machines(2)),
+            RunStrategy::flat({Algorithm::oneshot, 2}));
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 256, separate_machines(8)), "oneshot");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 256, separate_machines(kStarPeers + 3)), "oneshot");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::u8, t / 4 - 1, separate_machines(5)), "oneshot");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::u8, t / 4, separate_machines(5)), "tree:2");
+  EXPECT_EQ(tuned(c, OpKind::broadcast, DType::f32, 256, separate_machines(2)), "tree:2");
+  EXPECT_EQ(tuned(c, OpKind::reduce, DType::f32, 256, separate_machines(2)), "tree:2");
+  // Never in one process.
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 256, one_process(2)), "centralized");
+}
+
+// Crowded: nodes of the op that share a machine outnumber its hardware threads. Then messages
+// count: a star up to kStarPeers peers, a tree beyond; two nodes keep the one-shot (it sends no
+// more messages than the star there).
+TEST(Tuning, CrowdedSmallAllReduceIsAStarUpToKStarPeers) {
+  Config c;
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 256, one_machine(2, 1)), "oneshot");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 256, one_machine(3, 2)), "centralized");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 256, one_machine(4, 2)), "centralized");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, one_machine(kStarPeers, 2)), "centralized");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, one_machine(kStarPeers + 1, 2)), "tree:2");
+  // Large buffers are not affected.
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, c.auto_threshold_bytes, one_machine(4, 2)), "ring");
+  // Enough threads for every node: not crowded.
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 256, one_machine(4, 4)), "oneshot");
+}
+
+TEST(Tuning, CrowdingIsJudgedPerMachineFromTheTopologyAlone) {
+  EXPECT_FALSE(crowded(one_process(8)));
+  EXPECT_FALSE(crowded(one_machine(2, 2)));
+  EXPECT_TRUE(crowded(one_machine(3, 2)));
+  // Two machines with two nodes each and two threads each: neither is crowded.
+  EXPECT_FALSE(crowded(network({0, 1, 2, 3}, {"a", "a", "b", "b"}, {2, 2, 2, 2})));
+  EXPECT_TRUE(crowded(network({0, 1, 2, 3, 4}, {"a", "a", "b", "b", "b"}, {2, 2, 2, 2, 2})));
+  // A machine counts its fewest threads (the nodes registered what they saw).
+  EXPECT_TRUE(crowded(network({0, 1}, {"a", "a"}, {4, 1})));
+  // A node that reports no threads counts as one.
+  EXPECT_TRUE(crowded(network({0, 1}, {"a", "a"}, {0, 0})));
+  // Only the op's nodes count: four nodes share a 2-thread machine, the op spans two of them.
+  Topology t = one_machine(4, 2);
+  t.rank_node = {1, 3, 3};
+  t.peers = 3;
+  EXPECT_FALSE(crowded(t));
+  t.rank_node = {0, 1, 3};
+  EXPECT_TRUE(crowded(t));
+  Config c;
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, t), "centralized");
+}
+
+// Several peers on some node: all-reduce, all-gather and reduce-scatter go through one leader per
+// node, with the rules above picking the leaders' strategy; reduce and broadcast stay flat.
+TEST(Tuning, HierarchicalWithSeveralPeersOnANode) {
+  Config c;
+  const std::size_t t = c.auto_threshold_bytes;
+  const Topology two_by_two = network({0, 0, 1, 1}, {"a", "b"}, {8, 8});
+  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, 16, two_by_two), RunStrategy::among_leaders({Algorithm::oneshot, 2}));
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, two_by_two), "hier+oneshot");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, t, two_by_two), "hier+ring");
+  // The leaders' all-gather and reduce-scatter are sized by the leaders' blocks.
+  EXPECT_EQ(tuned(c, OpKind::all_gather, DType::f32, 16, two_by_two), "hier+tree:2");
+  EXPECT_EQ(tuned(c, OpKind::all_gather, DType::u8, t / 2, two_by_two), "hier+ring");
+  EXPECT_EQ(tuned(c, OpKind::reduce_scatter, DType::u8, t / 2 - 1, two_by_two), "hier+tree:2");
+  EXPECT_EQ(tuned(c, OpKind::reduce_scatter, DType::f32, t, two_by_two), "hier+ring");
+  for (OpKind flat : {OpKind::reduce, OpKind::broadcast, OpKind::gather, OpKind::scatter, OpKind::all_to_all,
+                      OpKind::barrier})
+    EXPECT_FALSE(tune(c, flat, DType::f32, 16, two_by_two).hierarchical) << to_string(flat);
+  // Uneven and interleaved layouts: the leaders are one per node, whatever the order of ranks.
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, network({1, 0, 1}, {"a", "b"}, {8, 8})), "hier+oneshot");
+  // Crowded leaders: 3 nodes on a 2-thread machine, 2 peers each: a star among them.
+  const Topology crowded3 = network({0, 0, 1, 1, 2, 2}, {"h", "h", "h"}, {2, 2, 2});
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, crowded3), "hier+centralized");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, network({0, 0, 1, 1, 2, 2}, {"a", "b", "c"}, {2, 2, 2})),
+            "hier+oneshot");
+}
+
+TEST(Tuning, FixedStrategiesRunAsNamedAndNcclIsAutoForHostTensors) {
+  Config c;
+  const Topology two_by_two = network({0, 0, 1, 1}, {"a", "b"}, {8, 8});
+  c.with_global_strategy(*parse_strategy("ring"));
+  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, 16, two_by_two), RunStrategy::flat({Algorithm::ring, 2}));
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, separate_machines(2)), "ring");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, one_machine(4, 1)), "ring");
+  // The global choice is not the local one.
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, one_process(4)), "centralized");
+  c.with_local_strategy(*parse_strategy("tree:3"));
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 1 << 20, one_process(4)), "tree:3");
+  c.with_local_strategy(*parse_strategy("dbtree"));
+  EXPECT_EQ(tuned(c, OpKind::barrier, DType::f32, 0, one_process(4)), "dbtree");
+  // One-shot is auto's alone: no configuration names it.
+  EXPECT_FALSE(parse_strategy("oneshot").has_value());
+  // nccl resolves as auto does for host tensors, at both levels.
+  Config n;
+  n.with_local_strategy(*parse_strategy("nccl"));
+  n.with_global_strategy(*parse_strategy("nccl"));
+  EXPECT_EQ(tuned(n, OpKind::all_reduce, DType::f32, 16, one_process(4)), "centralized");
+  EXPECT_EQ(tuned(n, OpKind::all_reduce, DType::f32, 1 << 20, one_process(4)), "direct");
+  EXPECT_EQ(tuned(n, OpKind::all_reduce, DType::f32, 16, two_by_two), "hier+oneshot");
+  EXPECT_EQ(tuned(n, OpKind::all_reduce, DType::f32, 16, separate_machines(3)), "oneshot");
+  EXPECT_EQ(tuned(n, OpKind::broadcast, DType::f32, 1 << 20, two_by_two), "ring");
+}
+
+TEST(Tuning, Names) {
+  EXPECT_EQ(to_string(RunStrategy{}), "");
+  EXPECT_EQ(to_string(RunStrategy::flat({Algorithm::tree, 2})), "tree:2");
+  EXPECT_EQ(to_string(RunStrategy::flat({Algorithm::oneshot, 2})), "oneshot");
+  EXPECT_EQ(to_string(RunStrategy::among_leaders({Algorithm::centralized, 2})), "hier+centralized");
+  EXPECT_EQ(to_string(RunStrategy::of(RunStrategy::Path::p2p)), "p2p");
+  EXPECT_EQ(to_string(RunStrategy::of(RunStrategy::Path::nccl)), "nccl");
+  EXPECT_EQ(to_string(RunStrategy::of(RunStrategy::Path::device)), "device");
+}
+
+} // namespace
+} // namespace chorus
