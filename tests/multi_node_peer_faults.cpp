@@ -1,14 +1,18 @@
 // chorus-test-node's scenarios in which something goes wrong and every survivor must get the right
 // error: peers that disagree (across nodes, within a node, on a group), an input that cannot be
-// staged, a peer that stops calling, a node killed or frozen mid-op.
+// staged, a peer that stops calling, a node killed or frozen mid-op, a node killed while a peer
+// waits for its node-mate.
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <chorus/gpu.hpp>
+#include "actors/runtime_impl.hpp"
 #include "multi_node_peer.hpp"
 
 namespace chorus::test_node {
@@ -118,6 +122,50 @@ int kill_or_freeze(Peer& p, const NodeContext& node) {
   return done;
 }
 
+// Node 0's peer A (rank 0) enters op --at-op while its node-mate B (rank 1) holds back, so A waits
+// in its node's local phase; the victim node's peers stop before that op, and once every peer but A
+// has said READY (B only once A's call is in the local server) the test kills the victim's process.
+// A must hear of the loss at once: in the op it waits in, then in the next one, which it enters
+// first. B then calls both ops, and the other nodes' peers call them at once: the same loss for all.
+// Each survivor prints the next op's status as "PEER r NEXT code message" and the first error as
+// its ERR line.
+std::promise<void> a_done;  // A's two ops returned (A and B are threads of node 0's process)
+
+int kill_while_waiting(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  const uint32_t me = p.rank(), victim = static_cast<uint32_t>(a.victim_node);
+  const std::string line = "PEER " + std::to_string(me) + " ";
+  for (uint32_t i = 0; i < a.at_op; ++i) {
+    Tensor x = make_input(DType::f32, me, 1000, ReduceOp::sum);
+    must(p.all_reduce(x, ReduceOp::sum));
+  }
+  if (me >= victim && me < victim + a.peers) {  // the victim: waits to be killed
+    say(line + "READY");
+    for (;;) pause();
+  }
+  const auto limit = std::chrono::milliseconds(2 * a.timeout_ms);
+  if (me == 1) {
+    // Until A's call is in this node's local server (a bounded wait on that condition).
+    LocalServerCore& core = *RuntimeAccess::impl(node.runtime).core;
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (core.pending_ops() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    if (core.pending_ops() == 0) throw Fail{Status(Errc::internal, "peer 0's op never reached the local server")};
+    say(line + "READY");
+    if (a_done.get_future().wait_for(limit) != std::future_status::ready)
+      throw Fail{Status(Errc::internal, "peer 0 never returned")};
+  } else if (me != 0) {
+    say(line + "READY");
+  }
+  Tensor x = make_input(DType::f32, me, 1000, ReduceOp::sum);
+  const Status first = p.all_reduce(x, ReduceOp::sum);
+  const Status next = p.barrier();
+  if (me == 0) a_done.set_value();
+  say(line + "NEXT " + std::string(to_string(next.code())) + " " + next.message());
+  must(first);
+  must(next);
+  return static_cast<int>(a.at_op) + 2;
+}
+
 } // namespace
 
 Scenario fault_scenario(const std::string& name) {
@@ -127,6 +175,7 @@ Scenario fault_scenario(const std::string& name) {
   if (name == "group-mismatch") return group_mismatch;
   if (name == "skip") return skip;
   if (name == "kill" || name == "freeze") return kill_or_freeze;
+  if (name == "kill-while-waiting") return kill_while_waiting;
   return nullptr;
 }
 

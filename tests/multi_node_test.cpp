@@ -1,15 +1,99 @@
 // Multi-process tests on loopback in which something goes wrong (the orchestrator daemon and
 // several node processes, chorus-test-node): peers of different nodes or of one node that
-// disagree, a node killed or frozen mid-op, a peer that stops calling, a wrong secret, a
-// mismatched configuration. Every survivor must get the right error, naming the right peer or
-// node, at once rather than after its timeout.
+// disagree, a node killed or frozen mid-op, a node killed while a peer waits for its node-mate,
+// a peer that stops calling, a wrong secret, a mismatched configuration. Every survivor must get
+// the right error, naming the right peer or node, at once rather than after its timeout.
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "multi_node_fixture.hpp"
 
 namespace chorus::multi_node {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The node processes' output as it comes, line by line, with the time each line arrived: for tests
+// that act between lines (kill a node once the others say they are in place) and time the answers.
+class TimedOutput {
+ public:
+  struct Line {
+    std::size_t node;  // which process (index into the children)
+    std::string text;
+    Clock::time_point at;
+  };
+  explicit TimedOutput(const std::vector<Child>& kids) : partial_(kids.size()) {
+    for (const auto& k : kids) fds_.push_back(k.out);
+  }
+  ~TimedOutput() {
+    for (int fd : fds_)
+      if (fd >= 0) close(fd);
+  }
+  // Reads until done() holds, every output has ended or the deadline passed; returns done().
+  template <class Done>
+  bool read_until(Done done, Clock::time_point deadline) {
+    while (!done()) {
+      std::vector<pollfd> ps;
+      std::vector<std::size_t> which;
+      for (std::size_t i = 0; i < fds_.size(); ++i)
+        if (fds_[i] >= 0) {
+          ps.push_back({fds_[i], POLLIN, 0});
+          which.push_back(i);
+        }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (ps.empty() || left <= 0) return done();
+      if (poll(ps.data(), ps.size(), static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR)
+        return done();
+      for (std::size_t k = 0; k < ps.size(); ++k)
+        if (ps[k].revents) take(which[k]);
+    }
+    return true;
+  }
+  // The first line starting with `prefix`, or null.
+  const Line* find(const std::string& prefix) const {
+    for (const auto& l : lines_)
+      if (l.text.rfind(prefix, 0) == 0) return &l;
+    return nullptr;
+  }
+  std::string dump() const {
+    std::string s;
+    for (const auto& l : lines_) s += "[node process " + std::to_string(l.node) + "] " + l.text + "\n";
+    return s;
+  }
+
+ private:
+  void take(std::size_t i) {
+    char buf[4096];
+    const ssize_t n = read(fds_[i], buf, sizeof(buf));
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) return;
+      close(fds_[i]);
+      fds_[i] = -1;
+      return;
+    }
+    const auto now = Clock::now();
+    partial_[i].append(buf, static_cast<std::size_t>(n));
+    for (std::size_t nl; (nl = partial_[i].find('\n')) != std::string::npos; partial_[i].erase(0, nl + 1))
+      lines_.push_back({i, partial_[i].substr(0, nl), now});
+  }
+  std::vector<int> fds_;
+  std::vector<std::string> partial_;
+  std::vector<Line> lines_;
+};
+
+// "PEER r KIND code message" (KIND: ERR, or NEXT in kill-while-waiting) as a PeerLine.
+PeerLine status_line(const std::string& text) {
+  std::istringstream l(text);
+  std::string tag, rank, kind;
+  PeerLine p;
+  l >> tag >> rank >> kind >> p.code;
+  std::getline(l, p.message);
+  if (!p.message.empty() && p.message[0] == ' ') p.message.erase(0, 1);
+  return p;
+}
 
 TEST_F(MultiNode, MembersThatDisagreeOnAGroupAllFail) {
   start_orchestrator(3);
@@ -88,6 +172,57 @@ TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesThe
   // The daemon is still up and admits a fresh collective.
   auto again = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "mixed", "--ops", "50"});
   expect_all_ok(again, 6, 50);
+}
+
+// Node 0's peer A (rank 0) waits in its node's local phase for its node-mate B, who holds back,
+// when the test kills node 1's process (ranks 2 and 3) once every other peer said it is in place
+// (multi_node_peer_faults.cpp, kill-while-waiting). A must hear of the loss at once, well within
+// its 20 s op timeout: in the op it waits in, and in the next one, which it enters before its
+// node-mate; so must B and node 2's peers. Every error names node 1.
+TEST_F(MultiNode, APeerWaitingForItsNodeMateHearsOfAKilledNodeAtOnce) {
+  start_orchestrator(3);
+  auto kids = spawn_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "kill-while-waiting", "--victim", "2",
+                                         "--at-op", "5", "--timeout-ms", "20000"});
+  std::vector<ChildGuard> guards(kids.size());  // whatever happens, nothing outlives the test
+  for (std::size_t i = 0; i < kids.size(); ++i) guards[i].pid = kids[i].pid;
+  TimedOutput out(kids);
+  auto said = [&](const std::vector<std::string>& ranks, const std::vector<std::string>& kinds) {
+    return [&out, ranks, kinds] {
+      for (const auto& r : ranks)
+        for (const auto& k : kinds)
+          if (!out.find("PEER " + r + " " + k)) return false;
+      return true;
+    };
+  };
+  ASSERT_TRUE(out.read_until(said({"1", "2", "3", "4", "5"}, {"READY"}), Clock::now() + 60s)) << out.dump();
+  const std::size_t victim = out.find("PEER 2 READY")->node;
+  ASSERT_EQ(out.find("PEER 3 READY")->node, victim) << out.dump();
+  ASSERT_NE(victim, out.find("PEER 1 READY")->node) << out.dump();
+  const auto killed = Clock::now();
+  kill(kids[victim].pid, SIGKILL);
+  const std::vector<std::string> survivors{"0", "1", "4", "5"};
+  out.read_until(said(survivors, {"ERR", "NEXT"}), killed + 45s);
+  for (const auto& r : survivors) {
+    const auto* err = out.find("PEER " + r + " ERR ");
+    const auto* next = out.find("PEER " + r + " NEXT ");
+    ASSERT_TRUE(err && next) << "peer " << r << " did not report both ops\n" << out.dump();
+    EXPECT_LT(err->at - killed, 5s) << "peer " << r << " waited out its timeout: " << err->text;
+    EXPECT_LT(next->at - killed, 5s) << "peer " << r << ": " << next->text;
+    for (const PeerLine& p : {status_line(err->text), status_line(next->text)}) {
+      EXPECT_EQ(p.code, "node_lost") << "peer " << r << ": " << p.message;
+      EXPECT_NE(p.message.find("node 1 lost"), std::string::npos) << "peer " << r << ": " << p.message;
+    }
+  }
+  // A's errors are those of the op it waited in and of the one it entered first; B's the same.
+  const PeerLine a = status_line(out.find("PEER 0 ERR ")->text), a_next = status_line(out.find("PEER 0 NEXT ")->text);
+  EXPECT_EQ(a.message.rfind("all_reduce #5: node 1 lost", 0), 0u) << a.message;
+  EXPECT_EQ(a_next.message.rfind("barrier #6: node 1 lost", 0), 0u) << a_next.message;
+  EXPECT_EQ(status_line(out.find("PEER 1 ERR ")->text).message, a.message);
+  EXPECT_EQ(status_line(out.find("PEER 1 NEXT ")->text).message, a_next.message);
+  for (std::size_t i = 0; i < kids.size(); ++i) {
+    wait_or_kill(kids[i].pid, 10000ms);
+    guards[i].pid = -1;  // reaped
+  }
 }
 
 TEST_F(MultiNode, APeerThatNeverCallsIsNamedByItsNodeAndItsNodeByTheOthers) {
