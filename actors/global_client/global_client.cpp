@@ -101,18 +101,35 @@ Status GlobalClient::lost() const {
   return lost_.value_or(Status::ok());
 }
 
+void GlobalClient::on_first_loss(LossListener listener) {
+  std::optional<Status> already;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    loss_listener_ = listener;
+    already = lost_;
+  }
+  // A loss that came first was not told to this listener (on_node_lost found none, or another).
+  if (already && listener) listener(*already);
+}
+
 void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
   (void)node;  // `why` names it; the first loss is what every later op reports
   std::vector<std::shared_ptr<NetOp>> ops;
+  LossListener tell;  // only on the first loss
   Status first;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!lost_) lost_ = Status(Errc::node_lost, why);
+    if (!lost_) {
+      lost_ = Status(Errc::node_lost, why);
+      tell = loss_listener_;
+    }
     first = *lost_;
     for (auto& [k, op] : ops_) ops.push_back(op);
   }
   for (auto& op : ops) op->node_lost(first);
   p2p_->node_lost(first);
+  // The local server's waits for this node's own peers (ops not handed to us yet, and later ones).
+  if (tell) tell(first);
 }
 
 void GlobalClient::cut_off(uint32_t node, const std::string& why) {

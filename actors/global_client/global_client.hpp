@@ -12,6 +12,7 @@
 // in flight), frame_routing.cpp (where arriving frames go), p2p.cpp (send and recv across nodes).
 #pragma once
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,11 +55,17 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   uint32_t node_of(uint32_t rank) const;
   // Not ok once a node was lost: every later op fails with it.
   Status lost() const;
+  // `listener` hears the first node loss ("node K lost: ...", as lost() then says) once, after the
+  // client's locks are released: at once when a node is lost already, else when one is. The local
+  // server's core registers it, so that its waits for this node's own peers end too. One listener:
+  // a later call replaces it.
+  using LossListener = std::function<void(const Status& why)>;
+  void on_first_loss(LossListener listener);
 
   // The node of each rank of an op over `members` (global peer ids by rank; empty: the world).
   std::vector<uint32_t> rank_nodes(const std::vector<uint32_t>& members) const;
 
-  // Called (under the local server's lock) when every local member has called op (group, seq):
+  // Called (without the local server's lock) when every local member has called op (group, seq):
   // sends `mine` to the nodes hosting a member that `reached` (by node) does not mark, rides it
   // along with the data to the others, and returns the remote half of the op's plan. rank_node:
   // rank_nodes() of the op's members.
@@ -129,6 +136,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::set<std::pair<uint32_t, uint64_t>> done_;  // finished ops: late frames are dropped
   std::vector<std::pair<uint32_t, uint64_t>> done_order_;
   std::optional<Status> lost_;                     // a node died or froze: every op fails
+  LossListener loss_listener_;                     // told of lost_ once, outside mu_
   std::vector<std::pair<uint32_t, Status>> left_;  // nodes that said goodbye
   bool closed_ = false;
   std::unique_ptr<P2PMailbox> p2p_;

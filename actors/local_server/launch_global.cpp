@@ -55,7 +55,7 @@ void LocalServerCore::launch_global(Launch& l) {
   auto fail_all = [&](const Status& s) {
     for (auto& a : l.arrivals) a->call.reply->complete(s);
   };
-  if (auto lost = global.lost(); !lost) return fail_all(Status(lost.code(), label + ": " + lost.message()));
+  if (auto lost = global.lost(); !lost) return fail_all(lost_op(l.kind, seq, lost));
   const OpShape& shape = l.shape;
   Status s = l.status;
   OpAnnouncement mine;

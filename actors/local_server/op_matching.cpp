@@ -84,6 +84,9 @@ void LocalServerCore::global_op(OpRequestData req, Call call, Effects& fx) {
 
 void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t index, Effects& fx) {
   const OpKey key{req.group, req.seq};
+  // After a node loss no collective can run (launch_global would fail it): a new one fails at its
+  // first peer instead of waiting for this node's others, who may have stopped calling on the loss.
+  if (node_lost_ && !ops_.count(key)) return call.reply->complete(lost_op(req.kind, req.seq, *node_lost_));
   auto [it, fresh] = ops_.try_emplace(key);
   PendingOp& op = it->second;
   if (fresh) {

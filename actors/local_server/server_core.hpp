@@ -5,7 +5,8 @@
 // entry point takes the core's lock.
 // One class, its members in files of one job each: lifecycle.cpp (register, finish, reset,
 // close), groups.cpp, op_matching.cpp (collectives and send/recv pairs), launch_local.cpp (host
-// schedules and GPU runs of this process), launch_global.cpp (multi-node ops), timeouts.cpp.
+// schedules and GPU runs of this process), launch_global.cpp (multi-node ops), timeouts.cpp (what
+// ends a wait early: a timer, or a lost node).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -29,7 +30,9 @@ namespace chorus {
 
 class GlobalClient;
 
-class LocalServerCore {
+// Multi-node mode needs the core owned by a shared_ptr (the Runtime's is): the global client
+// reaches it through a weak reference when a node is lost (set_global).
+class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
  public:
   // Asks the host to call on_timeout(key) after `after`. May be empty: then whoever waits on a
   // reply calls on_timeout(reply.timer) itself when its deadline passes.
@@ -48,10 +51,12 @@ class LocalServerCore {
   // Multi-node mode: registers group `gid` (members: global ids, by rank) on this node once its
   // members agreed (Peer::new_group). Idempotent: each local member calls it.
   void adopt_group(uint32_t gid, const std::vector<uint32_t>& members);
-  void set_global(std::shared_ptr<GlobalClient> g) {
-    std::lock_guard<std::mutex> lk(mu_);
-    global_ = std::move(g);
-  }
+  // Also asks `g` to tell on_node_lost the first node loss it learns of (timeouts.cpp).
+  void set_global(std::shared_ptr<GlobalClient> g);
+  // A node was lost (`why` is the global client's first loss, "node K lost: ..."): every collective
+  // waiting here for this node's own peers fails with it at once, and so does every later one, at
+  // its first local peer. Send/recv pairs within the node go on. Idempotent; the first loss stays.
+  void on_node_lost(const Status& why);
   // Fails everything in flight with `why` and answers every later request with it.
   void close(Status why);
   std::optional<Status> closed() const {
@@ -160,6 +165,13 @@ class LocalServerCore {
   // The caller's group, or an error: it does not exist, or the caller is not a member.
   const Group* group_of(uint32_t gid, uint32_t peer, Status& error) const;
   void fail_everyone(const Status& why);
+  // Under the lock: answers every peer of `op` that has called with `why` and leaves a tombstone
+  // (late peers get `why` at once).
+  static void fail_op(PendingOp& op, Status why);
+  // An op a lost node takes down: its label, then the loss as the global client words it.
+  static Status lost_op(OpKind kind, uint64_t seq, const Status& lost) {
+    return {lost.code(), op_label(kind, seq) + ": " + lost.message()};
+  }
   void clear();
   // The first error a caller brought along (Call::local_error), for every peer of the op; `offset`
   // turns local peer ids into global ones.
@@ -182,17 +194,21 @@ class LocalServerCore {
   // its locks or writes to sockets (GlobalClient::lost, rank_nodes, begin_op: GlobalClient::mu_,
   // NetOp::mu_, the Poller's and the connections' locks, TLS). So mu_ is a leaf: no other lock is
   // taken while it is held (the timer function's CAF delayed_send aside, which never calls back
-  // into the core, and the global client's topology getters, which take no lock), and none of those
-  // components calls into the core, so there is no order to break. The replies of one op stay
-  // consistent: an op leaves ops_ when it is launched, so a timeout, reset or close that comes
-  // meanwhile no longer sees it, and its launch answers all its peers alike. Every node still sees
-  // every announcement: begin_op runs for every launched multi-node op, failed ones included.
+  // into the core, and the global client's topology getters, which take no lock). The one call
+  // the other way, the global client telling on_node_lost of a lost node, comes after it released
+  // its own locks (the poller's leader token may still be held: fine, since mu_ is a leaf), so
+  // there is no order to break. The replies of one op stay consistent: an op leaves ops_ when it
+  // is launched, so a timeout, reset, close or node loss that comes meanwhile no longer sees it,
+  // and its launch answers all its peers alike (a loss by then reaches them through the global
+  // client). Every node still sees every announcement: begin_op runs for every launched
+  // multi-node op, failed ones included.
   mutable std::mutex mu_;
   TimerFn timer_;
   LaunchHook launch_hook_;
   EnterHook enter_hook_;
   std::shared_ptr<GlobalClient> global_;
   std::optional<Status> closed_;
+  std::optional<Status> node_lost_;  // the global client's first loss; kept past reset and finish
   std::shared_ptr<const Config> config_;
   std::vector<bool> registered_, finished_;
   std::map<OpKey, PendingOp> ops_;

@@ -1,4 +1,6 @@
-// The local server core: timers, and what expires when one fires (an op, a group, a send/recv half).
+// The local server core: what ends a wait before its peers have all come. Timers, and what expires
+// when one fires (an op, a group, a send/recv half); and in multi-node mode a lost node, which
+// ends every collective at once (pairs within the node go on: they need no other node).
 #include "actors/local_server/server_core.hpp"
 
 #include "actors/global_client/global_client.hpp"
@@ -15,6 +17,38 @@ std::string names(const std::vector<int>& ps) {
 
 void LocalServerCore::start_timer(uint64_t key) {
   if (timer_) timer_(key, config_->timeout);
+}
+
+void LocalServerCore::fail_op(PendingOp& op, Status why) {
+  op.failed = true;
+  op.failure = std::move(why);
+  for (auto& a : op.arrivals)
+    if (a) a->call.reply->complete(op.failure);
+  op.answered = op.arrived;
+  op.arrivals.assign(op.arrivals.size(), std::nullopt);
+}
+
+void LocalServerCore::set_global(std::shared_ptr<GlobalClient> g) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    global_ = g;
+  }
+  // Registered without the core's lock (the client takes its own to store it, and calls it at
+  // once when a node is lost already). A weak reference: the client may outlive the core.
+  std::weak_ptr<LocalServerCore> weak = weak_from_this();
+  g->on_first_loss([weak](const Status& why) {
+    if (auto core = weak.lock()) core->on_node_lost(why);
+  });
+}
+
+void LocalServerCore::on_node_lost(const Status& why) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (node_lost_) return;
+  node_lost_ = why;
+  // The ops still waiting here for this node's own peers; those launched already wait in the
+  // global client, which fails them itself. Later ops fail at their first peer (collective()).
+  for (auto& [key, op] : ops_)
+    if (!op.failed) fail_op(op, lost_op(op.kind, key.second, why));
 }
 
 void LocalServerCore::on_timeout(uint64_t key) {
@@ -42,14 +76,8 @@ void LocalServerCore::on_timeout(uint64_t key) {
     std::vector<int> missing;
     for (std::size_t p = 0; p < op.arrivals.size(); ++p)
       if (!op.arrivals[p]) missing.push_back(static_cast<int>(p + (global_ && ok.first == 0 ? global_->offset() : 0)));
-    op.failed = true;
-    op.failure = Status(Errc::timeout, op_label(op.kind, seq) + ": " + names(missing) + " never called within " +
-                                           std::to_string(config_->timeout.count()) + " ms");
-    for (auto& a : op.arrivals)
-      if (a) a->call.reply->complete(op.failure);
-    op.answered = op.arrived;
-    op.arrivals.assign(op.arrivals.size(), std::nullopt);
-    return;
+    return fail_op(op, Status(Errc::timeout, op_label(op.kind, seq) + ": " + names(missing) + " never called within " +
+                                                 std::to_string(config_->timeout.count()) + " ms"));
   }
   auto t = p2p_timers_.find(key);
   if (t == p2p_timers_.end() || !config_) return;

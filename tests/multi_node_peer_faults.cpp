@@ -1,0 +1,182 @@
+// chorus-test-node's scenarios in which something goes wrong and every survivor must get the right
+// error: peers that disagree (across nodes, within a node, on a group), an input that cannot be
+// staged, a peer that stops calling, a node killed or frozen mid-op, a node killed while a peer
+// waits for its node-mate.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <chorus/gpu.hpp>
+#include "actors/runtime_impl.hpp"
+#include "multi_node_peer.hpp"
+
+namespace chorus::test_node {
+
+namespace {
+
+// The victim node's peers pass one element more: every peer must get the same error.
+int mismatch(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  const bool odd = p.rank() >= static_cast<uint32_t>(a.victim_node) &&
+                   p.rank() < static_cast<uint32_t>(a.victim_node) + a.peers;
+  Tensor x = make_input(DType::f32, p.rank(), odd ? 11 : 10, ReduceOp::sum);
+  must(p.all_reduce(x, ReduceOp::sum));
+  return 1;
+}
+
+// The victim rank's op cannot run on its node: it passes one element more than its node-mate
+// (local-mismatch), or a GPU tensor that cannot be copied to the host, there being no such GPU
+// (gpu-staging; gpu-staging-two: ranks 1 and the victim, on two nodes). Every peer of every node
+// must get the same error, and the next op must line up and work.
+int node_cannot_run(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  const bool victim = p.rank() == static_cast<uint32_t>(a.victim_node) ||
+                      (a.scenario == "gpu-staging-two" && p.rank() == 1);
+  Tensor x = make_input(DType::f32, p.rank(), victim && a.scenario == "local-mismatch" ? 11 : 10, ReduceOp::sum);
+  if (victim && a.scenario != "local-mismatch")
+    x = Tensor::borrow(reinterpret_cast<void*>(uintptr_t{0x7f0000001000}), DType::f32, {10},
+                       Device::cuda(gpu::device_count() + 5));
+  Status first = p.all_reduce(x, ReduceOp::sum);
+  Tensor y = Tensor::from(std::vector<int32_t>{1});
+  must(p.all_reduce(y, ReduceOp::sum));
+  if (y.to_vector<int32_t>()[0] != static_cast<int32_t>(p.size()))
+    throw Fail{Status(Errc::internal, "the op after the failed one gave a wrong sum")};
+  must(first);
+  return 2;
+}
+
+// Rank 0 sends rank 2 (another node) a GPU tensor it cannot stage: both get the same error at
+// once, and the next send/recv of the pair works.
+int p2p_staging(Peer& p, const NodeContext&) {
+  if (p.rank() == 0 || p.rank() == 2) {
+    Tensor host = Tensor::from(std::vector<float>(6, 1.f));
+    Status first;
+    if (p.rank() == 0) {
+      first = p.send(Tensor::borrow(reinterpret_cast<void*>(uintptr_t{0x7f0000001000}), DType::f32, {6},
+                                    Device::cuda(gpu::device_count() + 5)),
+                     2);
+      must(p.send(host, 2, 1));
+    } else {
+      first = p.recv(host, 0);
+      Tensor again = Tensor::zeros(DType::f32, {6});
+      must(p.recv(again, 0, 1));
+      if (again.to_vector<float>() != std::vector<float>(6, 1.f))
+        throw Fail{Status(Errc::internal, "the send after the failed one arrived wrong")};
+    }
+    must(first);
+  }
+  return 1;
+}
+
+// Peers 0 and 2 ask for {0, 1, 2}; peer 1 asks for {0, 1}: all three must fail.
+int group_mismatch(Peer& p, const NodeContext&) {
+  if (p.rank() <= 2) {
+    std::vector<PeerId> m = p.rank() == 1 ? std::vector<PeerId>{0, 1} : std::vector<PeerId>{0, 1, 2};
+    auto g = p.new_group(m);
+    must(g.status());
+  }
+  return 1;
+}
+
+// The victim peer stops calling after --at-op ops; everyone else must time out, naming it (its
+// own node's peers) or its node (the other nodes).
+int skip(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  int done = 0;
+  // Everyone stays connected for a while after its own error too: a node that left early would
+  // turn the others' "never called" into "left".
+  struct Linger {
+    int64_t ms;
+    ~Linger() { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+  } linger{a.timeout_ms};
+  for (uint32_t i = 0; i < a.at_op + 1; ++i, ++done) {
+    if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
+      // Stay connected past everyone's deadline, so the others see a silent node, not a departed one.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2 * a.timeout_ms));
+      throw Fail{Status(Errc::ok, "skipped")};
+    }
+    Tensor x = make_input(DType::f32, p.rank(), 100, ReduceOp::sum);
+    must(p.all_reduce(x, ReduceOp::sum));
+  }
+  return done;
+}
+
+// Ops run until, at op --at-op, the victim node dies (or freezes) while the others are inside it.
+int kill_or_freeze(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  int done = 0;
+  for (uint32_t i = 0;; ++i, ++done) {
+    if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
+      say("PEER " + std::to_string(p.rank()) + " VICTIM");
+      raise(a.scenario == "kill" ? SIGKILL : SIGSTOP);
+    }
+    Tensor x = make_input(DType::f32, p.rank(), 50000, ReduceOp::sum);
+    must(p.all_reduce(x, ReduceOp::sum));
+    if (i > a.at_op + 1000) break;
+  }
+  return done;
+}
+
+// Node 0's peer A (rank 0) enters op --at-op while its node-mate B (rank 1) holds back, so A waits
+// in its node's local phase; the victim node's peers stop before that op, and once every peer but A
+// has said READY (B only once A's call is in the local server) the test kills the victim's process.
+// A must hear of the loss at once: in the op it waits in, then in the next one, which it enters
+// first. B then calls both ops, and the other nodes' peers call them at once: the same loss for all.
+// Each survivor prints the next op's status as "PEER r NEXT code message" and the first error as
+// its ERR line.
+std::promise<void> a_done;  // A's two ops returned (A and B are threads of node 0's process)
+
+int kill_while_waiting(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  const uint32_t me = p.rank(), victim = static_cast<uint32_t>(a.victim_node);
+  const std::string line = "PEER " + std::to_string(me) + " ";
+  for (uint32_t i = 0; i < a.at_op; ++i) {
+    Tensor x = make_input(DType::f32, me, 1000, ReduceOp::sum);
+    must(p.all_reduce(x, ReduceOp::sum));
+  }
+  if (me >= victim && me < victim + a.peers) {  // the victim: waits to be killed
+    say(line + "READY");
+    for (;;) pause();
+  }
+  const auto limit = std::chrono::milliseconds(2 * a.timeout_ms);
+  if (me == 1) {
+    // Until A's call is in this node's local server (a bounded wait on that condition).
+    LocalServerCore& core = *RuntimeAccess::impl(node.runtime).core;
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (core.pending_ops() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    if (core.pending_ops() == 0) throw Fail{Status(Errc::internal, "peer 0's op never reached the local server")};
+    say(line + "READY");
+    if (a_done.get_future().wait_for(limit) != std::future_status::ready)
+      throw Fail{Status(Errc::internal, "peer 0 never returned")};
+  } else if (me != 0) {
+    say(line + "READY");
+  }
+  Tensor x = make_input(DType::f32, me, 1000, ReduceOp::sum);
+  const Status first = p.all_reduce(x, ReduceOp::sum);
+  const Status next = p.barrier();
+  if (me == 0) a_done.set_value();
+  say(line + "NEXT " + std::string(to_string(next.code())) + " " + next.message());
+  must(first);
+  must(next);
+  return static_cast<int>(a.at_op) + 2;
+}
+
+} // namespace
+
+Scenario fault_scenario(const std::string& name) {
+  if (name == "mismatch") return mismatch;
+  if (name == "local-mismatch" || name == "gpu-staging" || name == "gpu-staging-two") return node_cannot_run;
+  if (name == "p2p-staging") return p2p_staging;
+  if (name == "group-mismatch") return group_mismatch;
+  if (name == "skip") return skip;
+  if (name == "kill" || name == "freeze") return kill_or_freeze;
+  if (name == "kill-while-waiting") return kill_while_waiting;
+  return nullptr;
+}
+
+} // namespace chorus::test_node

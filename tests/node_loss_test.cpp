@@ -1,0 +1,209 @@
+// A lost node ends every wait of every collective on this node at once, the local phase included:
+//  * LocalServerCore alone, told of a loss as the global client tells it (on_node_lost): ops
+//    waiting for this node's own peers, late peers of those ops, and ops begun after the loss all
+//    fail with node_lost naming the node; send/recv pairs within the node go on;
+//  * two nodes as two Runtimes of this process, joined through the orchestrator daemon: a peer
+//    waiting for its node-mate when the other node's connection breaks gets node_lost at once,
+//    not after its op timeout, and so does its node-mate's next op.
+// (tests/multi_node_test.cpp does the same with node processes and a SIGKILL.)
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <chorus/runtime.hpp>
+#include "actors/global_client/global_client.hpp"
+#include "actors/local_server/server_core.hpp"
+#include "actors/runtime_impl.hpp"
+#include "messages/peer_codec.hpp"
+#include "status_matchers.hpp"
+#include "testkit/process.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+using ms = std::chrono::milliseconds;
+
+bool is_done(const Reply& r) { return r.done.value.load() >= 1; }
+
+// ---------------------------------------------------------------- LocalServerCore alone
+
+class CoreNodeLoss : public ::testing::Test {
+ protected:
+  // Timers are recorded, never fired: whatever ends a wait here is the loss.
+  std::vector<uint64_t> timers;
+  std::shared_ptr<LocalServerCore> core =
+      std::make_shared<LocalServerCore>([this](uint64_t key, ms) { timers.push_back(key); });
+  uint64_t epoch = 0;
+  const Status loss{Errc::node_lost, "node 2 lost: the connection was closed"};
+
+  void register_all(uint32_t n) {
+    Config c;
+    c.num_devices = n;
+    c.timeout = 20s;
+    for (uint32_t p = 0; p < n; ++p) {
+      Call call;
+      call.message = encode_register({protocol_version(), p, c});
+      auto r = call.reply;
+      core->on_register(std::move(call));
+      ASSERT_TRUE(is_done(*r) && r->status.is_ok()) << r->status.to_string();
+      epoch = r->epoch;
+    }
+  }
+  std::shared_ptr<Reply> submit(OpRequestData req) {
+    req.epoch = epoch;
+    Call call;
+    call.op = std::move(req);
+    auto r = call.reply;
+    core->on_op(std::move(call));
+    return r;
+  }
+  std::shared_ptr<Reply> all_reduce(uint32_t peer, uint64_t seq) {
+    OpRequestData r;
+    r.peer = peer;
+    r.seq = seq;
+    r.kind = OpKind::all_reduce;
+    r.input = r.output = {true, DType::f32, {4}};
+    return submit(r);
+  }
+  std::shared_ptr<Reply> half(OpKind kind, uint32_t peer, uint32_t other) {
+    OpRequestData r;
+    r.peer = peer;
+    r.kind = kind;
+    r.other = other;
+    (kind == OpKind::send ? r.input : r.output) = {true, DType::f32, {4}};
+    return submit(r);
+  }
+};
+
+TEST_F(CoreNodeLoss, AnOpWaitingForThisNodesPeersFailsAtOnceNamingTheNode) {
+  register_all(3);
+  auto first = all_reduce(0, 0);
+  auto second = all_reduce(1, 0);
+  ASSERT_FALSE(is_done(*first)) << "peer 2 has not called yet";
+  core->on_node_lost(loss);
+  ASSERT_TRUE(is_done(*first));
+  ASSERT_TRUE(is_done(*second));
+  EXPECT_EQ(first->status, Status(Errc::node_lost, "all_reduce #0: node 2 lost: the connection was closed"))
+      << first->status.to_string();
+  EXPECT_EQ(second->status, first->status);
+  EXPECT_EQ(first->plan, nullptr);
+  // The peer that had not called yet gets the same error at once, and the op is gone.
+  auto late = all_reduce(2, 0);
+  ASSERT_TRUE(is_done(*late));
+  EXPECT_EQ(late->status, first->status);
+  EXPECT_EQ(core->pending_ops(), 0u);
+}
+
+// The bug this guards against: a peer that finished the op in flight enters the next one while its
+// node-mates, told of the loss, stop calling. It must not wait for them.
+TEST_F(CoreNodeLoss, AnOpBegunAfterTheLossFailsAtItsFirstPeer) {
+  register_all(2);
+  core->on_node_lost(loss);
+  const std::size_t armed = timers.size();
+  auto r = all_reduce(0, 7);
+  ASSERT_TRUE(is_done(*r)) << "the first peer of an op after a loss must not wait for its node-mates";
+  EXPECT_EQ(r->status, Status(Errc::node_lost, "all_reduce #7: node 2 lost: the connection was closed"))
+      << r->status.to_string();
+  EXPECT_EQ(timers.size(), armed) << "nothing is left waiting, so no timer";
+  EXPECT_EQ(core->pending_ops(), 0u);
+  auto other = all_reduce(1, 7);
+  ASSERT_TRUE(is_done(*other));
+  EXPECT_EQ(other->status, r->status);
+}
+
+// Every op reports the first loss, whatever is lost after it.
+TEST_F(CoreNodeLoss, TheFirstLossIsTheOneReported) {
+  register_all(2);
+  core->on_node_lost(loss);
+  core->on_node_lost(Status(Errc::node_lost, "node 0 lost: the connection was closed"));
+  auto r = all_reduce(0, 0);
+  ASSERT_TRUE(is_done(*r));
+  EXPECT_TRUE(has(r->status, Errc::node_lost, {"all_reduce #0: node 2 lost"})) << r->status.to_string();
+}
+
+// Pairs within the node need no other node: a half waiting at the loss and a pair made after it
+// both run.
+TEST_F(CoreNodeLoss, SendRecvWithinTheNodeGoOn) {
+  register_all(2);
+  auto waiting = half(OpKind::send, 0, 1);
+  core->on_node_lost(loss);
+  EXPECT_FALSE(is_done(*waiting)) << "a send/recv half within the node is not failed by a loss";
+  auto matched = half(OpKind::recv, 1, 0);
+  ASSERT_TRUE(is_done(*waiting) && is_done(*matched));
+  ASSERT_TRUE(waiting->status.is_ok()) << waiting->status.to_string();
+  ASSERT_TRUE(matched->status.is_ok()) << matched->status.to_string();
+  EXPECT_NE(waiting->plan, nullptr);
+  auto s = half(OpKind::send, 1, 0);
+  auto r = half(OpKind::recv, 0, 1);
+  ASSERT_TRUE(is_done(*s) && is_done(*r));
+  EXPECT_TRUE(s->status.is_ok() && r->status.is_ok()) << s->status.to_string() << " / " << r->status.to_string();
+}
+
+// ---------------------------------------------------------------- two nodes in this process
+
+// One node has peers A and B, the other one peer. A calls an all-reduce while B holds back, so A
+// waits in its node's local phase; then the other node cuts its connection to A's without a
+// goodbye (as a killed process's kernel would). A must get node_lost naming that node at once,
+// not after its 20 s timeout; B's call of the same op, and A's next op, too.
+TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
+  auto orch = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--heartbeat-ms", "200"});
+  testkit::ChildGuard daemon{orch.pid};
+  ASSERT_GT(orch.pid, 0) << orch.error;
+  auto config = [&](uint32_t peers) {
+    Config c;
+    c.num_devices = peers;
+    c.num_nodes = 2;
+    c.orchestrator_address = "127.0.0.1:" + std::to_string(orch.port);
+    c.node_address = "127.0.0.1";
+    c.timeout = 20s;
+    return c;
+  };
+  Runtime nodes[2];
+  // Registration blocks until both nodes joined: one thread per node.
+  Result<Peer> a = Status(Errc::internal, "not registered"), b = a, c = a;
+  std::thread other([&] { c = nodes[1].register_peer(0, config(1)); });
+  std::thread mate([&] { b = nodes[0].register_peer(1, config(2)); });
+  a = nodes[0].register_peer(0, config(2));
+  mate.join();
+  other.join();
+  ASSERT_TRUE(a.is_ok() && b.is_ok() && c.is_ok())
+      << a.status().to_string() << " / " << b.status().to_string() << " / " << c.status().to_string();
+  // Node ids go by the order of joining: either runtime may be node 0.
+  GlobalClient& here = *RuntimeAccess::impl(nodes[0]).global;
+  GlobalClient& there = *RuntimeAccess::impl(nodes[1]).global;
+  const std::string lost = "node " + std::to_string(there.node_id()) + " lost";
+
+  LocalServerCore& core0 = *RuntimeAccess::impl(nodes[0]).core;
+  Status first;
+  auto returned = std::chrono::steady_clock::now();
+  std::thread waiter([&] {
+    Tensor x = Tensor::from(std::vector<float>{1, 2, 3});
+    first = a->all_reduce(x, ReduceOp::sum);
+    returned = std::chrono::steady_clock::now();
+  });
+  // Until A's call is in node 0's core, waiting for B (a bounded wait on a condition, no sleep).
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (core0.pending_ops() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  ASSERT_EQ(core0.pending_ops(), 1u) << "A's all_reduce never reached the core";
+  const auto cut = std::chrono::steady_clock::now();
+  there.cut_off(here.node_id(), "the test cuts the other node off");
+  waiter.join();
+  EXPECT_LT(returned - cut, 5s) << "A waited out its timeout instead of hearing of the loss";
+  EXPECT_TRUE(has(first, Errc::node_lost, {"all_reduce #0: " + lost})) << first.to_string();
+  // B's call of the op A waited in, and A's next op: the same loss, at once.
+  Tensor y = Tensor::from(std::vector<float>{1, 2, 3});
+  const auto t0 = std::chrono::steady_clock::now();
+  Status late = b->all_reduce(y, ReduceOp::sum);
+  Status next = a->barrier();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(late, first) << late.to_string();
+  EXPECT_TRUE(has(next, Errc::node_lost, {"barrier #1: " + lost})) << next.to_string();
+}
+
+} // namespace
+} // namespace chorus
