@@ -88,10 +88,12 @@ void RuntimeImpl::shutdown() {
     server = nullptr;
   }
   core->close(Status(Errc::reset, "the runtime has been destroyed"));
+  std::shared_ptr<GlobalClient> g;
   {
     std::lock_guard<std::mutex> lk(global_mu);
-    if (global) global->close();
+    g = global;
   }
+  if (g) g->close();  // says goodbye and stops its threads: not under the lock
   for (auto& a : ours) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   std::lock_guard<std::mutex> lk(system_mu);  // no system is made meanwhile (stopped is set)
   if (own_system) {
@@ -153,14 +155,39 @@ Status RuntimeImpl::submit_group(Call& call, std::chrono::milliseconds timeout, 
 Status RuntimeImpl::ensure_global(const Config& config) {
   auto sys = system_for(&config);
   if (!sys) return sys.status();
-  std::lock_guard<std::mutex> lk(global_mu);
-  if (global) return Status::ok();
-  if (auto why = core->closed()) return *why;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lk(global_mu);
+    if (join_outcome) return *join_outcome;
+    if (auto why = core->closed()) return *why;
+    first = !joining;
+    joining = true;
+  }
+  if (!first) {  // another peer joins for the node: its outcome is ours
+    if (!joined.wait_at_least(1, Clock::now() + config.timeout + grace))
+      return {Errc::timeout, "the node's join of the collective did not end within " +
+                                 std::to_string((config.timeout + grace).count()) + " ms"};
+    std::lock_guard<std::mutex> lk(global_mu);
+    return *join_outcome;
+  }
+  // Joining blocks (up to the timeout): not under global_mu.
   auto g = GlobalClient::start(config, **sys);
-  if (!g) return g.status();
-  global = std::move(*g);
-  core->set_global(global);
-  return Status::ok();
+  if (g) core->set_global(*g);
+  {
+    std::lock_guard<std::mutex> lk(global_mu);
+    if (g) global = *g;
+    join_outcome = g.status();
+  }
+  joined.set(1);
+  bool stopped_meanwhile = false;
+  {
+    std::lock_guard<std::mutex> lk(actors_mu);
+    stopped_meanwhile = stopped;
+  }
+  // Shut down while it joined: shutdown() found no client to close, so this one leaves now (its
+  // node actor would otherwise keep the actor system from ending).
+  if (g && stopped_meanwhile) (*g)->close();
+  return g.status();
 }
 
 Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {

@@ -77,7 +77,8 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // The same for a group request (creation waits for every member).
   Status submit_group(Call& call, std::chrono::milliseconds timeout, unsigned peers);
 
-  // Multi-node mode: starts the global client on the first registration (every later one reuses it).
+  // Multi-node mode: starts the global client on the first registration (every later one reuses
+  // it, or gets the first one's error).
   Status ensure_global(const Config& config);
 
   // Multi-node group ids, unique in the job whatever the leader: the k-th group (k from 0) that
@@ -99,7 +100,13 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
 
   static constexpr std::chrono::milliseconds grace{5000};
   std::mutex global_mu;
-  std::shared_ptr<GlobalClient> global;  // multi-node mode only
+  std::shared_ptr<GlobalClient> global;  // multi-node mode only, once joined
+  // Multi-node: the node joins once, for its first registration; every other registration waits
+  // for that outcome and gets it too (a failed join fails them all alike; a new Runtime may try
+  // again). Under global_mu, but the join itself runs outside it.
+  bool joining = false;
+  std::optional<Status> join_outcome;
+  WaitWord joined;  // 1 once join_outcome is set
   std::shared_ptr<LocalServerCore> core;
   std::mutex system_mu;  // guards the three fields below (system_for); taken before actors_mu
   std::unique_ptr<caf::actor_system_config> cfg;  // of own_system

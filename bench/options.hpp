@@ -7,9 +7,9 @@
 #include <vector>
 #include <string_view>
 
+#include <chorus/strategy.hpp>
 #include <chorus/tensor.hpp>
 #include <chorus/types.hpp>
-#include <chorus/strategy.hpp>
 
 namespace chorus::bench {
 

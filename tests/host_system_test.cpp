@@ -12,6 +12,7 @@
 
 #include <chorus/chorus.hpp>
 #include <chorus/peer_actor.hpp>
+#include "actors/runtime_impl.hpp"
 #include "peer_harness.hpp"
 #include "status_matchers.hpp"
 
@@ -182,6 +183,23 @@ TEST(OwnSystem, AMultiNodeRegistrationAfterAOneProcessOneIsAConfigError) {
   ASSERT_TRUE(p.is_ok()) << p.status().to_string();
   EXPECT_TRUE(has(rt.register_peer(0, multi_node(closed_port())).status(), Errc::invalid_config,
                   {"started for one process", "first use"}));
+}
+
+// A node joins once: when the join fails, every other registration of the node gets the same
+// error rather than trying again on its own (which could make half a node join the collective).
+TEST(OwnSystem, AFailedJoinFailsEveryRegistrationOfTheNodeAlike) {
+  Runtime rt;
+  Config c = multi_node(closed_port());
+  c.num_devices = 2;
+  auto first = rt.register_peer(0, c);
+  ASSERT_FALSE(first.is_ok());
+  EXPECT_EQ(first.status().code(), Errc::unreachable) << first.status().to_string();
+  RuntimeImpl& impl = RuntimeAccess::impl(rt);
+  ASSERT_TRUE(impl.join_outcome.has_value());  // the node's one join, and what it came to
+  EXPECT_EQ(*impl.join_outcome, first.status());
+  auto second = rt.register_peer(1, c);
+  EXPECT_EQ(second.status(), first.status());
+  EXPECT_EQ(impl.global, nullptr);
 }
 
 } // namespace

@@ -113,7 +113,7 @@ TEST(CoreLock, TheProbeSeesTheLockWhereItIsHeld) {
 // nodes' connections) without the core's lock: two nodes, each a Runtime of this process, joined
 // through the orchestrator daemon.
 TEST(CoreLock, BeginOpRunsWithoutTheCoresLockAcrossNodes) {
-  auto orch = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--heartbeat-ms", "200"});
+  auto orch = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--heartbeat-ms", "500"});
   testkit::ChildGuard daemon{orch.pid};
   ASSERT_GT(orch.pid, 0) << orch.error;
   const uint16_t port = orch.port;

@@ -150,7 +150,7 @@ TEST_F(MultiNode, NodesInSeparateNetworkNamespaces) {
     GTEST_SKIP() << "this machine does not allow network namespaces with veth pairs";
   }
   // The orchestrator inside the hub namespace, listening on the bridge address.
-  auto [opid, oport, error] = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--host", "10.77.0.254", "--heartbeat-ms", "200"},
+  auto [opid, oport, error] = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--host", "10.77.0.254", "--heartbeat-ms", "500"},
                                                 20s, {"/usr/sbin/ip", "netns", "exec", pfx + "h"});
   orch_.pid = opid;
   ASSERT_GT(opid, 0) << "the orchestrator did not start in its namespace: " << error;

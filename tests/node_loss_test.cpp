@@ -151,7 +151,7 @@ TEST_F(CoreNodeLoss, SendRecvWithinTheNodeGoOn) {
 // goodbye (as a killed process's kernel would). A must get node_lost naming that node at once,
 // not after its 20 s timeout; B's call of the same op, and A's next op, too.
 TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
-  auto orch = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--heartbeat-ms", "200"});
+  auto orch = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--heartbeat-ms", "500"});
   testkit::ChildGuard daemon{orch.pid};
   ASSERT_GT(orch.pid, 0) << orch.error;
   auto config = [&](uint32_t peers) {

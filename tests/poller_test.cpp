@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "transport/poller.hpp"
 #include "transport/socket.hpp"
 #include "transport/tcp/tcp_connection.hpp"
-#include "transport/poller.hpp"
 
 namespace chorus {
 namespace {
