@@ -63,15 +63,27 @@ Figures mailbox(caf::actor_system& sys, const caf::actor& server, int iters) {
   });
 }
 
+// Waits for w >= target: as peers do (spin up to `spin`, then sleep on the futex), or, with
+// `at_once`, asleep on the futex from the start (the cost of a wake-up across threads).
+bool await_word(WaitWord& w, uint32_t target, Clock::time_point deadline, std::chrono::nanoseconds spin, bool at_once) {
+  if (!at_once) return w.wait_at_least(target, deadline, spin);
+  for (;;) {
+    const uint32_t v = w.value.load();
+    if (v >= target) return true;
+    if (Clock::now() >= deadline) return false;
+    w.sleep(v, deadline);
+  }
+}
+
 // The direct path: the request is handed over in memory and the answer comes back through a word
-// the caller waits on (spin, then futex), which is how a peer thread meets the local server's
-// reply and the other peers of an op.
-Figures direct(int iters, std::chrono::nanoseconds spin) {
+// the caller waits on, which is how a peer thread meets the local server's reply and the other
+// peers of an op.
+Figures direct(int iters, std::chrono::nanoseconds spin, bool at_once) {
   WaitWord ask, answer;
   std::atomic<bool> stop{false};
   std::thread server([&] {
     for (uint32_t k = 1;; ++k) {
-      while (!ask.wait_at_least(k, Clock::now() + std::chrono::seconds(1), spin))
+      while (!await_word(ask, k, Clock::now() + std::chrono::seconds(1), spin, at_once))
         if (stop.load()) return;
       if (stop.load()) return;
       answer.set(k);
@@ -81,7 +93,7 @@ Figures direct(int iters, std::chrono::nanoseconds spin) {
   auto f = time_round_trips(iters, [&] {
     ++k;
     ask.set(k);
-    answer.wait_at_least(k, Clock::now() + std::chrono::seconds(10), spin);
+    await_word(answer, k, Clock::now() + std::chrono::seconds(10), spin, at_once);
   });
   stop = true;
   ask.set(k + 1);
@@ -113,12 +125,12 @@ int main(int argc, char** argv) {
 
   std::printf("# chorus-mailbox-bench: %d round trips each, scheduler policy %s, %u hardware threads\n", iters,
               policy.c_str(), hardware_threads());
-  std::printf("# %-52s %12s %12s\n", "path", "median(us)", "p90(us)");
-  auto row = [](const char* what, Figures f) { std::printf("  %-52s %12.2f %12.2f\n", what, f.median_us, f.p90_us); };
+  std::printf("# %-58s %12s %12s\n", "path", "median(us)", "p90(us)");
+  auto row = [](const char* what, Figures f) { std::printf("  %-58s %12.2f %12.2f\n", what, f.median_us, f.p90_us); };
   row("mailbox: host thread -> event-based actor -> back", mailbox(sys, event_based, iters));
   row("mailbox: host thread -> detached actor -> back", mailbox(sys, detached, iters));
-  row("direct: word set, other thread answers (spin, futex)", direct(iters, spin_budget_for(2)));
-  row("direct: word set, other thread answers (futex only)", direct(iters, std::chrono::nanoseconds(0)));
+  row("direct: word set, other thread answers (spin, then futex)", direct(iters, spin_budget_for(2), false));
+  row("direct: word set, other thread answers (futex at once)", direct(iters, std::chrono::nanoseconds(0), true));
   caf::anon_send_exit(event_based, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(detached, caf::exit_reason::user_shutdown);
   return 0;
