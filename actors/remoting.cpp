@@ -36,6 +36,8 @@ std::string remoting_problem(caf::actor_system& sys, const TlsFiles& tls) {
   if (!sys.has_middleman()) return "its actor system has no middleman (CAF remoting)";
   if (!sys.config().type_names_by_rtti.count(std::type_index(typeid(Envelope))))
     return "its actor system does not know chorus's message type";
+  if (caf::get_or(sys.config(), "middleman.heartbeat-interval", caf::timespan{0}).count() <= 0)
+    return "its actor system sends no BASP heartbeats (the orchestrator drops a silent node)";
   if (tls.enabled() && !uses_tls(sys)) return "TLS files are set but its actor system does not use TLS";
   if (!tls.enabled() && uses_tls(sys)) return "its actor system uses TLS but no TLS files are set";
   return {};

@@ -33,7 +33,7 @@ void configure_remoting(caf::actor_system_config& cfg,
 // of its own intervals, 800 ms at --heartbeat-ms 200, and a loaded machine must not look frozen),
 // and a frozen orchestrator noticed after 2 s of silence (the daemon's interval is not known here).
 inline constexpr std::chrono::milliseconds kNodeHeartbeat{100};
-inline constexpr std::chrono::milliseconds kNodeLinkSilence{2000};
+inline constexpr std::chrono::milliseconds kNodeLinkSilence{10000};
 
 // Whether `sys` was configured with TLS.
 bool uses_tls(caf::actor_system& sys);

@@ -54,7 +54,7 @@ Result<caf::actor_system*> RuntimeImpl::system_for(const Config* config) {
   }
   {
     std::lock_guard<std::mutex> lk2(actors_mu);
-    if (stopped) return Status(Errc::reset, "the runtime has been destroyed");
+    if (stopped || in_host) return Status(Errc::reset, "the runtime has been destroyed");
   }
   cfg = std::make_unique<caf::actor_system_config>();
   if (remote) configure_remoting(*cfg, kNodeHeartbeat, tls, kNodeLinkSilence);
@@ -68,6 +68,10 @@ Result<caf::actor_system*> RuntimeImpl::system_for(const Config* config) {
   // Detached: the server has its own thread, so peer threads never wait behind other actors.
   auto s = sys->spawn<caf::detached>(local_server, core);
   std::lock_guard<std::mutex> lk2(actors_mu);
+  if (stopped) {  // shut down meanwhile: it collected no server to stop, so this one stops now
+    caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+    return Status(Errc::reset, "the runtime has been destroyed");
+  }
   server = std::move(s);
   return sys;
 }
@@ -95,14 +99,22 @@ void RuntimeImpl::shutdown() {
   }
   if (g) g->close();  // says goodbye and stops its threads: not under the lock
   for (auto& a : ours) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-  std::lock_guard<std::mutex> lk(system_mu);  // no system is made meanwhile (stopped is set)
-  if (own_system) {
-    ours.clear();  // the same: our own handles would keep ~actor_system waiting
-    own_system->await_all_actors_done();
-    own_system.reset();
+  // Take the system out under the lock (no new one is made: stopped is set) and wait for its
+  // actors outside it: a peer actor still registering may need system_for meanwhile.
+  std::unique_ptr<caf::actor_system> own;
+  caf::actor_system* host = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(system_mu);
+    own = std::move(own_system);
+    if (in_host) host = sys;
     sys = nullptr;
-  } else if (in_host) {
-    await_exits(*sys, ours, grace);
+  }
+  if (own) {
+    ours.clear();  // the same: our own handles would keep ~actor_system waiting
+    own->await_all_actors_done();
+    own.reset();
+  } else if (host) {
+    await_exits(*host, ours, grace);
   }
 }
 
@@ -192,7 +204,28 @@ Status RuntimeImpl::ensure_global(const Config& config) {
 
 Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {
   if (auto s = config.validate(); !s) return s;
+  // A Runtime is one node of a multi-node collective or one process's collective, for its whole
+  // life: its local server cannot serve both (ops of a joined node go to its global client), and
+  // a node stays a member of its job until the Runtime goes. The first registration that gets
+  // past the checks of its actor system decides.
+  const bool multi = config.num_nodes > 0;
+  auto mode_clash = [&]() -> std::optional<Status> {
+    if (!multi_node || *multi_node == multi) return std::nullopt;
+    return Status(Errc::invalid_config,
+                  std::string("this Runtime serves a ") + (*multi_node ? "multi-node" : "one-process") +
+                      " collective; a " + (multi ? "multi-node" : "one-process") + " registration (num_nodes " +
+                      std::to_string(config.num_nodes) + ") needs a Runtime of its own");
+  };
+  {
+    std::lock_guard<std::mutex> lk(global_mu);
+    if (auto clash = mode_clash()) return *clash;
+  }
   if (auto sys = system_for(&config); !sys) return sys.status();
+  {
+    std::lock_guard<std::mutex> lk(global_mu);
+    if (auto clash = mode_clash()) return *clash;
+    multi_node = multi;
+  }
   if (config.num_nodes > 0)
     if (auto s = ensure_global(config); !s) return s;
   Call call;

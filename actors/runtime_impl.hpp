@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include <chorus/config.hpp>
@@ -37,7 +38,12 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // otherwise. An error when `config` needs remoting that the system in place lacks. One per
   // process: the node actor of multi-node mode runs in it too.
   Result<caf::actor_system*> system_for(const Config* config);
-  caf::actor_system& system() { return **system_for(nullptr); }
+  // The same for callers that hold the Runtime (so it is not shut down): never fails then.
+  caf::actor_system& system() {
+    auto s = system_for(nullptr);
+    if (!s) throw std::logic_error("chorus: the runtime's actor system is gone: " + s.status().to_string());
+    return **s;
+  }
   bool has_system() {
     std::lock_guard<std::mutex> lk(system_mu);
     return sys != nullptr;
@@ -106,6 +112,7 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // again). Under global_mu, but the join itself runs outside it.
   bool joining = false;
   std::optional<Status> join_outcome;
+  std::optional<bool> multi_node;  // fixed by the first registration (register_peer)
   WaitWord joined;  // 1 once join_outcome is set
   std::shared_ptr<LocalServerCore> core;
   std::mutex system_mu;  // guards the three fields below (system_for); taken before actors_mu

@@ -175,6 +175,8 @@ TEST(HostSystem, TlsFilesNeedATlsSystem) {
   EXPECT_TRUE(has(rt.register_peer(0, config).status(), Errc::invalid_config, {"TLS files are set"}));
 }
 
+// A Runtime serves one kind of collective for its life: its local server cannot run a
+// one-process collective's ops and a node's at once, in its own system or the host's.
 TEST(OwnSystem, AMultiNodeRegistrationAfterAOneProcessOneIsAConfigError) {
   Runtime rt;
   Config one;
@@ -182,7 +184,55 @@ TEST(OwnSystem, AMultiNodeRegistrationAfterAOneProcessOneIsAConfigError) {
   auto p = rt.register_peer(0, one);
   ASSERT_TRUE(p.is_ok()) << p.status().to_string();
   EXPECT_TRUE(has(rt.register_peer(0, multi_node(closed_port())).status(), Errc::invalid_config,
+                  {"serves a one-process collective", "multi-node registration", "Runtime of its own"}));
+  ASSERT_TRUE(p->finish().is_ok());  // also once every peer finished
+  EXPECT_TRUE(has(rt.register_peer(0, multi_node(closed_port())).status(), Errc::invalid_config,
+                  {"serves a one-process collective"}));
+}
+
+TEST(OwnSystem, AOneProcessRegistrationAfterAMultiNodeOneIsAConfigError) {
+  Runtime rt;
+  ASSERT_EQ(rt.register_peer(0, multi_node(closed_port())).status().code(), Errc::unreachable);
+  Config one;
+  one.num_devices = 1;
+  EXPECT_TRUE(has(rt.register_peer(0, one).status(), Errc::invalid_config,
+                  {"serves a multi-node collective", "one-process registration"}));
+}
+
+// The runtime's own system is made by its first use: asking for it first makes a one-process
+// system, which a multi-node registration then cannot use.
+TEST(OwnSystem, AskingForTheActorSystemFirstMakesAOneProcessSystem) {
+  Runtime rt;
+  caf::actor_system& sys = rt.actor_system();
+  EXPECT_FALSE(sys.has_middleman());
+  EXPECT_TRUE(has(rt.register_peer(0, multi_node(closed_port())).status(), Errc::invalid_config,
                   {"started for one process", "first use"}));
+}
+
+TEST(HostSystem, APreparedHostAlsoServesOneKindOfCollective) {
+  const Config config = multi_node(closed_port());
+  QuietConfig cfg;
+  Runtime::prepare(cfg, config);
+  caf::actor_system sys{cfg};
+  Runtime rt{sys};
+  Config one;
+  one.num_devices = 1;
+  auto p = rt.register_peer(0, one);
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  EXPECT_TRUE(has(rt.register_peer(0, config).status(), Errc::invalid_config, {"serves a one-process collective"}));
+  EXPECT_TRUE(p->finish().is_ok());
+}
+
+// A host config that has the middleman and chorus's message type but sends no heartbeats would be
+// dropped by the orchestrator as silent: refused up front.
+TEST(HostSystem, AHostWithoutHeartbeatsIsAConfigError) {
+  const Config config = multi_node(closed_port());
+  QuietConfig cfg;
+  Runtime::prepare(cfg, config);
+  cfg.set("middleman.heartbeat-interval", caf::timespan{0});
+  caf::actor_system sys{cfg};
+  Runtime rt{sys};
+  EXPECT_TRUE(has(rt.register_peer(0, config).status(), Errc::invalid_config, {"heartbeats"}));
 }
 
 // A node joins once: when the join fails, every other registration of the node gets the same

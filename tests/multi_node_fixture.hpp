@@ -65,7 +65,7 @@ class MultiNode : public ::testing::Test {
 
   // Starts the daemon for `nodes` nodes with extra flags.
   void start_orchestrator(uint32_t nodes, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"--port", "0", "--nodes", std::to_string(nodes), "--heartbeat-ms", "500"};
+    std::vector<std::string> args{"--port", "0", "--nodes", std::to_string(nodes), "--heartbeat-ms", "1000"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto [pid, port, error] = testkit::start_orchestrator(args);
     orch_.pid = pid;

@@ -66,8 +66,7 @@ DataListener::~DataListener() {
 }
 
 Status connect_mesh(const Config& config, const TopologyData& topo, const DataListener& listener, FrameSink* sink,
-                    std::vector<std::unique_ptr<Connection>>& conns) {
-  const auto deadline = Clock::now() + config.timeout;
+                    Clock::time_point deadline, std::vector<std::unique_ptr<Connection>>& conns) {
   const uint32_t me = topo.node_id, n = topo.num_nodes;
   std::vector<int> fds(n, -1);
   auto fail = [&](Status s) {

@@ -36,6 +36,6 @@ class DataListener {
 // Connects this node (topo.node_id) to every other node before config.timeout, turning strangers
 // away. conns: by node id, null for this node; every connection delivers its frames to `sink`.
 Status connect_mesh(const Config& config, const TopologyData& topo, const DataListener& listener, FrameSink* sink,
-                    std::vector<std::unique_ptr<Connection>>& conns);
+                    Clock::time_point deadline, std::vector<std::unique_ptr<Connection>>& conns);
 
 } // namespace chorus

@@ -36,7 +36,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   if (auto s = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, c->orchestrator_); !s.is_ok()) return s;
   c->topo_ = c->orchestrator_.session->topology();
   c->reading_.resize(c->topo_.num_nodes);
-  if (auto s = connect_mesh(config, c->topo_, **listener, c.get(), c->conns_); !s.is_ok()) {
+  if (auto s = connect_mesh(config, c->topo_, **listener, c.get(), deadline, c->conns_); !s.is_ok()) {
     c->close();
     return s;
   }

@@ -161,7 +161,7 @@ peer_actor spawn_peer_actor(Runtime& rt, PeerId id, const Config& config) {
   // A multi-node config makes the runtime's system with remoting, if this is its first use. When
   // it cannot (the system in place lacks it), the actor's registration says why.
   auto sys = impl->system_for(&config);
-  caf::actor_system& home = sys.is_ok() ? **sys : impl->system();
+  caf::actor_system& home = sys.is_ok() ? **sys : impl->system();  // the caller holds the Runtime
   // Detached: registration and every blocking call run on the actor's own thread.
   return owned_by(*impl, home.spawn<caf::detached>(world_actor, impl, id, config));
 }

@@ -38,10 +38,17 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   // Joins peer `id` to the collective. The first register fixes the config; later ones must match.
+  // A Runtime serves one kind of collective for its life, one process's or one node's share of a
+  // multi-node one: the other kind is an invalid_config error (it needs a Runtime of its own). A
+  // node joins the orchestrator once, for its first registration; if that join fails, every
+  // registration of the node gets the same error (a new Runtime may try again).
   Result<Peer> register_peer(PeerId id, const Config& config);
   // Drops every registration and fails every op in flight with Errc::reset.
   Status reset();
   // The actor system this runtime runs in (its own or the host's), for spawning actors into it.
+  // In the runtime's own mode, asking for it before any registration makes a one-process system.
+  // Actors spawned into the runtime's own system must be gone before the Runtime is destroyed (it
+  // waits for them), as must peer_actor handles kept by the host app.
   caf::actor_system& actor_system();
 
  private:
