@@ -8,8 +8,6 @@ namespace chorus {
 using register_atom = caf::atom_constant<caf::atom("register")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using reset_atom = caf::atom_constant<caf::atom("reset")>;
-using op_atom = caf::atom_constant<caf::atom("op")>;
-using group_atom = caf::atom_constant<caf::atom("group")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 using node_leave_atom = caf::atom_constant<caf::atom("nodeleave")>;
 using node_lost_atom = caf::atom_constant<caf::atom("nodelost")>;

@@ -1,8 +1,9 @@
 // What the local server tests share: builders for the messages and op requests a peer sends, and
-// CoreTest, a LocalServerCore with a fake timer function, so that every reply is checked
-// synchronously and timeouts fire exactly when a test calls on_timeout (nothing depends on the
-// clock). Every error check asserts the Errc AND that the message names the peers and values
-// involved; on a mismatch every peer that joined the op gets the same Status, and the next op works.
+// CoreTest, a LocalServerCore entered directly, so that every reply is checked synchronously and a
+// request expires exactly when the test does what its waiter does past the deadline,
+// core->on_timeout(reply->timer) (nothing depends on the clock). Every error check asserts the
+// Errc AND that the message names the peers and values involved; on a mismatch every peer that
+// joined the op gets the same Status, and the next op works.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -96,18 +97,12 @@ Call op_call(OpRequestData r) {
 
 bool is_done(const Reply& r) { return r.done.value.load() >= 1; }
 
-// ---------------------------------------------------------------- LocalServerCore with a fake timer
+// ---------------------------------------------------------------- LocalServerCore, entered directly
 
 class CoreTest : public ::testing::Test {
  protected:
   CoreTest() { g_epoch = 0; }
-  struct Armed {
-    uint64_t key;
-    ms after;
-  };
-  std::vector<Armed> timers;
-  std::unique_ptr<LocalServerCore> core =
-      std::make_unique<LocalServerCore>([this](uint64_t key, ms after) { timers.push_back({key, after}); });
+  std::unique_ptr<LocalServerCore> core = std::make_unique<LocalServerCore>();
 
   Status reg(uint32_t peer, const Config& c, uint32_t version = protocol_version()) {
     Call call = register_call(peer, c, version);
@@ -176,6 +171,8 @@ class CoreTest : public ::testing::Test {
     for (uint32_t p = 0; p < n; ++p) reqs.push_back(all_reduce_req(p, seq));
     auto replies = collective(reqs);
     expect_all_planned(replies);
+    EXPECT_NE(replies[0]->timer, 0u) << "every waiting request carries the timer its waiter expires";
+    for (auto& r : replies) EXPECT_EQ(r->timer, replies[0]->timer) << "one timer per op";
     if (HasFailure() || !replies[0]->plan) return;
     EXPECT_EQ(replies[0]->plan->kind(), OpKind::all_reduce);
     EXPECT_EQ(replies[0]->plan->count(), 4u);

@@ -86,26 +86,31 @@ TEST_F(CoreTest, LaunchesRunWithoutTheCoresLock) {
   EXPECT_EQ(seen, expected);
 }
 
-// The probe itself: where the core does hold its lock (it arms an op's timer under it), another
-// thread finds it taken.
+// The probe itself: where the core does hold its lock, another thread finds it taken. An expired
+// request's buffers are let go under it (fail_op drops the arrivals): the keep-alive of the
+// caller's tensor probes there.
 TEST(CoreLock, TheProbeSeesTheLockWhereItIsHeld) {
-  std::vector<bool> free_at_timer;
-  LocalServerCore* self = nullptr;
-  LocalServerCore core([&](uint64_t, ms) {
-    free_at_timer.push_back(std::async(std::launch::async, [&] { return self->lock_is_free(); }).get());
-  });
-  self = &core;
+  std::vector<bool> free_when_dropped;
+  LocalServerCore core;
   g_epoch = 0;  // a fresh core's registrations
   EXPECT_TRUE(core.lock_is_free());
   for (uint32_t p = 0; p < 2; ++p) {
     Call call = register_call(p, cfg(2));
     core.on_register(std::move(call));
   }
+  float data[4] = {};
   Call call = op_call(all_reduce_req(0, 0));
+  call.input = Tensor::wrap(data, DType::f32, {4}, Device::cpu(), std::shared_ptr<void>(data, [&](void*) {
+    free_when_dropped.push_back(std::async(std::launch::async, [&] { return core.lock_is_free(); }).get());
+  }));
   auto reply = call.reply;
   core.on_op(std::move(call));
   EXPECT_FALSE(is_done(*reply)) << reply->status.to_string();
-  EXPECT_EQ(free_at_timer, std::vector<bool>{false});
+  EXPECT_TRUE(free_when_dropped.empty()) << "a waiting request keeps its buffers";
+  core.on_timeout(reply->timer);  // as its waiter does past the deadline
+  ASSERT_TRUE(is_done(*reply));
+  EXPECT_EQ(reply->status.code(), Errc::timeout) << reply->status.to_string();
+  EXPECT_EQ(free_when_dropped, std::vector<bool>{false});
   EXPECT_TRUE(core.lock_is_free());
 }
 

@@ -47,7 +47,8 @@ TEST_F(CoreTest, SendToSelfAndToANonPeer) {
   EXPECT_TRUE(has(far->status, Errc::invalid_argument, {"peer 0: send to peer 3 (not a peer)"}));
   auto nobuf = op(p2p(OpKind::send, 0, 1, none()));
   EXPECT_TRUE(has(nobuf->status, Errc::invalid_argument, {"peer 0: send without a buffer"}));
-  EXPECT_TRUE(timers.empty()) << "rejected halves must not wait";
+  for (auto* rejected : {&s, &r, &far, &nobuf})
+    EXPECT_EQ((*rejected)->timer, 0u) << "rejected halves must not wait: their waiter has nothing to expire";
 }
 
 TEST_F(CoreTest, SendRecvMismatches) {
@@ -84,9 +85,9 @@ TEST_F(CoreTest, SendRecvAreMatchedFifoPerTag) {
 TEST_F(CoreTest, SendTimeoutNamesTheMissingReceiver) {
   reg_all(cfg(3, 120));
   auto s = op(p2p(OpKind::send, 0, 2, f32(4), 5));
-  ASSERT_EQ(timers.size(), 1u);
-  EXPECT_EQ(timers[0].after, ms(120));
-  core->on_timeout(timers[0].key);
+  ASSERT_FALSE(is_done(*s));
+  ASSERT_NE(s->timer, 0u) << "a waiting half carries the timer its waiter expires";
+  core->on_timeout(s->timer);
   ASSERT_TRUE(is_done(*s));
   EXPECT_TRUE(has(s->status, Errc::timeout,
                   {"send 0->2 tag 5", "peer 2 never posted the matching recv within 120 ms"}));
@@ -100,8 +101,8 @@ TEST_F(CoreTest, SendTimeoutNamesTheMissingReceiver) {
 TEST_F(CoreTest, RecvTimeoutNamesTheMissingSender) {
   reg_all(cfg(3, 120));
   auto r = op(p2p(OpKind::recv, 2, 1, f32(4)));
-  ASSERT_EQ(timers.size(), 1u);
-  core->on_timeout(timers[0].key);
+  ASSERT_NE(r->timer, 0u);
+  core->on_timeout(r->timer);
   EXPECT_TRUE(has(r->status, Errc::timeout, {"recv 1->2 tag 0", "peer 1 never posted the matching send within 120 ms"}));
 }
 
@@ -109,13 +110,15 @@ TEST_F(CoreTest, TimeoutOfOneQueuedHalfLeavesTheOthers) {
   reg_all(cfg(2));
   auto s1 = op(p2p(OpKind::send, 0, 1, f32(4)));
   auto s2 = op(p2p(OpKind::send, 0, 1, f32(8)));
-  ASSERT_EQ(timers.size(), 2u);
-  core->on_timeout(timers[0].key);
+  ASSERT_NE(s1->timer, 0u);
+  ASSERT_NE(s2->timer, 0u);
+  ASSERT_NE(s1->timer, s2->timer) << "each queued half has its own timer";
+  core->on_timeout(s1->timer);
   EXPECT_EQ(s1->status.code(), Errc::timeout);
   EXPECT_FALSE(is_done(*s2));
   auto r = op(p2p(OpKind::recv, 1, 0, f32(8)));
   EXPECT_TRUE(s2->status.is_ok() && r->status.is_ok()) << s2->status.to_string() << r->status.to_string();
-  core->on_timeout(timers[1].key);  // stale: s2 was matched
+  core->on_timeout(s2->timer);  // stale: s2 was matched
   EXPECT_TRUE(s2->status.is_ok());
 }
 
@@ -132,7 +135,7 @@ TEST_F(CoreTest, ResetFailsEverythingInFlightAndAllowsRegisteringAgain) {
     EXPECT_TRUE(has((*r)->status, Errc::reset, {"reset by peer 1"}));
   }
   EXPECT_EQ(core->pending_ops(), 0u);
-  for (auto& t : timers) core->on_timeout(t.key);  // stale ticks after the reset
+  for (auto* r : {&c0, &c1, &s}) core->on_timeout((*r)->timer);  // their waiters' deadlines pass after the reset
   // The old registrations are gone...
   auto stale = op(all_reduce_req(0, 1));
   EXPECT_TRUE(has(stale->status, Errc::not_registered, {"peer 0"}));
@@ -150,7 +153,7 @@ TEST_F(CoreTest, ResetWithNothingRegistered) {
 TEST_F(CoreTest, ResetAlsoForgetsTombstones) {
   reg_all(cfg(2));
   auto r0 = op(all_reduce_req(0, 0));
-  core->on_timeout(timers.at(0).key);
+  core->on_timeout(r0->timer);
   EXPECT_EQ(r0->status.code(), Errc::timeout);
   ASSERT_TRUE(reset(0).is_ok());
   EXPECT_EQ(core->pending_ops(), 0u);

@@ -1,5 +1,5 @@
-// LocalServerCore: timeouts, fired by hand or by the waiter (the runtime's form), and peer threads
-// entering the core at once.
+// LocalServerCore: timeouts (a request expires when its waiter calls on_timeout(reply->timer), as
+// the runtime's peer threads do past their deadline), and peer threads entering the core at once.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -21,23 +21,23 @@
 namespace chorus {
 namespace {
 
-// --- timeouts, fired by hand
+// --- timeouts, expired as the waiter does
 
 TEST_F(CoreTest, TimeoutNamesThePeerThatNeverCalledThenTheLatePeerGetsTheSameError) {
   reg_all(cfg(3, 200));
   auto r0 = op(all_reduce_req(0, 0));
   auto r1 = op(all_reduce_req(1, 0));
-  ASSERT_EQ(timers.size(), 1u) << "one timer per op, armed by the first arrival";
-  EXPECT_EQ(timers[0].after, ms(200));
+  ASSERT_NE(r0->timer, 0u);
+  EXPECT_EQ(r1->timer, r0->timer) << "one timer per op, given by the first arrival";
   EXPECT_FALSE(is_done(*r0));
-  core->on_timeout(timers[0].key);
+  core->on_timeout(r0->timer);
   ASSERT_TRUE(is_done(*r0));
   ASSERT_TRUE(is_done(*r1));
   EXPECT_TRUE(has(r0->status, Errc::timeout, {"all_reduce #0", "peer 2 never called within 200 ms"}));
   EXPECT_EQ(r1->status, r0->status);
   EXPECT_EQ(core->pending_ops(), 1u) << "a tombstone waits for the late peer";
-  // The tick again: nothing changes.
-  core->on_timeout(timers[0].key);
+  // Peer 1's deadline passes too: nothing changes.
+  core->on_timeout(r1->timer);
   auto r2 = op(all_reduce_req(2, 0));
   ASSERT_TRUE(is_done(*r2)) << "the late peer is answered at once";
   EXPECT_EQ(r2->status, r0->status);
@@ -48,8 +48,8 @@ TEST_F(CoreTest, TimeoutNamesThePeerThatNeverCalledThenTheLatePeerGetsTheSameErr
 TEST_F(CoreTest, TimeoutNamesEveryMissingPeer) {
   reg_all(cfg(5, 150));
   auto r = op(req(3, 0, OpKind::barrier));
-  ASSERT_EQ(timers.size(), 1u);
-  core->on_timeout(timers[0].key);
+  ASSERT_NE(r->timer, 0u);
+  core->on_timeout(r->timer);
   EXPECT_TRUE(has(r->status, Errc::timeout, {"barrier #0", "peers 0, 1, 2, 4 never called within 150 ms"}));
   // The late peers each get the same error, and the next op still works.
   for (uint32_t p : {0u, 1u, 2u, 4u}) {
@@ -65,8 +65,10 @@ TEST_F(CoreTest, TimeoutOfOneOpLeavesLaterOpsAlone) {
   reg_all(cfg(2));
   auto a0 = op(all_reduce_req(0, 0));  // op #0: peer 1 never calls it in time
   auto b0 = op(all_reduce_req(0, 1));  // op #1 already open too
-  ASSERT_EQ(timers.size(), 2u);
-  core->on_timeout(timers[0].key);
+  ASSERT_NE(a0->timer, 0u);
+  ASSERT_NE(b0->timer, 0u);
+  ASSERT_NE(a0->timer, b0->timer) << "each op has its own timer";
+  core->on_timeout(a0->timer);
   EXPECT_TRUE(has(a0->status, Errc::timeout, {"all_reduce #0", "peer 1"}));
   EXPECT_FALSE(is_done(*b0));
   auto a1 = op(all_reduce_req(1, 0));
@@ -85,21 +87,33 @@ TEST_F(CoreTest, UnknownTimerKeysAreHarmless) {
   expect_next_all_reduce_works(2, 0);
 }
 
-// --- without a timer function (the runtime's form): whoever waits expires its own request
+// --- every waiting request carries its own timer, which any of its waiters may expire
 
-TEST_F(CoreTest, ArmedTimerIsTheReplysTimer) {
-  reg_all(cfg(2));
+TEST_F(CoreTest, EveryWaitingRequestCarriesItsOwnTimer) {
+  reg_all(cfg(3, 180));
   auto r0 = op(all_reduce_req(0, 0));
-  ASSERT_EQ(timers.size(), 1u);
-  EXPECT_EQ(r0->timer, timers[0].key);
   auto s = op(p2p(OpKind::send, 0, 1, f32(4)));
-  ASSERT_EQ(timers.size(), 2u);
-  EXPECT_EQ(s->timer, timers[1].key);
-  EXPECT_NE(s->timer, r0->timer);
+  Call call;
+  call.message = encode_group({2, g_epoch.load(), {0, 2}});
+  auto g = call.reply;
+  core->on_group(std::move(call));
+  ASSERT_FALSE(is_done(*r0) || is_done(*s) || is_done(*g)) << "each one waits for another peer";
+  const std::set<uint64_t> timers{r0->timer, s->timer, g->timer};
+  EXPECT_EQ(timers.size(), 3u) << "an op, a send/recv half and a group request each have their own timer";
+  EXPECT_FALSE(timers.count(0)) << "a waiting request always carries a timer";
+  // Each one expires alone, naming who never came.
+  core->on_timeout(g->timer);
+  ASSERT_TRUE(is_done(*g));
+  EXPECT_TRUE(has(g->status, Errc::timeout, {"new group: peer 0 never asked for it within 180 ms"}));
+  EXPECT_FALSE(is_done(*r0) || is_done(*s));
+  core->on_timeout(s->timer);
+  EXPECT_TRUE(has(s->status, Errc::timeout, {"send 0->1 tag 0", "peer 1 never posted the matching recv within 180 ms"}));
+  EXPECT_FALSE(is_done(*r0));
+  core->on_timeout(r0->timer);
+  EXPECT_TRUE(has(r0->status, Errc::timeout, {"all_reduce #0", "peers 1, 2 never called within 180 ms"}));
 }
 
-TEST_F(CoreTest, WithoutATimerTheWaiterExpiresItsOwnRequest) {
-  core = std::make_unique<LocalServerCore>();
+TEST_F(CoreTest, AnyPeersWaiterExpiresTheOpForEveryone) {
   reg_all(cfg(3, 250));
   auto r0 = op(all_reduce_req(0, 0));
   auto r1 = op(all_reduce_req(1, 0));
@@ -126,7 +140,6 @@ TEST_F(CoreTest, WithoutATimerTheWaiterExpiresItsOwnRequest) {
 TEST_F(CoreTest, ConcurrentPeerThreadsEnterTheCoreDirectly) {
   // As the runtime's peer threads do: each thread submits its ops straight into the core and waits
   // on its reply. Every 7th op has a mismatch; every peer must see the same outcome for every op.
-  core = std::make_unique<LocalServerCore>();
   constexpr uint32_t n = 4;
   constexpr int num_ops = 300;
   reg_all(cfg(n, 5000));

@@ -12,7 +12,7 @@
 namespace chorus::multi_node {
 namespace {
 
-constexpr int kEveryOpCount = 260;  // multi_node_peer.cpp: 3 roots x 4 sizes x 13 ops + 104 dtype/redop cases
+constexpr int kEveryOpCount = 260;  // multi_node_peer_ops.cpp: 3 roots x 4 sizes x 13 ops + 104 dtype/redop cases
 
 class EveryOpAcrossNodes : public MultiNode, public ::testing::WithParamInterface<const char*> {};
 

@@ -65,11 +65,10 @@ class Connection {
   virtual std::shared_ptr<SendTicket> send(std::shared_ptr<SendTicket> t) = 0;
   // send() in two halves, for a caller that must fix the order of frames under its own lock:
   // queue() takes the ticket's place in line and writes nothing (it never blocks); push(), called
-  // once that lock is released, gets what is queued moving. Every queue() needs a later push().
-  // here = false: nothing is written (or encrypted) by the calling thread, the connection's own
-  // writer sends, for callers that may hold somebody else's lock.
+  // once that lock is released, gets what is queued moving (as send() does). Every queue() needs
+  // a later push().
   virtual void queue(std::shared_ptr<SendTicket> t) = 0;
-  virtual void push(bool here = true) = 0;
+  virtual void push() = 0;
   // Shuts the connection at once: blocked writes return, queued sends fail, the next pump() ends
   // the connection. Thread-safe.
   virtual void kill() = 0;

@@ -4,6 +4,7 @@
 #include "actors/global_client/net_op.hpp"
 #include "actors/global_client/p2p.hpp"
 #include "messages/peer_codec.hpp"
+#include "transport/socket.hpp"
 
 namespace chorus {
 

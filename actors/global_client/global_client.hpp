@@ -29,7 +29,6 @@
 #include "strategies/executor.hpp"
 #include "transport/connection.hpp"
 #include "transport/poller.hpp"
-#include "transport/socket.hpp"  // split_host_port, which the local server uses through this header
 
 namespace chorus {
 
@@ -50,7 +49,6 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   const TopologyData& topology() const { return topo_; }
   uint32_t node_id() const { return topo_.node_id; }
   uint32_t offset() const { return topo_.nodes[topo_.node_id].peer_offset; }
-  uint32_t local_peers() const { return topo_.nodes[topo_.node_id].num_peers; }
   uint32_t total_peers() const { return topo_.total_peers; }
   uint32_t node_of(uint32_t rank) const;
   // Not ok once a node was lost: every later op fails with it.
@@ -118,19 +116,21 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   };
   std::vector<Reading> reading_;
 
-  // Locks of the data plane, outermost first; a thread holding one takes only those below it:
+  // Locks of the data plane. The one chain, outermost first (a thread holding one takes only
+  // those below it):
   //   Poller::lead_mu_      the leader's token: whoever holds it pumps the connections, so every
-  //                         FrameSink callback runs under it (and may send small frames, never
-  //                         blocking: a write that would block is left to the writer thread)
-  //   GlobalClient::mu_     the ops in flight, the node's losses (below); NetOps are made under it
-  //                         but never called, and nothing is sent
+  //                         FrameSink callback runs under it (and may take any lock below, and
+  //                         send small frames, never blocking: a write that would block is left
+  //                         to the writer thread)
   //   NetOp::mu_            one op's state; frames are queued under it (their order is fixed
   //                         there) and pushed after it is released
   //   TcpConnection::mu_    a connection's queue and flags; nothing is written under it
-  // Leaves (nothing else is taken under them): P2PMailbox::mu_, Poller::sleepers_mu_,
-  // TlsChannel::mu_ (held to encrypt or decrypt, its job), the BufferPool's.
-  // GlobalClient::mu_, NetOp::mu_ and P2PMailbox::mu_ are never held together: whoever must tell
-  // the ops something collects them under mu_ and calls them after releasing it.
+  // Leaves (nothing else is taken under them): GlobalClient::mu_ (the ops in flight, the node's
+  // losses, below: NetOps are made under it but never called, and nothing is sent),
+  // P2PMailbox::mu_, Poller::sleepers_mu_, TlsChannel::mu_ (held to encrypt or decrypt, its job),
+  // the BufferPool's. So GlobalClient::mu_, NetOp::mu_ and P2PMailbox::mu_ are never held
+  // together: whoever must tell the ops something collects them under mu_ and calls them after
+  // releasing it.
   mutable std::mutex mu_;
   std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<NetOp>> ops_;
   std::set<std::pair<uint32_t, uint64_t>> done_;  // finished ops: late frames are dropped

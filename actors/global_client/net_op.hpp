@@ -50,8 +50,8 @@ class NetOp : public RemoteSteps {
   void announced(const OpAnnouncement& a, const FrameHeader& h, const std::string& frame);
   void node_lost(const Status& why);
   // Sends our announcement to every node still owed it (before anyone waits, or at once when this
-  // node's peers failed). here = false: the connections' writers send (the caller holds a lock).
-  void flush(bool here = true);
+  // node's peers failed).
+  void flush();
   // The node said goodbye: what it sent before is here; waits for anything more from it fail.
   void node_left(uint32_t node, const Status& why);
 
@@ -63,8 +63,7 @@ class NetOp : public RemoteSteps {
                                  Status& error) override;
   void done_with(uint32_t slot) override;
   bool offer_destination(uint32_t slot, int p, std::byte* dst, std::size_t bytes) override;
-  // May be called under the local server's lock: the writers send what it queues.
-  void abort(const Status& why) override { stop(why, /*here=*/false); }
+  void abort(const Status& why) override { stop(why); }
   Status conclude(int p, Status local) override;
 
  private:
@@ -88,12 +87,14 @@ class NetOp : public RemoteSteps {
     uint32_t node;
   };
   // Frames queued on connections under mu_, which fixes their order there (an announcement before
-  // the data that relies on it); sent once mu_ is released, so that nothing is written or
-  // encrypted under it. here = false: the connections' writer threads send them.
+  // the data that relies on it); pushed once mu_ is released, so that nothing is written or
+  // encrypted under it. The pushing thread writes what the socket takes at once, never blocking,
+  // and leaves the rest to the connection's writer (Connection::push); begin_op and abort, like
+  // every other caller, run without the local server's lock.
   struct Outbox {
     std::vector<Connection*> conns;
     void queue(Connection* c, std::shared_ptr<SendTicket> t);
-    void send(bool here) const;
+    void send() const;
   };
   std::shared_ptr<Incoming> incoming(uint32_t slot);
   std::shared_ptr<Incoming>& incoming_locked(uint32_t slot);  // get or make; mu_ held
@@ -103,7 +104,7 @@ class NetOp : public RemoteSteps {
   void wake_if_stopped_locked();  // wakes every receive wait once the op is stopped
   // Stops the op and tells every node everything we know (a node that waits for our forwards
   // would wait in vain otherwise; sends on connections that are gone just fail).
-  void stop(const Status& why, bool here);
+  void stop(const Status& why);
   // The announcements `node` has not had from us yet, as whole frames (never its own).
   std::string bundle_for_locked(uint32_t node);
   void spread_locked(Outbox& out);  // every known announcement to every node taking part

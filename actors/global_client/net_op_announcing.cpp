@@ -19,8 +19,8 @@ void NetOp::Outbox::queue(Connection* c, std::shared_ptr<SendTicket> t) {
   if (std::find(conns.begin(), conns.end(), c) == conns.end()) conns.push_back(c);
 }
 
-void NetOp::Outbox::send(bool here) const {
-  for (Connection* c : conns) c->push(here);
+void NetOp::Outbox::send() const {
+  for (Connection* c : conns) c->push();
 }
 
 std::string NetOp::bundle_for_locked(uint32_t node) {
@@ -65,7 +65,7 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
   wake_if_stopped_locked();
   if (abort_) spread_locked(out);  // stopped before it started: nobody may wait for our forwards
   lk.unlock();
-  out.send(/*here=*/false);  // the caller holds the local server's lock
+  out.send();
 }
 
 void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs, Outbox& out) {
@@ -91,7 +91,7 @@ void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::
     uint32_t v = ann_word_.value.load();
     if (v != kTop) ann_word_.set(v + 1);
   }
-  out.send(/*here=*/true);
+  out.send();
 }
 
 bool NetOp::await(WaitWord& w, uint32_t target) {
@@ -106,12 +106,12 @@ bool NetOp::await(WaitWord& w, uint32_t target) {
       std::lock_guard<std::mutex> lk(mu_);
       spread_locked(out);
     }
-    out.send(/*here=*/true);
+    out.send();
   }
   return poller.wait(w, target, deadline_);
 }
 
-void NetOp::stop(const Status& why, bool here) {
+void NetOp::stop(const Status& why) {
   std::vector<std::shared_ptr<Incoming>> recs;
   Outbox out;
   {
@@ -122,7 +122,7 @@ void NetOp::stop(const Status& why, bool here) {
     }
     for (auto& [slot, rec] : in_) recs.push_back(rec);
   }
-  out.send(here);
+  out.send();
   for (auto& r : recs) r->word.set(kTop);
 }
 
@@ -131,7 +131,7 @@ void NetOp::node_lost(const Status& why) {
     std::lock_guard<std::mutex> lk(mu_);
     if (!lost_) lost_ = why;
   }
-  stop(why, /*here=*/true);
+  stop(why);
   ann_word_.set(kTop);
 }
 
@@ -152,7 +152,7 @@ void NetOp::node_left(uint32_t node, const Status& why) {
   if (v != kTop) ann_word_.set(v + 1);
 }
 
-void NetOp::flush(bool here) {
+void NetOp::flush() {
   Outbox out;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -163,7 +163,7 @@ void NetOp::flush(bool here) {
         out.queue(client_->connection(n), SendTicket::frames(ann_frame_[my_node_]));
       }
   }
-  out.send(here);
+  out.send();
 }
 
 } // namespace chorus

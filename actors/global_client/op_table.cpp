@@ -59,9 +59,8 @@ std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq
   std::string body = encode_announcement(mine);
   op->launch(std::move(mine), deadline, std::move(label), local_members, std::move(rank_node), h, std::move(body),
              std::move(tell));
-  // Our peers will not run this op: the others must hear why at once (the connections' writers
-  // send it: the caller holds the local server's lock).
-  if (failed) op->flush(/*here=*/false);
+  // Our peers will not run this op: the others must hear why at once.
+  if (failed) op->flush();
   return op;
 }
 

@@ -81,7 +81,6 @@ void LocalServerCore::on_group(Call call) {
   if (fresh) {
     pg.timer = next_timer_++;
     group_timers_[pg.timer] = m;
-    start_timer(pg.timer);
   }
   call.reply->timer = pg.timer;
   if (pg.arrivals.count(req->peer)) return bad("asked twice for the same group at once");

@@ -4,6 +4,7 @@
 #include "actors/local_server/server_core.hpp"
 
 #include "actors/global_client/global_client.hpp"
+#include "transport/socket.hpp"
 
 namespace chorus {
 

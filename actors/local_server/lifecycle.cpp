@@ -5,8 +5,6 @@
 
 namespace chorus {
 
-LocalServerCore::LocalServerCore(TimerFn timer) : timer_(std::move(timer)) {}
-
 LocalServerCore::~LocalServerCore() {
   std::lock_guard<std::mutex> lk(mu_);
   fail_everyone(Status(Errc::reset, "the local server stopped"));

@@ -94,7 +94,6 @@ void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t i
     op.kind = req.kind;
     op.timer = next_timer_++;
     op_timers_[op.timer] = key;
-    start_timer(op.timer);
   }
   call.reply->timer = op.timer;
   if (op.failed) {  // a late peer of an op that already failed gets the same error
@@ -134,7 +133,6 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call, Effects& fx) 
     p2p_timers_[t] = key;
     call.reply->timer = t;
     mine_q[key].push_back({Arrival{std::move(req), std::move(call)}, t});
-    start_timer(t);
     return;
   }
   P2PHalf other = std::move(oit->second.front());

@@ -6,7 +6,7 @@
 // One class, its members in files of one job each: lifecycle.cpp (register, finish, reset,
 // close), groups.cpp, op_matching.cpp (collectives and send/recv pairs), launch_local.cpp (host
 // schedules and GPU runs of this process), launch_global.cpp (multi-node ops), timeouts.cpp (what
-// ends a wait early: a timer, or a lost node).
+// ends a wait early: a request's deadline, or a lost node).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -34,10 +34,7 @@ class GlobalClient;
 // reaches it through a weak reference when a node is lost (set_global).
 class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
  public:
-  // Asks the host to call on_timeout(key) after `after`. May be empty: then whoever waits on a
-  // reply calls on_timeout(reply.timer) itself when its deadline passes.
-  using TimerFn = std::function<void(uint64_t key, std::chrono::milliseconds after)>;
-  explicit LocalServerCore(TimerFn timer = {});
+  LocalServerCore() = default;
   ~LocalServerCore();
 
   void on_register(Call call);
@@ -45,9 +42,10 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   void on_reset(Call call);
   void on_op(Call call);
   void on_group(Call call);
+  // Expires the request that waits under `key` (its Reply::timer): whoever waits on a reply calls
+  // it once its deadline passes. It fails the op, group or send/recv half for everyone who came,
+  // naming who did not; a key whose request was answered meanwhile is ignored.
   void on_timeout(uint64_t key);
-  // Multi-node mode: the world group spans every node (global ranks, see GlobalClient) and its
-  // collective ops run through the global client once every local peer has called.
   // Multi-node mode: registers group `gid` (members: global ids, by rank) on this node once its
   // members agreed (Peer::new_group). Idempotent: each local member calls it.
   void adopt_group(uint32_t gid, const std::vector<uint32_t>& members);
@@ -183,8 +181,6 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
                                                           RunStrategy& strategy);
   static Clock::time_point deadline(const Config& c) { return Clock::now() + c.timeout; }
 
-  void start_timer(uint64_t key);
-
   // The core's lock. It guards the bookkeeping below and nothing else happens under it: matching
   // calls, agreement checks, picking a strategy and looking up the schedule cache, and completing
   // replies with errors (a Reply's WaitWord is set under it; that wakes the peer thread, which
@@ -193,17 +189,15 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // GPU run (make_device_run and the GPU layer), and every call into the global client that takes
   // its locks or writes to sockets (GlobalClient::lost, rank_nodes, begin_op: GlobalClient::mu_,
   // NetOp::mu_, the Poller's and the connections' locks, TLS). So mu_ is a leaf: no other lock is
-  // taken while it is held (the timer function's CAF delayed_send aside, which never calls back
-  // into the core, and the global client's topology getters, which take no lock). The one call
-  // the other way, the global client telling on_node_lost of a lost node, comes after it released
-  // its own locks (the poller's leader token may still be held: fine, since mu_ is a leaf), so
-  // there is no order to break. The replies of one op stay consistent: an op leaves ops_ when it
-  // is launched, so a timeout, reset, close or node loss that comes meanwhile no longer sees it,
-  // and its launch answers all its peers alike (a loss by then reaches them through the global
-  // client). Every node still sees every announcement: begin_op runs for every launched
-  // multi-node op, failed ones included.
+  // taken while it is held (the global client's topology getters, called under it, take none).
+  // The one call the other way, the global client telling on_node_lost of a lost node, comes
+  // after it released its own locks (the poller's leader token may still be held: fine, since mu_
+  // is a leaf), so there is no order to break. The replies of one op stay consistent: an op
+  // leaves ops_ when it is launched, so a timeout, reset, close or node loss that comes meanwhile
+  // no longer sees it, and its launch answers all its peers alike (a loss by then reaches them
+  // through the global client). Every node still sees every announcement: begin_op runs for every
+  // launched multi-node op, failed ones included.
   mutable std::mutex mu_;
-  TimerFn timer_;
   LaunchHook launch_hook_;
   EnterHook enter_hook_;
   std::shared_ptr<GlobalClient> global_;
@@ -218,7 +212,9 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   uint32_t next_group_ = 1;
   std::map<P2PKey, std::deque<P2PHalf>> sends_, recvs_;
   uint64_t epoch_ = 0;                        // bumped whenever the collective is cleared
-  uint64_t next_timer_ = 1;                  // timer ids are never reused, so a stale tick is harmless
+  // A waiting request's timer id (Reply::timer) names what on_timeout expires. Ids are never
+  // reused, so a late on_timeout for a request answered meanwhile is harmless.
+  uint64_t next_timer_ = 1;
   std::map<uint64_t, OpKey> op_timers_;      // timer id -> op
   std::map<uint64_t, P2PKey> p2p_timers_;    // timer id -> queue of the waiting half
   // Schedules of one process by op, strategy (algorithm, arity), n, root, count and element size.

@@ -1,6 +1,7 @@
-// The local server core: what ends a wait before its peers have all come. Timers, and what expires
-// when one fires (an op, a group, a send/recv half); and in multi-node mode a lost node, which
-// ends every collective at once (pairs within the node go on: they need no other node).
+// The local server core: what ends a wait before its peers have all come. A request's deadline
+// (its waiter calls on_timeout with the request's timer id, which expires an op, a group or a
+// send/recv half); and in multi-node mode a lost node, which ends every collective at once
+// (pairs within the node go on: they need no other node).
 #include "actors/local_server/server_core.hpp"
 
 #include "actors/global_client/global_client.hpp"
@@ -14,10 +15,6 @@ std::string names(const std::vector<int>& ps) {
   return s;
 }
 } // namespace
-
-void LocalServerCore::start_timer(uint64_t key) {
-  if (timer_) timer_(key, config_->timeout);
-}
 
 void LocalServerCore::fail_op(PendingOp& op, Status why) {
   op.failed = true;

@@ -19,7 +19,7 @@ struct ShellState {
   struct Node {
     node_notice_actor handle;
     std::optional<caf::typed_response_promise<Envelope>> pending;
-    std::optional<Envelope> answered;  // the topology it was sent (a resend gets it again)
+    std::optional<Envelope> answered;  // the topology it was sent (a repeated request gets it again)
   };
   std::map<OrchestratorCore::NodeKey, Node> nodes;
 };
@@ -75,9 +75,9 @@ orchestrator_actor::behavior_type orchestrator(orchestrator_actor::pointer self,
       [self, st, key_of](register_atom, const Envelope& e) -> caf::result<Envelope> {
         auto key = key_of();
         if (!key) return encode_node_register_reply({Errc::invalid_argument, "anonymous register request"});
-        // Nodes resend their request until answered (a request or reply may get lost when many
-        // connect at once): a repeat while the first waits is told so, a repeat after the answer
-        // gets the answer again.
+        // A node sends one request (actors/global_client/node_actor.cpp); these two answers only
+        // keep a misbehaving node from confusing the admission: a repeat while the first waits is
+        // told so, a repeat after the answer gets the answer again.
         if (st->nodes[*key].pending) return encode_node_register_reply({Errc::register_twice, kSuperseded});
         if (st->nodes[*key].answered) return *st->nodes[*key].answered;
         auto rp = self->make_response_promise<Envelope>();

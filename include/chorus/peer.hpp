@@ -90,7 +90,7 @@ class Peer {
   Result<std::vector<Tensor>> gather_v(const Tensor& in, PeerId root);
 
  private:
-  friend struct PeerAccess;  // the library's own code (actors/runtime_impl.hpp)
+  friend struct PeerAccess;  // the library's own code (actors/peer/peer_state.hpp)
   explicit Peer(std::shared_ptr<PeerState> s) : state_(std::move(s)) {}
   std::shared_ptr<PeerState> state_;
 };

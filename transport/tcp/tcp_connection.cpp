@@ -47,11 +47,7 @@ void TcpConnection::queue(std::shared_ptr<SendTicket> t) {
   if (!queued) t->done.set(2);
 }
 
-void TcpConnection::push(bool here) {
-  if (!here) {  // the writer's wait sees what queue() put in line under mu_, or this wakes it
-    cv_.notify_one();
-    return;
-  }
+void TcpConnection::push() {
   std::unique_lock<std::mutex> lk(mu_);
   push_locked(lk);
 }

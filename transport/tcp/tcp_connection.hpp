@@ -29,7 +29,7 @@ class TcpConnection final : public Connection {
 
   std::shared_ptr<SendTicket> send(std::shared_ptr<SendTicket> t) override;
   void queue(std::shared_ptr<SendTicket> t) override;
-  void push(bool here = true) override;
+  void push() override;
   void kill() override;
   int wait_fd() const override { return fd_; }
   Pumped pump(std::size_t budget) override;
