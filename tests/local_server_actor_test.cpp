@@ -85,7 +85,7 @@ class LocalServerActor : public CafDeterministic {
 };
 
 TEST_F(LocalServerActor, RegisterThroughTheActorThenOpsStraightIntoTheCore) {
-  reg_all(cfg(3));
+  reg_all(cfg(3, 10000));  // plans run on loaded machines: a deadline far beyond them
   EXPECT_FALSE(sched.has_job());  // an op is no message
   expect_all_reduce_works(3, 0);
   expect_all_reduce_works(3, 1);
@@ -94,16 +94,16 @@ TEST_F(LocalServerActor, RegisterThroughTheActorThenOpsStraightIntoTheCore) {
 
 TEST_F(LocalServerActor, EveryRegisterErrorIsAnsweredThroughTheReplySlot) {
   EXPECT_TRUE(has(control(register_atom::value, register_call(0, cfg(0))), Errc::invalid_config, {"num_devices"}));
-  ASSERT_TRUE(control(register_atom::value, register_call(0, cfg(2))).is_ok());
+  ASSERT_TRUE(control(register_atom::value, register_call(0, cfg(2, 10000))).is_ok());
   EXPECT_TRUE(has(control(register_atom::value, register_call(1, cfg(4))), Errc::config_mismatch,
                   {"peer 1", "num_devices (2 vs 4)"}));
   EXPECT_TRUE(has(control(register_atom::value, register_call(1, cfg(2, 200, "tree:3"))), Errc::config_mismatch,
                   {"peer 1", "auto vs tree:3"}));
-  EXPECT_TRUE(has(control(register_atom::value, register_call(2, cfg(2))), Errc::invalid_argument, {"peer id 2", "[0, 2)"}));
-  EXPECT_TRUE(has(control(register_atom::value, register_call(0, cfg(2))), Errc::register_twice, {"peer 0"}));
+  EXPECT_TRUE(has(control(register_atom::value, register_call(2, cfg(2, 10000))), Errc::invalid_argument, {"peer id 2", "[0, 2)"}));
+  EXPECT_TRUE(has(control(register_atom::value, register_call(0, cfg(2, 10000))), Errc::register_twice, {"peer 0"}));
   EXPECT_TRUE(has(control(register_atom::value, register_call(1, cfg(2), protocol_version() + 1)), Errc::invalid_argument,
                   {"peer 1", "protocol " + std::to_string(protocol_version() + 1)}));
-  ASSERT_TRUE(control(register_atom::value, register_call(1, cfg(2))).is_ok());
+  ASSERT_TRUE(control(register_atom::value, register_call(1, cfg(2, 10000))).is_ok());
   expect_all_reduce_works(2, 0);
 }
 
@@ -117,19 +117,19 @@ TEST_F(LocalServerActor, GarbledControlMessagesAreAnsweredAndTheServerLivesOn) {
     EXPECT_TRUE(has(s, Errc::invalid_argument, {"garbled message"})) << which;
   }
   EXPECT_TRUE(has(control(register_atom::value, Call{}), Errc::invalid_argument, {"garbled message", "empty"}));
-  reg_all(cfg(2));
+  reg_all(cfg(2, 10000));
   expect_all_reduce_works(2, 0);
 }
 
 TEST_F(LocalServerActor, FinishTwiceBeforeRegisteringAndAfterEveryoneFinished) {
   EXPECT_TRUE(has(control(finish_atom::value, finish_call(0)), Errc::not_registered, {"peer 0", "before registering"}));
-  reg_all(cfg(2));
+  reg_all(cfg(2, 10000));
   ASSERT_TRUE(control(finish_atom::value, finish_call(0)).is_ok());
   EXPECT_TRUE(has(control(finish_atom::value, finish_call(0)), Errc::unregister_twice, {"peer 0 finished twice"}));
   EXPECT_TRUE(has(op(all_reduce_req(0, 0))->status, Errc::finished, {"peer 0"}));
   ASSERT_TRUE(control(finish_atom::value, finish_call(1)).is_ok());
   // Everyone finished: a new collective may start.
-  reg_all(cfg(2));
+  reg_all(cfg(2, 10000));
   expect_all_reduce_works(2, 0);
 }
 
@@ -143,7 +143,7 @@ TEST_F(LocalServerActor, AResetFailsWhatWaitsInTheCoreAndOldHandlesMustRegisterA
   EXPECT_TRUE(has(r0->status, Errc::reset, {"reset by peer 2"}));
   EXPECT_TRUE(has(r1->status, Errc::reset, {"reset by peer 2"}));
   EXPECT_TRUE(has(op(all_reduce_req(0, 1))->status, Errc::not_registered, {"before registering"}));
-  reg_all(cfg(2));
+  reg_all(cfg(2, 10000));
   EXPECT_GT(g_epoch.load(), before);
   // A handle from before the reset carries the old registration generation.
   const uint64_t now = g_epoch.load();
@@ -154,7 +154,7 @@ TEST_F(LocalServerActor, AResetFailsWhatWaitsInTheCoreAndOldHandlesMustRegisterA
 }
 
 TEST_F(LocalServerActor, TheWaiterExpiresItsOwnRequestNamingWhoNeverCame) {
-  reg_all(cfg(3, 200));
+  reg_all(cfg(3, 10000));
   auto r0 = op(all_reduce_req(0, 0));
   auto r1 = op(all_reduce_req(1, 0));
   EXPECT_FALSE(sched.has_job());
@@ -162,7 +162,7 @@ TEST_F(LocalServerActor, TheWaiterExpiresItsOwnRequestNamingWhoNeverCame) {
   EXPECT_FALSE(is_done(*r0));
   core->on_timeout(r0->timer);
   ASSERT_TRUE(is_done(*r0) && is_done(*r1));
-  EXPECT_TRUE(has(r0->status, Errc::timeout, {"all_reduce #0", "peer 2 never called within 200 ms"}));
+  EXPECT_TRUE(has(r0->status, Errc::timeout, {"all_reduce #0", "peer 2 never called within 10000 ms"}));
   EXPECT_EQ(r1->status, r0->status);
   EXPECT_EQ(op(all_reduce_req(2, 0))->status, r0->status);  // the late peer learns the same
   expect_all_reduce_works(3, 1);
