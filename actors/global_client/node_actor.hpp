@@ -1,8 +1,9 @@
 // The global client's control side: one actor per node process. It joins the orchestrator's
 // collective for the node (one register request, bounded by the join's deadline), then holds the
 // membership: it monitors the orchestrator, takes its NodeLost notices and leaves when the node is
-// done. Every outcome of a join is a NodeRegisterReply: the orchestrator's, or one the node actor
-// writes itself when no answer came in time or the orchestrator was lost first.
+// done. Every outcome of a join is a NodeRegisterReply: the orchestrator's (passed on as it is), or
+// one the node actor writes itself, naming the orchestrator's address, when no answer came in time,
+// the request failed or the orchestrator was lost first.
 //
 // Messages (payloads are chorus::Envelope, messages/chorus.capnp):
 //   runtime -> node  request (join_atom, NodeRegister, deadline) => NodeRegisterReply
@@ -14,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "actors/atoms.hpp"
@@ -42,7 +44,13 @@ struct NodeEvents {
   std::vector<NodeLostData> lost_;
 };
 
-node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator_actor orch,
+// `where`: the orchestrator's host:port, named in every failure the node actor writes itself.
+node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator_actor orch, std::string where,
                                           std::shared_ptr<NodeEvents> events);
+
+// What a failed request on the way to the orchestrator at `where` (host:port) means for a join:
+// no answer within `waited` is a timeout, a lost or unreachable link is unreachable, anything else
+// internal. `rendered` is the error as the actor system renders it.
+Status join_error(const caf::error& err, const std::string& where, caf::timespan waited, const std::string& rendered);
 
 } // namespace chorus
