@@ -1,13 +1,15 @@
 // The node actor (the global client's control side) message by message, under CAF's deterministic
 // scheduler, against a scripted orchestrator: the join and every way it can end (the
 // orchestrator's answer, its rejection, no answer by the deadline, a failed request, the
-// orchestrator lost first), NodeLost notices, and leaving. Every failure the node actor writes
-// itself names the orchestrator's address; the orchestrator's own rejections pass as they are.
+// orchestrator lost first), NodeLost notices (a garbled one included, and what the data plane
+// hears of each), and leaving. Every failure the node actor writes itself names the orchestrator's
+// address; the orchestrator's own rejections pass as they are.
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "actors/global_client/node_actor.hpp"
+#include "actors/global_client/orchestrator_join.hpp"
 #include "caf_deterministic.hpp"
 #include "messages/peer_codec.hpp"
 #include "status_matchers.hpp"
@@ -215,9 +217,32 @@ TEST_F(NodeActor, NodeLostNoticesReachTheCallbackInOrder) {
   EXPECT_EQ(lost[0].node_id, 2u);
   EXPECT_EQ(lost[0].reason, "node lost: killed");
   EXPECT_EQ(lost[1].node_id, 0u);
-  EXPECT_EQ(lost[2].node_id, NodeEvents::kOrchestrator);  // a garbled notice blames the orchestrator
-  EXPECT_NE(lost[2].reason.find("garbled notice"), std::string::npos) << lost[2].reason;
-  EXPECT_EQ(seen_by_callback, (std::vector<uint32_t>{2, 0, NodeEvents::kOrchestrator}));
+  EXPECT_EQ(lost[2].node_id, NodeEvents::kGarbledNotice);  // recorded as such, not as a node
+  EXPECT_EQ(lost[2].reason.rfind("garbled NodeLost notice from the orchestrator at " + kWhere + " (", 0), 0u)
+      << lost[2].reason;
+  EXPECT_NE(lost[2].reason.find("a node may be lost, which one is unknown"), std::string::npos) << lost[2].reason;
+  EXPECT_EQ(seen_by_callback, (std::vector<uint32_t>{2, 0, NodeEvents::kGarbledNotice}));
+}
+
+// A garbled notice means the orchestrator's link is not trusted: a join still waiting fails.
+TEST_F(NodeActor, AGarbledNoticeWhileAJoinWaitsEndsTheJoin) {
+  join();
+  self->send(node, node_lost_atom::value, Envelope{{0xBADULL}});
+  run_jobs();
+  ASSERT_TRUE(answer);
+  EXPECT_TRUE(has(answer->status, Errc::unreachable, {"garbled NodeLost notice from the orchestrator at " + kWhere}))
+      << answer->status.to_string();
+  ASSERT_EQ(events->lost().size(), 1u);
+  EXPECT_EQ(events->lost()[0].node_id, NodeEvents::kGarbledNotice);
+}
+
+// What the data plane hears of each event (join_orchestrator passes it to the global client): a
+// node's loss and a garbled notice both fail the ops in flight; the orchestrator's own loss does not.
+TEST(DataPlaneLoss, ANodesLossAndAGarbledNoticeReachTheDataPlaneTheOrchestratorsLossDoesNot) {
+  EXPECT_EQ(data_plane_loss({3, 2, "killed"}), std::optional<std::string>("node 2 lost: killed"));
+  EXPECT_EQ(data_plane_loss({0, NodeEvents::kGarbledNotice, "garbled NodeLost notice from ..."}),
+            std::optional<std::string>("garbled NodeLost notice from ..."));
+  EXPECT_EQ(data_plane_loss({0, NodeEvents::kOrchestrator, "orchestrator lost: h:1 went down"}), std::nullopt);
 }
 
 TEST_F(NodeActor, LeavingTellsTheOrchestratorAndStopsTheNodeActor) {

@@ -75,10 +75,13 @@ node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator
         self->send(orch, node_leave_atom::value, std::move(leave));
         self->quit();
       },
-      [events](node_lost_atom, const Envelope& e) {
+      [st, events, where](node_lost_atom, const Envelope& e) {
         std::string error;
-        auto d = decode_node_lost(e, error);
-        events->add(d ? *d : NodeLostData{0, NodeEvents::kOrchestrator, "garbled notice from the orchestrator: " + error});
+        if (auto d = decode_node_lost(e, error)) return events->add(*d);
+        const std::string why = "garbled NodeLost notice from the orchestrator at " + where + " (" + error +
+                                "): a node may be lost, which one is unknown";
+        st->fail(Status(Errc::unreachable, why));
+        events->add({0, NodeEvents::kGarbledNotice, why});
       },
   };
 }

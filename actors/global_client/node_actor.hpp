@@ -9,6 +9,7 @@
 //   runtime -> node  request (join_atom, NodeRegister, deadline) => NodeRegisterReply
 //   runtime -> node  (node_leave_atom, NodeLeave)   tell the orchestrator, then stop
 //   orch -> node     (node_lost_atom, NodeLost)     a member node died, froze or left uncleanly
+//                                                   (garbled: NodeEvents::kGarbledNotice)
 #pragma once
 #include <caf/all.hpp>
 
@@ -35,6 +36,11 @@ using node_actor = node_notice_actor::extend<caf::replies_to<join_atom, Envelope
 struct NodeEvents {
   // The orchestrator's own loss is reported as node id kOrchestrator.
   static constexpr uint32_t kOrchestrator = UINT32_MAX;
+  // A NodeLost notice that could not be decoded, as node id kGarbledNotice. The orchestrator sends
+  // one only when a member node was lost, so some node may be lost (which one is unknown), and a
+  // link that garbles messages is not trusted: it counts as the orchestrator's loss too (a join
+  // still waiting fails).
+  static constexpr uint32_t kGarbledNotice = UINT32_MAX - 1;
   std::function<void(const NodeLostData&)> on_lost;
   void add(NodeLostData d);
   std::vector<NodeLostData> lost() const;
