@@ -80,35 +80,38 @@ int exit_fd(pid_t pid) {
 
 } // namespace
 
-std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
-  const int fd = exit_fd(pid);
-  std::optional<int> result;
-  int status = 0;
-  for (;;) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      result = status;
-      break;
-    }
-    if (r < 0 && errno != EINTR) {
-      result = -1;
-      break;
+std::optional<Exit> wait_any(const std::vector<pid_t>& pids, Clock::time_point deadline) {
+  std::vector<pollfd> exits;
+  for (pid_t pid : pids) exits.push_back({exit_fd(pid), POLLIN, 0});
+  const bool every_fd = std::all_of(exits.begin(), exits.end(), [](const pollfd& p) { return p.fd >= 0; });
+  std::optional<Exit> result;
+  while (!result) {
+    for (std::size_t i = 0; i < pids.size() && !result; ++i) {
+      int status = 0;
+      const pid_t r = waitpid(pids[i], &status, WNOHANG);
+      if (r == pids[i]) result = Exit{i, status};
+      else if (r < 0 && errno != EINTR) result = Exit{i, -1};
     }
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) break;
-    if (fd >= 0) {
-      // Sleeps until the child exits (its pidfd turns readable) or the deadline.
-      pollfd p{fd, POLLIN, 0};
-      poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
+    if (result || left.count() <= 0) break;
+    if (every_fd) {
+      // Sleeps until a child exits (its pidfd turns readable) or the deadline.
+      poll(exits.data(), exits.size(), static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
     } else {
       // No pidfd (an old kernel): nothing signals the exit of a child another thread may also
       // wait for (SIGCHLD goes to the process), so look again in 10 ms.
       std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(10)));
     }
   }
-  if (fd >= 0) close(fd);
+  for (const pollfd& p : exits)
+    if (p.fd >= 0) close(p.fd);
   return result;
+}
+
+std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds limit) {
+  const auto exit = wait_any({pid}, Clock::now() + limit);
+  if (!exit) return std::nullopt;
+  return exit->status;
 }
 
 int wait_or_kill(pid_t pid, std::chrono::milliseconds limit) {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,6 +32,14 @@ struct Child {
 Child spawn(const std::string& path, const std::vector<std::string>& args, Output output = Output::inherit,
             const std::vector<std::string>& env = {});
 
+// Waits until `deadline` for the first of `pids` (children of this process) to exit, sleeping on
+// their pidfds: which one (an index into `pids`) and its wait status (-1: it could not be waited
+// for), or nullopt while they all still run.
+struct Exit {
+  std::size_t index = 0;
+  int status = -1;
+};
+std::optional<Exit> wait_any(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point deadline);
 // Waits up to `limit` for `pid` to exit: its wait status, or nullopt while it still runs.
 std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds limit);
 // The same, but a child still running after `limit` is killed: its wait status, or -1.
