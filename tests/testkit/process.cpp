@@ -1,5 +1,6 @@
 #include "testkit/process.hpp"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -30,10 +31,28 @@ std::string sibling(const std::string& name) {
   return self.substr(0, self.rfind('/')) + "/" + name;
 }
 
+namespace {
+
+void close_pair(int (&fds)[2]) {
+  for (int& fd : fds)
+    if (fd >= 0) close(fd), fd = -1;
+}
+
+} // namespace
+
 Child spawn(const std::string& path, const std::vector<std::string>& args, Output output,
-            const std::vector<std::string>& env) {
+            const std::vector<std::string>& env, Input input) {
   int fds[2] = {-1, -1};
+  // The parent's end of stdin is close-on-exec: no later child may hold it, or closing it here
+  // would not reach this child as an end of file.
+  int ins[2] = {-1, -1};
   if (output != Output::inherit && pipe(fds) != 0) return {};
+  if (input == Input::pipe && pipe2(ins, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close_pair(fds);
+    errno = e;
+    return {};
+  }
   // Buffered output would otherwise reach the terminal after the child's.
   std::fflush(stdout);
   std::fflush(stderr);
@@ -41,7 +60,8 @@ Child spawn(const std::string& path, const std::vector<std::string>& args, Outpu
   const pid_t pid = fork();
   if (pid < 0) {
     const int e = errno;
-    if (fds[0] >= 0) close(fds[0]), close(fds[1]);
+    close_pair(fds);
+    close_pair(ins);
     errno = e;
     return {};
   }
@@ -54,6 +74,7 @@ Child spawn(const std::string& path, const std::vector<std::string>& args, Outpu
       close(fds[0]);
       close(fds[1]);
     }
+    if (ins[0] >= 0) dup2(ins[0], STDIN_FILENO);  // dup2 clears close-on-exec; both pipe ends go at exec
     for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> argv{const_cast<char*>(path.c_str())};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -63,7 +84,8 @@ Child spawn(const std::string& path, const std::vector<std::string>& args, Outpu
     _exit(127);
   }
   if (fds[1] >= 0) close(fds[1]);
-  return {pid, fds[0]};
+  if (ins[0] >= 0) close(ins[0]);
+  return {pid, fds[0], ins[1]};
 }
 
 namespace {
