@@ -13,7 +13,6 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "op_runner.hpp"
@@ -96,32 +95,27 @@ int launch(int argc, char** argv, const Options& o, const std::vector<std::size_
     nodes.push_back(pid);
   }
 
-  // Wait for every node. Once one failed the others fail too (their ops time out), so they get
-  // a shorter grace before they are killed.
+  // Wait for every node, in the order they exit. Once one failed the others fail too (their ops
+  // time out), so they get a shorter grace before they are killed.
   auto deadline = Clock::now() + (ok ? run_limit(o, sizes) : std::chrono::milliseconds(0));
   bool timed_out = false;
-  for (;;) {
-    std::size_t running = 0;
-    for (std::size_t k = 0; k < nodes.size(); ++k) {
-      if (status[k]) continue;
-      int st = 0;
-      const pid_t r = waitpid(nodes[k], &st, WNOHANG);
-      if (r == nodes[k]) {
-        status[k] = st;
-        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-          const auto grace = Clock::now() + std::chrono::milliseconds(2 * o.timeout_ms + 10000);
-          if (grace < deadline) deadline = grace;
-        }
-      } else {
-        ++running;
-      }
-    }
-    if (running == 0) break;
-    if (Clock::now() >= deadline) {
+  std::vector<std::size_t> running(nodes.size());
+  for (std::size_t k = 0; k < running.size(); ++k) running[k] = k;
+  while (!running.empty()) {
+    std::vector<pid_t> pids;
+    for (std::size_t k : running) pids.push_back(nodes[k]);
+    const auto exit = testkit::wait_any(pids, deadline);
+    if (!exit) {
       timed_out = true;
       break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const int st = exit->status;
+    status[running[exit->index]] = st;
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(exit->index));
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+      const auto grace = Clock::now() + std::chrono::milliseconds(2 * o.timeout_ms + 10000);
+      if (grace < deadline) deadline = grace;
+    }
   }
   int rc = 0;
   if (timed_out) {

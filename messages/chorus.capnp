@@ -52,15 +52,6 @@ struct Finish {
 }
 struct Reset { peerId @0 :UInt32; }
 
-# Peer -> local server: create a sub-group (every member sends the same list) or release one.
-struct GroupRequest {
-  peerId @0 :UInt32;
-  epoch @1 :UInt64;           # the registration generation (as in OpRequest)
-  members @2 :List(UInt32);   # global peer ids; rank i in the new group is members[i]
-  destroy @3 :Bool;           # true: release `group` (the group's state goes once all members did)
-  group @4 :UInt32;           # destroy only
-}
-
 # ---- Multi-node control plane: node <-> orchestrator (actors/orchestrator/) ----
 # A node asks to join the orchestrator's current collective. The reply (NodeRegisterReply) comes
 # once every expected node has registered, or at once with an error.

@@ -112,31 +112,6 @@ std::optional<uint32_t> decode_peer_only(const Envelope& e, bool reset, std::str
   });
 }
 
-Envelope encode_group(const GroupRequestData& r) {
-  capnp::MallocMessageBuilder mb;
-  auto b = mb.initRoot<wire::GroupRequest>();
-  b.setPeerId(r.peer);
-  b.setEpoch(r.epoch);
-  auto m = b.initMembers(static_cast<unsigned>(r.members.size()));
-  for (std::size_t i = 0; i < r.members.size(); ++i) m.set(i, r.members[i]);
-  b.setDestroy(r.destroy);
-  b.setGroup(r.group);
-  return seal(mb);
-}
-
-std::optional<GroupRequestData> decode_group(const Envelope& e, std::string& error) {
-  return open_envelope(e, error, [](EnvelopeReader& rd) {
-    auto r = rd.root<wire::GroupRequest>();
-    GroupRequestData d;
-    d.peer = r.getPeerId();
-    d.epoch = r.getEpoch();
-    for (auto m : r.getMembers()) d.members.push_back(m);
-    d.destroy = r.getDestroy();
-    d.group = r.getGroup();
-    return d;
-  });
-}
-
 std::optional<FinishData> decode_finish(const Envelope& e, std::string& error) {
   return open_envelope(e, error, [](EnvelopeReader& rd) {
     auto r = rd.root<wire::Finish>();

@@ -1,6 +1,6 @@
-// The control messages between peers and their local server (register, finish, reset, groups) as
-// C++ types, and their Cap'n Proto codecs (messages/chorus.capnp). Op requests never leave the
-// process and are plain structs (actors/local_server/op_request.hpp). Decoding validates enum
+// The control messages between peers and their local server (register, finish, reset) as C++
+// types, and their Cap'n Proto codecs (messages/chorus.capnp). Op and group requests never leave
+// the process and are plain structs (actors/local_server/op_request.hpp). Decoding validates enum
 // ranges and returns an error string for garbled input.
 #pragma once
 #include <cstdint>
@@ -20,15 +20,6 @@ struct RegisterData {
   Config config;
 };
 
-// Create a group (every member sends the same member list) or release one (destroy).
-struct GroupRequestData {
-  uint32_t peer = 0;
-  uint64_t epoch = 0;
-  std::vector<uint32_t> members;  // global peer ids; rank i in the group is members[i]
-  bool destroy = false;
-  uint32_t group = 0;             // destroy: the group to release
-};
-
 struct FinishData {
   uint32_t peer = 0;
   uint64_t epoch = 0;
@@ -38,11 +29,9 @@ uint32_t protocol_version();
 
 Envelope encode_register(const RegisterData& r);
 Envelope encode_peer_only(uint32_t peer, bool reset, uint64_t epoch = 0);  // Finish or Reset
-Envelope encode_group(const GroupRequestData& r);
 
 std::optional<RegisterData> decode_register(const Envelope& e, std::string& error);
 std::optional<uint32_t> decode_peer_only(const Envelope& e, bool reset, std::string& error);
 std::optional<FinishData> decode_finish(const Envelope& e, std::string& error);
-std::optional<GroupRequestData> decode_group(const Envelope& e, std::string& error);
 
 } // namespace chorus

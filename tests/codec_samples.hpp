@@ -54,14 +54,6 @@ inline void expect_same_config(const Config& a, const Config& b) {
   EXPECT_EQ(a.node_address, b.node_address);
 }
 
-inline GroupRequestData sample_group() {
-  GroupRequestData g;
-  g.peer = 3;
-  g.epoch = 0x123456789abcULL;
-  g.members = {5, 3, 0, 4096, UINT32_MAX};
-  return g;
-}
-
 inline NodeRegisterReplyData sample_reply() {
   TopologyData t;
   t.collective = 9;
@@ -87,13 +79,6 @@ inline int decode_all(const Envelope& e) {
   ok += decode_peer_only(e, false, err).has_value();
   err.clear();
   ok += decode_peer_only(e, true, err).has_value();
-  err.clear();
-  if (auto g = decode_group(e, err)) {
-    ++ok;
-    (void)g->members.size();
-  } else {
-    EXPECT_FALSE(err.empty());
-  }
   err.clear();
   if (auto r = decode_node_register_reply(e, err)) {
     ++ok;

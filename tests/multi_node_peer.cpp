@@ -3,9 +3,17 @@
 // every result against values computed here independently, and prints one line per peer:
 //   PEER <global rank> OK <ops>            every op of the scenario gave the expected result
 //   PEER <global rank> ERR <code> <message>  the first op that failed, with its status
+// With --exit-when-told 1 it then prints "NODE DONE" and stays in the collective until its stdin
+// closes (the test's word that every node is done): a node that left while the others were still
+// noticing what went wrong would change what they see ("left" instead).
 // Exit status: 0 when every local peer printed OK, 1 otherwise (the failure scenarios included).
 // The scenarios: multi_node_peer_ops.cpp (everything works), multi_node_peer_faults.cpp (something
 // goes wrong); what they share: multi_node_peer.hpp.
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <iostream>
 #include <string>
@@ -15,6 +23,7 @@
 #include <chorus/runtime.hpp>
 #include "multi_node_peer.hpp"
 #include "strategies/tuning.hpp"
+#include "test_events.hpp"
 
 using namespace chorus;
 using namespace chorus::test_node;
@@ -38,6 +47,7 @@ int parse(int argc, char** argv, Args& a) {
     else if (k == "--timeout-ms") a.timeout_ms = std::stoll(v);
     else if (k == "--victim") a.victim_node = std::stoi(v);
     else if (k == "--at-op") a.at_op = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--exit-when-told") a.exit_when_told = v == "1";
     else {
       std::cerr << "unknown flag " << k << "\n";
       return 2;
@@ -46,6 +56,18 @@ int parse(int argc, char** argv, Args& a) {
   return 0;
 }
 
+// Until stdin reaches its end (or brings anything) or `limit` passes; false at the limit.
+bool wait_for_word_on_stdin(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    const int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+    if (ready > 0) return true;  // readable: the end of file, or a word
+    if (ready < 0 && errno != EINTR) return true;  // no stdin to wait on
+  }
+}
 
 } // namespace
 
@@ -70,8 +92,10 @@ int main(int argc, char** argv) {
   cfg.with_global_strategy(*choice);
   Scenario scenario = op_scenario(a.scenario);
   if (!scenario) scenario = fault_scenario(a.scenario);
+  chorus::testing::EventCount entered;  // before rt: its local server raises it until rt is gone
   Runtime rt;
-  const NodeContext node{a, cfg, rt};
+  chorus::testing::count_server_entries(rt, entered);
+  const NodeContext node{a, cfg, rt, entered};
   std::vector<int> ok(a.peers, 0);
   std::vector<std::thread> threads;
   for (uint32_t id = 0; id < a.peers; ++id)
@@ -96,8 +120,14 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   bool all_ok = true;
   for (int v : ok) all_ok = all_ok && v == 1;
-  // After a failure, stay connected a moment: the other nodes are still noticing theirs, and a
-  // node that left would change what they see ("left" instead of what went wrong).
-  if (!all_ok) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  if (a.exit_when_told) {
+    say("NODE DONE");
+    // The test tells every node once all are done; this bound only keeps a lost word from
+    // holding the node forever.
+    if (!wait_for_word_on_stdin(std::chrono::milliseconds(4 * a.timeout_ms) + std::chrono::seconds(60))) {
+      say("NODE was never told to exit");
+      return 1;
+    }
+  }
   return all_ok ? 0 : 1;
 }

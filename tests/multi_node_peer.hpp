@@ -11,6 +11,10 @@
 #include <chorus/runtime.hpp>
 #include "testkit/reference.hpp"
 
+namespace chorus::testing {
+class EventCount;
+} // namespace chorus::testing
+
 namespace chorus::test_node {
 
 struct Args {
@@ -20,6 +24,7 @@ struct Args {
   int64_t timeout_ms = 10000;
   int victim_node = -1;  // kill / freeze / mismatch: which node misbehaves (by its first peer's rank)
   uint32_t at_op = 0;
+  bool exit_when_told = false;  // after NODE DONE, stay in the collective until stdin closes
 };
 
 // Prints one line at once (peer threads print concurrently).
@@ -59,6 +64,7 @@ struct NodeContext {
   const Args& args;
   const Config& config;
   Runtime& runtime;
+  testing::EventCount& entered;  // raised for every op request the node's local server took in
 };
 // Runs on every local peer's thread; returns the ops done, throws Fail on the first failure.
 using Scenario = int (*)(Peer& p, const NodeContext& node);

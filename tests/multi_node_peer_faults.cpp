@@ -8,12 +8,12 @@
 #include <chrono>
 #include <future>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <chorus/gpu.hpp>
 #include "actors/runtime_impl.hpp"
 #include "multi_node_peer.hpp"
+#include "test_events.hpp"
 
 namespace chorus::test_node {
 
@@ -84,22 +84,13 @@ int group_mismatch(Peer& p, const NodeContext&) {
 }
 
 // The victim peer stops calling after --at-op ops; everyone else must time out, naming it (its
-// own node's peers) or its node (the other nodes).
+// own node's peers) or its node (the other nodes). Its node stays in the collective until every
+// node is done (--exit-when-told), so the others see a silent peer, not a departed one.
 int skip(Peer& p, const NodeContext& node) {
   const Args& a = node.args;
   int done = 0;
-  // Everyone stays connected for a while after its own error too: a node that left early would
-  // turn the others' "never called" into "left".
-  struct Linger {
-    int64_t ms;
-    ~Linger() { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-  } linger{a.timeout_ms};
   for (uint32_t i = 0; i < a.at_op + 1; ++i, ++done) {
-    if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
-      // Stay connected past everyone's deadline, so the others see a silent node, not a departed one.
-      std::this_thread::sleep_for(std::chrono::milliseconds(2 * a.timeout_ms));
-      throw Fail{Status(Errc::ok, "skipped")};
-    }
+    if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) throw Fail{Status(Errc::ok, "skipped")};
     Tensor x = make_input(DType::f32, p.rank(), 100, ReduceOp::sum);
     must(p.all_reduce(x, ReduceOp::sum));
   }
@@ -145,11 +136,15 @@ int kill_while_waiting(Peer& p, const NodeContext& node) {
   }
   const auto limit = std::chrono::milliseconds(2 * a.timeout_ms);
   if (me == 1) {
-    // Until A's call is in this node's local server (a bounded wait on that condition).
+    // Until A's call is in this node's local server: looked at again after each op request the
+    // server takes in, up to the limit.
     LocalServerCore& core = *RuntimeAccess::impl(node.runtime).core;
     const auto until = std::chrono::steady_clock::now() + limit;
-    while (core.pending_ops() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-    if (core.pending_ops() == 0) throw Fail{Status(Errc::internal, "peer 0's op never reached the local server")};
+    for (uint32_t seen = node.entered.count(); core.pending_ops() == 0; seen = node.entered.count()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !node.entered.wait_for(seen + 1, left))
+        throw Fail{Status(Errc::internal, "peer 0's op never reached the local server")};
+    }
     say(line + "READY");
     if (a_done.get_future().wait_for(limit) != std::future_status::ready)
       throw Fail{Status(Errc::internal, "peer 0 never returned")};

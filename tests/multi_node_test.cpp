@@ -3,86 +3,12 @@
 // disagree, a node killed or frozen mid-op, a node killed while a peer waits for its node-mate,
 // a peer that stops calling, a wrong secret, a mismatched configuration. Every survivor must get
 // the right error, naming the right peer or node, at once rather than after its timeout.
-#include <poll.h>
 #include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
 
 #include "multi_node_fixture.hpp"
 
 namespace chorus::multi_node {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// The node processes' output as it comes, line by line, with the time each line arrived: for tests
-// that act between lines (kill a node once the others say they are in place) and time the answers.
-class TimedOutput {
- public:
-  struct Line {
-    std::size_t node;  // which process (index into the children)
-    std::string text;
-    Clock::time_point at;
-  };
-  explicit TimedOutput(const std::vector<Child>& kids) : partial_(kids.size()) {
-    for (const auto& k : kids) fds_.push_back(k.out);
-  }
-  ~TimedOutput() {
-    for (int fd : fds_)
-      if (fd >= 0) close(fd);
-  }
-  // Reads until done() holds, every output has ended or the deadline passed; returns done().
-  template <class Done>
-  bool read_until(Done done, Clock::time_point deadline) {
-    while (!done()) {
-      std::vector<pollfd> ps;
-      std::vector<std::size_t> which;
-      for (std::size_t i = 0; i < fds_.size(); ++i)
-        if (fds_[i] >= 0) {
-          ps.push_back({fds_[i], POLLIN, 0});
-          which.push_back(i);
-        }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (ps.empty() || left <= 0) return done();
-      if (poll(ps.data(), ps.size(), static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR)
-        return done();
-      for (std::size_t k = 0; k < ps.size(); ++k)
-        if (ps[k].revents) take(which[k]);
-    }
-    return true;
-  }
-  // The first line starting with `prefix`, or null.
-  const Line* find(const std::string& prefix) const {
-    for (const auto& l : lines_)
-      if (l.text.rfind(prefix, 0) == 0) return &l;
-    return nullptr;
-  }
-  std::string dump() const {
-    std::string s;
-    for (const auto& l : lines_) s += "[node process " + std::to_string(l.node) + "] " + l.text + "\n";
-    return s;
-  }
-
- private:
-  void take(std::size_t i) {
-    char buf[4096];
-    const ssize_t n = read(fds_[i], buf, sizeof(buf));
-    if (n <= 0) {
-      if (n < 0 && errno == EINTR) return;
-      close(fds_[i]);
-      fds_[i] = -1;
-      return;
-    }
-    const auto now = Clock::now();
-    partial_[i].append(buf, static_cast<std::size_t>(n));
-    for (std::size_t nl; (nl = partial_[i].find('\n')) != std::string::npos; partial_[i].erase(0, nl + 1))
-      lines_.push_back({i, partial_[i].substr(0, nl), now});
-  }
-  std::vector<int> fds_;
-  std::vector<std::string> partial_;
-  std::vector<Line> lines_;
-};
 
 // "PEER r KIND code message" (KIND: ERR, or NEXT in kill-while-waiting) as a PeerLine.
 PeerLine status_line(const std::string& text) {
@@ -219,6 +145,7 @@ TEST_F(MultiNode, APeerWaitingForItsNodeMateHearsOfAKilledNodeAtOnce) {
   EXPECT_EQ(a_next.message.rfind("barrier #6: node 1 lost", 0), 0u) << a_next.message;
   EXPECT_EQ(status_line(out.find("PEER 1 ERR ")->text).message, a.message);
   EXPECT_EQ(status_line(out.find("PEER 1 NEXT ")->text).message, a_next.message);
+  tell_nodes_to_exit();  // every survivor has reported both ops
   for (std::size_t i = 0; i < kids.size(); ++i) {
     wait_or_kill(kids[i].pid, 10000ms);
     guards[i].pid = -1;  // reaped

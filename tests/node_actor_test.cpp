@@ -1,12 +1,15 @@
 // The node actor (the global client's control side) message by message, under CAF's deterministic
 // scheduler, against a scripted orchestrator: the join and every way it can end (the
-// orchestrator's answer, its rejection, no answer by the deadline, the orchestrator lost first),
-// NodeLost notices, and leaving.
+// orchestrator's answer, its rejection, no answer by the deadline, a failed request, the
+// orchestrator lost first), NodeLost notices (a garbled one included, and what the data plane
+// hears of each), and leaving. Every failure the node actor writes itself names the orchestrator's
+// address; the orchestrator's own rejections pass as they are.
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "actors/global_client/node_actor.hpp"
+#include "actors/global_client/orchestrator_join.hpp"
 #include "caf_deterministic.hpp"
 #include "messages/peer_codec.hpp"
 #include "status_matchers.hpp"
@@ -18,6 +21,9 @@ using namespace std::chrono_literals;
 using namespace chorus::testing;
 
 using answer_atom = caf::atom_constant<caf::atom("answer")>;
+using fail_atom = caf::atom_constant<caf::atom("fail")>;
+
+const std::string kWhere = "127.0.0.1:4000";  // the orchestrator's address, as the node knows it
 
 // An orchestrator that records what it gets and answers a registration when the test says so
 // (answer_atom: not part of the orchestrator's interface, so this is an untyped actor that the
@@ -43,6 +49,11 @@ caf::behavior scripted_orchestrator(caf::event_based_actor* self, std::shared_pt
         sc->pending->deliver(std::move(reply));
         sc->pending.reset();
       },
+      [sc](fail_atom, caf::error& err) {
+        ASSERT_TRUE(sc->pending);
+        sc->pending->deliver(std::move(err));
+        sc->pending.reset();
+      },
       [sc](node_leave_atom, const Envelope& e) {
         std::string err;
         auto d = decode_node_leave(e, err);
@@ -56,7 +67,7 @@ NodeRegisterData reg() {
   Config c;
   c.num_devices = 2;
   c.num_nodes = 2;
-  c.orchestrator_address = "127.0.0.1:4000";
+  c.orchestrator_address = kWhere;
   c.node_address = "h:1";
   return {protocol_version(), "s3", c, 2, "h:1", 4};
 }
@@ -77,7 +88,7 @@ class NodeActor : public CafDeterministic {
   NodeActor() {
     orch = caf::actor_cast<orchestrator_actor>(sys.spawn(scripted_orchestrator, script));
     events->on_lost = [this](const NodeLostData& d) { seen_by_callback.push_back(d.node_id); };
-    node = sys.spawn(node_actor_impl, orch, events);
+    node = sys.spawn(node_actor_impl, orch, kWhere, events);
     run_jobs();
   }
   ~NodeActor() override {
@@ -135,7 +146,8 @@ TEST_F(NodeActor, NoAnswerByTheDeadlineIsATimeoutNamingIt) {
   EXPECT_FALSE(answer);
   ASSERT_TRUE(fire_next_timer());  // the register request's deadline
   ASSERT_TRUE(answer);
-  EXPECT_TRUE(has(answer->status, Errc::timeout, {"did not answer the registration within 1500 ms"}));
+  EXPECT_TRUE(has(answer->status, Errc::timeout,
+                  {"the orchestrator at " + kWhere + " did not answer the registration within 1500 ms"}));
   EXPECT_EQ(script->registers.size(), 1u);  // no resend
 }
 
@@ -144,10 +156,11 @@ TEST_F(NodeActor, AnOrchestratorLostBeforeItAnswersEndsTheJoinAtOnce) {
   caf::anon_send_exit(orch, caf::exit_reason::kill);
   run_jobs();
   ASSERT_TRUE(answer);
-  EXPECT_TRUE(has(answer->status, Errc::unreachable, {"orchestrator lost", "before it answered"}));
+  EXPECT_TRUE(has(answer->status, Errc::unreachable, {"orchestrator lost: " + kWhere + " went down", "before it answered"}));
   auto lost = events->lost();
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].node_id, NodeEvents::kOrchestrator);
+  EXPECT_TRUE(lost[0].reason.rfind("orchestrator lost: " + kWhere + " went down", 0) == 0) << lost[0].reason;
   EXPECT_EQ(seen_by_callback, std::vector<uint32_t>{NodeEvents::kOrchestrator});
 }
 
@@ -155,8 +168,43 @@ TEST_F(NodeActor, ASecondJoinWhileTheFirstWaitsIsRefused) {
   join();
   join();
   ASSERT_TRUE(answer);
-  EXPECT_TRUE(has(answer->status, Errc::register_twice, {"already joining"}));
+  EXPECT_TRUE(has(answer->status, Errc::register_twice, {"already joining the orchestrator at " + kWhere}));
   EXPECT_EQ(script->registers.size(), 1u);
+}
+
+// A join after the orchestrator is gone: CAF bounces the request (the receiver is down), which is
+// an unreachable orchestrator, named.
+TEST_F(NodeActor, AJoinAfterTheOrchestratorIsGoneIsUnreachableNamingIt) {
+  caf::anon_send_exit(orch, caf::exit_reason::kill);
+  run_jobs();
+  join();
+  ASSERT_TRUE(answer);
+  EXPECT_TRUE(has(answer->status, Errc::unreachable, {"the orchestrator at " + kWhere + " cannot be reached: ",
+                                                      "request_receiver_down"}))
+      << answer->status.to_string();
+}
+
+// The register request failing in any other way is an internal error, named too.
+TEST_F(NodeActor, ARequestThatFailsOtherwiseIsInternalNamingTheOrchestrator) {
+  join();
+  self->send(caf::actor_cast<caf::actor>(orch), fail_atom::value, caf::make_error(caf::sec::unexpected_message));
+  run_jobs();
+  ASSERT_TRUE(answer);
+  EXPECT_TRUE(has(answer->status, Errc::internal, {"registration with the orchestrator at " + kWhere + " failed: ",
+                                                   "unexpected_message"}))
+      << answer->status.to_string();
+}
+
+// The node session maps the failure of its own request to the node actor the same way.
+TEST(JoinError, TimeoutsLostLinksAndTheRestEachHaveTheirCodeAndNameTheAddress) {
+  const auto t = caf::timespan{std::chrono::milliseconds(2500)};
+  EXPECT_EQ(join_error(caf::sec::request_timeout, "h:9", t, "x"),
+            Status(Errc::timeout, "the orchestrator at h:9 did not answer the registration within 2500 ms"));
+  for (auto lost : {caf::sec::request_receiver_down, caf::sec::no_route_to_receiving_node,
+                    caf::sec::cannot_connect_to_node, caf::sec::connection_timeout})
+    EXPECT_EQ(join_error(lost, "h:9", t, "why"), Status(Errc::unreachable, "the orchestrator at h:9 cannot be reached: why"));
+  EXPECT_EQ(join_error(caf::sec::unexpected_message, "h:9", t, "why"),
+            Status(Errc::internal, "registration with the orchestrator at h:9 failed: why"));
 }
 
 TEST_F(NodeActor, NodeLostNoticesReachTheCallbackInOrder) {
@@ -169,9 +217,32 @@ TEST_F(NodeActor, NodeLostNoticesReachTheCallbackInOrder) {
   EXPECT_EQ(lost[0].node_id, 2u);
   EXPECT_EQ(lost[0].reason, "node lost: killed");
   EXPECT_EQ(lost[1].node_id, 0u);
-  EXPECT_EQ(lost[2].node_id, NodeEvents::kOrchestrator);  // a garbled notice blames the orchestrator
-  EXPECT_NE(lost[2].reason.find("garbled notice"), std::string::npos) << lost[2].reason;
-  EXPECT_EQ(seen_by_callback, (std::vector<uint32_t>{2, 0, NodeEvents::kOrchestrator}));
+  EXPECT_EQ(lost[2].node_id, NodeEvents::kGarbledNotice);  // recorded as such, not as a node
+  EXPECT_EQ(lost[2].reason.rfind("garbled NodeLost notice from the orchestrator at " + kWhere + " (", 0), 0u)
+      << lost[2].reason;
+  EXPECT_NE(lost[2].reason.find("a node may be lost, which one is unknown"), std::string::npos) << lost[2].reason;
+  EXPECT_EQ(seen_by_callback, (std::vector<uint32_t>{2, 0, NodeEvents::kGarbledNotice}));
+}
+
+// A garbled notice means the orchestrator's link is not trusted: a join still waiting fails.
+TEST_F(NodeActor, AGarbledNoticeWhileAJoinWaitsEndsTheJoin) {
+  join();
+  self->send(node, node_lost_atom::value, Envelope{{0xBADULL}});
+  run_jobs();
+  ASSERT_TRUE(answer);
+  EXPECT_TRUE(has(answer->status, Errc::unreachable, {"garbled NodeLost notice from the orchestrator at " + kWhere}))
+      << answer->status.to_string();
+  ASSERT_EQ(events->lost().size(), 1u);
+  EXPECT_EQ(events->lost()[0].node_id, NodeEvents::kGarbledNotice);
+}
+
+// What the data plane hears of each event (join_orchestrator passes it to the global client): a
+// node's loss and a garbled notice both fail the ops in flight; the orchestrator's own loss does not.
+TEST(DataPlaneLoss, ANodesLossAndAGarbledNoticeReachTheDataPlaneTheOrchestratorsLossDoesNot) {
+  EXPECT_EQ(data_plane_loss({3, 2, "killed"}), std::optional<std::string>("node 2 lost: killed"));
+  EXPECT_EQ(data_plane_loss({0, NodeEvents::kGarbledNotice, "garbled NodeLost notice from ..."}),
+            std::optional<std::string>("garbled NodeLost notice from ..."));
+  EXPECT_EQ(data_plane_loss({0, NodeEvents::kOrchestrator, "orchestrator lost: h:1 went down"}), std::nullopt);
 }
 
 TEST_F(NodeActor, LeavingTellsTheOrchestratorAndStopsTheNodeActor) {

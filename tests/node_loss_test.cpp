@@ -20,6 +20,7 @@
 #include "actors/runtime_impl.hpp"
 #include "messages/peer_codec.hpp"
 #include "status_matchers.hpp"
+#include "test_events.hpp"
 #include "testkit/process.hpp"
 
 namespace chorus {
@@ -160,6 +161,7 @@ TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
     c.timeout = 20s;
     return c;
   };
+  testing::EventCount entered;  // before the runtimes: node 0's local server raises it
   Runtime nodes[2];
   // Registration blocks until both nodes joined: one thread per node.
   Result<Peer> a = Status(Errc::internal, "not registered"), b = a, c = a;
@@ -176,6 +178,7 @@ TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
   const std::string lost = "node " + std::to_string(there.node_id()) + " lost";
 
   LocalServerCore& core0 = *RuntimeAccess::impl(nodes[0]).core;
+  testing::count_server_entries(nodes[0], entered);  // no op has run yet
   Status first;
   auto returned = std::chrono::steady_clock::now();
   std::thread waiter([&] {
@@ -183,10 +186,9 @@ TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
     first = a->all_reduce(x, ReduceOp::sum);
     returned = std::chrono::steady_clock::now();
   });
-  // Until A's call is in node 0's core, waiting for B (a bounded wait on a condition, no sleep).
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while (core0.pending_ops() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-  ASSERT_EQ(core0.pending_ops(), 1u) << "A's all_reduce never reached the core";
+  // Until A's call is in node 0's core, waiting for B.
+  ASSERT_TRUE(entered.wait_for(1, 10s)) << "A's all_reduce never reached the core";
+  ASSERT_EQ(core0.pending_ops(), 1u);
   const auto cut = std::chrono::steady_clock::now();
   there.cut_off(here.node_id(), "the test cuts the other node off");
   waiter.join();

@@ -27,9 +27,6 @@ TEST(WireCodecGarbled, EmptyEnvelopeIsAnErrorForEveryType) {
   EXPECT_FALSE(decode_peer_only(e, true, err));
   EXPECT_FALSE(err.empty());
   err.clear();
-  EXPECT_FALSE(decode_group(e, err));
-  EXPECT_FALSE(err.empty());
-  err.clear();
   EXPECT_FALSE(decode_node_register_reply(e, err));
   EXPECT_FALSE(err.empty());
 }
@@ -38,7 +35,6 @@ TEST(WireCodecGarbled, EveryTruncationIsAnError) {
   const std::vector<Envelope> valid = {
       encode_register({protocol_version(), 1, rich_config()}),
       encode_peer_only(3, false),
-      encode_group(sample_group()),
       encode_node_register_reply(Status::ok(), sample_reply().topology),
   };
   for (std::size_t m = 0; m < valid.size(); ++m) {
@@ -52,8 +48,7 @@ TEST(WireCodecGarbled, EveryTruncationIsAnError) {
       switch (m) {
         case 0: decoded = decode_register(cut, err).has_value(); break;
         case 1: decoded = decode_peer_only(cut, false, err).has_value(); break;
-        case 2: decoded = decode_group(cut, err).has_value(); break;
-        case 3: decoded = decode_node_register_reply(cut, err).has_value(); break;
+        case 2: decoded = decode_node_register_reply(cut, err).has_value(); break;
       }
       EXPECT_FALSE(decoded) << "message " << m << " truncated to " << len << " words decoded";
       EXPECT_NE(err.find("garbled message"), std::string::npos) << err;
@@ -106,7 +101,7 @@ TEST(WireCodecGarbled, RandomBodiesBehindAValidSegmentTableNeverCrash) {
 TEST(WireCodecGarbled, BitFlipsOfValidMessagesNeverCrash) {
   const std::vector<Envelope> valid = {
       encode_register({protocol_version(), 1, rich_config()}),
-      encode_group(sample_group()),
+      encode_node_register_reply(Status::ok(), sample_reply().topology),
       encode_node_register_reply(Status(Errc::shape_mismatch, "peer 0 has f32[4] but peer 1 has f32[5]")),
   };
   std::mt19937_64 rng(99);
@@ -187,7 +182,7 @@ TEST(WireCodecGarbled, WrongMessageTypeNeverCrashes) {
       encode_register({protocol_version(), 1, rich_config()}),
       encode_peer_only(3, false),
       encode_peer_only(4, true),
-      encode_group(sample_group()),
+      encode_node_register_reply(Status::ok(), sample_reply().topology),
       encode_node_register_reply(Status(Errc::timeout, "peer 2 never called")),
   };
   for (const Envelope& e : all) decode_all(e);

@@ -1,14 +1,16 @@
 // The data plane's poller (transport/poller.hpp) over real loopback TCP connections: a waiting thread
 // reads its own frames (and everyone else's), a word set by another thread wakes a leader that
-// sleeps in epoll, the background thread reads when nobody waits, waiters that do not lead are
+// sleeps in epoll (which /proc tells from a sleep on a futex), the background thread reads when nobody waits, waiters that do not lead are
 // served, frames larger than one pump's budget arrive whole, queued frames keep their order, a
 // closed connection is reported, and after stop() nothing is read.
 #include <gtest/gtest.h>
 
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -80,20 +82,41 @@ FrameHeader data_frame(uint32_t slot, std::size_t bytes) {
   return h;
 }
 
-// Whether thread `tid` of this process is asleep (state S in /proc/self/task/TID/stat).
-bool thread_sleeps(pid_t tid) {
-  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const auto end_of_name = stat.rfind(')');
-  return end_of_name != std::string::npos && end_of_name + 2 < stat.size() && stat[end_of_name + 2] == 'S';
+// What /proc/self/task/TID/FILE says, "" when it cannot be read.
+std::string task_file(pid_t tid, const char* file) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/" + file);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-// Until thread `tid` leads a poller for `w` (w's watcher is set) and is asleep, which it then is
-// only in epoll_wait; false at the deadline. A poll: the thread sleeping is known only to the
-// kernel.
+bool is_epoll_wait(long syscall_nr) {
+#ifdef SYS_epoll_wait  // not on every architecture (aarch64 has only the pwait forms)
+  if (syscall_nr == SYS_epoll_wait) return true;
+#endif
+#ifdef SYS_epoll_pwait2
+  if (syscall_nr == SYS_epoll_pwait2) return true;
+#endif
+  return syscall_nr == SYS_epoll_pwait;
+}
+
+// Whether thread `tid` of this process sleeps in epoll_wait: asleep (state S in stat), and the
+// system call it sleeps in is an epoll wait (syscall) or the kernel function it waits in is
+// epoll's (wchan: ep_poll, or do_epoll_wait on newer kernels). State S alone would also hold for a
+// thread asleep on a futex or a mutex.
+bool sleeps_in_epoll(pid_t tid) {
+  const std::string stat = task_file(tid, "stat");
+  const auto end_of_name = stat.rfind(')');
+  if (end_of_name == std::string::npos || end_of_name + 2 >= stat.size() || stat[end_of_name + 2] != 'S') return false;
+  const std::string call = task_file(tid, "syscall");  // "232 0x3 ..." while blocked in syscall 232
+  if (!call.empty() && std::isdigit(static_cast<unsigned char>(call[0])) && is_epoll_wait(std::stol(call))) return true;
+  const std::string wchan = task_file(tid, "wchan");
+  return wchan == "ep_poll" || wchan == "do_epoll_wait";
+}
+
+// Until thread `tid` leads a poller for `w` (w's watcher is set) and sleeps in epoll_wait; false at
+// the deadline. A poll: where the thread sleeps is known only to the kernel.
 bool sleeps_leading(const WaitWord& w, pid_t tid, Clock::time_point deadline) {
   while (Clock::now() < deadline) {
-    if (w.watcher.load() >= 0 && thread_sleeps(tid)) return true;
+    if (w.watcher.load() >= 0 && sleeps_in_epoll(tid)) return true;
     std::this_thread::yield();
   }
   return false;
@@ -111,6 +134,30 @@ struct PolledPair {
   }
 };
 
+// The check the test below relies on: a thread asleep on a futex (a WaitWord's wait) is asleep,
+// but not in epoll_wait.
+TEST(Poller, ASleepOnAFutexIsNotTakenForASleepInEpoll) {
+  WaitWord word;
+  std::atomic<pid_t> tid{0};
+  std::thread sleeper([&] {
+    tid = gettid();
+    EXPECT_TRUE(word.wait_at_least(1, Clock::now() + 30s));
+  });
+  while (tid.load() == 0) std::this_thread::yield();
+  // Until it sleeps in the futex (after its spin), then the epoll check must say no.
+  const auto until = Clock::now() + 10s;
+  bool in_futex = false;
+  while (!in_futex && Clock::now() < until) {
+    const std::string call = task_file(tid, "syscall");
+    in_futex = !call.empty() && std::isdigit(static_cast<unsigned char>(call[0])) && std::stol(call) == SYS_futex;
+    if (!in_futex) std::this_thread::yield();
+  }
+  EXPECT_TRUE(in_futex) << "the waiting thread never slept on its futex";
+  EXPECT_FALSE(sleeps_in_epoll(tid));
+  word.set(1);
+  sleeper.join();
+}
+
 TEST(Poller, AWaiterReadsItsFramesAndAWordSetElsewhereWakesTheLeader) {
   PolledPair pp;
   auto& [l, sa, sb, a, b, pa, pb] = pp;
@@ -123,7 +170,7 @@ TEST(Poller, AWaiterReadsItsFramesAndAWordSetElsewhereWakesTheLeader) {
   // A word nobody on the network touches, set by another thread while we lead (sleeping in epoll):
   // the set wakes us through the eventfd. Without it the leader would notice only at its next
   // 10 ms look, so the median delay over 21 tries tells the two apart. The setter sets the word
-  // once we lead (the word has our watcher) and sleep.
+  // once we lead (the word has our watcher) and sleep in epoll_wait.
   WaitWord other;
   const pid_t leader = gettid();
   std::vector<Clock::duration> delays;

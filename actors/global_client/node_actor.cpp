@@ -1,5 +1,6 @@
 #include "actors/global_client/node_actor.hpp"
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -32,32 +33,41 @@ struct NodeState {
 
 } // namespace
 
-node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator_actor orch,
+Status join_error(const caf::error& err, const std::string& where, caf::timespan waited, const std::string& rendered) {
+  if (err == caf::sec::request_timeout)
+    return Status(Errc::timeout, "the orchestrator at " + where + " did not answer the registration within " +
+                                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
+                                     " ms");
+  for (auto lost : {caf::sec::request_receiver_down, caf::sec::no_route_to_receiving_node,
+                    caf::sec::cannot_forward_to_invalid_actor, caf::sec::disconnect_during_handshake,
+                    caf::sec::cannot_connect_to_node, caf::sec::remote_linking_failed, caf::sec::socket_disconnected,
+                    caf::sec::connection_timeout})
+    if (err == lost) return Status(Errc::unreachable, "the orchestrator at " + where + " cannot be reached: " + rendered);
+  return Status(Errc::internal, "registration with the orchestrator at " + where + " failed: " + rendered);
+}
+
+node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator_actor orch, std::string where,
                                           std::shared_ptr<NodeEvents> events) {
   auto st = std::make_shared<NodeState>();
   self->monitor(orch);
   // CAF fails no request to a node that is gone (it waits for its timeout): the loss answers the
   // join at once.
-  self->set_down_handler([st, events](caf::down_msg& dm) {
-    const std::string why = "orchestrator lost: " + caf::to_string(dm.reason);
-    st->fail(Status(Errc::unreachable, "the " + why + " before it answered the registration"));
+  self->set_down_handler([st, events, where](caf::down_msg& dm) {
+    const std::string why = "orchestrator lost: " + where + " went down (" + caf::to_string(dm.reason) + ")";
+    st->fail(Status(Errc::unreachable, why + " before it answered the registration"));
     events->add({0, NodeEvents::kOrchestrator, why});
   });
   return {
-      [self, orch, st](join_atom, Envelope& reg, caf::timespan deadline) -> caf::result<Envelope> {
+      [self, orch, st, where](join_atom, Envelope& reg, caf::timespan deadline) -> caf::result<Envelope> {
         if (st->join)
-          return encode_node_register_reply({Errc::register_twice, "this node is already joining"});
+          return encode_node_register_reply(
+              {Errc::register_twice, "this node is already joining the orchestrator at " + where});
         auto rp = self->make_response_promise<Envelope>();
         st->join = rp;
         self->request(orch, deadline, register_atom::value, std::move(reg))
             .then([st](Envelope& reply) { st->answer(std::move(reply)); },
-                  [st, deadline](caf::error& err) {
-                    if (err == caf::sec::request_timeout)
-                      st->fail(Status(Errc::timeout, "the orchestrator did not answer the registration within " +
-                                                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(deadline).count()) +
-                                                         " ms"));
-                    else
-                      st->fail(Status(Errc::unreachable, "registration failed: " + caf::to_string(err)));
+                  [self, st, where, deadline](caf::error& err) {
+                    st->fail(join_error(err, where, deadline, self->system().render(err)));
                   });
         return rp;
       },
@@ -65,10 +75,13 @@ node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator
         self->send(orch, node_leave_atom::value, std::move(leave));
         self->quit();
       },
-      [events](node_lost_atom, const Envelope& e) {
+      [st, events, where](node_lost_atom, const Envelope& e) {
         std::string error;
-        auto d = decode_node_lost(e, error);
-        events->add(d ? *d : NodeLostData{0, NodeEvents::kOrchestrator, "garbled notice from the orchestrator: " + error});
+        if (auto d = decode_node_lost(e, error)) return events->add(*d);
+        const std::string why = "garbled NodeLost notice from the orchestrator at " + where + " (" + error +
+                                "): a node may be lost, which one is unknown";
+        st->fail(Status(Errc::unreachable, why));
+        events->add({0, NodeEvents::kGarbledNotice, why});
       },
   };
 }

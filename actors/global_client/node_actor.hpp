@@ -1,19 +1,22 @@
 // The global client's control side: one actor per node process. It joins the orchestrator's
 // collective for the node (one register request, bounded by the join's deadline), then holds the
 // membership: it monitors the orchestrator, takes its NodeLost notices and leaves when the node is
-// done. Every outcome of a join is a NodeRegisterReply: the orchestrator's, or one the node actor
-// writes itself when no answer came in time or the orchestrator was lost first.
+// done. Every outcome of a join is a NodeRegisterReply: the orchestrator's (passed on as it is), or
+// one the node actor writes itself, naming the orchestrator's address, when no answer came in time,
+// the request failed or the orchestrator was lost first.
 //
 // Messages (payloads are chorus::Envelope, messages/chorus.capnp):
 //   runtime -> node  request (join_atom, NodeRegister, deadline) => NodeRegisterReply
 //   runtime -> node  (node_leave_atom, NodeLeave)   tell the orchestrator, then stop
 //   orch -> node     (node_lost_atom, NodeLost)     a member node died, froze or left uncleanly
+//                                                   (garbled: NodeEvents::kGarbledNotice)
 #pragma once
 #include <caf/all.hpp>
 
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "actors/atoms.hpp"
@@ -33,6 +36,11 @@ using node_actor = node_notice_actor::extend<caf::replies_to<join_atom, Envelope
 struct NodeEvents {
   // The orchestrator's own loss is reported as node id kOrchestrator.
   static constexpr uint32_t kOrchestrator = UINT32_MAX;
+  // A NodeLost notice that could not be decoded, as node id kGarbledNotice. The orchestrator sends
+  // one only when a member node was lost, so some node may be lost (which one is unknown), and a
+  // link that garbles messages is not trusted: it counts as the orchestrator's loss too (a join
+  // still waiting fails).
+  static constexpr uint32_t kGarbledNotice = UINT32_MAX - 1;
   std::function<void(const NodeLostData&)> on_lost;
   void add(NodeLostData d);
   std::vector<NodeLostData> lost() const;
@@ -42,7 +50,13 @@ struct NodeEvents {
   std::vector<NodeLostData> lost_;
 };
 
-node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator_actor orch,
+// `where`: the orchestrator's host:port, named in every failure the node actor writes itself.
+node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator_actor orch, std::string where,
                                           std::shared_ptr<NodeEvents> events);
+
+// What a failed request on the way to the orchestrator at `where` (host:port) means for a join:
+// no answer within `waited` is a timeout, a lost or unreachable link is unreachable, anything else
+// internal. `rendered` is the error as the actor system renders it.
+Status join_error(const caf::error& err, const std::string& where, caf::timespan waited, const std::string& rendered);
 
 } // namespace chorus

@@ -18,27 +18,26 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
   std::shared_ptr<NodeSession> s(new NodeSession);
   s->events_ = std::make_shared<NodeEvents>();
   s->events_->on_lost = std::move(on_lost);
-  s->node_ = sys.spawn(node_actor_impl, *orch, s->events_);
+  s->node_ = sys.spawn(node_actor_impl, *orch, where, s->events_);
   Status status;
   caf::scoped_actor self{sys};
   // The node actor answers every join by its deadline (with the orchestrator's reply or its own);
-  // this wait has a little slack on top.
-  self->request(s->node_, timeout + std::chrono::milliseconds(500), join_atom::value, encode_node_register(reg),
-                caf::timespan{timeout})
+  // this wait has a little slack on top. A rejection is passed on as the orchestrator words it
+  // (every node of a collective reports the same one); what this node writes names the address.
+  const auto waited = timeout + std::chrono::milliseconds(500);
+  self->request(s->node_, waited, join_atom::value, encode_node_register(reg), caf::timespan{timeout})
       .receive(
           [&](Envelope& reply) {
             std::string error;
             auto d = decode_node_register_reply(reply, error);
             if (!d)
-              status = Status(Errc::internal, "orchestrator reply: " + error);
+              status = Status(Errc::internal, "garbled registration reply from the orchestrator at " + where + ": " + error);
             else if (!d->status)
               status = d->status;
             else
               s->topology_ = std::move(d->topology);
           },
-          [&](caf::error& err) {
-            status = Status(Errc::internal, "the node actor did not answer the join: " + sys.render(err));
-          });
+          [&](caf::error& err) { status = join_error(err, where, waited, sys.render(err)); });
   if (!status) {
     s->left_ = true;
     caf::anon_send_exit(s->node_, caf::exit_reason::user_shutdown);

@@ -29,7 +29,8 @@ class NodeSession {
   NodeSession& operator=(const NodeSession&) = delete;
 
   const TopologyData& topology() const { return topology_; }
-  // NodeLost notices received so far (and the orchestrator's own loss, as NodeEvents::kOrchestrator).
+  // NodeLost notices received so far (and the orchestrator's own loss, as NodeEvents::kOrchestrator;
+  // a garbled notice, as NodeEvents::kGarbledNotice).
   std::vector<NodeLostData> lost() const { return events_->lost(); }
   // Tells the orchestrator this node leaves the collective and stops the node actor. Idempotent.
   void leave();

@@ -7,6 +7,12 @@
 
 namespace chorus {
 
+std::optional<std::string> data_plane_loss(const NodeLostData& d) {
+  if (d.node_id == NodeEvents::kOrchestrator) return std::nullopt;
+  if (d.node_id == NodeEvents::kGarbledNotice) return d.reason;
+  return "node " + std::to_string(d.node_id) + " lost: " + d.reason;
+}
+
 Status join_orchestrator(const Config& config, caf::actor_system& sys, const std::string& host, uint16_t port,
                          const NodeRegisterData& reg, Clock::time_point deadline,
                          std::function<void(uint32_t, const std::string&)> on_node_lost, OrchestratorLink& link) {
@@ -17,8 +23,7 @@ Status join_orchestrator(const Config& config, caf::actor_system& sys, const std
     return Status(Errc::unreachable, "cannot reach the orchestrator at " + config.orchestrator_address + ": " + s.message());
   ::close(probe);
   auto on_lost = [on_node_lost = std::move(on_node_lost)](const NodeLostData& d) {
-    if (d.node_id == NodeEvents::kOrchestrator) return;
-    on_node_lost(d.node_id, "node " + std::to_string(d.node_id) + " lost: " + d.reason);
+    if (auto why = data_plane_loss(d)) on_node_lost(d.node_id, *why);
   };
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   auto session = NodeSession::join(sys, host, port, reg, std::max(left, std::chrono::milliseconds(1)), on_lost);

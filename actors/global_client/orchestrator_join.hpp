@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <chorus/config.hpp>
@@ -24,8 +25,14 @@ struct OrchestratorLink {
 
 // Registers `reg` with the orchestrator at config.orchestrator_address (host:port, already split
 // into `host` and `port`) before the deadline, from a node actor spawned in `sys` (configured for
-// remoting: actors/remoting.hpp), and fills `link`. on_node_lost(node, why): a NodeLost notice for
-// another node (the orchestrator's own loss is not one), on the node actor's thread.
+// remoting: actors/remoting.hpp), and fills `link`. on_node_lost(node, why): what the data plane
+// hears of the node actor's events (data_plane_loss), on the node actor's thread.
+// What the data plane hears of one of the node actor's events: a member node's loss ("node K lost:
+// ..."), or a garbled notice (its reason: some node may be lost, so every op in flight fails rather
+// than wait out its timeout); nullopt for the orchestrator's own loss, which ops between the nodes
+// survive.
+std::optional<std::string> data_plane_loss(const NodeLostData& d);
+
 Status join_orchestrator(const Config& config, caf::actor_system& sys, const std::string& host, uint16_t port,
                          const NodeRegisterData& reg, Clock::time_point deadline,
                          std::function<void(uint32_t, const std::string&)> on_node_lost, OrchestratorLink& link);

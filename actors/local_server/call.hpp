@@ -1,7 +1,7 @@
-// A request to the local server: the op request itself (a plain struct: it never leaves the
-// process) or the encoded control message, and what travels beside it: the caller's buffers (shared by
-// reference, never copied) and the reply slot the local server fills directly, so a blocking peer
-// thread wakes without going through the actor scheduler.
+// A request to the local server: an op or group request (plain structs: they never leave the
+// process) or the encoded control message, and what travels beside it: the caller's buffers
+// (shared by reference, never copied) and the reply slot the local server fills directly, so a
+// blocking peer thread wakes without going through the actor scheduler.
 #pragma once
 #include <memory>
 
@@ -37,8 +37,9 @@ struct Reply {
 
 // One request to the local server and its in-process side-car.
 struct Call {
-  OpRequestData op;  // on_op
-  Envelope message;  // the control messages (register, finish, reset, group)
+  OpRequestData op;        // on_op
+  GroupRequestData group;  // on_group
+  Envelope message;        // the control messages (register, finish, reset)
   Tensor input;    // what the caller sends (may be undefined)
   Tensor output;   // where the caller receives (may be undefined: in place, or allocated later)
   std::shared_ptr<Reply> reply = std::make_shared<Reply>();

@@ -1,8 +1,10 @@
-// One peer's call of an op, as the local server sees it. It never leaves the process: the peer
-// thread hands it to the server's core directly, so it is a plain struct, not a message.
+// One peer's call of an op, or its request to create or destroy a group, as the local server sees
+// it. Neither leaves the process: the peer thread hands it to the server's core directly, so each
+// is a plain struct, not a message.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <chorus/tensor.hpp>
 #include <chorus/types.hpp>
@@ -31,6 +33,15 @@ struct OpRequestData {
   bool root_from_data = false;
   uint64_t epoch = 0;
   uint32_t rank = 0;  // the caller's rank in the op's group, set by the server
+};
+
+// Create a group (every member sends the same member list) or release one (destroy).
+struct GroupRequestData {
+  uint32_t peer = 0;
+  uint64_t epoch = 0;             // the registration generation (as in OpRequestData)
+  std::vector<uint32_t> members;  // global peer ids; rank i in the group is members[i]
+  bool destroy = false;
+  uint32_t group = 0;             // destroy: the group to release
 };
 
 } // namespace chorus

@@ -2,6 +2,7 @@
 // peer has finished, the collective is over and a new one may register.
 #include "actors/peer/run_op.hpp"
 #include "actors/runtime_impl.hpp"
+#include "messages/peer_codec.hpp"
 
 namespace chorus {
 

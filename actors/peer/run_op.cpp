@@ -51,7 +51,7 @@ std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& s
   g.peer = s.id;
   g.epoch = s.epoch;
   Call call;
-  call.message = encode_group(g);
+  call.group = std::move(g);
   auto reply = call.reply;
   status = s.rt->submit_group(call, s.config.timeout, s.config.num_devices);
   return reply;

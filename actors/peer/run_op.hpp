@@ -9,7 +9,6 @@
 #include <chorus/peer.hpp>
 #include "actors/local_server/call.hpp"
 #include "actors/peer/peer_state.hpp"
-#include "messages/peer_codec.hpp"
 
 namespace chorus::peer_impl {
 

@@ -1,5 +1,6 @@
 #include "testkit/process.hpp"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -30,10 +31,28 @@ std::string sibling(const std::string& name) {
   return self.substr(0, self.rfind('/')) + "/" + name;
 }
 
+namespace {
+
+void close_pair(int (&fds)[2]) {
+  for (int& fd : fds)
+    if (fd >= 0) close(fd), fd = -1;
+}
+
+} // namespace
+
 Child spawn(const std::string& path, const std::vector<std::string>& args, Output output,
-            const std::vector<std::string>& env) {
+            const std::vector<std::string>& env, Input input) {
   int fds[2] = {-1, -1};
+  // The parent's end of stdin is close-on-exec: no later child may hold it, or closing it here
+  // would not reach this child as an end of file.
+  int ins[2] = {-1, -1};
   if (output != Output::inherit && pipe(fds) != 0) return {};
+  if (input == Input::pipe && pipe2(ins, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close_pair(fds);
+    errno = e;
+    return {};
+  }
   // Buffered output would otherwise reach the terminal after the child's.
   std::fflush(stdout);
   std::fflush(stderr);
@@ -41,7 +60,8 @@ Child spawn(const std::string& path, const std::vector<std::string>& args, Outpu
   const pid_t pid = fork();
   if (pid < 0) {
     const int e = errno;
-    if (fds[0] >= 0) close(fds[0]), close(fds[1]);
+    close_pair(fds);
+    close_pair(ins);
     errno = e;
     return {};
   }
@@ -54,6 +74,7 @@ Child spawn(const std::string& path, const std::vector<std::string>& args, Outpu
       close(fds[0]);
       close(fds[1]);
     }
+    if (ins[0] >= 0) dup2(ins[0], STDIN_FILENO);  // dup2 clears close-on-exec; both pipe ends go at exec
     for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> argv{const_cast<char*>(path.c_str())};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -63,7 +84,8 @@ Child spawn(const std::string& path, const std::vector<std::string>& args, Outpu
     _exit(127);
   }
   if (fds[1] >= 0) close(fds[1]);
-  return {pid, fds[0]};
+  if (ins[0] >= 0) close(ins[0]);
+  return {pid, fds[0], ins[1]};
 }
 
 namespace {
@@ -80,35 +102,38 @@ int exit_fd(pid_t pid) {
 
 } // namespace
 
-std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
-  const int fd = exit_fd(pid);
-  std::optional<int> result;
-  int status = 0;
-  for (;;) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      result = status;
-      break;
-    }
-    if (r < 0 && errno != EINTR) {
-      result = -1;
-      break;
+std::optional<Exit> wait_any(const std::vector<pid_t>& pids, Clock::time_point deadline) {
+  std::vector<pollfd> exits;
+  for (pid_t pid : pids) exits.push_back({exit_fd(pid), POLLIN, 0});
+  const bool every_fd = std::all_of(exits.begin(), exits.end(), [](const pollfd& p) { return p.fd >= 0; });
+  std::optional<Exit> result;
+  while (!result) {
+    for (std::size_t i = 0; i < pids.size() && !result; ++i) {
+      int status = 0;
+      const pid_t r = waitpid(pids[i], &status, WNOHANG);
+      if (r == pids[i]) result = Exit{i, status};
+      else if (r < 0 && errno != EINTR) result = Exit{i, -1};
     }
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) break;
-    if (fd >= 0) {
-      // Sleeps until the child exits (its pidfd turns readable) or the deadline.
-      pollfd p{fd, POLLIN, 0};
-      poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
+    if (result || left.count() <= 0) break;
+    if (every_fd) {
+      // Sleeps until a child exits (its pidfd turns readable) or the deadline.
+      poll(exits.data(), exits.size(), static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
     } else {
       // No pidfd (an old kernel): nothing signals the exit of a child another thread may also
       // wait for (SIGCHLD goes to the process), so look again in 10 ms.
       std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(10)));
     }
   }
-  if (fd >= 0) close(fd);
+  for (const pollfd& p : exits)
+    if (p.fd >= 0) close(p.fd);
   return result;
+}
+
+std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds limit) {
+  const auto exit = wait_any({pid}, Clock::now() + limit);
+  if (!exit) return std::nullopt;
+  return exit->status;
 }
 
 int wait_or_kill(pid_t pid, std::chrono::milliseconds limit) {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,19 +19,31 @@ std::string sibling(const std::string& name);
 
 // Where a child's stdout (and stderr) go.
 enum class Output { inherit, pipe, pipe_with_stderr };
+// Where a child's stdin comes from: ours, or a pipe whose write end the parent holds (closing it
+// is an end of file the child can wait for: a word from the parent, such as "you may exit now").
+enum class Input { inherit, pipe };
 
 struct Child {
   pid_t pid = -1;  // -1: fork or pipe failed (errno says why)
   int out = -1;    // the read end of the child's output with Output::pipe*, else -1
+  int in = -1;     // the write end of the child's stdin with Input::pipe (close-on-exec), else -1
 };
 
 // Forks and runs `path` with `args` (argv[0] is `path`) and the extra environment `env`
-// ("NAME=value" entries). The child is killed when the *thread* that started it ends
+// ("NAME=value" entries); its stdin per `input`. The child is killed when the *thread* that started it ends
 // (PR_SET_PDEATHSIG), so nothing outlives a crashed parent: start children from a thread that
 // outlives them. When exec fails the child says why on stderr and exits with status 127.
 Child spawn(const std::string& path, const std::vector<std::string>& args, Output output = Output::inherit,
-            const std::vector<std::string>& env = {});
+            const std::vector<std::string>& env = {}, Input input = Input::inherit);
 
+// Waits until `deadline` for the first of `pids` (children of this process) to exit, sleeping on
+// their pidfds: which one (an index into `pids`) and its wait status (-1: it could not be waited
+// for), or nullopt while they all still run.
+struct Exit {
+  std::size_t index = 0;
+  int status = -1;
+};
+std::optional<Exit> wait_any(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point deadline);
 // Waits up to `limit` for `pid` to exit: its wait status, or nullopt while it still runs.
 std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds limit);
 // The same, but a child still running after `limit` is killed: its wait status, or -1.
