@@ -94,7 +94,7 @@ TEST_F(CoreTest, EveryWaitingRequestCarriesItsOwnTimer) {
   auto r0 = op(all_reduce_req(0, 0));
   auto s = op(p2p(OpKind::send, 0, 1, f32(4)));
   Call call;
-  call.message = encode_group({2, g_epoch.load(), {0, 2}});
+  call.group = GroupRequestData{2, g_epoch.load(), {0, 2}};
   auto g = call.reply;
   core->on_group(std::move(call));
   ASSERT_FALSE(is_done(*r0) || is_done(*s) || is_done(*g)) << "each one waits for another peer";
