@@ -17,11 +17,18 @@ Status join_orchestrator(const Config& config, caf::actor_system& sys, const std
                          const NodeRegisterData& reg, Clock::time_point deadline,
                          std::function<void(uint32_t, const std::string&)> on_node_lost, OrchestratorLink& link) {
   // The orchestrator is reached with CAF remoting; probe it first so an unreachable host fails
-  // within our timeout rather than the operating system's.
+  // within our timeout rather than the operating system's. The probe stays open until the join is
+  // answered: CAF 0.17's BASP broker handles a closed connection late, by its handle, which is the
+  // socket's number; closed at once, the probe's number goes to the next connection the
+  // orchestrator accepts (ours, or another node's) and the late cleanup drops that connection's
+  // route, so its register arrives without a sender and is never answered.
   int probe = -1;
   if (auto s = tcp_connect(host, port, deadline, probe); !s.is_ok())
     return Status(Errc::unreachable, "cannot reach the orchestrator at " + config.orchestrator_address + ": " + s.message());
-  ::close(probe);
+  struct CloseLater {
+    int fd;
+    ~CloseLater() { ::close(fd); }
+  } close_probe{probe};
   auto on_lost = [on_node_lost = std::move(on_node_lost)](const NodeLostData& d) {
     if (auto why = data_plane_loss(d)) on_node_lost(d.node_id, *why);
   };
