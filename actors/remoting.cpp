@@ -15,6 +15,9 @@ void load_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds hear
     cfg.set("middleman.connection-timeout", caf::timespan{silence.count() > 0 ? silence : heartbeat * 4});
   }
   if (tls.enabled()) {
+    // Names the wrappers, so every executable that loads TLS remoting links them.
+    static const bool wrapped = tls_calls_clear_error_queue();
+    (void)wrapped;
     cfg.openssl_certificate = tls.certificate;
     cfg.openssl_key = tls.key;
     cfg.openssl_cafile = tls.ca;

@@ -31,10 +31,13 @@ void configure_remoting(caf::actor_system_config& cfg,
                         const TlsFiles& tls = {}, std::chrono::milliseconds silence = std::chrono::milliseconds{0});
 // A node's link to the orchestrator: heartbeats often (the orchestrator drops a node silent for 4
 // of its own intervals, 800 ms at --heartbeat-ms 200, and a loaded machine must not look frozen),
-// and a frozen orchestrator noticed after 2 s of silence (the daemon's interval is not known here).
+// and a frozen orchestrator noticed after 10 s of silence (the daemon's interval is not known here).
 inline constexpr std::chrono::milliseconds kNodeHeartbeat{100};
 inline constexpr std::chrono::milliseconds kNodeLinkSilence{10000};
 
+// Whether the TLS calls CAF makes go through chorus's wrappers, which clear OpenSSL's error queue
+// first (actors/openssl_error_queue.cpp): true where chorus is linked into the executable.
+bool tls_calls_clear_error_queue();
 // Whether `sys` was configured with TLS.
 bool uses_tls(caf::actor_system& sys);
 // What is wrong with `sys` for talking to an orchestrator with `tls` (no middleman, chorus's
