@@ -1,5 +1,8 @@
 #include "actors/global_client/node_session.hpp"
 
+#include <algorithm>
+#include <thread>
+
 namespace chorus {
 
 Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, const std::string& host,
@@ -7,7 +10,18 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
                                                        std::chrono::milliseconds timeout,
                                                        std::function<void(const NodeLostData&)> on_lost) {
   const std::string where = host + ":" + std::to_string(port);
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
   auto orch = connect_remote<orchestrator_actor>(sys, host, port);
+  // CAF 0.17 starts a connecting side's silence clock at zero: a BASP heartbeat tick that falls
+  // between our handshake and the orchestrator's drops the new connection as silent
+  // (connection_timeout) although nothing was wrong. Such a connection is tried again, after a
+  // pause that lets the orchestrator finish with the one that was dropped.
+  for (auto pause = std::chrono::milliseconds(50);
+       !orch && orch.error() == caf::sec::connection_timeout && std::chrono::steady_clock::now() + pause < give_up;
+       pause = std::min(pause * 2, std::chrono::milliseconds(400))) {
+    std::this_thread::sleep_for(pause);
+    orch = connect_remote<orchestrator_actor>(sys, host, port);
+  }
   if (!orch) {
     const bool other_interface = orch.error() == caf::sec::unexpected_actor_messaging_interface;
     return Status(other_interface ? Errc::version_mismatch : Errc::unreachable,
@@ -19,6 +33,8 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
   s->events_ = std::make_shared<NodeEvents>();
   s->events_->on_lost = std::move(on_lost);
   s->node_ = sys.spawn(node_actor_impl, *orch, where, s->events_);
+  timeout = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now()),
+                     std::chrono::milliseconds(1));
   Status status;
   caf::scoped_actor self{sys};
   // The node actor answers every join by its deadline (with the orchestrator's reply or its own);
