@@ -64,7 +64,6 @@ Status too_many_dims(const Tensor& in) {
   return {Errc::invalid_argument, "tensor " + in.describe() + " has more than " + std::to_string(kMaxDims) + " dimensions"};
 }
 
-
 // Every peer learns every peer's header (and so the largest payload to pad to). A peer with too
 // many dimensions (ndim -1) or whose GPU tensor could not be staged (`staged` not ok, ndim -2)
 // still joins the exchange, so every peer fails together instead of the others waiting for it.
@@ -86,34 +85,40 @@ Status exchange_headers(Peer& p, const Tensor& in, Tensor& hs, std::size_t& max_
   return check_headers(hv, n, max_bytes);
 }
 
+// What both variable-size gathers begin with: the input in host memory (GPU tensors are gathered
+// through it; the results are host tensors) and every peer's header, from every peer.
+struct Exchanged {
+  Tensor in;
+  Tensor headers;
+  std::size_t max_bytes = 0;
+  const int64_t* header_words() const { return headers.data_as<int64_t>(); }
+};
+
+Status stage_and_exchange(Peer& p, const Tensor& gin, Exchanged& x) {
+  const Status staged = stage_to_host(gin, x.in);
+  return exchange_headers(p, x.in, x.headers, x.max_bytes, staged);
+}
+
 } // namespace
 
 Result<std::vector<Tensor>> Peer::all_gather_v(const Tensor& gin) {
-  Tensor in;  // GPU tensors are gathered through host memory; the results are host tensors
-  const Status staged = stage_to_host(gin, in);
-  Tensor hs;
-  std::size_t max_bytes = 0;
-  if (auto s = exchange_headers(*this, in, hs, max_bytes, staged); !s) return s;
+  Exchanged x;
+  if (auto s = stage_and_exchange(*this, gin, x); !s) return s;
   const uint32_t n = size();
-  const int64_t* hv = hs.data_as<int64_t>();
-  Tensor all = Tensor::zeros(DType::u8, {static_cast<int64_t>(n * max_bytes)});
-  if (auto s = all_gather(padded_bytes(in, max_bytes), all); !s) return s;
-  return unpack(hv, all.data_as<uint8_t>(), n, max_bytes);
+  Tensor all = Tensor::zeros(DType::u8, {static_cast<int64_t>(n * x.max_bytes)});
+  if (auto s = all_gather(padded_bytes(x.in, x.max_bytes), all); !s) return s;
+  return unpack(x.header_words(), all.data_as<uint8_t>(), n, x.max_bytes);
 }
 
 Result<std::vector<Tensor>> Peer::gather_v(const Tensor& gin, PeerId root) {
-  Tensor in;  // GPU tensors are gathered through host memory; the results are host tensors
-  const Status staged = stage_to_host(gin, in);
   // Every peer needs the largest size to pad to, so the headers go to everyone.
-  Tensor hs;
-  std::size_t max_bytes = 0;
-  if (auto s = exchange_headers(*this, in, hs, max_bytes, staged); !s) return s;
+  Exchanged x;
+  if (auto s = stage_and_exchange(*this, gin, x); !s) return s;
   const uint32_t n = size();
-  const int64_t* hv = hs.data_as<int64_t>();
-  Tensor all = Tensor::zeros(DType::u8, {static_cast<int64_t>(rank() == root ? n * max_bytes : 0)});
-  if (auto s = gather(padded_bytes(in, max_bytes), all, root); !s) return s;
+  Tensor all = Tensor::zeros(DType::u8, {static_cast<int64_t>(rank() == root ? n * x.max_bytes : 0)});
+  if (auto s = gather(padded_bytes(x.in, x.max_bytes), all, root); !s) return s;
   if (rank() != root) return std::vector<Tensor>{};
-  return unpack(hv, all.data_as<uint8_t>(), n, max_bytes);
+  return unpack(x.header_words(), all.data_as<uint8_t>(), n, x.max_bytes);
 }
 
 Result<std::vector<std::string>> Peer::all_gather_object(const std::string& mine) {
