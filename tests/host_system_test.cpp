@@ -10,9 +10,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include <chorus/chorus.hpp>
 #include <chorus/peer_actor.hpp>
+#include "actors/orchestrator/orchestrator.hpp"
 #include "actors/runtime_impl.hpp"
+#include "orchestrator_fixtures.hpp"
 #include "peer_harness.hpp"
 #include "status_matchers.hpp"
 
@@ -250,6 +254,42 @@ TEST(OwnSystem, AFailedJoinFailsEveryRegistrationOfTheNodeAlike) {
   auto second = rt.register_peer(1, c);
   EXPECT_EQ(second.status(), first.status());
   EXPECT_EQ(impl.global, nullptr);
+}
+
+// Two registrations of one node at once: the first joins for the node, the second waits for that
+// join and gets its outcome (here a timeout: the other node never comes), and the orchestrator
+// hears one register request.
+TEST(OwnSystem, ARegistrationWhileTheNodeJoinsGetsThatJoinsOutcome) {
+  testing::System orch_sys;
+  auto orch = orch_sys->spawn(orchestrator, OrchestratorCore::Options{2, "", 30s, {}});
+  auto port = orch_sys->middleman().publish(orch, 0, "127.0.0.1", true);
+  ASSERT_TRUE(port) << orch_sys->render(port.error());
+  Config c = multi_node(*port);
+  c.num_devices = 2;
+  c.timeout = 2000ms;  // how long the first registration's join waits for the absent node
+  Runtime rt;
+  RuntimeImpl& impl = RuntimeAccess::impl(rt);
+  Status first;
+  std::thread joiner([&] { first = rt.register_peer(0, c).status(); });
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  auto joining = [&] {
+    std::lock_guard<std::mutex> lk(impl.global_mu);
+    return impl.joining && !impl.join_outcome;
+  };
+  while (!joining() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  ASSERT_TRUE(joining()) << "the first registration never began the node's join";
+  const Status second = rt.register_peer(1, c).status();
+  joiner.join();
+  EXPECT_TRUE(has(first, Errc::timeout, {"did not answer the registration"}));
+  EXPECT_EQ(second, first);
+  caf::scoped_actor self{*orch_sys};
+  self->request(orch, 5s, caf::get_atom::value)
+      .receive([](uint64_t, uint64_t registered, bool complete) {
+                 EXPECT_EQ(registered, 1u) << "one register request for the node";
+                 EXPECT_FALSE(complete);
+               },
+               [](caf::error& e) { ADD_FAILURE() << to_string(e); });
+  caf::anon_send_exit(orch, caf::exit_reason::user_shutdown);
 }
 
 } // namespace
