@@ -15,10 +15,23 @@ namespace {
 constexpr std::size_t kMaxPayload = std::size_t{1} << 40;  // larger is a garbled header
 constexpr std::size_t kReadPiece = std::size_t{1} << 20;   // progress is reported at least this often
 constexpr std::size_t kIn = std::size_t{64} << 10;         // small frames are read in batches this big
+
+// The contiguous bytes at offset `at` (< t.total()) of a ticket's preamble, header, prefix, payload.
+std::size_t ticket_span(const SendTicket& t, std::size_t at, const char*& p) {
+  const std::size_t pre = t.prefix.size();
+  const char* base[] = {t.preamble.data(), reinterpret_cast<const char*>(&t.header), t.prefix.data(),
+                        reinterpret_cast<const char*>(t.payload)};
+  const std::size_t len[] = {t.preamble.size(), sizeof(FrameHeader), pre, t.header.bytes - pre};
+  std::size_t i = 0;
+  while (at >= len[i]) at -= len[i++];  // at < total: ends within the payload at the latest
+  p = base[i] + at;
+  return len[i] - at;
+}
 } // namespace
 
-TcpConnection::TcpConnection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls)
-    : Connection(node), fd_(fd), sink_(sink), tls_(std::move(tls)), in_(kIn), hole_(kIn) {
+TcpConnection::TcpConnection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls,
+                             std::unique_ptr<ShmChannel> shm)
+    : Connection(node), fd_(fd), sink_(sink), tls_(std::move(tls)), shm_(std::move(shm)), in_(kIn), hole_(kIn) {
   // Named so that profiles and debuggers tell the data plane's threads apart.
   writer_ = std::thread([this] {
     pthread_setname_np(pthread_self(), ("chorus-wr" + std::to_string(this->node())).c_str());
@@ -95,6 +108,7 @@ void TcpConnection::push_locked(std::unique_lock<std::mutex>& lk) {
 }
 
 bool TcpConnection::write_ticket(SendTicket& t, bool wait) {
+  if (shm_) return write_ticket_shm(t, wait);
   if (tls_) return write_ticket_tls(t, wait);
   // On the wire: the preamble (whole frames), the header, the prefix (if any), the payload.
   const std::size_t amble = t.preamble.size(), pre = t.prefix.size();
@@ -137,18 +151,8 @@ bool TcpConnection::write_ticket_tls(SendTicket& t, bool wait) {
   // stays in the ticket for the writer thread.
   constexpr std::size_t kPiece = std::size_t{64} << 10;   // plaintext encrypted per lock
   constexpr std::size_t kRecord = std::size_t{16} << 10;  // TLS's largest record
-  const std::size_t amble = t.preamble.size(), pre = t.prefix.size();
   const std::size_t total = t.total();
-  // The contiguous plaintext at offset `at` of preamble, header, prefix, payload.
-  auto span = [&](std::size_t at, const char*& p) -> std::size_t {
-    const char* base[] = {t.preamble.data(), reinterpret_cast<const char*>(&t.header), t.prefix.data(),
-                          reinterpret_cast<const char*>(t.payload)};
-    const std::size_t len[] = {amble, sizeof(FrameHeader), pre, t.header.bytes - pre};
-    std::size_t i = 0;
-    while (at >= len[i]) at -= len[i++];  // at < total: ends within the payload at the latest
-    p = base[i] + at;
-    return len[i] - at;
-  };
+  auto span = [&](std::size_t at, const char*& p) { return ticket_span(t, at, p); };
   for (;;) {
     while (t.staged_sent < t.staged.size()) {
       ssize_t r = ::send(fd_, t.staged.data() + t.staged_sent, t.staged.size() - t.staged_sent,
@@ -186,12 +190,30 @@ bool TcpConnection::write_ticket_tls(SendTicket& t, bool wait) {
   }
 }
 
+bool TcpConnection::write_ticket_shm(SendTicket& t, bool wait) {
+  // The same bytes as write_ticket, copied into the ring; when it is full an inline send leaves
+  // the rest to the writer thread, which waits for the reader to make room.
+  const std::size_t total = t.total();
+  while (t.sent < total) {
+    const char* p = nullptr;
+    const std::size_t n = ticket_span(t, t.sent, p);
+    const std::size_t k = shm_->write_some(p, n);
+    t.sent += k;
+    if (k < n) {
+      if (!wait) return true;
+      if (!shm_->wait_for_room(Clock::now() + std::chrono::hours(24))) return false;
+    }
+  }
+  return true;
+}
+
 void TcpConnection::kill() {
   std::deque<std::shared_ptr<SendTicket>> failed;
   {
     std::lock_guard<std::mutex> lk(mu_);
     stopping_ = true;
     if (!dead_.exchange(true)) shutdown(fd_, SHUT_RDWR);
+    if (shm_) shm_->close();
     failed.swap(queue_);
   }
   cv_.notify_all();
@@ -223,6 +245,7 @@ void TcpConnection::writer_loop() {
 }
 
 ssize_t TcpConnection::read_some(std::byte* p, std::size_t n) {
+  if (shm_) return shm_->read_some(p, n);
   if (!tls_) return recv(fd_, p, n, MSG_DONTWAIT);
   // Under TLS: the plaintext of every whole record that has arrived, decrypted straight into p.
   // Returns short only when the socket has nothing more, so epoll (on the socket) still tells

@@ -1,5 +1,6 @@
 // A Connection (transport/connection.hpp) over one TCP socket, TLS-encrypted when it has a
-// TlsChannel. Sends: a writer thread drains a queue of frames, so a peer thread hands over a send
+// TlsChannel; between two processes of one host its bytes go through a ShmChannel's rings instead
+// (transport/shm/), the socket then only saying when to wake and when the other side is gone. Sends: a writer thread drains a queue of frames, so a peer thread hands over a send
 // and goes on reducing what arrives meanwhile (sending, receiving and reducing overlap); small
 // frames are written by the sending thread itself when the line is free. Receives: pump() reads
 // the socket without blocking (under TLS, decrypts every whole record that has arrived).
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "transport/connection.hpp"
+#include "transport/shm/shm_channel.hpp"
 #include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
@@ -24,7 +26,8 @@ class TcpConnection final : public Connection {
  public:
   // Takes ownership of a connected socket (and of its TLS session, if any: then every byte is
   // encrypted). Starts the writer thread; reading is pump()'s.
-  TcpConnection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls = nullptr);
+  TcpConnection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls = nullptr,
+                std::unique_ptr<ShmChannel> shm = nullptr);
   ~TcpConnection() override;
 
   std::shared_ptr<SendTicket> send(std::shared_ptr<SendTicket> t) override;
@@ -49,10 +52,12 @@ class TcpConnection final : public Connection {
   // False on a broken connection.
   bool write_ticket(SendTicket& t, bool wait);
   bool write_ticket_tls(SendTicket& t, bool wait);
+  bool write_ticket_shm(SendTicket& t, bool wait);
 
   int fd_;
   FrameSink* sink_;
   std::unique_ptr<TlsChannel> tls_;  // null: plain TCP
+  std::unique_ptr<ShmChannel> shm_;  // set: the bytes go through shared memory
   // The queue and the flags below; never held while writing or encrypting, and nothing else is
   // locked under it (callers may hold their own locks when they queue(): it comes after them).
   std::mutex mu_;
@@ -79,6 +84,11 @@ class TcpConnection final : public Connection {
 inline std::unique_ptr<Connection> tcp_connection(int fd, uint32_t node, FrameSink* sink,
                                                   std::unique_ptr<TlsChannel> tls = nullptr) {
   return std::make_unique<TcpConnection>(fd, node, sink, std::move(tls));
+}
+// And for two processes of one host, once their socket's hello is done and the segment agreed.
+inline std::unique_ptr<Connection> shm_connection(int fd, uint32_t node, FrameSink* sink,
+                                                  std::unique_ptr<ShmChannel> shm) {
+  return std::make_unique<TcpConnection>(fd, node, sink, nullptr, std::move(shm));
 }
 
 } // namespace chorus

@@ -1,0 +1,167 @@
+// The shared-memory path between two processes of one host (transport/shm/), here within one
+// process over a socket pair: the segment is offered and attached as between processes (through
+// /proc/PID/fd), frames of every size go both ways at once through rings far smaller than the
+// largest frame and arrive intact; a wrong collective or token is declined and the socket carries
+// the bytes; the other side's end (orderly or not) reaches the reader; nothing is left in /dev/shm.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tls_harness.hpp"
+#include "transport/poller.hpp"
+#include "transport/shm/shm_channel.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace testing;
+
+// Small rings (64 KiB), so that large frames wrap them many times and writers wait for room.
+const bool kSmallRings = [] {
+  setenv("CHORUS_SHM_RING_KIB", "64", 1);
+  return true;
+}();
+
+std::set<std::string> dev_shm() {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) names.insert(e.path().filename());
+  return names;
+}
+
+struct Channels {
+  int a = -1, b = -1;  // a offered, b attached
+  std::unique_ptr<ShmChannel> offered, attached;
+  std::string declined;
+};
+
+Channels agree(uint64_t token_a, uint64_t token_b) {
+  Channels c;
+  int sv[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  c.a = sv[0];
+  c.b = sv[1];
+  const auto deadline = Clock::now() + 10s;
+  std::thread offerer([&] {
+    auto r = ShmChannel::offer(c.a, nullptr, 7, token_a, deadline);
+    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+    if (r) c.offered = std::move(*r);
+  });
+  auto r = ShmChannel::accept(c.b, nullptr, 7, token_b, deadline, c.declined);
+  EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+  if (r) c.attached = std::move(*r);
+  offerer.join();
+  return c;
+}
+
+TEST(ShmTransport, FramesOfEverySizeGoBothWaysIntact) {
+  const auto before = dev_shm();
+  ASSERT_TRUE(kSmallRings);
+  EXPECT_EQ(ShmChannel::ring_bytes(), std::size_t{64} << 10);
+  Channels ch = agree(42, 42);
+  ASSERT_TRUE(ch.offered && ch.attached) << ch.declined;
+  Sink sink_a, sink_b;
+  auto a = shm_connection(ch.a, 1, &sink_a, std::move(ch.offered));
+  auto b = shm_connection(ch.b, 0, &sink_b, std::move(ch.attached));
+  Poller poll_a, poll_b;
+  poll_a.start({a.get()});
+  poll_b.start({b.get()});
+  std::vector<std::string> keep;
+  keep.reserve(8);
+  std::vector<std::vector<std::pair<uint32_t, std::string>>> sent(2);
+  std::vector<std::shared_ptr<SendTicket>> tickets;
+  for (int dir = 0; dir < 2; ++dir) {
+    Connection& c = dir == 0 ? *a : *b;
+    const uint32_t seed = 100 * dir;
+    FrameHeader h;
+    h.type = FrameType::data;
+    h.slot = 0;
+    tickets.push_back(c.send(SendTicket::owning(h, {})));
+    sent[dir].push_back({0, {}});
+    keep.push_back(pattern((3u << 20) + 5, seed + 1));  // 48 times the ring
+    h.slot = 1;
+    h.bytes = keep.back().size();
+    tickets.push_back(c.send(SendTicket::of(h, reinterpret_cast<const std::byte*>(keep.back().data()))));
+    sent[dir].push_back({1, keep.back()});
+    keep.push_back(pattern(100 << 10, seed + 2));
+    h.slot = 2;
+    tickets.push_back(c.send(SendTicket::prefixed(h, "prefix", reinterpret_cast<const std::byte*>(keep.back().data()),
+                                                  keep.back().size())));
+    sent[dir].push_back({2, "prefix" + keep.back()});
+    for (uint32_t i = 0; i < 300; ++i) {
+      h.slot = 10 + i;
+      std::string small = pattern(1 + (i * 37) % 1500, seed + 10 + i);
+      tickets.push_back(c.send(SendTicket::owning(h, small)));
+      sent[dir].push_back({h.slot, small});
+    }
+  }
+  EXPECT_TRUE(sink_b.wait_frames(sent[0].size(), 20s)) << "a -> b: not every frame arrived";
+  EXPECT_TRUE(sink_a.wait_frames(sent[1].size(), 20s)) << "b -> a: not every frame arrived";
+  for (auto& t : tickets) EXPECT_TRUE(t->done.wait_at_least(1, Clock::now() + 5s) && t->done.value.load() == 1);
+  for (int dir = 0; dir < 2; ++dir) {
+    auto got = (dir == 0 ? sink_b : sink_a).frames();
+    EXPECT_EQ(got.size(), sent[dir].size());
+    for (const auto& [slot, bytes] : sent[dir]) {
+      auto it = got.find(slot);
+      ASSERT_NE(it, got.end()) << "direction " << dir << " slot " << slot;
+      EXPECT_TRUE(it->second.complete && !it->second.failed);
+      ASSERT_EQ(it->second.h.bytes, bytes.size()) << "direction " << dir << " slot " << slot;
+      EXPECT_TRUE(bytes_of(it->second.data, bytes.size()) == bytes) << "direction " << dir << " slot " << slot;
+    }
+  }
+  // An orderly close reaches the other side as such.
+  a->close();
+  EXPECT_TRUE(sink_b.wait_closed(5s));
+  EXPECT_TRUE(sink_b.orderly());
+  poll_a.stop();
+  poll_b.stop();
+  EXPECT_EQ(dev_shm(), before) << "a segment was left in /dev/shm";
+}
+
+TEST(ShmTransport, AKilledSideEndsTheOthersReadingAndItsWaitingWriter) {
+  Channels ch = agree(5, 5);
+  ASSERT_TRUE(ch.offered && ch.attached) << ch.declined;
+  Sink sink_a, sink_b;
+  auto a = shm_connection(ch.a, 1, &sink_a, std::move(ch.offered));
+  auto b = shm_connection(ch.b, 0, &sink_b, std::move(ch.attached));
+  Poller poll_a;
+  poll_a.start({a.get()});  // nobody reads b: a's writer fills the ring and waits for room
+  std::string big = pattern(1 << 20, 3);
+  FrameHeader h;
+  h.slot = 1;
+  h.bytes = big.size();
+  auto t = a->send(SendTicket::of(h, reinterpret_cast<const std::byte*>(big.data())));
+  EXPECT_FALSE(t->done.wait_at_least(1, Clock::now() + 50ms)) << "1 MiB cannot fit a 64 KiB ring unread";
+  b->kill();  // the other side ends without a bye
+  EXPECT_TRUE(sink_a.wait_closed(5s)) << "a's reader never heard that b ended";
+  EXPECT_FALSE(sink_a.orderly());
+  EXPECT_TRUE(t->done.wait_at_least(2, Clock::now() + 5s)) << "the waiting writer never let go";
+  poll_a.stop();
+}
+
+TEST(ShmTransport, AWrongTokenIsDeclinedAndTheSocketStillWorks) {
+  Channels ch = agree(1, 2);
+  EXPECT_FALSE(ch.offered);
+  EXPECT_FALSE(ch.attached);
+  EXPECT_NE(ch.declined.find("not this collective's"), std::string::npos) << ch.declined;
+  // Both sides go on over the socket.
+  const char ping[] = "ping";
+  ASSERT_EQ(::send(ch.a, ping, 4, 0), 4);
+  char got[4];
+  ASSERT_EQ(::recv(ch.b, got, 4, MSG_WAITALL), 4);
+  EXPECT_EQ(std::string(got, 4), "ping");
+  ::close(ch.a);
+  ::close(ch.b);
+}
+
+} // namespace
+} // namespace chorus

@@ -1,0 +1,239 @@
+#include "transport/shm/shm_channel.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "transport/socket.hpp"
+
+namespace chorus {
+
+// One direction. Each word on a cache line of its own: the writer owns head, the reader tail.
+struct ShmChannel::Ring {
+  alignas(64) std::atomic<uint64_t> head{0};            // bytes written so far
+  alignas(64) std::atomic<uint64_t> tail{0};            // bytes read so far
+  alignas(64) std::atomic<uint32_t> reader_sleeps{0};   // 1: the reader waits in epoll for a byte
+  alignas(64) std::atomic<uint32_t> writer_sleeps{0};   // 1: the writer waits on `room` for space
+  std::atomic<uint32_t> room{0};                        // futex word, raised when space is freed
+};
+
+struct ShmChannel::Segment {
+  static constexpr uint64_t kMagic = 0x43484f52534d3031;  // "CHORSM01"
+  uint64_t magic;
+  uint64_t collective;
+  uint64_t token;
+  uint64_t capacity;  // of each ring
+  alignas(64) Ring to_joiner;   // the creator writes, the joiner reads
+  alignas(64) Ring to_creator;  // the joiner writes, the creator reads
+  // Then the bytes: to_joiner's, then to_creator's.
+  static std::size_t bytes(std::size_t cap) { return sizeof(Segment) + 2 * cap; }
+};
+
+namespace {
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "the rings' words must be lock-free to be shared between processes");
+
+// What the creator sends after the hello, and the answer.
+struct Offer {
+  uint64_t magic = ShmChannel::Segment::kMagic;
+  int64_t pid = 0;
+  int64_t fd = 0;
+  uint64_t bytes = 0;
+};
+
+void futex_wait(std::atomic<uint32_t>* w, uint32_t seen, std::chrono::nanoseconds for_at_most) {
+  timespec ts{static_cast<time_t>(for_at_most.count() / 1000000000), static_cast<long>(for_at_most.count() % 1000000000)};
+  // Shared (not FUTEX_PRIVATE): the word lives in memory mapped by two processes.
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>* w) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
+
+Status send_on(int fd, TlsChannel* tls, const void* p, std::size_t n, Clock::time_point deadline) {
+  return tls ? tls->write_all(fd, p, n, deadline) : write_exact(fd, p, n, deadline);
+}
+
+Status recv_on(int fd, TlsChannel* tls, void* p, std::size_t n, Clock::time_point deadline) {
+  return tls ? tls->read_exact(fd, p, n, deadline) : read_exact(fd, p, n, deadline);
+}
+
+} // namespace
+
+std::size_t ShmChannel::ring_bytes() {
+  static const std::size_t bytes = [] {
+    std::size_t kib = 4096;
+    if (const char* e = std::getenv("CHORUS_SHM_RING_KIB")) kib = std::max<std::size_t>(64, std::strtoull(e, nullptr, 10));
+    return kib << 10;
+  }();
+  return bytes;
+}
+
+ShmChannel::ShmChannel(int fd, int memfd, void* base, std::size_t bytes, bool creator)
+    : fd_(fd), memfd_(memfd), base_(base), bytes_(bytes) {
+  auto* seg = static_cast<Segment*>(base);
+  cap_ = seg->capacity;
+  std::byte* data = static_cast<std::byte*>(base) + sizeof(Segment);
+  out_ = creator ? &seg->to_joiner : &seg->to_creator;
+  in_ = creator ? &seg->to_creator : &seg->to_joiner;
+  out_data_ = creator ? data : data + cap_;
+  in_data_ = creator ? data + cap_ : data;
+}
+
+ShmChannel::~ShmChannel() {
+  munmap(base_, bytes_);
+  ::close(memfd_);
+}
+
+Result<std::unique_ptr<ShmChannel>> ShmChannel::offer(int fd, TlsChannel* tls, uint64_t collective, uint64_t token,
+                                                       Clock::time_point deadline) {
+  const std::size_t cap = ring_bytes(), bytes = Segment::bytes(cap);
+  const int memfd = memfd_create("chorus-shm", MFD_CLOEXEC);
+  if (memfd < 0) return Status(Errc::internal, std::string("memfd_create: ") + std::strerror(errno));
+  void* base = MAP_FAILED;
+  if (ftruncate(memfd, static_cast<off_t>(bytes)) == 0)
+    base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (base == MAP_FAILED) {
+    const std::string why = std::strerror(errno);
+    ::close(memfd);
+    return Status(Errc::internal, "shared memory for a data connection (" + std::to_string(bytes >> 20) + " MiB): " + why);
+  }
+  auto* seg = new (base) Segment{};
+  seg->collective = collective;
+  seg->token = token;
+  seg->capacity = cap;
+  seg->magic = Segment::kMagic;
+  std::unique_ptr<ShmChannel> ch(new ShmChannel(fd, memfd, base, bytes, /*creator=*/true));
+  Offer o;
+  o.pid = getpid();
+  o.fd = memfd;
+  o.bytes = bytes;
+  if (auto s = send_on(fd, tls, &o, sizeof o, deadline); !s.is_ok()) return s;
+  uint8_t answer = 0;
+  if (auto s = recv_on(fd, tls, &answer, 1, deadline); !s.is_ok()) return s;
+  if (answer != 1) return std::unique_ptr<ShmChannel>{};
+  return ch;
+}
+
+Result<std::unique_ptr<ShmChannel>> ShmChannel::accept(int fd, TlsChannel* tls, uint64_t collective, uint64_t token,
+                                                        Clock::time_point deadline, std::string& why) {
+  Offer o;
+  if (auto s = recv_on(fd, tls, &o, sizeof o, deadline); !s.is_ok()) return s;
+  auto decline = [&](std::string reason) -> Result<std::unique_ptr<ShmChannel>> {
+    why = std::move(reason);
+    const uint8_t no = 0;
+    if (auto s = send_on(fd, tls, &no, 1, deadline); !s.is_ok()) return s;
+    return std::unique_ptr<ShmChannel>{};
+  };
+  if (o.magic != Segment::kMagic || o.bytes < sizeof(Segment) || o.bytes > (std::size_t{1} << 34))
+    return decline("a garbled shared-memory offer");
+  const std::string path = "/proc/" + std::to_string(o.pid) + "/fd/" + std::to_string(o.fd);
+  const int memfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (memfd < 0) return decline("cannot open the other process's segment (" + path + "): " + std::strerror(errno));
+  void* base = mmap(nullptr, o.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (base == MAP_FAILED) {
+    ::close(memfd);
+    return decline(std::string("cannot map the other process's segment: ") + std::strerror(errno));
+  }
+  auto* seg = static_cast<Segment*>(base);
+  if (seg->magic != Segment::kMagic || seg->collective != collective || seg->token != token ||
+      Segment::bytes(seg->capacity) != o.bytes) {
+    munmap(base, o.bytes);
+    ::close(memfd);
+    return decline("the offered segment is not this collective's");
+  }
+  std::unique_ptr<ShmChannel> ch(new ShmChannel(fd, memfd, base, o.bytes, /*creator=*/false));
+  const uint8_t yes = 1;
+  if (auto s = send_on(fd, tls, &yes, 1, deadline); !s.is_ok()) return s;
+  return ch;
+}
+
+std::size_t ShmChannel::write_some(const void* p, std::size_t n) {
+  const uint64_t head = out_->head.load(std::memory_order_relaxed);
+  const uint64_t tail = out_->tail.load(std::memory_order_acquire);
+  const std::size_t k = std::min<std::size_t>(n, cap_ - static_cast<std::size_t>(head - tail));
+  if (k == 0) return 0;
+  const std::size_t at = static_cast<std::size_t>(head % cap_), first = std::min(k, cap_ - at);
+  std::memcpy(out_data_ + at, p, first);
+  std::memcpy(out_data_, static_cast<const std::byte*>(p) + first, k - first);
+  // seq_cst store, then seq_cst load of the reader's flag: either it sees these bytes after
+  // saying it sleeps, or we see that it sleeps and wake it.
+  out_->head.store(head + k, std::memory_order_seq_cst);
+  if (out_->reader_sleeps.load(std::memory_order_seq_cst) != 0 && out_->reader_sleeps.exchange(0) != 0) {
+    const char wake = 'w';
+    [[maybe_unused]] ssize_t r = ::send(fd_, &wake, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  return k;
+}
+
+bool ShmChannel::wait_for_room(Clock::time_point until) {
+  constexpr auto kSlice = std::chrono::milliseconds(10);  // a kill is noticed within this
+  while (!closed_.load()) {
+    const uint32_t seen = out_->room.load(std::memory_order_seq_cst);
+    out_->writer_sleeps.store(1, std::memory_order_seq_cst);
+    const uint64_t head = out_->head.load(std::memory_order_relaxed);
+    if (head - out_->tail.load(std::memory_order_seq_cst) < cap_) return true;
+    const auto now = Clock::now();
+    if (now >= until) return false;
+    futex_wait(&out_->room, seen, std::min<Clock::duration>(until - now, kSlice));
+  }
+  return false;
+}
+
+long ShmChannel::read_some(void* p, std::size_t n) {
+  std::size_t got = 0;
+  for (;;) {
+    const uint64_t tail = in_->tail.load(std::memory_order_relaxed);
+    const uint64_t head = in_->head.load(std::memory_order_acquire);
+    const std::size_t k = std::min<std::size_t>(n - got, static_cast<std::size_t>(head - tail));
+    if (k > 0) {
+      std::byte* to = static_cast<std::byte*>(p) + got;
+      const std::size_t at = static_cast<std::size_t>(tail % cap_), first = std::min(k, cap_ - at);
+      std::memcpy(to, in_data_ + at, first);
+      std::memcpy(to + first, in_data_, k - first);
+      in_->tail.store(tail + k, std::memory_order_seq_cst);
+      if (in_->writer_sleeps.load(std::memory_order_seq_cst) != 0 && in_->writer_sleeps.exchange(0) != 0) {
+        in_->room.fetch_add(1, std::memory_order_seq_cst);
+        futex_wake(&in_->room);
+      }
+      got += k;
+      if (got == n) return static_cast<long>(got);
+      continue;
+    }
+    // The ring is empty. With nothing read yet: take the wake-up bytes off the socket, whose end is
+    // the other process's end (after the bytes it wrote before it, hence the second look).
+    if (got == 0) {
+      if (peer_gone_) return 0;
+      char drain[64];
+      const ssize_t r = ::recv(fd_, drain, sizeof drain, MSG_DONTWAIT);
+      if (r > 0 || (r < 0 && errno == EINTR)) continue;
+      if (r == 0) {
+        peer_gone_ = true;
+        continue;
+      }
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    }
+    // Tell the writer to wake us through the socket before the caller takes this for "nothing
+    // more": either it sees the flag, or we see its bytes now.
+    in_->reader_sleeps.store(1, std::memory_order_seq_cst);
+    if (in_->head.load(std::memory_order_seq_cst) != tail) {
+      in_->reader_sleeps.store(0, std::memory_order_relaxed);
+      continue;
+    }
+    if (got > 0) return static_cast<long>(got);
+    errno = EAGAIN;
+    return -1;
+  }
+}
+
+} // namespace chorus

@@ -1,0 +1,73 @@
+// The bytes of a data connection between two processes of one host, through shared memory: two
+// single-producer single-consumer rings (one per direction) in an anonymous segment (memfd), so
+// nothing is left in /dev/shm or the file system after any exit, SIGKILL included.
+// The pair's socket stays open beside the rings: it says when the other process is gone (a ring
+// cannot tell that its writer died) and carries wake-ups, one byte, written only when the reader
+// sleeps in epoll. A writer that finds the ring full sleeps on a futex in the segment, woken by the
+// reader only when it said it sleeps; so the fast path makes no system call.
+// The segment's creator (the node that accepted the connection) offers it over the socket as its
+// pid and descriptor number; the other opens /proc/PID/fd/N (same user, same PID namespace),
+// checks the collective and token written in it, and answers. Refused (other user, another PID
+// namespace), both stay on the socket.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <chorus/result.hpp>
+#include "core/wait.hpp"
+#include "transport/tls/tls_channel.hpp"
+
+namespace chorus {
+
+class ShmChannel {
+ public:
+  // The rings' capacity per direction (CHORUS_SHM_RING_KIB overrides, 64 KiB at least).
+  static std::size_t ring_bytes();
+
+  // The creator: a new segment for the collective, offered over `fd` (through `tls` when the
+  // socket has it) once the pair's hello is done. A null channel: the other side declined, and the
+  // socket carries the bytes.
+  static Result<std::unique_ptr<ShmChannel>> offer(int fd, TlsChannel* tls, uint64_t collective, uint64_t token,
+                                                   Clock::time_point deadline);
+  // The other side: reads the offer and attaches, or declines when it cannot (null channel, the
+  // reason in `why`).
+  static Result<std::unique_ptr<ShmChannel>> accept(int fd, TlsChannel* tls, uint64_t collective, uint64_t token,
+                                                    Clock::time_point deadline, std::string& why);
+  ~ShmChannel();
+  ShmChannel(const ShmChannel&) = delete;
+  ShmChannel& operator=(const ShmChannel&) = delete;
+
+  // Copies up to n bytes into the outgoing ring; returns how many fit (0 when full). Wakes the
+  // reader (a byte on the socket) when it sleeps.
+  std::size_t write_some(const void* p, std::size_t n);
+  // Waits (bounded, in slices) until the outgoing ring has room; false when closed or at `until`.
+  bool wait_for_room(Clock::time_point until);
+  // Reads what the incoming ring holds (up to n) without blocking, like recv(MSG_DONTWAIT): > 0
+  // bytes; 0 when the other side is gone and the ring is empty; -1 with errno EAGAIN when nothing
+  // is there, after telling the writer to wake us through the socket.
+  long read_some(void* p, std::size_t n);
+  // Ends waits for room (the connection was killed).
+  void close() { closed_.store(true); }
+
+  struct Ring;      // one direction's control words and bytes (in the segment)
+  struct Segment;   // the segment's layout
+
+ private:
+  ShmChannel(int fd, int memfd, void* base, std::size_t bytes, bool creator);
+  int fd_;      // the pair's socket (not owned)
+  int memfd_;   // the segment (owned)
+  void* base_;  // its mapping
+  std::size_t bytes_;
+  Ring* out_;
+  Ring* in_;
+  std::byte* out_data_;
+  std::byte* in_data_;
+  std::size_t cap_;
+  std::atomic<bool> closed_{false};
+  bool peer_gone_ = false;  // the socket ended (reader only)
+};
+
+} // namespace chorus
