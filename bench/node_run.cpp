@@ -130,6 +130,7 @@ int run_node(const Options& o, const std::vector<std::size_t>& sizes) {
   cfg.orchestrator_address = o.orchestrator;
   cfg.node_address = o.node_address;
   cfg.secret = o.secret;
+  cfg.host_transport = o.transport;
   cfg.tls_certificate = o.tls_cert;  // the nodes' own --tls-* flags (the launcher passes its own on)
   cfg.tls_key = o.tls_key;
   cfg.tls_ca = o.tls_ca;

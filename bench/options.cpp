@@ -145,6 +145,9 @@ std::string usage(std::string_view program) {
     "  --node-address H   with --orchestrator: where this node listens for the other nodes' data\n"
     "                     connections, HOST or HOST:PORT (an address they can reach; no port or\n"
     "                     port 0: a free one)\n"
+    "  --transport T      between node processes of one host: auto (shared memory; the default) or\n"
+    "                     network (their sockets, as between hosts: measures the network path on one\n"
+    "                     machine)\n"
     "  --secret S         the orchestrator's shared secret (default: the CHORUS_SECRET environment\n"
     "                     variable; the launcher makes a random one for its own orchestrator)\n"
     "  --tls-cert F       TLS (PEM files, all three together): this node's certificate, its key and\n"
@@ -196,7 +199,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     static constexpr std::string_view known[] = {
         "--op", "--peers", "--dtype", "--redop", "--strategy", "-b", "--minbytes", "-e", "--maxbytes",
         "-f", "--stepfactor", "-n", "--iters", "-w", "--warmup_iters", "--root", "-c", "--check",
-        "--timeout-ms", "--device", "--gpus", "--group", "--nodes", "--orchestrator", "--node-address", "--secret",
+        "--timeout-ms", "--device", "--gpus", "--group", "--nodes", "--orchestrator", "--node-address", "--secret", "--transport",
         "--tls-cert", "--tls-key", "--tls-ca"};
     if (std::find(std::begin(known), std::end(known), flag) == std::end(known))
       return fail("unknown flag " + std::string(args[i]));
@@ -288,6 +291,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
       o.node_address = vs;
     } else if (flag == "--secret") {
       o.secret = vs;
+    } else if (flag == "--transport") {
+      if (vs != "auto" && vs != "network") return fail("--transport " + vs + ": expected auto or network");
+      o.transport = vs == "auto" ? HostTransport::automatic : HostTransport::network;
     } else if (flag == "--tls-cert" || flag == "--tls-key" || flag == "--tls-ca") {
       if (vs.empty()) return fail(f + " needs a file");
       (flag == "--tls-cert" ? o.tls_cert : flag == "--tls-key" ? o.tls_key : o.tls_ca) = vs;

@@ -7,6 +7,7 @@
 #include <vector>
 #include <string_view>
 
+#include <chorus/config.hpp>
 #include <chorus/strategy.hpp>
 #include <chorus/tensor.hpp>
 #include <chorus/types.hpp>
@@ -53,6 +54,8 @@ struct Options {
   std::string orchestrator;  // HOST:PORT of a running chorus-orchestrator
   std::string node_address;  // host this node's data connections listen on
   std::string secret;        // --secret, or CHORUS_SECRET; empty: none
+  // --transport: between node processes of one host, shared memory (auto) or the sockets (network).
+  HostTransport transport = HostTransport::automatic;
   // TLS (all three or none): the control channel and every data connection between nodes; the
   // launcher gives the same files to its orchestrator and its nodes.
   std::string tls_cert, tls_key, tls_ca;

@@ -44,6 +44,14 @@ Status Config::validate() const {
   return Status::ok();
 }
 
+std::string_view to_string(HostTransport t) {
+  switch (t) {
+    case HostTransport::automatic: return "automatic";
+    case HostTransport::network: return "network";
+  }
+  return "unknown";
+}
+
 std::string Config::first_difference(const Config& o) const {
   auto num = [](const char* f, auto a, auto b) {
     return std::string(f) + " (" + std::to_string(a) + " vs " + std::to_string(b) + ")";
@@ -64,6 +72,8 @@ std::string Config::first_difference(const Config& o) const {
     if (!(global[k] == o.global[k]))
       return "global strategy for " + std::string(to_string(static_cast<OpKind>(k))) + " (" +
              to_string(global[k]) + " vs " + to_string(o.global[k]) + ")";
+  if (host_transport != o.host_transport)
+    return "host_transport (" + std::string(to_string(host_transport)) + " vs " + std::string(to_string(o.host_transport)) + ")";
   return {};
 }
 

@@ -8,7 +8,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("chorus::wire");
 
-const protocolVersion :UInt32 = 1;
+const protocolVersion :UInt32 = 2;  # 2: host identity, host transport, shared memory between processes of a host
 
 enum DType { f16 @0; bf16 @1; f32 @2; f64 @3; i8 @4; u8 @5; i32 @6; i64 @7; }
 enum ReduceOp { sum @0; prod @1; min @2; max @3; avg @4; band @5; bor @6; bxor @7; }
@@ -36,6 +36,8 @@ struct Config {
   orchestratorAddress @6 :Text;          # host:port of the orchestrator (multi-node only)
   nodeAddress @7 :Text;                  # host:port this node's data plane listens on (multi-node only)
   globalStrategies @8 :List(StrategyChoice);  # indexed by OpKind, inter-node level
+  hostTransport @9 :UInt8;               # chorus::HostTransport: 0 automatic (shared memory within
+                                         # a host), 1 network (sockets even within a host)
 }
 
 # Peer -> local server: join the collective.
@@ -63,6 +65,8 @@ struct NodeRegister {
   numPeers @3 :UInt32;         # peers hosted by this node (>= 1; may differ between nodes)
   dataAddress @4 :Text;        # host:port this node's data plane listens on
   hardwareThreads @5 :UInt32;  # of the node's machine (every node then judges crowding alike)
+  hostKey @6 :Text;            # which host the node is on (boot id, network namespace, host name):
+                               # nodes with the same key share memory
 }
 
 # One node of the topology, indexed by node id.
@@ -71,6 +75,8 @@ struct NodeInfo {
   peerOffset @1 :UInt32;       # global id of this node's first peer (sum of numPeers before it)
   dataAddress @2 :Text;
   hardwareThreads @3 :UInt32;  # as the node registered it
+  host @4 :UInt32;             # the node's host: nodes with equal host keys share a number (0, 1, ...
+                               # in the order of their first node)
 }
 
 # What every node learns once the collective is complete.

@@ -20,6 +20,7 @@ Envelope encode_node_register(const NodeRegisterData& r) {
   b.setNumPeers(r.num_peers);
   b.setDataAddress(r.data_address);
   b.setHardwareThreads(r.hardware_threads);
+  b.setHostKey(r.host_key);
   return seal(mb);
 }
 
@@ -32,6 +33,7 @@ std::optional<NodeRegisterData> decode_node_register(const Envelope& e, std::str
     d.num_peers = m.getNumPeers();
     d.data_address = m.getDataAddress();
     d.hardware_threads = m.getHardwareThreads();
+    d.host_key = m.getHostKey();
     capnp::MallocMessageBuilder mb;
     auto b = mb.initRoot<wire::RegisterRequest>();
     b.setProtocolVersion(d.protocol_version);
@@ -63,6 +65,7 @@ Envelope encode_node_register_reply(const Status& s, const TopologyData& t) {
       nodes[i].setPeerOffset(t.nodes[i].peer_offset);
       nodes[i].setDataAddress(t.nodes[i].data_address);
       nodes[i].setHardwareThreads(t.nodes[i].hardware_threads);
+      nodes[i].setHost(t.nodes[i].host);
     }
   }
   return seal(mb);
@@ -84,9 +87,12 @@ std::optional<NodeRegisterReplyData> decode_node_register_reply(const Envelope& 
       d.topology.total_peers = t.getTotalPeers();
       d.topology.token = t.getToken();
       for (auto n : t.getNodes())
-        d.topology.nodes.push_back({n.getNumPeers(), n.getPeerOffset(), n.getDataAddress(), n.getHardwareThreads()});
+        d.topology.nodes.push_back({n.getNumPeers(), n.getPeerOffset(), n.getDataAddress(), n.getHardwareThreads(),
+                                    n.getHost()});
       if (d.topology.nodes.size() != d.topology.num_nodes || d.topology.node_id >= d.topology.num_nodes)
         throw std::runtime_error("inconsistent topology");
+      for (const auto& n : d.topology.nodes)
+        if (n.host >= d.topology.num_nodes) throw std::runtime_error("inconsistent topology (host number)");
     }
     return d;
   });

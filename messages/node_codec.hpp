@@ -20,6 +20,7 @@ struct NodeRegisterData {
   uint32_t num_peers = 0;
   std::string data_address;
   uint32_t hardware_threads = 0;
+  std::string host_key;  // which host the node is on (transport/host_identity.hpp)
 };
 
 struct NodeEntry {
@@ -27,6 +28,7 @@ struct NodeEntry {
   uint32_t peer_offset = 0;
   std::string data_address;
   uint32_t hardware_threads = 0;  // of the node's machine
+  uint32_t host = 0;              // nodes on one host share it (0, 1, ... by first node)
   bool operator==(const NodeEntry&) const = default;
 };
 

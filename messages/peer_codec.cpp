@@ -54,6 +54,7 @@ void put_config(wire::Config::Builder b, const Config& c) {
   b.setOrchestratorAddress(c.orchestrator_address);
   b.setNodeAddress(c.node_address);
   put_choices(b.initGlobalStrategies(num_collective_kinds), c.global);
+  b.setHostTransport(static_cast<uint8_t>(c.host_transport));
 }
 
 Config get_config(wire::Config::Reader r) {
@@ -67,6 +68,7 @@ Config get_config(wire::Config::Reader r) {
   c.orchestrator_address = r.getOrchestratorAddress();
   c.node_address = r.getNodeAddress();
   get_choices(r.getGlobalStrategies(), c.global);
+  c.host_transport = enum_in_range<HostTransport>(r.getHostTransport(), 1, "host_transport");
   return c;
 }
 

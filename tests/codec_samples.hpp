@@ -37,6 +37,7 @@ inline Config rich_config() {
   c.num_nodes = 3;
   c.orchestrator_address = "orchestrator.example:7000";
   c.node_address = "node-2.example:7100";
+  c.host_transport = HostTransport::network;
   return c;
 }
 
@@ -52,6 +53,7 @@ inline void expect_same_config(const Config& a, const Config& b) {
   EXPECT_EQ(a.num_nodes, b.num_nodes);
   EXPECT_EQ(a.orchestrator_address, b.orchestrator_address);
   EXPECT_EQ(a.node_address, b.node_address);
+  EXPECT_EQ(a.host_transport, b.host_transport);
 }
 
 inline NodeRegisterReplyData sample_reply() {

@@ -109,7 +109,7 @@ TEST_F(OrchestratorActor, AnswersEveryNodeOnceTheLastIsIn) {
     EXPECT_EQ(r.topology.num_nodes, 2u);
     EXPECT_EQ(r.topology.total_peers, 4u);
     EXPECT_EQ(r.topology.token, 42u);
-    EXPECT_EQ(r.topology.nodes, (std::vector<NodeEntry>{{3, 0, "h:1", 4}, {1, 3, "h:2", 4}}));
+    EXPECT_EQ(r.topology.nodes, (std::vector<NodeEntry>{{3, 0, "h:1", 4, 0}, {1, 3, "h:2", 4, 1}}));
   }
   EXPECT_EQ(la->replies[0].topology.node_id, 0u);
   EXPECT_EQ(lb->replies[0].topology.node_id, 1u);

@@ -18,6 +18,8 @@ TEST(OrchestratorCodec, RegisterRoundTrips) {
   auto r = reg(3, 2, "10.0.0.1:5000");
   r.config.auto_tree_arity = 5;
   r.config.global[2] = StrategyChoice{};
+  r.config.host_transport = HostTransport::network;
+  r.host_key = "boot:1b2c net:net:[4026531840] name:n1";
   std::string error;
   auto d = decode_node_register(encode_node_register(r), error);
   ASSERT_TRUE(d) << error;
@@ -25,11 +27,17 @@ TEST(OrchestratorCodec, RegisterRoundTrips) {
   EXPECT_EQ(d->secret, "s3");
   EXPECT_EQ(d->num_peers, 2u);
   EXPECT_EQ(d->data_address, "10.0.0.1:5000");
+  EXPECT_EQ(d->host_key, r.host_key);
   EXPECT_EQ(d->config.first_difference(r.config), "");
+  EXPECT_EQ(d->config.host_transport, HostTransport::network);
+  // Nodes that disagree on it are told which field.
+  Config other = r.config;
+  other.host_transport = HostTransport::automatic;
+  EXPECT_EQ(other.first_difference(r.config), "host_transport (automatic vs network)");
 }
 
 TEST(OrchestratorCodec, ReplyLeaveLostRoundTrip) {
-  TopologyData t{7, 1, 2, 5, {{2, 0, "a:1"}, {3, 2, "b:2"}}};
+  TopologyData t{7, 1, 2, 5, {{2, 0, "a:1", 8, 0}, {3, 2, "b:2", 8, 1}}};
   std::string error;
   auto ok = decode_node_register_reply(encode_node_register_reply(Status::ok(), t), error);
   ASSERT_TRUE(ok) << error;

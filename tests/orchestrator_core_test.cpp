@@ -22,19 +22,24 @@ Core make_core(uint32_t nodes = 3) { return Core({nodes, "s3", 1000ms, {}}); }
 
 TEST(OrchestratorCore, AdmitsInArrivalOrderWithUnevenPeers) {
   auto core = make_core(3);
-  auto a = core.on_register(10, reg(3, 1, "h:1"));
+  // Nodes 0 and 2 are on one host, node 1 on another: hosts are numbered by their first node.
+  auto on_host = [](NodeRegisterData r, const char* key) {
+    r.host_key = key;
+    return r;
+  };
+  auto a = core.on_register(10, on_host(reg(3, 1, "h:1"), "boot:A"));
   EXPECT_TRUE(a.replies.empty());
   EXPECT_EQ(a.watch, (std::vector<Core::NodeKey>{10}));
   ASSERT_TRUE(a.timer);  // the admission deadline starts with the first node
   EXPECT_EQ(a.timer->second, 1000ms);
-  auto b = core.on_register(20, reg(3, 3, "h:2"));
+  auto b = core.on_register(20, on_host(reg(3, 3, "h:2"), "boot:B"));
   EXPECT_TRUE(b.replies.empty());
   EXPECT_FALSE(b.timer);
   EXPECT_FALSE(core.complete());
-  auto c = core.on_register(30, reg(3, 2, "h:3"));
+  auto c = core.on_register(30, on_host(reg(3, 2, "h:3"), "boot:A"));
   EXPECT_TRUE(core.complete());
   ASSERT_EQ(c.replies.size(), 3u);
-  std::vector<NodeEntry> nodes{{1, 0, "h:1"}, {3, 1, "h:2"}, {2, 4, "h:3"}};
+  std::vector<NodeEntry> nodes{{1, 0, "h:1", 0, 0}, {3, 1, "h:2", 0, 1}, {2, 4, "h:3", 0, 0}};
   for (uint32_t i = 0; i < 3; ++i) {
     const auto& r = c.replies[i];
     EXPECT_EQ(r.to, (i + 1) * 10u);
@@ -136,7 +141,8 @@ TEST(OrchestratorCore, NodeLostBeforeCompletionFreesItsSlot) {
   ASSERT_EQ(fx.replies.size(), 3u);
   EXPECT_EQ(fx.replies[0].to, 2u);
   EXPECT_EQ(fx.replies[0].topology.nodes,
-            (std::vector<NodeEntry>{{2, 0, "h:2"}, {1, 2, "h:1"}, {3, 3, "h:5"}}));
+            (std::vector<NodeEntry>{{2, 0, "h:2", 0, 0}, {1, 2, "h:1", 0, 1}, {3, 3, "h:5", 0, 2}}))
+      << "a node without a host key is a host of its own";
   // Stray events about non-members change nothing.
   EXPECT_TRUE(core.on_down(1, "late").forget.empty());
   EXPECT_TRUE(core.on_leave(99).forget.empty());

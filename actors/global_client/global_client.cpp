@@ -4,6 +4,7 @@
 #include "actors/global_client/net_op.hpp"
 #include "actors/global_client/p2p.hpp"
 #include "messages/peer_codec.hpp"
+#include "transport/host_identity.hpp"
 #include "transport/socket.hpp"
 
 namespace chorus {
@@ -29,6 +30,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   reg.num_peers = config.num_devices;
   reg.data_address = (*listener)->address();
   reg.hardware_threads = hardware_threads();
+  reg.host_key = host_key();
   c->p2p_ = std::make_unique<P2PMailbox>();  // before joining: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
   auto on_lost = [weak](uint32_t node, const std::string& why) {
@@ -44,7 +46,12 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   std::vector<Connection*> all;
   for (auto& conn : c->conns_)
     if (conn) all.push_back(conn.get());
-  c->poller_.start(all);
+  // A thread waiting for bytes from a node of its own host looks at the rings before it sleeps,
+  // unless this host's peers (one thread each) outnumber its cores.
+  unsigned host_peers = 0;
+  for (const auto& n : c->topo_.nodes)
+    if (n.host == c->topo_.nodes[c->topo_.node_id].host) host_peers += n.num_peers;
+  c->poller_.start(all, spin_budget_for(host_peers));
   return c;
 }
 

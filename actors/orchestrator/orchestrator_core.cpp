@@ -1,5 +1,7 @@
 #include "actors/orchestrator/orchestrator_core.hpp"
 
+#include <algorithm>
+
 #include "messages/peer_codec.hpp"  // protocol_version()
 
 namespace chorus {
@@ -56,7 +58,7 @@ OrchestratorCore::Effects OrchestratorCore::on_register(NodeKey who, const NodeR
     admission_timer_ = next_timer_++;
     fx.timer = std::make_pair(admission_timer_, opts_.timeout);
   }
-  members_.push_back({who, r.num_peers, r.data_address, r.hardware_threads});
+  members_.push_back({who, r.num_peers, r.data_address, r.hardware_threads, r.host_key});
   fx.watch.push_back(who);
   if (members_.size() == opts_.expected_nodes) finish_admission(fx);
   return fx;
@@ -75,8 +77,14 @@ void OrchestratorCore::finish_admission(Effects& fx) {
   t.collective = collective_;
   t.token = opts_.token_source ? opts_.token_source() : 0;
   t.num_nodes = static_cast<uint32_t>(members_.size());
+  // Hosts are numbered in the order of their first node; an empty key (an older node, or one that
+  // could not tell) is a host of its own.
+  std::vector<std::string> hosts;
   for (const auto& m : members_) {
-    t.nodes.push_back({m.num_peers, t.total_peers, m.data_address, m.hardware_threads});
+    auto it = m.host_key.empty() ? hosts.end() : std::find(hosts.begin(), hosts.end(), m.host_key);
+    const auto host = static_cast<uint32_t>(it == hosts.end() ? hosts.size() : it - hosts.begin());
+    if (it == hosts.end()) hosts.push_back(m.host_key);
+    t.nodes.push_back({m.num_peers, t.total_peers, m.data_address, m.hardware_threads, host});
     t.total_peers += m.num_peers;
   }
   for (std::size_t i = 0; i < members_.size(); ++i) {

@@ -80,6 +80,7 @@ class OrchestratorCore {
     uint32_t num_peers;
     std::string data_address;
     uint32_t hardware_threads;
+    std::string host_key;
     bool left = false;
   };
   Status check(NodeKey who, const NodeRegisterData& r) const;

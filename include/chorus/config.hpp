@@ -5,12 +5,19 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <chorus/status.hpp>
 #include <chorus/strategy.hpp>
 #include <chorus/types.hpp>
 
 namespace chorus {
+
+// How the node processes of one host exchange data: `automatic` through shared memory (the
+// sockets then only wake and watch), `network` through their sockets as if on different hosts
+// (to measure or debug the network path on one machine). Every node must agree.
+enum class HostTransport : uint8_t { automatic = 0, network = 1 };
+std::string_view to_string(HostTransport t);
 
 inline constexpr std::size_t num_collective_kinds = static_cast<std::size_t>(OpKind::barrier) + 1;
 
@@ -27,6 +34,7 @@ struct Config {
   std::string orchestrator_address;
   std::string node_address;
   std::array<StrategyChoice, num_collective_kinds> global{};
+  HostTransport host_transport = HostTransport::automatic;
   std::string secret;  // the orchestrator's shared secret (never compared or sent between nodes)
   // TLS to the orchestrator (PEM files of this node; all three or none). Per node, never compared.
   std::string tls_certificate, tls_key, tls_ca;
