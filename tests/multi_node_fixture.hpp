@@ -11,7 +11,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -119,6 +121,21 @@ struct NodeResult {
   std::string output;
   bool exited_ok() const { return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 };
+
+// The shared-memory segments a node process mapped while in the collective ("NODE SHM n": one
+// per data connection to a node of its own host), or -1 when it did not say.
+inline int shm_segments(const NodeResult& n) {
+  const auto at = n.output.find("NODE SHM ");
+  return at == std::string::npos ? -1 : std::atoi(n.output.c_str() + at + 9);
+}
+
+// What /dev/shm holds (chorus's segments are memfds: nothing of theirs may ever show up there).
+inline std::set<std::string> dev_shm_entries() {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) names.insert(e.path().filename());
+  return names;
+}
 
 // "PEER r OK n" / "PEER r ERR code message" lines of every node, by global rank.
 inline std::map<std::string, PeerLine> peer_lines(const std::vector<NodeResult>& nodes) {

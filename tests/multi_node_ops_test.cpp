@@ -1,7 +1,8 @@
 // Multi-process tests on loopback in which everything must work: the orchestrator daemon and
-// several node processes (chorus-test-node) run every op across nodes with every strategy, many
-// consecutive ops, uneven peers per node, groups, gradient sync, TLS between all of them, and (as
-// root only) nodes in their own network namespaces.
+// several node processes (chorus-test-node) run every op across nodes with every strategy (through
+// shared memory, the processes being on one host, and with the network forced), many consecutive
+// ops, uneven peers per node, groups, gradient sync, TLS between all of them, and (as root only) a
+// job of two hosts in their own network namespaces.
 #include <signal.h>
 #include <unistd.h>
 
@@ -21,6 +22,18 @@ TEST_P(EveryOpAcrossNodes, ThreeNodesTimesTwoPeers) {
   start_orchestrator(3);
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "every-op", "--strategy", GetParam()});
   expect_all_ok(nodes, 6, kEveryOpCount);
+  // The three processes are on one host: every pair went through shared memory.
+  for (const auto& n : nodes) EXPECT_EQ(shm_segments(n), 2) << dump(nodes);
+}
+
+// The same between processes of one host with the network forced (Config::host_transport):
+// every byte through the sockets, as between hosts.
+TEST_P(EveryOpAcrossNodes, ThreeNodesTimesTwoPeersOverTheNetwork) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "every-op", "--strategy", GetParam(),
+                                        "--transport", "network"});
+  expect_all_ok(nodes, 6, kEveryOpCount);
+  for (const auto& n : nodes) EXPECT_EQ(shm_segments(n), 0) << dump(nodes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, EveryOpAcrossNodes,
@@ -125,8 +138,9 @@ TEST_F(MultiNode, TlsWithMutuallyAuthenticatedCertificates) {
   std::system(("rm -rf " + d).c_str());
 }
 
-// Nodes on their own hosts: one network namespace per node plus one for the orchestrator, joined
-// by veth pairs on a bridge, each with its own address. Needs root (and iproute2).
+// A job of two hosts with two node processes each: a network namespace per host plus one for the
+// orchestrator, joined by veth pairs on a bridge, each with its own address. The processes of a
+// host share memory, the hosts talk through the network. Needs root (and iproute2).
 TEST_F(MultiNode, NodesInSeparateNetworkNamespaces) {
   if (geteuid() != 0) GTEST_SKIP() << "not root: cannot create network namespaces";
   const std::string pfx = "chorus" + std::to_string(getpid() % 100000);
@@ -151,30 +165,31 @@ TEST_F(MultiNode, NodesInSeparateNetworkNamespaces) {
     GTEST_SKIP() << "this machine does not allow network namespaces with veth pairs";
   }
   // The orchestrator inside the hub namespace, listening on the bridge address.
-  auto [opid, oport, error] = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--host", "10.77.0.254", "--heartbeat-ms", "500"},
+  auto [opid, oport, error] = testkit::start_orchestrator({"--port", "0", "--nodes", "4", "--host", "10.77.0.254", "--heartbeat-ms", "500"},
                                                 20s, {"/usr/sbin/ip", "netns", "exec", pfx + "h"});
   orch_.pid = opid;
   ASSERT_GT(opid, 0) << "the orchestrator did not start in its namespace: " << error;
   std::vector<Child> kids;
-  int host_id = 1;
-  for (const char* n : {"a", "b"}) {
+  for (int k = 0; k < 4; ++k) {
+    const char* n = k < 2 ? "a" : "b";
     kids.push_back(spawn("/usr/sbin/ip",
                          {"netns", "exec", pfx + n, node_path(), "--orchestrator", "10.77.0.254:" + std::to_string(oport),
-                          "--nodes", "2", "--address", "10.77.0." + std::to_string(host_id++), "--peers", "2",
+                          "--nodes", "4", "--address", std::string("10.77.0.") + (k < 2 ? "1" : "2"), "--peers", "2",
                           "--scenario", "mixed", "--ops", "200", "--timeout-ms", "10000"},
                          Output::pipe_with_stderr));
   }
-  std::vector<NodeResult> nodes(2);
+  std::vector<NodeResult> nodes(4);
   const auto deadline = std::chrono::steady_clock::now() + 60s;
-  std::thread r0([&] { nodes[0].output = read_all(kids[0].out, deadline); });
-  nodes[1].output = read_all(kids[1].out, deadline);
-  r0.join();
-  for (int i = 0; i < 2; ++i) nodes[i].status = wait_or_kill(kids[i].pid, 5000ms);
+  std::vector<std::thread> readers;
+  for (int k = 0; k < 4; ++k) readers.emplace_back([&, k] { nodes[k].output = read_all(kids[k].out, deadline); });
+  for (auto& r : readers) r.join();
+  for (int i = 0; i < 4; ++i) nodes[i].status = wait_or_kill(kids[i].pid, 5000ms);
   kill(opid, SIGTERM);
   wait_or_kill(opid, 5000ms);
   orch_.pid = -1;
   cleanup();
-  expect_all_ok(nodes, 4, 200);
+  expect_all_ok(nodes, 8, 200);
+  for (const auto& n : nodes) EXPECT_EQ(shm_segments(n), 1) << "one node of its own host\n" << dump(nodes);
 }
 
 } // namespace

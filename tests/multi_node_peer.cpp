@@ -15,7 +15,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <iostream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,12 +51,28 @@ int parse(int argc, char** argv, Args& a) {
     else if (k == "--victim") a.victim_node = std::stoi(v);
     else if (k == "--at-op") a.at_op = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--exit-when-told") a.exit_when_told = v == "1";
+    else if (k == "--transport" && (v == "auto" || v == "network"))
+      a.transport = v == "auto" ? HostTransport::automatic : HostTransport::network;
     else {
       std::cerr << "unknown flag " << k << "\n";
       return 2;
     }
   }
   return 0;
+}
+
+// The chorus shared-memory segments this process maps (memfd:chorus-shm in /proc/self/maps),
+// counted by inode.
+std::size_t shared_memory_segments() {
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> inodes;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/memfd:chorus-shm") == std::string::npos) continue;
+    std::istringstream l(line);
+    std::string range, perms, offset, dev, inode;
+    if (l >> range >> perms >> offset >> dev >> inode) inodes.insert(inode);
+  }
+  return inodes.size();
 }
 
 // Until stdin reaches its end (or brings anything) or `limit` passes; false at the limit.
@@ -84,6 +103,7 @@ int main(int argc, char** argv) {
   cfg.tls_key = a.tls_key;
   cfg.tls_ca = a.tls_ca;
   cfg.timeout = std::chrono::milliseconds(a.timeout_ms);
+  cfg.host_transport = a.transport;
   auto choice = parse_strategy(a.strategy);
   if (!choice) {
     std::cerr << "bad --strategy\n";
@@ -120,6 +140,9 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   bool all_ok = true;
   for (int v : ok) all_ok = all_ok && v == 1;
+  // How many shared-memory segments (one per data connection to a node of this host) the process
+  // maps, while it is still in the collective.
+  say("NODE SHM " + std::to_string(shared_memory_segments()));
   if (a.exit_when_told) {
     say("NODE DONE");
     // The test tells every node once all are done; this bound only keeps a lost word from

@@ -25,6 +25,7 @@ struct Args {
   int victim_node = -1;  // kill / freeze / mismatch: which node misbehaves (by its first peer's rank)
   uint32_t at_op = 0;
   bool exit_when_told = false;  // after NODE DONE, stay in the collective until stdin closes
+  HostTransport transport = HostTransport::automatic;  // --transport auto|network
 };
 
 // Prints one line at once (peer threads print concurrently).

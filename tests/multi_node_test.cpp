@@ -81,6 +81,7 @@ TEST_F(MultiNode, AFailedSendAcrossNodesFailsBothSides) {
 
 TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesTheNextCollective) {
   start_orchestrator(3);
+  const auto shm_before = dev_shm_entries();
   auto t0 = std::chrono::steady_clock::now();
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "kill", "--victim", "2", "--at-op", "20",
                                         "--timeout-ms", "5000"});
@@ -95,6 +96,15 @@ TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesThe
   }
   EXPECT_EQ(survivors, 4) << dump(nodes);
   EXPECT_LT(took, 5000ms) << "the survivors waited out their timeout instead of noticing the loss";
+  // The three processes shared memory (one host); the SIGKILLed one left nothing behind.
+  int reported = 0;
+  for (const auto& n : nodes)
+    if (shm_segments(n) >= 0) {
+      ++reported;
+      EXPECT_EQ(shm_segments(n), 2) << dump(nodes);
+    }
+  EXPECT_EQ(reported, 2) << "the two survivors say so\n" << dump(nodes);
+  EXPECT_EQ(dev_shm_entries(), shm_before);
   // The daemon is still up and admits a fresh collective.
   auto again = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "mixed", "--ops", "50"});
   expect_all_ok(again, 6, 50);

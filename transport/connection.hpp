@@ -77,6 +77,13 @@ class Connection {
 
   // Readable when pump() has something to do (a socket, or a wakeup eventfd).
   virtual int wait_fd() const = 0;
+  // A connection in shared memory tells without a system call that bytes wait (a waiting thread
+  // looks for a moment before it sleeps), and must be told before wait_fd() is slept on, since its
+  // writer signals wait_fd() only then: arm() returns false when bytes came meanwhile (pump
+  // instead of sleeping). Sockets: never ready this way, always armed.
+  virtual bool ready() const { return false; }
+  virtual bool arm() { return true; }
+  virtual bool spins() const { return false; }
   // Reads what has arrived (up to about `budget` bytes) without blocking and hands it to the sink.
   // idle: nothing more to read until wait_fd() is readable again; more: the budget ran out with
   // bytes still waiting (pump again without waiting); ended: the connection has ended (the sink

@@ -42,9 +42,11 @@ Poller::~Poller() {
   ::close(efd_);
 }
 
-void Poller::start(const std::vector<Connection*>& conns) {
+void Poller::start(const std::vector<Connection*>& conns, std::chrono::nanoseconds spin) {
+  spin_ = spin;
   for (Connection* c : conns) {
     if (!c) continue;
+    if (c->spins()) spinning_.push_back(c);
     ready_.push_back(c);  // the handshake may have read bytes past its own (TLS): look at once
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -84,6 +86,19 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
   epoll_event evs[16];
   std::vector<Connection*> now;
   while (!done() && !stopping_.load() && Clock::now() < until) {
+    // Shared-memory connections: a waiting thread looks at them for a moment (no system call)
+    // before it sleeps; then each is armed, so its writer wakes us through its socket.
+    if (ready_.empty() && !spinning_.empty()) {
+      const auto spin_until = watched ? Clock::now() + spin_ : Clock::now();
+      do {
+        for (Connection* c : spinning_)
+          if (c->ready()) ready_.push_back(c);
+      } while (ready_.empty() && !done() && Clock::now() < spin_until);
+      if (done()) break;
+      if (ready_.empty())
+        for (Connection* c : spinning_)
+          if (!c->arm()) ready_.push_back(c);
+    }
     int n = epoll_wait(ep_, evs, 16, ready_.empty() ? timeout_ms(until) : 0);
     if (n < 0 && errno != EINTR) {  // should not happen; do not spin on it
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

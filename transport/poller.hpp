@@ -25,8 +25,10 @@ class Poller {
   Poller(const Poller&) = delete;
   Poller& operator=(const Poller&) = delete;
 
-  // Adds the connections (before start) and starts the background thread.
-  void start(const std::vector<Connection*>& conns);
+  // Adds the connections (before start) and starts the background thread. A waiting thread that
+  // leads looks at the shared-memory connections among them for up to `spin` before it sleeps in
+  // epoll (none when the processes of the host outnumber its cores: see spin_budget_for).
+  void start(const std::vector<Connection*>& conns, std::chrono::nanoseconds spin = std::chrono::nanoseconds(0));
   // After stop() nothing pumps any more (the connections may then be destroyed); waits still end
   // by their words or deadlines. Idempotent.
   void stop();
@@ -49,6 +51,8 @@ class Poller {
   // the data plane (the order: actors/global_client/global_client.hpp). sleepers_mu_ is a leaf.
   std::mutex lead_mu_;
   std::vector<Connection*> ready_;        // pump again without waiting for epoll (under lead_mu_)
+  std::vector<Connection*> spinning_;     // connections that tell ready() without a system call
+  std::chrono::nanoseconds spin_{0};
   bool stopped_ = false;                  // under lead_mu_
   std::atomic<bool> stopping_{false};
   std::atomic<int> want_{0};              // threads in wait() that do not lead

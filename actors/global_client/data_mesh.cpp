@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <mutex>
+
 #include "messages/data_codec.hpp"
 #include "messages/peer_codec.hpp"
 #include "transport/socket.hpp"
@@ -45,6 +48,21 @@ Status read_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_po
   return Status::ok();
 }
 
+// Whether the pair (me, j) runs through shared memory: same host, and not forced onto the network.
+bool share_memory(const Config& config, const TopologyData& t, uint32_t j) {
+  return config.host_transport == HostTransport::automatic && t.nodes[t.node_id].host == t.nodes[j].host;
+}
+
+// Said once per process: a pair of one host that could not share memory (e.g. the other process
+// is in another PID namespace or runs as another user) goes on over its socket.
+void note_declined(uint32_t me, uint32_t j, const std::string& why) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr, "chorus: node %u: no shared memory with node %u on the same host (%s); the data goes through the socket\n",
+                 me, j, why.c_str());
+  });
+}
+
 } // namespace
 
 Result<std::unique_ptr<DataListener>> DataListener::open(const std::string& node_address) {
@@ -83,6 +101,7 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
     tls = std::move(*ctx);
   }
   std::vector<std::unique_ptr<TlsChannel>> channels(n);
+  std::vector<std::unique_ptr<ShmChannel>> shm(n);
   // Lower ids accept (the TLS servers), higher ids connect: every pair gets exactly one connection.
   for (uint32_t j = 0; j < me; ++j) {
     const std::string name = "node " + std::to_string(j);
@@ -106,6 +125,13 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
     // Under TLS 1.3 a node that refuses our certificate says so here (its alert), not in the handshake.
     if (auto s = read_hello(fds[j], channels[j].get(), topo, deadline, who); !s.is_ok() || who != j)
       return fail({Errc::auth_failed, name + " answered the data hello wrongly" + (s.is_ok() ? "" : ": " + s.message())});
+    if (share_memory(config, topo, j)) {  // the accepting side offers its segment
+      std::string declined;
+      auto ch = ShmChannel::accept(fds[j], channels[j].get(), topo.collective, topo.token, deadline, declined);
+      if (!ch.is_ok()) return fail({ch.status().code(), "shared memory with " + name + ": " + ch.status().message()});
+      shm[j] = std::move(*ch);
+      if (!shm[j]) note_declined(me, j, declined);
+    }
   }
   for (uint32_t waiting = n - 1 - me; waiting > 0;) {
     int fd = -1;
@@ -129,13 +155,24 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
       ::close(fd);
       continue;
     }
+    if (share_memory(config, topo, who)) {
+      auto sh = ShmChannel::offer(fd, ch.get(), topo.collective, topo.token, deadline);
+      if (!sh.is_ok()) {
+        ::close(fd);
+        return fail({sh.status().code(), "shared memory with node " + std::to_string(who) + ": " + sh.status().message()});
+      }
+      shm[who] = std::move(*sh);
+      if (!shm[who]) note_declined(me, who, "node " + std::to_string(who) + " could not attach");
+    }
     fds[who] = fd;
     channels[who] = std::move(ch);
     --waiting;
   }
   conns.resize(n);
   for (uint32_t j = 0; j < n; ++j)
-    if (j != me) conns[j] = tcp_connection(fds[j], j, sink, std::move(channels[j]));
+    if (j != me)
+      conns[j] = shm[j] ? shm_connection(fds[j], j, sink, std::move(shm[j]))
+                        : tcp_connection(fds[j], j, sink, std::move(channels[j]));
   return Status::ok();
 }
 

@@ -1,7 +1,9 @@
 // The mesh of data connections between the nodes of a collective: this node's data listener, and
 // one Connection (transport/connection.hpp) to every other node, each opened by the higher id,
 // authenticated by TLS when the configuration has TLS files, and proved to belong to this
-// collective by a hello each way (messages/data_codec.hpp: DataHello).
+// collective by a hello each way (messages/data_codec.hpp: DataHello). Between two nodes of one
+// host (and unless Config::host_transport says network) the bytes then go through shared memory
+// (transport/shm/), the socket staying as the pair's wake-up and liveness channel.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -159,21 +159,29 @@ Result<std::unique_ptr<ShmChannel>> ShmChannel::accept(int fd, TlsChannel* tls, 
 }
 
 std::size_t ShmChannel::write_some(const void* p, std::size_t n) {
-  const uint64_t head = out_->head.load(std::memory_order_relaxed);
   const uint64_t tail = out_->tail.load(std::memory_order_acquire);
-  const std::size_t k = std::min<std::size_t>(n, cap_ - static_cast<std::size_t>(head - tail));
+  const std::size_t k = std::min<std::size_t>(n, cap_ - static_cast<std::size_t>(pending_ - tail));
   if (k == 0) return 0;
-  const std::size_t at = static_cast<std::size_t>(head % cap_), first = std::min(k, cap_ - at);
+  const std::size_t at = static_cast<std::size_t>(pending_ % cap_), first = std::min(k, cap_ - at);
   std::memcpy(out_data_ + at, p, first);
   std::memcpy(out_data_, static_cast<const std::byte*>(p) + first, k - first);
+  pending_ += k;
+  return k;
+}
+
+std::size_t ShmChannel::unpublished() const {
+  return static_cast<std::size_t>(pending_ - out_->head.load(std::memory_order_relaxed));
+}
+
+void ShmChannel::publish() {
+  if (out_->head.load(std::memory_order_relaxed) == pending_) return;
   // seq_cst store, then seq_cst load of the reader's flag: either it sees these bytes after
   // saying it sleeps, or we see that it sleeps and wake it.
-  out_->head.store(head + k, std::memory_order_seq_cst);
+  out_->head.store(pending_, std::memory_order_seq_cst);
   if (out_->reader_sleeps.load(std::memory_order_seq_cst) != 0 && out_->reader_sleeps.exchange(0) != 0) {
     const char wake = 'w';
     [[maybe_unused]] ssize_t r = ::send(fd_, &wake, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
-  return k;
 }
 
 bool ShmChannel::wait_for_room(Clock::time_point until) {
@@ -181,12 +189,23 @@ bool ShmChannel::wait_for_room(Clock::time_point until) {
   while (!closed_.load()) {
     const uint32_t seen = out_->room.load(std::memory_order_seq_cst);
     out_->writer_sleeps.store(1, std::memory_order_seq_cst);
-    const uint64_t head = out_->head.load(std::memory_order_relaxed);
-    if (head - out_->tail.load(std::memory_order_seq_cst) < cap_) return true;
+    if (pending_ - out_->tail.load(std::memory_order_seq_cst) < cap_) return true;
     const auto now = Clock::now();
     if (now >= until) return false;
     futex_wait(&out_->room, seen, std::min<Clock::duration>(until - now, kSlice));
   }
+  return false;
+}
+
+bool ShmChannel::has_bytes() const {
+  return in_->head.load(std::memory_order_acquire) != in_->tail.load(std::memory_order_relaxed);
+}
+
+bool ShmChannel::arm() {
+  // seq_cst both ways with publish(): either the writer sees the flag, or we see its bytes.
+  in_->reader_sleeps.store(1, std::memory_order_seq_cst);
+  if (in_->head.load(std::memory_order_seq_cst) == in_->tail.load(std::memory_order_relaxed)) return true;
+  in_->reader_sleeps.store(0, std::memory_order_relaxed);
   return false;
 }
 
@@ -222,13 +241,6 @@ long ShmChannel::read_some(void* p, std::size_t n) {
         continue;
       }
       if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-    }
-    // Tell the writer to wake us through the socket before the caller takes this for "nothing
-    // more": either it sees the flag, or we see its bytes now.
-    in_->reader_sleeps.store(1, std::memory_order_seq_cst);
-    if (in_->head.load(std::memory_order_seq_cst) != tail) {
-      in_->reader_sleeps.store(0, std::memory_order_relaxed);
-      continue;
     }
     if (got > 0) return static_cast<long>(got);
     errno = EAGAIN;

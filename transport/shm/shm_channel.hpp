@@ -40,15 +40,25 @@ class ShmChannel {
   ShmChannel(const ShmChannel&) = delete;
   ShmChannel& operator=(const ShmChannel&) = delete;
 
-  // Copies up to n bytes into the outgoing ring; returns how many fit (0 when full). Wakes the
-  // reader (a byte on the socket) when it sleeps.
+  // Copies up to n bytes into the outgoing ring behind what is already there; returns how many
+  // fit (0 when full). The reader sees them at the next publish().
   std::size_t write_some(const void* p, std::size_t n);
+  // Makes what was written visible, and wakes the reader (a byte on the socket) when it sleeps:
+  // once per frame, so a frame written in parts wakes its reader once.
+  void publish();
+  // Written but not yet published.
+  std::size_t unpublished() const;
   // Waits (bounded, in slices) until the outgoing ring has room; false when closed or at `until`.
   bool wait_for_room(Clock::time_point until);
   // Reads what the incoming ring holds (up to n) without blocking, like recv(MSG_DONTWAIT): > 0
   // bytes; 0 when the other side is gone and the ring is empty; -1 with errno EAGAIN when nothing
-  // is there, after telling the writer to wake us through the socket.
+  // is there.
   long read_some(void* p, std::size_t n);
+  // Bytes wait in the incoming ring (no system call).
+  bool has_bytes() const;
+  // Before the reader sleeps on the socket: asks the writer for a wake-up byte; false when bytes
+  // came meanwhile (read them instead of sleeping).
+  bool arm();
   // Ends waits for room (the connection was killed).
   void close() { closed_.store(true); }
 
@@ -68,6 +78,7 @@ class ShmChannel {
   std::size_t cap_;
   std::atomic<bool> closed_{false};
   bool peer_gone_ = false;  // the socket ended (reader only)
+  uint64_t pending_ = 0;    // the writer's head, ahead of the published one (writer only)
 };
 
 } // namespace chorus

@@ -191,19 +191,24 @@ bool TcpConnection::write_ticket_tls(SendTicket& t, bool wait) {
 }
 
 bool TcpConnection::write_ticket_shm(SendTicket& t, bool wait) {
-  // The same bytes as write_ticket, copied into the ring; when it is full an inline send leaves
-  // the rest to the writer thread, which waits for the reader to make room.
+  // The same bytes as write_ticket, copied into the ring and published once per frame (or every
+  // kPublish bytes of a large one, so the reader starts early); when the ring is full an inline
+  // send leaves the rest to the writer thread, which waits for the reader to make room.
+  constexpr std::size_t kPublish = std::size_t{256} << 10;
   const std::size_t total = t.total();
   while (t.sent < total) {
     const char* p = nullptr;
-    const std::size_t n = ticket_span(t, t.sent, p);
+    const std::size_t n = std::min(ticket_span(t, t.sent, p), kPublish);
     const std::size_t k = shm_->write_some(p, n);
     t.sent += k;
+    if (shm_->unpublished() >= kPublish) shm_->publish();
     if (k < n) {
+      shm_->publish();
       if (!wait) return true;
       if (!shm_->wait_for_room(Clock::now() + std::chrono::hours(24))) return false;
     }
   }
+  shm_->publish();
   return true;
 }
 
