@@ -32,6 +32,15 @@ std::chrono::nanoseconds spin_budget() {
   return budget;
 }
 
+std::chrono::nanoseconds yield_budget() {
+  static const std::chrono::nanoseconds budget = [] {
+    const char* e = std::getenv("CHORUS_YIELD_US");
+    long us = e ? std::atol(e) : 200;
+    return std::chrono::nanoseconds(us < 0 ? 0 : us * 1000);
+  }();
+  return budget;
+}
+
 unsigned hardware_threads() {
   static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return cores;

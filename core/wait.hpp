@@ -14,6 +14,9 @@ using Clock = std::chrono::steady_clock;
 unsigned hardware_threads();
 // How long waits spin before sleeping; tuned by the benchmark (CHORUS_SPIN_US overrides).
 std::chrono::nanoseconds spin_budget();
+// How long a wait gives the core away (sched_yield) between looks before it sleeps, where threads
+// outnumber cores (CHORUS_YIELD_US overrides).
+std::chrono::nanoseconds yield_budget();
 // The spin worth doing when `threads` threads take part: none when they outnumber the cores,
 // since a spinning thread would then keep the one it waits for off the CPU.
 std::chrono::nanoseconds spin_budget_for(unsigned threads);

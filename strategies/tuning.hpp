@@ -29,7 +29,7 @@ struct Topology {
   // processes), described by the fields below.
   bool shared_memory = true;
   std::vector<uint32_t> rank_node;     // by rank of the op: its node
-  std::vector<std::string> node_host;  // by node: its machine (today the host part of its data address)
+  std::vector<std::string> node_host;  // by node: its host (the orchestrator's grouping by host key)
   std::vector<unsigned> node_threads;  // by node: the hardware threads it registered with
 };
 

@@ -42,8 +42,9 @@ Poller::~Poller() {
   ::close(efd_);
 }
 
-void Poller::start(const std::vector<Connection*>& conns, std::chrono::nanoseconds spin) {
+void Poller::start(const std::vector<Connection*>& conns, std::chrono::nanoseconds spin, bool yield) {
   spin_ = spin;
+  yield_ = yield;
   for (Connection* c : conns) {
     if (!c) continue;
     if (c->spins()) spinning_.push_back(c);
@@ -90,10 +91,12 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
     // before it sleeps; then each is armed, so its writer wakes us through its socket.
     if (ready_.empty() && !spinning_.empty()) {
       const auto spin_until = watched ? Clock::now() + spin_ : Clock::now();
-      do {
+      for (bool first = true;; first = false) {
+        if (!first && yield_) std::this_thread::yield();
         for (Connection* c : spinning_)
           if (c->ready()) ready_.push_back(c);
-      } while (ready_.empty() && !done() && Clock::now() < spin_until);
+        if (!ready_.empty() || done() || Clock::now() >= spin_until) break;
+      }
       if (done()) break;
       if (ready_.empty())
         for (Connection* c : spinning_)

@@ -28,7 +28,11 @@ class Poller {
   // Adds the connections (before start) and starts the background thread. A waiting thread that
   // leads looks at the shared-memory connections among them for up to `spin` before it sleeps in
   // epoll (none when the processes of the host outnumber its cores: see spin_budget_for).
-  void start(const std::vector<Connection*>& conns, std::chrono::nanoseconds spin = std::chrono::nanoseconds(0));
+  // `yield`: give the core away between looks (sched_yield), for when the host's threads outnumber
+  // its cores: the writer we wait for may need this very core, and yielding to it costs far less
+  // than a sleep and a wake-up.
+  void start(const std::vector<Connection*>& conns, std::chrono::nanoseconds spin = std::chrono::nanoseconds(0),
+             bool yield = false);
   // After stop() nothing pumps any more (the connections may then be destroyed); waits still end
   // by their words or deadlines. Idempotent.
   void stop();
@@ -53,6 +57,7 @@ class Poller {
   std::vector<Connection*> ready_;        // pump again without waiting for epoll (under lead_mu_)
   std::vector<Connection*> spinning_;     // connections that tell ready() without a system call
   std::chrono::nanoseconds spin_{0};
+  bool yield_ = false;
   bool stopped_ = false;                  // under lead_mu_
   std::atomic<bool> stopping_{false};
   std::atomic<int> want_{0};              // threads in wait() that do not lead

@@ -46,12 +46,13 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   std::vector<Connection*> all;
   for (auto& conn : c->conns_)
     if (conn) all.push_back(conn.get());
-  // A thread waiting for bytes from a node of its own host looks at the rings before it sleeps,
-  // unless this host's peers (one thread each) outnumber its cores.
+  // A thread waiting for bytes from a node of its own host looks at the rings before it sleeps;
+  // when this host's peers (one thread each) outnumber its cores, it yields the core between looks.
   unsigned host_peers = 0;
   for (const auto& n : c->topo_.nodes)
     if (n.host == c->topo_.nodes[c->topo_.node_id].host) host_peers += n.num_peers;
-  c->poller_.start(all, spin_budget_for(host_peers));
+  const bool crowded = host_peers > hardware_threads();
+  c->poller_.start(all, crowded ? yield_budget() : spin_budget(), crowded);
   return c;
 }
 

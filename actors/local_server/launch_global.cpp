@@ -4,7 +4,6 @@
 #include "actors/local_server/server_core.hpp"
 
 #include "actors/global_client/global_client.hpp"
-#include "transport/socket.hpp"
 
 namespace chorus {
 
@@ -31,9 +30,7 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const L
   t.shared_memory = false;
   t.rank_node = rank_node;
   for (const auto& node : topo.nodes) {
-    std::string host;
-    uint16_t port = 0;
-    t.node_host.push_back(split_host_port(node.data_address, host, port) ? host : node.data_address);
+    t.node_host.push_back("host " + std::to_string(node.host));  // as the orchestrator grouped them
     t.node_threads.push_back(node.hardware_threads);
   }
   strategy = tune(*l.config, shape.kind, shape.dtype, shape.count, t);
