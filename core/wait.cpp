@@ -21,23 +21,22 @@ namespace {
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
 }
+
+// Microseconds from the environment variable `name`, else `fallback` (negative: none).
+std::chrono::nanoseconds micros_from_env(const char* name, long fallback) {
+  const char* e = std::getenv(name);
+  const long us = e ? std::atol(e) : fallback;
+  return std::chrono::nanoseconds(us < 0 ? 0 : us * 1000);
+}
 } // namespace
 
 std::chrono::nanoseconds spin_budget() {
-  static const std::chrono::nanoseconds budget = [] {
-    const char* e = std::getenv("CHORUS_SPIN_US");
-    long us = e ? std::atol(e) : 20;
-    return std::chrono::nanoseconds(us < 0 ? 0 : us * 1000);
-  }();
+  static const std::chrono::nanoseconds budget = micros_from_env("CHORUS_SPIN_US", 20);
   return budget;
 }
 
 std::chrono::nanoseconds yield_budget() {
-  static const std::chrono::nanoseconds budget = [] {
-    const char* e = std::getenv("CHORUS_YIELD_US");
-    long us = e ? std::atol(e) : 200;
-    return std::chrono::nanoseconds(us < 0 ? 0 : us * 1000);
-  }();
+  static const std::chrono::nanoseconds budget = micros_from_env("CHORUS_YIELD_US", 200);
   return budget;
 }
 

@@ -2,7 +2,8 @@
 // process over a socket pair: the segment is offered and attached as between processes (through
 // /proc/PID/fd), frames of every size go both ways at once through rings far smaller than the
 // largest frame and arrive intact; a wrong collective or token is declined and the socket carries
-// the bytes; the other side's end (orderly or not) reaches the reader; nothing is left in /dev/shm.
+// the bytes; the other side's end (orderly or not) reaches the reader; once agreed the segment is
+// mapped but open nowhere; nothing is left in /dev/shm.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -38,6 +39,18 @@ std::set<std::string> dev_shm() {
   return names;
 }
 
+// Descriptors of this process open on a chorus segment (it is mapped, not open, once agreed).
+int open_segments() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    std::error_code rc;
+    const auto target = std::filesystem::read_symlink(e.path(), rc).string();
+    if (target.find("memfd:chorus-shm") != std::string::npos) ++n;
+  }
+  return n;
+}
+
 struct Channels {
   int a = -1, b = -1;  // a offered, b attached
   std::unique_ptr<ShmChannel> offered, attached;
@@ -69,6 +82,7 @@ TEST(ShmTransport, FramesOfEverySizeGoBothWaysIntact) {
   EXPECT_EQ(ShmChannel::ring_bytes(), std::size_t{64} << 10);
   Channels ch = agree(42, 42);
   ASSERT_TRUE(ch.offered && ch.attached) << ch.declined;
+  EXPECT_EQ(open_segments(), 0) << "once both sides mapped it, nobody else may open the segment";
   Sink sink_a, sink_b;
   auto a = shm_connection(ch.a, 1, &sink_a, std::move(ch.offered));
   auto b = shm_connection(ch.b, 0, &sink_b, std::move(ch.attached));

@@ -92,7 +92,12 @@ ShmChannel::ShmChannel(int fd, int memfd, void* base, std::size_t bytes, bool cr
 
 ShmChannel::~ShmChannel() {
   munmap(base_, bytes_);
-  ::close(memfd_);
+  forget_descriptor();
+}
+
+void ShmChannel::forget_descriptor() {
+  if (memfd_ >= 0) ::close(memfd_);
+  memfd_ = -1;
 }
 
 Result<std::unique_ptr<ShmChannel>> ShmChannel::offer(int fd, TlsChannel* tls, uint64_t collective, uint64_t token,
@@ -122,6 +127,7 @@ Result<std::unique_ptr<ShmChannel>> ShmChannel::offer(int fd, TlsChannel* tls, u
   uint8_t answer = 0;
   if (auto s = recv_on(fd, tls, &answer, 1, deadline); !s.is_ok()) return s;
   if (answer != 1) return std::unique_ptr<ShmChannel>{};
+  ch->forget_descriptor();  // attached: nobody else may open it through /proc any more
   return ch;
 }
 
@@ -153,6 +159,7 @@ Result<std::unique_ptr<ShmChannel>> ShmChannel::accept(int fd, TlsChannel* tls, 
     return decline("the offered segment is not this collective's");
   }
   std::unique_ptr<ShmChannel> ch(new ShmChannel(fd, memfd, base, o.bytes, /*creator=*/false));
+  ch->forget_descriptor();
   const uint8_t yes = 1;
   if (auto s = send_on(fd, tls, &yes, 1, deadline); !s.is_ok()) return s;
   return ch;

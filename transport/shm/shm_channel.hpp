@@ -7,8 +7,10 @@
 // reader only when it said it sleeps; so the fast path makes no system call.
 // The segment's creator (the node that accepted the connection) offers it over the socket as its
 // pid and descriptor number; the other opens /proc/PID/fd/N (same user, same PID namespace),
-// checks the collective and token written in it, and answers. Refused (other user, another PID
-// namespace), both stay on the socket.
+// checks the collective and token written in it, and answers; then both close their descriptors
+// (the mappings stay), so no other process can open the segment. Refused (other user, another PID
+// namespace), both stay on the socket. The offer goes only to a node whose hello carried the
+// collective's token.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -67,8 +69,11 @@ class ShmChannel {
 
  private:
   ShmChannel(int fd, int memfd, void* base, std::size_t bytes, bool creator);
+  // Closes the segment's descriptor (the mapping stays): once both sides have mapped it, no other
+  // process can open it through /proc/PID/fd.
+  void forget_descriptor();
   int fd_;      // the pair's socket (not owned)
-  int memfd_;   // the segment (owned)
+  int memfd_;   // the segment (owned until both sides mapped it; -1 after)
   void* base_;  // its mapping
   std::size_t bytes_;
   Ring* out_;
