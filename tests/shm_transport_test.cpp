@@ -162,6 +162,32 @@ TEST(ShmTransport, AKilledSideEndsTheOthersReadingAndItsWaitingWriter) {
   poll_a.stop();
 }
 
+// What a waiting thread looks at before it sleeps: bytes in the ring make a connection ready
+// (and refuse to arm), until it ended; an ended one is never ready, or its poller would spin.
+TEST(ShmTransport, ReadyWhileBytesWaitUntilItEnded) {
+  Channels ch = agree(9, 9);
+  ASSERT_TRUE(ch.offered && ch.attached) << ch.declined;
+  Sink sink_a, sink_b;
+  auto a = shm_connection(ch.a, 1, &sink_a, std::move(ch.offered));
+  auto b = shm_connection(ch.b, 0, &sink_b, std::move(ch.attached));
+  EXPECT_FALSE(b->ready());
+  EXPECT_TRUE(b->arm()) << "nothing there: b may sleep";
+  FrameHeader h;
+  h.slot = 1;
+  auto t = a->send(SendTicket::owning(h, "twelve bytes"));
+  ASSERT_TRUE(t->done.wait_at_least(1, Clock::now() + 5s));
+  EXPECT_TRUE(b->ready());
+  EXPECT_FALSE(b->arm()) << "bytes came: b must read instead of sleeping";
+  EXPECT_EQ(b->pump(), Connection::Pumped::idle);
+  EXPECT_TRUE(sink_b.wait_frames(1, 5s));
+  EXPECT_FALSE(b->ready());
+  b->kill();
+  EXPECT_EQ(b->pump(), Connection::Pumped::ended);
+  auto late = a->send(SendTicket::owning(h, "more"));  // a does not know yet: into b's ring
+  ASSERT_TRUE(late->done.wait_at_least(1, Clock::now() + 5s));
+  EXPECT_FALSE(b->ready()) << "ended, though its ring holds a frame";
+}
+
 TEST(ShmTransport, AWrongTokenIsDeclinedAndTheSocketStillWorks) {
   Channels ch = agree(1, 2);
   EXPECT_FALSE(ch.offered);

@@ -35,7 +35,9 @@ class TcpConnection final : public Connection {
   void push() override;
   void kill() override;
   int wait_fd() const override { return fd_; }
-  bool ready() const override { return shm_ && shm_->has_bytes(); }
+  // (Called by whoever leads the poller, as pump() is: ended_ is theirs.) An ended connection is
+  // never ready, whatever its ring still holds.
+  bool ready() const override { return shm_ && !ended_ && shm_->has_bytes(); }
   bool arm() override { return !shm_ || shm_->arm(); }
   bool spins() const override { return shm_ != nullptr; }
   Pumped pump(std::size_t budget) override;
