@@ -9,7 +9,8 @@ namespace chorus {
 std::string to_string(const RunStrategy& s) {
   switch (s.path) {
     case RunStrategy::Path::none: return "";
-    case RunStrategy::Path::schedule: return (s.hierarchical ? "hier+" : "") + to_string(s.strategy);
+    case RunStrategy::Path::schedule:
+      return (s.by_host ? "hosts+" : s.hierarchical ? "hier+" : "") + to_string(s.strategy);
     case RunStrategy::Path::p2p: return "p2p";
     case RunStrategy::Path::nccl: return "nccl";
     case RunStrategy::Path::device: return "device";
@@ -95,6 +96,13 @@ RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count
       ++nodes;
     }
   }
+  // Memory domains (hosts whose processes share memory) among the op's nodes.
+  std::vector<uint32_t> domains;
+  for (uint32_t node : t.rank_node) {
+    const uint32_t d = node < t.node_domain.size() ? t.node_domain[node] : ~node;
+    if (std::find(domains.begin(), domains.end(), d) == domains.end()) domains.push_back(d);
+  }
+  const int hosts = static_cast<int>(domains.size());
   const bool crowd = crowded(t);
   // Several peers on some node: an auto all-reduce, all-gather or reduce-scatter goes through one
   // leader per node, so that only the leaders' exchange crosses the network
@@ -102,6 +110,10 @@ RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count
   // crosses a node boundary about once anyway) and lose the overlap of local and network steps:
   // measured slower, left flat. A strategy named in the config runs flat, as named.
   const bool hier_kind = op == OpKind::all_reduce || op == OpKind::all_gather || op == OpKind::reduce_scatter;
+  // Several hosts, one of them with several node processes sharing its memory: one leader per
+  // host, so that only the leaders' op crosses the network.
+  if (hier_kind && auto_or_nccl(config.global[static_cast<std::size_t>(op)]) && hosts >= 2 && hosts < nodes)
+    return RunStrategy::among_hosts(over_network(config, op, dtype, count, hosts, /*separate=*/true, crowd));
   if (hier_kind && auto_or_nccl(config.global[static_cast<std::size_t>(op)]) && nodes >= 2 && nodes < n)
     return RunStrategy::among_leaders(over_network(config, op, dtype, count, nodes, /*separate=*/true, crowd));
   return RunStrategy::flat(over_network(config, op, dtype, count, n, /*separate=*/nodes == n, crowd));

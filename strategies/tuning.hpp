@@ -31,6 +31,9 @@ struct Topology {
   std::vector<uint32_t> rank_node;     // by rank of the op: its node
   std::vector<std::string> node_host;  // by node: its host (the orchestrator's grouping by host key)
   std::vector<unsigned> node_threads;  // by node: the hardware threads it registered with
+  // By node: nodes with equal values share memory (one host, Config::host_transport automatic).
+  // Empty: every node its own.
+  std::vector<uint32_t> node_domain;
 };
 
 // What runs an op.
@@ -44,18 +47,21 @@ struct RunStrategy {
   };
   Path path = Path::none;
   // Flat: the schedule over every peer of the op. Hierarchical: the schedule among one leader per
-  // node (strategies/hierarchical.cpp runs it between the nodes' local phases).
+  // node (strategies/hierarchical.cpp runs it between the nodes' local phases), or per host
+  // (`by_host`: the local phase spans the host's processes through shared memory).
   Strategy strategy{};
   bool hierarchical = false;
+  bool by_host = false;
   bool operator==(const RunStrategy&) const = default;
 
-  static RunStrategy flat(Strategy s) { return {Path::schedule, s, false}; }
-  static RunStrategy among_leaders(Strategy s) { return {Path::schedule, s, true}; }
-  static RunStrategy of(Path p) { return {p, Strategy{}, false}; }
+  static RunStrategy flat(Strategy s) { return {Path::schedule, s, false, false}; }
+  static RunStrategy among_leaders(Strategy s) { return {Path::schedule, s, true, false}; }
+  static RunStrategy among_hosts(Strategy s) { return {Path::schedule, s, true, true}; }
+  static RunStrategy of(Path p) { return {p, Strategy{}, false, false}; }
 };
 
-// "ring", "tree:2", "centralized", "direct", "oneshot", "hier+oneshot", "p2p", "nccl", "device";
-// "" for none.
+// "ring", "tree:2", "centralized", "direct", "oneshot", "hier+oneshot", "hosts+ring", "p2p",
+// "nccl", "device"; "" for none.
 std::string to_string(const RunStrategy& s);
 
 // Crowded small all-reduces across nodes go centralized (a star) up to this many peers.
@@ -67,6 +73,9 @@ inline constexpr int kStarPeers = 8;
 //  - shared memory: centralized below config.auto_threshold_bytes (one hand-off in, one out), direct
 //    at or above it (each peer reduces 1/n in one pass over all inputs, then copies the other
 //    parts: about 3x the buffer per peer where the ring moves 5x, in 2 rounds instead of 2(n-1));
+//  - network, all-reduce, all-gather or reduce-scatter with several node processes sharing the
+//    memory of some host and more than one host: hierarchical by host (one leader per host; only
+//    the leaders' op crosses the network), with what the rules below pick among the leaders;
 //  - network, all-reduce, all-gather or reduce-scatter with several peers on some node:
 //    hierarchical, with what the rules below pick for the node leaders among them;
 //  - network, all-reduce with every peer on a node of its own and an inflow (the n - 1 buffers

@@ -175,6 +175,31 @@ TEST(Tuning, HierarchicalWithSeveralPeersOnANode) {
             "hier+oneshot");
 }
 
+// Two hosts with two node processes each (2 peers per node): where the processes of a host share
+// memory, one leader per host, so only the hosts' leaders cross the network; where they do not (the
+// network forced: every node its own domain) or nothing says (no domains), one leader per node.
+TEST(Tuning, HierarchicalByHostWhenProcessesOfAHostShareMemory) {
+  Config c;
+  Topology t = network({0, 0, 1, 1, 2, 2, 3, 3}, {"a", "a", "b", "b"}, {8, 8, 8, 8});
+  t.node_domain = {0, 0, 1, 1};
+  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, 16, t), RunStrategy::among_hosts({Algorithm::oneshot, 2}));
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, t), "hosts+oneshot");
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, c.auto_threshold_bytes, t), "hosts+ring");
+  EXPECT_EQ(tuned(c, OpKind::all_gather, DType::f32, 16, t), "hosts+tree:2");
+  EXPECT_FALSE(tune(c, OpKind::broadcast, DType::f32, 16, t).hierarchical);
+  t.node_domain = {0, 1, 2, 3};
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, t), "hier+oneshot");
+  t.node_domain.clear();
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, t), "hier+oneshot");
+  // One host: its node leaders exchange through shared memory, as before.
+  t.node_domain = {0, 0, 0, 0};
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, t), "hier+oneshot");
+  // A host whose processes hold one peer each: still one leader per host.
+  Topology singles = network({0, 1, 2, 3}, {"a", "a", "b", "b"}, {8, 8, 8, 8});
+  singles.node_domain = {0, 0, 1, 1};
+  EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, singles), "hosts+oneshot");
+}
+
 TEST(Tuning, FixedStrategiesRunAsNamedAndNcclIsAutoForHostTensors) {
   Config c;
   const Topology two_by_two = network({0, 0, 1, 1}, {"a", "b"}, {8, 8});

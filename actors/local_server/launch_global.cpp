@@ -29,15 +29,20 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const L
   t.peers = l.n;
   t.shared_memory = false;
   t.rank_node = rank_node;
-  for (const auto& node : topo.nodes) {
+  const bool share = l.config->host_transport == HostTransport::automatic;
+  for (uint32_t k = 0; k < topo.nodes.size(); ++k) {
+    const auto& node = topo.nodes[k];
     t.node_host.push_back("host " + std::to_string(node.host));  // as the orchestrator grouped them
     t.node_threads.push_back(node.hardware_threads);
+    t.node_domain.push_back(share ? node.host : topo.num_nodes + k);
   }
   strategy = tune(*l.config, shape.kind, shape.dtype, shape.count, t);
   const ScheduleParams p{shape.kind, strategy.strategy, l.n, shape.root, shape.count, dtype_size(shape.dtype)};
-  auto cs = CompiledSchedule::compile(
-      strategy.hierarchical ? hierarchical_schedule(p, std::vector<int>(rank_node.begin(), rank_node.end()))
-                            : make_schedule(p));
+  // The local level of a hierarchical schedule: the rank's node, or its node's host.
+  std::vector<int> group(rank_node.begin(), rank_node.end());
+  if (strategy.by_host)
+    for (auto& g : group) g = static_cast<int>(t.node_domain[static_cast<std::size_t>(g)]);
+  auto cs = CompiledSchedule::compile(strategy.hierarchical ? hierarchical_schedule(p, group) : make_schedule(p));
   std::lock_guard<std::mutex> lk(mu_);
   if (global_cache_.size() >= 512) global_cache_.clear();  // bound memory; rebuilding is cheap
   global_cache_.emplace(std::move(key), std::make_pair(cs, strategy));
