@@ -76,16 +76,28 @@ Channels agree(uint64_t token_a, uint64_t token_b) {
   return c;
 }
 
+// Two connections over one agreed segment: `a` offered it, `b` attached; each has its sink.
+struct ConnectedPair {
+  Sink sink_a, sink_b;
+  std::unique_ptr<Connection> a, b;
+  std::string declined;
+  explicit ConnectedPair(uint64_t token) {
+    Channels ch = agree(token, token);
+    declined = ch.declined;
+    if (!ch.offered || !ch.attached) return;
+    a = shm_connection(ch.a, 1, &sink_a, std::move(ch.offered));
+    b = shm_connection(ch.b, 0, &sink_b, std::move(ch.attached));
+  }
+};
+
 TEST(ShmTransport, FramesOfEverySizeGoBothWaysIntact) {
   const auto before = dev_shm();
   ASSERT_TRUE(kSmallRings);
   EXPECT_EQ(ShmChannel::ring_bytes(), std::size_t{64} << 10);
-  Channels ch = agree(42, 42);
-  ASSERT_TRUE(ch.offered && ch.attached) << ch.declined;
+  ConnectedPair pair(42);
+  ASSERT_TRUE(pair.a && pair.b) << pair.declined;
   EXPECT_EQ(open_segments(), 0) << "once both sides mapped it, nobody else may open the segment";
-  Sink sink_a, sink_b;
-  auto a = shm_connection(ch.a, 1, &sink_a, std::move(ch.offered));
-  auto b = shm_connection(ch.b, 0, &sink_b, std::move(ch.attached));
+  auto& [sink_a, sink_b, a, b, declined] = pair;
   Poller poll_a, poll_b;
   poll_a.start({a.get()});
   poll_b.start({b.get()});
@@ -142,11 +154,9 @@ TEST(ShmTransport, FramesOfEverySizeGoBothWaysIntact) {
 }
 
 TEST(ShmTransport, AKilledSideEndsTheOthersReadingAndItsWaitingWriter) {
-  Channels ch = agree(5, 5);
-  ASSERT_TRUE(ch.offered && ch.attached) << ch.declined;
-  Sink sink_a, sink_b;
-  auto a = shm_connection(ch.a, 1, &sink_a, std::move(ch.offered));
-  auto b = shm_connection(ch.b, 0, &sink_b, std::move(ch.attached));
+  ConnectedPair pair(5);
+  ASSERT_TRUE(pair.a && pair.b) << pair.declined;
+  auto& [sink_a, sink_b, a, b, declined] = pair;
   Poller poll_a;
   poll_a.start({a.get()});  // nobody reads b: a's writer fills the ring and waits for room
   std::string big = pattern(1 << 20, 3);
@@ -165,11 +175,9 @@ TEST(ShmTransport, AKilledSideEndsTheOthersReadingAndItsWaitingWriter) {
 // What a waiting thread looks at before it sleeps: bytes in the ring make a connection ready
 // (and refuse to arm), until it ended; an ended one is never ready, or its poller would spin.
 TEST(ShmTransport, ReadyWhileBytesWaitUntilItEnded) {
-  Channels ch = agree(9, 9);
-  ASSERT_TRUE(ch.offered && ch.attached) << ch.declined;
-  Sink sink_a, sink_b;
-  auto a = shm_connection(ch.a, 1, &sink_a, std::move(ch.offered));
-  auto b = shm_connection(ch.b, 0, &sink_b, std::move(ch.attached));
+  ConnectedPair pair(9);
+  ASSERT_TRUE(pair.a && pair.b) << pair.declined;
+  auto& [sink_a, sink_b, a, b, declined] = pair;
   EXPECT_FALSE(b->ready());
   EXPECT_TRUE(b->arm()) << "nothing there: b may sleep";
   FrameHeader h;
