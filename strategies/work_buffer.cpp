@@ -6,6 +6,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "core/buffer_pool.hpp"
 #include "strategies/reduce_kernels.hpp"
 #include "strategies/schedule.hpp"
 
@@ -102,12 +103,11 @@ WorkBuffer::Part& WorkBuffer::part_for(std::size_t off, std::size_t cnt) {
 std::byte* WorkBuffer::mem_at(std::size_t off, std::size_t cnt) {
   Part& pt = part_for(off, cnt);
   if (pt.mem == nullptr) {
-    // Scratch is allocated the first time something is written into it.
-    std::size_t bytes = ((pt.end - pt.begin) * esize_ + 63) / 64 * 64;
-    auto* raw = static_cast<std::byte*>(std::aligned_alloc(64, bytes ? bytes : 64));
-    if (!raw) throw std::bad_alloc();
-    scratch_.emplace_back(raw, [](std::byte* q) { std::free(q); });
-    pt.mem = raw;
+    // Scratch is taken the first time something is written into it, from a pool: an op's scratch
+    // of 128 KiB and more was mapped afresh by malloc every time, a page fault per 4 KiB.
+    static BufferPool pool(std::size_t{256} << 20);
+    scratch_.push_back(pool.take((pt.end - pt.begin) * esize_));
+    pt.mem = scratch_.back().get();
   }
   return pt.mem + (off - pt.begin) * esize_;
 }

@@ -194,6 +194,38 @@ TEST(ShmTransport, ReadyWhileBytesWaitUntilItEnded) {
   auto late = a->send(SendTicket::owning(h, "more"));  // a does not know yet: into b's ring
   ASSERT_TRUE(late->done.wait_at_least(1, Clock::now() + 5s));
   EXPECT_FALSE(b->ready()) << "ended, though its ring holds a frame";
+  EXPECT_TRUE(b->arm()) << "an ended connection never asks its poller to pump it again";
+}
+
+// An offer whose pid and descriptor name something else (what /proc/PID/fd/N is in another PID
+// namespace): an empty file, then a file of the offered size. Declined without touching it (no
+// SIGBUS), the socket left as it was.
+TEST(ShmTransport, AnOfferNamingAnotherFileIsDeclined) {
+  for (off_t size : {off_t{0}, off_t{1} << 20}) {
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    FILE* other = std::tmpfile();
+    ASSERT_NE(other, nullptr);
+    ASSERT_EQ(ftruncate(fileno(other), size), 0);
+    ShmChannel::Offer o;
+    o.pid = getpid();
+    o.fd = fileno(other);
+    o.bytes = std::uint64_t{1} << 20;
+    o.dev = 1;
+    o.inode = 2;
+    ASSERT_EQ(::send(sv[0], &o, sizeof o, 0), static_cast<ssize_t>(sizeof o));
+    std::string why;
+    auto r = ShmChannel::accept(sv[1], nullptr, 7, 7, Clock::now() + 5s, why);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_FALSE(*r);
+    EXPECT_NE(why.find("is not the segment offered"), std::string::npos) << why;
+    char answer = 1;
+    ASSERT_EQ(::recv(sv[0], &answer, 1, 0), 1);
+    EXPECT_EQ(answer, 0) << "declined on the socket too";
+    std::fclose(other);
+    ::close(sv[0]);
+    ::close(sv[1]);
+  }
 }
 
 TEST(ShmTransport, AWrongTokenIsDeclinedAndTheSocketStillWorks) {

@@ -83,6 +83,7 @@ class Connection {
   // instead of sleeping). Sockets: never ready this way, always armed.
   virtual bool ready() const { return false; }
   virtual bool arm() { return true; }
+  virtual void disarm() {}  // the waiting thread woke: no wake-ups wanted until it arms again
   virtual bool spins() const { return false; }
   // Reads what has arrived (up to about `budget` bytes) without blocking and hands it to the sink.
   // idle: nothing more to read until wait_fd() is readable again; more: the budget ran out with

@@ -103,6 +103,7 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
           if (!c->arm()) ready_.push_back(c);
     }
     int n = epoll_wait(ep_, evs, 16, ready_.empty() ? timeout_ms(until) : 0);
+    for (Connection* c : spinning_) c->disarm();
     if (n < 0 && errno != EINTR) {  // should not happen; do not spin on it
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
@@ -120,7 +121,10 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
     for (Connection* c : now) {
       const auto r = c->pump();
       if (r == Connection::Pumped::more) ready_.push_back(c);
-      if (r == Connection::Pumped::ended) epoll_ctl(ep_, EPOLL_CTL_DEL, c->wait_fd(), nullptr);
+      if (r == Connection::Pumped::ended) {
+        epoll_ctl(ep_, EPOLL_CTL_DEL, c->wait_fd(), nullptr);
+        spinning_.erase(std::remove(spinning_.begin(), spinning_.end(), c), spinning_.end());
+      }
     }
     now.clear();
   }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -42,13 +43,7 @@ namespace {
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "the rings' words must be lock-free to be shared between processes");
 
-// What the creator sends after the hello, and the answer.
-struct Offer {
-  uint64_t magic = ShmChannel::Segment::kMagic;
-  int64_t pid = 0;
-  int64_t fd = 0;
-  uint64_t bytes = 0;
-};
+using Offer = ShmChannel::Offer;
 
 void futex_wait(std::atomic<uint32_t>* w, uint32_t seen, std::chrono::nanoseconds for_at_most) {
   timespec ts{static_cast<time_t>(for_at_most.count() / 1000000000), static_cast<long>(for_at_most.count() % 1000000000)};
@@ -73,16 +68,16 @@ Status recv_on(int fd, TlsChannel* tls, void* p, std::size_t n, Clock::time_poin
 std::size_t ShmChannel::ring_bytes() {
   static const std::size_t bytes = [] {
     std::size_t kib = 4096;
-    if (const char* e = std::getenv("CHORUS_SHM_RING_KIB")) kib = std::max<std::size_t>(64, std::strtoull(e, nullptr, 10));
+    if (const char* e = std::getenv("CHORUS_SHM_RING_KIB"))
+      kib = std::clamp<std::size_t>(std::strtoull(e, nullptr, 10), 64, std::size_t{1} << 20);  // 64 KiB .. 1 GiB
     return kib << 10;
   }();
   return bytes;
 }
 
-ShmChannel::ShmChannel(int fd, int memfd, void* base, std::size_t bytes, bool creator)
-    : fd_(fd), memfd_(memfd), base_(base), bytes_(bytes) {
+ShmChannel::ShmChannel(int fd, int memfd, void* base, std::size_t bytes, std::size_t cap, bool creator)
+    : fd_(fd), memfd_(memfd), base_(base), bytes_(bytes), cap_(cap) {
   auto* seg = static_cast<Segment*>(base);
-  cap_ = seg->capacity;
   std::byte* data = static_cast<std::byte*>(base) + sizeof(Segment);
   out_ = creator ? &seg->to_joiner : &seg->to_creator;
   in_ = creator ? &seg->to_creator : &seg->to_joiner;
@@ -103,10 +98,13 @@ void ShmChannel::forget_descriptor() {
 Result<std::unique_ptr<ShmChannel>> ShmChannel::offer(int fd, TlsChannel* tls, uint64_t collective, uint64_t token,
                                                        Clock::time_point deadline) {
   const std::size_t cap = ring_bytes(), bytes = Segment::bytes(cap);
-  const int memfd = memfd_create("chorus-shm", MFD_CLOEXEC);
+  const int memfd = memfd_create("chorus-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (memfd < 0) return Status(Errc::internal, std::string("memfd_create: ") + std::strerror(errno));
   void* base = MAP_FAILED;
-  if (ftruncate(memfd, static_cast<off_t>(bytes)) == 0)
+  struct stat st {};
+  // Sealed at its size: nobody can shrink it under a mapping (SIGBUS) or grow it.
+  if (ftruncate(memfd, static_cast<off_t>(bytes)) == 0 &&
+      fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0 && fstat(memfd, &st) == 0)
     base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (base == MAP_FAILED) {
     const std::string why = std::strerror(errno);
@@ -118,11 +116,13 @@ Result<std::unique_ptr<ShmChannel>> ShmChannel::offer(int fd, TlsChannel* tls, u
   seg->token = token;
   seg->capacity = cap;
   seg->magic = Segment::kMagic;
-  std::unique_ptr<ShmChannel> ch(new ShmChannel(fd, memfd, base, bytes, /*creator=*/true));
+  std::unique_ptr<ShmChannel> ch(new ShmChannel(fd, memfd, base, bytes, cap, /*creator=*/true));
   Offer o;
   o.pid = getpid();
   o.fd = memfd;
   o.bytes = bytes;
+  o.dev = st.st_dev;
+  o.inode = st.st_ino;
   if (auto s = send_on(fd, tls, &o, sizeof o, deadline); !s.is_ok()) return s;
   uint8_t answer = 0;
   if (auto s = recv_on(fd, tls, &answer, 1, deadline); !s.is_ok()) return s;
@@ -144,8 +144,18 @@ Result<std::unique_ptr<ShmChannel>> ShmChannel::accept(int fd, TlsChannel* tls, 
   if (o.magic != Segment::kMagic || o.bytes < sizeof(Segment) || o.bytes > (std::size_t{1} << 34))
     return decline("a garbled shared-memory offer");
   const std::string path = "/proc/" + std::to_string(o.pid) + "/fd/" + std::to_string(o.fd);
-  const int memfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  const int memfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (memfd < 0) return decline("cannot open the other process's segment (" + path + "): " + std::strerror(errno));
+  // The very segment offered (not what that path names in another PID namespace), sealed at the
+  // size offered, before anything of it is touched.
+  struct stat st {};
+  const int seals = fcntl(memfd, F_GET_SEALS);
+  if (fstat(memfd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_dev) != o.dev ||
+      static_cast<uint64_t>(st.st_ino) != o.inode || static_cast<uint64_t>(st.st_size) != o.bytes || seals < 0 ||
+      (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+    ::close(memfd);
+    return decline(path + " is not the segment offered (another PID namespace?)");
+  }
   void* base = mmap(nullptr, o.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (base == MAP_FAILED) {
     ::close(memfd);
@@ -158,7 +168,7 @@ Result<std::unique_ptr<ShmChannel>> ShmChannel::accept(int fd, TlsChannel* tls, 
     ::close(memfd);
     return decline("the offered segment is not this collective's");
   }
-  std::unique_ptr<ShmChannel> ch(new ShmChannel(fd, memfd, base, o.bytes, /*creator=*/false));
+  std::unique_ptr<ShmChannel> ch(new ShmChannel(fd, memfd, base, o.bytes, seg->capacity, /*creator=*/false));
   ch->forget_descriptor();
   const uint8_t yes = 1;
   if (auto s = send_on(fd, tls, &yes, 1, deadline); !s.is_ok()) return s;
@@ -167,6 +177,10 @@ Result<std::unique_ptr<ShmChannel>> ShmChannel::accept(int fd, TlsChannel* tls, 
 
 std::size_t ShmChannel::write_some(const void* p, std::size_t n) {
   const uint64_t tail = out_->tail.load(std::memory_order_acquire);
+  if (tail > pending_ || pending_ - tail > cap_) {  // the reader wrote nonsense: never write past the ring
+    close();
+    return 0;
+  }
   const std::size_t k = std::min<std::size_t>(n, cap_ - static_cast<std::size_t>(pending_ - tail));
   if (k == 0) return 0;
   const std::size_t at = static_cast<std::size_t>(pending_ % cap_), first = std::min(k, cap_ - at);
@@ -191,6 +205,12 @@ void ShmChannel::publish() {
   }
 }
 
+void ShmChannel::close() {
+  closed_.store(true);
+  out_->room.fetch_add(1, std::memory_order_seq_cst);  // a writer waiting for room lets go at once
+  futex_wake(&out_->room);
+}
+
 bool ShmChannel::wait_for_room(Clock::time_point until) {
   constexpr auto kSlice = std::chrono::milliseconds(10);  // a kill is noticed within this
   while (!closed_.load()) {
@@ -210,17 +230,24 @@ bool ShmChannel::has_bytes() const {
 
 bool ShmChannel::arm() {
   // seq_cst both ways with publish(): either the writer sees the flag, or we see its bytes.
+  armed_ = true;  // from now on a wake byte may come: the next empty read takes it off the socket
   in_->reader_sleeps.store(1, std::memory_order_seq_cst);
   if (in_->head.load(std::memory_order_seq_cst) == in_->tail.load(std::memory_order_relaxed)) return true;
   in_->reader_sleeps.store(0, std::memory_order_relaxed);
   return false;
 }
 
+void ShmChannel::disarm() { in_->reader_sleeps.store(0, std::memory_order_relaxed); }
+
 long ShmChannel::read_some(void* p, std::size_t n) {
   std::size_t got = 0;
   for (;;) {
     const uint64_t tail = in_->tail.load(std::memory_order_relaxed);
     const uint64_t head = in_->head.load(std::memory_order_acquire);
+    if (head < tail || head - tail > cap_) {  // the writer wrote nonsense: never read past the ring
+      errno = EPROTO;
+      return -1;
+    }
     const std::size_t k = std::min<std::size_t>(n - got, static_cast<std::size_t>(head - tail));
     if (k > 0) {
       std::byte* to = static_cast<std::byte*>(p) + got;
@@ -236,18 +263,21 @@ long ShmChannel::read_some(void* p, std::size_t n) {
       if (got == n) return static_cast<long>(got);
       continue;
     }
-    // The ring is empty. With nothing read yet: take the wake-up bytes off the socket, whose end is
-    // the other process's end (after the bytes it wrote before it, hence the second look).
-    if (got == 0) {
+    // The ring is empty. With nothing read yet, and only when we asked for a wake-up since the
+    // last look (the poller arms every ring before it sleeps, so an ended socket is seen too) or
+    // were killed: take the wake-up bytes off the socket, whose end is the other process's end
+    // (after the bytes it wrote before it, hence the second look), or ours.
+    if (got == 0 && (armed_ || closed_.load())) {
       if (peer_gone_) return 0;
       char drain[64];
       const ssize_t r = ::recv(fd_, drain, sizeof drain, MSG_DONTWAIT);
       if (r > 0 || (r < 0 && errno == EINTR)) continue;
-      if (r == 0) {
+      if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE))) {
         peer_gone_ = true;
         continue;
       }
       if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+      armed_ = false;  // drained: nothing more is owed until the next arm
     }
     if (got > 0) return static_cast<long>(got);
     errno = EAGAIN;

@@ -61,14 +61,28 @@ class ShmChannel {
   // Before the reader sleeps on the socket: asks the writer for a wake-up byte; false when bytes
   // came meanwhile (read them instead of sleeping).
   bool arm();
-  // Ends waits for room (the connection was killed).
-  void close() { closed_.store(true); }
+  // Ends waits for room at once (the connection was killed).
+  void close();
+  // After the reader woke (for any reason): no wake-up bytes wanted until it arms again.
+  void disarm();
+
+  // What the creator sends after the hello (then one byte answers: 1 attached, 0 declined).
+  // `dev`/`inode` name the segment itself: /proc/PID/fd/N read in another PID namespace (two
+  // containers sharing a network) is another process's descriptor, which must not be taken for it.
+  struct Offer {
+    uint64_t magic = 0x43484f52534d3031;  // "CHORSM01"
+    int64_t pid = 0;
+    int64_t fd = 0;
+    uint64_t bytes = 0;
+    uint64_t dev = 0;
+    uint64_t inode = 0;
+  };
 
   struct Ring;      // one direction's control words and bytes (in the segment)
   struct Segment;   // the segment's layout
 
  private:
-  ShmChannel(int fd, int memfd, void* base, std::size_t bytes, bool creator);
+  ShmChannel(int fd, int memfd, void* base, std::size_t bytes, std::size_t cap, bool creator);
   // Closes the segment's descriptor (the mapping stays): once both sides have mapped it, no other
   // process can open it through /proc/PID/fd.
   void forget_descriptor();
@@ -83,6 +97,7 @@ class ShmChannel {
   std::size_t cap_;
   std::atomic<bool> closed_{false};
   bool peer_gone_ = false;  // the socket ended (reader only)
+  bool armed_ = false;      // a wake byte may be owed since the last empty read (reader only)
   uint64_t pending_ = 0;    // the writer's head, ahead of the published one (writer only)
 };
 

@@ -38,7 +38,10 @@ class TcpConnection final : public Connection {
   // (Called by whoever leads the poller, as pump() is: ended_ is theirs.) An ended connection is
   // never ready, whatever its ring still holds.
   bool ready() const override { return shm_ && !ended_ && shm_->has_bytes(); }
-  bool arm() override { return !shm_ || shm_->arm(); }
+  bool arm() override { return !shm_ || ended_ || shm_->arm(); }
+  void disarm() override {
+    if (shm_) shm_->disarm();
+  }
   bool spins() const override { return shm_ != nullptr; }
   Pumped pump(std::size_t budget) override;
   void stop_reading() override;
