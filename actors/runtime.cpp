@@ -146,7 +146,7 @@ Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::millisecon
                       Enter enter) {
   auto reply = call.reply;
   (core.*enter)(std::move(call));
-  if (!reply->done.wait_at_least(1, Clock::now() + timeout, spin_budget_for(peers))) {
+  if (!reply->done.wait_at_least(1, Clock::now() + timeout, patience_for(peers))) {
     core.on_timeout(reply->timer);  // fails the request for everyone who came, naming who did not
     if (!reply->done.wait_at_least(1, Clock::now() + RuntimeImpl::grace))
       return {Errc::timeout, "the local server did not answer within " +

@@ -68,6 +68,22 @@ void WaitWord::sleep(uint32_t seen, Clock::time_point until) {
   sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+Patience patience_for(unsigned threads) {
+  if (threads <= hardware_threads()) return {spin_budget(), std::chrono::nanoseconds(0)};
+  return {std::chrono::nanoseconds(0), yield_budget()};
+}
+
+bool WaitWord::wait_at_least(uint32_t target, Clock::time_point deadline, Patience p) {
+  if (p.yield.count() > 0) {
+    const auto yield_end = std::min(deadline, Clock::now() + p.yield);
+    do {
+      if (value.load(std::memory_order_acquire) >= target) return true;
+      std::this_thread::yield();
+    } while (Clock::now() < yield_end);
+  }
+  return wait_at_least(target, deadline, p.spin);
+}
+
 bool WaitWord::wait_at_least(uint32_t target, Clock::time_point deadline,
                              std::chrono::nanoseconds spin) {
   if (value.load(std::memory_order_acquire) >= target) return true;

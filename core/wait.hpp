@@ -21,6 +21,15 @@ std::chrono::nanoseconds yield_budget();
 // since a spinning thread would then keep the one it waits for off the CPU.
 std::chrono::nanoseconds spin_budget_for(unsigned threads);
 
+// How a wait passes the time before it sleeps: spinning on the word, or (threads outnumbering
+// cores) giving the core away between looks, which lets the thread it waits for run at the cost
+// of a system call rather than of a sleep and a wake-up.
+struct Patience {
+  std::chrono::nanoseconds spin{0};
+  std::chrono::nanoseconds yield{0};
+};
+Patience patience_for(unsigned threads);
+
 // Signals an eventfd (adds 1): wakes whoever polls it.
 void signal_eventfd(int fd);
 // True on the thread that leads a Poller: the only word with a watcher is its own, and it looks
@@ -44,6 +53,7 @@ struct alignas(64) WaitWord {
   }
   // Waits until value >= target, spinning up to `spin` before sleeping; false on deadline.
   bool wait_at_least(uint32_t target, Clock::time_point deadline, std::chrono::nanoseconds spin);
+  bool wait_at_least(uint32_t target, Clock::time_point deadline, Patience p);
   bool wait_at_least(uint32_t target, Clock::time_point deadline) {
     return wait_at_least(target, deadline, spin_budget());
   }

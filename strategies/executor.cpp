@@ -50,7 +50,7 @@ OpPlan::OpPlan(OpKind kind, DType dtype, ReduceOp redop, int n, int root, std::s
     : kind_(kind), dtype_(dtype), redop_(redop), n_(n), root_(root), count_(count),
       schedule_(std::move(schedule)), slots_(new Slot[schedule_->num_slots ? schedule_->num_slots : 1]),
       deadline_(deadline),
-      spin_(spin_budget_for(local_threads ? local_threads : static_cast<unsigned>(n))),
+      spin_(patience_for(local_threads ? local_threads : static_cast<unsigned>(n))),
       label_(std::move(label)), remote_(std::move(remote)) {}
 
 void OpPlan::abort(Status why) {

@@ -93,7 +93,7 @@ class OpPlan {
   std::shared_ptr<const CompiledSchedule> schedule_;
   std::unique_ptr<Slot[]> slots_;
   Clock::time_point deadline_;
-  std::chrono::nanoseconds spin_;
+  Patience spin_;
   std::string label_;
   std::shared_ptr<RemoteSteps> remote_;
   std::atomic<bool> aborted_{false};

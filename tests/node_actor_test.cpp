@@ -69,7 +69,7 @@ NodeRegisterData reg() {
   c.num_nodes = 2;
   c.orchestrator_address = kWhere;
   c.node_address = "h:1";
-  return {protocol_version(), "s3", c, 2, "h:1", 4};
+  return {protocol_version(), "s3", c, 2, "h:1", 4, ""};
 }
 
 TopologyData topology() {

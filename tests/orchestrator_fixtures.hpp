@@ -25,7 +25,7 @@ inline Config node_config(uint32_t nodes, uint32_t peers, const std::string& add
 
 inline NodeRegisterData reg(uint32_t nodes, uint32_t peers, const std::string& addr,
                             const std::string& secret = "s3") {
-  return {protocol_version(), secret, node_config(nodes, peers, addr), peers, addr};
+  return {protocol_version(), secret, node_config(nodes, peers, addr), peers, addr, 0, ""};
 }
 
 // An actor system with its config (which must outlive it), set up for remoting.
