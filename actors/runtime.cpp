@@ -4,6 +4,7 @@
 #include "actors/local_server/local_server.hpp"
 #include "actors/remoting.hpp"
 #include "actors/runtime_impl.hpp"
+#include "core/log.hpp"
 #include "messages/peer_codec.hpp"
 
 namespace chorus {
@@ -204,6 +205,7 @@ Status RuntimeImpl::ensure_global(const Config& config) {
 
 Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {
   if (auto s = config.validate(); !s) return s;
+  configure_log(config.debug, config.debug_subsys);  // validated above
   // A Runtime is one node of a multi-node collective or one process's collective, for its whole
   // life: its local server cannot serve both (ops of a joined node go to its global client), and
   // a node stays a member of its job until the Runtime goes. The first registration that gets

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "core/log.hpp"
+
 namespace chorus {
 
 Config& Config::with_local_strategy(StrategyChoice s) {
@@ -41,6 +43,12 @@ Status Config::validate() const {
     return bad("multi-node configuration needs num_nodes, orchestrator_address and node_address together");
   if (has_tls() && (tls_certificate.empty() || tls_key.empty() || tls_ca.empty()))
     return bad("TLS needs tls_certificate, tls_key and tls_ca together");
+  LogLevel level;
+  if (!parse_log_level(debug, level))
+    return bad("debug '" + debug + "' is not a log level (error, warn, info, trace, or empty)");
+  uint32_t mask;
+  if (!parse_log_subsys(debug_subsys, mask))
+    return bad("debug_subsys '" + debug_subsys + "' names an unknown subsystem (init, op, net, shm, orch, cuda)");
   return Status::ok();
 }
 

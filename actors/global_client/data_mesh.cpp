@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <mutex>
 
+#include "core/log.hpp"
 #include "messages/data_codec.hpp"
 #include "messages/peer_codec.hpp"
 #include "transport/socket.hpp"
@@ -53,13 +53,14 @@ bool share_memory(const Config& config, const TopologyData& t, uint32_t j) {
   return config.host_transport == HostTransport::automatic && t.nodes[t.node_id].host == t.nodes[j].host;
 }
 
-// Said once per process: a pair of one host that could not share memory (e.g. the other process
-// is in another PID namespace or runs as another user) goes on over its socket.
+// Said once per process (warn, shm): a pair of one host that could not share memory (e.g. the
+// other process is in another PID namespace or runs as another user) goes on over its socket.
 void note_declined(uint32_t me, uint32_t j, const std::string& why) {
   static std::once_flag once;
   std::call_once(once, [&] {
-    std::fprintf(stderr, "chorus: node %u: no shared memory with node %u on the same host (%s); the data goes through the socket\n",
-                 me, j, why.c_str());
+    CHORUS_LOG(warn, shm, (LogWhere{me}),
+               "no shared memory with node " + std::to_string(j) + " on the same host (" + why +
+                   "); the data goes through the socket");
   });
 }
 
@@ -131,6 +132,7 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
       if (!ch.is_ok()) return fail({ch.status().code(), "shared memory with " + name + ": " + ch.status().message()});
       shm[j] = std::move(*ch);
       if (!shm[j]) note_declined(me, j, declined);
+      else CHORUS_LOG(info, shm, (LogWhere{me}), "node " + std::to_string(j) + ": data through shared memory");
     }
   }
   for (uint32_t waiting = n - 1 - me; waiting > 0;) {
@@ -163,6 +165,7 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
       }
       shm[who] = std::move(*sh);
       if (!shm[who]) note_declined(me, who, "node " + std::to_string(who) + " could not attach");
+      else CHORUS_LOG(info, shm, (LogWhere{me}), "node " + std::to_string(who) + ": data through shared memory");
     }
     fds[who] = fd;
     channels[who] = std::move(ch);

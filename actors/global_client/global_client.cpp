@@ -1,8 +1,11 @@
 #include "actors/global_client/global_client.hpp"
 
+#include <algorithm>
+
 #include "actors/global_client/data_mesh.hpp"
 #include "actors/global_client/net_op.hpp"
 #include "actors/global_client/p2p.hpp"
+#include "core/log.hpp"
 #include "messages/peer_codec.hpp"
 #include "transport/host_identity.hpp"
 #include "transport/socket.hpp"
@@ -53,6 +56,15 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
     if (n.host == c->topo_.nodes[c->topo_.node_id].host) host_peers += n.num_peers;
   const bool crowded = host_peers > hardware_threads();
   c->poller_.start(all, crowded ? yield_budget() : spin_budget(), crowded);
+  if (log_on(LogLevel::info, Subsys::init)) {
+    uint32_t hosts = 0;
+    for (const auto& n : c->topo_.nodes) hosts = std::max(hosts, n.host + 1);
+    log_line(LogLevel::info, Subsys::init, LogWhere{c->topo_.node_id},
+             "joined collective " + std::to_string(c->topo_.collective) + " as node " + std::to_string(c->topo_.node_id) +
+                 " of " + std::to_string(c->topo_.num_nodes) + " (" + std::to_string(c->topo_.total_peers) + " peers, " +
+                 std::to_string(hosts) + " host(s); this node's peers from rank " +
+                 std::to_string(c->topo_.nodes[c->topo_.node_id].peer_offset) + ")");
+  }
   return c;
 }
 

@@ -1,5 +1,7 @@
 #include "actors/orchestrator/orchestrator.hpp"
 
+#include "core/log.hpp"
+
 #include <memory>
 #include <random>
 
@@ -30,6 +32,12 @@ void apply(orchestrator_actor::pointer self, ShellState& st, OrchestratorCore::E
     if (it != st.nodes.end()) self->monitor(it->second.handle);
   }
   for (auto& r : fx.replies) {
+    if (r.status)
+      CHORUS_LOG(info, orch, (LogWhere{r.topology.node_id}),
+                 "admitted to collective " + std::to_string(r.topology.collective) + " (" +
+                     std::to_string(r.topology.num_nodes) + " nodes, " + std::to_string(r.topology.total_peers) + " peers)");
+    else
+      CHORUS_LOG(info, orch, LogWhere{}, "a node's registration answered: " + r.status.to_string());
     auto it = st.nodes.find(r.to);
     if (it == st.nodes.end() || !it->second.pending) continue;
     auto reply = encode_node_register_reply(r.status, r.topology);
@@ -37,6 +45,8 @@ void apply(orchestrator_actor::pointer self, ShellState& st, OrchestratorCore::E
     it->second.pending->deliver(std::move(reply));
     it->second.pending.reset();
   }
+  for (auto& n : fx.notices)
+    CHORUS_LOG(info, orch, (LogWhere{n.lost.node_id}), "node lost, telling the others: " + n.lost.reason);
   for (auto& n : fx.notices) {
     auto it = st.nodes.find(n.to);
     if (it != st.nodes.end()) self->send(it->second.handle, node_lost_atom::value, encode_node_lost(n.lost));

@@ -1,6 +1,7 @@
 #include "actors/peer/run_op.hpp"
 
 #include "actors/runtime_impl.hpp"
+#include "core/log.hpp"
 #include "cuda/staging.hpp"
 #include "strategies/reduce_kernels.hpp"
 
@@ -75,14 +76,27 @@ Status fail_op(PeerState& s, OpRequestData req, Status why) {
   return execute(*reply, nullptr, nullptr);  // across nodes: concludes the op with the other nodes
 }
 
+namespace {
+// Every failed op says so at warn (op), with the peer's global rank, group and sequence number.
+Status logged(const PeerState& s, OpKind kind, uint64_t seq, Status st) {
+  if (!st)
+    CHORUS_LOG(warn, op,
+               (LogWhere{-1, static_cast<int64_t>(s.offset + s.id), static_cast<int64_t>(s.group), static_cast<int64_t>(seq)}),
+               std::string(to_string(kind)) + " failed: " + st.to_string());
+  return st;
+}
+} // namespace
+
 Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out) {
   if (!s) return no_peer();
+  const OpKind kind = req.kind;
+  const uint64_t seq = s->seq.load();
   if (s->global && on_device(in, out))
-    return staged_collective(s, std::move(req), in, out);
+    return logged(*s, kind, seq, staged_collective(s, std::move(req), in, out));
   Status st;
   auto reply = request(*s, std::move(req), in, out, st);
-  if (!st) return st;
-  return execute(*reply, bytes(in), bytes(out.defined() ? out : in));
+  if (!st) return logged(*s, kind, seq, st);
+  return logged(*s, kind, seq, execute(*reply, bytes(in), bytes(out.defined() ? out : in)));
 }
 
 } // namespace chorus::peer_impl

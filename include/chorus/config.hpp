@@ -39,6 +39,10 @@ struct Config {
   // TLS to the orchestrator (PEM files of this node; all three or none). Per node, never compared.
   std::string tls_certificate, tls_key, tls_ca;
   bool has_tls() const { return !tls_certificate.empty() || !tls_key.empty() || !tls_ca.empty(); }
+  // Logging (per process, never compared): "error", "warn", "info", "trace" or "" (nothing), and
+  // the subsystems ("init,op,net,shm,orch,cuda" or "" for all). CHORUS_DEBUG and
+  // CHORUS_DEBUG_SUBSYS win over them.
+  std::string debug, debug_subsys;
 
   // Sets the local strategy for every op kind at once.
   Config& with_local_strategy(StrategyChoice s);

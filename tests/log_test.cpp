@@ -1,0 +1,119 @@
+// chorus's logging (core/log.hpp): levels and subsystems parsed as documented, nothing written at
+// the default level, even for a failing op; at warn a failed op says which op of which rank and
+// why, in one line with its fields; at info a successful job says nothing from the op path; a bad
+// level in Config is a config error naming the field.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <chorus/chorus.hpp>
+#include "core/log.hpp"
+#include "peer_harness.hpp"
+#include "status_matchers.hpp"
+
+namespace chorus {
+namespace {
+
+using harness::config_for;
+using harness::run_peers;
+
+// Collects the lines; restores stderr and the default level when done.
+struct Captured {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  Captured() {
+    set_log_sink([this](const std::string& l) {
+      std::lock_guard<std::mutex> lk(mu);
+      lines.push_back(l);
+    });
+  }
+  ~Captured() {
+    configure_log("none", "all");
+    set_log_sink({});
+  }
+  std::vector<std::string> all() {
+    std::lock_guard<std::mutex> lk(mu);
+    return lines;
+  }
+};
+
+TEST(Log, LevelsAndSubsystemsParseAsDocumented) {
+  LogLevel l = LogLevel::trace;
+  EXPECT_TRUE(parse_log_level("", l) && l == LogLevel::none);
+  EXPECT_TRUE(parse_log_level("warn", l) && l == LogLevel::warn);
+  EXPECT_TRUE(parse_log_level("trace", l) && l == LogLevel::trace);
+  EXPECT_FALSE(parse_log_level("loud", l));
+  uint32_t m = 0;
+  EXPECT_TRUE(parse_log_subsys("net,shm", m));
+  EXPECT_EQ(m, static_cast<uint32_t>(Subsys::net) | static_cast<uint32_t>(Subsys::shm));
+  EXPECT_TRUE(parse_log_subsys("all", m) && m == 0xffffffffu);
+  EXPECT_FALSE(parse_log_subsys("net,disk", m));
+  EXPECT_NE(configure_log("loud", ""), "");
+  Captured c;
+  EXPECT_EQ(configure_log("info", "net,shm"), "");
+  EXPECT_TRUE(log_on(LogLevel::info, Subsys::net));
+  EXPECT_TRUE(log_on(LogLevel::warn, Subsys::shm));
+  EXPECT_FALSE(log_on(LogLevel::trace, Subsys::net)) << "above the level";
+  EXPECT_FALSE(log_on(LogLevel::info, Subsys::op)) << "a subsystem not asked for";
+}
+
+TEST(Log, OneLineWithTimeLevelSubsystemAndFields) {
+  Captured c;
+  configure_log("info", "");
+  CHORUS_LOG(info, net, (LogWhere{2, 5, 0, 17}), "hello");
+  CHORUS_LOG(trace, net, LogWhere{}, "not written");
+  auto lines = c.all();
+  ASSERT_EQ(lines.size(), 1u);
+  const std::string& l = lines[0];
+  EXPECT_EQ(l.rfind("chorus 20", 0), 0u) << l;  // the date
+  EXPECT_NE(l.find("Z INFO net node 2 rank 5 group 0 op 17: hello"), std::string::npos) << l;
+}
+
+// A timeout: silent at the default level; at warn, the op of each peer that failed, by rank and
+// sequence number, with the reason.
+TEST(Log, AFailedOpIsSilentByDefaultAndOneWarningPerPeerAtWarn) {
+  for (const char* level : {"", "warn"}) {
+    Captured c;
+    configure_log(level, "");
+    Runtime rt;
+    Config cfg = config_for(2, "auto", 200);
+    auto p0 = rt.register_peer(0, cfg);
+    ASSERT_TRUE(p0.is_ok()) << p0.status().to_string();
+    Tensor t = Tensor::from(std::vector<float>{1, 2});
+    const Status s = p0->all_reduce(t, ReduceOp::sum);  // peer 1 never comes
+    EXPECT_EQ(s.code(), Errc::timeout);
+    auto lines = c.all();
+    if (std::string(level).empty()) {
+      EXPECT_TRUE(lines.empty()) << lines[0];
+      continue;
+    }
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_NE(lines[0].find("WARN op rank 0 group 0 op 0: all_reduce failed: timeout"), std::string::npos) << lines[0];
+  }
+}
+
+// A job that works says nothing on the op path, even at info.
+TEST(Log, ASuccessfulJobSaysNothingAboutItsOps) {
+  Captured c;
+  configure_log("info", "op");
+  Runtime rt;
+  run_peers(rt, config_for(3), [](Peer& p) {
+    Tensor t = Tensor::from(std::vector<int64_t>{1, 2});
+    EXPECT_TRUE(p.all_reduce(t, ReduceOp::sum).is_ok());
+  });
+  EXPECT_TRUE(c.all().empty());
+}
+
+TEST(Log, ABadLevelInConfigIsAConfigError) {
+  Config cfg = config_for(1);
+  cfg.debug = "loud";
+  EXPECT_TRUE(has(cfg.validate(), Errc::invalid_config, {"debug 'loud'"}));
+  cfg.debug = "info";
+  cfg.debug_subsys = "net,disk";
+  EXPECT_TRUE(has(cfg.validate(), Errc::invalid_config, {"debug_subsys 'net,disk'"}));
+}
+
+} // namespace
+} // namespace chorus
