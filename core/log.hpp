@@ -28,7 +28,7 @@ bool log_on(LogLevel level, Subsys subsys);
 // Writes one line (call through CHORUS_LOG, which checks log_on first).
 void log_line(LogLevel level, Subsys subsys, const LogWhere& where, std::string_view message);
 
-// "error", "warn", "info", "trace", "none" (or "" : none); nullopt-like false when unknown.
+// "error", "warn", "info", "trace", "none" (or "": none); false when unknown.
 bool parse_log_level(std::string_view text, LogLevel& level);
 // A comma-separated list of subsystems, or "all"; false when a name is unknown.
 bool parse_log_subsys(std::string_view text, uint32_t& mask);

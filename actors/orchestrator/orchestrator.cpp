@@ -1,9 +1,9 @@
 #include "actors/orchestrator/orchestrator.hpp"
 
-#include "core/log.hpp"
-
 #include <memory>
 #include <random>
+
+#include "core/log.hpp"
 
 namespace chorus {
 
