@@ -146,8 +146,17 @@ template <class Enter>
 Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::milliseconds timeout, unsigned peers,
                       Enter enter) {
   auto reply = call.reply;
+  const auto start = Clock::now();
+  const Patience patience = patience_for(peers);
   (core.*enter)(std::move(call));
-  if (!reply->done.wait_at_least(1, Clock::now() + timeout, patience_for(peers))) {
+  // Half the timeout gone: say once (warn, op) what the request still waits for.
+  if (!reply->done.wait_at_least(1, start + timeout / 2, patience) && log_on(LogLevel::warn, Subsys::op)) {
+    const std::string what = core.waiting_for(reply->timer);
+    if (!what.empty())
+      log_line(LogLevel::warn, Subsys::op, LogWhere{},
+               what + " after " + std::to_string((timeout / 2).count()) + " ms, half the op's timeout");
+  }
+  if (!reply->done.wait_at_least(1, start + timeout, patience)) {
     core.on_timeout(reply->timer);  // fails the request for everyone who came, naming who did not
     if (!reply->done.wait_at_least(1, Clock::now() + RuntimeImpl::grace))
       return {Errc::timeout, "the local server did not answer within " +

@@ -46,6 +46,9 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // it once its deadline passes. It fails the op, group or send/recv half for everyone who came,
   // naming who did not; a key whose request was answered meanwhile is ignored.
   void on_timeout(uint64_t key);
+  // What the request waiting with timer `key` still waits for ("all_reduce #7: peers 1, 2 have not
+  // called"), or "" when it waits no more or is not an op or group request.
+  std::string waiting_for(uint64_t key);
   // Multi-node mode: registers group `gid` (members: global ids, by rank) on this node once its
   // members agreed (Peer::new_group). Idempotent: each local member calls it.
   void adopt_group(uint32_t gid, const std::vector<uint32_t>& members);

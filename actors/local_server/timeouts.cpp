@@ -48,6 +48,28 @@ void LocalServerCore::on_node_lost(const Status& why) {
     if (!op.failed) fail_op(op, lost_op(op.kind, key.second, why));
 }
 
+std::string LocalServerCore::waiting_for(uint64_t key) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (auto t = op_timers_.find(key); t != op_timers_.end()) {
+    auto it = ops_.find(t->second);
+    if (it == ops_.end() || it->second.failed) return {};
+    std::vector<int> missing;
+    for (std::size_t p = 0; p < it->second.arrivals.size(); ++p)
+      if (!it->second.arrivals[p])
+        missing.push_back(static_cast<int>(p + (global_ && t->second.first == 0 ? global_->offset() : 0)));
+    return op_label(it->second.kind, t->second.second) + ": " + names(missing) + " not called yet";
+  }
+  if (auto t = group_timers_.find(key); t != group_timers_.end()) {
+    auto pit = pending_groups_.find(t->second);
+    if (pit == pending_groups_.end()) return {};
+    std::vector<int> missing;
+    for (uint32_t m : pit->first)
+      if (!pit->second.arrivals.count(m)) missing.push_back(static_cast<int>(m));
+    return "new group: " + names(missing) + " not asked for it yet";
+  }
+  return {};
+}
+
 void LocalServerCore::on_timeout(uint64_t key) {
   std::lock_guard<std::mutex> lk(mu_);
   if (auto t = group_timers_.find(key); t != group_timers_.end()) {
