@@ -83,8 +83,10 @@ TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesThe
   start_orchestrator(3);
   const auto shm_before = dev_shm_entries();
   auto t0 = std::chrono::steady_clock::now();
+  setenv("CHORUS_DEBUG", "warn", 1);  // the node processes log what they see at warn
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "kill", "--victim", "2", "--at-op", "20",
                                         "--timeout-ms", "5000"});
+  unsetenv("CHORUS_DEBUG");
   auto took = std::chrono::steady_clock::now() - t0;
   auto lines = peer_lines(nodes);
   int survivors = 0;
@@ -104,6 +106,13 @@ TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesThe
       EXPECT_EQ(shm_segments(n), 2) << dump(nodes);
     }
   EXPECT_EQ(reported, 2) << "the two survivors say so\n" << dump(nodes);
+  // At warn each survivor's log names the lost node (net) and its failed ops (op).
+  int logged = 0;
+  for (const auto& n : nodes)
+    if (n.output.find("WARN net node") != std::string::npos && n.output.find("lost node 1:") != std::string::npos &&
+        n.output.find("WARN op rank") != std::string::npos)
+      ++logged;
+  EXPECT_EQ(logged, 2) << dump(nodes);
   EXPECT_EQ(dev_shm_entries(), shm_before);
   // The daemon is still up and admits a fresh collective.
   auto again = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "mixed", "--ops", "50"});

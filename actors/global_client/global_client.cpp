@@ -134,7 +134,8 @@ void GlobalClient::on_first_loss(LossListener listener) {
 }
 
 void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
-  (void)node;  // `why` names it; the first loss is what every later op reports
+  // `why` names the node; the first loss is what every later op reports.
+  CHORUS_LOG(warn, net, (LogWhere{topo_.node_id}), "lost node " + std::to_string(node) + ": " + why);
   std::vector<std::shared_ptr<NetOp>> ops;
   LossListener tell;  // only on the first loss
   Status first;
