@@ -42,9 +42,8 @@ Poller::~Poller() {
   ::close(efd_);
 }
 
-void Poller::start(const std::vector<Connection*>& conns, std::chrono::nanoseconds spin, bool yield) {
-  spin_ = spin;
-  yield_ = yield;
+void Poller::start(const std::vector<Connection*>& conns, Patience patience) {
+  patience_ = patience;
   for (Connection* c : conns) {
     if (!c) continue;
     if (c->spins()) spinning_.push_back(c);
@@ -90,9 +89,10 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
     // Shared-memory connections: a waiting thread looks at them for a moment (no system call)
     // before it sleeps; then each is armed, so its writer wakes us through its socket.
     if (ready_.empty() && !spinning_.empty()) {
-      const auto spin_until = watched ? Clock::now() + spin_ : Clock::now();
+      const bool yield = patience_.yield.count() > 0;
+      const auto spin_until = watched ? Clock::now() + (yield ? patience_.yield : patience_.spin) : Clock::now();
       for (bool first = true;; first = false) {
-        if (!first && yield_) std::this_thread::yield();
+        if (!first && yield) std::this_thread::yield();
         for (Connection* c : spinning_)
           if (c->ready()) ready_.push_back(c);
         if (!ready_.empty() || done() || Clock::now() >= spin_until) break;

@@ -26,13 +26,10 @@ class Poller {
   Poller& operator=(const Poller&) = delete;
 
   // Adds the connections (before start) and starts the background thread. A waiting thread that
-  // leads looks at the shared-memory connections among them for up to `spin` before it sleeps in
-  // epoll (none when the processes of the host outnumber its cores: see spin_budget_for).
-  // `yield`: give the core away between looks (sched_yield), for when the host's threads outnumber
-  // its cores: the writer we wait for may need this very core, and yielding to it costs far less
-  // than a sleep and a wake-up.
-  void start(const std::vector<Connection*>& conns, std::chrono::nanoseconds spin = std::chrono::nanoseconds(0),
-             bool yield = false);
+  // leads looks at the shared-memory connections among them, as `patience` says (spinning, or
+  // where the host's threads outnumber its cores yielding between looks: the writer we wait for
+  // may need this very core), before it sleeps in epoll.
+  void start(const std::vector<Connection*>& conns, Patience patience = {});
   // After stop() nothing pumps any more (the connections may then be destroyed); waits still end
   // by their words or deadlines. Idempotent.
   void stop();
@@ -56,8 +53,7 @@ class Poller {
   std::mutex lead_mu_;
   std::vector<Connection*> ready_;        // pump again without waiting for epoll (under lead_mu_)
   std::vector<Connection*> spinning_;     // connections that tell ready() without a system call
-  std::chrono::nanoseconds spin_{0};
-  bool yield_ = false;
+  Patience patience_;
   bool stopped_ = false;                  // under lead_mu_
   std::atomic<bool> stopping_{false};
   std::atomic<int> want_{0};              // threads in wait() that do not lead

@@ -20,15 +20,12 @@ Status send_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_po
   FrameHeader h;
   h.type = FrameType::hello;
   const std::string frame = whole_frame(h, encode_data_hello({protocol_version(), t.collective, t.node_id, t.token}));
-  return tls ? tls->write_all(fd, frame.data(), frame.size(), deadline)
-             : write_exact(fd, frame.data(), frame.size(), deadline);
+  return TlsChannel::write_all(fd, tls, frame.data(), frame.size(), deadline);
 }
 
 // Reads one hello frame and checks it belongs to this collective; returns the sender's node id.
 Status read_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_point deadline, uint32_t& node) {
-  auto read = [&](void* p, std::size_t n) {
-    return tls ? tls->read_exact(fd, p, n, deadline) : read_exact(fd, p, n, deadline);
-  };
+  auto read = [&](void* p, std::size_t n) { return TlsChannel::read_exact(fd, tls, p, n, deadline); };
   FrameHeader h;
   if (auto s = read(&h, sizeof h); !s.is_ok()) return s;
   if (h.magic != FrameHeader::kMagic || h.type != FrameType::hello || h.bytes > 4096)

@@ -54,8 +54,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   unsigned host_peers = 0;
   for (const auto& n : c->topo_.nodes)
     if (n.host == c->topo_.nodes[c->topo_.node_id].host) host_peers += n.num_peers;
-  const bool crowded = host_peers > hardware_threads();
-  c->poller_.start(all, crowded ? yield_budget() : spin_budget(), crowded);
+  c->poller_.start(all, patience_for(host_peers));
   if (log_on(LogLevel::info, Subsys::init)) {
     uint32_t hosts = 0;
     for (const auto& n : c->topo_.nodes) hosts = std::max(hosts, n.host + 1);

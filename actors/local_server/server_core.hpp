@@ -169,6 +169,10 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // Under the lock: answers every peer of `op` that has called with `why` and leaves a tombstone
   // (late peers get `why` at once).
   static void fail_op(PendingOp& op, Status why);
+  // Under the lock: the peers that have not called op `key` (global ids in the world group), and
+  // the members that have not asked for a pending group.
+  std::vector<int> missing_from(const OpKey& key, const PendingOp& op) const;
+  static std::vector<int> missing_from(const std::vector<uint32_t>& members, const PendingGroup& g);
   // An op a lost node takes down: its label, then the loss as the global client words it.
   static Status lost_op(OpKind kind, uint64_t seq, const Status& lost) {
     return {lost.code(), op_label(kind, seq) + ": " + lost.message()};

@@ -48,24 +48,33 @@ void LocalServerCore::on_node_lost(const Status& why) {
     if (!op.failed) fail_op(op, lost_op(op.kind, key.second, why));
 }
 
+std::vector<int> LocalServerCore::missing_from(const OpKey& key, const PendingOp& op) const {
+  const uint32_t offset = global_ && key.first == 0 ? global_->offset() : 0;
+  std::vector<int> missing;
+  for (std::size_t p = 0; p < op.arrivals.size(); ++p)
+    if (!op.arrivals[p]) missing.push_back(static_cast<int>(p + offset));
+  return missing;
+}
+
+std::vector<int> LocalServerCore::missing_from(const std::vector<uint32_t>& members, const PendingGroup& g) {
+  std::vector<int> missing;
+  for (uint32_t m : members)
+    if (!g.arrivals.count(m)) missing.push_back(static_cast<int>(m));
+  return missing;
+}
+
 std::string LocalServerCore::waiting_for(uint64_t key) {
   std::lock_guard<std::mutex> lk(mu_);
   if (auto t = op_timers_.find(key); t != op_timers_.end()) {
     auto it = ops_.find(t->second);
     if (it == ops_.end() || it->second.failed) return {};
-    std::vector<int> missing;
-    for (std::size_t p = 0; p < it->second.arrivals.size(); ++p)
-      if (!it->second.arrivals[p])
-        missing.push_back(static_cast<int>(p + (global_ && t->second.first == 0 ? global_->offset() : 0)));
-    return op_label(it->second.kind, t->second.second) + ": " + names(missing) + " not called yet";
+    return op_label(it->second.kind, t->second.second) + ": " + names(missing_from(t->second, it->second)) +
+           " not called yet";
   }
   if (auto t = group_timers_.find(key); t != group_timers_.end()) {
     auto pit = pending_groups_.find(t->second);
     if (pit == pending_groups_.end()) return {};
-    std::vector<int> missing;
-    for (uint32_t m : pit->first)
-      if (!pit->second.arrivals.count(m)) missing.push_back(static_cast<int>(m));
-    return "new group: " + names(missing) + " not asked for it yet";
+    return "new group: " + names(missing_from(pit->first, pit->second)) + " not asked for it yet";
   }
   return {};
 }
@@ -76,10 +85,7 @@ void LocalServerCore::on_timeout(uint64_t key) {
     auto pit = pending_groups_.find(t->second);
     group_timers_.erase(t);
     if (pit == pending_groups_.end()) return;
-    std::vector<int> missing;
-    for (uint32_t m : pit->first)
-      if (!pit->second.arrivals.count(m)) missing.push_back(static_cast<int>(m));
-    Status why(Errc::timeout, "new group: " + names(missing) + " never asked for it within " +
+    Status why(Errc::timeout, "new group: " + names(missing_from(pit->first, pit->second)) + " never asked for it within " +
                                   std::to_string(config_ ? config_->timeout.count() : 0) + " ms");
     for (auto& [peer, c] : pit->second.arrivals) c.reply->complete(why);
     pending_groups_.erase(pit);
@@ -92,10 +98,7 @@ void LocalServerCore::on_timeout(uint64_t key) {
     auto it = ops_.find(ok);
     if (it == ops_.end() || it->second.failed) return;
     PendingOp& op = it->second;
-    std::vector<int> missing;
-    for (std::size_t p = 0; p < op.arrivals.size(); ++p)
-      if (!op.arrivals[p]) missing.push_back(static_cast<int>(p + (global_ && ok.first == 0 ? global_->offset() : 0)));
-    return fail_op(op, Status(Errc::timeout, op_label(op.kind, seq) + ": " + names(missing) + " never called within " +
+    return fail_op(op, Status(Errc::timeout, op_label(op.kind, seq) + ": " + names(missing_from(ok, op)) + " never called within " +
                                                  std::to_string(config_->timeout.count()) + " ms"));
   }
   auto t = p2p_timers_.find(key);

@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "transport/socket.hpp"
 
 namespace chorus {
 
@@ -53,14 +52,6 @@ void futex_wait(std::atomic<uint32_t>* w, uint32_t seen, std::chrono::nanosecond
 
 void futex_wake(std::atomic<uint32_t>* w) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAKE, 1, nullptr, nullptr, 0);
-}
-
-Status send_on(int fd, TlsChannel* tls, const void* p, std::size_t n, Clock::time_point deadline) {
-  return tls ? tls->write_all(fd, p, n, deadline) : write_exact(fd, p, n, deadline);
-}
-
-Status recv_on(int fd, TlsChannel* tls, void* p, std::size_t n, Clock::time_point deadline) {
-  return tls ? tls->read_exact(fd, p, n, deadline) : read_exact(fd, p, n, deadline);
 }
 
 } // namespace
@@ -123,9 +114,9 @@ Result<std::unique_ptr<ShmChannel>> ShmChannel::offer(int fd, TlsChannel* tls, u
   o.bytes = bytes;
   o.dev = st.st_dev;
   o.inode = st.st_ino;
-  if (auto s = send_on(fd, tls, &o, sizeof o, deadline); !s.is_ok()) return s;
+  if (auto s = TlsChannel::write_all(fd, tls, &o, sizeof o, deadline); !s.is_ok()) return s;
   uint8_t answer = 0;
-  if (auto s = recv_on(fd, tls, &answer, 1, deadline); !s.is_ok()) return s;
+  if (auto s = TlsChannel::read_exact(fd, tls, &answer, 1, deadline); !s.is_ok()) return s;
   if (answer != 1) return std::unique_ptr<ShmChannel>{};
   ch->forget_descriptor();  // attached: nobody else may open it through /proc any more
   return ch;
@@ -134,11 +125,11 @@ Result<std::unique_ptr<ShmChannel>> ShmChannel::offer(int fd, TlsChannel* tls, u
 Result<std::unique_ptr<ShmChannel>> ShmChannel::accept(int fd, TlsChannel* tls, uint64_t collective, uint64_t token,
                                                         Clock::time_point deadline, std::string& why) {
   Offer o;
-  if (auto s = recv_on(fd, tls, &o, sizeof o, deadline); !s.is_ok()) return s;
+  if (auto s = TlsChannel::read_exact(fd, tls, &o, sizeof o, deadline); !s.is_ok()) return s;
   auto decline = [&](std::string reason) -> Result<std::unique_ptr<ShmChannel>> {
     why = std::move(reason);
     const uint8_t no = 0;
-    if (auto s = send_on(fd, tls, &no, 1, deadline); !s.is_ok()) return s;
+    if (auto s = TlsChannel::write_all(fd, tls, &no, 1, deadline); !s.is_ok()) return s;
     return std::unique_ptr<ShmChannel>{};
   };
   if (o.magic != Segment::kMagic || o.bytes < sizeof(Segment) || o.bytes > (std::size_t{1} << 34))
@@ -171,7 +162,7 @@ Result<std::unique_ptr<ShmChannel>> ShmChannel::accept(int fd, TlsChannel* tls, 
   std::unique_ptr<ShmChannel> ch(new ShmChannel(fd, memfd, base, o.bytes, seg->capacity, /*creator=*/false));
   ch->forget_descriptor();
   const uint8_t yes = 1;
-  if (auto s = send_on(fd, tls, &yes, 1, deadline); !s.is_ok()) return s;
+  if (auto s = TlsChannel::write_all(fd, tls, &yes, 1, deadline); !s.is_ok()) return s;
   return ch;
 }
 

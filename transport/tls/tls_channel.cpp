@@ -272,4 +272,12 @@ Status TlsChannel::read_exact(int fd, void* p, std::size_t n, Clock::time_point 
   return Status::ok();
 }
 
+Status TlsChannel::write_all(int fd, TlsChannel* tls, const void* p, std::size_t n, Clock::time_point deadline) {
+  return tls ? tls->write_all(fd, p, n, deadline) : write_exact(fd, p, n, deadline);
+}
+
+Status TlsChannel::read_exact(int fd, TlsChannel* tls, void* p, std::size_t n, Clock::time_point deadline) {
+  return tls ? tls->read_exact(fd, p, n, deadline) : chorus::read_exact(fd, p, n, deadline);
+}
+
 } // namespace chorus

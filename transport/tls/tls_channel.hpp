@@ -67,6 +67,9 @@ class TlsChannel {
   // Blocking, with a deadline, for the messages right after the handshake (the data hello).
   Status write_all(int fd, const void* p, std::size_t n, Clock::time_point deadline);
   Status read_exact(int fd, void* p, std::size_t n, Clock::time_point deadline);
+  // The same through `tls` when there is one, else straight on the socket.
+  static Status write_all(int fd, TlsChannel* tls, const void* p, std::size_t n, Clock::time_point deadline);
+  static Status read_exact(int fd, TlsChannel* tls, void* p, std::size_t n, Clock::time_point deadline);
 
  private:
   friend struct TlsBio;  // the BIO's callbacks (run inside SSL calls, under mu_)
