@@ -1,5 +1,6 @@
 #include <chorus/runtime.hpp>
 
+#include "actors/flight/flight_recorder.hpp"
 #include "actors/global_client/global_client.hpp"
 #include "actors/local_server/local_server.hpp"
 #include "actors/remoting.hpp"
@@ -195,6 +196,7 @@ Status RuntimeImpl::ensure_global(const Config& config) {
   // Joining blocks (up to the timeout): not under global_mu.
   auto g = GlobalClient::start(config, **sys);
   if (g) core->set_global(*g);
+  if (g && flight) flight->set_node((*g)->node_id());
   {
     std::lock_guard<std::mutex> lk(global_mu);
     if (g) global = *g;
@@ -236,6 +238,7 @@ Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {
     std::lock_guard<std::mutex> lk(global_mu);
     if (auto clash = mode_clash()) return *clash;
     multi_node = multi;
+    if (!flight) flight = FlightRecorder::for_config(config);
   }
   if (config.num_nodes > 0)
     if (auto s = ensure_global(config); !s) return s;
@@ -244,6 +247,10 @@ Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {
   auto reply = call.reply;
   if (auto s = submit(register_atom::value, call, config.timeout); !s) return s;
   auto st = std::make_shared<PeerState>();
+  {
+    std::lock_guard<std::mutex> lk(global_mu);
+    st->flight = flight;
+  }
   st->epoch = reply->epoch;
   st->rank = id;
   uint32_t total = config.num_devices;

@@ -18,6 +18,7 @@
 
 namespace chorus {
 
+class FlightRecorder;
 class GlobalClient;
 
 struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
@@ -114,6 +115,9 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   std::optional<Status> join_outcome;
   std::optional<bool> multi_node;  // fixed by the first registration (register_peer)
   WaitWord joined;  // 1 once join_outcome is set
+  // The process's flight recorder, made by the first registration (Config::flight_recorder; null:
+  // none); every peer handle shares it. Under global_mu until made, then fixed.
+  std::shared_ptr<FlightRecorder> flight;
   std::shared_ptr<LocalServerCore> core;
   std::mutex system_mu;  // guards the three fields below (system_for); taken before actors_mu
   std::unique_ptr<caf::actor_system_config> cfg;  // of own_system

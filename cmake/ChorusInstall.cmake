@@ -2,6 +2,7 @@
 #   P/include/chorus/*.hpp             the public headers (the layers' own headers stay out)
 #   P/lib/libchorus_*.a                every layer's static library
 #   P/bin/chorus-orchestrator          the multi-node daemon
+#   P/bin/chorus-ctl                   flight recorders side by side
 #   P/lib/cmake/chorus/                chorusConfig.cmake, its version file, the exported targets
 #                                      (namespace chorus::) and FindCAF.cmake
 #   P/lib/pkgconfig/chorus.pc          the same for pkg-config
@@ -23,7 +24,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/chorus DESTINATION ${CMAKE_INSTA
 # and shows none of their headers.
 install(TARGETS chorus ${CHORUS_LAYERS} EXPORT chorusTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS chorus-orchestrator RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS chorus-orchestrator chorus-ctl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT chorusTargets NAMESPACE chorus:: DESTINATION ${CHORUS_CMAKE_DIR})
 
 # The config finds what the exported targets name (CAF::*, CapnProto::capnp, OpenSSL::SSL,

@@ -18,6 +18,7 @@ Config& Config::with_global_strategy(StrategyChoice s) {
 
 namespace {
 Status bad(std::string what) { return {Errc::invalid_config, std::move(what)}; }
+constexpr uint32_t kMaxFlightEntries = 1u << 20;  // a bound on the recorder's memory
 
 std::string check_choices(const std::array<StrategyChoice, num_collective_kinds>& a,
                           const char* level) {
@@ -49,6 +50,9 @@ Status Config::validate() const {
   uint32_t mask;
   if (!parse_log_subsys(debug_subsys, mask))
     return bad("debug_subsys '" + debug_subsys + "' names an unknown subsystem (init, op, net, shm, orch, cuda)");
+  if (flight_recorder > kMaxFlightEntries)
+    return bad("flight_recorder " + std::to_string(flight_recorder) + " is over " + std::to_string(kMaxFlightEntries) +
+               " ops per peer");
   return Status::ok();
 }
 

@@ -89,12 +89,15 @@ TEST(Log, AFailedOpIsSilentByDefaultAndNamesWhatItWaitsForAtWarn) {
       EXPECT_TRUE(lines.empty()) << lines[0];
       continue;
     }
-    ASSERT_EQ(lines.size(), 2u);
+    ASSERT_EQ(lines.size(), 3u);
     // Half the timeout gone: what the op waits for, once; then the failure itself.
     EXPECT_NE(lines[0].find("WARN op: all_reduce #0: peer 1 not called yet after 100 ms, half the op's timeout"),
               std::string::npos)
         << lines[0];
-    EXPECT_NE(lines[1].find("WARN op rank 0 group 0 op 0: all_reduce failed: timeout"), std::string::npos) << lines[1];
+    // The failure wrote the flight recorder (and says where), then the op's own line.
+    EXPECT_NE(lines[1].find("WARN op rank 0 group 0 op 0: flight recorder written to "), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find("chorus-flight-"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[2].find("WARN op rank 0 group 0 op 0: all_reduce failed: timeout"), std::string::npos) << lines[2];
   }
 }
 

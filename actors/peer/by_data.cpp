@@ -80,7 +80,7 @@ Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data) {
   auto reply = request(*s, req, in, Tensor(), st);
   if (!st) return st;
   Tensor out = (data && kind == OpKind::broadcast) ? *data : Tensor::zeros(reply->out_dtype, reply->out_shape);
-  if (auto e = execute(*reply, bytes(in), bytes(out)); !e) return e;
+  if (auto e = execute(*s, *reply, bytes(in), bytes(out)); !e) return e;
   return out;
 }
 

@@ -86,7 +86,7 @@ Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
   auto reply = peer_impl::request(*state_, req, t, Tensor(), st);
   if (!st) return st;
   // The sender is rank 0 of a two-peer broadcast, in place: its buffer is only read.
-  return peer_impl::execute(*reply, bytes(t), bytes(t));
+  return peer_impl::execute(*state_, *reply, bytes(t), bytes(t));
 }
 
 Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
@@ -98,7 +98,7 @@ Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
   Status st;
   auto reply = peer_impl::request(*state_, req, Tensor(), t, st);
   if (!st) return st;
-  return peer_impl::execute(*reply, nullptr, bytes(t));
+  return peer_impl::execute(*state_, *reply, nullptr, bytes(t));
 }
 
 } // namespace chorus

@@ -16,6 +16,7 @@ namespace chorus {
 
 struct RuntimeImpl;
 class GlobalClient;
+class FlightRecorder;
 
 struct PeerState {
   std::shared_ptr<RuntimeImpl> rt;
@@ -31,6 +32,8 @@ struct PeerState {
   std::shared_ptr<GlobalClient> global;  // multi-node mode only
   bool destroyed = false;          // destroy() was called on this group handle
   RunStrategy last_strategy;       // what ran this handle's last op (Peer::last_strategy)
+  std::shared_ptr<FlightRecorder> flight;  // the process's recorder (null: none)
+  uint64_t flight_ticket = 0;      // the recorder's name for the op in flight (0: none)
 };
 
 // The library's way into the public handle (its internals are private to host apps).

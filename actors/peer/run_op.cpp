@@ -1,5 +1,6 @@
 #include "actors/peer/run_op.hpp"
 
+#include "actors/flight/flight_recorder.hpp"
 #include "actors/runtime_impl.hpp"
 #include "core/log.hpp"
 #include "cuda/staging.hpp"
@@ -37,6 +38,7 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   if (req.kind != OpKind::send && req.kind != OpKind::recv) req.seq = s.seq++;
   req.input = TensorMeta::of(in);
   req.output = TensorMeta::of(out);
+  const uint64_t ticket = flight_begin(s, req, in.defined() ? in : out);
   Call call;
   call.op = std::move(req);
   call.input = in;
@@ -45,6 +47,8 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   auto reply = call.reply;
   status = s.rt->submit_op(call, s.config.timeout, s.config.num_devices);
   if (status) s.last_strategy = reply->strategy;
+  if (ticket && status) s.flight->matched(s.id, ticket, reply->strategy);
+  if (!status) (void)flight_end(s, status);
   return reply;
 }
 
@@ -58,7 +62,8 @@ std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& s
   return reply;
 }
 
-Status execute(Reply& r, const std::byte* in, std::byte* out) {
+namespace {
+Status run_plan(Reply& r, const std::byte* in, std::byte* out) {
   if (r.device) return r.device->join();  // GPU tensors: the device actors run it (avg included)
   OpPlan& plan = *r.plan;
   WorkBuffer work = WorkBuffer::bind(plan.kind(), r.rank, plan.size(), plan.root(), plan.count(),
@@ -68,12 +73,31 @@ Status execute(Reply& r, const std::byte* in, std::byte* out) {
     divide_by(plan.dtype(), out, plan.count(), static_cast<std::size_t>(plan.size()));
   return Status::ok();
 }
+} // namespace
+
+uint64_t flight_begin(PeerState& s, const OpRequestData& req, const Tensor& data) {
+  const bool p2p = req.kind == OpKind::send || req.kind == OpKind::recv;
+  s.flight_ticket = s.flight ? s.flight->begin(s.id, FlightOp{s.offset + s.id, s.rank, s.group, p2p ? kNoSeq : req.seq,
+                                                              req.kind, req.redop, req.root, req.other, req.tag, &data})
+                             : 0;
+  return s.flight_ticket;
+}
+
+Status flight_end(PeerState& s, Status st) {
+  if (s.flight_ticket) s.flight->end(s.id, s.flight_ticket, st);
+  s.flight_ticket = 0;
+  return st;
+}
+
+Status execute(PeerState& s, Reply& r, const std::byte* in, std::byte* out) {
+  return flight_end(s, run_plan(r, in, out));
+}
 
 Status fail_op(PeerState& s, OpRequestData req, Status why) {
   Status st;
   auto reply = request(s, std::move(req), Tensor(), Tensor(), st, std::move(why));
   if (!st) return st;
-  return execute(*reply, nullptr, nullptr);  // across nodes: concludes the op with the other nodes
+  return execute(s, *reply, nullptr, nullptr);  // across nodes: concludes the op with the other nodes
 }
 
 namespace {
@@ -96,7 +120,7 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
   Status st;
   auto reply = request(*s, std::move(req), in, out, st);
   if (!st) return logged(*s, kind, seq, st);
-  return logged(*s, kind, seq, execute(*reply, bytes(in), bytes(out.defined() ? out : in)));
+  return logged(*s, kind, seq, execute(*s, *reply, bytes(in), bytes(out.defined() ? out : in)));
 }
 
 } // namespace chorus::peer_impl

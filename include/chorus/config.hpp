@@ -43,6 +43,12 @@ struct Config {
   // the subsystems ("init,op,net,shm,orch,cuda" or "" for all). CHORUS_DEBUG and
   // CHORUS_DEBUG_SUBSYS win over them.
   std::string debug, debug_subsys;
+  // The flight recorder (per process, never compared): the ops kept per local peer (0: none),
+  // the directory its dumps go to ("": TMPDIR, else /tmp), and whether SIGUSR1 dumps it.
+  // CHORUS_FLIGHT_RECORDER, CHORUS_FLIGHT_DIR and CHORUS_FLIGHT_SIGNAL=0|1 win over them.
+  uint32_t flight_recorder = 256;
+  std::string flight_dir;
+  bool flight_signal = true;
 
   // Sets the local strategy for every op kind at once.
   Config& with_local_strategy(StrategyChoice s);

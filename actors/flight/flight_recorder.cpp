@@ -1,0 +1,197 @@
+#include "actors/flight/flight_recorder.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include <chorus/config.hpp>
+#include "actors/flight/flight_clock.hpp"
+#include "actors/flight/flight_file.hpp"
+#include "core/log.hpp"
+
+namespace chorus {
+
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Slots keep flight_clock readings in the row's *_ns fields; these make them UNIX time.
+void to_unix(FlightRow& r, const flight_clock::ToUnix& conv) {
+  r.enter_ns = conv(static_cast<uint64_t>(r.enter_ns));
+  r.matched_ns = conv(static_cast<uint64_t>(r.matched_ns));
+  r.exit_ns = conv(static_cast<uint64_t>(r.exit_ns));
+}
+
+std::string default_dir() {
+  const char* t = std::getenv("TMPDIR");
+  return t && *t ? t : "/tmp";
+}
+
+} // namespace
+
+FlightRecorder::FlightRecorder(uint32_t peers, uint32_t entries, std::string dir) : entries_(entries) {
+  static std::atomic<uint32_t> count{0};
+  for (uint32_t i = 0; i < peers; ++i) {
+    auto r = std::make_unique<Ring>();
+    r->slots.resize(entries_);
+    rings_.push_back(std::move(r));
+  }
+  path_ = (dir.empty() ? default_dir() : dir) + "/chorus-flight-" + std::to_string(::getpid()) + "-" +
+          std::to_string(++count) + ".txt";
+}
+
+std::shared_ptr<FlightRecorder> FlightRecorder::for_config(const Config& config) {
+  uint32_t entries = config.flight_recorder;
+  if (const char* e = std::getenv("CHORUS_FLIGHT_RECORDER"); e && *e) entries = static_cast<uint32_t>(std::strtoul(e, nullptr, 10));
+  if (entries == 0) return nullptr;
+  std::string dir = config.flight_dir;
+  if (const char* e = std::getenv("CHORUS_FLIGHT_DIR"); e && *e) dir = e;
+  bool signal = config.flight_signal;
+  if (const char* e = std::getenv("CHORUS_FLIGHT_SIGNAL"); e && *e) signal = std::string_view(e) != "0";
+  auto r = std::make_shared<FlightRecorder>(config.num_devices, entries, std::move(dir));
+  if (signal) watch_for_dump_signal(r);
+  return r;
+}
+
+FlightRecorder::Slot* FlightRecorder::slot(Ring& r, uint64_t ticket) {
+  if (ticket == 0) return nullptr;
+  Slot& s = r.slots[(ticket - 1) % entries_];
+  return s.row.ticket == ticket ? &s : nullptr;
+}
+
+uint64_t FlightRecorder::begin(uint32_t local_peer, const FlightOp& op) {
+  if (local_peer >= rings_.size()) return 0;
+  const auto t = static_cast<int64_t>(flight_clock::now());
+  Ring& r = *rings_[local_peer];
+  std::lock_guard<std::mutex> lk(r.mu);
+  const uint64_t ticket = r.next++;
+  Slot& s = r.slots[(ticket - 1) % entries_];
+  FlightRow& w = s.row;
+  w.ticket = ticket;
+  w.peer = op.peer;
+  w.rank = op.rank;
+  w.group = op.group;
+  w.seq = op.seq;
+  w.kind = op.kind;
+  w.redop = op.redop;
+  w.root = op.root;
+  w.other = op.other;
+  w.tag = op.tag;
+  w.has_data = op.data && op.data->defined();
+  if (w.has_data) {
+    w.dtype = op.data->dtype();
+    w.shape.assign(op.data->shape().begin(), op.data->shape().end());  // reuses the slot's buffer
+    w.bytes = op.data->nbytes();
+  } else {
+    w.shape.clear();
+    w.bytes = 0;
+  }
+  s.strategy = RunStrategy{};
+  w.state = FlightState::waiting;
+  w.enter_ns = t;
+  w.matched_ns = w.exit_ns = 0;
+  w.error.clear();
+  return ticket;
+}
+
+void FlightRecorder::matched(uint32_t local_peer, uint64_t ticket, const RunStrategy& strategy) {
+  if (local_peer >= rings_.size()) return;
+  const auto t = static_cast<int64_t>(flight_clock::now());
+  Ring& r = *rings_[local_peer];
+  std::lock_guard<std::mutex> lk(r.mu);
+  if (Slot* s = slot(r, ticket); s && s->row.state == FlightState::waiting) {
+    s->row.state = FlightState::running;
+    s->row.matched_ns = t;
+    s->strategy = strategy;
+  }
+}
+
+void FlightRecorder::end(uint32_t local_peer, uint64_t ticket, const Status& status) {
+  if (local_peer >= rings_.size()) return;
+  const auto t = static_cast<int64_t>(flight_clock::now());
+  FlightRow failed;
+  {
+    Ring& r = *rings_[local_peer];
+    std::lock_guard<std::mutex> lk(r.mu);
+    Slot* s = slot(r, ticket);
+    if (!s) return;
+    s->row.exit_ns = t;
+    s->row.state = status ? FlightState::done : FlightState::failed;
+    if (status) return;
+    s->row.error = status.to_string();
+    failed = s->row;
+  }
+  to_unix(failed, flight_clock::ToUnix());
+  dump_on_failure(failed);  // after unlocking: the dump takes every ring's lock
+}
+
+void FlightRecorder::dump_on_failure(const FlightRow& row) const {
+  {
+    std::lock_guard<std::mutex> lk(dump_mu_);
+    const std::pair<uint32_t, uint64_t> op{row.group, row.seq};
+    if (row.collective() && op == last_failure_op_) return;  // the op's other peers fail alike
+    if (row.exit_ns - last_failure_dump_ns_ < 1'000'000'000) return;
+    last_failure_dump_ns_ = row.exit_ns;
+    last_failure_op_ = op;
+  }
+  const std::string reason = row.describe() + (row.collective() ? " #" + std::to_string(row.seq) : "") +
+                             " failed at rank " + std::to_string(row.peer) + ": " + row.error;
+  auto written = dump(reason);
+  LogWhere where{node(), static_cast<int64_t>(row.peer), static_cast<int64_t>(row.group),
+                 row.collective() ? static_cast<int64_t>(row.seq) : -1};
+  if (written)
+    CHORUS_LOG(warn, op, where, "flight recorder written to " + *written);
+  else
+    CHORUS_LOG(warn, op, where, "flight recorder not written: " + written.status().message());
+}
+
+std::vector<FlightRow> FlightRecorder::rows() const {
+  std::vector<FlightRow> out;
+  const flight_clock::ToUnix conv;
+  for (const auto& r : rings_) {
+    std::lock_guard<std::mutex> lk(r->mu);
+    for (const Slot& s : r->slots) {
+      if (s.row.ticket == 0) continue;
+      out.push_back(s.row);
+      out.back().strategy = to_string(s.strategy);
+      to_unix(out.back(), conv);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const FlightRow& a, const FlightRow& b) { return a.enter_ns < b.enter_ns; });
+  return out;
+}
+
+Result<std::string> FlightRecorder::dump(std::string_view reason) const {
+  FlightDump d;
+  d.pid = ::getpid();
+  d.node = node();
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) d.host = host;
+  d.reason = std::string(reason);
+  d.written_ns = now_ns();
+  d.rows = rows();
+  const std::string text = write_flight_dump(d);
+  std::lock_guard<std::mutex> lk(dump_mu_);
+  // Written beside, then renamed: a reader never sees half a file.
+  const std::string tmp = path_ + ".part";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+    if (!f.flush()) return Status(Errc::invalid_config, "the flight recorder cannot write " + tmp + " (flight_dir, CHORUS_FLIGHT_DIR)");
+  }
+  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status(Errc::invalid_config, "the flight recorder cannot rename " + tmp + " to " + path_);
+  }
+  return path_;
+}
+
+} // namespace chorus

@@ -1,0 +1,58 @@
+#include "actors/flight/flight_row.hpp"
+
+namespace chorus {
+
+std::string_view to_string(FlightState s) {
+  switch (s) {
+    case FlightState::waiting: return "waiting";
+    case FlightState::running: return "running";
+    case FlightState::done: return "done";
+    case FlightState::failed: return "failed";
+  }
+  return "?";
+}
+
+bool parse_flight_state(std::string_view text, FlightState& s) {
+  for (FlightState c : {FlightState::waiting, FlightState::running, FlightState::done, FlightState::failed})
+    if (to_string(c) == text) {
+      s = c;
+      return true;
+    }
+  return false;
+}
+
+namespace {
+bool has_root(OpKind k) { return k == OpKind::reduce || k == OpKind::broadcast || k == OpKind::gather || k == OpKind::scatter; }
+bool reduces(OpKind k) { return k == OpKind::all_reduce || k == OpKind::reduce || k == OpKind::reduce_scatter; }
+} // namespace
+
+std::string FlightRow::describe() const {
+  std::string d(to_string(kind));
+  if (has_data) {
+    d += ' ';
+    d += to_string(dtype);
+    d += shape_string(shape);
+  }
+  if (reduces(kind)) {
+    d += ' ';
+    d += to_string(redop);
+  }
+  auto field = [&d](const char* name, uint64_t v) {
+    d += name;
+    d += std::to_string(v);
+  };
+  if (has_root(kind)) field(" root ", root);
+  if (kind == OpKind::send) field(" to ", other);
+  if (kind == OpKind::recv) field(" from ", other);
+  if (kind == OpKind::send || kind == OpKind::recv) field(" tag ", tag);
+  return d;
+}
+
+bool FlightRow::same_call(const FlightRow& o) const {
+  if (kind != o.kind || has_data != o.has_data) return false;
+  if (has_data && (dtype != o.dtype || shape != o.shape)) return false;
+  if (reduces(kind) && redop != o.redop) return false;
+  return !has_root(kind) || root == o.root;
+}
+
+} // namespace chorus

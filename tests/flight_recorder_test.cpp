@@ -1,0 +1,254 @@
+// The flight recorder (actors/flight/): what a peer's op leaves in it, the ring forgetting the
+// oldest, the file read back as written, the report naming the first divergence (a rank that did
+// not call, a call that differs, a failure), a dump written on its own after a timeout that
+// names the op and the missing rank, and SIGUSR1 writing every recorder of the process.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <chorus/chorus.hpp>
+#include "actors/flight/flight_file.hpp"
+#include "actors/flight/flight_recorder.hpp"
+#include "actors/flight/flight_report.hpp"
+#include "actors/runtime_impl.hpp"
+#include "core/wait.hpp"
+#include "peer_harness.hpp"
+
+namespace chorus {
+namespace {
+
+using harness::config_for;
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+FlightOp op_of(uint32_t peer, uint64_t seq, OpKind kind, const Tensor* t) {
+  FlightOp o;
+  o.peer = o.rank = peer;
+  o.seq = seq;
+  o.kind = kind;
+  o.data = t;
+  return o;
+}
+
+TEST(FlightRecorder, RecordsEntryMatchAndEndAndForgetsTheOldest) {
+  FlightRecorder r(2, 3, "/nonexistent");
+  Tensor t = Tensor::zeros(DType::f32, {2, 3});
+  for (uint64_t seq = 0; seq < 5; ++seq) {
+    const uint64_t k = r.begin(1, op_of(1, seq, OpKind::all_reduce, &t));
+    ASSERT_NE(k, 0u);
+    r.matched(1, k, RunStrategy::of(RunStrategy::Path::p2p));
+    if (seq < 4) r.end(1, k, Status::ok());
+  }
+  EXPECT_EQ(r.begin(2, op_of(2, 0, OpKind::barrier, nullptr)), 0u) << "peer 2 is not local";
+  auto rows = r.rows();
+  ASSERT_EQ(rows.size(), 3u) << "a ring of 3 keeps the last 3 ops";
+  EXPECT_EQ(rows[0].seq, 2u);
+  EXPECT_EQ(rows[2].seq, 4u);
+  EXPECT_EQ(rows[1].state, FlightState::done);
+  EXPECT_EQ(rows[2].state, FlightState::running) << "matched, not ended";
+  EXPECT_EQ(rows[2].strategy, "p2p");
+  EXPECT_EQ(rows[2].shape, (Shape{2, 3}));
+  EXPECT_EQ(rows[2].bytes, 24u);
+  EXPECT_EQ(rows[2].exit_ns, 0);
+  EXPECT_GT(rows[1].exit_ns, 0);
+  EXPECT_LE(rows[1].enter_ns, rows[1].matched_ns);
+  EXPECT_LE(rows[1].matched_ns, rows[1].exit_ns);
+}
+
+TEST(FlightRecorder, TheFileReadsBackAsWritten) {
+  FlightDump d;
+  d.pid = 42;
+  d.node = 3;
+  d.host = "box \"one\"";
+  d.reason = "timeout: peers 1, 2\nnever called";
+  d.written_ns = 1764045600123456789;
+  FlightRow a;
+  a.peer = 5;
+  a.rank = 1;
+  a.group = 7;
+  a.seq = 12;
+  a.kind = OpKind::reduce;
+  a.has_data = true;
+  a.dtype = DType::bf16;
+  a.shape = {4, 1, 8};
+  a.redop = ReduceOp::max;
+  a.root = 2;
+  a.bytes = 64;
+  a.strategy = "hier+ring";
+  a.state = FlightState::failed;
+  a.enter_ns = 10;
+  a.matched_ns = 20;
+  a.exit_ns = 30;
+  a.error = "node_lost: node 1 lost: \"gone\"";
+  FlightRow b;
+  b.peer = 5;
+  b.kind = OpKind::recv;
+  b.seq = kNoSeq;
+  b.other = 3;
+  b.tag = 99;
+  d.rows = {a, b};
+  auto back = parse_flight_dump(write_flight_dump(d));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->pid, 42);
+  EXPECT_EQ(back->node, 3);
+  EXPECT_EQ(back->host, d.host);
+  EXPECT_EQ(back->reason, d.reason);
+  EXPECT_EQ(back->written_ns, d.written_ns);
+  ASSERT_EQ(back->rows.size(), 2u);
+  const FlightRow& x = back->rows[0];
+  EXPECT_EQ(x.describe(), "reduce bf16[4, 1, 8] max root 2");
+  EXPECT_EQ(x.group, 7u);
+  EXPECT_EQ(x.seq, 12u);
+  EXPECT_EQ(x.rank, 1u);
+  EXPECT_EQ(x.strategy, "hier+ring");
+  EXPECT_EQ(x.state, FlightState::failed);
+  EXPECT_EQ(x.enter_ns + x.matched_ns + x.exit_ns, 60);
+  EXPECT_EQ(x.error, a.error);
+  EXPECT_FALSE(back->rows[1].collective());
+  EXPECT_EQ(back->rows[1].describe(), "recv from 3 tag 99");
+  auto bad = parse_flight_dump("# chorus flight recorder, format 1\nprocess pid=1 node=0 host=\"h\" written_ns=1 reason=\"\"\n"
+                               "op peer=1 rank=x\n");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("line 3"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(parse_flight_dump("hello\n").is_ok());
+}
+
+// Rows of one collective as ranks would record them.
+FlightRow row(uint32_t peer, uint64_t seq, FlightState st, OpKind kind = OpKind::all_reduce) {
+  FlightRow r;
+  r.peer = r.rank = peer;
+  r.seq = seq;
+  r.kind = kind;
+  r.has_data = true;
+  r.shape = {4};
+  r.state = st;
+  r.enter_ns = 1000 * static_cast<int64_t>(seq + 1);
+  if (st == FlightState::done || st == FlightState::failed) r.exit_ns = r.enter_ns + 500;
+  return r;
+}
+
+FlightDump dump_of(std::vector<FlightRow> rows) {
+  FlightDump d;
+  d.written_ns = 1'000'000'000;
+  d.rows = std::move(rows);
+  return d;
+}
+
+TEST(FlightReport, NamesTheRankThatDidNotCall) {
+  // Two processes: ranks 0-1 reached #2; rank 2 is still in #1.
+  std::vector<FlightDump> dumps{
+      dump_of({row(0, 1, FlightState::done), row(0, 2, FlightState::waiting), row(1, 1, FlightState::done),
+               row(1, 2, FlightState::waiting)}),
+      dump_of({row(2, 0, FlightState::done), row(2, 1, FlightState::running)})};
+  const std::string d = first_divergence(dumps);
+  EXPECT_NE(d.find("group 0 #2 all_reduce f32[4] sum: ranks 0-1 called it, rank 2 did not; rank 2's last op: #1 "
+                   "all_reduce f32[4] sum, running for"),
+            std::string::npos)
+      << d;
+  const std::string report = flight_report(dumps);
+  EXPECT_NE(report.find("first divergence: group 0 #2"), std::string::npos) << report;
+  EXPECT_NE(report.find("rank 2"), std::string::npos) << report;
+}
+
+TEST(FlightReport, NamesACallThatDiffersAndAFailure) {
+  FlightRow other = row(1, 3, FlightState::waiting, OpKind::broadcast);
+  std::vector<FlightDump> differ{dump_of({row(0, 3, FlightState::waiting), other, row(2, 3, FlightState::waiting)})};
+  EXPECT_EQ(first_divergence(differ),
+            "group 0 #3 differs: ranks 0,2 called all_reduce f32[4] sum, rank 1 called broadcast f32[4] root 0");
+  FlightRow failed = row(1, 4, FlightState::failed);
+  failed.error = "timeout: all_reduce #4: peers 3 never called";
+  std::vector<FlightDump> fail{dump_of({row(0, 4, FlightState::done), failed})};
+  EXPECT_EQ(first_divergence(fail), "group 0 #4 all_reduce f32[4] sum failed on rank 1: " + failed.error);
+}
+
+TEST(FlightReport, RanksThatAgreeAreSummedUpByOp) {
+  std::vector<FlightDump> dumps{dump_of({row(0, 5, FlightState::done), row(0, 6, FlightState::running),
+                                         row(1, 5, FlightState::done), row(1, 6, FlightState::running)}),
+                                dump_of({row(2, 6, FlightState::running), row(3, 6, FlightState::running)})};
+  EXPECT_EQ(first_divergence(dumps), "") << "rank 2-3's recorders forgot #5: only #6 is compared";
+  const std::string w = where_ranks_stand(dumps);
+  EXPECT_EQ(w.rfind("ranks 0-3: group 0 #6 all_reduce f32[4] sum, running for", 0), 0u) << w;
+  EXPECT_EQ(rank_list({7, 0, 1, 2, 5, 8}), "0-2,5,7-8");
+}
+
+// End to end: peer 2 stops after op #0; peers 0 and 1 time out in #1. The failure writes the
+// recorder on its own; read back, it names #1 and rank 2.
+TEST(FlightRecorder, ATimeoutWritesTheRecorderNamingTheOpAndTheMissingRank) {
+  Runtime rt;
+  Config cfg = config_for(3, "auto", 300);
+  std::vector<std::thread> threads;
+  std::vector<Status> second(3);
+  for (uint32_t p = 0; p < 3; ++p)
+    threads.emplace_back([&, p] {
+      auto peer = rt.register_peer(p, cfg);
+      ASSERT_TRUE(peer.is_ok()) << peer.status().to_string();
+      Tensor t = Tensor::from(std::vector<float>{1, 2, 3, 4});
+      EXPECT_TRUE(peer->all_reduce(t, ReduceOp::sum).is_ok());
+      if (p != 2) second[p] = peer->all_reduce(t, ReduceOp::sum);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(second[0].code(), Errc::timeout);
+  auto& flight = RuntimeAccess::impl(rt).flight;
+  ASSERT_TRUE(flight);
+  auto d = parse_flight_dump(read_file(flight->path()));
+  ASSERT_TRUE(d.is_ok()) << flight->path() << ": " << d.status().to_string();
+  EXPECT_NE(d->reason.find("all_reduce f32[4] sum #1 failed at rank"), std::string::npos) << d->reason;
+  EXPECT_NE(d->reason.find("timeout"), std::string::npos) << d->reason;
+  const std::string div = first_divergence({*d});
+  EXPECT_NE(div.find("group 0 #1 all_reduce f32[4] sum: ranks 0-1 called it, rank 2 did not; rank 2's last op: #0"),
+            std::string::npos)
+      << div;
+  if (!std::getenv("KEEP")) std::remove(flight->path().c_str());
+}
+
+TEST(FlightRecorder, NoneWhenTurnedOffAndABadSizeIsAConfigError) {
+  Config cfg = config_for(1);
+  cfg.flight_recorder = 0;
+  if (!std::getenv("CHORUS_FLIGHT_RECORDER")) {
+    Runtime rt;
+    ASSERT_TRUE(rt.register_peer(0, cfg).is_ok());
+    EXPECT_FALSE(RuntimeAccess::impl(rt).flight) << "0 ops: no recorder";
+  }
+  cfg.flight_recorder = (1u << 20) + 1;
+  EXPECT_EQ(cfg.validate().code(), Errc::invalid_config);
+}
+
+TEST(FlightRecorder, SigusrOneWritesEveryRecorderOfTheProcess) {
+  Runtime rt;
+  auto p = rt.register_peer(0, config_for(1));
+  ASSERT_TRUE(p.is_ok());
+  Tensor t = Tensor::from(std::vector<int32_t>{7});
+  ASSERT_TRUE(p->broadcast(t, 0).is_ok());
+  auto& flight = RuntimeAccess::impl(rt).flight;
+  ASSERT_TRUE(flight);
+  std::remove(flight->path().c_str());
+  WaitWord written;
+  std::string path;
+  set_dump_signal_hook([&](const std::string& w) {
+    if (w != flight->path()) return;  // another test's runtime may still be alive
+    path = w;
+    written.set(1);
+  });
+  ASSERT_EQ(::raise(SIGUSR1), 0);
+  ASSERT_TRUE(written.wait_at_least(1, Clock::now() + std::chrono::seconds(10)));
+  set_dump_signal_hook({});
+  auto d = parse_flight_dump(read_file(path));
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_EQ(d->reason, "SIGUSR1");
+  ASSERT_EQ(d->rows.size(), 1u);
+  EXPECT_EQ(d->rows[0].describe(), "broadcast i32[1] root 0");
+  EXPECT_EQ(d->rows[0].state, FlightState::done);
+  std::remove(path.c_str());
+}
+
+} // namespace
+} // namespace chorus
