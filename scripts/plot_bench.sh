@@ -23,7 +23,7 @@ gnuplot=${GNUPLOT:-gnuplot}
 die() { echo "plot_bench: $*" >&2; exit 2; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-# The rows of one file as "size time_us busbw", or a clear error. chorus-bench rows have 11
+# The rows of one file as "size time_us busbw", or a clear error. chorus-bench rows have 10+
 # columns (time is the 6th, busbw the 8th; a failed size prints "error" there), anchors rows 4
 # (bytes time_us algbw busbw). Comments (#) and lines that are not rows (mpirun's or iperf's
 # chatter, memcpy figures) are skipped; a size that does not grow starts a second table.
@@ -32,11 +32,11 @@ parse() { # file
     function num(s) { return s ~ /^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$/ }
     /^[ \t]*#/ || $1 !~ /^[0-9]+$/ { next }
     {
-      if (NF == 4 && num($2) && num($4)) { t = $2; bw = $4 }
-      else if (NF >= 11 && !num($3)) {
+      if (NF == 4 && num($2) && num($3) && num($4)) { t = $2; bw = $4 }
+      else if (NF >= 10 && !num($3)) {
         if ($6 == "error") { printf "plot_bench: %s:%d: size %s failed in the run; left out\n", file, NR, $1 > "/dev/stderr"; next }
         t = $6; bw = $8
-      } else { printf "plot_bench: %s:%d: neither a chorus-bench row (11 columns) nor an anchors row (4): %s\n", file, NR, $0 > "/dev/stderr"; bad = 1; exit }
+      } else { printf "plot_bench: %s:%d: neither a chorus-bench row (10 or more columns) nor an anchors row (4): %s\n", file, NR, $0 > "/dev/stderr"; bad = 1; exit }
       if (rows && $1 + 0 <= last) { printf "plot_bench: %s:%d: size %s after %s: a second table; give each sweep its own file\n", file, NR, $1, last > "/dev/stderr"; bad = 1; exit }
       last = $1 + 0
       row[++rows] = $1 " " t " " bw
