@@ -5,14 +5,15 @@
 # usage: scripts/plot_bench.sh [-o OUT.png] [--title TEXT] SERIES...
 #          SERIES is LABEL=FILE or FILE: the saved stdout of one chorus-bench sweep or of one
 #          anchors.sh driver (nccl-tests columns, one table per file). Without a label, the file's
-#          "# series: LABEL" line names it (--run writes one), else the file's name.
+#          "# series: LABEL" line names it (--run writes one), else the file's name. The title
+#          is TEXT, else the first file's "# title: TEXT" line (--run writes one), else none.
 #        scripts/plot_bench.sh --table SERIES...   (prints "label<TAB>size<TAB>time_us<TAB>busbw"
 #          for every row parsed; no gnuplot needed)
 #        scripts/plot_bench.sh --run [-o OUT.png] [--build DIR] [--anchors PATH]
 #          runs the standard one-host sweep (all-reduce, f32 sum, 2 ranks, 1 KiB..64 MiB: chorus as
 #          2 node processes over shared memory and over the network path, as 2 threads of one
-#          process, Open MPI over shared memory and TCP, Gloo's ring), keeps each raw output in
-#          OUT's folder as OUT-without-.png/NN-name.txt, then plots them. A few minutes.
+#          process, Open MPI over shared memory and TCP, Gloo's ring), keeps each raw output
+#          (-o docs/x.png: docs/x/1-chorus-shm.txt, ...), then plots them. A few minutes.
 # Times are each tool's mean per op (chorus: the slowest peer's), as both print them.
 # Needs gnuplot (Debian: apt-get install gnuplot-nox) except for --table; --run also needs
 # chorus-bench built and the anchors installed (anchors.sh --install).
@@ -95,20 +96,24 @@ set terminal pngcairo size 1500,650 font "DejaVu Sans,11" noenhanced
 set encoding utf8
 set output '${out//\'/\'\'}'
 set logscale xy
-set autoscale xfix
 set xtics ($(size_tics))
 set mxtics 2
 set format y "%g"
 set grid xtics ytics mytics lc rgb "#dddddd"
+set xrange [$(awk 'NF && $1 > 0 { lo = (lo == "" || $1 < lo) ? $1 : lo; hi = $1 > hi ? $1 : hi }
+                   END { printf "%g:%g", lo / 1.15, hi * 1.15 }' "$data")]
 set xlabel "message size (bytes per rank)"
 set key top left box opaque Left reverse samplen 4
 set style data linespoints
 set multiplot layout 1,2 title '${title//\'/\'\'}'
 set title "latency"
-set ylabel "time per op (µs, mean)"
+set ylabel "time per op (mean)"
+set ytics ("100 ns" 0.1, "1 µs" 1, "10 µs" 10, "100 µs" 100, "1 ms" 1e3, "10 ms" 1e4, "100 ms" 1e5, "1 s" 1e6, "10 s" 1e7)
 plot $lat
-set title "bus bandwidth"
+set title "bus bandwidth (series as on the left)"
 set ylabel "busbw (GB/s)"
+set ytics auto
+unset key
 plot $bw
 unset multiplot
 EOF
@@ -123,10 +128,12 @@ run_sweep() { # out build anchors
   [ -r "$anchors" ] || die "no anchors script at $anchors: pass --anchors PATH or set ANCHORS"
   mkdir -p "$dir"
   local sizes=(-b 1K -e 64M) series=()
+  local title="all_reduce f32 sum, 2 ranks, one host ($(nproc) cores), $(date -u '+%Y-%m-%d %H:%M UTC')"
   one() { # name label command...
     local f=$dir/$1.txt label=$2; shift 2
     echo "plot_bench: $label: $*" >&2
-    { echo "# series: $label"; echo "# command: $*"; "$@"; } >"$f" || die "$label failed (exit $?); its output is in $f"
+    { echo "# series: $label"; echo "# title: $title"; echo "# command: $*"; "$@"; } >"$f" ||
+      die "$label failed (exit $?); its output is in $f"
     series+=("$f")
   }
   one 1-chorus-shm "chorus processes (shm), 2 ranks" "$bench" --op all_reduce --nodes 2 --peers 1 "${sizes[@]}" -n 200 -w 20
@@ -135,7 +142,7 @@ run_sweep() { # out build anchors
   one 4-mpi-shm "Open MPI shm, 2 ranks" bash "$anchors" -n 2 -b 1024 -e 67108864 -i 200 mpi-shm
   one 5-mpi-tcp "Open MPI tcp, 2 ranks" bash "$anchors" -n 2 -b 1024 -e 67108864 -i 200 mpi-tcp
   one 6-gloo-ring "Gloo ring, 2 ranks" bash "$anchors" -n 2 -b 1024 -e 67108864 -i 200 gloo-ring
-  plot "$out" "all_reduce f32 sum, 2 ranks, one host ($(nproc) cores), $(date -u '+%Y-%m-%d %H:%M UTC')" "${series[@]}"
+  plot "$out" "$title" "${series[@]}"
   echo "plot_bench: redraw with: scripts/plot_bench.sh -o $out $dir/*.txt"
 }
 
@@ -157,5 +164,6 @@ case $mode in
   table) [ ${#args[@]} -gt 0 ] || die "--table needs at least one series"; table "${args[@]}" ;;
   run) [ ${#args[@]} -eq 0 ] || die "--run takes no series"; run_sweep "$out" "$build" "$anchors" ;;
   plot) [ ${#args[@]} -gt 0 ] || { usage >&2; exit 2; }
+        if [ -z "$title" ]; then split_series "${args[0]}"; title=$(sed -n 's/^# title: //p' "$file" | head -1); fi
         plot "$out" "$title" "${args[@]}" ;;
 esac
