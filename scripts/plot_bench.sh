@@ -67,7 +67,7 @@ table() { # series...
   done
 }
 
-# Tics at powers of 4 named 1, 4, ..., 1K, ..., 1G (gnuplot leaves out those outside the data).
+# Tics at powers of 4 named 1, 4, ..., 1K, ..., 16G (gnuplot draws those inside the x range).
 size_tics() {
   awk 'BEGIN { split(",K,M,G", unit, ",")
     for (k = 0; k <= 34; k += 2) printf "%s\"%d%s\" %.0f", k ? ", " : "", 2 ^ (k % 10), unit[int(k / 10) + 1], 2 ^ k }'
@@ -128,7 +128,8 @@ run_sweep() { # out build anchors
   [ -r "$anchors" ] || die "no anchors script at $anchors: pass --anchors PATH or set ANCHORS"
   mkdir -p "$dir"
   local sizes=(-b 1K -e 64M) series=()
-  local title="all_reduce f32 sum, 2 ranks, one host ($(nproc) cores), $(date -u '+%Y-%m-%d %H:%M UTC')"
+  local title
+  title="all_reduce f32 sum, 2 ranks, one host ($(nproc) cores), $(date -u '+%Y-%m-%d %H:%M UTC')"
   one() { # name label command...
     local f=$dir/$1.txt label=$2; shift 2
     echo "plot_bench: $label: $*" >&2

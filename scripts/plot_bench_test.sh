@@ -43,8 +43,8 @@ expected=$(printf '%s\n' \
   $'Open MPI shm, 2 ranks\t1024\t1.7\t0.612' \
   $'Open MPI shm, 2 ranks\t2048\t0.7\t2.999' \
   $'thr\t1024\t94.90\t0.011')
-got=$("$plot" --table "$dir/chorus.txt" "Open MPI shm, 2 ranks=$dir/mpi.txt" "$dir/thr.txt" 2>"$dir/err")
-[ $? -eq 0 ] || fail "--table exited non-zero: $(cat "$dir/err")"
+got=$("$plot" --table "$dir/chorus.txt" "Open MPI shm, 2 ranks=$dir/mpi.txt" "$dir/thr.txt" 2>"$dir/err") ||
+  fail "--table exited non-zero: $(cat "$dir/err")"
 [ "$got" = "$expected" ] || fail "--table rows:"$'\n'"$got"$'\n'"expected:"$'\n'"$expected"
 grep -q "chorus.txt:8: size 2048 failed" "$dir/err" || fail "the failed size is not named: $(cat "$dir/err")"
 
