@@ -11,4 +11,5 @@ using reset_atom = caf::atom_constant<caf::atom("reset")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 using node_leave_atom = caf::atom_constant<caf::atom("nodeleave")>;
 using node_lost_atom = caf::atom_constant<caf::atom("nodelost")>;
+using status_atom = caf::atom_constant<caf::atom("status")>;
 } // namespace chorus

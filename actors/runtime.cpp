@@ -2,6 +2,7 @@
 
 #include "actors/flight/flight_recorder.hpp"
 #include "actors/global_client/global_client.hpp"
+#include "actors/global_client/node_status.hpp"
 #include "actors/local_server/local_server.hpp"
 #include "actors/remoting.hpp"
 #include "actors/runtime_impl.hpp"
@@ -197,6 +198,18 @@ Status RuntimeImpl::ensure_global(const Config& config) {
   auto g = GlobalClient::start(config, **sys);
   if (g) core->set_global(*g);
   if (g && flight) flight->set_node((*g)->node_id());
+  if (g) {
+    // The node actor answers the orchestrator's status requests from this (weak references: the
+    // client owns the node actor, which owns the source).
+    std::weak_ptr<GlobalClient> wg = *g;
+    std::weak_ptr<LocalServerCore> wc = core;
+    (*g)->set_status_source([wg, wc, fl = flight] {
+      auto client = wg.lock();
+      auto c = wc.lock();
+      if (!client || !c) return encode_node_status(NodeStatusData{0, "", 0, {}, "shutting down"});
+      return encode_node_status(node_status(fl.get(), *c, *client));
+    });
+  }
   {
     std::lock_guard<std::mutex> lk(global_mu);
     if (g) global = *g;

@@ -8,7 +8,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("chorus::wire");
 
-const protocolVersion :UInt32 = 2;  # 2: host identity, host transport, shared memory between processes of a host
+const protocolVersion :UInt32 = 3;  # 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them)
 
 enum DType { f16 @0; bf16 @1; f32 @2; f64 @3; i8 @4; u8 @5; i32 @6; i64 @7; }
 enum ReduceOp { sum @0; prod @1; min @2; max @3; avg @4; band @5; bor @6; bxor @7; }
@@ -108,6 +108,47 @@ struct NodeLost {
   collective @0 :UInt64;
   nodeId @1 :UInt32;
   reason @2 :Text;
+}
+
+# ---- Where a job stands (chorus-ctl status; codec: messages/status_codec.hpp) ----
+
+# chorus-ctl -> orchestrator: asks where every node stands (answered only with the right secret).
+struct StatusRequest {
+  secret @0 :Text;
+}
+
+# One peer as its node sees it: the op it is in and what that op waits for, or the last it did.
+struct PeerStatus {
+  rank @0 :UInt32;             # global rank
+  busy @1 :Bool;               # in an op now
+  group @2 :UInt32;
+  seq @3 :UInt64;              # the op's sequence number (2^64-1: send/recv)
+  op @4 :Text;                 # e.g. "all_reduce f32[4] sum"
+  state @5 :Text;              # waiting (for this node's peers) | running (the data phase)
+  waitedNs @6 :Int64;          # since the peer entered the op
+  waitingFor @7 :Text;         # e.g. "rank 3 (this node) has not called", "node 1 has not called"
+  lastDone @8 :Text;           # not busy: the last op it finished, e.g. "group 0 #6 all_reduce f32[4] sum"
+}
+
+# Orchestrator -> node (request) and back: the node's peers.
+struct NodeStatus {
+  node @0 :UInt32;
+  host @1 :Text;
+  pid @2 :Int64;
+  peers @3 :List(PeerStatus);
+  note @4 :Text;               # e.g. why the peers are not known (the flight recorder is off)
+}
+
+# Orchestrator -> chorus-ctl: every node's answer, or an error (code != 0).
+struct JobStatus {
+  code @0 :UInt16;
+  message @1 :Text;
+  collective @2 :UInt64;
+  expectedNodes @3 :UInt32;
+  registeredNodes @4 :UInt32;
+  complete @5 :Bool;
+  nodes @6 :List(NodeStatus);
+  silent @7 :List(UInt32);     # member nodes that did not answer in time
 }
 
 # ---- Multi-node data plane: global client <-> global client (actors/global_client/) ----

@@ -2,6 +2,7 @@
 // error: peers that disagree (across nodes, within a node, on a group), an input that cannot be
 // staged, a peer that stops calling, a node killed or frozen mid-op, a node killed while a peer
 // waits for its node-mate.
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -163,12 +164,44 @@ int kill_while_waiting(Peer& p, const NodeContext& node) {
 
 } // namespace
 
+// The victim peer holds back before op --at-op until a line comes on its node's stdin, while every
+// other peer enters that op and waits (its node-mate in the local server, the other nodes for its
+// node): the test asks the orchestrator where everyone stands meanwhile (chorus-ctl status), then
+// lets the victim go, and every op completes.
+bool read_line_from_stdin(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (char c = 0; c != '\n';) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd pfd{STDIN_FILENO, POLLIN, 0};
+    if (left.count() <= 0 || poll(&pfd, 1, static_cast<int>(left.count())) <= 0) return false;
+    if (read(STDIN_FILENO, &c, 1) != 1) return false;  // the end: nobody will say go
+  }
+  return true;
+}
+
+int stall(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  for (uint32_t i = 0; i <= a.at_op; ++i) {
+    if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
+      say("PEER " + std::to_string(p.rank()) + " HOLDING");
+      if (!read_line_from_stdin(std::chrono::milliseconds(a.timeout_ms)))
+        throw Fail{Status(Errc::internal, "was never told to go on")};
+    }
+    Tensor x = make_input(DType::f32, p.rank(), 100, ReduceOp::sum);
+    must(p.all_reduce(x, ReduceOp::sum));
+    std::string why;
+    verify(check_reduced(x, DType::f32, ReduceOp::sum, p.size(), 100, 0, why), "all_reduce", why);
+  }
+  return static_cast<int>(a.at_op) + 1;
+}
+
 Scenario fault_scenario(const std::string& name) {
   if (name == "mismatch") return mismatch;
   if (name == "local-mismatch" || name == "gpu-staging" || name == "gpu-staging-two") return node_cannot_run;
   if (name == "p2p-staging") return p2p_staging;
   if (name == "group-mismatch") return group_mismatch;
   if (name == "skip") return skip;
+  if (name == "stall") return stall;
   if (name == "kill" || name == "freeze") return kill_or_freeze;
   if (name == "kill-while-waiting") return kill_while_waiting;
   return nullptr;

@@ -173,8 +173,14 @@ TEST_F(MultiNode, APeerWaitingForItsNodeMateHearsOfAKilledNodeAtOnce) {
 
 TEST_F(MultiNode, APeerThatNeverCallsIsNamedByItsNodeAndItsNodeByTheOthers) {
   start_orchestrator(3);
+  setenv("CHORUS_DEBUG", "warn", 1);  // half the timeout gone, each node says what it waits for
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "skip", "--victim", "3", "--at-op", "5",
                                         "--timeout-ms", "1500"});
+  unsetenv("CHORUS_DEBUG");
+  const std::string all = dump(nodes);
+  EXPECT_NE(all.find("all_reduce #5: peer 3 not called yet after 750 ms, half the op's timeout"), std::string::npos) << all;
+  EXPECT_NE(all.find("all_reduce #5: waiting for node 1 (not called yet), half the op's timeout gone"), std::string::npos)
+      << all;
   auto lines = peer_lines(nodes);
   ASSERT_EQ(lines.size(), 6u) << dump(nodes);
   for (auto& [rank, p] : lines) {

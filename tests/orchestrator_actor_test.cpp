@@ -3,11 +3,13 @@
 // fired by the test, not by the clock. Fake nodes are small actors that forward what the test tells
 // them and record what comes back.
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "actors/orchestrator/orchestrator.hpp"
 #include "caf_deterministic.hpp"
 #include "messages/node_codec.hpp"
+#include "messages/status_codec.hpp"
 #include "messages/peer_codec.hpp"
 #include "status_matchers.hpp"
 
@@ -22,6 +24,8 @@ struct NodeLog {
   std::vector<NodeRegisterReplyData> replies;
   std::vector<caf::error> errors;
   std::vector<NodeLostData> lost;
+  bool answers_status = true;  // false: a node that never answers a status request
+  int status_requests = 0;
 };
 
 // A node's side of the protocol: sends what the test hands it (a register request, a leave) to the
@@ -45,6 +49,14 @@ caf::behavior fake_node(caf::event_based_actor* self, orchestrator_actor orch, s
         auto d = decode_node_lost(e, err);
         ASSERT_TRUE(d) << err;
         log->lost.push_back(std::move(*d));
+      },
+      [=](status_atom, const Envelope&) -> caf::result<Envelope> {
+        ++log->status_requests;
+        if (!log->answers_status) return self->make_response_promise<Envelope>();  // never delivered
+        NodeStatusData n;
+        n.pid = 77;
+        n.peers.push_back({5, true, 0, 3, "barrier", "running", 10, "node 1 (not called yet)", ""});
+        return encode_node_status(n);
       },
   };
 }
@@ -238,6 +250,58 @@ TEST_F(OrchestratorActor, NodesThatLeaveOpenTheNextCollective) {
   ASSERT_EQ(la->replies.size(), 2u);
   EXPECT_EQ(la->replies[1].topology.collective, collective + 1);
   EXPECT_EQ(la->replies[1].topology.total_peers, 4u);
+}
+
+// chorus-ctl's status request: every member node is asked; one that does not answer within
+// kStatusWait is named as silent, and a wrong secret is refused without asking anyone.
+TEST_F(OrchestratorActor, StatusGathersEveryMemberAndNamesTheSilentOnes) {
+  start(2);
+  auto [a, la] = node();
+  auto [b, lb] = node();
+  spawned = {a, b};
+  lb->answers_status = false;
+  send_register(a, reg(2, 1, "h:1"));
+  send_register(b, reg(2, 1, "h:2"));
+  auto ask = [&](const std::string& secret) {
+    self->send(orch, status_atom::value, encode_status_request({secret}));
+    run_jobs();
+  };
+  ask("guess");
+  std::optional<JobStatusData> refused;
+  self->receive(
+      [&](Envelope& e) {
+        std::string err;
+        refused = decode_job_status(e, err);
+      },
+      caf::after(std::chrono::seconds(0)) >> [] {});
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status.code(), Errc::auth_failed);
+  EXPECT_EQ(la->status_requests + lb->status_requests, 0) << "refused before asking any node";
+  ask("s3");
+  EXPECT_EQ(la->status_requests, 1);
+  EXPECT_EQ(lb->status_requests, 1);
+  // Node 1's answer is awaited with a timeout: the clock moves timer by timer (the admission's
+  // own timer may come first) until the job status comes.
+  std::optional<JobStatusData> job;
+  auto take = [&] {
+    self->receive(
+        [&](Envelope& e) {
+          std::string err;
+          job = decode_job_status(e, err);
+        },
+        caf::after(std::chrono::seconds(0)) >> [] {});
+  };
+  take();
+  EXPECT_FALSE(job) << "answered before node 1 timed out";
+  for (int i = 0; i < 5 && !job && fire_next_timer(); ++i) take();
+  ASSERT_TRUE(job) << "no job status";
+  ASSERT_TRUE(job->status.is_ok()) << job->status.to_string();
+  EXPECT_EQ(job->registered_nodes, 2u);
+  EXPECT_TRUE(job->complete);
+  ASSERT_EQ(job->nodes.size(), 1u);
+  EXPECT_EQ(job->nodes[0].pid, 77);
+  EXPECT_EQ(job->silent, std::vector<uint32_t>{1});
+  EXPECT_NE(job_status_report(*job).find("node 1: did not answer"), std::string::npos);
 }
 
 } // namespace

@@ -1,21 +1,65 @@
 // chorus-ctl: looks at a job from outside.
+//   chorus-ctl status --orchestrator HOST:PORT [--secret S | --secret-file F]
+//                     [--tls-certificate F --tls-key F --tls-ca F] [--timeout-ms N]
+//                                       where every node's peers stand, grouped by op and wait
 //   chorus-ctl flight [--all] FILE...   flight recorders side by side, and the first divergence
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "actors/ctl/status_query.hpp"
 #include "actors/flight/flight_file.hpp"
 #include "actors/flight/flight_report.hpp"
 
 namespace {
 
 int usage() {
-  std::cerr << "usage: chorus-ctl flight [--all] FILE...   print flight recorders side by side\n"
-               "  (each process of a job writes its recorder on an op error, a timeout, a node loss, or SIGUSR1;\n"
-               "   --all prints every recorded op, not the last 20 of each group)\n";
+  std::cerr << "usage: chorus-ctl status --orchestrator HOST:PORT [--secret S | --secret-file F]\n"
+               "                         [--tls-certificate F --tls-key F --tls-ca F] [--timeout-ms N]\n"
+               "         where every node's peers stand: the op each is in, for how long, and what it waits for\n"
+               "       chorus-ctl flight [--all] FILE...\n"
+               "         flight recorders side by side (each process of a job writes its recorder on an op\n"
+               "         error, a timeout, a node loss, or SIGUSR1; --all: every recorded op, not the last 20)\n";
   return 2;
+}
+
+int status(const std::vector<std::string>& args) {
+  std::string where, secret;
+  chorus::TlsFiles tls;
+  long timeout_ms = 10000;
+  for (std::size_t i = 0; i < args.size(); i += 2) {
+    if (i + 1 >= args.size()) return usage();
+    const std::string& k = args[i];
+    const std::string& v = args[i + 1];
+    if (k == "--orchestrator") where = v;
+    else if (k == "--secret") secret = v;
+    else if (k == "--secret-file") {
+      std::ifstream f(v);
+      if (!f || !std::getline(f, secret)) {
+        std::cerr << "chorus-ctl: cannot read the secret from " << v << "\n";
+        return 1;
+      }
+    } else if (k == "--tls-certificate") tls.certificate = v;
+    else if (k == "--tls-key") tls.key = v;
+    else if (k == "--tls-ca") tls.ca = v;
+    else if (k == "--timeout-ms") timeout_ms = std::atol(v.c_str());
+    else return usage();
+  }
+  const auto colon = where.rfind(':');
+  if (where.empty() || colon == std::string::npos || timeout_ms <= 0) return usage();
+  const int port = std::atoi(where.c_str() + colon + 1);
+  if (port <= 0 || port > 65535) return usage();
+  auto j = chorus::query_job_status(where.substr(0, colon), static_cast<uint16_t>(port), secret, tls,
+                                    std::chrono::milliseconds(timeout_ms));
+  if (!j) {
+    std::cerr << "chorus-ctl: " << j.status().to_string() << "\n";
+    return 1;
+  }
+  std::cout << chorus::job_status_report(*j);
+  return 0;
 }
 
 int flight(const std::vector<std::string>& args) {
@@ -52,5 +96,6 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "flight") return flight(args);
+  if (cmd == "status") return status(args);
   return usage();
 }

@@ -169,6 +169,21 @@ std::vector<FlightRow> FlightRecorder::rows() const {
   return out;
 }
 
+std::vector<std::optional<FlightRow>> FlightRecorder::newest() const {
+  std::vector<std::optional<FlightRow>> out(rings_.size());
+  const flight_clock::ToUnix conv;
+  for (std::size_t p = 0; p < rings_.size(); ++p) {
+    const Ring& r = *rings_[p];
+    std::lock_guard<std::mutex> lk(r.mu);
+    if (r.next == 1) continue;
+    const Slot& s = r.slots[(r.next - 2) % entries_];
+    out[p] = s.row;
+    out[p]->strategy = to_string(s.strategy);
+    to_unix(*out[p], conv);
+  }
+  return out;
+}
+
 Result<std::string> FlightRecorder::dump(std::string_view reason) const {
   FlightDump d;
   d.pid = ::getpid();

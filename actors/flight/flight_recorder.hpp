@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,8 @@ class FlightRecorder {
 
   // Every recorded op of every local peer, oldest first (by entry time).
   std::vector<FlightRow> rows() const;
+  // Each local peer's newest op (by local peer id; none before its first).
+  std::vector<std::optional<FlightRow>> newest() const;
   // Writes the recorder to its file (overwritten by the next dump) and returns the path.
   Result<std::string> dump(std::string_view reason) const;
   // The file dumps go to: DIR/chorus-flight-PID-K.txt (K: this recorder's number in the process).

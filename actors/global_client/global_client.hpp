@@ -60,6 +60,11 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   using LossListener = std::function<void(const Status& why)>;
   void on_first_loss(LossListener listener);
 
+  // What collective (group, seq) waits for from other nodes (NetOp::waiting_for), or "".
+  std::string op_waits_for(uint32_t group, uint64_t seq);
+  // What the node actor answers the orchestrator's status requests with (NodeEvents).
+  void set_status_source(std::function<Envelope()> source);
+
   // The node of each rank of an op over `members` (global peer ids by rank; empty: the world).
   std::vector<uint32_t> rank_nodes(const std::vector<uint32_t>& members) const;
 

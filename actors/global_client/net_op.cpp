@@ -177,6 +177,7 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
   flush();
   auto rec = incoming(slot);
   const uint32_t node = rank_node_[static_cast<std::size_t>(peer)];
+  rec->awaited_from.store(node, std::memory_order_relaxed);
   for (;;) {
     const uint32_t g = rec->word.value.load();
     {

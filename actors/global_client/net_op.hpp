@@ -54,6 +54,9 @@ class NetOp : public RemoteSteps {
   void flush();
   // The node said goodbye: what it sent before is here; waits for anything more from it fail.
   void node_left(uint32_t node, const Status& why);
+  // What this op waits for from other nodes, as the status report and the half-timeout warning
+  // word it: "node 1 (not called yet)", "data from nodes 0, 2", or "" (not launched, or stopped).
+  std::string waiting_for() const;
 
   // RemoteSteps.
   bool is_remote(int peer) const override;
@@ -79,6 +82,7 @@ class NetOp : public RemoteSteps {
     std::atomic<std::size_t> got{0};
     std::atomic<bool> started{false};
     std::atomic<bool> failed{false};
+    std::atomic<int64_t> awaited_from{-1};  // the node a local peer waits for it from (waiting_for)
   };
   // Before returning to the caller: no pump may still be writing into the caller's memory.
   void release_offered(int p);
@@ -128,6 +132,8 @@ class NetOp : public RemoteSteps {
   Clock::time_point deadline_{};
   Clock::time_point spread_at_{};
   std::atomic<bool> spread_{false};  // await() spread once
+  Clock::time_point half_at_{};     // half the op's time gone: await() says what it waits for, once
+  std::atomic<bool> warned_{false};
   std::string label_;
   uint32_t local_peers_ = 0, concluded_ = 0;
   std::map<uint32_t, std::shared_ptr<Incoming>> in_;

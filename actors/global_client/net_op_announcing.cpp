@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "actors/global_client/global_client.hpp"
+#include "core/log.hpp"
 
 namespace chorus {
 
@@ -55,7 +56,9 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
   for (uint32_t n : rank_node_) takes_part_[n] = true;
   launched_ = true;
   deadline_ = deadline;
-  spread_at_ = std::min(deadline, Clock::now() + kSpreadAfter);
+  const auto now = Clock::now();
+  spread_at_ = std::min(deadline, now + kSpreadAfter);
+  half_at_ = now + (deadline - now) / 2;
   label_ = std::move(label);
   local_peers_ = local_peers;
   ann_[my_node_] = std::move(mine);
@@ -108,7 +111,38 @@ bool NetOp::await(WaitWord& w, uint32_t target) {
     }
     out.send();
   }
+  // Half the op's time gone: say once what it still waits for (the local phase says it for the
+  // node's own peers, LocalServerCore::waiting_for).
+  if (!warned_.load() && Clock::now() < half_at_ && poller.wait(w, target, half_at_)) return true;
+  if (!warned_.exchange(true) && log_on(LogLevel::warn, Subsys::op)) {
+    const std::string what = waiting_for();
+    if (!what.empty())
+      CHORUS_LOG(warn, op, (LogWhere{my_node_, -1, group_, static_cast<int64_t>(seq_)}),
+                 label_ + ": waiting for " + what + ", half the op's timeout gone");
+  }
   return poller.wait(w, target, deadline_);
+}
+
+std::string NetOp::waiting_for() const {
+  auto nodes = [](const std::vector<uint32_t>& ns) {
+    std::string s = ns.size() == 1 ? "node " : "nodes ";
+    for (std::size_t i = 0; i < ns.size(); ++i) s += (i ? ", " : "") + std::to_string(ns[i]);
+    return s;
+  };
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!launched_ || abort_) return {};
+  std::vector<uint32_t> silent, data;
+  for (uint32_t n = 0; n < ann_.size(); ++n)
+    if (takes_part_[n] && !ann_[n]) silent.push_back(n);
+  if (!silent.empty()) return nodes(silent) + " (not called yet)";
+  for (const auto& [slot, rec] : in_) {
+    const int64_t from = rec->awaited_from.load(std::memory_order_relaxed);
+    const bool complete = rec->started.load() && rec->got.load() >= rec->bytes;
+    if (from >= 0 && !complete && std::find(data.begin(), data.end(), from) == data.end())
+      data.push_back(static_cast<uint32_t>(from));
+  }
+  std::sort(data.begin(), data.end());
+  return data.empty() ? std::string() : "data from " + nodes(data);
 }
 
 void NetOp::stop(const Status& why) {

@@ -1,8 +1,12 @@
 #include "actors/global_client/node_actor.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
+
+#include "messages/status_codec.hpp"
 
 namespace chorus {
 
@@ -17,6 +21,24 @@ void NodeEvents::add(NodeLostData d) {
 std::vector<NodeLostData> NodeEvents::lost() const {
   std::lock_guard<std::mutex> lk(mu_);
   return lost_;
+}
+
+void NodeEvents::set_status_source(std::function<Envelope()> source) {
+  std::lock_guard<std::mutex> lk(mu_);
+  status_ = std::move(source);
+}
+
+Envelope NodeEvents::status() const {
+  std::function<Envelope()> source;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    source = status_;
+  }
+  if (source) return source();  // without mu_: it takes other locks
+  NodeStatusData n;
+  n.pid = ::getpid();
+  n.note = "not running ops yet";
+  return encode_node_status(n);
 }
 
 namespace {
@@ -75,6 +97,7 @@ node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator
         self->send(orch, node_leave_atom::value, std::move(leave));
         self->quit();
       },
+      [events](status_atom, const Envelope&) { return events->status(); },
       [st, events, where](node_lost_atom, const Envelope& e) {
         std::string error;
         if (auto d = decode_node_lost(e, error)) return events->add(*d);

@@ -10,6 +10,7 @@
 //   runtime -> node  (node_leave_atom, NodeLeave)   tell the orchestrator, then stop
 //   orch -> node     (node_lost_atom, NodeLost)     a member node died, froze or left uncleanly
 //                                                   (garbled: NodeEvents::kGarbledNotice)
+//   orch -> node     request (status_atom, {})      => NodeStatus (NodeEvents::status)
 #pragma once
 #include <caf/all.hpp>
 
@@ -44,10 +45,17 @@ struct NodeEvents {
   std::function<void(const NodeLostData&)> on_lost;
   void add(NodeLostData d);
   std::vector<NodeLostData> lost() const;
+  // Where the node's peers stand, for the orchestrator's status requests: set once the node runs
+  // ops. It runs on the node actor's thread, so it must be short and wait for nothing (it reads
+  // the flight recorder and takes the local server's and the ops' locks briefly, one at a time).
+  void set_status_source(std::function<Envelope()> source);
+  // The source's answer (a NodeStatus), or one saying the node is not running ops yet.
+  Envelope status() const;
 
  private:
   mutable std::mutex mu_;
   std::vector<NodeLostData> lost_;
+  std::function<Envelope()> status_;
 };
 
 // `where`: the orchestrator's host:port, named in every failure the node actor writes itself.

@@ -5,12 +5,9 @@
 
 namespace chorus {
 
-Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, const std::string& host,
-                                                       uint16_t port, const NodeRegisterData& reg,
-                                                       std::chrono::milliseconds timeout,
-                                                       std::function<void(const NodeLostData&)> on_lost) {
+Result<orchestrator_actor> connect_orchestrator(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                                std::chrono::steady_clock::time_point give_up) {
   const std::string where = host + ":" + std::to_string(port);
-  const auto give_up = std::chrono::steady_clock::now() + timeout;
   auto orch = connect_remote<orchestrator_actor>(sys, host, port);
   // CAF 0.17 starts a connecting side's silence clock at zero: a BASP heartbeat tick that falls
   // between our handshake and the orchestrator's drops the new connection as silent
@@ -29,6 +26,17 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
                                    : "cannot reach the orchestrator at " + where + ": ") +
                       sys.render(orch.error()));
   }
+  return *orch;
+}
+
+Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, const std::string& host,
+                                                       uint16_t port, const NodeRegisterData& reg,
+                                                       std::chrono::milliseconds timeout,
+                                                       std::function<void(const NodeLostData&)> on_lost) {
+  const std::string where = host + ":" + std::to_string(port);
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  auto orch = connect_orchestrator(sys, host, port, give_up);
+  if (!orch) return orch.status();
   std::shared_ptr<NodeSession> s(new NodeSession);
   s->events_ = std::make_shared<NodeEvents>();
   s->events_->on_lost = std::move(on_lost);

@@ -14,6 +14,11 @@
 
 namespace chorus {
 
+// Connects to the orchestrator published on host:port (with TLS when `sys` uses it), trying again
+// until `give_up` while CAF drops the new connection as silent (see node_session.cpp).
+Result<orchestrator_actor> connect_orchestrator(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                                std::chrono::steady_clock::time_point give_up);
+
 class NodeSession {
  public:
   // Connects to host:port, registers `reg` and waits up to `timeout` for the topology (the
@@ -36,6 +41,8 @@ class NodeSession {
   void leave();
   // The node's actor (the orchestrator monitors it).
   const node_actor& actor() const { return node_; }
+  // What the node actor answers the orchestrator's status requests with (NodeEvents).
+  void set_status_source(std::function<Envelope()> source) { events_->set_status_source(std::move(source)); }
 
  private:
   NodeSession() = default;

@@ -18,6 +18,15 @@ std::shared_ptr<NetOp> GlobalClient::op_for(uint32_t group, uint64_t seq, bool c
   return op;
 }
 
+std::string GlobalClient::op_waits_for(uint32_t group, uint64_t seq) {
+  auto op = op_for(group, seq, false);
+  return op ? op->waiting_for() : std::string();  // NetOp::mu_ without ours (the lock order)
+}
+
+void GlobalClient::set_status_source(std::function<Envelope()> source) {
+  if (orchestrator_.session) orchestrator_.session->set_status_source(std::move(source));
+}
+
 void GlobalClient::finished(uint32_t group, uint64_t seq) {
   std::shared_ptr<NetOp> op;  // released after unlocking
   std::lock_guard<std::mutex> lk(mu_);

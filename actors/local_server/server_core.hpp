@@ -49,6 +49,9 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // What the request waiting with timer `key` still waits for ("all_reduce #7: peers 1, 2 have not
   // called"), or "" when it waits no more or is not an op or group request.
   std::string waiting_for(uint64_t key);
+  // The same for collective (group, seq) as the status report words it ("peers 3, 4 of this node
+  // (not called yet)"), or "" when it does not wait here (not pending, launched, or failed).
+  std::string op_waits_for(uint32_t group, uint64_t seq) const;
   // Multi-node mode: registers group `gid` (members: global ids, by rank) on this node once its
   // members agreed (Peer::new_group). Idempotent: each local member calls it.
   void adopt_group(uint32_t gid, const std::vector<uint32_t>& members);

@@ -79,6 +79,13 @@ std::string LocalServerCore::waiting_for(uint64_t key) {
   return {};
 }
 
+std::string LocalServerCore::op_waits_for(uint32_t group, uint64_t seq) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = ops_.find(OpKey{group, seq});
+  if (it == ops_.end() || it->second.failed) return {};
+  return names(missing_from(it->first, it->second)) + " of this node (not called yet)";
+}
+
 void LocalServerCore::on_timeout(uint64_t key) {
   std::lock_guard<std::mutex> lk(mu_);
   if (auto t = group_timers_.find(key); t != group_timers_.end()) {

@@ -1,9 +1,11 @@
 #include "actors/orchestrator/orchestrator.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <random>
 
 #include "core/log.hpp"
+#include "messages/status_codec.hpp"
 
 namespace chorus {
 
@@ -61,6 +63,57 @@ void apply(orchestrator_actor::pointer self, ShellState& st, OrchestratorCore::E
   if (fx.timer)
     self->delayed_send(self, fx.timer->second, timeout_atom::value, fx.timer->first);
 }
+
+// A status request: asks every member node at once and answers when all have answered or
+// kStatusWait has passed for each (a node that did not answer is named as silent).
+caf::result<Envelope> job_status(orchestrator_actor::pointer self, ShellState& st, const Envelope& e) {
+  std::string error;
+  auto req = decode_status_request(e, error);
+  JobStatusData j;
+  if (!req) j.status = {Errc::invalid_argument, "a status request that does not decode"};  // no parser text back
+  else if (!st.core.secret_ok(req->secret)) j.status = {Errc::auth_failed, "wrong secret"};
+  if (!j.status) return encode_job_status(j);
+  j.collective = st.core.collective();
+  j.expected_nodes = st.core.options().expected_nodes;
+  j.registered_nodes = static_cast<uint32_t>(st.core.registered());
+  j.complete = st.core.complete();
+  const auto keys = st.core.member_keys();
+  if (keys.empty()) return encode_job_status(j);
+  struct Gather {
+    JobStatusData job;
+    std::size_t left;
+    caf::typed_response_promise<Envelope> rp;
+    void one_done() {
+      if (--left) return;
+      std::sort(job.nodes.begin(), job.nodes.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
+      std::sort(job.silent.begin(), job.silent.end());
+      rp.deliver(encode_job_status(job));
+    }
+  };
+  auto g = std::make_shared<Gather>(Gather{std::move(j), keys.size(), self->make_response_promise<Envelope>()});
+  for (uint32_t id = 0; id < keys.size(); ++id) {
+    auto it = st.nodes.find(keys[id]);
+    if (it == st.nodes.end()) {
+      g->job.silent.push_back(id);
+      g->one_done();
+      continue;
+    }
+    self->request(it->second.handle, kStatusWait, status_atom::value, Envelope{})
+        .then(
+            [g, id](Envelope& reply) {
+              std::string err;
+              auto n = decode_node_status(reply, err);
+              if (n) g->job.nodes.push_back(std::move(*n));
+              else g->job.silent.push_back(id);
+              g->one_done();
+            },
+            [g, id](caf::error&) {
+              g->job.silent.push_back(id);
+              g->one_done();
+            });
+  }
+  return g->rp;
+}
 } // namespace
 
 orchestrator_actor::behavior_type orchestrator(orchestrator_actor::pointer self, OrchestratorCore::Options opts) {
@@ -114,6 +167,7 @@ orchestrator_actor::behavior_type orchestrator(orchestrator_actor::pointer self,
         return std::make_tuple(st->core.collective(), static_cast<uint64_t>(st->core.registered()),
                                st->core.complete());
       },
+      [self, st](status_atom, const Envelope& e) { return job_status(self, *st, e); },
       [self, st](timeout_atom, uint64_t timer) {
         // Only the timers this actor set itself: a timeout from anyone else could abort an
         // admission in progress.

@@ -9,6 +9,10 @@
 //   node -> orch  (node_leave_atom, NodeLeave)           one-way: the node leaves the collective
 //   orch -> node  (node_lost_atom, NodeLost)             a node of the complete collective was lost
 //   anyone -> orch request (get_atom) => (uint64 collective, uint64 registered, bool complete)
+//   ctl -> orch   request (status_atom, StatusRequest)   => JobStatus: every member node's answer to
+//                 the same request below (within kStatusWait; silent nodes named), or a refusal
+//                 (wrong secret, garbled request)
+//   orch -> node  request (status_atom, {})              => NodeStatus: where the node's peers stand
 //   orch -> orch  (timeout_atom, timer id)               its own admission timer; ignored from others
 #pragma once
 #include <caf/io/all.hpp>
@@ -24,11 +28,17 @@ using orchestrator_actor = caf::typed_actor<
     caf::replies_to<register_atom, Envelope>::with<Envelope>,
     caf::reacts_to<node_leave_atom, Envelope>,
     caf::replies_to<caf::get_atom>::with<uint64_t, uint64_t, bool>,
+    caf::replies_to<status_atom, Envelope>::with<Envelope>,
     caf::reacts_to<timeout_atom, uint64_t>>;
 
 // What the orchestrator sends to a node: the node's side of the protocol (a node's actor may
 // offer more, see actors/global_client/).
-using node_notice_actor = caf::typed_actor<caf::reacts_to<node_lost_atom, Envelope>>;
+using node_notice_actor = caf::typed_actor<caf::reacts_to<node_lost_atom, Envelope>,
+                                           caf::replies_to<status_atom, Envelope>::with<Envelope>>;
+
+// How long the orchestrator waits for each node's answer to a status request: a node that is
+// frozen or busy past it is named as silent, so the report comes even when a node does not.
+inline constexpr std::chrono::milliseconds kStatusWait{2000};
 
 // The orchestrator actor. Publish it with publish_remote() (actors/remoting.hpp); every
 // actor_system that talks to it needs configure_remoting() on its config. Stop it with an exit

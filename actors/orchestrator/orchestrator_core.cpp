@@ -22,11 +22,27 @@ int OrchestratorCore::index_of(NodeKey who) const {
   return -1;
 }
 
+std::vector<OrchestratorCore::NodeKey> OrchestratorCore::member_keys() const {
+  std::vector<NodeKey> keys;
+  for (const Member& m : members_) keys.push_back(m.key);
+  return keys;
+}
+
+bool OrchestratorCore::secret_ok(const std::string& secret) const {
+  // Every byte compared whatever the first difference, so timing tells nothing but the length.
+  const std::string& mine = opts_.secret;
+  if (secret.size() != mine.size()) return false;
+  unsigned diff = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    diff |= static_cast<unsigned char>(secret[i]) ^ static_cast<unsigned char>(mine[i]);
+  return diff == 0;
+}
+
 Status OrchestratorCore::check(NodeKey who, const NodeRegisterData& r) const {
   if (r.protocol_version != protocol_version())
     return {Errc::version_mismatch, "protocol version " + std::to_string(r.protocol_version) +
                                         " is not the orchestrator's " + std::to_string(protocol_version())};
-  if (r.secret != opts_.secret) return {Errc::auth_failed, "wrong secret"};
+  if (!secret_ok(r.secret)) return {Errc::auth_failed, "wrong secret"};
   if (complete_)
     return {Errc::busy, "collective " + std::to_string(collective_) +
                                         " is complete and running; register once its nodes have left"};

@@ -71,6 +71,10 @@ class OrchestratorCore {
   bool complete() const { return complete_; }
   std::size_t registered() const { return members_.size(); }
   bool is_member(NodeKey k) const { return index_of(k) >= 0; }
+  // The members' keys, by node id once complete (by arrival before).
+  std::vector<NodeKey> member_keys() const;
+  // Whether `secret` is the orchestrator's ("" when none is set), compared in constant time.
+  bool secret_ok(const std::string& secret) const;
   const std::vector<NodeLostData>& lost() const { return lost_; }  // of the current collective
   const Options& options() const { return opts_; }
 

@@ -1,0 +1,89 @@
+// The live stall report (chorus-ctl status): a 3-node job (2 peers each) in which rank 3 holds
+// back before op #2 while everyone else enters it. Asked meanwhile, the orchestrator gathers every
+// node's answer: ranks 0-1 and 4-5 run #2 waiting for node 1, rank 2 waits in its node for rank 3,
+// rank 3 is in no op and last did #1. A wrong secret is refused. Then rank 3 goes on and every op
+// completes. Also the report's wording, from a status built by hand.
+#include <unistd.h>
+
+#include "actors/ctl/status_query.hpp"
+#include "multi_node_fixture.hpp"
+
+namespace chorus::multi_node {
+namespace {
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST_F(MultiNode, StatusNamesTheOpEveryRankIsInAndWhatItWaitsFor) {
+  start_orchestrator(3, {"--secret", "s3"});
+  auto kids = spawn_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "stall", "--victim", "3", "--at-op", "2",
+                                         "--timeout-ms", "30000", "--secret", "s3"});
+  TimedOutput out(kids);
+  ASSERT_TRUE(out.read_until([&] { return out.find("PEER 3 HOLDING") != nullptr; }, Clock::now() + 60s)) << out.dump();
+
+  // The other peers enter #2 right after rank 3 says it holds back; ask until all five are in it.
+  std::string report;
+  const auto give_up = Clock::now() + 20s;
+  for (;;) {
+    auto j = query_job_status("127.0.0.1", port_, "s3", {}, 10000ms);
+    ASSERT_TRUE(j.is_ok()) << j.status().to_string();
+    report = job_status_report(*j);
+    EXPECT_EQ(j->nodes.size(), 3u) << report;
+    EXPECT_TRUE(j->silent.empty()) << report;
+    int busy = 0;
+    for (const auto& n : j->nodes)
+      for (const auto& p : n.peers) busy += p.busy && p.seq == 2;
+    // (Node 0's announcement reaches node 2 with the first data, or 20 ms into the op.)
+    const bool all_in = busy == 5 && has(report, "ranks 0-1,4-5: ") && has(report, "peer 3 of this node");
+    if (all_in || Clock::now() > give_up) break;
+  }
+  EXPECT_TRUE(has(report, "collective 1: 3 of 3 nodes joined")) << report;
+  EXPECT_TRUE(has(report, "ranks 0-1,4-5: group 0 #2 all_reduce f32[100] sum, running for ")) << report;
+  EXPECT_TRUE(has(report, "; waits for node 1 (not called yet)\n")) << report;
+  EXPECT_TRUE(has(report, "rank 2: group 0 #2 all_reduce f32[100] sum, waiting for ")) << report;
+  EXPECT_TRUE(has(report, "; waits for peer 3 of this node (not called yet)\n")) << report;
+  EXPECT_TRUE(has(report, "rank 3: in no op; last done: group 0 #1 all_reduce f32[100] sum\n")) << report;
+
+  auto refused = query_job_status("127.0.0.1", port_, "guess", {}, 10000ms);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), Errc::auth_failed) << refused.status().to_string();
+
+  // Rank 3 goes on: every op completes everywhere.
+  const std::size_t victim = out.find("PEER 3 HOLDING")->node;  // node ids come in order of arrival
+  ASSERT_EQ(write(kids[victim].in, "go\n", 3), 3);
+  auto done = [&] {
+    for (std::size_t i = 0; i < kids.size(); ++i)
+      if (!out.said(i, "NODE DONE") && !out.ended(i)) return false;
+    return true;
+  };
+  ASSERT_TRUE(out.read_until(done, Clock::now() + 60s)) << out.dump();
+  tell_nodes_to_exit();
+  for (std::size_t i = 0; i < kids.size(); ++i) {
+    out.read_until([&] { return out.ended(i); }, Clock::now() + 30s);
+    EXPECT_EQ(wait_or_kill(kids[i].pid, 30000ms), 0) << out.dump();
+  }
+  for (int r = 0; r < 6; ++r) EXPECT_TRUE(out.find("PEER " + std::to_string(r) + " OK 3")) << out.dump();
+}
+
+TEST(JobStatusReport, GroupsRanksByOpAndWait) {
+  JobStatusData j;
+  j.collective = 4;
+  j.expected_nodes = j.registered_nodes = 2;
+  j.complete = true;
+  NodeStatusData a{0, "h", 1, {}, ""}, b{1, "h", 2, {}, ""};
+  a.peers.push_back({0, true, 0, 9, "barrier", "running", 2'500'000'000, "node 1 (not called yet)", ""});
+  a.peers.push_back({1, true, 0, 9, "barrier", "running", 1'000'000'000, "node 1 (not called yet)", ""});
+  b.peers.push_back({2, false, 0, 8, "", "", 0, "", "group 0 #8 barrier"});
+  j.nodes = {a, b};
+  j.silent = {3};
+  std::string error;
+  auto back = decode_job_status(encode_job_status(j), error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(job_status_report(*back),
+            "collective 4: 2 of 2 nodes joined\n"
+            "ranks 0-1: group 0 #9 barrier, running for 2.5 s; waits for node 1 (not called yet)\n"
+            "rank 2: in no op; last done: group 0 #8 barrier\n"
+            "node 3: did not answer\n");
+}
+
+} // namespace
+} // namespace chorus::multi_node
