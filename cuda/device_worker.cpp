@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/log.hpp"
 #include "cuda/cuda_error.hpp"
 #include "cuda/poll.hpp"
 
@@ -101,6 +102,10 @@ Status DeviceWorker::start() {
 void DeviceWorker::loop() {
   auto queue = queue_;
   const Status started = in_context("cuda:" + std::to_string(device_), start());
+  if (started.is_ok())
+    CHORUS_LOG(info, cuda, LogWhere{}, "GPU " + std::to_string(device_) + ": device actor ready");
+  else
+    CHORUS_LOG(warn, cuda, LogWhere{}, "GPU " + std::to_string(device_) + ": device actor cannot start: " + started.message());
   const std::function<Status(const Task&)> run = [&](const Task& task) -> Status {
     if (!started.is_ok()) return started;
     // Every task starts on this GPU with no stale error (NCCL's error paths may switch devices;

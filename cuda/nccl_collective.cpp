@@ -17,6 +17,7 @@
 #include "cuda/device_worker.hpp"
 #include "cuda/gpu.hpp"
 #include "cuda/poll.hpp"
+#include "core/log.hpp"
 #include "cuda/reduce_kernel.hpp"
 
 namespace chorus::gpu {
@@ -130,7 +131,8 @@ std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, Status& error)
   auto& cache = comms_cache();
   auto it = cache.find(devices);
   if (it != cache.end() && !it->second->broken) return it->second;
-  if (it != cache.end()) {  // a failed set: every rank's actor aborts its own, then it is rebuilt
+  const bool again = it != cache.end();
+  if (again) {  // a failed set: every rank's actor aborts its own, then it is rebuilt
     auto old = it->second;
     for (std::size_t r = 0; r < devices.size(); ++r)
       DeviceWorker::of(devices[r]).submit([old, r] {
@@ -138,6 +140,12 @@ std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, Status& error)
         return Status::ok();
       });
     cache.erase(it);
+  }
+  if (log_on(LogLevel::info, Subsys::cuda)) {
+    std::string list;
+    for (int d : devices) list += (list.empty() ? "" : ",") + std::to_string(d);
+    CHORUS_LOG(info, cuda, LogWhere{}, "NCCL: setting up communicators for GPUs " + list +
+                                           (again ? " (again, after a failure)" : ""));
   }
   ncclUniqueId id;
   if (auto r = ncclGetUniqueId(&id); r != ncclSuccess) {
@@ -357,7 +365,9 @@ Status run_nccl(const DeviceCollective& c, Clock::time_point deadline) {
   std::vector<Status> answers(n);
   // The tasks stop themselves at the deadline; a little longer here lets their answer come back.
   for (int r = 0; r < n; ++r) answers[r] = workers[r]->wait(tickets[r], deadline + std::chrono::seconds(2), c.label);
-  return in_context(c.label, first_cause(devices, answers));
+  Status result = in_context(c.label, first_cause(devices, answers));
+  if (!result.is_ok()) CHORUS_LOG(warn, cuda, LogWhere{}, "NCCL op failed, its communicators rebuilt next time: " + result.message());
+  return result;
 }
 
 } // namespace chorus::gpu

@@ -1,5 +1,6 @@
 #include "actors/local_server/device_run.hpp"
 
+#include "core/log.hpp"
 #include "cuda/gpu.hpp"
 
 namespace chorus {
@@ -8,7 +9,11 @@ DeviceRun::DeviceRun(gpu::DeviceCollective op, Clock::time_point deadline)
     : op_(std::move(op)),
       deadline_(deadline),
       strategy_(RunStrategy::of(op_.use_nccl && gpu::nccl_supports(op_) ? RunStrategy::Path::nccl
-                                                                         : RunStrategy::Path::device)) {}
+                                                                         : RunStrategy::Path::device)) {
+  if (op_.use_nccl && strategy_.path != RunStrategy::Path::nccl)
+    CHORUS_LOG(trace, cuda, LogWhere{}, op_.label + ": NCCL cannot serve it (peers sharing a GPU, an op or dtype NCCL lacks, "
+                                                    "or overlapping buffers): the on-device plan runs it");
+}
 
 Status DeviceRun::join() {
   if (!started_.exchange(true)) {
