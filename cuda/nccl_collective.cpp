@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "core/log.hpp"
 #include "cuda/device_status.hpp"
 #include "cuda/device_worker.hpp"
 #include "cuda/gpu.hpp"
 #include "cuda/poll.hpp"
-#include "core/log.hpp"
 #include "cuda/reduce_kernel.hpp"
 
 namespace chorus::gpu {

@@ -9,8 +9,8 @@
 #include "actors/orchestrator/orchestrator.hpp"
 #include "caf_deterministic.hpp"
 #include "messages/node_codec.hpp"
-#include "messages/status_codec.hpp"
 #include "messages/peer_codec.hpp"
+#include "messages/status_codec.hpp"
 #include "status_matchers.hpp"
 
 namespace chorus {

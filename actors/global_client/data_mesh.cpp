@@ -4,9 +4,9 @@
 
 #include <mutex>
 
+#include "actors/global_client/data_hello.hpp"
+#include "actors/global_client/hello_gate.hpp"
 #include "core/log.hpp"
-#include "messages/data_codec.hpp"
-#include "messages/peer_codec.hpp"
 #include "transport/socket.hpp"
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tls/tls_channel.hpp"
@@ -14,36 +14,6 @@
 namespace chorus {
 
 namespace {
-
-// The hello travels inside the TLS session when there is one.
-Status send_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_point deadline) {
-  FrameHeader h;
-  h.type = FrameType::hello;
-  const std::string frame = whole_frame(h, encode_data_hello({protocol_version(), t.collective, t.node_id, t.token}));
-  return TlsChannel::write_all(fd, tls, frame.data(), frame.size(), deadline);
-}
-
-// Reads one hello frame and checks it belongs to this collective; returns the sender's node id.
-Status read_hello(int fd, TlsChannel* tls, const TopologyData& t, Clock::time_point deadline, uint32_t& node) {
-  auto read = [&](void* p, std::size_t n) { return TlsChannel::read_exact(fd, tls, p, n, deadline); };
-  FrameHeader h;
-  if (auto s = read(&h, sizeof h); !s.is_ok()) return s;
-  if (h.magic != FrameHeader::kMagic || h.type != FrameType::hello || h.bytes > 4096)
-    return {Errc::invalid_argument, "garbled hello frame"};
-  std::string body(h.bytes, '\0');
-  if (auto s = read(body.data(), body.size()); !s.is_ok()) return s;
-  std::string error;
-  auto hello = decode_data_hello(body.data(), body.size(), error);
-  if (!hello) return {Errc::invalid_argument, error};
-  if (hello->protocol_version != protocol_version())
-    return {Errc::version_mismatch, "data hello speaks protocol " + std::to_string(hello->protocol_version)};
-  if (hello->collective != t.collective || hello->token != t.token)
-    return {Errc::auth_failed, "data hello with a wrong collective or token"};
-  if (hello->node >= t.num_nodes || hello->node == t.node_id)
-    return {Errc::invalid_argument, "data hello names node " + std::to_string(hello->node)};
-  node = hello->node;
-  return Status::ok();
-}
 
 // Whether the pair (me, j) runs through shared memory: same host, and not forced onto the network.
 bool share_memory(const Config& config, const TopologyData& t, uint32_t j) {
@@ -132,41 +102,27 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
       else CHORUS_LOG(info, shm, (LogWhere{me}), "node " + std::to_string(j) + ": data through shared memory");
     }
   }
-  for (uint32_t waiting = n - 1 - me; waiting > 0;) {
-    int fd = -1;
-    if (auto s = tcp_accept(listener.fd(), deadline, fd); !s.is_ok())
-      return fail({Errc::timeout, "node " + std::to_string(me) + ": " + std::to_string(waiting) +
-                                      " data connection(s) never arrived within the timeout"});
-    // A stranger (no TLS or a foreign certificate, wrong token, garbage) is turned away without
-    // disturbing the nodes still to come.
-    std::unique_ptr<TlsChannel> ch;
-    if (tls) {
-      auto r = TlsChannel::handshake(*tls, fd, /*server=*/true, deadline);
-      if (!r.is_ok()) {
-        ::close(fd);
-        continue;
-      }
-      ch = std::move(*r);
-    }
-    uint32_t who = 0;
-    if (!read_hello(fd, ch.get(), topo, deadline, who).is_ok() || who < me || fds[who] >= 0 ||
-        !send_hello(fd, ch.get(), topo, deadline).is_ok()) {
-      ::close(fd);
-      continue;
-    }
-    if (share_memory(config, topo, who)) {
-      auto sh = ShmChannel::offer(fd, ch.get(), topo.collective, topo.token, deadline);
-      if (!sh.is_ok()) {
-        ::close(fd);
-        return fail({sh.status().code(), "shared memory with node " + std::to_string(who) + ": " + sh.status().message()});
-      }
-      shm[who] = std::move(*sh);
-      if (!shm[who]) note_declined(me, who, "node " + std::to_string(who) + " could not attach");
-      else CHORUS_LOG(info, shm, (LogWhere{me}), "node " + std::to_string(who) + ": data through shared memory");
-    }
-    fds[who] = fd;
-    channels[who] = std::move(ch);
-    --waiting;
+  // Higher ids come to us, each checked on its own (a stranger cannot hold up the nodes to come).
+  std::vector<bool> shares(n);
+  std::vector<uint32_t> expected;
+  for (uint32_t j = 0; j < n; ++j) {
+    shares[j] = share_memory(config, topo, j);
+    if (j > me) expected.push_back(j);
+  }
+  HelloGate gate(config, topo, tls, shares);
+  std::vector<HelloGate::Admitted> admitted;
+  if (auto s = gate.admit(listener.fd(), expected, deadline, admitted); !s.is_ok()) {
+    for (auto& a : admitted)
+      if (a.fd >= 0) ::close(a.fd);
+    return fail(s);
+  }
+  for (uint32_t who : expected) {
+    HelloGate::Admitted& a = admitted[who];
+    if (a.shm_declined) note_declined(me, who, "node " + std::to_string(who) + " could not attach");
+    else if (a.shm) CHORUS_LOG(info, shm, (LogWhere{me}), "node " + std::to_string(who) + ": data through shared memory");
+    fds[who] = a.fd;
+    channels[who] = std::move(a.tls);
+    shm[who] = std::move(a.shm);
   }
   conns.resize(n);
   for (uint32_t j = 0; j < n; ++j)

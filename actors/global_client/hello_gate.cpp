@@ -1,0 +1,149 @@
+#include "actors/global_client/hello_gate.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "actors/global_client/data_hello.hpp"
+#include "core/log.hpp"
+#include "transport/socket.hpp"
+
+namespace chorus {
+
+struct HelloGate::Shared {
+  Config config;
+  TopologyData topo;
+  std::shared_ptr<TlsContext> tls;
+  std::vector<bool> share_memory;
+  int wake = -1;  // eventfd: a check finished
+  std::mutex mu;  // guards the three below
+  std::vector<Admitted> done;
+  std::vector<std::string> turned_away;  // why each stranger was
+  bool closed = false;                    // the gate is gone: checks close what they hold
+  std::size_t pending = 0;
+  ~Shared() {
+    for (auto& a : done)
+      if (a.fd >= 0) ::close(a.fd);
+    if (wake >= 0) ::close(wake);
+  }
+};
+
+HelloGate::HelloGate(const Config& config, const TopologyData& topo, std::shared_ptr<TlsContext> tls,
+                     std::vector<bool> share_memory)
+    : shared_(std::make_shared<Shared>()) {
+  shared_->config = config;
+  shared_->topo = topo;
+  shared_->tls = std::move(tls);
+  shared_->share_memory = std::move(share_memory);
+  shared_->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+HelloGate::~HelloGate() {
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  shared_->closed = true;
+}
+
+// One connection: TLS and the hello within kHelloWait of its arrival (a stranger's budget), then
+// our hello and the shared-memory offer within the setup's deadline.
+void HelloGate::check(std::shared_ptr<Shared> sh, int fd, Clock::time_point deadline) {
+  const auto quick = std::min(deadline, Clock::now() + kHelloWait);
+  Admitted a;
+  a.fd = fd;
+  std::string why;
+  if (sh->tls) {
+    auto r = TlsChannel::handshake(*sh->tls, fd, /*server=*/true, quick);
+    if (r.is_ok()) a.tls = std::move(*r);
+    else why = "TLS: " + r.status().message();
+  }
+  if (why.empty()) {
+    if (auto s = read_hello(fd, a.tls.get(), sh->topo, quick, a.node); !s.is_ok()) why = "hello: " + s.message();
+    else if (a.node < sh->topo.node_id) why = "hello names node " + std::to_string(a.node) + ", which this node connects to";
+  }
+  if (why.empty())
+    if (auto s = send_hello(fd, a.tls.get(), sh->topo, deadline); !s.is_ok()) why = "our hello: " + s.message();
+  if (why.empty() && sh->share_memory[a.node]) {
+    auto ch = ShmChannel::offer(fd, a.tls.get(), sh->topo.collective, sh->topo.token, deadline);
+    if (ch.is_ok()) {
+      a.shm = std::move(*ch);
+      a.shm_declined = !a.shm;
+    } else {
+      why = "shared memory with node " + std::to_string(a.node) + ": " + ch.status().message();
+    }
+  }
+  if (!why.empty())
+    CHORUS_LOG(info, net, (LogWhere{sh->topo.node_id}), "data port: a connection turned away (" + why + ")");
+  std::lock_guard<std::mutex> lk(sh->mu);
+  --sh->pending;
+  if (!why.empty() || sh->closed) {
+    ::close(fd);
+    if (!why.empty()) sh->turned_away.push_back(why);
+  } else {
+    sh->done.push_back(std::move(a));
+  }
+  const uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(sh->wake, &one, sizeof one);
+}
+
+Status HelloGate::admit(int listen_fd, const std::vector<uint32_t>& expected, Clock::time_point deadline,
+                        std::vector<Admitted>& admitted) {
+  Shared& sh = *shared_;
+  const uint32_t me = sh.topo.node_id;
+  admitted.resize(sh.topo.num_nodes);
+  auto missing = [&] {
+    std::vector<uint32_t> m;
+    for (uint32_t j : expected)
+      if (admitted[j].fd < 0) m.push_back(j);
+    return m;
+  };
+  for (;;) {
+    {  // what the checks found
+      std::lock_guard<std::mutex> lk(sh.mu);
+      for (auto& a : sh.done) {
+        if (admitted[a.node].fd >= 0) {  // a second connection claiming a node that came already
+          ::close(a.fd);
+          sh.turned_away.push_back("a second connection for node " + std::to_string(a.node));
+        } else {
+          admitted[a.node] = std::move(a);
+        }
+      }
+      sh.done.clear();
+    }
+    const auto left = missing();
+    if (left.empty()) return Status::ok();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (ms <= 0) {
+      std::string nodes;
+      for (uint32_t j : left) nodes += (nodes.empty() ? "" : ", ") + std::to_string(j);
+      std::string msg = "node " + std::to_string(me) + ": no data connection from node" + (left.size() > 1 ? "s " : " ") +
+                        nodes + " within the timeout";
+      std::lock_guard<std::mutex> lk(sh.mu);
+      if (!sh.turned_away.empty())
+        msg += " (" + std::to_string(sh.turned_away.size()) + " other connection(s) turned away; the first: " +
+               sh.turned_away.front() + ")";
+      return {Errc::timeout, msg};
+    }
+    pollfd ps[2] = {{listen_fd, POLLIN, 0}, {sh.wake, POLLIN, 0}};
+    if (::poll(ps, 2, static_cast<int>(std::min<int64_t>(ms, 1000))) <= 0) continue;
+    if (ps[1].revents) {
+      uint64_t v;
+      [[maybe_unused]] auto n = ::read(sh.wake, &v, sizeof v);
+    }
+    if (!ps[0].revents) continue;
+    int fd = -1;
+    if (!tcp_accept(listen_fd, Clock::now() + std::chrono::milliseconds(50), fd).is_ok()) continue;  // readable: at once
+    std::lock_guard<std::mutex> lk(sh.mu);
+    if (sh.pending >= kMaxPending) {  // a flood: the nodes to come get a turn once it thins
+      ::close(fd);
+      sh.turned_away.push_back("too many connections being checked at once");
+      continue;
+    }
+    ++sh.pending;
+    std::thread(check, shared_, fd, deadline).detach();  // ends by its deadline; owns its socket
+  }
+}
+
+} // namespace chorus

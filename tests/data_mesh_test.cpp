@@ -1,0 +1,114 @@
+// Setting up the data mesh while strangers knock on a node's data port: silent connections, a
+// slow talker and garbage are each turned away on their own (HelloGate), so the real nodes still
+// connect, long before the setup's deadline; a stranger's socket is closed within kHelloWait; a
+// node that never comes is named in the error with what the strangers were told.
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <future>
+#include <thread>
+
+#include "actors/global_client/data_mesh.hpp"
+#include "actors/global_client/hello_gate.hpp"
+#include "transport/socket.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct NullSink : FrameSink {
+  std::byte* begin_frame(uint32_t, const FrameHeader&) override { return nullptr; }
+  void progress(uint32_t, const FrameHeader&, std::size_t) override {}
+  void frame_failed(uint32_t, const FrameHeader&) override {}
+  void closed(uint32_t, bool, const std::string&) override {}
+};
+
+// Two nodes of two hosts (the network path), node 0 listening on `l0`, node 1 on `l1`.
+TopologyData topology(uint32_t me, const DataListener& l0, const DataListener& l1) {
+  TopologyData t;
+  t.collective = 7;
+  t.node_id = me;
+  t.num_nodes = 2;
+  t.total_peers = 2;
+  t.token = 0x5eed;
+  t.nodes = {{1, 0, l0.address(), 2, 0}, {1, 1, l1.address(), 2, 1}};
+  return t;
+}
+
+int connect_to(const DataListener& l) {
+  std::string host;
+  uint16_t port = 0;
+  EXPECT_TRUE(split_host_port(l.address(), host, port));
+  int fd = -1;
+  EXPECT_TRUE(tcp_connect(host, port, Clock::now() + 5s, fd).is_ok());
+  return fd;
+}
+
+// Whether the other side closed `fd` before the deadline (a read sees the end).
+bool closed_by_peer(int fd, Clock::time_point deadline) {
+  char b[64];
+  for (;;) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (ms <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(ms)) <= 0) continue;
+    const ssize_t n = read(fd, b, sizeof b);
+    if (n <= 0) return true;
+  }
+}
+
+TEST(DataMesh, StrangersOnTheDataPortDoNotHoldUpTheNodes) {
+  auto l0 = DataListener::open("127.0.0.1");
+  auto l1 = DataListener::open("127.0.0.1");
+  ASSERT_TRUE(l0.is_ok() && l1.is_ok());
+  Config cfg;
+  cfg.host_transport = HostTransport::network;
+  // Strangers come first: two silent, one that sends garbage, one that sends half a header.
+  std::vector<int> strangers{connect_to(**l0), connect_to(**l0), connect_to(**l0), connect_to(**l0)};
+  ASSERT_EQ(write(strangers[2], "GET / HTTP/1.0\r\n\r\n0123456789abcdef0123456789", 45), 45);
+  ASSERT_EQ(write(strangers[3], "\x43\x48", 2), 2);
+  const auto deadline = Clock::now() + 30s;  // the setup's; the strangers get kHelloWait each
+  NullSink sink;
+  auto node = [&](uint32_t me) {
+    std::vector<std::unique_ptr<Connection>> conns;
+    Status s = connect_mesh(cfg, topology(me, **l0, **l1), me == 0 ? **l0 : **l1, &sink, deadline, conns);
+    return std::make_pair(s, conns.size() == 2 && conns[1 - me] != nullptr);
+  };
+  auto n1 = std::async(std::launch::async, node, 1);
+  auto r0 = node(0);
+  auto r1 = n1.get();
+  EXPECT_TRUE(r0.first.is_ok()) << r0.first.to_string();
+  EXPECT_TRUE(r1.first.is_ok()) << r1.first.to_string();
+  EXPECT_TRUE(r0.second && r1.second);
+  // Both nodes were connected while the strangers were still being waited for: the setup did
+  // not wait for them. Each stranger is then closed within its own budget.
+  for (int fd : strangers) {
+    EXPECT_TRUE(closed_by_peer(fd, Clock::now() + HelloGate::kHelloWait + 5s));
+    close(fd);
+  }
+}
+
+TEST(DataMesh, ANodeThatNeverComesIsNamedWithWhatTheStrangersWereTold) {
+  auto l0 = DataListener::open("127.0.0.1");
+  auto l1 = DataListener::open("127.0.0.1");
+  ASSERT_TRUE(l0.is_ok() && l1.is_ok());
+  Config cfg;
+  cfg.host_transport = HostTransport::network;
+  int garbage = connect_to(**l0);
+  ASSERT_EQ(write(garbage, "not a chorus hello, not even close, 32 bytes+", 45), 45);
+  NullSink sink;
+  std::vector<std::unique_ptr<Connection>> conns;
+  const Status s = connect_mesh(cfg, topology(0, **l0, **l1), **l0, &sink, Clock::now() + 1500ms, conns);
+  close(garbage);
+  EXPECT_EQ(s.code(), Errc::timeout) << s.to_string();
+  EXPECT_NE(s.message().find("node 0: no data connection from node 1 within the timeout (1 other connection(s) "
+                             "turned away; the first: hello: garbled hello frame)"),
+            std::string::npos)
+      << s.message();
+}
+
+} // namespace
+} // namespace chorus
