@@ -195,6 +195,23 @@ int stall(Peer& p, const NodeContext& node) {
   return static_cast<int>(a.at_op) + 1;
 }
 
+// The fault harness's load (fault_injection_test.cpp): all-reduces of sizes from 1 KiB to 1 MiB
+// (the same for every peer, op by op), each result checked, until --ops are done or one fails;
+// the harness kills or freezes a process from outside at a random moment. Each peer first says
+// which node it is on, so that the harness knows whom it hits.
+int soak(Peer& p, const NodeContext& node) {
+  say("PEER " + std::to_string(p.rank()) + " ON NODE " + std::to_string(p.node()));
+  static constexpr std::size_t kSizes[] = {256, 16384, 65536, 262144};  // f32 elements
+  for (uint32_t i = 0; i < node.args.ops; ++i) {
+    const std::size_t count = kSizes[(i * 7 + node.args.at_op) % 4];
+    Tensor x = make_input(DType::f32, p.rank(), count, ReduceOp::sum, i % 5);
+    must(p.all_reduce(x, ReduceOp::sum));
+    std::string why;
+    verify(check_reduced(x, DType::f32, ReduceOp::sum, p.size(), count, i % 5, why), "all_reduce", why);
+  }
+  return static_cast<int>(node.args.ops);
+}
+
 Scenario fault_scenario(const std::string& name) {
   if (name == "mismatch") return mismatch;
   if (name == "local-mismatch" || name == "gpu-staging" || name == "gpu-staging-two") return node_cannot_run;
@@ -202,6 +219,7 @@ Scenario fault_scenario(const std::string& name) {
   if (name == "group-mismatch") return group_mismatch;
   if (name == "skip") return skip;
   if (name == "stall") return stall;
+  if (name == "soak") return soak;
   if (name == "kill" || name == "freeze") return kill_or_freeze;
   if (name == "kill-while-waiting") return kill_while_waiting;
   return nullptr;

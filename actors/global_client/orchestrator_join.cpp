@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "actors/remoting.hpp"
+#include "core/log.hpp"
 #include "transport/socket.hpp"
 
 namespace chorus {
@@ -30,6 +31,9 @@ Status join_orchestrator(const Config& config, caf::actor_system& sys, const std
     ~CloseLater() { ::close(fd); }
   } close_probe{probe};
   auto on_lost = [on_node_lost = std::move(on_node_lost)](const NodeLostData& d) {
+    if (d.node_id == NodeEvents::kOrchestrator)  // said at once: nothing else shows it until the job ends
+      CHORUS_LOG(warn, net, LogWhere{},
+                 d.reason + "; ops go on between the nodes, but a frozen node is now noticed only by op timeouts");
     if (auto why = data_plane_loss(d)) on_node_lost(d.node_id, *why);
   };
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());

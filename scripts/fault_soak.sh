@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Fault injection beyond ctest's 20 seeds: runs fault_injection_test over seeds BASE .. BASE+N-1
+# (in windows of 20) and sums up: faults injected, hangs (a survivor still running past the
+# bound), misnamed (an error naming another node, or not node_lost), other failures.
+# usage: scripts/fault_soak.sh [N=200] [BASE=20] [BUILD_DIR=build]
+set -uo pipefail
+n=${1:-200}
+base=${2:-20}
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin=${3:-$here/build}/bin/fault_injection_test
+[ -x "$bin" ] || { echo "no $bin: build the tests first" >&2; exit 2; }
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for ((b = base; b < base + n; b += 20)); do
+  count=$((base + n - b < 20 ? base + n - b : 20))
+  filter=$(seq -f 'FaultInjection/Seeded.Fault/%g' -s : 0 $((count - 1)))
+  CHORUS_FAULT_SEED_BASE=$b "$bin" --gtest_filter="$filter" >> "$log" 2>&1
+done
+faults=$(grep -c '^seed ' "$log")
+hangs=$(grep -c 'survivors still running' "$log")
+misnamed=$(grep -c 'names the wrong node\|ERR node_lost ", 0)\|completed ops it could not have' "$log")
+failed=$(grep -c '^\[  FAILED  \] FaultInjection' "$log")
+grep '^seed ' "$log" | awk '{print "  " $0}'
+echo "$faults faults injected (seeds $base..$((base + n - 1))): $hangs hangs, $misnamed misnamed, $failed failed in all"
+grep -B2 -A12 'Failure' "$log" | head -200
+[ "$failed" -eq 0 ]
