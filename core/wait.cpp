@@ -51,7 +51,7 @@ std::chrono::nanoseconds spin_budget_for(unsigned threads) {
 
 void WaitWord::wake() { futex(&value, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr); }
 
-thread_local bool tl_leads_poller = false;
+constinit thread_local bool tl_leads_poller = false;
 
 void signal_eventfd(int fd) {
   const uint64_t one = 1;

@@ -34,7 +34,7 @@ Patience patience_for(unsigned threads);
 void signal_eventfd(int fd);
 // True on the thread that leads a Poller: the only word with a watcher is its own, and it looks
 // at it after every pump, so it need not signal itself.
-extern thread_local bool tl_leads_poller;
+extern thread_local constinit bool tl_leads_poller;  // constinit: no TLS wrapper call (and none for UBSan to trip on)
 
 struct alignas(64) WaitWord {
   std::atomic<uint32_t> value{0};
