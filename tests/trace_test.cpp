@@ -1,7 +1,8 @@
 // The trace (actors/trace/, CHORUS_TRACE / Config::trace_file): the file of a 3-peer run is
 // valid JSON with exactly the expected op spans per rank, their match and step sub-spans inside
 // them, and metadata naming the process and every rank; the executor's spans of remote steps;
-// the bound on records; the naming rule of the file; off by default.
+// the bound on records; the naming rule of the file; CHORUS_TRACE winning over the config; off
+// by default.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -136,6 +137,25 @@ TEST(TraceName, PidNodeAndTheNodeInsertedInMultiNodeMode) {
   cfg.trace_file = "t%d.json";
   EXPECT_EQ(cfg.validate().code(), Errc::invalid_config);
   EXPECT_NE(cfg.validate().message().find("trace_file"), std::string::npos) << cfg.validate().message();
+}
+
+TEST(Trace, TheEnvironmentWinsAndAWrongPatternThereIsAConfigError) {
+  if (std::getenv("CHORUS_TRACE")) GTEST_SKIP() << "CHORUS_TRACE is set";
+  Config cfg = harness::config_for(2);
+  cfg.trace_file = "from-config.json";
+  ASSERT_EQ(::setenv("CHORUS_TRACE", "from-env-%p.json", 1), 0);
+  auto t = Trace::for_config(cfg);
+  ASSERT_EQ(::setenv("CHORUS_TRACE", "bad-%z.json", 1), 0);
+  auto bad = Trace::for_config(cfg);
+  ::unsetenv("CHORUS_TRACE");
+  ASSERT_TRUE(t.is_ok() && *t);
+  EXPECT_EQ((*t)->path(), "from-env-" + std::to_string(::getpid()) + ".json");
+  EXPECT_TRUE((*t)->peer(1) && !(*t)->peer(2)) << "one part per local peer";
+  EXPECT_EQ(bad.status().code(), Errc::invalid_config);
+  EXPECT_NE(bad.status().message().find("CHORUS_TRACE"), std::string::npos) << bad.status().message();
+  auto from_config = Trace::for_config(cfg);
+  ASSERT_TRUE(from_config.is_ok() && *from_config);
+  EXPECT_EQ((*from_config)->path(), "from-config.json");
 }
 
 TEST(Trace, OffByDefault) {
