@@ -6,6 +6,7 @@
 #include "actors/local_server/local_server.hpp"
 #include "actors/remoting.hpp"
 #include "actors/runtime_impl.hpp"
+#include "actors/trace/trace.hpp"
 #include "core/log.hpp"
 #include "messages/peer_codec.hpp"
 
@@ -119,6 +120,12 @@ void RuntimeImpl::shutdown() {
   } else if (host) {
     await_exits(*host, ours, grace);
   }
+  std::shared_ptr<Trace> t;
+  {
+    std::lock_guard<std::mutex> lk(global_mu);
+    t = trace;
+  }
+  if (t) (void)t->write();  // the file, outside every lock (it logs a failure)
 }
 
 bool RuntimeImpl::own(const caf::actor& a) {
@@ -210,6 +217,7 @@ Status RuntimeImpl::ensure_global(const Config& config) {
       return encode_node_status(node_status(fl.get(), *c, *client));
     });
   }
+  if (g && trace) trace->set_node((*g)->node_id(), (*g)->offset());
   {
     std::lock_guard<std::mutex> lk(global_mu);
     if (g) global = *g;
@@ -250,8 +258,13 @@ Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {
   {
     std::lock_guard<std::mutex> lk(global_mu);
     if (auto clash = mode_clash()) return *clash;
-    multi_node = multi;
     if (!flight) flight = FlightRecorder::for_config(config);
+    if (!trace) {
+      auto t = Trace::for_config(config);
+      if (!t) return t.status();  // a wrong CHORUS_TRACE
+      trace = *t;
+    }
+    multi_node = multi;
   }
   if (config.num_nodes > 0)
     if (auto s = ensure_global(config); !s) return s;
@@ -263,6 +276,7 @@ Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {
   {
     std::lock_guard<std::mutex> lk(global_mu);
     st->flight = flight;
+    st->trace = trace ? trace->peer(id) : nullptr;
   }
   st->epoch = reply->epoch;
   st->rank = id;

@@ -20,6 +20,7 @@ namespace chorus {
 
 class FlightRecorder;
 class GlobalClient;
+class Trace;
 
 struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // Runs its own actor system (the `sharing` scheduler: see runtime.cpp), made on first use.
@@ -30,7 +31,7 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // Stops the actors and closes the server's core: peers still holding handles get an error at
   // once instead of waiting out their timeout. In the host's system it waits (up to `grace`)
   // until every actor it spawned there is gone, since the host's ~actor_system waits for them.
-  // Idempotent.
+  // Then writes the trace, if there is one. Idempotent.
   void shutdown();
 
   // The actor system the runtime runs in, with its local server. In the runtime's own mode it is
@@ -118,6 +119,9 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // The process's flight recorder, made by the first registration (Config::flight_recorder; null:
   // none); every peer handle shares it. Under global_mu until made, then fixed.
   std::shared_ptr<FlightRecorder> flight;
+  // The process's trace (CHORUS_TRACE, Config::trace_file; null: none), made and fixed like the
+  // recorder; each peer handle points at its local peer's part. shutdown() writes it.
+  std::shared_ptr<Trace> trace;
   std::shared_ptr<LocalServerCore> core;
   std::mutex system_mu;  // guards the three fields below (system_for); taken before actors_mu
   std::unique_ptr<caf::actor_system_config> cfg;  // of own_system

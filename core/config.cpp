@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/log.hpp"
+#include "core/trace_name.hpp"
 
 namespace chorus {
 
@@ -53,6 +54,7 @@ Status Config::validate() const {
   if (flight_recorder > kMaxFlightEntries)
     return bad("flight_recorder " + std::to_string(flight_recorder) + " is over " + std::to_string(kMaxFlightEntries) +
                " ops per peer");
+  if (auto why = trace_pattern_problem(trace_file); !why.empty()) return bad("trace_file " + why);
   return Status::ok();
 }
 

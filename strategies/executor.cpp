@@ -69,9 +69,13 @@ Status OpPlan::aborted_status() {
   return abort_status_;
 }
 
-Status OpPlan::run(int p, WorkBuffer& work) {
-  Status s = run_program(p, work);
-  return remote_ ? remote_->conclude(p, std::move(s)) : s;
+Status OpPlan::run(int p, WorkBuffer& work, StepTrace* trace) {
+  Status s = trace ? run_program<true>(p, work, trace) : run_program<false>(p, work, nullptr);
+  if (!remote_) return s;
+  const uint64_t begin = trace ? trace->now() : 0;
+  s = remote_->conclude(p, std::move(s));
+  if (trace) trace->concluded(begin);
+  return s;
 }
 
 Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work) {
@@ -100,13 +104,36 @@ Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& w
   return Status::ok();
 }
 
-Status OpPlan::run_program(int p, WorkBuffer& work) {
+namespace {
+// Times the steps of a traced program for its StepTrace. The untraced instance does nothing (and
+// its spans are never built), so a program without a trace runs as if this were not there.
+template <bool kOn>
+struct StepClock {
+  StepTrace* trace;
+  uint64_t start() const {
+    if constexpr (kOn) return trace->now();
+    return 0;
+  }
+  void stop(const StepSpan& s) const {
+    if constexpr (kOn) trace->step(s);
+  }
+};
+} // namespace
+
+template <bool kTraced>
+Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
+  const StepClock<kTraced> clock{trace};
+  const std::size_t esize = dtype_size(dtype_);
   const auto& program = schedule_->programs[p];
   const auto& slot_ids = schedule_->slot_of_step[p];
   auto timeout = [&](const Step& s) {
     abort(Status(Errc::timeout, label_ + ": peer " + std::to_string(p) + " waited for peer " +
                                     std::to_string(s.peer) + " past the op's deadline"));
     return aborted_status();
+  };
+  // A step that began at `t` has ended: its span (nothing at all without a trace).
+  auto ended = [&](const Step& s, uint64_t t, bool remote, bool post = false, std::size_t fused = 1) {
+    clock.stop(StepSpan{s.kind, remote, post, s.peer, static_cast<uint32_t>(fused), s.count * esize, t});
   };
   std::vector<const std::byte*> sources(static_cast<std::size_t>(n_) + 1);
   try {
@@ -116,8 +143,9 @@ Status OpPlan::run_program(int p, WorkBuffer& work) {
         const Step& s = round.steps[i];
         if (s.kind != StepKind::send) continue;
         if (remote_ && remote_->is_remote(s.peer)) {
-          remote_->post_send(slot_ids[first + i], s.peer, work.read_ptr(s.offset, s.count),
-                             s.count * dtype_size(dtype_));
+          const uint64_t t = clock.start();
+          remote_->post_send(slot_ids[first + i], s.peer, work.read_ptr(s.offset, s.count), s.count * esize);
+          ended(s, t, true, true);
           continue;
         }
         Slot& sl = slots_[slot_ids[first + i]];
@@ -128,22 +156,26 @@ Status OpPlan::run_program(int p, WorkBuffer& work) {
       // region are fused into a single pass over all their sources.
       for (std::size_t i = 0; i < round.steps.size();) {
         const Step& s = round.steps[i];
+        if (s.kind == StepKind::send) {
+          ++i;
+          continue;
+        }
+        const uint64_t t = clock.start();
         if (s.kind == StepKind::copy) {
           work.local_copy(s.offset, s.src_offset, s.count);
+          ended(s, t, false);
           ++i;
           continue;
         }
         if (s.kind == StepKind::reduce) {
           work.reduce_from(s.offset, s.count, work.read_ptr(s.src_offset, s.count), redop_);
-          ++i;
-          continue;
-        }
-        if (s.kind == StepKind::send) {
+          ended(s, t, false);
           ++i;
           continue;
         }
         if (remote_ && remote_->is_remote(s.peer)) {
           if (auto st = receive_remote(p, s, slot_ids[first + i], work); !st) return st;
+          ended(s, t, true);
           ++i;
           continue;
         }
@@ -162,21 +194,25 @@ Status OpPlan::run_program(int p, WorkBuffer& work) {
         if (s.kind == StepKind::recv_copy) work.copy_from(s.offset, s.count, sources[0]);
         else work.reduce_many(s.offset, s.count, sources.data(), j - i, redop_);
         for (std::size_t k = i; k < j; ++k) slots_[slot_ids[first + k]].word.set(2);
+        ended(s, t, false, false, j - i);
         i = j;
       }
       for (std::size_t i = 0; i < round.steps.size(); ++i) {  // 3. our sends were read: our memory is ours again
         const Step& s = round.steps[i];
         if (s.kind == StepKind::send) {
+          const uint64_t t = clock.start();
           if (remote_ && remote_->is_remote(s.peer)) {
             if (auto st = remote_->wait_sent(slot_ids[first + i]); !st) {
               abort(st);
               return aborted_status();
             }
+            ended(s, t, true);
             continue;
           }
           Slot& sl = slots_[slot_ids[first + i]];
           if (!sl.word.wait_at_least(2, deadline_, spin_)) return timeout(s);
           if (aborted_.load()) return aborted_status();
+          ended(s, t, false);
         }
       }
       first += round.steps.size();

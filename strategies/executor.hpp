@@ -11,6 +11,7 @@
 #include <chorus/status.hpp>
 #include "core/wait.hpp"
 #include "strategies/schedule.hpp"
+#include "strategies/step_trace.hpp"
 #include "strategies/work_buffer.hpp"
 
 namespace chorus {
@@ -64,7 +65,8 @@ class OpPlan {
          std::string label, std::shared_ptr<RemoteSteps> remote = nullptr, unsigned local_threads = 0);
 
   // Executes rank p's program over its work buffer. Returns the op's status for this peer.
-  Status run(int p, WorkBuffer& work);
+  // `trace` (null: none) hears of every step run and, across nodes, of the wait for the outcome.
+  Status run(int p, WorkBuffer& work, StepTrace* trace = nullptr);
 
   OpKind kind() const { return kind_; }
   DType dtype() const { return dtype_; }
@@ -81,7 +83,8 @@ class OpPlan {
   };
   void abort(Status why);
   Status aborted_status();
-  Status run_program(int p, WorkBuffer& work);
+  template <bool kTraced>
+  Status run_program(int p, WorkBuffer& work, StepTrace* trace);
   // A receive from another node, reduced or copied piece by piece as the bytes arrive.
   Status receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work);
 

@@ -24,6 +24,7 @@ std::shared_ptr<PeerState> state_for_group(const PeerState& s, uint32_t gid, std
   ns->offset = s.offset;
   ns->global = s.global;
   ns->flight = s.flight;
+  ns->trace = s.trace;
   ns->group = gid;
   ns->members = std::move(members);
   const PeerId me = s.offset + s.id;

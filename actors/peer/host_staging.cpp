@@ -3,7 +3,6 @@
 // result copied back into the caller's GPU tensor (cuda/staging.hpp); a copy that fails still
 // takes this peer's place in the op, so every peer gets the error instead of a timeout.
 #include "actors/global_client/global_client.hpp"
-#include "actors/flight/flight_recorder.hpp"
 #include "actors/peer/run_op.hpp"
 #include "cuda/staging.hpp"
 
@@ -48,12 +47,12 @@ Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   OpRequestData req = make_op(OpKind::send);
   req.other = dst;
   req.tag = tag;
-  flight_begin(s, req, t);
+  record_begin(s, req, t);
   Tensor host;
   Status staged = stage_to_host(t, host);
   s.last_strategy = RunStrategy::of(RunStrategy::Path::p2p);
-  if (s.flight_ticket) s.flight->matched(s.id, s.flight_ticket, s.last_strategy);
-  return flight_end(s, s.global->send(me, s.members[dst], tag, staged ? host : t, deadline_of(s), staged));
+  record_matched(s, s.last_strategy);
+  return record_end(s, s.global->send(me, s.members[dst], tag, staged ? host : t, deadline_of(s), staged));
 }
 
 Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
@@ -62,13 +61,13 @@ Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
   OpRequestData req = make_op(OpKind::recv);
   req.other = src;
   req.tag = tag;
-  flight_begin(s, req, t);
+  record_begin(s, req, t);
   s.last_strategy = RunStrategy::of(RunStrategy::Path::p2p);
-  if (s.flight_ticket) s.flight->matched(s.id, s.flight_ticket, s.last_strategy);
-  if (!t.is_cuda()) return flight_end(s, s.global->recv(s.members[src], me, tag, t, deadline_of(s)));
+  record_matched(s, s.last_strategy);
+  if (!t.is_cuda()) return record_end(s, s.global->recv(s.members[src], me, tag, t, deadline_of(s)));
   Tensor host = Tensor::zeros(t.dtype(), t.shape());
-  if (auto e = s.global->recv(s.members[src], me, tag, host, deadline_of(s)); !e) return flight_end(s, e);
-  return flight_end(s, stage_back(host, t));
+  if (auto e = s.global->recv(s.members[src], me, tag, host, deadline_of(s)); !e) return record_end(s, e);
+  return record_end(s, stage_back(host, t));
 }
 
 } // namespace chorus::peer_impl

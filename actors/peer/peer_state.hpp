@@ -17,6 +17,7 @@ namespace chorus {
 struct RuntimeImpl;
 class GlobalClient;
 class FlightRecorder;
+class PeerTrace;
 
 struct PeerState {
   std::shared_ptr<RuntimeImpl> rt;
@@ -34,6 +35,7 @@ struct PeerState {
   RunStrategy last_strategy;       // what ran this handle's last op (Peer::last_strategy)
   std::shared_ptr<FlightRecorder> flight;  // the process's recorder (null: none)
   uint64_t flight_ticket = 0;      // the recorder's name for the op in flight (0: none)
+  PeerTrace* trace = nullptr;      // this local peer's part of the process's trace (null: none)
 };
 
 // The library's way into the public handle (its internals are private to host apps).

@@ -2,6 +2,7 @@
 
 #include "actors/flight/flight_recorder.hpp"
 #include "actors/runtime_impl.hpp"
+#include "actors/trace/peer_trace.hpp"
 #include "core/log.hpp"
 #include "cuda/staging.hpp"
 #include "strategies/reduce_kernels.hpp"
@@ -38,7 +39,7 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   if (req.kind != OpKind::send && req.kind != OpKind::recv) req.seq = s.seq++;
   req.input = TensorMeta::of(in);
   req.output = TensorMeta::of(out);
-  const uint64_t ticket = flight_begin(s, req, in.defined() ? in : out);
+  record_begin(s, req, in.defined() ? in : out);
   Call call;
   call.op = std::move(req);
   call.input = in;
@@ -46,9 +47,12 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   call.local_error = std::move(local_error);
   auto reply = call.reply;
   status = s.rt->submit_op(call, s.config.timeout, s.config.num_devices);
-  if (status) s.last_strategy = reply->strategy;
-  if (ticket && status) s.flight->matched(s.id, ticket, reply->strategy);
-  if (!status) (void)flight_end(s, status);
+  if (status) {
+    s.last_strategy = reply->strategy;
+    record_matched(s, reply->strategy);
+  } else {
+    (void)record_end(s, status);
+  }
   return reply;
 }
 
@@ -63,34 +67,41 @@ std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& s
 }
 
 namespace {
-Status run_plan(Reply& r, const std::byte* in, std::byte* out) {
+Status run_plan(Reply& r, const std::byte* in, std::byte* out, StepTrace* trace) {
   if (r.device) return r.device->join();  // GPU tensors: the device actors run it (avg included)
   OpPlan& plan = *r.plan;
   WorkBuffer work = WorkBuffer::bind(plan.kind(), r.rank, plan.size(), plan.root(), plan.count(),
                                      plan.dtype(), in, out);
-  if (auto s = plan.run(r.rank, work); !s) return s;
+  if (auto s = plan.run(r.rank, work, trace); !s) return s;
   if (plan.redop() == ReduceOp::avg && out != nullptr && holds_reduction(plan.kind(), r.rank, plan.root()))
     divide_by(plan.dtype(), out, plan.count(), static_cast<std::size_t>(plan.size()));
   return Status::ok();
 }
 } // namespace
 
-uint64_t flight_begin(PeerState& s, const OpRequestData& req, const Tensor& data) {
+void record_begin(PeerState& s, const OpRequestData& req, const Tensor& data) {
+  if (!s.flight && !s.trace) return;  // (record_end left flight_ticket 0)
   const bool p2p = req.kind == OpKind::send || req.kind == OpKind::recv;
-  s.flight_ticket = s.flight ? s.flight->begin(s.id, FlightOp{s.offset + s.id, s.rank, s.group, p2p ? kNoSeq : req.seq,
-                                                              req.kind, req.redop, req.root, req.other, req.tag, &data})
-                             : 0;
-  return s.flight_ticket;
+  const FlightOp op{s.offset + s.id, s.rank,   s.group,   p2p ? kNoSeq : req.seq, req.kind,
+                    req.redop,       req.root, req.other, req.tag,                &data};
+  if (s.trace) s.trace->begin(op);
+  s.flight_ticket = s.flight ? s.flight->begin(s.id, op) : 0;
 }
 
-Status flight_end(PeerState& s, Status st) {
+void record_matched(PeerState& s, const RunStrategy& strategy) {
+  if (s.flight_ticket) s.flight->matched(s.id, s.flight_ticket, strategy);
+  if (s.trace) s.trace->matched(strategy);
+}
+
+Status record_end(PeerState& s, Status st) {
   if (s.flight_ticket) s.flight->end(s.id, s.flight_ticket, st);
   s.flight_ticket = 0;
+  if (s.trace) s.trace->end(st);
   return st;
 }
 
 Status execute(PeerState& s, Reply& r, const std::byte* in, std::byte* out) {
-  return flight_end(s, run_plan(r, in, out));
+  return record_end(s, run_plan(r, in, out, s.trace));
 }
 
 Status fail_op(PeerState& s, OpRequestData req, Status why) {

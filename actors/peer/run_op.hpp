@@ -21,18 +21,21 @@ inline std::byte* bytes(const Tensor& t) { return static_cast<std::byte*>(t.data
 OpRequestData make_op(OpKind k, ReduceOp op = ReduceOp::sum, PeerId root = 0);
 
 // Sends one op request and waits for the server's answer: an error, or a plan to run. The flight
-// recorder notes the op's entry and its match (or its failure, which ends it).
+// recorder and the trace note the op's entry and its match (or its failure, which ends it).
 std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out,
                                Status& status, Status local_error = Status::ok());
 // Sends one group request (create or destroy) as this peer and waits for the server's answer.
 std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& status);
-// The flight recorder's entry for this peer's op (`data`: the tensor that names its dtype and
-// shape), kept in s.flight_ticket, and its end (returns `st`). request() and execute() call them;
-// so do the paths that bypass the local server (send/recv across nodes). No-ops without a recorder.
-uint64_t flight_begin(PeerState& s, const OpRequestData& req, const Tensor& data);
-Status flight_end(PeerState& s, Status st);
-// Runs this peer's part of a planned op, then divides for avg where this peer holds a result;
-// the flight recorder notes how the op ended.
+// What the flight recorder and the trace note of this peer's op: its entry (`data`: the tensor
+// that names its dtype and shape; the recorder's ticket is kept in s.flight_ticket), its match
+// (the plan came; `strategy` runs it) and its end (returns `st`). request() and execute() call
+// them; so do the paths that bypass the local server (send/recv across nodes). Each is a branch
+// or two when neither is on.
+void record_begin(PeerState& s, const OpRequestData& req, const Tensor& data);
+void record_matched(PeerState& s, const RunStrategy& strategy);
+Status record_end(PeerState& s, Status st);
+// Runs this peer's part of a planned op (the trace hears of its steps), then divides for avg
+// where this peer holds a result; the flight recorder and the trace note how the op ended.
 Status execute(PeerState& s, Reply& r, const std::byte* in, std::byte* out);
 // Takes this peer's place in its next op without data, so that every peer of the op gets `why`
 // (and sequence numbers stay aligned) rather than waiting for this one until the timeout.

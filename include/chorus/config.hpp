@@ -49,6 +49,11 @@ struct Config {
   uint32_t flight_recorder = 256;
   std::string flight_dir;
   bool flight_signal = true;
+  // The trace (per process, never compared): the file each process writes its peers' op and step
+  // spans to when the Runtime shuts down, in Chrome's Trace Event Format ("": none). %p becomes
+  // the process id, %n the node id; in multi-node mode a name with neither gets ".nodeN" before
+  // its extension (README, "Trace"). CHORUS_TRACE wins over it.
+  std::string trace_file;
 
   // Sets the local strategy for every op kind at once.
   Config& with_local_strategy(StrategyChoice s);

@@ -1,0 +1,69 @@
+// One local peer's part of the process's trace (trace.hpp): a span per op, with the wait for its
+// plan and the steps the executor ran inside it. Only the peer's thread writes it (ops of one
+// peer never overlap, whichever of its group handles runs them), through the hooks of
+// actors/peer/run_op.hpp, beside the flight recorder's; the Runtime reads it when it writes the
+// file. Nothing here takes a lock.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <forward_list>
+#include <string>
+
+#include <chorus/status.hpp>
+#include <chorus/types.hpp>
+#include "actors/flight/flight_recorder.hpp"
+#include "actors/trace/span_log.hpp"
+#include "strategies/step_trace.hpp"
+#include "strategies/tuning.hpp"
+
+namespace chorus {
+
+inline constexpr std::size_t kTraceDims = 4;  // dimensions of a shape kept (the rank is kept too)
+
+// One op of one peer: the op's span, and its wait for the plan (entered until matched).
+struct OpSpan {
+  uint64_t begin = 0, matched = 0, end = 0;  // flight_clock readings; matched 0: never matched
+  FlightOp op;  // as the peer entered it, without its tensor (`data` is null)
+  uint64_t bytes = 0;
+  DType dtype = DType::f32;
+  bool has_data = false;  // dtype and shape are known (barrier: none)
+  uint8_t dims = 0;       // the shape's rank; its first kTraceDims sizes are in `shape`
+  std::array<int64_t, kTraceDims> shape{};
+  RunStrategy strategy;
+  const std::string* error = nullptr;  // failed: how (kept by the PeerTrace)
+};
+
+// One step of the executor, or (conclude) the wait for the other nodes' outcome of the op.
+struct StepRecord {
+  StepSpan span;
+  uint64_t end = 0;
+  bool conclude = false;
+};
+
+class PeerTrace final : public StepTrace {
+ public:
+  explicit PeerTrace(TraceBudget& budget) : ops_(budget), steps_(budget) {}
+
+  // The op hooks: entered, matched (the plan came), ended.
+  void begin(const FlightOp& op);
+  void matched(const RunStrategy& strategy);
+  void end(const Status& status);
+
+  // The executor's (StepTrace).
+  uint64_t now() override;
+  void step(const StepSpan& s) override;
+  void concluded(uint64_t begin) override;
+
+  const SpanLog<OpSpan>& ops() const { return ops_; }
+  const SpanLog<StepRecord>& steps() const { return steps_; }
+  uint64_t dropped() const { return ops_.dropped() + steps_.dropped(); }
+
+ private:
+  OpSpan open_;  // the op in flight
+  bool in_op_ = false;
+  SpanLog<OpSpan> ops_;
+  SpanLog<StepRecord> steps_;
+  std::forward_list<std::string> errors_;  // what failed ops' records point to; grows at the front only
+};
+
+} // namespace chorus
