@@ -50,8 +50,11 @@ std::string seconds(int64_t ns) {
   return b;
 }
 
-std::string ranks_text(std::vector<uint32_t> r) {
+} // namespace
+
+std::string rank_list(std::vector<uint32_t> r) {
   std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
   std::string out;
   for (std::size_t i = 0; i < r.size();) {
     std::size_t j = i;
@@ -64,10 +67,10 @@ std::string ranks_text(std::vector<uint32_t> r) {
     }
     i = j + 1;
   }
-  return (r.size() == 1 ? "rank " : "ranks ") + out;
+  return out;
 }
 
-} // namespace
+std::string rank_phrase(const std::vector<uint32_t>& r) { return (r.size() == 1 ? "rank " : "ranks ") + rank_list(r); }
 
 Envelope encode_status_request(const StatusRequestData& r) {
   capnp::MallocMessageBuilder mb;
@@ -149,13 +152,13 @@ std::string job_status_report(const JobStatusData& j) {
   }
   for (const auto& [k, v] : busy) {
     const auto& [group, seq, op, state, waiting_for] = k;
-    out += ranks_text(v.first) + ": group " + std::to_string(group) +
+    out += rank_phrase(v.first) + ": group " + std::to_string(group) +
            (seq == UINT64_MAX ? " " : " #" + std::to_string(seq) + " ") + op + ", " + state + " for " + seconds(v.second);
     if (!waiting_for.empty()) out += "; waits for " + waiting_for;
     out += "\n";
   }
   for (const auto& [last, ranks] : idle)
-    out += ranks_text(ranks) + ": in no op" + (last.empty() ? "" : "; last done: " + last) + "\n";
+    out += rank_phrase(ranks) + ": in no op" + (last.empty() ? "" : "; last done: " + last) + "\n";
   for (uint32_t s : j.silent) out += "node " + std::to_string(s) + ": did not answer\n";
   return out;
 }

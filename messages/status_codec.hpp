@@ -58,4 +58,9 @@ std::optional<JobStatusData> decode_job_status(const Envelope& e, std::string& e
 // called yet)"), the idle ranks with their last op, and the nodes that did not answer.
 std::string job_status_report(const JobStatusData& j);
 
+// Ranks as people read them: "0-3,5,7-8" (sorted, repeats dropped).
+std::string rank_list(std::vector<uint32_t> ranks);
+// "rank 3" or "ranks 0-2,5".
+std::string rank_phrase(const std::vector<uint32_t>& ranks);
+
 } // namespace chorus

@@ -44,7 +44,6 @@ void end_line(std::string& out) {
   out += '\n';
 }
 
-std::string plural(const std::vector<uint32_t>& r) { return (r.size() == 1 ? "rank " : "ranks ") + rank_list(r); }
 
 // The peers of each group and the window of sequence numbers every one of them still records.
 struct Window {
@@ -92,7 +91,7 @@ std::pair<int64_t, std::string> divergence_in(uint32_t group, const std::map<uin
       }
     }
     if (differing)
-      return {entered, op + "differs: " + plural(same) + " called " + first.row->describe() + ", " + plural(other) +
+      return {entered, op + "differs: " + rank_phrase(same) + " called " + first.row->describe() + ", " + rank_phrase(other) +
                            " called " + differing->describe()};
     std::vector<uint32_t> failed;
     const FlightRow* failure = nullptr;
@@ -104,40 +103,22 @@ std::pair<int64_t, std::string> divergence_in(uint32_t group, const std::map<uin
     std::vector<uint32_t> called, absent;
     for (uint32_t p : w.peers) (by_peer.count(p) ? called : absent).push_back(p);
     if (!absent.empty()) {
-      std::string why = op + first.row->describe() + ": " + plural(called) + " called it, " + plural(absent) + " did not";
+      std::string why = op + first.row->describe() + ": " + rank_phrase(called) + " called it, " + rank_phrase(absent) + " did not";
       for (uint32_t p : absent) {
         const uint64_t last = w.newest.at(p);
         const Seen& l = ops.at(last).at(p);
         why += "; rank " + std::to_string(p) + "'s last op: #" + std::to_string(last) + " " + l.row->describe() + ", " +
                state_of(l);
       }
-      if (failure) why += " (" + plural(failed) + " failed: " + failure->error + ")";
+      if (failure) why += " (" + rank_phrase(failed) + " failed: " + failure->error + ")";
       return {entered, why};
     }
-    if (failure) return {entered, op + first.row->describe() + " failed on " + plural(failed) + ": " + failure->error};
+    if (failure) return {entered, op + first.row->describe() + " failed on " + rank_phrase(failed) + ": " + failure->error};
   }
   return {0, ""};
 }
 
 } // namespace
-
-std::string rank_list(std::vector<uint32_t> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(ranks[i]);
-    if (j > i) {
-      out += '-';
-      out += std::to_string(ranks[j]);
-    }
-    i = j + 1;
-  }
-  return out;
-}
 
 std::string first_divergence(const std::vector<FlightDump>& dumps) {
   const ByOp by = collectives(dumps);
@@ -163,7 +144,7 @@ std::string where_ranks_stand(const std::vector<FlightDump>& dumps) {
           .push_back(peer);
     }
     for (const auto& [k, peers] : at)
-      out += plural(peers) + ": group " + std::to_string(group) + " #" + std::to_string(k.first) + " " + k.second + "\n";
+      out += rank_phrase(peers) + ": group " + std::to_string(group) + " #" + std::to_string(k.first) + " " + k.second + "\n";
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "actors/flight/flight_row.hpp"
+#include "messages/status_codec.hpp"  // rank_list, rank_phrase
 
 namespace chorus {
 
@@ -27,8 +28,5 @@ std::string first_divergence(const std::vector<FlightDump>& dumps);
 // Where the ranks stand when they agree: "ranks 0-3: group 0 #9 all_reduce f32[4] sum, running
 // for 2.1 s" (a line per group and state).
 std::string where_ranks_stand(const std::vector<FlightDump>& dumps);
-
-// "0-3,5,7-8".
-std::string rank_list(std::vector<uint32_t> ranks);
 
 } // namespace chorus
