@@ -1,5 +1,6 @@
 #include "node_launcher.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,6 +55,23 @@ std::chrono::milliseconds run_limit(const Options& o, const std::vector<std::siz
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
 }
 
+// Each node process's id, as it wrote it to its pipe once it joined (-1: it never did).
+std::vector<int> node_ids(const std::vector<int>& id_pipes) {
+  std::vector<int> ids;
+  for (int fd : id_pipes) {
+    char buf[32] = {};
+    const ssize_t n = fd >= 0 ? ::read(fd, buf, sizeof buf - 1) : -1;
+    ids.push_back(n > 0 && buf[0] >= '0' && buf[0] <= '9' ? std::atoi(buf) : -1);
+  }
+  return ids;
+}
+
+// "node 2 (process 0)", or "node process 0 (before it joined)".
+std::string node_name(const std::vector<int>& ids, std::size_t k) {
+  if (k < ids.size() && ids[k] >= 0) return "node " + std::to_string(ids[k]) + " (process " + std::to_string(k) + ")";
+  return "node process " + std::to_string(k) + " (before it joined)";
+}
+
 } // namespace
 
 int launch(int argc, char** argv, const Options& o, const std::vector<std::size_t>& sizes) {
@@ -84,9 +102,24 @@ int launch(int argc, char** argv, const Options& o, const std::vector<std::size_
   args.insert(args.end(), {"--orchestrator", "127.0.0.1:" + std::to_string(orch.port), "--node-address", "127.0.0.1"});
   std::vector<pid_t> nodes;
   std::vector<std::optional<int>> status(o.nodes);
+  std::vector<int> id_pipes;  // read ends: each node process writes its node id there once joined
+  struct ClosePipes {
+    std::vector<int>& fds;
+    ~ClosePipes() {
+      for (int fd : fds) ::close(fd);
+    }
+  } close_pipes{id_pipes};
   bool ok = true;
   for (uint32_t k = 0; k < o.nodes; ++k) {
-    const pid_t pid = testkit::spawn(exe, args).pid;  // the child dies with this (main) thread
+    int p[2] = {-1, -1};
+    std::vector<std::string> env;
+    if (::pipe2(p, O_NONBLOCK) == 0) {  // the write end stays open across exec
+      fcntl(p[0], F_SETFD, FD_CLOEXEC);
+      env.push_back("CHORUS_BENCH_NODE_ID_FD=" + std::to_string(p[1]));
+    }
+    const pid_t pid = testkit::spawn(exe, args, testkit::Output::inherit, env).pid;  // dies with this (main) thread
+    if (p[1] >= 0) ::close(p[1]);
+    id_pipes.push_back(p[0]);
     if (pid < 0) {
       std::fprintf(stderr, "chorus-bench: error: fork of node process %u: %s\n", k, std::strerror(errno));
       ok = false;
@@ -118,18 +151,19 @@ int launch(int argc, char** argv, const Options& o, const std::vector<std::size_
     }
   }
   int rc = 0;
+  const std::vector<int> ids = node_ids(id_pipes);
   if (timed_out) {
     std::string which;
     for (std::size_t k = 0; k < nodes.size(); ++k)
       if (!status[k]) {
-        which += " " + std::to_string(k) + " (pid " + std::to_string(nodes[k]) + ")";
+        which += ", " + node_name(ids, k) + " (pid " + std::to_string(nodes[k]) + ")";
         kill(nodes[k], SIGKILL);
         status[k] = wait_for(nodes[k], std::chrono::seconds(10)).value_or(-1);
       }
     std::fprintf(stderr,
-                 "chorus-bench: error: node process%s still running past the run's limit (or the grace "
-                 "after a node failed); killed\n",
-                 which.c_str());
+                 "chorus-bench: error: still running past the run's limit (or the grace "
+                 "after a node failed), killed: %s\n",
+                 which.c_str() + 2);
     rc = 1;
   }
   if (!ok) rc = 1;
@@ -139,8 +173,8 @@ int launch(int argc, char** argv, const Options& o, const std::vector<std::size_
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
     any_failed = true;
     if (!(WIFEXITED(st) && WEXITSTATUS(st) == 2)) all_usage = false;
-    std::fprintf(stderr, "chorus-bench: error: node process %zu (pid %d) %s\n", k, static_cast<int>(nodes[k]),
-                 describe_status(st).c_str());
+    std::fprintf(stderr, "chorus-bench: error: %s (pid %d) %s\n", node_name(ids, k).c_str(),
+                 static_cast<int>(nodes[k]), describe_status(st).c_str());
   }
   if (any_failed && rc == 0) rc = all_usage ? 2 : 1;
 

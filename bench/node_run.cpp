@@ -1,5 +1,7 @@
 #include "node_run.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +51,13 @@ void node_peer_main(uint32_t id, Runtime& rt, const Config& cfg, const Options& 
     else peer = *reg;
   };
   if (id == 0) join();
+  // The launcher names node processes by node id (their order of arrival at the orchestrator):
+  // it reads each one's id from the pipe it gave it (node_launcher.cpp).
+  if (id == 0 && peer)
+    if (const char* fd = std::getenv("CHORUS_BENCH_NODE_ID_FD")) {
+      const std::string line = std::to_string(peer->node()) + "\n";
+      [[maybe_unused]] auto n = ::write(std::atoi(fd), line.data(), line.size());
+    }
   js.sync.arrive_and_wait();
   if (id != 0 && !js.failed.load()) join();
   js.sync.arrive_and_wait();
