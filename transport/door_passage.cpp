@@ -43,7 +43,8 @@ Status knock_once(const std::string& host, uint16_t port, const std::string& sec
   }
   door::Mode mode{};
   if (!door::read_greeting(greeting, mode))
-    return {Errc::version_mismatch, "it does not greet as a chorus front door (an older orchestrator, or no orchestrator)"};
+    return {Errc::version_mismatch,
+            "it does not greet as a chorus front door (an older orchestrator, or no orchestrator)"};
   if (mode == door::Mode::challenge) {
     door::Proof answer{}, expected{}, theirs{};
     if (!door::make_proof(secret, greeting, door::Role::client, answer) ||

@@ -193,7 +193,8 @@ struct FrontDoor::Impl {
       const uint64_t id = by_age.front().second;
       by_age.pop_front();
       if (!guests.count(id)) continue;
-      CHORUS_LOG(trace, orch, LogWhere{}, "front door: " + peer_address(guests[id].fd) + " did not finish the handshake in time");
+      CHORUS_LOG(trace, orch, LogWhere{},
+                 "front door: " + peer_address(guests[id].fd) + " did not finish the handshake in time");
       count(&Stats::expired);
       end(id);
     }
@@ -250,7 +251,8 @@ struct FrontDoor::Impl {
       if (door::make_proof(opts.secret, g.greeting, door::Role::client, expected) &&
           door::same_proof(expected, g.answer))
         return connect_inner(id);
-      CHORUS_LOG(info, orch, LogWhere{}, "front door: " + peer_address(g.fd) + " answered the challenge wrongly (wrong secret)");
+      CHORUS_LOG(info, orch, LogWhere{},
+                 "front door: " + peer_address(g.fd) + " answered the challenge wrongly (wrong secret)");
       count(&Stats::rejected);
       g.verdict[0] = door::kRejected;
       g.verdict_size = 1;
@@ -343,6 +345,11 @@ Result<std::unique_ptr<FrontDoor>> FrontDoor::open(Options opts) {
   if (auto s = tcp_listen(d.opts.host, d.opts.port, d.listener, door->port_); !s) return s;
   ::listen(d.listener, SOMAXCONN);  // a burst of nodes (or a flood) waits in the kernel, not refused
   fcntl(d.listener, F_SETFL, fcntl(d.listener, F_GETFL) | O_NONBLOCK);
+  // The first nonce seeds OpenSSL's generator (half a millisecond here): now rather than on the
+  // first node's connection.
+  door::Greeting warm{};
+  if (d.mode == door::Mode::challenge && !door::make_greeting(d.mode, warm))
+    return Status(Errc::internal, "front door: OpenSSL's random generator does not work");
   d.watch(d.wake, kWakeTag, EPOLLIN, EPOLL_CTL_ADD);
   d.watch(d.listener, kListenTag, EPOLLIN, EPOLL_CTL_ADD);
   d.thread = std::thread([&d] { d.run(); });

@@ -10,7 +10,8 @@ std::optional<std::string> data_plane_loss(const NodeLostData& d) {
   return "node " + std::to_string(d.node_id) + " lost: " + d.reason;
 }
 
-Status join_orchestrator(const Config& /*config: its addresses, already split*/, caf::actor_system& sys, const std::string& host, uint16_t port,
+// `config`'s orchestrator address comes split into host and port; nothing else of it is needed.
+Status join_orchestrator(const Config& /*config*/, caf::actor_system& sys, const std::string& host, uint16_t port,
                          const NodeRegisterData& reg, Clock::time_point deadline,
                          std::function<void(uint32_t, const std::string&)> on_node_lost, OrchestratorLink& link) {
   // The orchestrator's front door is reached first (connect_orchestrator, node_session.cpp), within

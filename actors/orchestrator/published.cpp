@@ -12,7 +12,8 @@ Result<std::unique_ptr<PublishedOrchestrator>> PublishedOrchestrator::publish(ca
                                                                               const Options& opts) {
   std::unique_ptr<PublishedOrchestrator> p(new PublishedOrchestrator(sys, orch));
   auto inner = publish_remote(sys, orch, 0, "127.0.0.1");
-  if (!inner) return Status(Errc::unreachable, "cannot publish the orchestrator on 127.0.0.1: " + sys.render(inner.error()));
+  if (!inner)
+    return Status(Errc::unreachable, "cannot publish the orchestrator on 127.0.0.1: " + sys.render(inner.error()));
   p->inner_port_ = *inner;
   FrontDoor::Options d;
   d.host = opts.host;
