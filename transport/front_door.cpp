@@ -200,13 +200,15 @@ struct FrontDoor::Impl {
     }
   }
 
-  // Closes a handshake's sockets and forgets it.
+  // Forgets a handshake and closes its sockets (in that order: whoever sees the close may ask
+  // pending()).
   void end(uint64_t id) {
     auto it = guests.find(id);
-    ::close(it->second.fd);
-    if (it->second.inner >= 0) ::close(it->second.inner);
+    const int fd = it->second.fd, inner = it->second.inner;
     guests.erase(it);
     pending_count = guests.size();
+    ::close(fd);
+    if (inner >= 0) ::close(inner);
   }
 
   void on_guest(uint64_t id, bool inner, uint32_t events) {
@@ -321,14 +323,15 @@ struct FrontDoor::Impl {
   }
 
   // The handshake is done: the relay owns both sockets from now on.
+  // (Counted and forgotten first: whoever sees bytes relayed may look at the stats.)
   void admit(uint64_t id) {
-    Guest& g = guests[id];
-    epoll_ctl(ep, EPOLL_CTL_DEL, g.fd, nullptr);
-    epoll_ctl(ep, EPOLL_CTL_DEL, g.inner, nullptr);
+    const int fd = guests[id].fd, inner = guests[id].inner;
+    epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
+    epoll_ctl(ep, EPOLL_CTL_DEL, inner, nullptr);
     count(&Stats::admitted);
-    relay.add(g.fd, g.inner);
     guests.erase(id);
     pending_count = guests.size();
+    relay.add(fd, inner);
   }
 
   void close_everything() {
