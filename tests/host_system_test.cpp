@@ -15,6 +15,7 @@
 #include <chorus/chorus.hpp>
 #include <chorus/peer_actor.hpp>
 #include "actors/orchestrator/orchestrator.hpp"
+#include "actors/orchestrator/published.hpp"
 #include "actors/runtime_impl.hpp"
 #include "orchestrator_fixtures.hpp"
 #include "peer_harness.hpp"
@@ -261,9 +262,9 @@ TEST(OwnSystem, AFailedJoinFailsEveryRegistrationOfTheNodeAlike) {
 TEST(OwnSystem, ARegistrationWhileTheNodeJoinsGetsThatJoinsOutcome) {
   testing::System orch_sys;
   auto orch = orch_sys->spawn(orchestrator, OrchestratorCore::Options{2, "", 30s, {}});
-  auto port = orch_sys->middleman().publish(orch, 0, "127.0.0.1", true);
-  ASSERT_TRUE(port) << orch_sys->render(port.error());
-  Config c = multi_node(*port);
+  auto published = PublishedOrchestrator::publish(*orch_sys, orch, {});
+  ASSERT_TRUE(published) << published.status().to_string();
+  Config c = multi_node((*published)->port());
   c.num_devices = 2;
   c.timeout = 2000ms;  // how long the first registration's join waits for the absent node
   Runtime rt;

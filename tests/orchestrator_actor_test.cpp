@@ -155,6 +155,7 @@ TEST_F(OrchestratorActor, RejectionsAreAnsweredAtOnceAndDoNotDisturbTheOthers) {
   EXPECT_TRUE(has(lc->replies[0].status, Errc::config_mismatch, {"auto_tree_arity (5 vs 2)"}));
   ASSERT_EQ(lg->replies.size(), 1u);
   EXPECT_TRUE(has(lg->replies[0].status, Errc::invalid_argument, {"garbled"}));
+  EXPECT_EQ(lg->replies[0].status.message(), "garbled registration");  // no decoder text, no stack
   EXPECT_TRUE(la->replies.empty());
   EXPECT_EQ(std::get<1>(state()), 1u);  // only the good node holds a place
   send_register(b, reg(2, 2, "h:5"));

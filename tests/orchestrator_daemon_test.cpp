@@ -96,7 +96,7 @@ TEST(OrchestratorDaemon, HelpListsEveryOption) {
   auto r = run_daemon({"--help"});
   EXPECT_TRUE(r.exited_with(0)) << r.status << "\n" << r.output;
   for (const char* opt : {"--port=", "--nodes=", "--host=", "--secret=", "--timeout-ms=", "--heartbeat-ms=",
-                          "--tls-cert=", "--tls-key=", "--tls-ca=", "--config-file="})
+                          "--handshake-ms=", "--tls-cert=", "--tls-key=", "--tls-ca=", "--config-file="})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt << " is missing from --help:\n" << r.output;
   EXPECT_NE(r.output.find("CHORUS_SECRET"), std::string::npos) << r.output;
 }

@@ -10,6 +10,7 @@
 
 #include "actors/global_client/node_session.hpp"
 #include "actors/orchestrator/orchestrator.hpp"
+#include "actors/orchestrator/published.hpp"
 #include "orchestrator_fixtures.hpp"
 #include "status_matchers.hpp"
 #include "test_events.hpp"
@@ -28,14 +29,16 @@ class Loopback : public ::testing::Test {
   void start(uint32_t nodes, std::chrono::milliseconds timeout = 3000ms) {
     orch_sys_ = make_system();
     orch_ = orch_sys_->sys->spawn(orchestrator, Core::Options{nodes, "s3", timeout, {}});
-    auto p = orch_sys_->sys->middleman().publish(orch_, 0, "127.0.0.1", true);
-    ASSERT_TRUE(p) << orch_sys_->sys->render(p.error());
-    port_ = *p;
+    auto p = PublishedOrchestrator::publish(*orch_sys_->sys, orch_, {"127.0.0.1", 0, "s3", 2000ms});
+    ASSERT_TRUE(p) << p.status().to_string();
+    published_ = std::move(*p);
+    port_ = published_->port();
     ASSERT_NE(port_, 0);
   }
   void TearDown() override {
     sessions_.clear();
     node_sys_.clear();
+    published_.reset();
     if (orch_sys_) {
       caf::anon_send_exit(orch_, caf::exit_reason::user_shutdown);
       orch_ = nullptr;
@@ -90,6 +93,7 @@ class Loopback : public ::testing::Test {
 
   std::unique_ptr<System> orch_sys_;
   orchestrator_actor orch_;
+  std::unique_ptr<PublishedOrchestrator> published_;  // behind its front door, as the daemon does
   uint16_t port_ = 0;
   // By node index of join_all; declared before the systems, whose node actors call them.
   std::vector<std::unique_ptr<EventCount>> lost_;

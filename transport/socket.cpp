@@ -32,6 +32,24 @@ void tune(int fd) {
 
 } // namespace
 
+std::string peer_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  char host[INET6_ADDRSTRLEN] = "";
+  uint16_t port = 0;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0 && ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+  }
+  if (host[0] == '\0') return "an unknown address";
+  return std::string(host) + ":" + std::to_string(port);
+}
+
 bool split_host_port(const std::string& addr, std::string& host, uint16_t& port) {
   auto colon = addr.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == addr.size()) return false;

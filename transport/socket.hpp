@@ -16,6 +16,8 @@ Status tcp_listen(const std::string& host, uint16_t port, int& fd, uint16_t& bou
 Status tcp_accept(int listen_fd, Clock::time_point deadline, int& fd);
 // Connects before the deadline, retrying while the other side is not listening yet.
 Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point deadline, int& fd);
+// The other end of a connected socket, "host:port" ("an unknown address" when it cannot be told).
+std::string peer_address(int fd);
 // Splits "host:port"; false when malformed.
 bool split_host_port(const std::string& addr, std::string& host, uint16_t& port);
 // Reads or writes exactly n bytes on a blocking socket before the deadline (for handshakes).

@@ -11,7 +11,7 @@ Result<JobStatusData> query_job_status(const std::string& host, uint16_t port, c
   caf::actor_system_config cfg;
   configure_remoting(cfg, std::chrono::milliseconds{0}, tls);
   caf::actor_system sys{cfg};
-  auto orch = connect_orchestrator(sys, host, port, std::chrono::steady_clock::now() + timeout);
+  auto orch = connect_orchestrator(sys, host, port, secret, std::chrono::steady_clock::now() + timeout);
   if (!orch) return orch.status();
   Result<JobStatusData> out = Status(Errc::internal, "no answer");
   caf::scoped_actor self{sys};

@@ -3,30 +3,39 @@
 #include <algorithm>
 #include <thread>
 
+#include "transport/door_passage.hpp"
+
 namespace chorus {
 
 Result<orchestrator_actor> connect_orchestrator(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                                const std::string& secret,
                                                 std::chrono::steady_clock::time_point give_up) {
   const std::string where = host + ":" + std::to_string(port);
-  auto orch = connect_remote<orchestrator_actor>(sys, host, port);
   // CAF 0.17 starts a connecting side's silence clock at zero: a BASP heartbeat tick that falls
   // between our handshake and the orchestrator's drops the new connection as silent
-  // (connection_timeout) although nothing was wrong. Such a connection is tried again, after a
-  // pause that lets the orchestrator finish with the one that was dropped.
-  for (auto pause = std::chrono::milliseconds(50);
-       !orch && orch.error() == caf::sec::connection_timeout && std::chrono::steady_clock::now() + pause < give_up;
-       pause = std::min(pause * 2, std::chrono::milliseconds(400))) {
+  // (connection_timeout) although nothing was wrong. Such a connection is tried again (through
+  // the door again), after a pause that lets the orchestrator finish with the one that was dropped.
+  for (auto pause = std::chrono::milliseconds(50);; pause = std::min(pause * 2, std::chrono::milliseconds(400))) {
+    auto passage = DoorPassage::open(host, port, secret, give_up);
+    if (!passage) {
+      const Status& s = passage.status();
+      if (s.code() == Errc::auth_failed) return s;  // "wrong secret", as the orchestrator itself says it
+      if (s.code() == Errc::version_mismatch)
+        return Status(s.code(), "the orchestrator at " + where + " speaks another protocol: " + s.message());
+      return Status(s.code() == Errc::timeout ? Errc::timeout : Errc::unreachable,
+                    "cannot reach the orchestrator at " + where + ": " + s.message());
+    }
+    auto orch = connect_remote<orchestrator_actor>(sys, "127.0.0.1", passage->port());
+    if (orch) return *orch;
+    if (orch.error() != caf::sec::connection_timeout || std::chrono::steady_clock::now() + pause >= give_up) {
+      const bool other_interface = orch.error() == caf::sec::unexpected_actor_messaging_interface;
+      return Status(other_interface ? Errc::version_mismatch : Errc::unreachable,
+                    (other_interface ? "the orchestrator at " + where + " speaks another protocol: "
+                                     : "cannot reach the orchestrator at " + where + ": ") +
+                        sys.render(orch.error()));
+    }
     std::this_thread::sleep_for(pause);
-    orch = connect_remote<orchestrator_actor>(sys, host, port);
   }
-  if (!orch) {
-    const bool other_interface = orch.error() == caf::sec::unexpected_actor_messaging_interface;
-    return Status(other_interface ? Errc::version_mismatch : Errc::unreachable,
-                  (other_interface ? "the orchestrator at " + where + " speaks another protocol: "
-                                   : "cannot reach the orchestrator at " + where + ": ") +
-                      sys.render(orch.error()));
-  }
-  return *orch;
 }
 
 Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, const std::string& host,
@@ -35,7 +44,7 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
                                                        std::function<void(const NodeLostData&)> on_lost) {
   const std::string where = host + ":" + std::to_string(port);
   const auto give_up = std::chrono::steady_clock::now() + timeout;
-  auto orch = connect_orchestrator(sys, host, port, give_up);
+  auto orch = connect_orchestrator(sys, host, port, reg.secret, give_up);
   if (!orch) return orch.status();
   std::shared_ptr<NodeSession> s(new NodeSession);
   s->events_ = std::make_shared<NodeEvents>();

@@ -14,9 +14,12 @@
 
 namespace chorus {
 
-// Connects to the orchestrator published on host:port (with TLS when `sys` uses it), trying again
-// until `give_up` while CAF drops the new connection as silent (see node_session.cpp).
+// Connects to the orchestrator whose front door is host:port (actors/orchestrator/published.hpp):
+// passes the door with `secret` (a wrong one: auth_failed "wrong secret"), then connects CAF (with
+// TLS when `sys` uses it) through it, trying again until `give_up` while CAF drops the new
+// connection as silent (see node_session.cpp).
 Result<orchestrator_actor> connect_orchestrator(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                                const std::string& secret,
                                                 std::chrono::steady_clock::time_point give_up);
 
 class NodeSession {

@@ -1,10 +1,7 @@
 #include "actors/global_client/orchestrator_join.hpp"
 
-#include <unistd.h>
-
 #include "actors/remoting.hpp"
 #include "core/log.hpp"
-#include "transport/socket.hpp"
 
 namespace chorus {
 
@@ -14,22 +11,12 @@ std::optional<std::string> data_plane_loss(const NodeLostData& d) {
   return "node " + std::to_string(d.node_id) + " lost: " + d.reason;
 }
 
-Status join_orchestrator(const Config& config, caf::actor_system& sys, const std::string& host, uint16_t port,
+// `config`'s orchestrator address comes split into host and port; nothing else of it is needed.
+Status join_orchestrator(const Config& /*config*/, caf::actor_system& sys, const std::string& host, uint16_t port,
                          const NodeRegisterData& reg, Clock::time_point deadline,
                          std::function<void(uint32_t, const std::string&)> on_node_lost, OrchestratorLink& link) {
-  // The orchestrator is reached with CAF remoting; probe it first so an unreachable host fails
-  // within our timeout rather than the operating system's. The probe stays open until the join is
-  // answered: CAF 0.17's BASP broker handles a closed connection late, by its handle, which is the
-  // socket's number; closed at once, the probe's number goes to the next connection the
-  // orchestrator accepts (ours, or another node's) and the late cleanup drops that connection's
-  // route, so its register arrives without a sender and is never answered.
-  int probe = -1;
-  if (auto s = tcp_connect(host, port, deadline, probe); !s.is_ok())
-    return Status(Errc::unreachable, "cannot reach the orchestrator at " + config.orchestrator_address + ": " + s.message());
-  struct CloseLater {
-    int fd;
-    ~CloseLater() { ::close(fd); }
-  } close_probe{probe};
+  // The orchestrator's front door is reached first (connect_orchestrator, node_session.cpp), within
+  // the deadline: an unreachable host fails within our timeout rather than the operating system's.
   auto on_lost = [on_node_lost = std::move(on_node_lost)](const NodeLostData& d) {
     if (d.node_id == NodeEvents::kOrchestrator)  // said at once: nothing else shows it until the job ends
       CHORUS_LOG(warn, net, LogWhere{},

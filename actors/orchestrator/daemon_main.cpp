@@ -7,7 +7,11 @@
 // and CAF's own options (--long-help, --dump-config, --scheduler.*, --middleman.*) work too.
 // CAF 0.17.6 reads no environment variable; the shared secret alone may come from CHORUS_SECRET,
 // which keeps it off the command line (where ps shows it).
+//
+// The public port is a front door (actors/orchestrator/published.hpp): CAF listens on loopback
+// only, behind it.
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <signal.h>
 
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "actors/orchestrator/orchestrator.hpp"
+#include "actors/orchestrator/published.hpp"
 
 namespace {
 
@@ -36,6 +41,7 @@ struct DaemonConfig : caf::actor_system_config {
   std::string secret;
   uint64_t timeout_ms = 30000;
   uint64_t heartbeat_ms = 1000;
+  uint64_t handshake_ms = 2000;
   std::string tls_cert, tls_key, tls_ca;
 
   DaemonConfig() {
@@ -47,6 +53,8 @@ struct DaemonConfig : caf::actor_system_config {
         .add(timeout_ms, "timeout-ms", "admission limit of one collective, from its first node (default 30000)")
         .add(heartbeat_ms, "heartbeat-ms",
              "BASP heartbeat interval (default 1000; 0: off): a node silent for 4 intervals is lost")
+        .add(handshake_ms, "handshake-ms",
+             "how long a new connection may take to prove it knows the secret (default 2000)")
         .add(tls_cert, "tls-cert", "TLS: this daemon's certificate (PEM); with --tls-key and --tls-ca")
         .add(tls_key, "tls-key", "TLS: its private key (PEM)")
         .add(tls_ca, "tls-ca", "TLS: the CA of the nodes' certificates (every connection is then TLS)");
@@ -125,6 +133,8 @@ std::string validate(const DaemonConfig& c, const chorus::TlsFiles& tls) {
   if (c.nodes == 0 || c.nodes > 65536) return "bad --nodes " + std::to_string(c.nodes) + " (1 to 65536)";
   if (c.timeout_ms == 0) return "bad --timeout-ms 0 (at least 1)";
   if (c.heartbeat_ms > 3600000) return "bad --heartbeat-ms " + std::to_string(c.heartbeat_ms) + " (at most 3600000)";
+  if (c.handshake_ms == 0 || c.handshake_ms > 600000)
+    return "bad --handshake-ms " + std::to_string(c.handshake_ms) + " (1 to 600000)";
   if (tls.enabled() && (tls.certificate.empty() || tls.key.empty() || tls.ca.empty()))
     return "TLS needs --tls-cert, --tls-key and --tls-ca together";
   for (const auto* f : {&tls.certificate, &tls.key, &tls.ca})
@@ -157,6 +167,14 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
+  // Every node's connection costs the door three descriptors (transport/front_door.hpp): take
+  // what the system allows rather than a shell's default soft limit.
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+
   chorus::configure_remoting(cfg, std::chrono::milliseconds(cfg.heartbeat_ms), tls);
   caf::actor_system sys{cfg};
   chorus::OrchestratorCore::Options opts;
@@ -164,20 +182,24 @@ int main(int argc, char** argv) {
   opts.secret = cfg.secret;
   opts.timeout = std::chrono::milliseconds(cfg.timeout_ms);
   auto orch = sys.spawn(chorus::orchestrator, opts);
-  auto bound = chorus::publish_remote(sys, orch, cfg.port, cfg.host);
-  if (!bound) {
-    std::cerr << "chorus-orchestrator: cannot listen on " << cfg.host << ":" << cfg.port << ": "
-              << sys.render(bound.error()) << "\n";
+  auto published = chorus::PublishedOrchestrator::publish(
+      sys, orch, {cfg.host, cfg.port, cfg.secret, std::chrono::milliseconds(cfg.handshake_ms)});
+  if (!published) {
+    std::cerr << "chorus-orchestrator: " << published.status().message() << "\n";  // names the address
     caf::anon_send_exit(orch, caf::exit_reason::user_shutdown);
     return 1;
   }
-  std::cout << "chorus-orchestrator listening on " << cfg.host << ":" << *bound << " for " << cfg.nodes
+  const uint16_t port = (*published)->port();
+  if (cfg.secret.empty() && !tls.enabled())
+    std::cerr << "chorus-orchestrator: no secret and no TLS: anyone who can reach port " << port
+              << " can join or disturb the collective" << std::endl;
+  std::cout << "chorus-orchestrator listening on " << cfg.host << ":" << port << " for " << cfg.nodes
             << " nodes" << (tls.enabled() ? " (TLS)" : "") << std::endl;
 
   int sig = 0;
   sigwait(&stop, &sig);
   std::cout << "chorus-orchestrator: signal " << sig << ", shutting down" << std::endl;
-  (void)sys.middleman().unpublish(orch, *bound);
+  published->reset();  // the door first: nothing new comes in while the actor stops
   caf::anon_send_exit(orch, caf::exit_reason::user_shutdown);
   return 0;
 }

@@ -116,7 +116,22 @@ caf::result<Envelope> job_status(orchestrator_actor::pointer self, ShellState& s
 }
 } // namespace
 
-orchestrator_actor::behavior_type orchestrator(orchestrator_actor::pointer self, OrchestratorCore::Options opts) {
+void orchestrator_self::enqueue(caf::mailbox_element_ptr what, caf::execution_unit* host) {
+  if (what && what->content().match_elements<caf::exit_msg>()) {
+    // anon_send_exit from one of this process's threads comes without a sender and without an
+    // execution unit; BASP delivers a remote message on one (its worker's or the multiplexer's)
+    // whatever sender or source it claims.
+    const auto& msg = what->content().get_as<caf::exit_msg>(0);
+    if (what->sender || host != nullptr || msg.source.node() != node()) {
+      CHORUS_LOG(info, orch, LogWhere{}, "an exit message not sent by this process's own threads ignored (" +
+                                             caf::to_string(msg.reason) + ")");
+      return;
+    }
+  }
+  orchestrator_actor::base::enqueue(std::move(what), host);
+}
+
+orchestrator_actor::behavior_type orchestrator(orchestrator_self* self, OrchestratorCore::Options opts) {
   auto st = std::make_shared<ShellState>(std::move(opts));
   self->set_down_handler([self, st](caf::down_msg& dm) {
     auto it = st->keys.find(dm.source);
@@ -147,7 +162,8 @@ orchestrator_actor::behavior_type orchestrator(orchestrator_actor::pointer self,
         st->nodes[*key].pending = rp;
         std::string error;
         auto d = decode_node_register(e, error);
-        apply(self, *st, d ? st->core.on_register(*key, *d) : st->core.on_garbled(*key, error));
+        if (!d) CHORUS_LOG(info, orch, LogWhere{}, "a garbled registration: " + error);
+        apply(self, *st, d ? st->core.on_register(*key, *d) : st->core.on_garbled(*key));
         // A rejected sender that is no member: drop its bookkeeping (members stay, monitored).
         auto it = st->nodes.find(*key);
         if (it != st->nodes.end() && !it->second.pending && !st->core.is_member(*key)) {

@@ -14,6 +14,7 @@
 //                 (wrong secret, garbled request)
 //   orch -> node  request (status_atom, {})              => NodeStatus: where the node's peers stand
 //   orch -> orch  (timeout_atom, timer id)               its own admission timer; ignored from others
+//   exit messages from other processes are dropped (orchestrator_self)
 #pragma once
 #include <caf/io/all.hpp>
 
@@ -40,9 +41,20 @@ using node_notice_actor = caf::typed_actor<caf::reacts_to<node_lost_atom, Envelo
 // frozen or busy past it is named as silent, so the report comes even when a node does not.
 inline constexpr std::chrono::milliseconds kStatusWait{2000};
 
-// The orchestrator actor. Publish it with publish_remote() (actors/remoting.hpp); every
-// actor_system that talks to it needs configure_remoting() on its config. Stop it with an exit
-// message.
-orchestrator_actor::behavior_type orchestrator(orchestrator_actor::pointer self, OrchestratorCore::Options opts);
+// The orchestrator's actor class: it takes exit messages only from caf::anon_send_exit called by
+// this process's own threads, and drops every other before CAF looks at it (a remote one above
+// all: whatever sender or source it claims, BASP delivers it from one of its execution units).
+// An exit handler would not do: CAF ends an actor on exit_reason::kill without asking it, and a
+// dead orchestrator fails every later node.
+class orchestrator_self : public orchestrator_actor::base {
+ public:
+  using orchestrator_actor::base::base;
+  void enqueue(caf::mailbox_element_ptr what, caf::execution_unit* host) override;
+};
+
+// The orchestrator actor (spawn it as sys.spawn(orchestrator, opts)). Publish it behind its front
+// door with PublishedOrchestrator (published.hpp); every actor_system that talks to it needs
+// configure_remoting() on its config. Stop it with caf::anon_send_exit from this process.
+orchestrator_actor::behavior_type orchestrator(orchestrator_self* self, OrchestratorCore::Options opts);
 
 } // namespace chorus

@@ -80,9 +80,9 @@ OrchestratorCore::Effects OrchestratorCore::on_register(NodeKey who, const NodeR
   return fx;
 }
 
-OrchestratorCore::Effects OrchestratorCore::on_garbled(NodeKey who, const std::string& error) {
+OrchestratorCore::Effects OrchestratorCore::on_garbled(NodeKey who) {
   Effects fx;
-  fx.replies.push_back({who, Status(Errc::invalid_argument, error), {}});
+  fx.replies.push_back({who, Status(Errc::invalid_argument, "garbled registration"), {}});
   return fx;
 }
 
@@ -113,6 +113,7 @@ void OrchestratorCore::reset(Effects& fx) {
   for (const auto& m : members_)
     if (!m.left) fx.forget.push_back(m.key);
   members_.clear();
+  lost_.clear();  // of the collective that ended: nothing of it is kept
   config_.reset();
   complete_ = false;
   admission_timer_ = 0;

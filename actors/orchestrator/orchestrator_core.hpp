@@ -60,8 +60,9 @@ class OrchestratorCore {
   explicit OrchestratorCore(Options o);
 
   Effects on_register(NodeKey who, const NodeRegisterData& r);
-  // A register message that could not be decoded.
-  Effects on_garbled(NodeKey who, const std::string& error);
+  // A register message that could not be decoded: answered "garbled registration" and nothing
+  // more (the decoder's text, with Cap'n Proto's stack, is for the orchestrator's log only).
+  Effects on_garbled(NodeKey who);
   Effects on_leave(NodeKey who);
   Effects on_down(NodeKey who, const std::string& reason);
   Effects on_timeout(uint64_t timer);

@@ -1,0 +1,117 @@
+// The client's side of the front door (transport/door_passage.hpp): it refuses a door whose proof
+// is wrong and something that is no door, takes on its loopback port only a connection this
+// process opened, and relays that one through the door (a close at the far end closes it).
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "door_fixtures.hpp"
+#include "status_matchers.hpp"
+#include "transport/door_handshake.hpp"
+#include "transport/own_connection.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace chorus::testing;
+
+// A fake door that greets with a challenge and accepts any answer with a wrong proof, as a
+// stranger posing as the orchestrator would: the client refuses it.
+TEST(DoorPassage, ADoorWithAWrongProofOrNoDoorAtAllIsRefused) {
+  for (bool greets : {true, false}) {
+    int listener = -1;
+    uint16_t port = 0;
+    ASSERT_TRUE(tcp_listen("127.0.0.1", 0, listener, port).is_ok());
+    std::thread fake([&] {
+      int c = -1;
+      if (!tcp_accept(listener, in(3000ms), c).is_ok()) return;
+      door::Greeting g{};
+      if (greets) (void)door::make_greeting(door::Mode::challenge, g);
+      else std::memcpy(g.data(), "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n", g.size());
+      (void)write_exact(c, g.data(), g.size(), in(2000ms));
+      door::Proof answer{};
+      if (greets && read_exact(c, answer.data(), answer.size(), in(2000ms)).is_ok()) {
+        std::array<uint8_t, 1 + door::kProofSize> verdict{};
+        verdict[0] = door::kAccepted;  // and a proof of zeros
+        (void)write_exact(c, verdict.data(), verdict.size(), in(2000ms));
+      }
+      std::string rest;
+      (void)read_to_eof(c, rest, 2000ms);
+      ::close(c);
+    });
+    int fd = -1;
+    const Status s = pass_door("127.0.0.1", port, "s3", in(3000ms), fd);
+    if (greets) EXPECT_TRUE(has(s, Errc::auth_failed, {"does not know the secret"})) << s.to_string();
+    else EXPECT_TRUE(has(s, Errc::version_mismatch, {"does not greet as a chorus front door"})) << s.to_string();
+    EXPECT_EQ(fd, -1);
+    fake.join();
+    ::close(listener);
+  }
+}
+
+// The passage's loopback port relays only a connection this process opened.
+TEST(DoorPassage, OnlyAConnectionFromThisProcessIsTaken) {
+  int listener = -1;
+  uint16_t port = 0;
+  ASSERT_TRUE(tcp_listen("127.0.0.1", 0, listener, port).is_ok());
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // another process: connects (plain system calls only), then waits for the word to exit
+    ::close(go[1]);  // so that the parent's close is the end of file
+    const int s = socket(AF_INET, SOCK_STREAM, 0);
+    (void)!connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    char x;
+    (void)!read(go[0], &x, 1);
+    _exit(0);
+  }
+  int theirs = -1;
+  ASSERT_TRUE(tcp_accept(listener, in(3000ms), theirs).is_ok());
+  EXPECT_FALSE(opened_by_this_process(theirs));
+  int mine = -1;
+  ASSERT_TRUE(tcp_connect("127.0.0.1", port, in(2000ms), mine).is_ok());
+  int accepted = -1;
+  ASSERT_TRUE(tcp_accept(listener, in(3000ms), accepted).is_ok());
+  EXPECT_TRUE(opened_by_this_process(accepted));
+  ::close(go[1]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  for (int fd : {go[0], theirs, mine, accepted, listener}) ::close(fd);
+}
+
+// Through a passage: the bytes a local client writes reach the door's inner port, and back.
+TEST(DoorPassage, RelaysOneLocalConnectionThroughTheDoor) {
+  Inner inner;
+  Door door(options(inner.port));
+  auto passage = DoorPassage::open("127.0.0.1", door->port(), "s3", in(3000ms));
+  ASSERT_TRUE(passage.is_ok()) << passage.status().to_string();
+  int local = -1;
+  ASSERT_TRUE(tcp_connect("127.0.0.1", passage->port(), in(2000ms), local).is_ok());
+  const int c = inner.next();
+  ASSERT_GE(c, 0);
+  ASSERT_TRUE(write_exact(local, "hello", 5, in(2000ms)).is_ok());
+  char buf[5] = {};
+  ASSERT_TRUE(read_exact(c, buf, 5, in(2000ms)).is_ok());
+  EXPECT_EQ(std::string(buf, 5), "hello");
+  // The orchestrator's end closes: so does CAF's.
+  ::close(c);
+  std::string got;
+  EXPECT_TRUE(read_to_eof(local, got));
+  ::close(local);
+}
+
+} // namespace
+} // namespace chorus

@@ -1,0 +1,136 @@
+// What the hostile-input tests (orchestrator_front_door_test) do to a daemon's public port: raw
+// connections that send bytes nobody should send (BASP headers among them) and read what comes
+// back, and what they read of the daemon's process (its memory and CPU time, from /proc).
+#pragma once
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+
+#include "transport/door_handshake.hpp"
+
+namespace chorus::testing {
+
+// A BASP header as CAF 0.17 reads it, big endian: operation, two bytes of padding, flags, payload
+// length (32 bits), operation data, source actor, destination actor (64 bits each; the actors 0).
+inline std::string basp_header(uint8_t operation, uint32_t payload_len, uint64_t operation_data) {
+  std::string h(32, '\0');
+  h[0] = static_cast<char>(operation);
+  for (int i = 0; i < 4; ++i) h[4 + i] = static_cast<char>(payload_len >> (24 - 8 * i));
+  for (int i = 0; i < 8; ++i) h[8 + i] = static_cast<char>(operation_data >> (56 - 8 * i));
+  return h;
+}
+
+// A plain blocking connection to 127.0.0.1:port (-1 when it fails), system calls only, so a
+// flood of them is as fast as the machine allows.
+inline int connect_raw(uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+// Reads until the other end closes (true; a reset counts) or `limit` passes (false), keeping
+// what came.
+inline bool read_until_closed(int fd, std::string& got, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 20) <= 0) continue;
+    const ssize_t r = recv(fd, buf, sizeof buf, 0);
+    if (r == 0 || (r < 0 && errno == ECONNRESET)) return true;
+    if (r > 0) got.append(buf, static_cast<std::size_t>(r));
+  }
+  return false;
+}
+
+struct RawReply {
+  int greeting_mode = -1;  // the door's mode, -1: no door greeting came
+  std::string after;       // what came after the greeting
+  bool closed = false;     // the door closed the connection (within 5 s)
+};
+
+// Connects, reads the door's greeting, sends `bytes` (as much as the door takes before it closes)
+// and reads the rest until the door closes.
+inline RawReply send_raw(uint16_t port, const std::string& bytes) {
+  RawReply r;
+  const int fd = connect_raw(port);
+  if (fd < 0) return r;
+  std::string greeting;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  char buf[door::kGreetingSize];
+  while (greeting.size() < door::kGreetingSize && std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 20) <= 0) continue;
+    const ssize_t n = recv(fd, buf, door::kGreetingSize - greeting.size(), 0);
+    if (n <= 0) break;
+    greeting.append(buf, static_cast<std::size_t>(n));
+  }
+  door::Greeting g{};
+  door::Mode mode{};
+  if (greeting.size() == g.size()) {
+    std::copy(greeting.begin(), greeting.end(), g.begin());
+    if (door::read_greeting(g, mode)) r.greeting_mode = static_cast<int>(mode);
+  }
+  for (std::size_t sent = 0; sent < bytes.size() && std::chrono::steady_clock::now() < end;) {
+    pollfd p{fd, POLLOUT, 0};
+    if (poll(&p, 1, 20) <= 0) continue;
+    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN) break;  // the door closed: it read what it reads
+    if (n > 0) sent += static_cast<std::size_t>(n);
+  }
+  r.closed = read_until_closed(fd, r.after, std::chrono::seconds(5));
+  close(fd);
+  return r;
+}
+
+// A process's resident memory in KiB (VmRSS), -1 when it cannot be read.
+inline long rss_kib(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+// A process's CPU time (user and system, every thread) at a moment.
+struct CpuSample {
+  double seconds = 0;
+  std::chrono::steady_clock::time_point at;
+  // The share of one core it used since `before`.
+  double share_since(const CpuSample& before) const {
+    const double wall = std::chrono::duration<double>(at - before.at).count();
+    return wall > 0 ? (seconds - before.seconds) / wall : 0;
+  }
+};
+inline CpuSample cpu_of(pid_t pid) {
+  CpuSample s;
+  s.at = std::chrono::steady_clock::now();
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));  // after "pid (comm) "
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 14 and 15: utime, stime (in ticks)
+    if (i == 14) utime = std::stod(field);
+    if (i == 15) stime = std::stod(field);
+  }
+  s.seconds = (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return s;
+}
+
+} // namespace chorus::testing

@@ -1,0 +1,46 @@
+#include "transport/door_handshake.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+
+namespace chorus::door {
+
+bool make_greeting(Mode mode, Greeting& out) {
+  out.fill(0);
+  std::copy(kMagic.begin(), kMagic.end(), out.begin());
+  out[kMagic.size()] = static_cast<uint8_t>(mode);
+  if (mode == Mode::open) return true;
+  return RAND_bytes(out.data() + kMagic.size() + 1, static_cast<int>(kNonceSize)) == 1;
+}
+
+bool read_greeting(const Greeting& g, Mode& mode) {
+  if (!std::equal(kMagic.begin(), kMagic.end(), g.begin())) return false;
+  const uint8_t m = g[kMagic.size()];
+  if (m != static_cast<uint8_t>(Mode::open) && m != static_cast<uint8_t>(Mode::challenge)) return false;
+  mode = static_cast<Mode>(m);
+  return true;
+}
+
+bool make_proof(const std::string& secret, const Greeting& g, Role role, Proof& out) {
+  static constexpr char kClient[] = "client";
+  static constexpr char kServer[] = "server";
+  const char* tag = role == Role::client ? kClient : kServer;
+  std::array<uint8_t, kGreetingSize + sizeof kClient - 1> msg{};
+  std::copy(g.begin(), g.end(), msg.begin());
+  std::copy(tag, tag + sizeof kClient - 1, msg.begin() + kGreetingSize);
+  // OpenSSL 3 takes an empty key only through a non-null pointer.
+  static const uint8_t kNoKey = 0;
+  const void* key = secret.empty() ? static_cast<const void*>(&kNoKey) : secret.data();
+  unsigned len = 0;
+  return HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), msg.data(), msg.size(), out.data(), &len) !=
+             nullptr &&
+         len == out.size();
+}
+
+bool same_proof(const Proof& a, const Proof& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+
+} // namespace chorus::door

@@ -1,0 +1,114 @@
+#include "transport/door_passage.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "transport/door_handshake.hpp"
+#include "transport/own_connection.hpp"
+#include "transport/relay.hpp"
+#include "transport/socket.hpp"
+
+namespace chorus {
+
+namespace {
+
+// The relay of every passage of the process. Never destroyed: the connections it carries belong
+// to actor systems that may outlive any static object's destruction order.
+Relay& passage_relay() {
+  static Relay* relay = new Relay;
+  return *relay;
+}
+
+struct CloseOnError {
+  int& fd;
+  bool keep = false;
+  ~CloseOnError() {
+    if (!keep && fd >= 0) ::close(fd);
+    if (!keep) fd = -1;
+  }
+};
+
+// One try. `closed` says the door hung up before its verdict: worth another try.
+Status knock_once(const std::string& host, uint16_t port, const std::string& secret, Clock::time_point deadline,
+                  int& fd, bool& closed) {
+  closed = false;
+  if (auto s = tcp_connect(host, port, deadline, fd); !s) return s;
+  CloseOnError guard{fd};
+  door::Greeting greeting{};
+  if (auto s = read_exact(fd, greeting.data(), greeting.size(), deadline); !s) {
+    closed = s.code() == Errc::unreachable;
+    return s;
+  }
+  door::Mode mode{};
+  if (!door::read_greeting(greeting, mode))
+    return {Errc::version_mismatch,
+            "it does not greet as a chorus front door (an older orchestrator, or no orchestrator)"};
+  if (mode == door::Mode::challenge) {
+    door::Proof answer{}, expected{}, theirs{};
+    if (!door::make_proof(secret, greeting, door::Role::client, answer) ||
+        !door::make_proof(secret, greeting, door::Role::server, expected))
+      return {Errc::internal, "OpenSSL could not compute the handshake's HMAC"};
+    if (auto s = write_exact(fd, answer.data(), answer.size(), deadline); !s) {
+      closed = s.code() == Errc::unreachable;
+      return s;
+    }
+    uint8_t verdict = 0;
+    if (auto s = read_exact(fd, &verdict, 1, deadline); !s) {
+      closed = s.code() == Errc::unreachable;
+      return s;
+    }
+    if (verdict == door::kRejected) return {Errc::auth_failed, "wrong secret"};
+    if (verdict != door::kAccepted) return {Errc::version_mismatch, "its front door answered the handshake garbled"};
+    if (auto s = read_exact(fd, theirs.data(), theirs.size(), deadline); !s) return s;
+    if (!door::same_proof(theirs, expected))
+      return {Errc::auth_failed, "its front door does not know the secret (a wrong proof): not the orchestrator"};
+  }
+  guard.keep = true;
+  return Status::ok();
+}
+
+} // namespace
+
+Status pass_door(const std::string& host, uint16_t port, const std::string& secret, Clock::time_point deadline,
+                 int& fd) {
+  for (auto pause = std::chrono::milliseconds(50);; pause = std::min(pause * 2, std::chrono::milliseconds(400))) {
+    bool closed = false;
+    Status s = knock_once(host, port, secret, deadline, fd, closed);
+    if (s || !closed || Clock::now() + pause >= deadline) return s;
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+Result<DoorPassage> DoorPassage::open(const std::string& host, uint16_t port, const std::string& secret,
+                                      Clock::time_point deadline) {
+  int door_fd = -1;
+  if (auto s = pass_door(host, port, secret, deadline, door_fd); !s) return s;
+  int listener = -1;
+  DoorPassage p;
+  if (auto s = tcp_listen("127.0.0.1", 0, listener, p.port_); !s) {
+    ::close(door_fd);
+    return s;
+  }
+  p.token_ = passage_relay().add_after_accept(listener, door_fd, opened_by_this_process);
+  return p;
+}
+
+DoorPassage::DoorPassage(DoorPassage&& o) noexcept : port_(o.port_), token_(o.token_) { o.token_ = 0; }
+
+DoorPassage& DoorPassage::operator=(DoorPassage&& o) noexcept {
+  if (this != &o) {
+    if (token_) passage_relay().cancel(token_);
+    port_ = o.port_;
+    token_ = o.token_;
+    o.token_ = 0;
+  }
+  return *this;
+}
+
+DoorPassage::~DoorPassage() {
+  if (token_) passage_relay().cancel(token_);
+}
+
+} // namespace chorus

@@ -1,0 +1,47 @@
+// The client's side of an orchestrator's front door (transport/front_door.hpp), for CAF: CAF can
+// only connect to a host and port, so the passage passes the door first (connects, answers the
+// challenge with the shared secret and checks the door's own proof), then listens on a loopback
+// port of its own. CAF connects there; that one connection (from this process:
+// own_connection.hpp) is relayed through the door's socket by a relay shared by the process.
+// When either end closes, so does the other, and CAF reports the orchestrator lost as it would
+// over a direct connection.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <chorus/result.hpp>
+#include "core/wait.hpp"
+
+namespace chorus {
+
+// Connects to the door at host:port and completes its handshake before the deadline; `fd` is
+// then the connected socket, past the handshake. A door that closes the connection before it
+// answered (full: it evicts its oldest handshakes under a flood) is tried again, pausing 50 ms
+// doubling to 400 ms. Errors: auth_failed "wrong secret" (the door refused our answer) or
+// naming a door whose proof is wrong; version_mismatch for something that is no door;
+// unreachable or timeout.
+Status pass_door(const std::string& host, uint16_t port, const std::string& secret, Clock::time_point deadline,
+                 int& fd);
+
+class DoorPassage {
+ public:
+  DoorPassage() = default;
+  // pass_door(), then a loopback listener whose first connection from this process is relayed
+  // through the door's socket.
+  static Result<DoorPassage> open(const std::string& host, uint16_t port, const std::string& secret,
+                                  Clock::time_point deadline);
+  DoorPassage(DoorPassage&& o) noexcept;
+  DoorPassage& operator=(DoorPassage&& o) noexcept;
+  // A passage nobody connected to is closed (its listener and the door's socket); one taken
+  // lives on in the relay until either end closes.
+  ~DoorPassage();
+
+  // Where CAF connects: 127.0.0.1 and this port.
+  uint16_t port() const { return port_; }
+
+ private:
+  uint16_t port_ = 0;
+  uint64_t token_ = 0;  // the relay's, 0: none
+};
+
+} // namespace chorus

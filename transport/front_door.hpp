@@ -1,0 +1,69 @@
+// The orchestrator's public port. CAF's BASP parses and acts on whatever a connection sends, so
+// the orchestrator is published on loopback only and this door stands in front of it: it accepts
+// connections, runs the handshake of door_handshake.hpp within a short deadline, and only then
+// connects to the loopback BASP port and relays the bytes both ways (transport/relay.hpp). A
+// stranger's bytes never reach CAF: the door reads the 32 of an answer and nothing else.
+//
+// Bounds: at most max_pending handshakes (a new connection beyond evicts the oldest, so a flood
+// of silent connections cannot keep a node that answers at once from getting in) and
+// max_connections in all (beyond, with no handshake to evict, a new one is closed at once). Out of
+// file descriptors, the door evicts its oldest handshake to make room, or with none stops
+// accepting for kAcceptPause instead of spinning on a listener it cannot serve.
+// One thread runs the handshakes (epoll); the relay has its own.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <chorus/result.hpp>
+
+namespace chorus {
+
+inline constexpr std::chrono::milliseconds kAcceptPause{100};
+
+class FrontDoor {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";  // the public address (0.0.0.0: every interface)
+    uint16_t port = 0;               // 0: a free port (see port())
+    uint16_t inner_port = 0;         // the orchestrator's BASP port on 127.0.0.1
+    std::string secret;              // empty: no challenge (TLS is the check, or nothing is)
+    std::chrono::milliseconds handshake_timeout{2000};
+    std::size_t max_pending = 64;
+    std::size_t max_connections = 1024;  // handshakes and relayed connections together
+  };
+  // What happened so far (tests, the daemon's logs).
+  struct Stats {
+    uint64_t accepted = 0;   // connections taken from the listener
+    uint64_t refused = 0;    // closed at once: max_connections reached, nothing to evict
+    uint64_t evicted = 0;    // handshakes closed to make room for a newer connection
+    uint64_t expired = 0;    // handshakes closed at their deadline
+    uint64_t rejected = 0;   // wrong answers (told so, then closed)
+    uint64_t abandoned = 0;  // closed by the client during the handshake
+    uint64_t admitted = 0;   // handed to the relay
+    uint64_t paused = 0;     // times accepting stopped for lack of file descriptors
+  };
+
+  // Listens on host:port and starts serving.
+  static Result<std::unique_ptr<FrontDoor>> open(Options opts);
+  // Stops accepting, closes every handshake and relayed connection, joins its threads.
+  ~FrontDoor();
+  FrontDoor(const FrontDoor&) = delete;
+  FrontDoor& operator=(const FrontDoor&) = delete;
+
+  uint16_t port() const { return port_; }
+  Stats stats() const;
+  // Handshakes in progress, and connections relayed now.
+  std::size_t pending() const;
+  std::size_t relayed() const;
+
+ private:
+  struct Impl;
+  FrontDoor() = default;
+  std::unique_ptr<Impl> impl_;
+  uint16_t port_ = 0;
+};
+
+} // namespace chorus

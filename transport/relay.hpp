@@ -1,0 +1,45 @@
+// Relays bytes between pairs of sockets, every pair from one thread (epoll). The front door uses
+// it between a client that passed the handshake and the orchestrator's loopback BASP port
+// (transport/front_door.hpp); a door's client uses it between CAF's connection to a loopback
+// listener and the door (transport/door_passage.hpp).
+//
+// Each direction of a pair holds at most kRelayBuffer bytes: a side that does not read stops the
+// reading of the other (TCP's backpressure then reaches its sender), so memory is bounded by the
+// number of pairs. When one side closes or fails, what it had sent is delivered to the other,
+// then both are closed: the program at the other end sees the connection end as it would without
+// the relay (CAF then reports the node or orchestrator lost).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace chorus {
+
+inline constexpr std::size_t kRelayBuffer = 16 * 1024;
+
+class Relay {
+ public:
+  Relay();
+  // Closes every socket it holds and joins its thread.
+  ~Relay();
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+  // Relays between the connected sockets a and b, which it owns from now on.
+  void add(int a, int b);
+  // Owns `listener` and the connected socket `b`: accepts connections on `listener` until one
+  // passes `accept_ok` (called on the relay's thread; the others are closed), closes the listener
+  // and relays that connection with `b`. Returns a token for cancel().
+  uint64_t add_after_accept(int listener, int b, std::function<bool(int)> accept_ok);
+  // Closes the listener and `b` of add_after_accept(token) if no connection was accepted yet.
+  void cancel(uint64_t token);
+  // Pairs relayed or waiting for their accept.
+  std::size_t pairs() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace chorus
