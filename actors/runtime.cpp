@@ -258,7 +258,11 @@ Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {
   {
     std::lock_guard<std::mutex> lk(global_mu);
     if (auto clash = mode_clash()) return *clash;
-    if (!flight) flight = FlightRecorder::for_config(config);
+    if (!flight) {
+      auto f = FlightRecorder::for_config(config);
+      if (!f) return f.status();  // a wrong CHORUS_FLIGHT_RECORDER
+      flight = *f;
+    }
     if (!trace) {
       auto t = Trace::for_config(config);
       if (!t) return t.status();  // a wrong CHORUS_TRACE

@@ -19,7 +19,6 @@ Config& Config::with_global_strategy(StrategyChoice s) {
 
 namespace {
 Status bad(std::string what) { return {Errc::invalid_config, std::move(what)}; }
-constexpr uint32_t kMaxFlightEntries = 1u << 20;  // a bound on the recorder's memory
 
 std::string check_choices(const std::array<StrategyChoice, num_collective_kinds>& a,
                           const char* level) {
@@ -51,8 +50,8 @@ Status Config::validate() const {
   uint32_t mask;
   if (!parse_log_subsys(debug_subsys, mask))
     return bad("debug_subsys '" + debug_subsys + "' names an unknown subsystem (init, op, net, shm, orch, cuda)");
-  if (flight_recorder > kMaxFlightEntries)
-    return bad("flight_recorder " + std::to_string(flight_recorder) + " is over " + std::to_string(kMaxFlightEntries) +
+  if (flight_recorder > kMaxFlightRecorder)
+    return bad("flight_recorder " + std::to_string(flight_recorder) + " is over " + std::to_string(kMaxFlightRecorder) +
                " ops per peer");
   if (auto why = trace_pattern_problem(trace_file); !why.empty()) return bad("trace_file " + why);
   return Status::ok();

@@ -57,11 +57,13 @@ TEST_P(Seeded, Fault) {
     return n == total;
   };
   ASSERT_TRUE(out.read_until(all_on, Clock::now() + 60s)) << out.dump();
-  // Which process is which node (node ids come in order of arrival).
+  // Each rank's node, and which process is which node (node ids come in order of arrival).
+  std::vector<uint32_t> node_of(total);
   std::vector<std::size_t> process_of(3, SIZE_MAX);
   for (int r = 0; r < total; ++r) {
     const auto* l = out.find("PEER " + std::to_string(r) + " ON NODE ");
-    process_of[std::stoul(l->text.substr(l->text.rfind(' ') + 1))] = l->node;
+    node_of[r] = static_cast<uint32_t>(std::stoul(l->text.substr(l->text.rfind(' ') + 1)));
+    process_of[node_of[r]] = l->node;
   }
   for (auto p : process_of) ASSERT_NE(p, SIZE_MAX) << out.dump();
 
@@ -74,12 +76,8 @@ TEST_P(Seeded, Fault) {
 
   // Every survivor peer ends: with its error (kill, freeze) or its last op (orchestrator).
   std::vector<int> survivors;
-  auto rank_node = [&](int r) {
-    const auto* l = out.find("PEER " + std::to_string(r) + " ON NODE ");
-    return static_cast<uint32_t>(std::stoul(l->text.substr(l->text.rfind(' ') + 1)));
-  };
   for (int r = 0; r < total; ++r)
-    if (fault == Fault::orchestrator || rank_node(r) != victim_node) survivors.push_back(r);
+    if (fault == Fault::orchestrator || node_of[r] != victim_node) survivors.push_back(r);
   auto ended = [&](int r) {
     const std::string p = "PEER " + std::to_string(r) + " ";
     return out.find(p + "OK ") || out.find(p + "ERR ");

@@ -218,8 +218,22 @@ TEST(FlightRecorder, NoneWhenTurnedOffAndABadSizeIsAConfigError) {
     ASSERT_TRUE(rt.register_peer(0, cfg).is_ok());
     EXPECT_FALSE(RuntimeAccess::impl(rt).flight) << "0 ops: no recorder";
   }
-  cfg.flight_recorder = (1u << 20) + 1;
+  cfg.flight_recorder = Config::kMaxFlightRecorder + 1;
   EXPECT_EQ(cfg.validate().code(), Errc::invalid_config);
+  // The environment is held to the same bound, and must be a number.
+  const char* before = std::getenv("CHORUS_FLIGHT_RECORDER");
+  const std::string saved = before ? before : "";
+  for (const char* bad : {"lots", "12x", "1048577"}) {
+    setenv("CHORUS_FLIGHT_RECORDER", bad, 1);
+    Runtime rt;
+    auto p = rt.register_peer(0, config_for(1));
+    ASSERT_FALSE(p.is_ok()) << bad;
+    EXPECT_EQ(p.status().code(), Errc::invalid_config) << bad;
+    EXPECT_NE(p.status().message().find("CHORUS_FLIGHT_RECORDER '" + std::string(bad) + "'"), std::string::npos)
+        << p.status().message();
+  }
+  if (before) setenv("CHORUS_FLIGHT_RECORDER", saved.c_str(), 1);
+  else unsetenv("CHORUS_FLIGHT_RECORDER");
 }
 
 TEST(FlightRecorder, SigusrOneWritesEveryRecorderOfTheProcess) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -48,10 +49,16 @@ FlightRecorder::FlightRecorder(uint32_t peers, uint32_t entries, std::string dir
           std::to_string(++count) + ".txt";
 }
 
-std::shared_ptr<FlightRecorder> FlightRecorder::for_config(const Config& config) {
-  uint32_t entries = config.flight_recorder;
-  if (const char* e = std::getenv("CHORUS_FLIGHT_RECORDER"); e && *e) entries = static_cast<uint32_t>(std::strtoul(e, nullptr, 10));
-  if (entries == 0) return nullptr;
+Result<std::shared_ptr<FlightRecorder>> FlightRecorder::for_config(const Config& config) {
+  uint32_t entries = config.flight_recorder;  // validated with the config
+  if (const char* e = std::getenv("CHORUS_FLIGHT_RECORDER"); e && *e) {
+    const std::string_view v(e);
+    if (std::from_chars(v.data(), v.data() + v.size(), entries).ptr != v.data() + v.size() ||
+        entries > Config::kMaxFlightRecorder)
+      return Status(Errc::invalid_config, "CHORUS_FLIGHT_RECORDER '" + std::string(v) + "' is not a number of ops from 0 to " +
+                                              std::to_string(Config::kMaxFlightRecorder));
+  }
+  if (entries == 0) return std::shared_ptr<FlightRecorder>();
   std::string dir = config.flight_dir;
   if (const char* e = std::getenv("CHORUS_FLIGHT_DIR"); e && *e) dir = e;
   bool signal = config.flight_signal;

@@ -69,10 +69,11 @@ class FlightRecorder {
   int64_t node() const { return node_.load(std::memory_order_relaxed); }
 
   // The recorder a registration asks for: Config::flight_recorder entries (CHORUS_FLIGHT_RECORDER
-  // wins; 0: none, nullptr) in Config::flight_dir (CHORUS_FLIGHT_DIR wins; default: TMPDIR or
+  // wins; 0: none, nullptr; one that is not a number within Config::kMaxFlightRecorder is an
+  // invalid_config error) in Config::flight_dir (CHORUS_FLIGHT_DIR wins; default: TMPDIR or
   // /tmp). Registers it for SIGUSR1 dumps (flight_signal.cpp) unless Config::flight_signal is off
   // (CHORUS_FLIGHT_SIGNAL=0).
-  static std::shared_ptr<FlightRecorder> for_config(const Config& config);
+  static Result<std::shared_ptr<FlightRecorder>> for_config(const Config& config);
 
  private:
   struct Slot {

@@ -47,6 +47,7 @@ struct Config {
   // the directory its dumps go to ("": TMPDIR, else /tmp), and whether SIGUSR1 dumps it.
   // CHORUS_FLIGHT_RECORDER, CHORUS_FLIGHT_DIR and CHORUS_FLIGHT_SIGNAL=0|1 win over them.
   uint32_t flight_recorder = 256;
+  static constexpr uint32_t kMaxFlightRecorder = 1u << 20;  // a bound on the recorder's memory
   std::string flight_dir;
   bool flight_signal = true;
   // The trace (per process, never compared): the file each process writes its peers' op and step
