@@ -54,15 +54,34 @@ struct RunStrategy {
   bool by_host = false;
   bool operator==(const RunStrategy&) const = default;
 
-  static RunStrategy flat(Strategy s) { return {Path::schedule, s, false, false}; }
-  static RunStrategy among_leaders(Strategy s) { return {Path::schedule, s, true, false}; }
-  static RunStrategy among_hosts(Strategy s) { return {Path::schedule, s, true, true}; }
-  static RunStrategy of(Path p) { return {p, Strategy{}, false, false}; }
+  static constexpr RunStrategy flat(Strategy s) { return {Path::schedule, s, false, false}; }
+  static constexpr RunStrategy among_leaders(Strategy s) { return {Path::schedule, s, true, false}; }
+  static constexpr RunStrategy among_hosts(Strategy s) { return {Path::schedule, s, true, true}; }
+  static constexpr RunStrategy of(Path p) { return {p, Strategy{}, false, false}; }
 };
 
 // "ring", "tree:2", "centralized", "direct", "oneshot", "hier+oneshot", "hosts+ring", "p2p",
 // "nccl", "device"; "" for none.
 std::string to_string(const RunStrategy& s);
+// A RunStrategy in one word (path, algorithm, the two flags, arity), for a field that calls on
+// several threads may set at once: unpack_strategy(pack(s)) == s.
+constexpr uint64_t pack(const RunStrategy& s) {
+  return static_cast<uint64_t>(s.path) | static_cast<uint64_t>(s.strategy.algorithm) << 8 |
+         static_cast<uint64_t>(s.hierarchical) << 16 | static_cast<uint64_t>(s.by_host) << 17 |
+         static_cast<uint64_t>(static_cast<uint32_t>(s.strategy.arity)) << 32;
+}
+constexpr RunStrategy unpack_strategy(uint64_t w) {
+  RunStrategy s;
+  s.path = static_cast<RunStrategy::Path>(w & 0xff);
+  s.strategy.algorithm = static_cast<Algorithm>((w >> 8) & 0xff);
+  s.hierarchical = (w >> 16) & 1;
+  s.by_host = (w >> 17) & 1;
+  s.strategy.arity = static_cast<int>(static_cast<uint32_t>(w >> 32));
+  return s;
+}
+static_assert(unpack_strategy(pack(RunStrategy{})) == RunStrategy{});
+static_assert(unpack_strategy(pack(RunStrategy::among_hosts(Strategy{Algorithm::tree, 7}))) ==
+              RunStrategy::among_hosts(Strategy{Algorithm::tree, 7}));
 
 // Crowded small all-reduces across nodes go centralized (a star) up to this many peers.
 inline constexpr int kStarPeers = 8;

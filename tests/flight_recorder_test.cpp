@@ -17,6 +17,7 @@
 #include "actors/runtime_impl.hpp"
 #include "core/wait.hpp"
 #include "peer_harness.hpp"
+#include "test_events.hpp"
 
 namespace chorus {
 namespace {
@@ -208,6 +209,46 @@ TEST(FlightRecorder, ATimeoutWritesTheRecorderNamingTheOpAndTheMissingRank) {
             std::string::npos)
       << div;
   if (!std::getenv("KEEP")) std::remove(flight->path().c_str());
+}
+
+// A peer's calls may overlap: two sends from two threads of peer 0, both in flight before the
+// receiver takes either. Each is noted and ended as its own op (the ticket was once kept per
+// peer: the second send's entry replaced the first's, and one of them stayed "running").
+TEST(FlightRecorder, OverlappingCallsOfOnePeerAreEachEnded) {
+  Runtime rt;
+  testing::EventCount entered;
+  testing::count_server_entries(rt, entered);
+  std::vector<Status> sent(2), got(2);
+  harness::run_peers(rt, config_for(2), [&](Peer& peer) {
+    if (peer.id() == 0) {
+      std::thread t1([&] { sent[0] = peer.send(Tensor::from(std::vector<float>{1, 2}), 1, 1); });
+      std::thread t2([&] { sent[1] = peer.send(Tensor::from(std::vector<int32_t>{3, 4, 5}), 1, 2); });
+      t1.join();
+      t2.join();
+    } else {
+      if (!entered.wait_for(2)) return;  // both sends in flight
+      Tensor b = Tensor::zeros(DType::i32, {3}), a = Tensor::zeros(DType::f32, {2});
+      got[1] = peer.recv(b, 0, 2);
+      got[0] = peer.recv(a, 0, 1);
+    }
+  });
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(sent[i].is_ok()) << sent[i].to_string();
+    ASSERT_TRUE(got[i].is_ok()) << got[i].to_string();
+  }
+  auto& flight = RuntimeAccess::impl(rt).flight;
+  ASSERT_TRUE(flight);
+  std::vector<FlightRow> sends;
+  for (const auto& r : flight->rows())
+    if (r.peer == 0 && r.kind == OpKind::send) sends.push_back(r);
+  ASSERT_EQ(sends.size(), 2u);
+  for (const auto& r : sends) {
+    EXPECT_EQ(r.state, FlightState::done) << "tag " << r.tag;
+    EXPECT_EQ(r.strategy, "p2p") << "tag " << r.tag;
+    EXPECT_GT(r.exit_ns, 0) << "tag " << r.tag;
+  }
+  EXPECT_NE(sends[0].tag, sends[1].tag);
+  EXPECT_EQ(sends[0].bytes + sends[1].bytes, 8u + 12u);
 }
 
 TEST(FlightRecorder, NoneWhenTurnedOffAndABadSizeIsAConfigError) {

@@ -192,10 +192,11 @@ TEST(Trace, KeepsWhatItsBudgetAllowsAndCountsTheRest) {
       FlightOp op;
       op.seq = seq;
       op.data = &t;
-      p.begin(op);
-      p.matched(RunStrategy::flat(Strategy{Algorithm::ring, 2}));
+      OpSpan span;
+      p.begin(span, op);
+      p.matched(span, RunStrategy::flat(Strategy{Algorithm::ring, 2}));
       for (int k = 0; k < 2; ++k) p.step(StepSpan{StepKind::copy, false, false, -1, 1, 8, p.now()});
-      p.end(Status::ok());
+      p.end(span, Status::ok());
     }
     EXPECT_EQ(budget.left(), 0u);
     EXPECT_EQ(p.dropped(), 4u);
@@ -228,9 +229,10 @@ TEST(Trace, AnOpSpanSaysItsShapeAndStrategy) {
   op.root = 2;
   op.redop = ReduceOp::bxor;
   op.data = &t;
-  trace.peer(1)->begin(op);
-  trace.peer(1)->matched(RunStrategy::among_leaders(Strategy{Algorithm::tree, 3}));
-  trace.peer(1)->end(Status(Errc::node_lost, "node 2 \"gone\""));
+  OpSpan span;
+  trace.peer(1)->begin(span, op);
+  trace.peer(1)->matched(span, RunStrategy::among_leaders(Strategy{Algorithm::tree, 3}));
+  trace.peer(1)->end(span, Status(Errc::node_lost, "node 2 \"gone\""));
   auto written = trace.write();
   ASSERT_TRUE(written.is_ok()) << written.status().to_string();
   const TraceRead read(*written);

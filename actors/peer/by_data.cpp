@@ -77,10 +77,11 @@ Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data) {
   req.root_from_data = true;
   Tensor in = data ? *data : Tensor();
   Status st;
-  auto reply = request(*s, req, in, Tensor(), st);
+  OpRecord rec;
+  auto reply = request(*s, rec, req, in, Tensor(), st);
   if (!st) return st;
   Tensor out = (data && kind == OpKind::broadcast) ? *data : Tensor::zeros(reply->out_dtype, reply->out_shape);
-  if (auto e = execute(*s, *reply, bytes(in), bytes(out)); !e) return e;
+  if (auto e = execute(*s, rec, *reply, bytes(in), bytes(out)); !e) return e;
   return out;
 }
 

@@ -47,12 +47,12 @@ Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   OpRequestData req = make_op(OpKind::send);
   req.other = dst;
   req.tag = tag;
-  record_begin(s, req, t);
+  OpRecord rec;
+  record_begin(s, rec, req, t);
   Tensor host;
   Status staged = stage_to_host(t, host);
-  s.last_strategy = RunStrategy::of(RunStrategy::Path::p2p);
-  record_matched(s, s.last_strategy);
-  return record_end(s, s.global->send(me, s.members[dst], tag, staged ? host : t, deadline_of(s), staged));
+  record_matched(s, rec, RunStrategy::of(RunStrategy::Path::p2p));
+  return record_end(s, rec, s.global->send(me, s.members[dst], tag, staged ? host : t, deadline_of(s), staged));
 }
 
 Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
@@ -61,13 +61,13 @@ Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
   OpRequestData req = make_op(OpKind::recv);
   req.other = src;
   req.tag = tag;
-  record_begin(s, req, t);
-  s.last_strategy = RunStrategy::of(RunStrategy::Path::p2p);
-  record_matched(s, s.last_strategy);
-  if (!t.is_cuda()) return record_end(s, s.global->recv(s.members[src], me, tag, t, deadline_of(s)));
+  OpRecord rec;
+  record_begin(s, rec, req, t);
+  record_matched(s, rec, RunStrategy::of(RunStrategy::Path::p2p));
+  if (!t.is_cuda()) return record_end(s, rec, s.global->recv(s.members[src], me, tag, t, deadline_of(s)));
   Tensor host = Tensor::zeros(t.dtype(), t.shape());
-  if (auto e = s.global->recv(s.members[src], me, tag, host, deadline_of(s)); !e) return record_end(s, e);
-  return record_end(s, stage_back(host, t));
+  if (auto e = s.global->recv(s.members[src], me, tag, host, deadline_of(s)); !e) return record_end(s, rec, e);
+  return record_end(s, rec, stage_back(host, t));
 }
 
 } // namespace chorus::peer_impl

@@ -17,7 +17,9 @@ uint32_t Peer::size() const { return state_ ? static_cast<uint32_t>(state_->memb
 uint32_t Peer::rank() const { return state_ ? state_->rank : 0; }
 uint32_t Peer::group() const { return state_ ? state_->group : 0; }
 std::vector<PeerId> Peer::members() const { return state_ ? state_->members : std::vector<PeerId>{}; }
-std::string Peer::last_strategy() const { return state_ ? to_string(state_->last_strategy) : std::string(); }
+std::string Peer::last_strategy() const {
+  return state_ ? to_string(unpack_strategy(state_->last_strategy.load(std::memory_order_relaxed))) : std::string();
+}
 
 Status Peer::all_reduce(Tensor& inout, ReduceOp op) { return all_reduce(inout, inout, op); }
 Status Peer::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
@@ -83,10 +85,11 @@ Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
   req.other = dst;
   req.tag = tag;
   Status st;
-  auto reply = peer_impl::request(*state_, req, t, Tensor(), st);
+  peer_impl::OpRecord rec;
+  auto reply = peer_impl::request(*state_, rec, req, t, Tensor(), st);
   if (!st) return st;
   // The sender is rank 0 of a two-peer broadcast, in place: its buffer is only read.
-  return peer_impl::execute(*state_, *reply, bytes(t), bytes(t));
+  return peer_impl::execute(*state_, rec, *reply, bytes(t), bytes(t));
 }
 
 Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
@@ -96,9 +99,10 @@ Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
   req.other = src;
   req.tag = tag;
   Status st;
-  auto reply = peer_impl::request(*state_, req, Tensor(), t, st);
+  peer_impl::OpRecord rec;
+  auto reply = peer_impl::request(*state_, rec, req, Tensor(), t, st);
   if (!st) return st;
-  return peer_impl::execute(*state_, *reply, nullptr, bytes(t));
+  return peer_impl::execute(*state_, rec, *reply, nullptr, bytes(t));
 }
 
 } // namespace chorus

@@ -32,9 +32,10 @@ struct PeerState {
   uint32_t offset = 0;             // multi-node: the global rank of this node's first peer
   std::shared_ptr<GlobalClient> global;  // multi-node mode only
   bool destroyed = false;          // destroy() was called on this group handle
-  RunStrategy last_strategy;       // what ran this handle's last op (Peer::last_strategy)
+  // What ran this handle's last op (Peer::last_strategy), pack()ed: calls of one handle may
+  // overlap (send/recv from several threads), and each sets it.
+  std::atomic<uint64_t> last_strategy{pack(RunStrategy{})};
   std::shared_ptr<FlightRecorder> flight;  // the process's recorder (null: none)
-  uint64_t flight_ticket = 0;      // the recorder's name for the op in flight (0: none)
   PeerTrace* trace = nullptr;      // this local peer's part of the process's trace (null: none)
 };
 

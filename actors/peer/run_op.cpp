@@ -23,8 +23,8 @@ OpRequestData make_op(OpKind k, ReduceOp op, PeerId root) {
   return r;
 }
 
-std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out,
-                               Status& status, Status local_error) {
+std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
+                               const Tensor& out, Status& status, Status local_error) {
   if (s.finished) {
     status = already_finished(s.id);
     return nullptr;
@@ -39,7 +39,7 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   if (req.kind != OpKind::send && req.kind != OpKind::recv) req.seq = s.seq++;
   req.input = TensorMeta::of(in);
   req.output = TensorMeta::of(out);
-  record_begin(s, req, in.defined() ? in : out);
+  record_begin(s, rec, req, in.defined() ? in : out);
   Call call;
   call.op = std::move(req);
   call.input = in;
@@ -48,10 +48,9 @@ std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in
   auto reply = call.reply;
   status = s.rt->submit_op(call, s.config.timeout, s.config.num_devices);
   if (status) {
-    s.last_strategy = reply->strategy;
-    record_matched(s, reply->strategy);
+    record_matched(s, rec, reply->strategy);
   } else {
-    (void)record_end(s, status);
+    (void)record_end(s, rec, status);
   }
   return reply;
 }
@@ -79,36 +78,38 @@ Status run_plan(Reply& r, const std::byte* in, std::byte* out, StepTrace* trace)
 }
 } // namespace
 
-void record_begin(PeerState& s, const OpRequestData& req, const Tensor& data) {
-  if (!s.flight && !s.trace) return;  // (record_end left flight_ticket 0)
+void record_begin(PeerState& s, OpRecord& rec, const OpRequestData& req, const Tensor& data) {
+  if (!s.flight && !s.trace) return;
   const bool p2p = req.kind == OpKind::send || req.kind == OpKind::recv;
   const FlightOp op{s.offset + s.id, s.rank,   s.group,   p2p ? kNoSeq : req.seq, req.kind,
                     req.redop,       req.root, req.other, req.tag,                &data};
-  if (s.trace) s.trace->begin(op);
-  s.flight_ticket = s.flight ? s.flight->begin(s.id, op) : 0;
+  if (s.trace) s.trace->begin(rec.span, op);
+  rec.flight_ticket = s.flight ? s.flight->begin(s.id, op) : 0;
 }
 
-void record_matched(PeerState& s, const RunStrategy& strategy) {
-  if (s.flight_ticket) s.flight->matched(s.id, s.flight_ticket, strategy);
-  if (s.trace) s.trace->matched(strategy);
+void record_matched(PeerState& s, OpRecord& rec, const RunStrategy& strategy) {
+  s.last_strategy.store(pack(strategy), std::memory_order_relaxed);
+  if (rec.flight_ticket) s.flight->matched(s.id, rec.flight_ticket, strategy);
+  if (s.trace) s.trace->matched(rec.span, strategy);
 }
 
-Status record_end(PeerState& s, Status st) {
-  if (s.flight_ticket) s.flight->end(s.id, s.flight_ticket, st);
-  s.flight_ticket = 0;
-  if (s.trace) s.trace->end(st);
+Status record_end(PeerState& s, OpRecord& rec, Status st) {
+  if (rec.flight_ticket) s.flight->end(s.id, rec.flight_ticket, st);
+  rec.flight_ticket = 0;
+  if (s.trace) s.trace->end(rec.span, st);
   return st;
 }
 
-Status execute(PeerState& s, Reply& r, const std::byte* in, std::byte* out) {
-  return record_end(s, run_plan(r, in, out, s.trace));
+Status execute(PeerState& s, OpRecord& rec, Reply& r, const std::byte* in, std::byte* out) {
+  return record_end(s, rec, run_plan(r, in, out, s.trace));
 }
 
 Status fail_op(PeerState& s, OpRequestData req, Status why) {
   Status st;
-  auto reply = request(s, std::move(req), Tensor(), Tensor(), st, std::move(why));
+  OpRecord rec;
+  auto reply = request(s, rec, std::move(req), Tensor(), Tensor(), st, std::move(why));
   if (!st) return st;
-  return execute(s, *reply, nullptr, nullptr);  // across nodes: concludes the op with the other nodes
+  return execute(s, rec, *reply, nullptr, nullptr);  // across nodes: concludes the op with the other nodes
 }
 
 namespace {
@@ -129,9 +130,10 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
   if (s->global && on_device(in, out))
     return logged(*s, kind, seq, staged_collective(s, std::move(req), in, out));
   Status st;
-  auto reply = request(*s, std::move(req), in, out, st);
+  OpRecord rec;
+  auto reply = request(*s, rec, std::move(req), in, out, st);
   if (!st) return logged(*s, kind, seq, st);
-  return logged(*s, kind, seq, execute(*s, *reply, bytes(in), bytes(out.defined() ? out : in)));
+  return logged(*s, kind, seq, execute(*s, rec, *reply, bytes(in), bytes(out.defined() ? out : in)));
 }
 
 } // namespace chorus::peer_impl

@@ -9,6 +9,7 @@
 #include <chorus/peer.hpp>
 #include "actors/local_server/call.hpp"
 #include "actors/peer/peer_state.hpp"
+#include "actors/trace/peer_trace.hpp"
 
 namespace chorus::peer_impl {
 
@@ -20,23 +21,31 @@ inline std::byte* bytes(const Tensor& t) { return static_cast<std::byte*>(t.data
 
 OpRequestData make_op(OpKind k, ReduceOp op = ReduceOp::sum, PeerId root = 0);
 
+// One call's notes while it runs: the flight recorder's ticket and the trace's span. A peer's
+// calls may overlap (send and recv from several threads, a group handle's op beside the
+// world's), so each call keeps its own, on its stack.
+struct OpRecord {
+  uint64_t flight_ticket = 0;  // the recorder's name for the op (0: not recorded)
+  OpSpan span;                 // the trace's, when it is on
+};
+
 // Sends one op request and waits for the server's answer: an error, or a plan to run. The flight
 // recorder and the trace note the op's entry and its match (or its failure, which ends it).
-std::shared_ptr<Reply> request(PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out,
-                               Status& status, Status local_error = Status::ok());
+std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
+                               const Tensor& out, Status& status, Status local_error = Status::ok());
 // Sends one group request (create or destroy) as this peer and waits for the server's answer.
 std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& status);
 // What the flight recorder and the trace note of this peer's op: its entry (`data`: the tensor
-// that names its dtype and shape; the recorder's ticket is kept in s.flight_ticket), its match
-// (the plan came; `strategy` runs it) and its end (returns `st`). request() and execute() call
-// them; so do the paths that bypass the local server (send/recv across nodes). Each is a branch
-// or two when neither is on.
-void record_begin(PeerState& s, const OpRequestData& req, const Tensor& data);
-void record_matched(PeerState& s, const RunStrategy& strategy);
-Status record_end(PeerState& s, Status st);
+// that names its dtype and shape), its match (the plan came; `strategy` runs it, and becomes the
+// handle's last strategy) and its end (returns `st`), kept in the call's own OpRecord. request()
+// and execute() call them; so do the paths that bypass the local server (send/recv across
+// nodes). Each is a branch or two when neither is on.
+void record_begin(PeerState& s, OpRecord& rec, const OpRequestData& req, const Tensor& data);
+void record_matched(PeerState& s, OpRecord& rec, const RunStrategy& strategy);
+Status record_end(PeerState& s, OpRecord& rec, Status st);
 // Runs this peer's part of a planned op (the trace hears of its steps), then divides for avg
 // where this peer holds a result; the flight recorder and the trace note how the op ended.
-Status execute(PeerState& s, Reply& r, const std::byte* in, std::byte* out);
+Status execute(PeerState& s, OpRecord& rec, Reply& r, const std::byte* in, std::byte* out);
 // Takes this peer's place in its next op without data, so that every peer of the op gets `why`
 // (and sequence numbers stay aligned) rather than waiting for this one until the timeout.
 Status fail_op(PeerState& s, OpRequestData req, Status why);

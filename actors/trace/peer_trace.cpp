@@ -8,9 +8,8 @@ namespace chorus {
 
 uint64_t PeerTrace::now() { return flight_clock::now(); }
 
-void PeerTrace::begin(const FlightOp& op) {
+void PeerTrace::begin(OpSpan& o, const FlightOp& op) {
   const uint64_t t = now();
-  OpSpan& o = open_;
   o = OpSpan{};
   o.begin = t;
   o.op = op;
@@ -23,32 +22,36 @@ void PeerTrace::begin(const FlightOp& op) {
     o.dims = static_cast<uint8_t>(std::min<std::size_t>(shape.size(), UINT8_MAX));
     std::copy_n(shape.begin(), std::min(shape.size(), kTraceDims), o.shape.begin());
   }
-  in_op_ = true;
 }
 
-void PeerTrace::matched(const RunStrategy& strategy) {
-  if (!in_op_) return;
-  open_.matched = now();
-  open_.strategy = strategy;
+void PeerTrace::matched(OpSpan& o, const RunStrategy& strategy) {
+  o.matched = now();
+  o.strategy = strategy;
 }
 
-void PeerTrace::end(const Status& status) {
-  if (!in_op_) return;
-  in_op_ = false;
-  open_.end = now();
+void PeerTrace::end(OpSpan& o, const Status& status) {
+  o.end = now();
+  std::string error = status ? std::string() : status.to_string();
+  std::lock_guard<std::mutex> lk(mu_);
   if (!status) {
-    errors_.push_front(status.to_string());
-    open_.error = &errors_.front();
+    errors_.push_front(std::move(error));
+    o.error = &errors_.front();
   }
-  if (!ops_.push(open_) && open_.error) errors_.pop_front();  // dropped: nothing points to it
+  if (!ops_.push(o) && o.error) errors_.pop_front();  // dropped: nothing points to it
 }
 
-void PeerTrace::step(const StepSpan& s) { steps_.push(StepRecord{s, now(), false}); }
+void PeerTrace::step(const StepSpan& s) {
+  const StepRecord r{s, now(), false};
+  std::lock_guard<std::mutex> lk(mu_);
+  steps_.push(r);
+}
 
 void PeerTrace::concluded(uint64_t begin) {
   StepSpan s;
   s.begin = begin;
-  steps_.push(StepRecord{s, now(), true});
+  const StepRecord r{s, now(), true};
+  std::lock_guard<std::mutex> lk(mu_);
+  steps_.push(r);
 }
 
 } // namespace chorus

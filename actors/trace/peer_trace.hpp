@@ -1,12 +1,14 @@
 // One local peer's part of the process's trace (trace.hpp): a span per op, with the wait for its
-// plan and the steps the executor ran inside it. Only the peer's thread writes it (ops of one
-// peer never overlap, whichever of its group handles runs them), through the hooks of
-// actors/peer/run_op.hpp, beside the flight recorder's; the Runtime reads it when it writes the
-// file. Nothing here takes a lock.
+// plan and the steps the executor ran inside it, written through the hooks of
+// actors/peer/run_op.hpp beside the flight recorder's; the Runtime reads it when it writes the
+// file. A peer's calls may overlap (send and recv from several threads, a group handle's op beside
+// the world's): each call fills its own OpSpan, and what lands in the logs goes in under a lock
+// that only the trace, when on, takes.
 #pragma once
 #include <array>
 #include <cstdint>
 #include <forward_list>
+#include <mutex>
 #include <string>
 
 #include <chorus/status.hpp>
@@ -44,10 +46,10 @@ class PeerTrace final : public StepTrace {
  public:
   explicit PeerTrace(TraceBudget& budget) : ops_(budget), steps_(budget) {}
 
-  // The op hooks: entered, matched (the plan came), ended.
-  void begin(const FlightOp& op);
-  void matched(const RunStrategy& strategy);
-  void end(const Status& status);
+  // The op hooks, on the call's own span: entered, matched (the plan came), ended (logged).
+  void begin(OpSpan& o, const FlightOp& op);
+  void matched(OpSpan& o, const RunStrategy& strategy);
+  void end(OpSpan& o, const Status& status);
 
   // The executor's (StepTrace).
   uint64_t now() override;
@@ -59,8 +61,7 @@ class PeerTrace final : public StepTrace {
   uint64_t dropped() const { return ops_.dropped() + steps_.dropped(); }
 
  private:
-  OpSpan open_;  // the op in flight
-  bool in_op_ = false;
+  std::mutex mu_;  // the logs and errors_: calls of the peer may end at once
   SpanLog<OpSpan> ops_;
   SpanLog<StepRecord> steps_;
   std::forward_list<std::string> errors_;  // what failed ops' records point to; grows at the front only

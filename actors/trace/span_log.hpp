@@ -1,5 +1,6 @@
-// An append-only log of spans with one writer (a peer's thread) and one reader (the Runtime
-// writing the trace at shutdown), without a lock: the writer fills a record, then publishes it
+// An append-only log of spans with one writer at a time (a peer's calls, which PeerTrace
+// serialises) and one reader (the Runtime writing the trace at shutdown), which takes no lock:
+// the writer fills a record, then publishes it
 // by a release store of the count; the reader reads only the published prefix, which nobody
 // changes any more. Records live in chunks taken from a TraceBudget shared by the process, so
 // memory stays bounded: once the budget is spent, new records are dropped and counted.
