@@ -75,7 +75,7 @@ TEST_P(Seeded, Fault) {
                (fault == Fault::orchestrator ? "" : ", node " + std::to_string(victim_node)) +
                (link ? " and node " + std::to_string(other_node) : ""));
   if (link)
-    if (const std::string why = link_tools_missing(); !why.empty())
+    if (const std::string why = link_tools_missing(fault == Fault::link_stalled); !why.empty())
       GTEST_SKIP() << "seed " << seed << ": cannot inject a " << name(fault) << " on this machine: " << why;
 
   start_orchestrator(3);

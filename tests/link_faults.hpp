@@ -119,17 +119,19 @@ class Stall {
   bool ok_ = false, lifted_ = false;
 };
 
-// Why this machine cannot inject link faults ("" when it can): ss -K must destroy a loopback
-// socket of our own, and nft must be able to add and delete a table.
-inline std::string link_tools_missing() {
+// Why this machine cannot inject link faults ("" when it can): ss must find the connection, and
+// destroy a loopback socket of our own with -K; for a stall, nft must add and delete a table.
+inline std::string link_tools_missing(bool stall) {
   int rc = 0;
   shell("command -v ss", rc);
   if (rc != 0) return "ss (iproute2) is not installed";
-  shell("command -v nft", rc);
-  if (rc != 0) return "nft (nftables) is not installed";
-  const std::string probe = "inet chorus_probe_" + std::to_string(getpid());
-  const std::string out = shell("nft add table " + probe + " && nft delete table " + probe, rc);
-  if (rc != 0) return "nft cannot add a table here: " + out;
+  if (stall) {
+    shell("command -v nft", rc);
+    if (rc != 0) return "nft (nftables) is not installed";
+    const std::string probe = "inet chorus_probe_" + std::to_string(getpid());
+    const std::string out = shell("nft add table " + probe + " && nft delete table " + probe, rc);
+    if (rc != 0) return "nft cannot add a table here: " + out;
+  }
   // A connection of our own to destroy.
   int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in sa{};

@@ -42,8 +42,8 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   auto on_link = [weak](const LinkLostData& l) {
     if (auto self = weak.lock()) self->on_link_notice(l);
   };
-  if (auto s = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, on_link, c->orchestrator_); !s.is_ok())
-    return s;
+  auto joined = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, on_link, c->orchestrator_);
+  if (!joined.is_ok()) return joined;
   c->report_link_ = c->orchestrator_.session->link_reporter();
   c->topo_ = c->orchestrator_.session->topology();
   c->reading_.resize(c->topo_.num_nodes);
@@ -140,7 +140,8 @@ void GlobalClient::on_first_loss(LossListener listener) {
 
 void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
   // `why` names the node (or the link); the first loss is what every later op reports.
-  CHORUS_LOG(warn, net, (LogWhere{topo_.node_id}), (node < topo_.num_nodes ? "lost node " + std::to_string(node) + ": " : "") + why);
+  CHORUS_LOG(warn, net, (LogWhere{topo_.node_id}),
+             (node < topo_.num_nodes ? "lost node " + std::to_string(node) + ": " : "") + why);
   std::vector<std::shared_ptr<NetOp>> ops;
   LossListener tell;  // only on the first loss
   Status first;
@@ -199,6 +200,7 @@ void GlobalClient::check_stalled_links() {
     const auto waited = now - Clock::time_point(Clock::duration(since));
     const auto quiet = conns_[node]->since_ack();
     if (waited < least || !quiet || *quiet < waited) continue;
+    if (unacked_since_[node].exchange(0) != since) continue;  // another peer of the op cut it off
     cut_off(node, "no acknowledgment from node " + std::to_string(node) + " for " + std::to_string(quiet->count()) +
                       " ms with bytes waiting: the connection stalled");
   }
