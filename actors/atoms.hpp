@@ -11,5 +11,7 @@ using reset_atom = caf::atom_constant<caf::atom("reset")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 using node_leave_atom = caf::atom_constant<caf::atom("nodeleave")>;
 using node_lost_atom = caf::atom_constant<caf::atom("nodelost")>;
+using link_lost_atom = caf::atom_constant<caf::atom("linklost")>;
+using link_report_atom = caf::atom_constant<caf::atom("linkreport")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
 } // namespace chorus

@@ -8,7 +8,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("chorus::wire");
 
-const protocolVersion :UInt32 = 3;  # 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them)
+const protocolVersion :UInt32 = 4;  # 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost)
 
 enum DType { f16 @0; bf16 @1; f32 @2; f64 @3; i8 @4; u8 @5; i32 @6; i64 @7; }
 enum ReduceOp { sum @0; prod @1; min @2; max @3; avg @4; band @5; bor @6; bxor @7; }
@@ -108,6 +108,16 @@ struct NodeLost {
   collective @0 :UInt64;
   nodeId @1 :UInt32;
   reason @2 :Text;
+}
+
+# Node -> orchestrator: this node's data connection to another node broke (reset, aborted, garbled,
+# or cut off after a stall), both nodes perhaps alive. Orchestrator -> every other member node: the
+# first such report of the collective, as it came (codec: messages/link_codec.hpp).
+struct LinkLost {
+  collective @0 :UInt64;
+  reporter @1 :UInt32;         # the node that saw it (the sender of a report)
+  other @2 :UInt32;            # the node at the other end
+  reason @3 :Text;             # what the reporter saw, e.g. "the connection failed: Connection reset by peer"
 }
 
 # ---- Where a job stands (chorus-ctl status; codec: messages/status_codec.hpp) ----

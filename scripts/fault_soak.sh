@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fault injection beyond ctest's 20 seeds: runs fault_injection_test over seeds BASE .. BASE+N-1
-# (in windows of 20) and sums up: faults injected, hangs (a survivor still running past the
-# bound), misnamed (an error naming another node, or not node_lost), other failures.
+# (in windows of 20) and sums up: faults injected (each kind counted: kill, freeze, orchestrator
+# kill, closed and stalled data connection), hangs (a survivor still running past the bound),
+# misnamed (an error naming another node or not the broken link, or not node_lost), skipped (link
+# faults where ss -K or nft cannot run), other failures.
 # usage: scripts/fault_soak.sh [N=200] [BASE=20] [BUILD_DIR=build]
 set -uo pipefail
 n=${1:-200}
@@ -18,9 +20,11 @@ for ((b = base; b < base + n; b += 20)); do
 done
 faults=$(grep -c '^seed ' "$log")
 hangs=$(grep -c 'survivors still running' "$log")
-misnamed=$(grep -c 'names the wrong node\|ERR node_lost ", 0)\|completed ops it could not have' "$log")
+misnamed=$(grep -c 'names the wrong node\|does not name the link\|ERR node_lost ", 0)\|NEXT node_lost ", 0)\|completed ops it could not have\|did not report its next op' "$log")
 failed=$(grep -c '^\[  FAILED  \] FaultInjection' "$log")
-grep '^seed ' "$log" | awk '{print "  " $0}'
-echo "$faults faults injected (seeds $base..$((base + n - 1))): $hangs hangs, $misnamed misnamed, $failed failed in all"
+skipped=$(grep -c '^\[  SKIPPED \] FaultInjection' "$log")
+grep '^seed \|(stall of seed' "$log" | awk '{print "  " $0}'
+kinds=$(grep '^seed ' "$log" | sed -E 's/^seed [0-9]+: (.*) of .* after .*/\1/' | sort | uniq -c | awk '{c=$1; $1=""; printf "%s%s%s", sep, c, $0; sep=", "}')
+echo "$faults faults injected (seeds $base..$((base + n - 1)): $kinds): $hangs hangs, $misnamed misnamed, $skipped skipped, $failed failed in all"
 grep -B2 -A12 'Failure' "$log" | head -200
 [ "$failed" -eq 0 ]

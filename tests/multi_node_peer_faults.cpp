@@ -197,15 +197,22 @@ int stall(Peer& p, const NodeContext& node) {
 
 // The fault harness's load (fault_injection_test.cpp): all-reduces of sizes from 1 KiB to 1 MiB
 // (the same for every peer, op by op), each result checked, until --ops are done or one fails;
-// the harness kills or freezes a process from outside at a random moment. Each peer first says
-// which node it is on, so that the harness knows whom it hits.
+// the harness kills or freezes a process, or breaks a data connection, from outside at a random
+// moment. Each peer first says which node it is on, so that the harness knows whom it hits. After
+// a failed op a peer calls one more (a barrier) and prints its status as "PEER r NEXT code
+// message": what every later op reports once the node has heard of the fault.
 int soak(Peer& p, const NodeContext& node) {
-  say("PEER " + std::to_string(p.rank()) + " ON NODE " + std::to_string(p.node()));
+  const std::string me = "PEER " + std::to_string(p.rank()) + " ";
+  say(me + "ON NODE " + std::to_string(p.node()));
   static constexpr std::size_t kSizes[] = {256, 16384, 65536, 262144};  // f32 elements
   for (uint32_t i = 0; i < node.args.ops; ++i) {
     const std::size_t count = kSizes[(i * 7 + node.args.at_op) % 4];
     Tensor x = make_input(DType::f32, p.rank(), count, ReduceOp::sum, i % 5);
-    must(p.all_reduce(x, ReduceOp::sum));
+    if (Status s = p.all_reduce(x, ReduceOp::sum); !s.is_ok()) {
+      const Status next = p.barrier();
+      say(me + "NEXT " + std::string(to_string(next.code())) + " " + next.message());
+      must(s);
+    }
     std::string why;
     verify(check_reduced(x, DType::f32, ReduceOp::sum, p.size(), count, i % 5, why), "all_reduce", why);
   }

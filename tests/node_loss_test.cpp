@@ -3,8 +3,10 @@
 //    waiting for this node's own peers, late peers of those ops, and ops begun after the loss all
 //    fail with node_lost naming the node; send/recv pairs within the node go on;
 //  * two nodes as two Runtimes of this process, joined through the orchestrator daemon: a peer
-//    waiting for its node-mate when the other node's connection breaks gets node_lost at once,
-//    not after its op timeout, and so does its node-mate's next op.
+//    waiting for its node-mate when the other node's connection ends gets node_lost at once,
+//    not after its op timeout, and so does its node-mate's next op;
+//  * three nodes so: when the data connection between two of them breaks, the third, which has no
+//    part in it, hears of it through the orchestrator at once, named by both ends and who saw it.
 // (tests/multi_node_test.cpp does the same with node processes and a SIGKILL.)
 #include <gtest/gtest.h>
 
@@ -145,7 +147,7 @@ TEST_F(CoreNodeLoss, SendRecvWithinTheNodeGoOn) {
 // ---------------------------------------------------------------- two nodes in this process
 
 // One node has peers A and B, the other one peer. A calls an all-reduce while B holds back, so A
-// waits in its node's local phase; then the other node cuts its connection to A's without a
+// waits in its node's local phase; then the other node ends its connection to A's without a
 // goodbye (as a killed process's kernel would). A must get node_lost naming that node at once,
 // not after its 20 s timeout; B's call of the same op, and A's next op, too.
 TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
@@ -190,7 +192,7 @@ TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
   ASSERT_TRUE(entered.wait_for(1, 10s)) << "A's all_reduce never reached the core";
   ASSERT_EQ(core0.pending_ops(), 1u);
   const auto cut = std::chrono::steady_clock::now();
-  there.cut_off(here.node_id(), "the test cuts the other node off");
+  there.connection(here.node_id())->kill();  // an end of stream without a bye, not a reset
   waiter.join();
   EXPECT_LT(returned - cut, 5s) << "A waited out its timeout instead of hearing of the loss";
   EXPECT_TRUE(has(first, Errc::node_lost, {"all_reduce #0: " + lost})) << first.to_string();
@@ -202,6 +204,64 @@ TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   EXPECT_EQ(late, first) << late.to_string();
   EXPECT_TRUE(has(next, Errc::node_lost, {"barrier #1: " + lost})) << next.to_string();
+}
+
+// Three nodes of one peer each. Node C's peer calls an all-reduce the others never call, so it
+// waits (20 s timeout); then node A cuts its data connection to node B off, as it does after a
+// stall. C must fail at once with node_lost naming the link and who saw it (through the
+// orchestrator), and B, the other end, with the same link as it saw it (a reset).
+TEST(NodeLossAcrossNodes, ABrokenLinkIsToldToTheNodeOutsideIt) {
+  auto orch = testkit::start_orchestrator({"--port", "0", "--nodes", "3", "--heartbeat-ms", "500"});
+  testkit::ChildGuard daemon{orch.pid};
+  ASSERT_GT(orch.pid, 0) << orch.error;
+  Config c;
+  c.num_devices = 1;
+  c.num_nodes = 3;
+  c.orchestrator_address = "127.0.0.1:" + std::to_string(orch.port);
+  c.node_address = "127.0.0.1";
+  c.timeout = 20s;
+  Runtime nodes[3];
+  std::vector<Result<Peer>> peers(3, Status(Errc::internal, "not registered"));
+  std::vector<std::thread> joining;
+  for (int i = 0; i < 3; ++i) joining.emplace_back([&, i] { peers[i] = nodes[i].register_peer(0, c); });
+  for (auto& t : joining) t.join();
+  for (auto& p : peers) ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  GlobalClient& a = *RuntimeAccess::impl(nodes[0]).global;
+  GlobalClient& b = *RuntimeAccess::impl(nodes[1]).global;
+  const std::string link = "the data connection between node " + std::to_string(std::min(a.node_id(), b.node_id())) +
+                           " and node " + std::to_string(std::max(a.node_id(), b.node_id())) + " broke (node ";
+
+  testing::EventCount entered;
+  testing::count_server_entries(nodes[2], entered);  // no op has run yet
+  Status waited;
+  auto returned = std::chrono::steady_clock::now();
+  std::thread waiter([&] {
+    Tensor x = Tensor::from(std::vector<float>{1, 2, 3});
+    waited = peers[2]->all_reduce(x, ReduceOp::sum);
+    returned = std::chrono::steady_clock::now();
+  });
+  // C's call is in its node (on its way to wait for the others, or waiting): from here on the op
+  // must end with the link's loss, whether it waits when the notice comes or starts after it.
+  ASSERT_TRUE(entered.wait_for(1, 10s)) << "C's all_reduce never reached the core";
+  const auto cut = std::chrono::steady_clock::now();
+  a.cut_off(b.node_id(), "the test cuts the link");
+  waiter.join();
+  EXPECT_LT(returned - cut, 5s) << "C waited out its timeout instead of hearing of the link";
+  // What the ends saw: A as it cut, B the reset. Both tell the orchestrator, which passes on the
+  // first report it gets (either; B's may overtake A's); the ends keep their own.
+  const Status a_saw(Errc::node_lost, link + std::to_string(a.node_id()) + " saw: the test cuts the link)");
+  const Status b_saw(Errc::node_lost, link + std::to_string(b.node_id()) +
+                                         " saw: the connection failed: Connection reset by peer)");
+  const Status told = RuntimeAccess::impl(nodes[2]).global->lost();
+  EXPECT_TRUE(told == a_saw || told == b_saw) << told.to_string();
+  EXPECT_TRUE(has(waited, Errc::node_lost, {told.message()})) << waited.to_string();
+  EXPECT_EQ(a.lost(), a_saw);
+  EXPECT_TRUE(b.lost() == b_saw || b.lost() == a_saw) << b.lost().to_string();  // the notice may come first
+  // Every later op of every node reports its node's first failure at once.
+  const auto t0 = std::chrono::steady_clock::now();
+  Status next = peers[2]->barrier();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_TRUE(has(next, Errc::node_lost, {"barrier #1: " + link})) << next.to_string();
 }
 
 } // namespace

@@ -1,9 +1,13 @@
-// The orchestrator's message codecs (messages/node_codec.hpp): register, reply, leave and loss
-// round trips, and garbled input that is an error, not a crash.
+// The orchestrator's message codecs (messages/node_codec.hpp, link_codec.hpp): register, reply,
+// leave, loss and broken-link round trips, and garbled input that is an error, not a crash.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include <capnp/message.h>
+
+#include "chorus.capnp.h"
+#include "messages/link_codec.hpp"
 #include "messages/node_codec.hpp"
 #include "messages/peer_codec.hpp"
 #include "orchestrator_fixtures.hpp"
@@ -66,6 +70,60 @@ TEST(OrchestratorCodec, GarbledInputIsAnErrorNotACrash) {
   // A topology whose node list disagrees with its node count.
   TopologyData t{1, 5, 2, 1, {{1, 0, "a:1"}}};
   EXPECT_FALSE(decode_node_register_reply(encode_node_register_reply(Status::ok(), t), error));
+}
+
+TEST(OrchestratorCodec, LinkLostRoundTripsAndNamesBothEndsAlike) {
+  const LinkLostData l{9, 2, 0, "the connection failed: Connection reset by peer"};
+  std::string error;
+  auto d = decode_link_lost(encode_link_lost(l), error);
+  ASSERT_TRUE(d) << error;
+  EXPECT_EQ(*d, l);
+  EXPECT_EQ(link_lost_message(l),
+            "the data connection between node 0 and node 2 broke (node 2 saw: the connection failed: Connection reset by peer)");
+  // The other end words the same link alike, lower node first.
+  EXPECT_EQ(link_lost_message({9, 0, 2, "x"}), "the data connection between node 0 and node 2 broke (node 0 saw: x)");
+  // An overlong reason is cut when encoded.
+  auto cut = decode_link_lost(encode_link_lost({9, 1, 0, std::string(5000, 'r')}), error);
+  ASSERT_TRUE(cut) << error;
+  EXPECT_EQ(cut->reason, std::string(kMaxLinkReason, 'r'));
+}
+
+// A LinkLost as a hostile or broken sender could build it, bypassing encode_link_lost's cut.
+Envelope raw_link_lost(uint32_t reporter, uint32_t other, const std::string& reason) {
+  capnp::MallocMessageBuilder mb;
+  auto b = mb.initRoot<wire::LinkLost>();
+  b.setCollective(1);
+  b.setReporter(reporter);
+  b.setOther(other);
+  b.setReason(reason);
+  return seal(mb);
+}
+
+TEST(OrchestratorCodec, GarbledLinkLostIsAnErrorNotACrash) {
+  std::string error;
+  EXPECT_FALSE(decode_link_lost(Envelope{{0xffffffffffffffffull, 1, 2}}, error));
+  EXPECT_NE(error.find("garbled"), std::string::npos) << error;
+  error.clear();
+  EXPECT_FALSE(decode_link_lost(Envelope{}, error));
+  EXPECT_FALSE(error.empty());
+  error.clear();
+  EXPECT_FALSE(decode_link_lost(raw_link_lost(3, 3, "x"), error));
+  EXPECT_NE(error.find("a link from node 3 to itself"), std::string::npos) << error;
+  error.clear();
+  EXPECT_FALSE(decode_link_lost(raw_link_lost(0, 1, std::string(kMaxLinkReason + 1, 'r')), error));
+  EXPECT_NE(error.find("a reason of 513 bytes (at most 512)"), std::string::npos) << error;
+  EXPECT_TRUE(decode_link_lost(raw_link_lost(0, 1, std::string(kMaxLinkReason, 'r')), error)) << error;
+  // Every cut short valid message is refused; every single flipped byte gets an answer, never a crash.
+  const Envelope whole = encode_link_lost({5, 1, 2, "reset"});
+  for (std::size_t n = 0; n < whole.words.size(); ++n) {
+    Envelope part{std::vector<uint64_t>(whole.words.begin(), whole.words.begin() + static_cast<long>(n))};
+    EXPECT_FALSE(decode_link_lost(part, error)) << n << " of " << whole.words.size() << " words";
+  }
+  for (std::size_t byte = 0; byte < whole.words.size() * 8; ++byte) {
+    Envelope flipped = whole;
+    reinterpret_cast<unsigned char*>(flipped.words.data())[byte] ^= 0xff;
+    (void)decode_link_lost(flipped, error);
+  }
 }
 
 } // namespace

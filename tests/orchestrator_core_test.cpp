@@ -1,6 +1,6 @@
 // The orchestrator's admission rules on its pure core (actors/orchestrator/orchestrator_core.hpp):
-// arrival order, version, secret and config checks, node loss before and after completion, the
-// next collective, and the admission deadline. The real thing over CAF remoting:
+// arrival order, version, secret and config checks, node loss before and after completion, a broken
+// data connection, the next collective, and the admission deadline. The real thing over CAF remoting:
 // orchestrator_loopback_test.cpp; the daemon as a process: orchestrator_daemon_test.cpp.
 #include <gtest/gtest.h>
 
@@ -176,6 +176,71 @@ TEST(OrchestratorCore, NodeLostAfterCompletionIsReportedToSurvivors) {
   EXPECT_EQ(fx.forget, (std::vector<Core::NodeKey>{1}));
   EXPECT_FALSE(core.complete());
   EXPECT_TRUE(core.lost().empty());
+}
+
+Core running_core(uint32_t nodes) {
+  auto core = make_core(nodes);
+  for (uint32_t k = 1; k <= nodes; ++k) (void)core.on_register(k, reg(nodes, 1, "h:" + std::to_string(k)));
+  return core;
+}
+
+TEST(OrchestratorCore, ABrokenLinkFromAMemberIsToldOnceToEveryOtherMember) {
+  auto core = running_core(4);  // keys 1..4 are nodes 0..3
+  ASSERT_TRUE(core.complete());
+  const LinkLostData l{core.collective(), 2, 0, "the connection failed: Connection reset by peer"};
+  auto fx = core.on_link_lost(3, l);  // key 3 is node 2
+  EXPECT_EQ(fx.ignored, "");
+  ASSERT_EQ(fx.link_notices.size(), 3u);  // nodes 0, 1, 3: the reporter knows
+  std::vector<Core::NodeKey> to;
+  for (const auto& n : fx.link_notices) {
+    to.push_back(n.to);
+    EXPECT_EQ(n.link, l);
+  }
+  EXPECT_EQ(to, (std::vector<Core::NodeKey>{1, 2, 4}));
+  EXPECT_TRUE(fx.notices.empty() && fx.forget.empty() && fx.replies.empty());
+  ASSERT_TRUE(core.link_lost());
+  EXPECT_EQ(*core.link_lost(), l);
+  // The other end's report of the same link, or of another: the first is what every op reports.
+  fx = core.on_link_lost(1, {core.collective(), 0, 2, "the connection failed: Software caused connection abort"});
+  EXPECT_TRUE(fx.link_notices.empty());
+  EXPECT_NE(fx.ignored.find("first broken link was told already"), std::string::npos) << fx.ignored;
+  EXPECT_TRUE(core.on_link_lost(4, {core.collective(), 3, 1, "x"}).link_notices.empty());
+}
+
+TEST(OrchestratorCore, ALinkReportIsIgnoredUnlessAMemberReportsItsOwnLinkInThisCollective) {
+  auto core = running_core(3);
+  const uint64_t c = core.collective();
+  auto ignored = [&](Core::NodeKey who, LinkLostData l, const std::string& why) {
+    auto fx = core.on_link_lost(who, l);
+    EXPECT_TRUE(fx.link_notices.empty()) << why;
+    EXPECT_NE(fx.ignored.find(why), std::string::npos) << fx.ignored;
+  };
+  ignored(99, {c, 0, 1, "x"}, "no member");                        // not a member
+  ignored(1, {c + 1, 0, 1, "x"}, "for collective " + std::to_string(c + 1));  // another collective
+  ignored(1, {c - 1, 0, 1, "x"}, "(running: " + std::to_string(c) + ")");
+  ignored(1, {c, 1, 2, "x"}, "node 0 reported a link as node 1");  // in another node's name
+  ignored(1, {c, 0, 3, "x"}, "a link to node 3 of 3");             // no such node
+  ignored(1, {c, 0, 0, "x"}, "a link to node 0 of 3");
+  EXPECT_FALSE(core.link_lost());
+  // A link to a node that is gone: its loss was told, and is what every op reports.
+  ASSERT_EQ(core.on_down(2, "node lost: killed").notices.size(), 2u);
+  ignored(1, {c, 0, 1, "x"}, "node 1 is gone already");
+  ignored(2, {c, 1, 0, "x"}, "no member");  // the lost node itself
+  // Before the collective is complete, nobody has a data connection to lose.
+  auto waiting = make_core(3);
+  (void)waiting.on_register(1, reg(3, 1, "h:1"));
+  (void)waiting.on_register(2, reg(3, 1, "h:2"));
+  auto fx = waiting.on_link_lost(1, {waiting.collective(), 0, 1, "x"});
+  EXPECT_TRUE(fx.link_notices.empty());
+  EXPECT_FALSE(fx.ignored.empty());
+  // A valid report is still told once, and forgotten with its collective.
+  fx = core.on_link_lost(3, {c, 2, 0, "garbled frame on the data connection"});
+  ASSERT_EQ(fx.link_notices.size(), 1u);
+  EXPECT_EQ(fx.link_notices[0].to, 1u);
+  (void)core.on_leave(1);
+  (void)core.on_leave(3);
+  EXPECT_EQ(core.collective(), c + 1);
+  EXPECT_FALSE(core.link_lost());
 }
 
 TEST(OrchestratorCore, NextCollectiveAfterAllLeft) {

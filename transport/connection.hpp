@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/wait.hpp"
@@ -72,6 +73,14 @@ class Connection {
   // Shuts the connection at once: blocked writes return, queued sends fail, the next pump() ends
   // the connection. Thread-safe.
   virtual void kill() = 0;
+  // kill(), and the other side sees the connection reset rather than ended (FrameSink::broken, not
+  // closed): a node that cuts a stalled link off is not taken for one whose process exited.
+  virtual void cut() { kill(); }
+  // While bytes this side sent (or queued in the kernel) wait for the other side's acknowledgment:
+  // how long since the last acknowledgment came; nullopt when none wait, when the other side's
+  // window is closed (it lives and does not read: busy or frozen, its kernel still answers), or
+  // when the transport cannot tell. A system call: for waits that take long, never per frame.
+  virtual std::optional<std::chrono::milliseconds> since_ack() const { return std::nullopt; }
   // Sends a bye frame, waits (bounded) for the queue to drain, then kills the connection.
   void close(std::chrono::milliseconds drain = std::chrono::milliseconds(2000));
 

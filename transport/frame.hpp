@@ -37,8 +37,12 @@ class FrameSink {
   virtual void progress(uint32_t node, const FrameHeader& h, std::size_t got) = 0;
   // The connection died in the middle of this frame's payload: nothing more is written to it.
   virtual void frame_failed(uint32_t node, const FrameHeader& h) = 0;
-  // The connection ended: `orderly` after a bye frame, otherwise lost (the reason says how).
+  // The connection ended: `orderly` after a bye frame; otherwise the other side's end of the
+  // stream came without one (its process exited or died; the reason says how).
   virtual void closed(uint32_t node, bool orderly, const std::string& why) = 0;
+  // The connection broke rather than ended: a reset or an abort, a read error, garbled bytes; the
+  // other process may well be alive. Unless overridden, a non-orderly end like any other.
+  virtual void broken(uint32_t node, const std::string& why) { closed(node, false, why); }
 };
 
 } // namespace chorus

@@ -78,7 +78,11 @@ void GlobalClient::frame_failed(uint32_t node, const FrameHeader& h) {
   if (h.type == FrameType::data && r.op) r.op->incoming_failed(r.slot);
 }
 
+void GlobalClient::broken(uint32_t node, const std::string& why) { on_link_broken(node, why); }
+
 void GlobalClient::closed(uint32_t node, bool orderly, const std::string& why) {
+  // The other side's stream ended without a goodbye: its process exited or died (a link that
+  // breaks resets or stalls, see broken()).
   if (!orderly) return on_node_lost(node, "node " + std::to_string(node) + " lost: " + why);
   // Everything the node sent before its goodbye has arrived: ops that got all they need from it
   // still complete; waits for more from it fail, and so does every later op.

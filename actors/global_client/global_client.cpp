@@ -39,9 +39,15 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   auto on_lost = [weak](uint32_t node, const std::string& why) {
     if (auto self = weak.lock()) self->on_node_lost(node, why);
   };
-  if (auto s = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, c->orchestrator_); !s.is_ok()) return s;
+  auto on_link = [weak](const LinkLostData& l) {
+    if (auto self = weak.lock()) self->on_link_notice(l);
+  };
+  auto joined = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, on_link, c->orchestrator_);
+  if (!joined.is_ok()) return joined;
+  c->report_link_ = c->orchestrator_.session->link_reporter();
   c->topo_ = c->orchestrator_.session->topology();
   c->reading_.resize(c->topo_.num_nodes);
+  c->unacked_since_.reset(new std::atomic<int64_t>[c->topo_.num_nodes]());
   if (auto s = connect_mesh(config, c->topo_, **listener, c.get(), deadline, c->conns_); !s.is_ok()) {
     c->close();
     return s;
@@ -133,8 +139,9 @@ void GlobalClient::on_first_loss(LossListener listener) {
 }
 
 void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
-  // `why` names the node; the first loss is what every later op reports.
-  CHORUS_LOG(warn, net, (LogWhere{topo_.node_id}), "lost node " + std::to_string(node) + ": " + why);
+  // `why` names the node (or the link); the first loss is what every later op reports.
+  CHORUS_LOG(warn, net, (LogWhere{topo_.node_id}),
+             (node < topo_.num_nodes ? "lost node " + std::to_string(node) + ": " : "") + why);
   std::vector<std::shared_ptr<NetOp>> ops;
   LossListener tell;  // only on the first loss
   Status first;
@@ -153,16 +160,57 @@ void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
   if (tell) tell(first);
 }
 
+void GlobalClient::on_link_broken(uint32_t node, const std::string& saw) {
+  const LinkLostData l{topo_.collective, topo_.node_id, node, saw};
+  on_node_lost(NodeEvents::kLinkNotice, link_lost_message(l));
+  // The orchestrator tells the others (the first broken link of the collective); without it, they
+  // notice by their op timeouts.
+  if (report_link_) report_link_(l);
+}
+
+void GlobalClient::on_link_notice(const LinkLostData& l) {
+  on_node_lost(NodeEvents::kLinkNotice, link_lost_message(l));
+  if (l.other == topo_.node_id && l.reporter < conns_.size() && conns_[l.reporter]) conns_[l.reporter]->cut();
+}
+
 void GlobalClient::cut_off(uint32_t node, const std::string& why) {
-  on_node_lost(node, why);
-  conns_[node]->kill();
+  on_link_broken(node, why);
+  conns_[node]->cut();
+}
+
+void GlobalClient::note_unacked_links() {
+  const int64_t now = Clock::now().time_since_epoch().count();
+  for (uint32_t node = 0; node < conns_.size(); ++node) {
+    if (!conns_[node]) continue;
+    if (!conns_[node]->since_ack()) {
+      unacked_since_[node].store(0);
+      continue;
+    }
+    int64_t none = 0;  // the earliest note stands while bytes keep waiting
+    unacked_since_[node].compare_exchange_strong(none, now);
+  }
+}
+
+void GlobalClient::check_stalled_links() {
+  const auto now = Clock::now();
+  const auto least = config_.timeout / 4;
+  for (uint32_t node = 0; node < conns_.size(); ++node) {
+    const int64_t since = conns_[node] ? unacked_since_[node].load() : 0;
+    if (since == 0) continue;
+    const auto waited = now - Clock::time_point(Clock::duration(since));
+    const auto quiet = conns_[node]->since_ack();
+    if (waited < least || !quiet || *quiet < waited) continue;
+    if (unacked_since_[node].exchange(0) != since) continue;  // another peer of the op cut it off
+    cut_off(node, "no acknowledgment from node " + std::to_string(node) + " for " + std::to_string(quiet->count()) +
+                      " ms with bytes waiting: the connection stalled");
+  }
 }
 
 bool GlobalClient::await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline) {
   // Reading goes on meanwhile (we may lead the poller): the other side may be waiting to send us
   // its data before it reads ours.
   if (!poller_.wait(t.done, 1, deadline)) {
-    cut_off(node, "node " + std::to_string(node) + " took no data for the whole timeout (frozen?)");
+    cut_off(node, "node " + std::to_string(node) + " took no data for the whole op timeout (stalled or frozen)");
     t.done.wait_at_least(1, Clock::now() + kGrace);
   }
   return t.done.value.load() == 1;

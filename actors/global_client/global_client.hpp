@@ -11,6 +11,7 @@
 // Its parts: global_client.cpp (starting, closing, node loss, the topology), op_table.cpp (the ops
 // in flight), frame_routing.cpp (where arriving frames go), p2p.cpp (send and recv across nodes).
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -90,6 +91,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   void progress(uint32_t node, const FrameHeader& h, std::size_t got) override;
   void frame_failed(uint32_t node, const FrameHeader& h) override;
   void closed(uint32_t node, bool orderly, const std::string& why) override;
+  void broken(uint32_t node, const std::string& why) override;
 
   // Used by NetOp.
   Connection* connection(uint32_t node) { return conns_[node].get(); }
@@ -97,9 +99,25 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // Every wait for something from another node goes through it (it reads the connections).
   Poller& poller() { return poller_; }
   void finished(uint32_t group, uint64_t seq);
+  // A node was lost (`why` names it), or told (node NodeEvents::kLinkNotice): every op fails.
   void on_node_lost(uint32_t node, const std::string& why);
-  // Treats `node` as lost and shuts its connection, so reads and writes let go of callers' memory.
+  // This node's connection to `node` broke (`saw`: how): every op fails with the link named
+  // (link_lost_message), and the orchestrator is told, so that every other node hears of it.
+  void on_link_broken(uint32_t node, const std::string& saw);
+  // The orchestrator's notice that another node's connection broke: every op fails with it, and an
+  // end of that link stops using it (cut), so that nothing queued on it waits any longer.
+  void on_link_notice(const LinkLostData& l);
+  // Treats the link to `node` as broken (on_link_broken) and resets it, so reads and writes let go
+  // of callers' memory.
   void cut_off(uint32_t node, const std::string& why);
+  // The detector of a stalled link, on the op timeout (nothing watches the data path): an op half
+  // through its time notes which connections have bytes waiting for an acknowledgment; when an op
+  // runs out of time, a connection that had bytes waiting at such a note, a quarter of the timeout
+  // ago or more, and has had no acknowledgment since, has stalled (a healthy path acknowledges
+  // within a round trip, a frozen process's kernel too): it is cut off as a broken link, so that
+  // the job hears which link it was rather than only what timed out.
+  void note_unacked_links();
+  void check_stalled_links();
   // Waits until the ticket's bytes are in the socket; past the deadline the node counts as frozen
   // and is cut off. True when every byte was written.
   bool await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline);
@@ -110,6 +128,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
 
   Config config_;
   OrchestratorLink orchestrator_;
+  std::function<void(const LinkLostData&)> report_link_;  // to the orchestrator; set before any data flows
   TopologyData topo_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by node id; null for this node
   Poller poller_;                                   // reads conns_; stopped before they go
@@ -120,6 +139,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
     std::string bytes;          // a control or point-to-point frame's payload
   };
   std::vector<Reading> reading_;
+  // By node: since when (steady clock, ns; 0: none) bytes to it have waited for acknowledgment,
+  // as the notes of note_unacked_links() found.
+  std::unique_ptr<std::atomic<int64_t>[]> unacked_since_;
 
   // Locks of the data plane. The one chain, outermost first (a thread holding one takes only
   // those below it):

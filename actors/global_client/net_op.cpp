@@ -239,6 +239,9 @@ void NetOp::done_with(uint32_t slot) {
 }
 
 Status NetOp::conclude(int p, Status local) {
+  // Out of time (this peer's wait, or a node-mate's it waited for): a stalled link is named before
+  // the verdict, which then reports it rather than the timeout it caused.
+  if (Clock::now() >= deadline_) client_->check_stalled_links();
   flush();
   release_offered(p);
   // The caller's memory may be released once we return: every queued send must be off it.

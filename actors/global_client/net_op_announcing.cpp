@@ -114,13 +114,16 @@ bool NetOp::await(WaitWord& w, uint32_t target) {
   // Half the op's time gone: say once what it still waits for (the local phase says it for the
   // node's own peers, LocalServerCore::waiting_for).
   if (!warned_.load() && Clock::now() < half_at_ && poller.wait(w, target, half_at_)) return true;
+  if (!warned_.load()) client_->note_unacked_links();  // once per op, give or take a racing peer
   if (!warned_.exchange(true) && log_on(LogLevel::warn, Subsys::op)) {
     const std::string what = waiting_for();
     if (!what.empty())
       CHORUS_LOG(warn, op, (LogWhere{my_node_, -1, group_, static_cast<int64_t>(seq_)}),
                  label_ + ": waiting for " + what + ", half the op's timeout gone");
   }
-  return poller.wait(w, target, deadline_);
+  if (poller.wait(w, target, deadline_)) return true;
+  client_->check_stalled_links();  // the op timeout is the detector of a stalled link
+  return false;
 }
 
 std::string NetOp::waiting_for() const {

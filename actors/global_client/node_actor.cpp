@@ -18,6 +18,14 @@ void NodeEvents::add(NodeLostData d) {
   if (on_lost) on_lost(d);
 }
 
+void NodeEvents::add_link(const LinkLostData& l) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    lost_.push_back({l.collective, kLinkNotice, link_lost_message(l)});
+  }
+  if (on_link_lost) on_link_lost(l);
+}
+
 std::vector<NodeLostData> NodeEvents::lost() const {
   std::lock_guard<std::mutex> lk(mu_);
   return lost_;
@@ -52,6 +60,16 @@ struct NodeState {
   }
   void fail(Status why) { answer(encode_node_register_reply(why)); }
 };
+
+// A notice from the orchestrator that does not decode: some node or link may be lost, which one
+// is unknown, and a link that garbles messages is not trusted (a join still waiting fails).
+void garbled_notice(NodeState& st, NodeEvents& events, const char* what, const std::string& where,
+                    const std::string& error) {
+  const std::string why = std::string("garbled ") + what + " notice from the orchestrator at " + where + " (" + error +
+                          "): a node may be lost, which one is unknown";
+  st.fail(Status(Errc::unreachable, why));
+  events.add({0, NodeEvents::kGarbledNotice, why});
+}
 
 } // namespace
 
@@ -101,11 +119,14 @@ node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator
       [st, events, where](node_lost_atom, const Envelope& e) {
         std::string error;
         if (auto d = decode_node_lost(e, error)) return events->add(*d);
-        const std::string why = "garbled NodeLost notice from the orchestrator at " + where + " (" + error +
-                                "): a node may be lost, which one is unknown";
-        st->fail(Status(Errc::unreachable, why));
-        events->add({0, NodeEvents::kGarbledNotice, why});
+        garbled_notice(*st, *events, "NodeLost", where, error);
       },
+      [st, events, where](link_lost_atom, const Envelope& e) {
+        std::string error;
+        if (auto l = decode_link_lost(e, error)) return events->add_link(*l);
+        garbled_notice(*st, *events, "LinkLost", where, error);
+      },
+      [self, orch](link_report_atom, Envelope& report) { self->send(orch, link_lost_atom::value, std::move(report)); },
   };
 }
 

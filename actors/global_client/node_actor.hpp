@@ -10,6 +10,10 @@
 //   runtime -> node  (node_leave_atom, NodeLeave)   tell the orchestrator, then stop
 //   orch -> node     (node_lost_atom, NodeLost)     a member node died, froze or left uncleanly
 //                                                   (garbled: NodeEvents::kGarbledNotice)
+//   runtime -> node  (link_report_atom, LinkLost)   this node's data connection broke: passed on
+//   node -> orch     (link_lost_atom, LinkLost)     to the orchestrator
+//   orch -> node     (link_lost_atom, LinkLost)     another member's connection broke
+//                                                   (NodeEvents::add_link; garbled: as above)
 //   orch -> node     request (status_atom, {})      => NodeStatus (NodeEvents::status)
 #pragma once
 #include <caf/all.hpp>
@@ -23,6 +27,7 @@
 #include "actors/atoms.hpp"
 #include "actors/orchestrator/orchestrator.hpp"
 #include "messages/envelope.hpp"
+#include "messages/link_codec.hpp"
 #include "messages/node_codec.hpp"
 
 namespace chorus {
@@ -30,7 +35,8 @@ namespace chorus {
 using join_atom = caf::atom_constant<caf::atom("join")>;
 
 using node_actor = node_notice_actor::extend<caf::replies_to<join_atom, Envelope, caf::timespan>::with<Envelope>,
-                                             caf::reacts_to<node_leave_atom, Envelope>>;
+                                             caf::reacts_to<node_leave_atom, Envelope>,
+                                             caf::reacts_to<link_report_atom, Envelope>>;
 
 // What the node actor learns, for whoever runs the node's data plane. add() runs on the node
 // actor's thread: the callback must be short and take no lock that a waiting peer holds.
@@ -42,8 +48,13 @@ struct NodeEvents {
   // link that garbles messages is not trusted: it counts as the orchestrator's loss too (a join
   // still waiting fails).
   static constexpr uint32_t kGarbledNotice = UINT32_MAX - 1;
+  // A LinkLost notice (another member's data connection broke), as node id kLinkNotice with the
+  // whole message (link_lost_message) as its reason.
+  static constexpr uint32_t kLinkNotice = UINT32_MAX - 2;
   std::function<void(const NodeLostData&)> on_lost;
+  std::function<void(const LinkLostData&)> on_link_lost;
   void add(NodeLostData d);
+  void add_link(const LinkLostData& l);
   std::vector<NodeLostData> lost() const;
   // Where the node's peers stand, for the orchestrator's status requests: set once the node runs
   // ops. It runs on the node actor's thread, so it must be short and wait for nothing (it reads

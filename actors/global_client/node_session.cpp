@@ -41,7 +41,8 @@ Result<orchestrator_actor> connect_orchestrator(caf::actor_system& sys, const st
 Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, const std::string& host,
                                                        uint16_t port, const NodeRegisterData& reg,
                                                        std::chrono::milliseconds timeout,
-                                                       std::function<void(const NodeLostData&)> on_lost) {
+                                                       std::function<void(const NodeLostData&)> on_lost,
+                                                       std::function<void(const LinkLostData&)> on_link_lost) {
   const std::string where = host + ":" + std::to_string(port);
   const auto give_up = std::chrono::steady_clock::now() + timeout;
   auto orch = connect_orchestrator(sys, host, port, reg.secret, give_up);
@@ -49,6 +50,7 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
   std::shared_ptr<NodeSession> s(new NodeSession);
   s->events_ = std::make_shared<NodeEvents>();
   s->events_->on_lost = std::move(on_lost);
+  s->events_->on_link_lost = std::move(on_link_lost);
   s->node_ = sys.spawn(node_actor_impl, *orch, where, s->events_);
   timeout = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now()),
                      std::chrono::milliseconds(1));
@@ -83,6 +85,10 @@ void NodeSession::leave() {
   if (left_) return;
   left_ = true;
   caf::anon_send(node_, node_leave_atom::value, encode_node_leave({topology_.collective, topology_.node_id}));
+}
+
+std::function<void(const LinkLostData&)> NodeSession::link_reporter() const {
+  return [node = node_](const LinkLostData& l) { caf::anon_send(node, link_report_atom::value, encode_link_lost(l)); };
 }
 
 NodeSession::~NodeSession() { leave(); }

@@ -27,11 +27,13 @@ class NodeSession {
   // Connects to host:port, registers `reg` and waits up to `timeout` for the topology (the
   // orchestrator answers once every expected node is in, or with an error naming the reason).
   // `sys` must be configured with configure_remoting() and outlive the session. `on_lost` runs on
-  // the node actor's thread for every NodeLost notice (and the orchestrator's own loss).
+  // the node actor's thread for every NodeLost notice (and the orchestrator's own loss), and
+  // `on_link_lost` for every LinkLost notice.
   static Result<std::shared_ptr<NodeSession>> join(caf::actor_system& sys, const std::string& host,
                                                    uint16_t port, const NodeRegisterData& reg,
                                                    std::chrono::milliseconds timeout,
-                                                   std::function<void(const NodeLostData&)> on_lost = {});
+                                                   std::function<void(const NodeLostData&)> on_lost = {},
+                                                   std::function<void(const LinkLostData&)> on_link_lost = {});
   ~NodeSession();
   NodeSession(const NodeSession&) = delete;
   NodeSession& operator=(const NodeSession&) = delete;
@@ -44,6 +46,9 @@ class NodeSession {
   void leave();
   // The node's actor (the orchestrator monitors it).
   const node_actor& actor() const { return node_; }
+  // Tells the orchestrator that this node's data connection broke, through the node actor: from
+  // any thread, never blocking, and harmless once the session has left (the report goes nowhere).
+  std::function<void(const LinkLostData&)> link_reporter() const;
   // What the node actor answers the orchestrator's status requests with (NodeEvents).
   void set_status_source(std::function<Envelope()> source) { events_->set_status_source(std::move(source)); }
 

@@ -53,6 +53,14 @@ void apply(orchestrator_actor::pointer self, ShellState& st, OrchestratorCore::E
     auto it = st.nodes.find(n.to);
     if (it != st.nodes.end()) self->send(it->second.handle, node_lost_atom::value, encode_node_lost(n.lost));
   }
+  for (auto& n : fx.link_notices) {
+    auto it = st.nodes.find(n.to);
+    if (it != st.nodes.end()) self->send(it->second.handle, link_lost_atom::value, encode_link_lost(n.link));
+  }
+  if (!fx.link_notices.empty())
+    CHORUS_LOG(info, orch, (LogWhere{fx.link_notices[0].link.reporter}),
+               "telling the others: " + link_lost_message(fx.link_notices[0].link));
+  if (!fx.ignored.empty()) CHORUS_LOG(info, orch, LogWhere{}, "ignored " + fx.ignored);
   for (auto k : fx.forget) {
     auto it = st.nodes.find(k);
     if (it == st.nodes.end()) continue;
@@ -178,6 +186,19 @@ orchestrator_actor::behavior_type orchestrator(orchestrator_self* self, Orchestr
         auto it = st->keys.find(sender->address());
         if (it == st->keys.end()) return;
         apply(self, *st, st->core.on_leave(it->second));
+      },
+      [self, st](link_lost_atom, const Envelope& e) {
+        // Only from a member (a key the orchestrator gave when it registered): nobody else is known.
+        auto sender = self->current_sender();
+        auto it = sender ? st->keys.find(sender->address()) : st->keys.end();
+        if (it == st->keys.end()) return;
+        std::string error;
+        auto l = decode_link_lost(e, error);
+        if (!l) {
+          CHORUS_LOG(info, orch, LogWhere{}, "a garbled link report: " + error);
+          return;
+        }
+        apply(self, *st, st->core.on_link_lost(it->second, *l));
       },
       [st](caf::get_atom) {
         return std::make_tuple(st->core.collective(), static_cast<uint64_t>(st->core.registered()),

@@ -8,6 +8,10 @@
 //                 collective is complete; an error reply at once on rejection)
 //   node -> orch  (node_leave_atom, NodeLeave)           one-way: the node leaves the collective
 //   orch -> node  (node_lost_atom, NodeLost)             a node of the complete collective was lost
+//   node -> orch  (link_lost_atom, LinkLost)             one-way: the sender's data connection to
+//                 another member broke (a member's report of its own collective only)
+//   orch -> node  (link_lost_atom, LinkLost)             the collective's first broken connection,
+//                 to every member but its reporter
 //   anyone -> orch request (get_atom) => (uint64 collective, uint64 registered, bool complete)
 //   ctl -> orch   request (status_atom, StatusRequest)   => JobStatus: every member node's answer to
 //                 the same request below (within kStatusWait; silent nodes named), or a refusal
@@ -28,6 +32,7 @@ namespace chorus {
 using orchestrator_actor = caf::typed_actor<
     caf::replies_to<register_atom, Envelope>::with<Envelope>,
     caf::reacts_to<node_leave_atom, Envelope>,
+    caf::reacts_to<link_lost_atom, Envelope>,
     caf::replies_to<caf::get_atom>::with<uint64_t, uint64_t, bool>,
     caf::replies_to<status_atom, Envelope>::with<Envelope>,
     caf::reacts_to<timeout_atom, uint64_t>>;
@@ -35,6 +40,7 @@ using orchestrator_actor = caf::typed_actor<
 // What the orchestrator sends to a node: the node's side of the protocol (a node's actor may
 // offer more, see actors/global_client/).
 using node_notice_actor = caf::typed_actor<caf::reacts_to<node_lost_atom, Envelope>,
+                                           caf::reacts_to<link_lost_atom, Envelope>,
                                            caf::replies_to<status_atom, Envelope>::with<Envelope>>;
 
 // How long the orchestrator waits for each node's answer to a status request: a node that is

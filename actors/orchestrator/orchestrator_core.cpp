@@ -114,6 +114,7 @@ void OrchestratorCore::reset(Effects& fx) {
     if (!m.left) fx.forget.push_back(m.key);
   members_.clear();
   lost_.clear();  // of the collective that ended: nothing of it is kept
+  link_lost_.reset();
   config_.reset();
   complete_ = false;
   admission_timer_ = 0;
@@ -161,6 +162,28 @@ OrchestratorCore::Effects OrchestratorCore::on_down(NodeKey who, const std::stri
   for (const auto& m : members_)
     if (!m.left) fx.notices.push_back({m.key, lost});
   maybe_next_collective(fx);
+  return fx;
+}
+
+OrchestratorCore::Effects OrchestratorCore::on_link_lost(NodeKey who, const LinkLostData& l) {
+  Effects fx;
+  const int i = index_of(who);
+  const auto n = static_cast<uint32_t>(members_.size());
+  if (i < 0 || !complete_ || members_[i].left) fx.ignored = "a link report from a node that is no member of a running collective";
+  else if (l.collective != collective_)
+    fx.ignored = "a link report for collective " + std::to_string(l.collective) + " (running: " +
+                 std::to_string(collective_) + ")";
+  else if (l.reporter != static_cast<uint32_t>(i))
+    fx.ignored = "node " + std::to_string(i) + " reported a link as node " + std::to_string(l.reporter);
+  else if (l.other >= n || l.other == l.reporter)
+    fx.ignored = "node " + std::to_string(i) + " reported a link to node " + std::to_string(l.other) + " of " +
+                 std::to_string(n);
+  else if (members_[l.other].left) fx.ignored = "node " + std::to_string(l.other) + " is gone already";
+  else if (link_lost_) fx.ignored = "collective " + std::to_string(collective_) + "'s first broken link was told already";
+  if (!fx.ignored.empty()) return fx;
+  link_lost_ = l;
+  for (std::size_t k = 0; k < members_.size(); ++k)
+    if (!members_[k].left && k != static_cast<std::size_t>(i)) fx.link_notices.push_back({members_[k].key, l});
   return fx;
 }
 

@@ -12,6 +12,8 @@
 //                 collective is complete; an error reply at once on rejection)
 //   node -> orch  (node_leave_atom, NodeLeave)           one-way: the node leaves the collective
 //   orch -> node  (node_lost_atom, NodeLost)             a node of the complete collective was lost
+//   node -> orch  (link_lost_atom, LinkLost)             its data connection to another member broke
+//   orch -> node  (link_lost_atom, LinkLost)             the collective's first broken connection
 //   anyone -> orch request (get_atom) => (uint64 collective, uint64 registered, bool complete)
 #pragma once
 #include <chrono>
@@ -24,6 +26,7 @@
 
 #include <chorus/config.hpp>
 #include <chorus/status.hpp>
+#include "messages/link_codec.hpp"
 #include "messages/node_codec.hpp"
 
 namespace chorus {
@@ -48,10 +51,17 @@ class OrchestratorCore {
     NodeKey to;
     NodeLostData lost;
   };
+  struct LinkNotice {
+    NodeKey to;
+    LinkLostData link;
+  };
   // What the host must do after an event.
   struct Effects {
     std::vector<Reply> replies;
     std::vector<Notice> notices;
+    std::vector<LinkNotice> link_notices;
+    std::string ignored;           // why a message changed nothing (for the log), or ""
+
     std::vector<NodeKey> watch;    // start monitoring these nodes
     std::vector<NodeKey> forget;   // these keys are no longer members (stop monitoring)
     std::optional<std::pair<uint64_t, std::chrono::milliseconds>> timer;  // call on_timeout(id) after
@@ -66,6 +76,12 @@ class OrchestratorCore {
   Effects on_leave(NodeKey who);
   Effects on_down(NodeKey who, const std::string& reason);
   Effects on_timeout(uint64_t timer);
+  // A member's report that its data connection to another member broke. The collective's first
+  // goes to every other member still in it (the two ends knew first); a report from a non-member,
+  // for another collective or naming another reporter is ignored, and so is every later one (the
+  // first failure is what every op reports) and one whose other end is gone already (its loss
+  // was told).
+  Effects on_link_lost(NodeKey who, const LinkLostData& l);
 
   // Introspection (tests, daemon logs).
   uint64_t collective() const { return collective_; }
@@ -77,6 +93,7 @@ class OrchestratorCore {
   // Whether `secret` is the orchestrator's ("" when none is set), compared in constant time.
   bool secret_ok(const std::string& secret) const;
   const std::vector<NodeLostData>& lost() const { return lost_; }  // of the current collective
+  const std::optional<LinkLostData>& link_lost() const { return link_lost_; }  // its first broken link
   const Options& options() const { return opts_; }
 
  private:
@@ -100,6 +117,7 @@ class OrchestratorCore {
   std::optional<Config> config_;       // the first node's, normalized
   std::vector<Member> members_;        // by node id once complete; arrival order before
   std::vector<NodeLostData> lost_;
+  std::optional<LinkLostData> link_lost_;
   uint64_t next_timer_ = 1;
   uint64_t admission_timer_ = 0;       // the live admission timer (0: none)
 };

@@ -23,6 +23,7 @@ struct ShmChannel::Ring {
   alignas(64) std::atomic<uint32_t> reader_sleeps{0};   // 1: the reader waits in epoll for a byte
   alignas(64) std::atomic<uint32_t> writer_sleeps{0};   // 1: the writer waits on `room` for space
   std::atomic<uint32_t> room{0};                        // futex word, raised when space is freed
+  std::atomic<uint32_t> cut{0};  // 1: the writer cut the connection off (mark_cut); it did not end
 };
 
 struct ShmChannel::Segment {
@@ -196,6 +197,8 @@ void ShmChannel::publish() {
   }
 }
 
+void ShmChannel::mark_cut() { out_->cut.store(1, std::memory_order_seq_cst); }
+
 void ShmChannel::close() {
   closed_.store(true);
   out_->room.fetch_add(1, std::memory_order_seq_cst);  // a writer waiting for room lets go at once
@@ -259,7 +262,11 @@ long ShmChannel::read_some(void* p, std::size_t n) {
     // were killed: take the wake-up bytes off the socket, whose end is the other process's end
     // (after the bytes it wrote before it, hence the second look), or ours.
     if (got == 0 && (armed_ || closed_.load())) {
-      if (peer_gone_) return 0;
+      if (peer_gone_) {
+        if (in_->cut.load(std::memory_order_seq_cst) == 0) return 0;
+        errno = ECONNRESET;  // cut off by the other side, which lives: a broken link, not an end
+        return -1;
+      }
       char drain[64];
       const ssize_t r = ::recv(fd_, drain, sizeof drain, MSG_DONTWAIT);
       if (r > 0 || (r < 0 && errno == EINTR)) continue;

@@ -53,8 +53,8 @@ class ShmChannel {
   // Waits (bounded, in slices) until the outgoing ring has room; false when closed or at `until`.
   bool wait_for_room(Clock::time_point until);
   // Reads what the incoming ring holds (up to n) without blocking, like recv(MSG_DONTWAIT): > 0
-  // bytes; 0 when the other side is gone and the ring is empty; -1 with errno EAGAIN when nothing
-  // is there.
+  // bytes; 0 when the other side is gone and the ring is empty (-1 with ECONNRESET when it cut the
+  // connection off, mark_cut); -1 with errno EAGAIN when nothing is there.
   long read_some(void* p, std::size_t n);
   // Bytes wait in the incoming ring (no system call).
   bool has_bytes() const;
@@ -63,6 +63,10 @@ class ShmChannel {
   bool arm();
   // Ends waits for room at once (the connection was killed).
   void close();
+  // Before the socket is reset to cut the connection off (a stall): the other side's reader, once
+  // the socket ends and the ring is empty, reads a reset (-1, ECONNRESET) rather than an end (0),
+  // since a reset alone here means the other process is gone (unread wake-up bytes reset it).
+  void mark_cut();
   // After the reader woke (for any reason): no wake-up bytes wanted until it arms again.
   void disarm();
 

@@ -1,12 +1,17 @@
 #include "transport/tcp/tcp_connection.hpp"
 
+#include <linux/sockios.h>
+#include <linux/tcp.h>  // tcp_info with tcpi_snd_wnd (glibc's netinet/tcp.h lacks it)
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 namespace chorus {
@@ -225,6 +230,34 @@ void TcpConnection::kill() {
   for (auto& t : failed) t->done.set(2);
 }
 
+void TcpConnection::cut() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    // Disconnecting a TCP socket (connect to AF_UNSPEC) sends a reset: the other side reads an
+    // error, not an end of stream. Once: a connection that is dead already stays as it is.
+    if (!dead_.load()) {
+      if (shm_) shm_->mark_cut();
+      sockaddr sa{};
+      sa.sa_family = AF_UNSPEC;
+      [[maybe_unused]] int r = ::connect(fd_, &sa, sizeof sa);
+    }
+  }
+  kill();
+}
+
+std::optional<std::chrono::milliseconds> TcpConnection::since_ack() const {
+  if (shm_ || dead_.load()) return std::nullopt;  // a pair's socket beside its rings carries only wake-ups
+  // Bytes the other side has not acknowledged: sent, or still queued (a path that drops packets
+  // may keep them from leaving at all).
+  int queued = 0;
+  if (ioctl(fd_, SIOCOUTQ, &queued) != 0 || queued <= 0) return std::nullopt;
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (getsockopt(fd_, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return std::nullopt;
+  if (len >= offsetof(tcp_info, tcpi_snd_wnd) + sizeof info.tcpi_snd_wnd && info.tcpi_snd_wnd == 0) return std::nullopt;
+  return std::chrono::milliseconds(info.tcpi_last_ack_recv);
+}
+
 void TcpConnection::writer_loop() {
   for (;;) {
     std::shared_ptr<SendTicket> t;
@@ -273,7 +306,15 @@ ssize_t TcpConnection::read_some(std::byte* p, std::size_t n) {
   }
 }
 
-Connection::Pumped TcpConnection::end_reading(const std::string& reason) {
+Connection::Pumped TcpConnection::read_failed(ssize_t r, bool in_frame) {
+  const std::string where = in_frame ? " in the middle of a frame" : "";
+  // A read error (a reset, an abort, garbled ring or TLS bytes) is the link's failure; an end of
+  // the stream is the other process's close.
+  if (r < 0) return end_reading("the connection failed" + where + ": " + std::strerror(errno), true);
+  return end_reading("the connection was closed" + where, false);
+}
+
+Connection::Pumped TcpConnection::end_reading(const std::string& reason, bool broke) {
   const std::string why = tls_error_.empty() ? reason : reason + " (TLS: " + tls_error_ + ")";
   ended_ = true;
   if (in_frame_ && dst_) sink_->frame_failed(node(), cur_);
@@ -283,7 +324,10 @@ Connection::Pumped TcpConnection::end_reading(const std::string& reason) {
     std::lock_guard<std::mutex> lk(mu_);
     ours = stopping_;
   }
-  if (!ours) sink_->closed(node(), got_bye_.load(), why);
+  if (!ours) {
+    if (got_bye_.load() || !broke) sink_->closed(node(), got_bye_.load(), why);
+    else sink_->broken(node(), why);
+  }
   kill();
   return Pumped::ended;
 }
@@ -300,7 +344,7 @@ Connection::Pumped TcpConnection::pump(std::size_t budget) {
   try {
     return pump_some(budget);
   } catch (const std::exception& e) {  // e.g. no memory for a frame: this connection cannot go on
-    return end_reading(std::string("reading failed: ") + e.what());
+    return end_reading(std::string("reading failed: ") + e.what(), true);
   }
 }
 
@@ -327,8 +371,7 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
         ssize_t r = read_some(in_.data() + end_, want);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Pumped::idle;
-        if (r <= 0) return end_reading(end_ > pos_ ? "the connection was closed in the middle of a frame"
-                                                  : "the connection was closed");
+        if (r <= 0) return read_failed(r, end_ > pos_);
         drained = static_cast<std::size_t>(r) < want;
         end_ += static_cast<std::size_t>(r);
         taken += static_cast<std::size_t>(r);
@@ -337,7 +380,7 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
       std::memcpy(&cur_, in_.data() + pos_, sizeof cur_);
       pos_ += sizeof cur_;
       if (cur_.magic != FrameHeader::kMagic || cur_.bytes > kMaxPayload)
-        return end_reading("garbled frame on the data connection");
+        return end_reading("garbled frame on the data connection", true);
       if (cur_.type == FrameType::bye) {
         got_bye_ = true;
         continue;
@@ -363,7 +406,7 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
       ssize_t r = read_some(at, want);
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Pumped::idle;
-      if (r <= 0) return end_reading("the connection was closed in the middle of a frame");
+      if (r <= 0) return read_failed(r, true);
       drained = static_cast<std::size_t>(r) < want;
       got_ += static_cast<std::size_t>(r);
       taken += static_cast<std::size_t>(r);

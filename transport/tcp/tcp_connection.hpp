@@ -34,6 +34,8 @@ class TcpConnection final : public Connection {
   void queue(std::shared_ptr<SendTicket> t) override;
   void push() override;
   void kill() override;
+  void cut() override;
+  std::optional<std::chrono::milliseconds> since_ack() const override;
   int wait_fd() const override { return fd_; }
   // (Called by whoever leads the poller, as pump() is: ended_ is theirs.) An ended connection is
   // never ready, whatever its ring still holds.
@@ -52,7 +54,10 @@ class TcpConnection final : public Connection {
   // else wakes the writer if it has work; then, without the lock, writes what it took.
   void push_locked(std::unique_lock<std::mutex>& lk);
   void writer_loop();
-  Pumped end_reading(const std::string& why);  // ended, after telling the sink (unless ours)
+  // Ended, after telling the sink (unless ours): `broke` the connection failed (FrameSink::broken),
+  // else the other side's stream ended without a bye.
+  Pumped end_reading(const std::string& why, bool broke);
+  Pumped read_failed(ssize_t r, bool in_frame);  // end_reading for a read that returned r <= 0
   Pumped pump_some(std::size_t budget);
   // recv without blocking, or under TLS the plaintext of what has arrived.
   ssize_t read_some(std::byte* p, std::size_t n);
