@@ -4,19 +4,21 @@
 # kill, closed and stalled data connection), hangs (a survivor still running past the bound),
 # misnamed (an error naming another node or not the broken link, or not node_lost), skipped (link
 # faults where ss -K or nft cannot run), other failures.
-# usage: scripts/fault_soak.sh [N=200] [BASE=20] [BUILD_DIR=build]
+# KIND (kill, freeze, orchestrator, closed, stalled) makes every seed inject that kind.
+# usage: scripts/fault_soak.sh [N=200] [BASE=20] [KIND=as drawn] [BUILD_DIR=build]
 set -uo pipefail
 n=${1:-200}
 base=${2:-20}
 here=$(cd "$(dirname "$0")/.." && pwd)
-bin=${3:-$here/build}/bin/fault_injection_test
+kind=${3:-}
+bin=${4:-$here/build}/bin/fault_injection_test
 [ -x "$bin" ] || { echo "no $bin: build the tests first" >&2; exit 2; }
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for ((b = base; b < base + n; b += 20)); do
   count=$((base + n - b < 20 ? base + n - b : 20))
   filter=$(seq -f 'FaultInjection/Seeded.Fault/%g' -s : 0 $((count - 1)))
-  CHORUS_FAULT_SEED_BASE=$b "$bin" --gtest_filter="$filter" >> "$log" 2>&1
+  CHORUS_FAULT_SEED_BASE=$b CHORUS_FAULT_KIND=$kind "$bin" --gtest_filter="$filter" >> "$log" 2>&1
 done
 faults=$(grep -c '^seed ' "$log")
 hangs=$(grep -c 'survivors still running' "$log")

@@ -67,6 +67,19 @@ TEST_P(Seeded, Fault) {
   const uint32_t link_draw = rng() % 5;
   const uint32_t other_node = (victim_node + 1 + rng() % 2) % 3;
   if (link_draw < 2) fault = link_draw == 0 ? Fault::link_closed : Fault::link_stalled;
+  // CHORUS_FAULT_KIND=kill|freeze|orchestrator|closed|stalled: every seed injects that kind (the
+  // rest of its case as drawn); `scripts/fault_soak.sh N BASE kill` runs N kills.
+  if (const char* only = std::getenv("CHORUS_FAULT_KIND"); only && *only) {
+    const std::string k = only;
+    const std::optional<Fault> forced = k == "kill"           ? std::optional(Fault::kill)
+                                        : k == "freeze"       ? std::optional(Fault::freeze)
+                                        : k == "orchestrator" ? std::optional(Fault::orchestrator)
+                                        : k == "closed"       ? std::optional(Fault::link_closed)
+                                        : k == "stalled"      ? std::optional(Fault::link_stalled)
+                                                              : std::nullopt;
+    ASSERT_TRUE(forced) << "CHORUS_FAULT_KIND '" << k << "': one of kill, freeze, orchestrator, closed, stalled";
+    fault = *forced;
+  }
   const bool link = fault == Fault::link_closed || fault == Fault::link_stalled;
   const std::string link_name = "the data connection between node " + std::to_string(std::min(victim_node, other_node)) +
                                 " and node " + std::to_string(std::max(victim_node, other_node)) + " broke (node ";

@@ -199,7 +199,7 @@ int stall(Peer& p, const NodeContext& node) {
 // (the same for every peer, op by op), each result checked, until --ops are done or one fails;
 // the harness kills or freezes a process, or breaks a data connection, from outside at a random
 // moment. Each peer first says which node it is on, so that the harness knows whom it hits. After
-// a failed op a peer calls one more (a barrier) and prints its status as "PEER r NEXT code
+// a failed op a peer calls one more (the next all-reduce of the sequence) and prints its status as "PEER r NEXT code
 // message": what every later op reports once the node has heard of the fault.
 int soak(Peer& p, const NodeContext& node) {
   const std::string me = "PEER " + std::to_string(p.rank()) + " ";
@@ -209,7 +209,11 @@ int soak(Peer& p, const NodeContext& node) {
     const std::size_t count = kSizes[(i * 7 + node.args.at_op) % 4];
     Tensor x = make_input(DType::f32, p.rank(), count, ReduceOp::sum, i % 5);
     if (Status s = p.all_reduce(x, ReduceOp::sum); !s.is_ok()) {
-      const Status next = p.barrier();
+      // The next op is the one the other nodes run next (a peer whose op timed out while theirs
+      // completed then meets them in it, rather than in an op of its own that only mismatches).
+      const std::size_t next_count = kSizes[((i + 1) * 7 + node.args.at_op) % 4];
+      Tensor y = make_input(DType::f32, p.rank(), next_count, ReduceOp::sum, (i + 1) % 5);
+      const Status next = p.all_reduce(y, ReduceOp::sum);
       say(me + "NEXT " + std::string(to_string(next.code())) + " " + next.message());
       must(s);
     }
