@@ -4,6 +4,8 @@
 # and runs each for SECONDS (default 10) from its seeds in tests/fuzz/corpus/<target>/. What the
 # fuzzer finds new goes into a scratch folder, never into the tree's corpus; a crash, leak,
 # timeout or out-of-memory input is saved there and its path printed. Exits non-zero on any.
+# The scratch folder is removed after a clean run unless FUZZ_SCRATCH names it (new inputs
+# worth keeping, small ones that cover something new, may then be copied into the corpus).
 # usage: scripts/fuzz.sh [SECONDS] [TARGET...]      (e.g. scripts/fuzz.sh 600 tcp_frames)
 # Needs clang and its libFuzzer runtime (Debian 12: apt-get install clang libclang-rt-14-dev).
 set -euo pipefail
@@ -28,8 +30,11 @@ if ! clang++ -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" 2>
   exit 2
 fi
 
-cmake --preset fuzz >/dev/null
-cmake --build build-fuzz -j"${JOBS:-2}" --target chorus-fuzz >/dev/null
+if ! { cmake --preset fuzz && cmake --build build-fuzz -j"${JOBS:-2}" --target chorus-fuzz; } >"$probe/build" 2>&1; then
+  tail -30 "$probe/build" >&2
+  echo "fuzz: the fuzz build failed (cmake --preset fuzz; cmake --build build-fuzz --target chorus-fuzz)" >&2
+  exit 2
+fi
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
@@ -67,5 +72,9 @@ for t in "${targets[@]}"; do
     echo "fuzz:   log: $log"
   fi
 done
-echo "fuzz: scratch (new inputs, logs): $scratch"
+if [ $failed -eq 0 ] && [ -z "${FUZZ_SCRATCH:-}" ]; then
+  rm -rf "$scratch"  # nothing to look at (set FUZZ_SCRATCH=DIR to keep what the runs found)
+else
+  echo "fuzz: scratch (new inputs, logs): $scratch"
+fi
 exit $failed
