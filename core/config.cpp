@@ -33,7 +33,8 @@ std::string check_choices(const std::array<StrategyChoice, num_collective_kinds>
 
 Status Config::validate() const {
   if (num_devices == 0) return bad("num_devices is 0; it must be at least 1");
-  if (num_devices > 4096) return bad("num_devices " + std::to_string(num_devices) + " exceeds 4096");
+  if (num_devices > kMaxDevices)
+    return bad("num_devices " + std::to_string(num_devices) + " exceeds " + std::to_string(kMaxDevices));
   if (auto_tree_arity < 2) return bad("auto_tree_arity " + std::to_string(auto_tree_arity) + " is below 2");
   if (timeout.count() <= 0) return bad("timeout must be positive, got " + std::to_string(timeout.count()) + " ms");
   if (auto e = check_choices(local, "local"); !e.empty()) return bad(e);

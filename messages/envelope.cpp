@@ -29,7 +29,12 @@ EnvelopeReader::EnvelopeReader(const Envelope& e) {
   kj::ArrayPtr<const capnp::word> words(reinterpret_cast<const capnp::word*>(e.words.data()),
                                         e.words.size());
   capnp::ReaderOptions opts;
-  opts.traversalLimitInWords = 64 * 1024 * 1024;  // control messages are small; bound the work
+  // Reading costs Cap'n Proto a word of this budget per word read, and one per element of a list
+  // of empty structs, which a sender can claim by the million in a few bytes (a 40-byte message
+  // decoded into 60 million topology entries: 3 GiB). A budget in proportion to the envelope keeps
+  // a decoder's work and allocations in proportion to what arrived: decoders read each part of a
+  // message once (a copy of a part, as decode_node_register makes, at most once more).
+  opts.traversalLimitInWords = kReadsPerWord * e.words.size() + kReadSlack;
   opts.nestingLimit = 32;
   reader_ = std::make_unique<capnp::FlatArrayMessageReader>(words, opts);
 }

@@ -32,9 +32,13 @@ Envelope seal(capnp::MessageBuilder& builder);
 std::string envelope_bytes(const Envelope& e);
 bool bytes_envelope(const void* data, std::size_t bytes, Envelope& e);
 
-// A reader over an envelope; the envelope must outlive it. Limits guard against hostile input.
+// A reader over an envelope; the envelope must outlive it. Limits guard against hostile input:
+// it reads at most kReadsPerWord words per word of the envelope, plus kReadSlack (Cap'n Proto's
+// traversal limit), and nests at most 32 deep.
 class EnvelopeReader {
  public:
+  static constexpr uint64_t kReadsPerWord = 4;
+  static constexpr uint64_t kReadSlack = 1024;
   explicit EnvelopeReader(const Envelope& e);
   template <class T> typename T::Reader root() { return reader_->getRoot<T>(); }
 

@@ -110,6 +110,14 @@ TEST(OrchestratorCore, RejectsInvalidConfigAndBadNodeFields) {
   r = reg(2, 1, "h:1");
   r.num_peers = 0;
   EXPECT_TRUE(has(core.on_register(1, r).replies.at(0).status, Errc::invalid_argument, {"num_peers is 0"}));
+  // Found by tests/fuzz/registration_fuzz: a count near 2^32 wrapped the topology's peer
+  // offsets and total (4 billion peers and 2 more made 1).
+  r = reg(2, 1, "h:1");
+  r.num_peers = 0xFFFFFFFFu;
+  EXPECT_TRUE(has(core.on_register(1, r).replies.at(0).status, Errc::invalid_argument,
+                  {"num_peers 4294967295 exceeds 4096"}));
+  r.num_peers = Config::kMaxDevices + 1;
+  EXPECT_TRUE(has(core.on_register(1, r).replies.at(0).status, Errc::invalid_argument, {"num_peers 4097"}));
   r = reg(2, 1, "");
   r.config.node_address = "h:1";
   EXPECT_TRUE(has(core.on_register(1, r).replies.at(0).status, Errc::invalid_argument, {"data_address"}));

@@ -1,6 +1,7 @@
 // Garbled control-message envelopes (empty, truncated, lying segment tables, random words, bit
-// flips, out-of-range enum values, wrong message types) decode to an error string, never to a
-// crash or to an out-of-range C++ enum.
+// flips, out-of-range enum values, wrong message types, lists that claim millions of empty
+// elements) decode to an error string, never to a crash, an out-of-range C++ enum or a huge
+// allocation.
 #include <gtest/gtest.h>
 
 #include <capnp/message.h>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "codec_samples.hpp"
+#include "messages/status_codec.hpp"
 
 namespace chorus {
 namespace {
@@ -190,6 +192,84 @@ TEST(WireCodecGarbled, WrongMessageTypeNeverCrashes) {
   std::string err;
   EXPECT_FALSE(decode_register(encode_peer_only(3, false), err));
   EXPECT_NE(err.find("strategy list has 0 entries"), std::string::npos) << err;
+}
+
+// A message whose root struct (no data, two pointers) has as its second pointer a list of `count`
+// elements of no size (Cap'n Proto lets a list of empty structs claim any length without bytes),
+// or, with `nested`, a struct (no data, one pointer) that holds such a list.
+Envelope empty_elements(uint64_t count, bool nested) {
+  const uint64_t list = 1 | (count << 35);  // a list pointer, element size 0 (void)
+  const uint64_t root = uint64_t{2} << 48;  // a struct pointer: 0 data words, 2 pointers
+  const uint64_t inner = uint64_t{1} << 48;  // 0 data words, 1 pointer
+  Envelope e;
+  e.words = nested ? std::vector<uint64_t>{uint64_t{4} << 32, root, 0, inner, list}
+                   : std::vector<uint64_t>{uint64_t{3} << 32, root, 0, list};
+  return e;
+}
+
+// Found by tests/fuzz/ (status_codec_fuzz, node_codec_fuzz, envelope_fuzz): a 32-byte node status
+// claiming 60 million peers made decode_node_status allocate 2.5 GiB (and a 40-byte register reply
+// 3 GiB of topology entries); the reader's traversal budget allowed 64 Mi words whatever the
+// envelope's size. Now the budget is in proportion to the envelope.
+TEST(WireCodecGarbled, ListsOfEmptyElementsCannotAmplifyADecode) {
+  constexpr uint64_t kMillions = 60'000'000;
+  std::string err;
+  EXPECT_FALSE(decode_node_status(empty_elements(kMillions, false), err));  // NodeStatus.peers
+  EXPECT_NE(err.find("traversal limit"), std::string::npos) << err;
+  err.clear();
+  EXPECT_FALSE(decode_job_status(empty_elements(kMillions, false), err));  // JobStatus.nodes
+  EXPECT_NE(err.find("traversal limit"), std::string::npos) << err;
+  err.clear();
+  EXPECT_FALSE(decode_node_register_reply(empty_elements(kMillions, true), err));  // .topology.nodes
+  EXPECT_NE(err.find("traversal limit"), std::string::npos) << err;
+  // Within the budget (a few words per word of the envelope) such a list still decodes, as
+  // default elements, and what follows from it is checked as before.
+  err.clear();
+  auto few = decode_node_status(empty_elements(16, false), err);
+  ASSERT_TRUE(few) << err;
+  EXPECT_EQ(few->peers.size(), 16u);
+  EXPECT_EQ(few->peers[15].rank, 0u);
+  EXPECT_EQ(few->peers[15].seq, 0u);
+  EXPECT_TRUE(few->peers[15].op.empty());
+  err.clear();
+  EXPECT_FALSE(decode_node_register_reply(empty_elements(16, true), err));
+  EXPECT_NE(err.find("inconsistent topology"), std::string::npos) << err;
+}
+
+// The budget leaves room for every real message, however large: a job status of 64 nodes of 64
+// peers each with long texts, and a register reply of 4096 nodes.
+TEST(WireCodecGarbled, LargeRealMessagesStillDecode) {
+  JobStatusData j;
+  j.collective = 5;
+  for (uint32_t n = 0; n < 64; ++n) {
+    NodeStatusData ns;
+    ns.node = n;
+    ns.host = std::string(200, 'h');
+    for (uint32_t p = 0; p < 64; ++p)
+      ns.peers.push_back({n * 64 + p, true, 1, p, std::string(100, 'o'), "running", 7, std::string(100, 'w'), ""});
+    j.nodes.push_back(ns);
+    j.silent.push_back(n);
+  }
+  std::string err;
+  auto back = decode_job_status(encode_job_status(j), err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_EQ(back->nodes, j.nodes);
+  EXPECT_EQ(back->silent, j.silent);
+
+  TopologyData t;
+  t.num_nodes = 4096;
+  for (uint32_t n = 0; n < t.num_nodes; ++n) t.nodes.push_back({1, n, "10.0.0." + std::to_string(n % 250) + ":7000", 8, 0});
+  t.total_peers = t.num_nodes;
+  auto reply = decode_node_register_reply(encode_node_register_reply(Status::ok(), t), err);
+  ASSERT_TRUE(reply) << err;
+  EXPECT_EQ(reply->topology, t);
+  NodeRegisterData r{protocol_version(), std::string(1000, 's'), rich_config(), 7, std::string(1000, 'a'), 8,
+                     std::string(1000, 'k')};
+  r.config.orchestrator_address = std::string(1000, 'o');
+  auto reg = decode_node_register(encode_node_register(r), err);
+  ASSERT_TRUE(reg) << err;
+  expect_same_config(reg->config, r.config);
+  EXPECT_EQ(reg->host_key, r.host_key);
 }
 
 } // namespace

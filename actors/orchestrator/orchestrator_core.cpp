@@ -48,6 +48,11 @@ Status OrchestratorCore::check(NodeKey who, const NodeRegisterData& r) const {
                                         " is complete and running; register once its nodes have left"};
   if (index_of(who) >= 0) return {Errc::register_twice, "this node is already registered"};
   if (r.num_peers == 0) return {Errc::invalid_argument, "num_peers is 0; a node hosts at least 1 peer"};
+  // A node's peers are its process's (Config::num_devices, bounded alike): a larger count would
+  // wrap the topology's 32-bit peer offsets and total.
+  if (r.num_peers > Config::kMaxDevices)
+    return {Errc::invalid_argument, "num_peers " + std::to_string(r.num_peers) + " exceeds " +
+                                        std::to_string(Config::kMaxDevices) + " (peers of one node)"};
   if (r.data_address.empty()) return {Errc::invalid_argument, "data_address is empty"};
   if (auto s = r.config.validate(); !s) return s;
   if (r.config.num_nodes != opts_.expected_nodes)

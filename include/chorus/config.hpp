@@ -23,6 +23,7 @@ inline constexpr std::size_t num_collective_kinds = static_cast<std::size_t>(OpK
 
 struct Config {
   uint32_t num_devices = 1;  // peers of this process; ids are 0 .. num_devices-1
+  static constexpr uint32_t kMaxDevices = 4096;  // peers of one process (so of one node), at most
   // Per op kind (all_reduce .. barrier): auto or a fixed strategy, at the local level.
   std::array<StrategyChoice, num_collective_kinds> local{};
   std::size_t auto_threshold_bytes = 256 * 1024;  // auto: below, a tree; at or above, a ring
