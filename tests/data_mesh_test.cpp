@@ -91,6 +91,34 @@ TEST(DataMesh, StrangersOnTheDataPortDoNotHoldUpTheNodes) {
   }
 }
 
+// A flood: more silent strangers than the gate checks at once come before the real node. Those
+// beyond kMaxPending wait in the listener's backlog with the node among them (they were once
+// closed at once, the node's connection with them: the setup failed); the node gets its turn as
+// the first checks end, and the setup completes before its deadline.
+TEST(DataMesh, AFloodOfStrangersDelaysTheNodesButDoesNotFailTheSetup) {
+  auto l0 = DataListener::open("127.0.0.1");
+  auto l1 = DataListener::open("127.0.0.1");
+  ASSERT_TRUE(l0.is_ok() && l1.is_ok());
+  Config cfg;
+  cfg.host_transport = HostTransport::network;
+  std::vector<int> strangers;
+  for (std::size_t i = 0; i < HelloGate::kMaxPending + 36; ++i) strangers.push_back(connect_to(**l0));
+  const auto deadline = Clock::now() + 30s;
+  NullSink sink;
+  auto node = [&](uint32_t me) {
+    std::vector<std::unique_ptr<Connection>> conns;
+    Status s = connect_mesh(cfg, topology(me, **l0, **l1), me == 0 ? **l0 : **l1, &sink, deadline, conns);
+    return std::make_pair(s, conns.size() == 2 && conns[1 - me] != nullptr);
+  };
+  auto n0 = std::async(std::launch::async, node, 0);  // node 0's gate takes the strangers first
+  auto r1 = node(1);
+  auto r0 = n0.get();
+  EXPECT_TRUE(r0.first.is_ok()) << r0.first.to_string();
+  EXPECT_TRUE(r1.first.is_ok()) << r1.first.to_string();
+  EXPECT_TRUE(r0.second && r1.second);
+  for (int fd : strangers) close(fd);
+}
+
 TEST(DataMesh, ANodeThatNeverComesIsNamedWithWhatTheStrangersWereTold) {
   auto l0 = DataListener::open("127.0.0.1");
   auto l1 = DataListener::open("127.0.0.1");

@@ -81,7 +81,7 @@ Status tcp_listen(const std::string& host, uint16_t port, int& fd, uint16_t& bou
     if (s < 0) continue;
     int one = 1;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(s, a->ai_addr, a->ai_addrlen) == 0 && listen(s, 64) == 0) {
+    if (bind(s, a->ai_addr, a->ai_addrlen) == 0 && listen(s, SOMAXCONN) == 0) {  // a burst waits, not refused
       sockaddr_storage ss{};
       socklen_t len = sizeof ss;
       getsockname(s, reinterpret_cast<sockaddr*>(&ss), &len);

@@ -22,9 +22,13 @@ struct HelloGate::Shared {
   int wake = -1;  // eventfd: a check finished
   std::mutex mu;  // guards the three below
   std::vector<Admitted> done;
-  std::vector<std::string> turned_away;  // why each stranger was
+  std::size_t turned_away = 0;           // strangers turned away (a flood may bring many)
+  std::string first_turned_away;         // and why the first was
   bool closed = false;                    // the gate is gone: checks close what they hold
   std::size_t pending = 0;
+  void turn_away(const std::string& why) {  // under mu
+    if (turned_away++ == 0) first_turned_away = why;
+  }
   ~Shared() {
     for (auto& a : done)
       if (a.fd >= 0) ::close(a.fd);
@@ -80,7 +84,7 @@ void HelloGate::check(std::shared_ptr<Shared> sh, int fd, Clock::time_point dead
   --sh->pending;
   if (!why.empty() || sh->closed) {
     ::close(fd);
-    if (!why.empty()) sh->turned_away.push_back(why);
+    if (!why.empty()) sh->turn_away(why);
   } else {
     sh->done.push_back(std::move(a));
   }
@@ -105,7 +109,7 @@ Status HelloGate::admit(int listen_fd, const std::vector<uint32_t>& expected, Cl
       for (auto& a : sh.done) {
         if (admitted[a.node].fd >= 0) {  // a second connection claiming a node that came already
           ::close(a.fd);
-          sh.turned_away.push_back("a second connection for node " + std::to_string(a.node));
+          sh.turn_away("a second connection for node " + std::to_string(a.node));
         } else {
           admitted[a.node] = std::move(a);
         }
@@ -121,26 +125,31 @@ Status HelloGate::admit(int listen_fd, const std::vector<uint32_t>& expected, Cl
       std::string msg = "node " + std::to_string(me) + ": no data connection from node" + (left.size() > 1 ? "s " : " ") +
                         nodes + " within the timeout";
       std::lock_guard<std::mutex> lk(sh.mu);
-      if (!sh.turned_away.empty())
-        msg += " (" + std::to_string(sh.turned_away.size()) + " other connection(s) turned away; the first: " +
-               sh.turned_away.front() + ")";
+      if (sh.turned_away > 0)
+        msg += " (" + std::to_string(sh.turned_away) + " other connection(s) turned away; the first: " +
+               sh.first_turned_away + ")";
       return {Errc::timeout, msg};
     }
-    pollfd ps[2] = {{listen_fd, POLLIN, 0}, {sh.wake, POLLIN, 0}};
+    // While kMaxPending are being checked, nothing more is accepted: what comes waits in the
+    // listener's backlog for its turn (each check ends within kHelloWait) rather than being
+    // closed, so a burst of strangers delays the nodes behind it instead of failing the setup. A
+    // flood that outpaces the checks (kMaxPending per kHelloWait) can still hold them past the
+    // deadline: the README says to firewall the data ports.
+    bool full;
+    {
+      std::lock_guard<std::mutex> lk(sh.mu);
+      full = sh.pending >= kMaxPending;
+    }
+    pollfd ps[2] = {{full ? -1 : listen_fd, POLLIN, 0}, {sh.wake, POLLIN, 0}};
     if (::poll(ps, 2, static_cast<int>(std::min<int64_t>(ms, 1000))) <= 0) continue;
     if (ps[1].revents) {
       uint64_t v;
       [[maybe_unused]] auto n = ::read(sh.wake, &v, sizeof v);
     }
-    if (!ps[0].revents) continue;
+    if (full || !ps[0].revents) continue;
     int fd = -1;
     if (!tcp_accept(listen_fd, Clock::now() + std::chrono::milliseconds(50), fd).is_ok()) continue;  // readable: at once
     std::lock_guard<std::mutex> lk(sh.mu);
-    if (sh.pending >= kMaxPending) {  // a flood: the nodes to come get a turn once it thins
-      ::close(fd);
-      sh.turned_away.push_back("too many connections being checked at once");
-      continue;
-    }
     ++sh.pending;
     std::thread(check, shared_, fd, deadline).detach();  // ends by its deadline; owns its socket
   }

@@ -1,7 +1,8 @@
 // The accepting side of the data mesh: every connection that comes to this node's data port is
 // checked on a thread of its own (TLS handshake and hello within kHelloWait of its arrival), so a
 // silent, slow or garbled stranger never holds up the nodes still to come; at most kMaxPending are
-// checked at once (more are closed at once). Strangers are turned away and counted.
+// checked at once (more wait in the listener's backlog for their turn). Strangers are turned away
+// and counted.
 #pragma once
 #include <chrono>
 #include <condition_variable>
