@@ -83,20 +83,20 @@ void record_begin(PeerState& s, OpRecord& rec, const OpRequestData& req, const T
   const bool p2p = req.kind == OpKind::send || req.kind == OpKind::recv;
   const FlightOp op{s.offset + s.id, s.rank,   s.group,   p2p ? kNoSeq : req.seq, req.kind,
                     req.redop,       req.root, req.other, req.tag,                &data};
-  if (s.trace) s.trace->begin(rec.span, op);
+  if (s.trace) s.trace->begin(rec.span.emplace(), op);
   rec.flight_ticket = s.flight ? s.flight->begin(s.id, op) : 0;
 }
 
 void record_matched(PeerState& s, OpRecord& rec, const RunStrategy& strategy) {
   s.last_strategy.store(pack(strategy), std::memory_order_relaxed);
   if (rec.flight_ticket) s.flight->matched(s.id, rec.flight_ticket, strategy);
-  if (s.trace) s.trace->matched(rec.span, strategy);
+  if (rec.span) s.trace->matched(*rec.span, strategy);
 }
 
 Status record_end(PeerState& s, OpRecord& rec, Status st) {
   if (rec.flight_ticket) s.flight->end(s.id, rec.flight_ticket, st);
   rec.flight_ticket = 0;
-  if (s.trace) s.trace->end(rec.span, st);
+  if (rec.span) s.trace->end(*rec.span, st);
   return st;
 }
 

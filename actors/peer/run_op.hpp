@@ -25,8 +25,8 @@ OpRequestData make_op(OpKind k, ReduceOp op = ReduceOp::sum, PeerId root = 0);
 // calls may overlap (send and recv from several threads, a group handle's op beside the
 // world's), so each call keeps its own, on its stack.
 struct OpRecord {
-  uint64_t flight_ticket = 0;  // the recorder's name for the op (0: not recorded)
-  OpSpan span;                 // the trace's, when it is on
+  uint64_t flight_ticket = 0;   // the recorder's name for the op (0: not recorded)
+  std::optional<OpSpan> span;   // the trace's, when it is on (nothing to fill per op when off)
 };
 
 // Sends one op request and waits for the server's answer: an error, or a plan to run. The flight
