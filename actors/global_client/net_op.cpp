@@ -10,6 +10,8 @@ namespace chorus {
 
 namespace {
 constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
+// How long a failed send waits for its connection's reader to say why the connection failed.
+constexpr auto kVerdictWait = std::chrono::milliseconds(200);
 }
 
 NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes,
@@ -169,7 +171,14 @@ Status NetOp::wait_sent(uint32_t slot) {
     o = out_.at(slot);
   }
   if (client_->await_sent(*o.ticket, o.node, deadline_)) return Status::ok();
-  if (auto l = client_->lost(); !l.is_ok()) return l;
+  // The writer may see the failure first; the connection's reader says at once what it was (a
+  // broken link, the other process gone), and that is what every peer must agree on.
+  const auto until = Clock::now() + kVerdictWait;
+  for (;;) {
+    if (auto l = client_->lost(); !l.is_ok()) return l;
+    if (Clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"};
 }
 
