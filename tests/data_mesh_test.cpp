@@ -38,6 +38,16 @@ TopologyData topology(uint32_t me, const DataListener& l0, const DataListener& l
   return t;
 }
 
+// Node `me` of topology() sets up its data mesh: its status, and whether it holds a connection
+// to the other node.
+std::pair<Status, bool> set_up_node(const Config& cfg, uint32_t me, const DataListener& l0, const DataListener& l1,
+                                    Clock::time_point deadline) {
+  NullSink sink;
+  std::vector<std::unique_ptr<Connection>> conns;
+  Status s = connect_mesh(cfg, topology(me, l0, l1), me == 0 ? l0 : l1, &sink, deadline, conns);
+  return {s, conns.size() == 2 && conns[1 - me] != nullptr};
+}
+
 int connect_to(const DataListener& l) {
   std::string host;
   uint16_t port = 0;
@@ -71,12 +81,7 @@ TEST(DataMesh, StrangersOnTheDataPortDoNotHoldUpTheNodes) {
   ASSERT_EQ(write(strangers[2], "GET / HTTP/1.0\r\n\r\n0123456789abcdef0123456789", 45), 45);
   ASSERT_EQ(write(strangers[3], "\x43\x48", 2), 2);
   const auto deadline = Clock::now() + 30s;  // the setup's; the strangers get kHelloWait each
-  NullSink sink;
-  auto node = [&](uint32_t me) {
-    std::vector<std::unique_ptr<Connection>> conns;
-    Status s = connect_mesh(cfg, topology(me, **l0, **l1), me == 0 ? **l0 : **l1, &sink, deadline, conns);
-    return std::make_pair(s, conns.size() == 2 && conns[1 - me] != nullptr);
-  };
+  auto node = [&](uint32_t me) { return set_up_node(cfg, me, **l0, **l1, deadline); };
   auto n1 = std::async(std::launch::async, node, 1);
   auto r0 = node(0);
   auto r1 = n1.get();
@@ -104,12 +109,7 @@ TEST(DataMesh, AFloodOfStrangersDelaysTheNodesButDoesNotFailTheSetup) {
   std::vector<int> strangers;
   for (std::size_t i = 0; i < HelloGate::kMaxPending + 36; ++i) strangers.push_back(connect_to(**l0));
   const auto deadline = Clock::now() + 30s;
-  NullSink sink;
-  auto node = [&](uint32_t me) {
-    std::vector<std::unique_ptr<Connection>> conns;
-    Status s = connect_mesh(cfg, topology(me, **l0, **l1), me == 0 ? **l0 : **l1, &sink, deadline, conns);
-    return std::make_pair(s, conns.size() == 2 && conns[1 - me] != nullptr);
-  };
+  auto node = [&](uint32_t me) { return set_up_node(cfg, me, **l0, **l1, deadline); };
   auto n0 = std::async(std::launch::async, node, 0);  // node 0's gate takes the strangers first
   auto r1 = node(1);
   auto r0 = n0.get();
