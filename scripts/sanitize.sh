@@ -30,7 +30,7 @@ case "$kind" in
     export LD_LIBRARY_PATH="$here/build-tsan/caf/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     # The suites of one process (in-process nodes included: NodeLossAcrossNodes, node actors,
     # the orchestrator actor). Left to the asan run: the suites of several processes, whose
-    # wall-clock bounds (a TLS join, a frozen node's survivors exiting, 200 soak ops within 60 s)
+    # wall-clock bounds (a TLS join, a frozen node's survivors exiting, 100 soak ops within 60 s)
     # TSan's 5-15x slowdown breaks; the schedule grid, which runs the simulator in one thread
     # (nothing for TSan to see; 8 minutes under it).
     exclude="$exclude|MultiNode|FaultInjection|OrchestratorDaemon|OrchestratorFrontDoor|bench_nodes|bench_smoke|ScheduleTest"
