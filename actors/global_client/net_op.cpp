@@ -10,8 +10,21 @@ namespace chorus {
 
 namespace {
 constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
-// How long a failed send waits for its connection's reader to say why the connection failed.
+// How long a failed transfer waits for its connection to say why it failed.
 constexpr auto kVerdictWait = std::chrono::milliseconds(200);
+
+// The writer, or the reader in the middle of a frame, may see a connection fail before the
+// connection's reader has said what it was (a broken link, the other process gone), which is what
+// every peer must agree on: a moment's wait for that verdict, else `fallback`, which names only
+// the connection. Called without any lock.
+Status verdict(GlobalClient& client, Status fallback) {
+  const auto until = Clock::now() + kVerdictWait;
+  for (;;) {
+    if (auto l = client.lost(); !l.is_ok()) return l;
+    if (Clock::now() >= until) return fallback;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 }
 
 NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes,
@@ -171,15 +184,7 @@ Status NetOp::wait_sent(uint32_t slot) {
     o = out_.at(slot);
   }
   if (client_->await_sent(*o.ticket, o.node, deadline_)) return Status::ok();
-  // The writer may see the failure first; the connection's reader says at once what it was (a
-  // broken link, the other process gone), and that is what every peer must agree on.
-  const auto until = Clock::now() + kVerdictWait;
-  for (;;) {
-    if (auto l = client_->lost(); !l.is_ok()) return l;
-    if (Clock::now() >= until) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"};
+  return verdict(*client_, {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"});
 }
 
 const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes, std::size_t upto, Status& error) {
@@ -189,16 +194,22 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
   rec->awaited_from.store(node, std::memory_order_relaxed);
   for (;;) {
     const uint32_t g = rec->word.value.load();
+    bool broke = false;
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (abort_) {
         error = *abort_;
         return nullptr;
       }
-      if (rec->failed.load()) {
-        error = Status(Errc::node_lost, label_ + ": the connection to node " + std::to_string(node) + " broke mid-transfer");
-        return nullptr;
-      }
+      broke = rec->failed.load();
+    }
+    if (broke) {
+      error = verdict(*client_, {Errc::node_lost, label_ + ": the connection to node " + std::to_string(node) +
+                                                      " broke mid-transfer"});
+      return nullptr;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
       const bool complete = rec->started.load() && rec->got.load() >= rec->bytes;
       if (gone_[node] && !complete) {
         error = *left_status_;
