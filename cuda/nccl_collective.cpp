@@ -1,8 +1,5 @@
 #include "cuda/nccl_collective.hpp"
 
-#include <cuda_runtime.h>
-#include <nccl.h>
-
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -17,8 +14,9 @@
 #include "cuda/device_status.hpp"
 #include "cuda/device_worker.hpp"
 #include "cuda/gpu.hpp"
+#include "cuda/nccl_calls.hpp"
+#include "cuda/nccl_rank_op.hpp"
 #include "cuda/poll.hpp"
-#include "cuda/reduce_kernel.hpp"
 
 namespace chorus::gpu {
 
@@ -26,58 +24,15 @@ namespace {
 
 // NCCL sets up a communicator in seconds, far longer than a small op's deadline may be.
 constexpr auto kSetupTime = std::chrono::seconds(120);
-// A non-blocking NCCL call in progress is looked at this often (there is nothing to sleep on).
-constexpr PollPace kNcclPace{std::chrono::microseconds(0), std::chrono::microseconds(20)};
 
-Status nccl_error(const std::string& what, ncclResult_t r, ncclComm_t comm = nullptr) {
-  std::string s = what + ": " + ncclGetErrorString(r);
-  if (comm) {
-    const char* last = ncclGetLastError(comm);
-    if (last && *last) s += std::string(" (") + last + ")";
-  }
-  return device_error(std::move(s));
-}
-
-// A rank that gives up because another one failed says so with this prefix, so that run_nccl
-// reports the first real cause rather than the echo.
-const char* const kAborted = "aborted: ";
-Status aborted(const std::string& why) { return device_error(kAborted + why); }
-bool is_aborted(const Status& s) { return s.message().rfind(kAborted, 0) == 0; }
-
-std::optional<ncclDataType_t> nccl_type(DType t) {
-  switch (t) {
-    case DType::f16: return ncclFloat16;
-    case DType::bf16: return ncclBfloat16;
-    case DType::f32: return ncclFloat32;
-    case DType::f64: return ncclFloat64;
-    case DType::i8: return ncclInt8;
-    case DType::u8: return ncclUint8;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
-  }
-  return std::nullopt;
-}
-
-// Floats average with ncclAvg (no overflow of a half-precision sum); integers sum and are divided
-// afterwards by our kernel (truncating, as on the host). NCCL's float min/max drop NaN where ours
-// propagate it, and it has no bitwise ops: those are served by the plan path.
-std::optional<ncclRedOp_t> nccl_op(ReduceOp op, DType t) {
-  switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::avg: return is_floating(t) ? ncclAvg : ncclSum;
-    case ReduceOp::prod: return ncclProd;
-    case ReduceOp::min: return is_floating(t) ? std::nullopt : std::optional(ncclMin);
-    case ReduceOp::max: return is_floating(t) ? std::nullopt : std::optional(ncclMax);
-    default: return std::nullopt;
-  }
-}
+NcclCalls& calls() { return *nccl_calls(); }
 
 // The communicators of one GPU set. comm[r] is touched only on devices[r]'s device actor (NCCL
 // forbids aborting a communicator while another thread uses it): other threads only raise
 // `broken`, and each actor aborts its own communicator when it sees it.
 struct Comms {
   std::vector<int> devices;
-  std::vector<ncclComm_t> comm;
+  std::vector<NcclComm> comm;
   std::atomic<bool> broken{false};
   std::vector<DeviceWorker::Ticket> setup;  // one setup task per rank
   std::atomic<int> setup_left{0};           // ranks whose setup has not succeeded yet
@@ -87,23 +42,16 @@ struct Comms {
 void abort_own(Comms& cs, int r) {
   cs.broken = true;
   if (cs.comm[r]) {
-    ncclCommAbort(cs.comm[r]);
+    calls().abort(cs.comm[r]);
     cs.comm[r] = nullptr;
   }
 }
 
-// Waits out a non-blocking NCCL call (`what`, which answered `res`) on rank r's actor: ok once it
-// succeeded, NCCL's error, a timeout saying `late` at the deadline, or "aborted" once another rank
-// gave up.
-Status settle(Comms& cs, int r, ncclResult_t res, Clock::time_point deadline, const std::string& what,
-              const char* late) {
-  auto done = [&] {
-    if (res == ncclInProgress && ncclCommGetAsyncError(cs.comm[r], &res) != ncclSuccess) res = ncclInternalError;
-    return res != ncclInProgress;
-  };
-  auto stop = [&] { return cs.broken ? aborted("another rank of this NCCL communicator failed") : Status::ok(); };
-  if (Status s = poll_until(done, stop, deadline, kNcclPace, late); !s.is_ok()) return s;
-  return res == ncclSuccess ? Status::ok() : nccl_error(what, res, cs.comm[r]);
+// Waits out a non-blocking NCCL call of rank r (see gpu::settle); stops once another rank gave up.
+Status settle(Comms& cs, int r, NcclState st, Clock::time_point deadline, const std::string& what, const char* late) {
+  return gpu::settle(calls(), cs.comm[r], std::move(st), deadline, what, late, [&cs] {
+    return cs.broken ? aborted("another rank of this NCCL communicator failed") : Status::ok();
+  });
 }
 
 // Every submission to several device actors goes through here, so that all actors see the ops of
@@ -147,11 +95,8 @@ std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, Status& error)
     CHORUS_LOG(info, cuda, LogWhere{}, "NCCL: setting up communicators for GPUs " + list +
                                            (again ? " (again, after a failure)" : ""));
   }
-  ncclUniqueId id;
-  if (auto r = ncclGetUniqueId(&id); r != ncclSuccess) {
-    error = nccl_error("ncclGetUniqueId", r);
-    return nullptr;
-  }
+  NcclId id;
+  if (error = calls().unique_id(id); !error.is_ok()) return nullptr;
   auto cs = std::make_shared<Comms>();
   cs->devices = devices;
   cs->comm.assign(devices.size(), nullptr);
@@ -161,13 +106,11 @@ std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, Status& error)
   for (int r = 0; r < n; ++r)
     cs->setup.push_back(DeviceWorker::of(devices[r]).submit([cs, id, n, r, deadline]() -> Status {
       if (cs->broken) return aborted("another rank's NCCL setup failed");
-      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = 0;
       const char* what = "ncclCommInitRankConfig";
-      ncclResult_t res = ncclCommInitRankConfig(&cs->comm[r], n, id, r, &config);
+      const NcclState res = calls().init_rank(cs->comm[r], n, id, r);
       Status s = cs->comm[r] ? settle(*cs, r, res, deadline, what, "NCCL communicator setup did not finish in time")
-                 : res == ncclSuccess ? Status::ok()
-                                      : nccl_error(what, res);
+                 : res.ok()  ? Status::ok()
+                             : device_error(std::string(what) + ": " + res.error);
       if (s.is_ok()) {
         --cs->setup_left;
         return s;
@@ -187,68 +130,24 @@ bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
   return na && nb && a && b && x < y + nb && y < x + na;
 }
 
-// Rank r's calls for the op, enqueued on stream s (they may return ncclInProgress: settle them).
-ncclResult_t enqueue(const DeviceCollective& c, int r, ncclComm_t comm, cudaStream_t s) {
-  const auto& me = c.peers[r];
-  const ncclDataType_t t = *nccl_type(c.dtype);
-  const std::size_t n = c.peers.size(), count = c.count, block = count * dtype_size(c.dtype);
-  const int root = c.root;
-  switch (c.kind) {
-    case OpKind::all_reduce: return ncclAllReduce(me.in, me.out, count, t, *nccl_op(c.redop, c.dtype), comm, s);
-    case OpKind::reduce:
-      return ncclReduce(me.in, r == root ? me.out : nullptr, count, t, *nccl_op(c.redop, c.dtype), root, comm, s);
-    case OpKind::reduce_scatter:
-      return ncclReduceScatter(me.in, me.out, count, t, *nccl_op(c.redop, c.dtype), comm, s);
-    case OpKind::all_gather: return ncclAllGather(me.in, me.out, count, t, comm, s);
-    case OpKind::broadcast:
-    case OpKind::send:
-    case OpKind::recv: return ncclBroadcast(r == root ? me.in : me.out, me.out, count, t, root, comm, s);
-    case OpKind::all_to_all:
-    case OpKind::gather:
-    case OpKind::scatter: break;
-    case OpKind::barrier: return ncclSuccess;
-  }
-  // The exchange ops as grouped sends and receives; a rank's own block is a local copy.
-  if (auto e = ncclGroupStart(); e != ncclSuccess) return e;
-  ncclResult_t res = ncclSuccess;
-  auto self_copy = [&](void* dst, const void* src) {
-    if (dst != src && cudaMemcpyAsync(dst, src, block, cudaMemcpyDefault, s) != cudaSuccess)
-      res = ncclUnhandledCudaError;
-  };
-  for (std::size_t j = 0; j < n && res == ncclSuccess; ++j) {
-    const int pj = static_cast<int>(j);
-    if (c.kind == OpKind::all_to_all) {
-      if (pj == r) {
-        self_copy(at(me.out, j * block), at(me.in, j * block));
-        continue;
-      }
-      if ((res = ncclSend(at(me.in, j * block), count, t, pj, comm, s)) != ncclSuccess) break;
-      res = ncclRecv(at(me.out, j * block), count, t, pj, comm, s);
-    } else if (c.kind == OpKind::gather) {
-      if (r != root) {
-        if (pj == root) res = ncclSend(me.in, count, t, root, comm, s);
-      } else if (pj == r) {
-        self_copy(at(me.out, j * block), me.in);
-      } else {
-        res = ncclRecv(at(me.out, j * block), count, t, pj, comm, s);
-      }
-    } else {  // scatter
-      if (r != root) {
-        if (pj == root) res = ncclRecv(me.out, count, t, root, comm, s);
-      } else if (pj == r) {
-        self_copy(me.out, at(me.in, j * block));
-      } else {
-        res = ncclSend(at(me.in, j * block), count, t, pj, comm, s);
-      }
-    }
-  }
-  ncclResult_t end = ncclGroupEnd();
-  return res != ncclSuccess ? res : end;
+// Rank r's part of `c` as NCCL sees it.
+NcclRankOp rank_op(const DeviceCollective& c, int r) {
+  NcclRankOp op;
+  op.kind = c.kind;
+  op.dtype = c.dtype;
+  op.redop = c.redop;
+  op.root = c.root;
+  op.count = c.count;
+  op.nranks = static_cast<int>(c.peers.size());
+  op.rank = r;
+  op.in = c.peers[r].in;
+  op.out = c.peers[r].out;
+  return op;
 }
 
 // Rank r's part of one op, on its device actor. Whatever fails aborts r's communicator.
-Status run_rank(const DeviceCollective& op, Comms& cs, int r, DeviceWorker& w, Clock::time_point deadline) {
-  auto s = static_cast<cudaStream_t>(w.stream());
+Status run_rank(const DeviceCollective& c, Comms& cs, int r, DeviceWorker& w, Clock::time_point deadline) {
+  Stream s = w.stream();
   // Late (the queue ahead took the time): give up without touching the communicator, which the
   // other ranks, equally late, leave alone too.
   if (Clock::now() >= deadline) return {Errc::timeout, "the op's turn on this GPU came after its deadline"};
@@ -256,49 +155,38 @@ Status run_rank(const DeviceCollective& op, Comms& cs, int r, DeviceWorker& w, C
     abort_own(cs, r);
     return aborted("the NCCL communicator of these GPUs failed (it is rebuilt by the next op)");
   }
-  Status st = settle(cs, r, enqueue(op, r, cs.comm[r], s), deadline, std::string(to_string(op.kind)),
+  const NcclRankOp op = rank_op(c, r);
+  Status st = settle(cs, r, enqueue_rank(calls(), op, cs.comm[r], s), deadline, std::string(to_string(c.kind)),
                      "the NCCL op did not start in time");
-  const auto& me = op.peers[r];
-  if (st.is_ok() && op.redop == ReduceOp::avg && !is_floating(op.dtype) && holds_reduction(op.kind, r, op.root)) {
-    void* dst[1] = {me.out};
-    const void* src[1] = {me.out};
-    st = launch_reduce(s, op.dtype, ReduceOp::sum, dst, 1, src, 1, op.count, op.peers.size());
-  }
+  if (st.is_ok()) st = finish_rank(calls(), op, s);
   // Until the stream drains, an asynchronous NCCL error shows, another rank gives up, or the
   // deadline passes.
   if (st.is_ok())
     st = w.synchronize(deadline, [&cs, r]() -> Status {
       if (cs.broken) return aborted("another rank of this NCCL op failed");
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(cs.comm[r], &async);
-      if (async != ncclSuccess && async != ncclInProgress) return nccl_error("NCCL", async, cs.comm[r]);
+      if (NcclState async = calls().state(cs.comm[r]); async.kind == NcclState::failed)
+        return device_error("NCCL: " + async.error);
       return Status::ok();
     });
   if (!st.is_ok()) abort_own(cs, r);
   return st;
 }
 
-// What went wrong among the ranks' answers, named by rank and device: the first real cause, since
-// a rank that gave up because another failed says only "aborted".
+// What went wrong among the ranks' answers, named by rank and device.
 Status first_cause(const std::vector<int>& devices, const std::vector<Status>& answers) {
-  Status cause, echo;
-  for (std::size_t r = 0; r < answers.size(); ++r) {
-    if (answers[r].is_ok()) continue;
-    Status& slot = is_aborted(answers[r]) ? echo : cause;
-    if (slot.is_ok()) slot = in_context("rank " + std::to_string(r) + " (cuda:" + std::to_string(devices[r]) + ")", answers[r]);
-  }
-  return cause.is_ok() ? echo : cause;
+  std::vector<std::string> who;
+  for (std::size_t r = 0; r < devices.size(); ++r) who.push_back("rank " + std::to_string(r) + " (cuda:" + std::to_string(devices[r]) + ")");
+  return gpu::first_cause(who, answers);
 }
 
 } // namespace
 
 bool nccl_supports(const DeviceCollective& c) {
-  if (c.peers.size() < 2 || !nccl_type(c.dtype)) return false;
+  if (c.peers.size() < 2) return false;
   std::set<int> devices;
   for (auto& p : c.peers) devices.insert(p.device);
   if (devices.size() != c.peers.size()) return false;  // logical peers share a GPU: plan path
-  const bool reduces = c.kind == OpKind::all_reduce || c.kind == OpKind::reduce || c.kind == OpKind::reduce_scatter;
-  if (reduces && !nccl_op(c.redop, c.dtype)) return false;
+  if (!nccl_serves(c.kind, c.dtype, c.redop)) return false;
   // NCCL's in-place forms are out == in (all_reduce, reduce, broadcast), out + r*block == in
   // (all_gather) and in + r*block == out (reduce_scatter); any other overlap of a rank's input and
   // output would read what was already overwritten: the plan path stages such inputs.
