@@ -41,6 +41,8 @@ class NcclCalls {
   virtual ~NcclCalls() = default;
   // What plays NCCL: "NCCL 2.28.3", or the test double's name.
   virtual std::string name() const = 0;
+  // The GPUs there are (device indexes 0 .. n-1).
+  virtual int device_count() = 0;
 
   // The device actor of `device`: tasks run on its thread, one at a time, in order.
   virtual TaskQueue::Ticket submit(int device, TaskQueue::Task task) = 0;
@@ -78,7 +80,12 @@ class NcclCalls {
   virtual Status synchronize(int device, Clock::time_point deadline, const std::function<Status()>& watch) = 0;
 };
 
-// NCCL on this process's device actors; nullptr where chorus was built without CUDA.
+// NCCL on this process's device actors, or the double a test put in its place; nullptr where
+// chorus was built without CUDA and no double is in place.
 NcclCalls* nccl_calls();
+// Tests: `calls` plays NCCL (and the device actors) from now on; nullptr gives NCCL back.
+void set_nccl_calls(NcclCalls* calls);
+// NCCL itself (cuda/nccl_calls_real.cpp), or nullptr without CUDA (cuda/no_cuda.cpp).
+NcclCalls* real_nccl_calls();
 
 } // namespace chorus::gpu

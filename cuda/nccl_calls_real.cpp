@@ -9,6 +9,7 @@
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_status.hpp"
 #include "cuda/device_worker.hpp"
+#include "cuda/gpu.hpp"
 #include "cuda/nccl_calls.hpp"
 #include "cuda/reduce_kernel.hpp"
 
@@ -64,6 +65,7 @@ class RealNccl final : public NcclCalls {
     ncclGetVersion(&v);
     return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
   }
+  int device_count() override { return gpu::device_count(); }
   TaskQueue::Ticket submit(int device, TaskQueue::Task task) override {
     return DeviceWorker::of(device).submit(std::move(task));
   }
@@ -140,7 +142,7 @@ class RealNccl final : public NcclCalls {
 
 } // namespace
 
-NcclCalls* nccl_calls() {
+NcclCalls* real_nccl_calls() {
   static auto* calls = new RealNccl;  // never destroyed: device actors outlive main
   return calls;
 }

@@ -25,7 +25,7 @@ namespace {
 // NCCL sets up a communicator in seconds, far longer than a small op's deadline may be.
 constexpr auto kSetupTime = std::chrono::seconds(120);
 
-NcclCalls& calls() { return *nccl_calls(); }
+NcclCalls& calls() { return *real_nccl_calls(); }  // the device actors here are NCCL's own
 
 // The communicators of one GPU set. comm[r] is touched only on devices[r]'s device actor (NCCL
 // forbids aborting a communicator while another thread uses it): other threads only raise

@@ -66,23 +66,23 @@ std::string NcclKey::str() const {
   return s + ")";
 }
 
-NcclJob::NcclJob(uint32_t node, NcclCalls& calls, NcclIdChannel& ids) : node_(node), calls_(calls), ids_(ids) {}
+NcclJob::NcclJob(uint32_t node, NcclCalls& calls) : node_(node), calls_(calls) {}
 
-NcclJob::~NcclJob() {
-  std::map<NcclKey, std::shared_ptr<Comm>> comms;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    comms.swap(comms_);
-  }
-  for (auto& [key, c] : comms) retire(c, "the job ended");
-}
+NcclJob::~NcclJob() { abort_all("the job ended"); }
 
 NcclAnnounce NcclJob::announce(const NcclKey& key) const {
+  auto matches = [&key](const NcclKey& k) {
+    if (k.group != key.group || k.gpus.size() != key.gpus.size()) return false;
+    for (std::size_t r = 0; r < k.gpus.size(); ++r)
+      if (k.gpus[r].node != key.gpus[r].node || (key.gpus[r].device >= 0 && k.gpus[r].device != key.gpus[r].device))
+        return false;
+    return true;
+  };
   std::lock_guard<std::mutex> lk(mu_);
   NcclAnnounce a;
-  if (auto it = last_.find(key); it != last_.end()) a.generation = it->second;
-  if (auto it = comms_.find(key); it != comms_.end())
-    a.live = !it->second->broken && it->second->generation == a.generation;
+  if (auto it = last_.find(key.group); it != last_.end()) a.last = it->second;
+  for (const auto& [k, c] : comms_)
+    if (!c->broken && matches(k)) a.live = std::max(a.live, c->generation);
   return a;
 }
 
@@ -90,10 +90,24 @@ uint64_t NcclJob::agree(const std::vector<NcclAnnounce>& announced) {
   uint64_t top = 0;
   bool shared = !announced.empty();
   for (const auto& a : announced) {
-    top = std::max(top, a.generation);
-    shared = shared && a.live && a.generation == announced.front().generation;
+    top = std::max(top, a.last);
+    shared = shared && a.live != 0 && a.live == announced.front().live;
   }
-  return shared ? top : top + 1;
+  return shared ? announced.front().live : top + 1;
+}
+
+Status NcclJob::spare_id(uint64_t group, uint64_t generation, NcclId& id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (auto it = spares_.find(group); it != spares_.end() && it->second.first == generation) {
+      id = it->second.second;
+      return Status::ok();
+    }
+  }
+  if (Status s = calls_.unique_id(id); !s.is_ok()) return s;
+  std::lock_guard<std::mutex> lk(mu_);
+  spares_[group] = {generation, id};
+  return Status::ok();
 }
 
 uint64_t NcclJob::built() const {
@@ -115,7 +129,7 @@ void NcclJob::retire(const std::shared_ptr<Comm>& c, const std::string& why) {
 
 std::shared_ptr<NcclJob::Comm> NcclJob::comm_for(const NcclKey& key, uint64_t generation,
                                                  const std::vector<int>& my_ranks, Clock::time_point deadline,
-                                                 Status& error) {
+                                                 NcclIdChannel& ids, Status& error) {
   std::shared_ptr<Comm> old, c;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -127,7 +141,7 @@ std::shared_ptr<NcclJob::Comm> NcclJob::comm_for(const NcclKey& key, uint64_t ge
       old = it->second;
       comms_.erase(it);
     }
-    last_[key] = std::max(last_[key], generation);
+    last_[key.group] = std::max(last_[key.group], generation);
     ++built_;
     c = std::make_shared<Comm>();
     c->key = key;
@@ -140,11 +154,18 @@ std::shared_ptr<NcclJob::Comm> NcclJob::comm_for(const NcclKey& key, uint64_t ge
   if (old) retire(old, "replaced by generation " + std::to_string(generation));
   CHORUS_LOG(info, cuda, LogWhere{}, "NCCL: node " + std::to_string(node_) + " sets up the communicator of " + key.str() +
                                          ", generation " + std::to_string(generation));
-  // The id: made here when this node holds rank 0, else awaited from the node that does.
+  // The id: made here (or the spare announced) when this node holds rank 0, else awaited from the
+  // node that does.
   NcclId id{};
   const bool maker = key.gpus.front().node == node_;
-  error = maker ? calls_.unique_id(id) : ids_.await(key, generation, deadline, id);
-  if (error.is_ok() && maker) error = ids_.publish(key, generation, id);
+  if (maker) {
+    error = spare_id(key.group, generation, id);
+    std::lock_guard<std::mutex> lk(mu_);
+    spares_.erase(key.group);  // used now, whatever comes of it
+  } else {
+    error = ids.await(key, generation, deadline, id);
+  }
+  if (error.is_ok() && maker) error = ids.publish(key, generation, id);
   if (!error.is_ok()) {
     error = in_context("the NCCL unique id of " + key.str() + ", generation " + std::to_string(generation), error);
     retire(c, error.message());
@@ -182,7 +203,7 @@ std::shared_ptr<NcclJob::Comm> NcclJob::comm_for(const NcclKey& key, uint64_t ge
 }
 
 Status NcclJob::run(const NcclKey& key, uint64_t generation, const std::vector<NcclRankOp>& ranks,
-                    Clock::time_point deadline) {
+                    Clock::time_point deadline, NcclIdChannel& ids) {
   const int n = static_cast<int>(key.gpus.size());
   std::vector<int> my_ranks;
   for (const auto& op : ranks) {
@@ -206,7 +227,7 @@ Status NcclJob::run(const NcclKey& key, uint64_t generation, const std::vector<N
     return {Errc::invalid_argument, "NCCL: a rank of " + key.str() + " comes twice"};
 
   Status error;
-  std::shared_ptr<Comm> c = comm_for(key, generation, my_ranks, deadline, error);
+  std::shared_ptr<Comm> c = comm_for(key, generation, my_ranks, deadline, ids, error);
   if (!c) return error;
   std::vector<TaskQueue::Ticket> tickets(ranks.size());
   {
@@ -274,6 +295,15 @@ void NcclJob::node_lost(uint32_t node, const std::string& why) {
     }
   }
   for (auto& c : hit) retire(c, why);
+}
+
+void NcclJob::abort_all(const std::string& why) {
+  std::map<NcclKey, std::shared_ptr<Comm>> comms;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    comms.swap(comms_);
+  }
+  for (auto& [key, c] : comms) retire(c, why);
 }
 
 } // namespace chorus::gpu

@@ -32,6 +32,6 @@ Status run_collective(const DeviceCollective& c, std::chrono::steady_clock::time
 }
 Result<double> copy_bandwidth(int, std::size_t) { return no_cuda(); }
 bool nccl_supports(const DeviceCollective&) { return false; }
-NcclCalls* nccl_calls() { return nullptr; }
+NcclCalls* real_nccl_calls() { return nullptr; }
 
 } // namespace chorus::gpu

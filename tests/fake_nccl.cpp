@@ -16,6 +16,8 @@ namespace {
 thread_local int t_device = -1;
 thread_local const FakeNccl* t_owner = nullptr;
 
+constexpr uint64_t kNever = UINT64_MAX;  // the sequence number of a held rank's collective
+
 enum Kind { k_all_reduce, k_reduce, k_broadcast, k_all_gather, k_reduce_scatter };
 
 const char* red_name(int op) {
@@ -270,6 +272,10 @@ NcclState FakeNccl::collective(const char* name, int kind, const void* in, void*
                " count " + std::to_string(count) + " " + std::string(to_string(t)) + " " + red_name(op) +
                (root >= 0 ? " root " + std::to_string(root) : ""));
   if (r->aborted) return NcclState::fail("communicator aborted");
+  if (r->device == held_) {  // never arrives: its stream waits for a collective that never runs
+    static_cast<Lane*>(s)->stream.push_back({Pending::collective, r, kNever});
+    return {};
+  }
   const uint64_t seq = r->next_seq++;
   auto& c = *r->comm;
   {

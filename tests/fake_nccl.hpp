@@ -49,6 +49,7 @@ class FakeNccl final : public gpu::NcclCalls {
   ~FakeNccl() override;
 
   std::string name() const override { return "fake NCCL (node " + std::to_string(node_) + ")"; }
+  int device_count() override { return static_cast<int>(lanes_.size()); }
   gpu::TaskQueue::Ticket submit(int device, gpu::TaskQueue::Task task) override;
   Status wait(int device, const gpu::TaskQueue::Ticket& t, Clock::time_point deadline, const std::string& what,
               bool abandon) override;
@@ -76,6 +77,10 @@ class FakeNccl final : public gpu::NcclCalls {
   Status divide(DType t, void* buf, std::size_t count, std::size_t divisor, gpu::Stream s) override;
   Status synchronize(int device, Clock::time_point deadline, const std::function<Status()>& watch) override;
 
+  // From now on, collectives of `device`'s ranks never complete (as on a GPU whose kernel hangs);
+  // -1: none.
+  void hold(int device) { held_ = device; }
+
   struct Rank;
   struct Lane;
 
@@ -89,6 +94,7 @@ class FakeNccl final : public gpu::NcclCalls {
   FakeFabric& fabric_;
   const uint32_t node_;
   std::vector<std::unique_ptr<Lane>> lanes_;
+  std::atomic<int> held_{-1};
   std::mutex ranks_mu_;
   std::vector<std::unique_ptr<Rank>> ranks_;  // every handle made, freed with the fake
 };

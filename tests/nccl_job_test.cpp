@@ -56,7 +56,7 @@ class NcclJobTest : public ::testing::Test {
   NcclJobTest() {
     for (uint32_t n = 0; n < kNodes; ++n) {
       fakes_.push_back(std::make_unique<fake::FakeNccl>(fabric_, n, kGpus));
-      jobs_.push_back(std::make_unique<NcclJob>(n, *fakes_.back(), ids_));
+      jobs_.push_back(std::make_unique<NcclJob>(n, *fakes_.back()));
     }
   }
   ~NcclJobTest() override {
@@ -89,7 +89,7 @@ class NcclJobTest : public ::testing::Test {
         std::vector<NcclRankOp> mine;
         for (int r = 0; r < static_cast<int>(key.gpus.size()); ++r)
           if (key.gpus[r].node == n) mine.push_back(part(r));
-        out[n] = jobs_[n]->run(key, generation, mine, deadline);
+        out[n] = jobs_[n]->run(key, generation, mine, deadline, ids_);
       });
     if (meanwhile) meanwhile();
     for (auto& t : threads) t.join();
@@ -147,7 +147,14 @@ TEST_F(NcclJobTest, OneIdMadeAtRankZerosNodeAndEveryRankInitializedWithItsGlobal
   }
   EXPECT_EQ(fabric_.count({"ncclCommInitRankConfig"}), 6u);
   for (auto& j : jobs_) EXPECT_EQ(j->built(), 1u);
-  for (auto& j : jobs_) EXPECT_EQ(j->announce(key), (NcclAnnounce{1, true}));
+  for (auto& j : jobs_) EXPECT_EQ(j->announce(key), (NcclAnnounce{1, 1}));
+  // Before an op a node knows its own ranks' GPUs only; its communicator matches still.
+  NcclKey partial = key;
+  for (auto& g : partial.gpus)
+    if (g.node != 1) g.device = -1;
+  EXPECT_EQ(jobs_[1]->announce(partial), (NcclAnnounce{1, 1}));
+  partial.gpus[2].device = 1;  // another GPU here: not this communicator
+  EXPECT_EQ(jobs_[1]->announce(partial), (NcclAnnounce{0, 1}));
 }
 
 TEST_F(NcclJobTest, EveryOpIsItsNcclCallsAndGivesTheReferenceResult) {
@@ -258,11 +265,12 @@ TEST_F(NcclJobTest, AGroupAndAnotherGpuSetGetTheirOwnCommunicatorAndTheCacheServ
 }
 
 TEST_F(NcclJobTest, AgreementKeepsASharedLiveCommunicatorElseMakesAFreshGeneration) {
-  EXPECT_EQ(NcclJob::agree({{0, false}, {0, false}}), 1u);
-  EXPECT_EQ(NcclJob::agree({{3, true}, {3, true}, {3, true}}), 3u);
-  EXPECT_EQ(NcclJob::agree({{3, true}, {3, false}, {3, true}}), 4u);  // one node lost it
-  EXPECT_EQ(NcclJob::agree({{3, true}, {0, false}, {3, true}}), 4u);  // one never had it
-  EXPECT_EQ(NcclJob::agree({{2, true}, {5, false}, {2, true}}), 6u);  // above every generation seen
+  EXPECT_EQ(NcclJob::agree({{0, 0}, {0, 0}}), 1u);
+  EXPECT_EQ(NcclJob::agree({{3, 3}, {3, 3}, {3, 3}}), 3u);
+  EXPECT_EQ(NcclJob::agree({{3, 3}, {0, 3}, {3, 3}}), 4u);  // one node lost it
+  EXPECT_EQ(NcclJob::agree({{3, 3}, {0, 0}, {3, 3}}), 4u);  // one never had it
+  EXPECT_EQ(NcclJob::agree({{2, 5}, {0, 5}, {2, 5}}), 6u);  // above every node's last
+  EXPECT_EQ(NcclJob::agree({{2, 5}, {2, 5}, {2, 5}}), 2u);  // an older GPU set of the group, live everywhere
 }
 
 TEST_F(NcclJobTest, ALostNodeAbortsTheSurvivorsCommunicatorAtOnceAndTheNextOpBuildsAFreshOne) {
@@ -284,8 +292,8 @@ TEST_F(NcclJobTest, ALostNodeAbortsTheSurvivorsCommunicatorAtOnceAndTheNextOpBui
   }
   for (int r = 0; r < 4; ++r)
     EXPECT_EQ(fabric_.count({"ncclCommAbort rank " + std::to_string(r) + "/6 id #1"}), 1u) << r;
-  EXPECT_EQ(jobs_[0]->announce(key), (NcclAnnounce{1, false}));
-  EXPECT_EQ(jobs_[2]->announce(key), (NcclAnnounce{1, true}));  // it never knew
+  EXPECT_EQ(jobs_[0]->announce(key), (NcclAnnounce{0, 1}));
+  EXPECT_EQ(jobs_[2]->announce(key), (NcclAnnounce{1, 1}));  // it never knew
 
   // The next op of the three: a fresh id and communicator (generation 2), node 2's old one aborted.
   fabric_.clear_log();
@@ -295,7 +303,7 @@ TEST_F(NcclJobTest, ALostNodeAbortsTheSurvivorsCommunicatorAtOnceAndTheNextOpBui
   EXPECT_EQ(fabric_.count({"node 0 ncclGetUniqueId #2"}), 1u);
   EXPECT_EQ(fabric_.count({"ncclCommInitRankConfig", "/6 id #2"}), 6u);
   EXPECT_EQ(fabric_.count({"node 2", "ncclCommAbort", "id #1"}), 2u);
-  for (auto& j : jobs_) EXPECT_EQ(j->announce(key), (NcclAnnounce{2, true}));
+  for (auto& j : jobs_) EXPECT_EQ(j->announce(key), (NcclAnnounce{2, 2}));
 }
 
 TEST_F(NcclJobTest, AnOpPastItsDeadlineAbortsTheCommunicatorAndSaysTimeout) {
@@ -307,7 +315,7 @@ TEST_F(NcclJobTest, AnOpPastItsDeadlineAbortsTheCommunicatorAndSaysTimeout) {
   for (uint32_t n : {0u, 2u}) EXPECT_EQ(st[n].code(), Errc::timeout) << st[n].message();
   EXPECT_NE(st[0].message().find("rank 0 (node 0 cuda:0)"), std::string::npos) << st[0].message();
   for (int r : {0, 1, 4, 5}) EXPECT_EQ(fabric_.count({"ncclCommAbort rank " + std::to_string(r) + "/6"}), 1u) << r;
-  EXPECT_EQ(jobs_[2]->announce(key), (NcclAnnounce{1, false}));
+  EXPECT_EQ(jobs_[2]->announce(key), (NcclAnnounce{0, 1}));
 }
 
 TEST_F(NcclJobTest, AnIdThatNeverComesEndsTheSetupAtTheDeadlineNamingTheCommunicator) {
@@ -320,17 +328,17 @@ TEST_F(NcclJobTest, AnIdThatNeverComesEndsTheSetupAtTheDeadlineNamingTheCommunic
     EXPECT_NE(st[n].message().find("the NCCL unique id of group 0 (node 0 cuda:0"), std::string::npos) << st[n].message();
   }
   EXPECT_EQ(fabric_.count({"ncclCommInitRankConfig"}), 0u);
-  EXPECT_EQ(jobs_[1]->announce(key), (NcclAnnounce{1, false}));
+  EXPECT_EQ(jobs_[1]->announce(key), (NcclAnnounce{0, 1}));
 }
 
 TEST_F(NcclJobTest, ARankThatIsNotThisNodesOrAnOpNcclLacksIsRefusedBeforeAnyNcclCall) {
   const NcclKey key = whole_job();
   Buffers b(kRanks, 4, 4);
   const auto deadline = Clock::now() + 1s;
-  Status s = jobs_[0]->run(key, 1, {part_of(OpKind::all_reduce, b, 2, 4)}, deadline);
+  Status s = jobs_[0]->run(key, 1, {part_of(OpKind::all_reduce, b, 2, 4)}, deadline, ids_);
   EXPECT_EQ(s.code(), Errc::invalid_argument);
   EXPECT_NE(s.message().find("rank 2 (node 1 cuda:0) is not on node 0"), std::string::npos) << s.message();
-  s = jobs_[0]->run(key, 1, {part_of(OpKind::all_reduce, b, 0, 4, 0, ReduceOp::max)}, deadline);
+  s = jobs_[0]->run(key, 1, {part_of(OpKind::all_reduce, b, 0, 4, 0, ReduceOp::max)}, deadline, ids_);
   EXPECT_EQ(s.code(), Errc::invalid_argument);  // float max: NCCL drops the NaN chorus propagates
   EXPECT_NE(s.message().find("NCCL cannot serve all_reduce of f32 with max"), std::string::npos) << s.message();
   EXPECT_TRUE(fabric_.log().empty());
