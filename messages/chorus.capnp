@@ -8,7 +8,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("chorus::wire");
 
-const protocolVersion :UInt32 = 4;  # 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost)
+const protocolVersion :UInt32 = 5;  # 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields)
 
 enum DType { f16 @0; bf16 @1; f32 @2; f64 @3; i8 @4; u8 @5; i32 @6; i64 @7; }
 enum ReduceOp { sum @0; prod @1; min @2; max @3; avg @4; band @5; bor @6; bxor @7; }
@@ -186,6 +186,12 @@ struct OpAnnounce {
   shape @6 :List(Int64);       # the agreed tensor shape
   statusCode @7 :UInt16;       # non-zero: the node's own peers disagree; statusMessage says how
   statusMessage @8 :Text;
+  # An op on GPU tensors through NCCL across nodes (cuda/nccl_job.hpp); all empty otherwise.
+  gpu @9 :Bool;                # this node's peers pass GPU tensors and run the op through NCCL
+  devices @10 :List(Int32);    # the GPU of each of this node's ranks, in rank order
+  ncclLive @11 :UInt64;        # the generation of this node's usable communicator (0: none)
+  ncclLast @12 :UInt64;        # the group's last generation this node built or joined
+  ncclId @13 :Data;            # from the node of rank 0: the unique id of generation ncclLast + 1
 }
 
 # Point to point across nodes: the header of a send, followed by the data frame.

@@ -11,6 +11,11 @@ namespace chorus {
 
 namespace {
 
+// An announcement names at most one GPU per peer of its node (Config::kMaxDevices), and an NCCL
+// unique id is NCCL_UNIQUE_ID_BYTES long.
+constexpr std::size_t kMaxAnnouncedDevices = 4096;
+constexpr std::size_t kNcclIdSize = 128;
+
 // A Status from its wire form (code 0: ok, whatever the text); an unknown code is garbled input.
 Status status_from(uint16_t code, capnp::Text::Reader message) {
   if (code > static_cast<uint16_t>(last_errc)) throw std::runtime_error("unknown error code " + std::to_string(code));
@@ -67,6 +72,15 @@ std::string encode_announcement(const OpAnnouncement& a) {
   for (std::size_t i = 0; i < a.shape.size(); ++i) sh.set(static_cast<unsigned>(i), a.shape[i]);
   b.setStatusCode(static_cast<uint16_t>(a.status.code()));
   b.setStatusMessage(a.status.message());
+  b.setGpu(a.gpu);
+  if (!a.devices.empty()) {
+    auto d = b.initDevices(static_cast<unsigned>(a.devices.size()));
+    for (std::size_t i = 0; i < a.devices.size(); ++i) d.set(static_cast<unsigned>(i), a.devices[i]);
+  }
+  b.setNcclLive(a.nccl_live);
+  b.setNcclLast(a.nccl_last);
+  if (!a.nccl_id.empty())
+    b.setNcclId(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(a.nccl_id.data()), a.nccl_id.size()));
   return envelope_bytes(seal(mb));
 }
 
@@ -84,6 +98,17 @@ std::optional<OpAnnouncement> decode_announcement(const void* data, std::size_t 
     a.count = m.getCount();
     for (auto d : m.getShape()) a.shape.push_back(d);
     a.status = status_from(m.getStatusCode(), m.getStatusMessage());
+    a.gpu = m.getGpu();
+    if (m.getDevices().size() > kMaxAnnouncedDevices || (m.getNcclId().size() != 0 && m.getNcclId().size() != kNcclIdSize))
+      throw std::runtime_error("announcement's GPU fields out of range");
+    for (auto d : m.getDevices()) {
+      if (d < 0) throw std::runtime_error("announcement names a negative GPU");
+      a.devices.push_back(d);
+    }
+    a.nccl_live = m.getNcclLive();
+    a.nccl_last = m.getNcclLast();
+    auto id = m.getNcclId();
+    a.nccl_id.assign(reinterpret_cast<const char*>(id.begin()), id.size());
     return a;
   });
 }

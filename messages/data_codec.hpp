@@ -33,6 +33,12 @@ struct OpAnnouncement {
   uint64_t count = 0;      // per-peer elements (strategies/schedule.hpp)
   Shape shape;             // the agreed tensor shape
   Status status;           // not ok: this node's own peers disagree
+  // An op on GPU tensors through NCCL across nodes (cuda/nccl_job.hpp).
+  bool gpu = false;
+  std::vector<int32_t> devices;  // this node's ranks' GPUs, in rank order
+  uint64_t nccl_live = 0;        // NcclAnnounce
+  uint64_t nccl_last = 0;
+  std::string nccl_id;           // rank 0's node: the id of generation nccl_last + 1 (128 bytes)
 };
 
 // The header of a point-to-point send across nodes; the tensor's bytes follow it in the frame.

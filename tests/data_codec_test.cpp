@@ -123,6 +123,48 @@ TEST(DataCodecRoundTrip, AnnouncementWithEveryFieldSet) {
   EXPECT_EQ(d->status.message(), a.status.message());
 }
 
+TEST(DataCodecRoundTrip, AnnouncementOfAnNcclOpCarriesItsGpusCommunicatorAndId) {
+  OpAnnouncement a = sample_announcement();
+  a.status = Status::ok();
+  a.gpu = true;
+  a.devices = {3, 0, 7};
+  a.nccl_live = 4;
+  a.nccl_last = 5;
+  for (int i = 0; i < 128; ++i) a.nccl_id.push_back(static_cast<char>(i * 7));
+  const std::string bytes = encode_announcement(a);
+  std::string err;
+  auto d = decode_announcement(bytes.data(), bytes.size(), err);
+  ASSERT_TRUE(d) << err;
+  EXPECT_TRUE(d->gpu);
+  EXPECT_EQ(d->devices, a.devices);
+  EXPECT_EQ(d->nccl_live, 4u);
+  EXPECT_EQ(d->nccl_last, 5u);
+  EXPECT_EQ(d->nccl_id, a.nccl_id);
+  // A host op's announcement says none of it.
+  const std::string host = encode_announcement(sample_announcement());
+  auto h = decode_announcement(host.data(), host.size(), err);
+  ASSERT_TRUE(h) << err;
+  EXPECT_FALSE(h->gpu);
+  EXPECT_TRUE(h->devices.empty() && h->nccl_id.empty());
+  EXPECT_EQ(h->nccl_last, 0u);
+}
+
+TEST(DataCodecGarbled, AnAnnouncementWithANegativeGpuOrAnIdOfAnotherSizeIsRefused) {
+  OpAnnouncement a;
+  a.gpu = true;
+  a.devices = {0, -1};
+  std::string bytes = encode_announcement(a);
+  std::string err;
+  EXPECT_FALSE(decode_announcement(bytes.data(), bytes.size(), err));
+  EXPECT_NE(err.find("negative GPU"), std::string::npos) << err;
+  a.devices = {0};
+  a.nccl_id = "short";
+  bytes = encode_announcement(a);
+  err.clear();
+  EXPECT_FALSE(decode_announcement(bytes.data(), bytes.size(), err));
+  EXPECT_NE(err.find("GPU fields out of range"), std::string::npos) << err;
+}
+
 TEST(DataCodecRoundTrip, AnnouncementOfEveryKindDtypeAndReduceOp) {
   std::string err;
   for (uint8_t k = 0; k < kKinds; ++k)

@@ -26,6 +26,15 @@ Status compare_announcements(const OpAnnouncement& f, const OpAnnouncement& o, u
   else if (reduces(f.kind) && f.redop != o.redop) code = Errc::reduce_op_mismatch;
   else if (f.kind != OpKind::barrier && f.dtype != o.dtype) code = Errc::dtype_mismatch;
   else if (f.kind != OpKind::barrier && (f.count != o.count || f.shape != o.shape)) code = Errc::shape_mismatch;
+  if (code == Errc::ok && f.gpu != o.gpu) {
+    // The NCCL path runs no host schedule: a node that does cannot meet one that does not.
+    const auto& g = f.gpu ? f : o;
+    const auto& h = f.gpu ? o : f;
+    return {Errc::device_mismatch, op_label(f.kind, seq) + ": node " + std::to_string(g.node) +
+                                       "'s peers pass GPU tensors with the nccl strategy but node " +
+                                       std::to_string(h.node) + "'s pass host tensors (with nccl every peer of an "
+                                       "op passes GPU tensors; auto stages GPU tensors through host memory)"};
+  }
   if (code == Errc::ok) return Status::ok();
   return {code, op_label(f.kind, seq) + ": node " + std::to_string(f.node) + " calls " + describe(f) +
                     " but node " + std::to_string(o.node) + " calls " + describe(o)};

@@ -6,6 +6,7 @@
 #include "actors/global_client/net_op.hpp"
 #include "actors/global_client/p2p.hpp"
 #include "core/log.hpp"
+#include "cuda/nccl_job.hpp"
 #include "messages/peer_codec.hpp"
 #include "transport/host_identity.hpp"
 #include "transport/socket.hpp"
@@ -102,6 +103,19 @@ void GlobalClient::close() {
   orchestrator_.leave();
 }
 
+gpu::NcclJob* GlobalClient::nccl(Status& error) {
+  std::lock_guard<std::mutex> lk(nccl_mu_);
+  if (!nccl_) {
+    gpu::NcclCalls* calls = gpu::nccl_calls();
+    if (!calls) {
+      error = {Errc::device_error, "GPU ops across nodes need NCCL, and chorus was built without CUDA"};
+      return nullptr;
+    }
+    nccl_ = std::make_shared<gpu::NcclJob>(topo_.node_id, *calls);
+  }
+  return nccl_.get();
+}
+
 uint32_t GlobalClient::node_of(uint32_t rank) const {
   const auto& nodes = topo_.nodes;
   uint32_t lo = 0, hi = static_cast<uint32_t>(nodes.size());
@@ -156,6 +170,13 @@ void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
   }
   for (auto& op : ops) op->node_lost(first);
   p2p_->node_lost(first);
+  // An op inside NCCL stops at once (no kernel waits for the lost node).
+  std::shared_ptr<gpu::NcclJob> job;
+  {
+    std::lock_guard<std::mutex> lk(nccl_mu_);
+    job = nccl_;
+  }
+  if (job) job->abort_all(first.message());
   // The local server's waits for this node's own peers (ops not handed to us yet, and later ones).
   if (tell) tell(first);
 }

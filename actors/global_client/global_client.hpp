@@ -33,6 +33,9 @@
 
 namespace chorus {
 
+namespace gpu {
+class NcclJob;
+}
 class NetOp;
 class P2PMailbox;
 
@@ -85,6 +88,11 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   Status send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline,
               const Status& failed = Status::ok());
   Status recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, Clock::time_point deadline);
+
+  // This node's NCCL communicators across nodes (cuda/nccl_job.hpp), made on first use; nullptr
+  // and `error` where there is no NCCL (chorus built without CUDA, and no test double in place).
+  // A node loss aborts every one of them.
+  gpu::NcclJob* nccl(Status& error);
 
   // FrameSink (whoever leads the poller).
   std::byte* begin_frame(uint32_t node, const FrameHeader& h) override;
@@ -168,6 +176,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   bool closed_ = false;
   std::unique_ptr<P2PMailbox> p2p_;
   BufferPool pool_;
+  std::mutex nccl_mu_;  // a leaf: guards the making of nccl_ (never replaced once made)
+  std::shared_ptr<gpu::NcclJob> nccl_;
 };
 
 } // namespace chorus

@@ -176,6 +176,11 @@ void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_
   conn->push();
 }
 
+std::vector<std::optional<OpAnnouncement>> NetOp::announcements() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return ann_;
+}
+
 Status NetOp::wait_sent(uint32_t slot) {
   flush();
   Outgoing o;

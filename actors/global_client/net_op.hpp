@@ -57,6 +57,9 @@ class NetOp : public RemoteSteps {
   // What this op waits for from other nodes, as the status report and the half-timeout warning
   // word it: "node 1 (not called yet)", "data from nodes 0, 2", or "" (not launched, or stopped).
   std::string waiting_for() const;
+  // Every node's announcement, by node (one that has not come yet is empty). Once the op has
+  // concluded without error, every node's is here and they agree.
+  std::vector<std::optional<OpAnnouncement>> announcements() const;
 
   // RemoteSteps.
   bool is_remote(int peer) const override;

@@ -8,6 +8,7 @@
 #include <chorus/status.hpp>
 #include <chorus/tensor.hpp>
 #include "actors/local_server/device_run.hpp"
+#include "actors/local_server/nccl_run.hpp"
 #include "actors/local_server/op_request.hpp"
 #include "core/wait.hpp"
 #include "messages/envelope.hpp"
@@ -21,6 +22,7 @@ struct Reply {
   Status status;                  // the error; or ok, with a plan for ops
   std::shared_ptr<OpPlan> plan;   // the op to run, when ok (host tensors)
   std::shared_ptr<DeviceRun> device;  // or the op on GPU tensors
+  std::shared_ptr<NcclRun> nccl;      // or, after the plan's announcements, NCCL across nodes
   int rank = -1;                  // the index this peer runs in the plan
   DType out_dtype = DType::f32;   // broadcast/scatter by data: what the receivers allocate
   Shape out_shape;

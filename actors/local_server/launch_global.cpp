@@ -4,6 +4,7 @@
 #include "actors/local_server/server_core.hpp"
 
 #include "actors/global_client/global_client.hpp"
+#include "actors/global_client/net_op.hpp"
 
 namespace chorus {
 
@@ -75,7 +76,20 @@ void LocalServerCore::launch_global(Launch& l) {
   std::vector<uint32_t> rank_node = global.rank_nodes(l.members);
   std::shared_ptr<const CompiledSchedule> cs;
   RunStrategy strategy;
-  if (s) {
+  // GPU tensors reach here only with the nccl strategy (the peers stage them otherwise): the
+  // announcements alone cross the data connections, then NCCL runs the op (nccl_run.hpp).
+  std::vector<gpu::NcclRankOp> nccl_parts;
+  if (s && l.gpu) {
+    std::vector<NcclLocalRank> mine_ranks;
+    for (auto& a : l.arrivals) mine_ranks.push_back({static_cast<int>(a->req.rank), a->call.input, a->call.output});
+    s = announce_nccl(global, l.key.first, rank_node, mine_ranks, mine, nccl_parts);
+    mine.status = s;  // a failure goes to every node, which words it with the op and this node
+    for (auto& p : nccl_parts) {
+      p.kind = shape.kind, p.dtype = shape.dtype, p.redop = shape.redop, p.root = shape.root, p.count = shape.count;
+      p.nranks = n;
+    }
+    strategy = RunStrategy::of(RunStrategy::Path::nccl);
+  } else if (s) {
     try {
       cs = global_schedule(l, rank_node, strategy);
     } catch (const std::exception& e) {
@@ -95,14 +109,19 @@ void LocalServerCore::launch_global(Launch& l) {
   if (launch_hook_) launch_hook_("global");
   auto remote = global.begin_op(l.key.first, seq, mine, when, label, rank_node, static_cast<uint32_t>(local), reached);
   std::shared_ptr<OpPlan> plan;
+  std::shared_ptr<NcclRun> nccl;
   try {
-    if (!s) {
+    if (!s || l.gpu) {
       // This node's peers will not run the op (its announcement says why). They still conclude it
       // like every other node, judging every node's announcement, so that every peer everywhere
       // reports the same error, also when several nodes fail the op at once.
+      // An NCCL op's plan is empty too: it concludes the announcements; then NCCL runs it.
       plan = std::make_shared<OpPlan>(l.kind, DType::f32, ReduceOp::sum, n, 0, 0,
                                       CompiledSchedule::compile(std::vector<Program>(static_cast<std::size_t>(n))),
                                       when, label, remote, static_cast<unsigned>(local));
+      if (s && l.gpu)
+        nccl = std::make_shared<NcclRun>(l.global, std::dynamic_pointer_cast<NetOp>(remote), l.key.first, rank_node,
+                                         std::move(nccl_parts), when, label);
     } else {
       plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
                                       when, label, remote, static_cast<unsigned>(local));
@@ -114,6 +133,7 @@ void LocalServerCore::launch_global(Launch& l) {
   for (int p = 0; p < local; ++p) {
     Reply& r = *l.arrivals[p]->call.reply;
     r.plan = plan;
+    r.nccl = nccl;
     r.strategy = strategy;
     r.rank = static_cast<int>(l.arrivals[p]->req.rank);
     r.complete(Status::ok());

@@ -69,6 +69,11 @@ namespace {
 Status run_plan(Reply& r, const std::byte* in, std::byte* out, StepTrace* trace) {
   if (r.device) return r.device->join();  // GPU tensors: the device actors run it (avg included)
   OpPlan& plan = *r.plan;
+  if (r.nccl) {  // GPU tensors across nodes: the (empty) plan concludes the announcements, then NCCL
+    WorkBuffer none = WorkBuffer::bind(plan.kind(), r.rank, plan.size(), plan.root(), 0, plan.dtype(), nullptr, nullptr);
+    if (auto s = plan.run(r.rank, none, trace); !s) return s;
+    return r.nccl->join();
+  }
   WorkBuffer work = WorkBuffer::bind(plan.kind(), r.rank, plan.size(), plan.root(), plan.count(),
                                      plan.dtype(), in, out);
   if (auto s = plan.run(r.rank, work, trace); !s) return s;
@@ -127,7 +132,12 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
   if (!s) return no_peer();
   const OpKind kind = req.kind;
   const uint64_t seq = s->seq.load();
-  if (s->global && on_device(in, out))
+  // GPU tensors across nodes: through NCCL with the nccl strategy (the local server sees them as
+  // they are), else through host memory.
+  const auto k = static_cast<std::size_t>(kind);
+  if (s->global && on_device(in, out) &&
+      !(k < s->config.global.size() &&
+        nccl_across_nodes(s->config.global[k], kind, (in.defined() ? in : out).dtype(), req.redop)))
     return logged(*s, kind, seq, staged_collective(s, std::move(req), in, out));
   Status st;
   OpRecord rec;

@@ -96,6 +96,14 @@ int main(int argc, char** argv) {
   a.status = Status(Errc::shape_mismatch, "rank 3 has [3,4]");
   seed("data_codec", "hello", encode_data_hello(hello));
   seed("data_codec", "announcement", encode_announcement(a));
+  OpAnnouncement g = a;  // an NCCL op's, from the node of rank 0
+  g.status = Status::ok();
+  g.gpu = true;
+  g.devices = {0, 1};
+  g.nccl_live = 3;
+  g.nccl_last = 3;
+  g.nccl_id.assign(128, '\x5a');
+  seed("data_codec", "announcement_nccl", encode_announcement(g));
   seed("data_codec", "p2p_header", encode_p2p_header({1, 4, 9, DType::i64, 3, Status::ok()}));
   seed("data_codec", "p2p_header_failed", encode_p2p_header({1, 4, 9, DType::f16, 0, Status(Errc::timeout, "late")}));
   seed("data_codec", "p2p_ack", encode_p2p_ack({1, 4, 9, Status(Errc::dtype_mismatch, "f32 vs f64")}));

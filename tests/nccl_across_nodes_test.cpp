@@ -1,0 +1,261 @@
+// GPU tensors across node processes with the nccl strategy, end to end from the public API, on a
+// machine without a GPU: three nodes (Runtimes of this process, joined through an orchestrator
+// daemon) of two peers each, NCCL played by the test double of tests/fake_nccl.hpp (six "GPUs",
+// one per rank), the GPU tensors borrowed host memory that only NCCL's double touches. Checked:
+// the op goes through one NCCL communicator over every node's ranks (never through host memory),
+// bootstrapped once; the announcements are judged before NCCL is entered, so a mismatched shape or
+// a node whose peers pass host tensors gives every peer the same error and no NCCL call.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <chorus/runtime.hpp>
+#include "actors/global_client/global_client.hpp"
+#include "actors/runtime_impl.hpp"
+#include "cuda/nccl_calls.hpp"
+#include "fake_nccl.hpp"
+#include "status_matchers.hpp"
+#include "testkit/process.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int kNodes = 3, kPeers = 2, kRanks = kNodes * kPeers;
+
+// The double plays NCCL for this test only.
+struct DoubleInPlace {
+  explicit DoubleInPlace(gpu::NcclCalls* calls) { gpu::set_nccl_calls(calls); }
+  ~DoubleInPlace() { gpu::set_nccl_calls(nullptr); }
+};
+
+class NcclAcrossNodes : public ::testing::Test {
+ protected:
+  virtual std::chrono::milliseconds timeout() const { return 20s; }
+  void SetUp() override {
+    orch_ = testkit::start_orchestrator({"--port", "0", "--nodes", std::to_string(kNodes)});
+    ASSERT_GT(orch_.pid, 0) << orch_.error;
+    daemon_.pid = orch_.pid;
+    Config c;
+    c.num_devices = kPeers;
+    c.num_nodes = kNodes;
+    c.orchestrator_address = "127.0.0.1:" + std::to_string(orch_.port);
+    c.node_address = "127.0.0.1";
+    c.timeout = timeout();
+    c.with_global_strategy(*parse_strategy("nccl"));
+    std::vector<std::thread> joining;
+    peers_.assign(kRanks, Status(Errc::internal, "not registered"));
+    for (int n = 0; n < kNodes; ++n)
+      for (int p = 0; p < kPeers; ++p)
+        joining.emplace_back([&, n, p] { peers_[n * kPeers + p] = nodes_[n].register_peer(p, c); });
+    for (auto& t : joining) t.join();
+    for (auto& p : peers_) ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  }
+  void TearDown() override {
+    for (auto& p : peers_)
+      if (p.is_ok()) (void)p->finish();
+  }
+
+  // Every peer runs `call` on a thread of its own (with its global rank); the statuses by rank.
+  std::vector<Status> everyone(const std::function<Status(Peer&, int rank)>& call) {
+    std::vector<Status> out(kRanks);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kRanks; ++i)
+      threads.emplace_back([&, i] {
+        Peer& p = *peers_[i];
+        out[p.rank()] = call(p, static_cast<int>(p.rank()));
+      });
+    for (auto& t : threads) t.join();
+    return out;
+  }
+
+  fake::FakeFabric fabric_;
+  fake::FakeNccl nccl_{fabric_, 0, kRanks};
+  DoubleInPlace in_place_{&nccl_};
+  testkit::Orchestrator orch_;
+  testkit::ChildGuard daemon_{-1};
+  Runtime nodes_[kNodes];
+  std::vector<Result<Peer>> peers_;
+};
+
+// Rank r's "GPU" is cuda:r (the double has one per rank); its data is host memory.
+Tensor on_gpu(std::vector<float>& v, int rank) {
+  return Tensor::borrow(v.data(), DType::f32, {static_cast<int64_t>(v.size())}, Device::cuda(rank));
+}
+
+// Each rank all-reduces four copies of its rank, in data[rank] (then 15 everywhere).
+std::function<Status(Peer&, int)> sum_of_ranks(std::vector<std::vector<float>>& data) {
+  return [&data](Peer& p, int r) {
+    data[r].assign(4, static_cast<float>(r));
+    Tensor x = on_gpu(data[r], r);
+    return p.all_reduce(x, ReduceOp::sum);
+  };
+}
+
+TEST_F(NcclAcrossNodes, AnAllReduceRunsOnOneCommunicatorOverEveryNodeAndNeverThroughHostMemory) {
+  std::vector<std::vector<float>> data(kRanks);
+  for (int round = 0; round < 3; ++round) {
+    auto st = everyone([&](Peer& p, int r) {
+      data[r].assign(5, 0.0f);
+      for (int i = 0; i < 5; ++i) data[r][i] = static_cast<float>(100 * r + i + round);
+      Tensor x = on_gpu(data[r], r);
+      return p.all_reduce(x, ReduceOp::sum);
+    });
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+      for (int i = 0; i < 5; ++i) EXPECT_EQ(data[r][i], 1500.0f + kRanks * (i + round)) << r;
+    }
+  }
+  for (auto& p : peers_) EXPECT_EQ(p->last_strategy(), "nccl");
+  // Ids are made by the node of rank 0 only: the one the communicator was built with, and the
+  // spare it announces with every later op (in case a fresh communicator is needed), made once.
+  EXPECT_EQ(fabric_.count({"ncclGetUniqueId"}), 2u);
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string gpu = "cuda:" + std::to_string(r) + " ";
+    EXPECT_EQ(fabric_.count({gpu + "ncclCommInitRankConfig rank " + std::to_string(r) + "/6 id #1"}), 1u) << r;
+    EXPECT_EQ(fabric_.count({gpu + "ncclAllReduce rank " + std::to_string(r) + "/6 count 5 f32 sum"}), 3u) << r;
+  }
+  EXPECT_EQ(fabric_.count({"VIOLATION"}), 0u);
+}
+
+TEST_F(NcclAcrossNodes, EveryOpKindGivesTheReferenceResult) {
+  const int c = 2;  // per-rank block
+  std::vector<std::vector<float>> in(kRanks), out(kRanks);
+  auto fill = [&](int r, int in_n, int out_n) {
+    in[r].assign(in_n, 0.0f);
+    for (int i = 0; i < in_n; ++i) in[r][i] = static_cast<float>(10 * r + i);
+    out[r].assign(out_n, -1.0f);
+  };
+  auto st = everyone([&](Peer& p, int r) {
+    fill(r, c * kRanks, c * kRanks);
+    Tensor x = on_gpu(in[r], r), y = on_gpu(out[r], r);
+    return p.all_to_all(x, y);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << st[r].to_string();
+    for (int k = 0; k < kRanks; ++k)
+      for (int i = 0; i < c; ++i) EXPECT_EQ(out[r][k * c + i], 10.0f * k + r * c + i) << r << " from " << k;
+  }
+  st = everyone([&](Peer& p, int r) {
+    fill(r, c, c);
+    Tensor x = on_gpu(in[r], r);
+    return p.broadcast(x, 4);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << st[r].to_string();
+    EXPECT_EQ(in[r], (std::vector<float>{40, 41})) << r;
+  }
+  st = everyone([&](Peer& p, int r) {
+    fill(r, c * kRanks, c);
+    Tensor x = on_gpu(in[r], r), y = on_gpu(out[r], r);
+    return p.reduce_scatter(x, y, ReduceOp::avg);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << st[r].to_string();
+    for (int i = 0; i < c; ++i) EXPECT_FLOAT_EQ(out[r][i], (10.0f * 15 + kRanks * (r * c + i)) / kRanks) << r;
+  }
+  EXPECT_EQ(fabric_.count({"ncclSend"}), 30u);
+  EXPECT_EQ(fabric_.count({"ncclBroadcast", "root 4"}), 6u);
+  EXPECT_EQ(fabric_.count({"ncclReduceScatter", "f32 avg"}), 6u);
+  EXPECT_EQ(fabric_.count({"ncclCommInitRankConfig"}), 6u);  // one communicator for all three
+}
+
+TEST_F(NcclAcrossNodes, AMismatchIsEveryPeersErrorBeforeNcclIsEntered) {
+  std::vector<std::vector<float>> data(kRanks);
+  auto st = everyone([&](Peer& p, int r) {
+    data[r].assign(r == 3 ? 6 : 5, 1.0f);  // rank 3 (on node 1) calls with another shape
+    Tensor x = on_gpu(data[r], r);
+    return p.all_reduce(x, ReduceOp::sum);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(st[r].code(), Errc::shape_mismatch) << r << ": " << st[r].to_string();
+    EXPECT_EQ(st[r], st[0]) << r;  // the same words everywhere
+  }
+  // A node whose peers pass host tensors, with nccl: device_mismatch everywhere.
+  st = everyone([&](Peer& p, int r) {
+    data[r].assign(5, 1.0f);
+    Tensor x = p.node() == peers_[0]->node() ? Tensor::borrow(data[r].data(), DType::f32, {5}) : on_gpu(data[r], r);
+    return p.all_reduce(x, ReduceOp::sum);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(st[r].code(), Errc::device_mismatch) << r << ": " << st[r].to_string();
+    EXPECT_NE(st[r].message().find("pass host tensors"), std::string::npos) << st[r].to_string();
+  }
+  EXPECT_EQ(fabric_.count({"ncclAllReduce"}), 0u);
+  EXPECT_EQ(fabric_.count({"ncclCommInitRankConfig"}), 0u);
+}
+
+// A rank's GPU hangs inside NCCL: nobody names a node, so the op's deadline ends it; every rank's
+// communicator is aborted on its own device actor, and the next op builds a fresh one (with the
+// spare id rank 0's node announced), which every node agrees on.
+class NcclAcrossNodesShortTimeout : public NcclAcrossNodes {
+ protected:
+  std::chrono::milliseconds timeout() const override { return 1500ms; }
+};
+
+TEST_F(NcclAcrossNodesShortTimeout, AHungRankEndsAtTheDeadlineAndTheNextOpBuildsAFreshCommunicator) {
+  std::vector<std::vector<float>> data(kRanks);
+  auto op = sum_of_ranks(data);
+  for (auto& s : everyone(op)) ASSERT_TRUE(s.is_ok()) << s.to_string();
+  nccl_.hold(5);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto st = everyone(op);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(st[r].code(), Errc::timeout) << r << ": " << st[r].to_string();
+    EXPECT_NE(st[r].message().find("all_reduce #1: rank "), std::string::npos) << st[r].to_string();
+  }
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(fabric_.count({"cuda:" + std::to_string(r) + " ncclCommAbort rank " + std::to_string(r) + "/6 id #1"}), 1u)
+        << r;
+  nccl_.hold(-1);
+  st = everyone(op);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r][0], 15.0f);
+  }
+  EXPECT_EQ(fabric_.count({"ncclCommInitRankConfig", "/6 id #2"}), 6u);  // the spare, made at op #1
+}
+
+// The job loses a node's link while every rank is inside NCCL (node 0 cuts its data connection to
+// node 2 off, as it does after a stall, and the orchestrator tells node 1): every node's
+// communicator is aborted at once and every peer's op fails with node_lost naming the link, not
+// at the op's deadline. (A killed process is told the same way, by the orchestrator.)
+TEST_F(NcclAcrossNodes, ALostLinkAbortsTheCommunicatorsAndEveryPeerHearsItAtOnce) {
+  std::vector<std::vector<float>> data(kRanks);
+  auto op = sum_of_ranks(data);
+  for (auto& s : everyone(op)) ASSERT_TRUE(s.is_ok()) << s.to_string();
+  nccl_.hold(5);  // rank 5 (node 2) never completes: the others wait inside NCCL
+  std::vector<Status> st;
+  std::thread ops([&] { st = everyone(op); });
+  // Once every rank has entered the op's all-reduce.
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (fabric_.count({"ncclAllReduce"}) < 2 * kRanks && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  ASSERT_EQ(fabric_.count({"ncclAllReduce"}), 2u * kRanks);
+  GlobalClient* node[kNodes];
+  for (auto& rt : nodes_) {
+    GlobalClient* g = RuntimeAccess::impl(rt).global.get();
+    node[g->node_id()] = g;
+  }
+  const auto cut = std::chrono::steady_clock::now();
+  node[0]->cut_off(2, "cut by the test");
+  ops.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - cut, 5s) << "the peers waited out their 20 s timeout";
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(st[r].code(), Errc::node_lost) << r << ": " << st[r].to_string();
+    EXPECT_NE(st[r].message().find("all_reduce #1: "), std::string::npos) << st[r].to_string();
+    EXPECT_NE(st[r].message().find("the data connection between node 0 and node 2 broke"), std::string::npos)
+        << st[r].to_string();
+  }
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(fabric_.count({"cuda:" + std::to_string(r) + " ncclCommAbort rank " + std::to_string(r) + "/6"}), 1u) << r;
+}
+
+} // namespace
+} // namespace chorus
