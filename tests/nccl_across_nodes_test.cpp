@@ -190,6 +190,20 @@ TEST_F(NcclAcrossNodes, AMismatchIsEveryPeersErrorBeforeNcclIsEntered) {
   EXPECT_EQ(fabric_.count({"ncclCommInitRankConfig"}), 0u);
 }
 
+// An op NCCL cannot serve (a bitwise reduction) takes the host-memory path even with the nccl
+// strategy: no NCCL call, and every peer the same outcome (here, without GPU memory to stage
+// from, the same error).
+TEST_F(NcclAcrossNodes, AnOpNcclCannotServeGoesThroughHostMemory) {
+  std::vector<std::vector<int32_t>> data(kRanks);
+  auto st = everyone([&](Peer& p, int r) {
+    data[r].assign(4, r);
+    Tensor x = Tensor::borrow(data[r].data(), DType::i32, {4}, Device::cuda(r));
+    return p.all_reduce(x, ReduceOp::bor);
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(st[r], st[0]) << r << ": " << st[r].to_string();
+  EXPECT_EQ(fabric_.count({"nccl"}), 0u);
+}
+
 // A rank's GPU hangs inside NCCL: nobody names a node, so the op's deadline ends it; every rank's
 // communicator is aborted on its own device actor, and the next op builds a fresh one (with the
 // spare id rank 0's node announced), which every node agrees on.

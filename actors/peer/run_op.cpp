@@ -134,11 +134,20 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
   const uint64_t seq = s->seq.load();
   // GPU tensors across nodes: through NCCL with the nccl strategy (the local server sees them as
   // they are), else through host memory.
-  const auto k = static_cast<std::size_t>(kind);
-  if (s->global && on_device(in, out) &&
-      !(k < s->config.global.size() &&
-        nccl_across_nodes(s->config.global[k], kind, (in.defined() ? in : out).dtype(), req.redop)))
-    return logged(*s, kind, seq, staged_collective(s, std::move(req), in, out));
+  if (s->global && on_device(in, out)) {
+    const auto k = static_cast<std::size_t>(kind);
+    const StrategyChoice choice = k < s->config.global.size() ? s->config.global[k] : StrategyChoice{};
+    const DType dtype = (in.defined() ? in : out).dtype();
+    if (!nccl_across_nodes(choice, kind, dtype, req.redop)) {
+      if (!choice.is_auto && choice.fixed.algorithm == Algorithm::nccl)
+        CHORUS_LOG(info, cuda,
+                   (LogWhere{-1, static_cast<int64_t>(s->offset + s->id), static_cast<int64_t>(s->group),
+                             static_cast<int64_t>(seq)}),
+                   std::string(to_string(kind)) + " of " + std::string(to_string(dtype)) + " with " +
+                       std::string(to_string(req.redop)) + ": NCCL cannot serve it; through host memory");
+      return logged(*s, kind, seq, staged_collective(s, std::move(req), in, out));
+    }
+  }
   Status st;
   OpRecord rec;
   auto reply = request(*s, rec, std::move(req), in, out, st);
