@@ -190,6 +190,25 @@ TEST_F(NcclAcrossNodes, AMismatchIsEveryPeersErrorBeforeNcclIsEntered) {
   EXPECT_EQ(fabric_.count({"ncclCommInitRankConfig"}), 0u);
 }
 
+// Two ranks on one GPU of one host (NCCL would fail its setup): every peer gets the same error,
+// naming them, before any NCCL call.
+TEST_F(NcclAcrossNodes, TwoRanksOnOneGpuOfAHostAreEveryPeersErrorBeforeNccl) {
+  std::vector<std::vector<float>> data(kRanks);
+  auto st = everyone([&](Peer& p, int r) {
+    data[r].assign(4, 1.0f);
+    Tensor x = on_gpu(data[r], r == 4 ? 1 : r);  // rank 4 (node 2) takes rank 1's GPU (node 0)
+    return p.all_reduce(x, ReduceOp::sum);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(st[r].code(), Errc::invalid_argument) << r << ": " << st[r].to_string();
+    EXPECT_EQ(st[r], st[0]) << r;
+  }
+  EXPECT_NE(st[0].message().find("all_reduce #0: ranks 1 and 4 are both on cuda:1 of one host (nodes 0 and 2)"),
+            std::string::npos)
+      << st[0].to_string();
+  EXPECT_EQ(fabric_.count({"cuda:"}), 0u);  // no GPU saw a call (only rank 0's node made its spare id)
+}
+
 // An op NCCL cannot serve (a bitwise reduction) takes the host-memory path even with the nccl
 // strategy: no NCCL call, and every peer the same outcome (here, without GPU memory to stage
 // from, the same error).

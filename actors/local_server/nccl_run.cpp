@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "actors/global_client/global_client.hpp"
 #include "actors/global_client/net_op.hpp"
@@ -124,6 +125,22 @@ Status NcclRun::run() {
     if (n >= all.size() || !all[n] || next[n] >= all[n]->devices.size())
       return {Errc::internal, label_ + ": node " + std::to_string(n) + "'s announcement names too few GPUs"};
     key.gpus.push_back({n, all[n]->devices[next[n]++]});
+  }
+  // NCCL runs one rank per GPU (two on one GPU fail its setup): every node sees the same key and
+  // gives the same answer before anyone calls NCCL.
+  const auto& nodes = global_->topology().nodes;
+  std::map<std::pair<uint32_t, int>, int> on;  // (host, device) -> the first rank there
+  for (int r = 0; r < static_cast<int>(key.gpus.size()); ++r) {
+    const auto& g = key.gpus[static_cast<std::size_t>(r)];
+    const uint32_t host = g.node < nodes.size() ? nodes[g.node].host : g.node;
+    auto [it, fresh] = on.emplace(std::make_pair(host, g.device), r);
+    if (!fresh)
+      return {Errc::invalid_argument,
+              label_ + ": ranks " + std::to_string(it->second) + " and " + std::to_string(r) + " are both on cuda:" +
+                  std::to_string(g.device) + " of one host (nodes " +
+                  std::to_string(key.gpus[static_cast<std::size_t>(it->second)].node) + " and " +
+                  std::to_string(g.node) + "); NCCL runs one rank per GPU: give each its own, or choose another "
+                  "strategy, which stages GPU tensors through host memory"};
   }
   for (std::size_t n = 0; n < all.size(); ++n)
     if (all[n] && next[n] > 0) said.push_back({all[n]->nccl_live, all[n]->nccl_last});
