@@ -117,14 +117,14 @@ uint64_t NcclJob::built() const {
 
 void NcclJob::retire(const std::shared_ptr<Comm>& c, const std::string& why) {
   c->mark_broken(why);
+  // Each handle is aborted on its own device actor, after whatever that actor does now (an op
+  // inside the communicator stops at once: it sees `broken`); nobody waits for these.
   NcclCalls* calls = &calls_;
-  std::vector<TaskQueue::Ticket> aborts;
   for (std::size_t i = 0; i < c->handles.size(); ++i)
-    aborts.push_back(calls_.submit(c->devices[i], [calls, c, i] {
+    calls_.submit(c->devices[i], [calls, c, i] {
       abort_own(*calls, *c, i);
       return Status::ok();
-    }));
-  (void)aborts;  // they run after whatever the actors do now; nobody waits for them
+    });
 }
 
 std::shared_ptr<NcclJob::Comm> NcclJob::comm_for(const NcclKey& key, uint64_t generation,
