@@ -207,7 +207,7 @@ TEST(ShmTransport, AnOfferNamingAnotherFileIsDeclined) {
     FILE* other = std::tmpfile();
     ASSERT_NE(other, nullptr);
     ASSERT_EQ(ftruncate(fileno(other), size), 0);
-    ShmChannel::Offer o;
+    SharedSegment::Offer o;
     o.pid = getpid();
     o.fd = fileno(other);
     o.bytes = std::uint64_t{1} << 20;

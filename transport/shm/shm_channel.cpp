@@ -1,9 +1,6 @@
 #include "transport/shm/shm_channel.hpp"
 
-#include <fcntl.h>
 #include <linux/futex.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -43,8 +40,6 @@ namespace {
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "the rings' words must be lock-free to be shared between processes");
 
-using Offer = ShmChannel::Offer;
-
 void futex_wait(std::atomic<uint32_t>* w, uint32_t seen, std::chrono::nanoseconds for_at_most) {
   timespec ts{static_cast<time_t>(for_at_most.count() / 1000000000), static_cast<long>(for_at_most.count() % 1000000000)};
   // Shared (not FUTEX_PRIVATE): the word lives in memory mapped by two processes.
@@ -67,104 +62,53 @@ std::size_t ShmChannel::ring_bytes() {
   return bytes;
 }
 
-ShmChannel::ShmChannel(int fd, int memfd, void* base, std::size_t bytes, std::size_t cap, bool creator)
-    : fd_(fd), memfd_(memfd), base_(base), bytes_(bytes), cap_(cap) {
-  auto* seg = static_cast<Segment*>(base);
-  std::byte* data = static_cast<std::byte*>(base) + sizeof(Segment);
+ShmChannel::ShmChannel(int fd, SharedSegment segment, std::size_t cap, bool creator)
+    : fd_(fd), segment_(std::move(segment)), cap_(cap) {
+  auto* seg = static_cast<Segment*>(segment_.base());
+  std::byte* data = static_cast<std::byte*>(segment_.base()) + sizeof(Segment);
   out_ = creator ? &seg->to_joiner : &seg->to_creator;
   in_ = creator ? &seg->to_creator : &seg->to_joiner;
   out_data_ = creator ? data : data + cap_;
   in_data_ = creator ? data + cap_ : data;
 }
 
-ShmChannel::~ShmChannel() {
-  munmap(base_, bytes_);
-  forget_descriptor();
-}
-
-void ShmChannel::forget_descriptor() {
-  if (memfd_ >= 0) ::close(memfd_);
-  memfd_ = -1;
-}
+ShmChannel::~ShmChannel() = default;
 
 Result<std::unique_ptr<ShmChannel>> ShmChannel::offer(int fd, TlsChannel* tls, uint64_t collective, uint64_t token,
                                                        Clock::time_point deadline) {
-  const std::size_t cap = ring_bytes(), bytes = Segment::bytes(cap);
-  const int memfd = memfd_create("chorus-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (memfd < 0) return Status(Errc::internal, std::string("memfd_create: ") + std::strerror(errno));
-  void* base = MAP_FAILED;
-  struct stat st {};
-  // Sealed at its size: nobody can shrink it under a mapping (SIGBUS) or grow it.
-  if (ftruncate(memfd, static_cast<off_t>(bytes)) == 0 &&
-      fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0 && fstat(memfd, &st) == 0)
-    base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  if (base == MAP_FAILED) {
-    const std::string why = std::strerror(errno);
-    ::close(memfd);
-    return Status(Errc::internal, "shared memory for a data connection (" + std::to_string(bytes >> 20) + " MiB): " + why);
-  }
-  auto* seg = new (base) Segment{};
+  const std::size_t cap = ring_bytes();
+  auto made = SharedSegment::make("chorus-shm", Segment::bytes(cap));
+  if (!made.is_ok()) return Status(made.status().code(), "a data connection's " + made.status().message());
+  SharedSegment segment = std::move(*made);
+  auto* seg = new (segment.base()) Segment{};
   seg->collective = collective;
   seg->token = token;
   seg->capacity = cap;
   seg->magic = Segment::kMagic;
-  std::unique_ptr<ShmChannel> ch(new ShmChannel(fd, memfd, base, bytes, cap, /*creator=*/true));
-  Offer o;
-  o.pid = getpid();
-  o.fd = memfd;
-  o.bytes = bytes;
-  o.dev = st.st_dev;
-  o.inode = st.st_ino;
-  if (auto s = TlsChannel::write_all(fd, tls, &o, sizeof o, deadline); !s.is_ok()) return s;
-  uint8_t answer = 0;
-  if (auto s = TlsChannel::read_exact(fd, tls, &answer, 1, deadline); !s.is_ok()) return s;
-  if (answer != 1) return std::unique_ptr<ShmChannel>{};
-  ch->forget_descriptor();  // attached: nobody else may open it through /proc any more
-  return ch;
+  bool attached = false;
+  if (auto s = segment.offer(fd, tls, deadline, attached); !s.is_ok()) return s;
+  if (!attached) return std::unique_ptr<ShmChannel>{};
+  segment.forget_descriptor();  // attached: nobody else may open it through /proc any more
+  return std::unique_ptr<ShmChannel>(new ShmChannel(fd, std::move(segment), cap, /*creator=*/true));
 }
 
 Result<std::unique_ptr<ShmChannel>> ShmChannel::accept(int fd, TlsChannel* tls, uint64_t collective, uint64_t token,
                                                         Clock::time_point deadline, std::string& why) {
-  Offer o;
-  if (auto s = TlsChannel::read_exact(fd, tls, &o, sizeof o, deadline); !s.is_ok()) return s;
-  auto decline = [&](std::string reason) -> Result<std::unique_ptr<ShmChannel>> {
-    why = std::move(reason);
-    const uint8_t no = 0;
-    if (auto s = TlsChannel::write_all(fd, tls, &no, 1, deadline); !s.is_ok()) return s;
-    return std::unique_ptr<ShmChannel>{};
-  };
-  if (o.magic != Segment::kMagic || o.bytes < sizeof(Segment) || o.bytes > (std::size_t{1} << 34))
-    return decline("a garbled shared-memory offer");
-  const std::string path = "/proc/" + std::to_string(o.pid) + "/fd/" + std::to_string(o.fd);
-  const int memfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (memfd < 0) return decline("cannot open the other process's segment (" + path + "): " + std::strerror(errno));
-  // The very segment offered (not what that path names in another PID namespace), sealed at the
-  // size offered, before anything of it is touched.
-  struct stat st {};
-  const int seals = fcntl(memfd, F_GET_SEALS);
-  if (fstat(memfd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_dev) != o.dev ||
-      static_cast<uint64_t>(st.st_ino) != o.inode || static_cast<uint64_t>(st.st_size) != o.bytes || seals < 0 ||
-      (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
-    ::close(memfd);
-    return decline(path + " is not the segment offered (another PID namespace?)");
+  auto taken = SharedSegment::take_offer(fd, tls, std::size_t{1} << 34, deadline, why);
+  if (!taken.is_ok()) return taken.status();
+  SharedSegment segment = std::move(*taken);
+  if (segment.mapped()) {
+    const auto* seg = static_cast<const Segment*>(segment.base());
+    if (segment.bytes() < sizeof(Segment) || seg->magic != Segment::kMagic || seg->collective != collective ||
+        seg->token != token || Segment::bytes(seg->capacity) != segment.bytes()) {
+      why = "the offered segment is not this collective's";
+      segment = SharedSegment{};
+    }
   }
-  void* base = mmap(nullptr, o.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  if (base == MAP_FAILED) {
-    ::close(memfd);
-    return decline(std::string("cannot map the other process's segment: ") + std::strerror(errno));
-  }
-  auto* seg = static_cast<Segment*>(base);
-  if (seg->magic != Segment::kMagic || seg->collective != collective || seg->token != token ||
-      Segment::bytes(seg->capacity) != o.bytes) {
-    munmap(base, o.bytes);
-    ::close(memfd);
-    return decline("the offered segment is not this collective's");
-  }
-  std::unique_ptr<ShmChannel> ch(new ShmChannel(fd, memfd, base, o.bytes, seg->capacity, /*creator=*/false));
-  ch->forget_descriptor();
-  const uint8_t yes = 1;
-  if (auto s = TlsChannel::write_all(fd, tls, &yes, 1, deadline); !s.is_ok()) return s;
-  return ch;
+  if (auto s = SharedSegment::answer(fd, tls, segment.mapped(), deadline); !s.is_ok()) return s;
+  if (!segment.mapped()) return std::unique_ptr<ShmChannel>{};
+  const std::size_t cap = static_cast<const Segment*>(segment.base())->capacity;
+  return std::unique_ptr<ShmChannel>(new ShmChannel(fd, std::move(segment), cap, /*creator=*/false));
 }
 
 std::size_t ShmChannel::write_some(const void* p, std::size_t n) {

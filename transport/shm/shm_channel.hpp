@@ -5,12 +5,11 @@
 // cannot tell that its writer died) and carries wake-ups, one byte, written only when the reader
 // sleeps in epoll. A writer that finds the ring full sleeps on a futex in the segment, woken by the
 // reader only when it said it sleeps; so the fast path makes no system call.
-// The segment's creator (the node that accepted the connection) offers it over the socket as its
-// pid and descriptor number; the other opens /proc/PID/fd/N (same user, same PID namespace),
-// checks the collective and token written in it, and answers; then both close their descriptors
-// (the mappings stay), so no other process can open the segment. Refused (other user, another PID
-// namespace), both stay on the socket. The offer goes only to a node whose hello carried the
-// collective's token.
+// The segment's creator (the node that accepted the connection) offers it over the socket
+// (segment.hpp); the other checks the collective and token written in it and answers; then both
+// close their descriptors (the mappings stay), so no other process can open the segment. Refused
+// (other user, another PID namespace), both stay on the socket. The offer goes only to a node
+// whose hello carried the collective's token.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -20,6 +19,7 @@
 
 #include <chorus/result.hpp>
 #include "core/wait.hpp"
+#include "transport/shm/segment.hpp"
 #include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
@@ -70,30 +70,13 @@ class ShmChannel {
   // After the reader woke (for any reason): no wake-up bytes wanted until it arms again.
   void disarm();
 
-  // What the creator sends after the hello (then one byte answers: 1 attached, 0 declined).
-  // `dev`/`inode` name the segment itself: /proc/PID/fd/N read in another PID namespace (two
-  // containers sharing a network) is another process's descriptor, which must not be taken for it.
-  struct Offer {
-    uint64_t magic = 0x43484f52534d3031;  // "CHORSM01"
-    int64_t pid = 0;
-    int64_t fd = 0;
-    uint64_t bytes = 0;
-    uint64_t dev = 0;
-    uint64_t inode = 0;
-  };
-
   struct Ring;      // one direction's control words and bytes (in the segment)
   struct Segment;   // the segment's layout
 
  private:
-  ShmChannel(int fd, int memfd, void* base, std::size_t bytes, std::size_t cap, bool creator);
-  // Closes the segment's descriptor (the mapping stays): once both sides have mapped it, no other
-  // process can open it through /proc/PID/fd.
-  void forget_descriptor();
-  int fd_;      // the pair's socket (not owned)
-  int memfd_;   // the segment (owned until both sides mapped it; -1 after)
-  void* base_;  // its mapping
-  std::size_t bytes_;
+  ShmChannel(int fd, SharedSegment segment, std::size_t cap, bool creator);
+  int fd_;                 // the pair's socket (not owned)
+  SharedSegment segment_;  // its descriptor closed once both sides mapped it
   Ring* out_;
   Ring* in_;
   std::byte* out_data_;
