@@ -1,6 +1,7 @@
 #include "strategies/tuning.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <utility>
 
@@ -14,6 +15,7 @@ std::string to_string(const RunStrategy& s) {
     case RunStrategy::Path::p2p: return "p2p";
     case RunStrategy::Path::nccl: return "nccl";
     case RunStrategy::Path::device: return "device";
+    case RunStrategy::Path::arena: return "arena";
   }
   return "";
 }
@@ -117,6 +119,35 @@ RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count
   if (hier_kind && auto_or_nccl(config.global[static_cast<std::size_t>(op)]) && nodes >= 2 && nodes < n)
     return RunStrategy::among_leaders(over_network(config, op, dtype, count, nodes, /*separate=*/true, crowd));
   return RunStrategy::flat(over_network(config, op, dtype, count, n, /*separate=*/nodes == n, crowd));
+}
+
+namespace {
+long env_number(const char* name, long fallback) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  return end && *end == '\0' && v >= 0 ? v : fallback;
+}
+} // namespace
+
+std::size_t arena_slot_bytes(uint32_t peers) {
+  static const long kib = env_number("CHORUS_ARENA_KIB", 64);
+  if (kib == 0 || peers == 0) return 0;
+  const std::size_t wanted = static_cast<std::size_t>(std::min<long>(kib, 1 << 20)) << 10;
+  const std::size_t share = (std::size_t{4} << 20) / (2 * std::size_t{peers});
+  return std::max<std::size_t>(std::min(wanted, share), std::min<std::size_t>(wanted, 4096));
+}
+
+bool arena_allowed(const Config& config, OpKind kind, bool across_nodes) {
+  const auto k = static_cast<std::size_t>(kind);
+  const auto& choices = across_nodes ? config.global : config.local;
+  return k < choices.size() && choices[k].is_auto;
+}
+
+std::chrono::milliseconds arena_wait(const Config& config) {
+  static const long ms = env_number("CHORUS_ARENA_WAIT_MS", 50);
+  return std::min(std::chrono::milliseconds(ms), config.timeout / 4);
 }
 
 } // namespace chorus

@@ -7,6 +7,7 @@
 // arguments: the topology is plain data that every node has alike (the orchestrator's topology:
 // nodes, their data addresses and hardware threads), never a measurement of this machine.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -44,6 +45,7 @@ struct RunStrategy {
     p2p,       // send/recv: a copy between the pair
     nccl,      // GPU tensors on distinct GPUs, through NCCL (cuda/)
     device,    // GPU tensors, the on-device plan of cuda/device_plan.hpp
+    arena,     // small host ops of peers sharing memory, one-shot in the arena (strategies/arena.hpp)
   };
   Path path = Path::none;
   // Flat: the schedule over every peer of the op. Hierarchical: the schedule among one leader per
@@ -107,5 +109,20 @@ RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count
 
 // Whether the op's node processes crowd some machine (see tune); false in shared memory.
 bool crowded(const Topology& topology);
+
+// The arena (strategies/arena.hpp): small ops of host tensors among peers that share memory (the
+// threads of one process; the node processes of a job that lies on one host) meet in one region
+// and run one-shot there, without the local server. Every peer posts its call there first; where
+// they do not all agree and fit, or one is late, the op takes the ordinary path.
+// The bytes a peer may post per op (its slot): CHORUS_ARENA_KIB (0: no arena), else 64 KiB, less
+// where many peers share the arena (4 MiB of slots at most; never under 4 KiB).
+std::size_t arena_slot_bytes(uint32_t peers);
+// Whether ops of this kind use the arena under `config`: its strategy for the level is auto
+// (`across_nodes`: the global one, else the local one); a fixed strategy is run as asked.
+bool arena_allowed(const Config& config, OpKind kind, bool across_nodes);
+// How long an arena op waits for its last peer before it takes the ordinary path, which words
+// every error and long wait: the spin and yield of `patience_for`, then sleeping, 50 ms at most
+// (CHORUS_ARENA_WAIT_MS), and never more than a quarter of the op's timeout.
+std::chrono::milliseconds arena_wait(const Config& config);
 
 } // namespace chorus

@@ -1,0 +1,218 @@
+#include "strategies/arena.hpp"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CHORUS_ARENA_PAUSE() _mm_pause()
+#else
+#define CHORUS_ARENA_PAUSE() std::this_thread::yield()
+#endif
+
+namespace chorus {
+
+namespace {
+constexpr uint32_t kForming = 0, kOpen = 1, kClosed = 2;
+constexpr std::size_t kLine = 64;
+std::size_t round_up(std::size_t b) { return (b + kLine - 1) / kLine * kLine; }
+
+// Shared futexes (not FUTEX_PRIVATE): across processes the words live in a segment several map.
+void futex_wait(std::atomic<uint32_t>* w, uint32_t seen, std::chrono::nanoseconds at_most) {
+  const timespec ts{static_cast<time_t>(at_most.count() / 1000000000), static_cast<long>(at_most.count() % 1000000000)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+void futex_wake_all(std::atomic<uint32_t>* w) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+} // namespace
+
+// Written once by the arena's maker, then only the atomic words change. Each word that several
+// peers write has a cache line of its own.
+struct Arena::Control {
+  uint64_t magic;
+  uint64_t tag;
+  uint64_t peers;
+  uint64_t slot_bytes;
+  uint64_t bytes;
+  alignas(kLine) std::atomic<uint32_t> state{kForming};
+  alignas(kLine) std::atomic<uint32_t> sleepers{0};  // peers asleep on `bell`
+  alignas(kLine) std::atomic<uint32_t> bell{0};      // rung after a post or a verdict, for sleepers
+  struct alignas(kLine) Word {
+    std::atomic<uint64_t> v{0};  // (seq + 1) << 1 | go, for the latest op that used this word
+  };
+  Word verdict[kVerdicts];
+};
+
+// One peer's call for one op; written by that peer only, read by all once seq1 says it is there.
+struct alignas(kLine) Arena::Post {
+  std::atomic<uint64_t> seq1{0};  // the op's sequence number + 1, once posted
+  ArenaCall call;
+};
+
+static_assert(sizeof(Arena::Post) == kLine, "a post fills one cache line");
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "the arena's words must be lock-free to be shared between processes");
+
+std::size_t Arena::region_bytes(uint32_t peers, std::size_t slot_bytes) {
+  return round_up(sizeof(Control)) + std::size_t{peers} * 2 * (sizeof(Post) + round_up(slot_bytes));
+}
+
+Arena Arena::create(void* region, uint32_t peers, std::size_t slot_bytes, uint64_t tag) {
+  auto* ctl = new (region) Control{};
+  ctl->magic = kMagic;
+  ctl->tag = tag;
+  ctl->peers = peers;
+  ctl->slot_bytes = round_up(slot_bytes);
+  ctl->bytes = region_bytes(peers, slot_bytes);
+  auto* base = static_cast<std::byte*>(region) + round_up(sizeof(Control));
+  for (std::size_t i = 0; i < std::size_t{peers} * 2; ++i) new (base + i * sizeof(Post)) Post{};
+  return Arena(ctl, base);
+}
+
+Arena Arena::attach(void* region, std::size_t bytes, uint64_t tag, std::string& why) {
+  if (bytes < sizeof(Control)) {
+    why = "the arena's region is too small (" + std::to_string(bytes) + " bytes)";
+    return {};
+  }
+  auto* ctl = static_cast<Control*>(region);
+  if (ctl->magic != kMagic || ctl->tag != tag) {
+    why = "the region is not this job's arena";
+    return {};
+  }
+  if (ctl->peers == 0 || ctl->peers > (1u << 16) || ctl->slot_bytes % kLine != 0 || ctl->slot_bytes > (1u << 30) ||
+      ctl->bytes != bytes || region_bytes(static_cast<uint32_t>(ctl->peers), ctl->slot_bytes) != bytes) {
+    why = "the arena's layout does not match its size";
+    return {};
+  }
+  return Arena(ctl, static_cast<std::byte*>(region) + round_up(sizeof(Control)));
+}
+
+uint32_t Arena::peers() const { return static_cast<uint32_t>(ctl_->peers); }
+std::size_t Arena::slot_bytes() const { return ctl_->slot_bytes; }
+
+void Arena::open() {
+  uint32_t forming = kForming;
+  ctl_->state.compare_exchange_strong(forming, kOpen);
+}
+
+void Arena::close() {
+  ctl_->state.store(kClosed, std::memory_order_seq_cst);
+  ctl_->bell.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake_all(&ctl_->bell);
+}
+
+bool Arena::usable() const { return valid() && ctl_->state.load(std::memory_order_acquire) != kClosed; }
+
+Arena::Post& Arena::post(uint32_t r, uint64_t seq) const {
+  return reinterpret_cast<Post*>(base_)[std::size_t{r} * 2 + (seq & 1)];
+}
+
+std::byte* Arena::slot(uint32_t r, uint64_t seq) const {
+  const std::size_t posts = static_cast<std::size_t>(ctl_->peers) * 2 * sizeof(Post);
+  return base_ + posts + (std::size_t{r} * 2 + (seq & 1)) * ctl_->slot_bytes;
+}
+
+const std::byte* Arena::input_of(uint32_t r, uint64_t seq) const { return slot(r, seq); }
+
+bool Arena::still_holds(uint32_t r, uint64_t seq) const {
+  return post(r, seq).seq1.load(std::memory_order_acquire) == seq + 1;
+}
+
+bool Arena::all_posted(uint64_t seq, bool& agree) const {
+  agree = true;
+  const ArenaCall* first = nullptr;
+  for (uint32_t r = 0; r < ctl_->peers; ++r) {
+    const Post& p = post(r, seq);
+    if (p.seq1.load(std::memory_order_acquire) != seq + 1) return false;
+    if (!p.call.fits || (first && !(p.call == *first))) agree = false;
+    if (!first) first = &p.call;
+  }
+  return true;
+}
+
+void Arena::ring() {
+  if (ctl_->sleepers.load(std::memory_order_seq_cst) == 0) return;
+  ctl_->bell.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake_all(&ctl_->bell);
+}
+
+Arena::Verdict Arena::settle(uint64_t seq, Verdict v) {
+  auto& word = ctl_->verdict[seq % kVerdicts].v;
+  const uint64_t want = (seq + 1) << 1 | (v == Verdict::go ? 1 : 0);
+  uint64_t cur = word.load(std::memory_order_acquire);
+  while ((cur >> 1) < seq + 1)
+    if (word.compare_exchange_weak(cur, want, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      if (v == Verdict::slow) ring();  // sleepers need not wait out their slice to hear it
+      return v;
+    }
+  // Settled by another peer; a word already taken by a later op means this one went slow (a go
+  // needs every peer's post, so none can have moved on that far).
+  return (cur >> 1) == seq + 1 && (cur & 1) ? Verdict::go : Verdict::slow;
+}
+
+Arena::Verdict Arena::meet(uint32_t rank, uint64_t seq, const ArenaCall& call, const void* input, std::size_t bytes,
+                           Clock::time_point give_up, Patience patience) {
+  Post& mine = post(rank, seq);
+  if (call.fits && bytes > 0) std::memcpy(slot(rank, seq), input, bytes);
+  mine.call = call;
+  // seq_cst, then the sleepers' count (in ring): either a sleeper sees this post after saying it
+  // sleeps, or we see that it sleeps and wake it.
+  mine.seq1.store(seq + 1, std::memory_order_seq_cst);
+  ring();
+  auto& word = ctl_->verdict[seq % kVerdicts].v;
+  Verdict v = Verdict::slow;
+  auto look = [&] {
+    const uint64_t w = word.load(std::memory_order_acquire);
+    if ((w >> 1) >= seq + 1) {
+      v = (w >> 1) == seq + 1 && (w & 1) ? Verdict::go : Verdict::slow;
+      return true;
+    }
+    bool agree = false;
+    if (all_posted(seq, agree)) {
+      v = settle(seq, agree ? Verdict::go : Verdict::slow);
+      return true;
+    }
+    if (ctl_->state.load(std::memory_order_acquire) == kClosed) {
+      v = settle(seq, Verdict::slow);
+      return true;
+    }
+    return false;
+  };
+  if (look()) return v;
+  const auto start = Clock::now();
+  // Spin (the others are usually a few hundred nanoseconds away), or where peers outnumber the
+  // cores give the core away between looks, so that the peer we wait for can run.
+  const auto spin_end = std::min(give_up, start + patience.spin);
+  for (unsigned i = 1;; ++i) {
+    CHORUS_ARENA_PAUSE();
+    if (look()) return v;
+    if ((i & 63) == 0 && Clock::now() >= spin_end) break;
+  }
+  const auto yield_end = std::min(give_up, Clock::now() + patience.yield);
+  while (Clock::now() < yield_end) {
+    std::this_thread::yield();
+    if (look()) return v;
+  }
+  for (;;) {
+    const auto now = Clock::now();
+    if (now >= give_up) return settle(seq, Verdict::slow);
+    const uint32_t rung = ctl_->bell.load(std::memory_order_seq_cst);
+    ctl_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (look()) {
+      ctl_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      return v;
+    }
+    futex_wait(&ctl_->bell, rung, std::min<Clock::duration>(give_up - now, std::chrono::milliseconds(10)));
+    ctl_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (look()) return v;
+  }
+}
+
+} // namespace chorus

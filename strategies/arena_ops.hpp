@@ -1,0 +1,35 @@
+// What each op does in the arena (strategies/arena.hpp) once every peer's call is posted and they
+// agree: every peer reads the inputs it needs where the others posted them and writes only its
+// own output, in one pass. Reductions fold the n inputs in rank order in one call of reduce_n, so
+// every peer's result is bit-identical for every dtype and reduce op (as one-shot's across nodes).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <chorus/status.hpp>
+#include <chorus/types.hpp>
+
+#include "strategies/arena.hpp"
+
+namespace chorus {
+
+struct ArenaOp {
+  OpKind kind = OpKind::barrier;
+  DType dtype = DType::f32;
+  ReduceOp redop = ReduceOp::sum;
+  uint32_t root = 0;
+  std::size_t count = 0;  // per-peer elements (schedule.hpp's sense)
+  uint32_t n = 1;         // peers of the op
+  uint32_t rank = 0;      // this peer's
+};
+
+// How many bytes of `rank`'s input the op posts into its slot (0: none, e.g. a broadcast's
+// receivers or a barrier).
+std::size_t arena_input_bytes(const ArenaOp& op);
+
+// The op's data phase for this peer: `out` is its output (null where it has none: a reduce's or
+// gather's non-roots, a barrier; it may be the input, in place). An error only when a slot read
+// was overwritten meanwhile (this peer was held up past the others' timeout).
+Status run_arena_op(const Arena& arena, uint64_t seq, const ArenaOp& op, void* out);
+
+} // namespace chorus
