@@ -6,6 +6,7 @@
 #include "actors/local_server/local_server.hpp"
 #include "actors/remoting.hpp"
 #include "actors/runtime_impl.hpp"
+#include "actors/peer/arena_path.hpp"
 #include "actors/trace/trace.hpp"
 #include "core/log.hpp"
 #include "messages/peer_codec.hpp"
@@ -95,6 +96,7 @@ void RuntimeImpl::shutdown() {
     ours.push_back(caf::actor_cast<caf::actor>(std::move(server)));
     server = nullptr;
   }
+  close_arena();  // a peer waiting there goes on to the closed server's answer at once
   core->close(Status(Errc::reset, "the runtime has been destroyed"));
   std::shared_ptr<GlobalClient> g;
   {
@@ -151,11 +153,11 @@ bool RuntimeImpl::own(const caf::actor& a) {
 
 namespace {
 // Enters the core directly and waits for the reply; past the deadline, expires the request itself.
+// `start`: when the op began (it may have waited in the arena first); its timeout counts from there.
 template <class Enter>
 Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::milliseconds timeout, unsigned peers,
-                      Enter enter) {
+                      Enter enter, Clock::time_point start) {
   auto reply = call.reply;
-  const auto start = Clock::now();
   const Patience patience = patience_for(peers);
   (core.*enter)(std::move(call));
   // Half the timeout gone: say once (warn, op) what the request still waits for.
@@ -175,12 +177,12 @@ Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::millisecon
 }
 } // namespace
 
-Status RuntimeImpl::submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers) {
-  return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_op);
+Status RuntimeImpl::submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers, Clock::time_point start) {
+  return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_op, start);
 }
 
 Status RuntimeImpl::submit_group(Call& call, std::chrono::milliseconds timeout, unsigned peers) {
-  return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_group);
+  return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_group, Clock::now());
 }
 
 Status RuntimeImpl::ensure_global(const Config& config) {
@@ -290,12 +292,31 @@ Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {
     st->offset = st->global->offset();
     st->rank = st->offset + id;
     total = st->global->total_peers();
+    if (auto seat = st->global->arena(); seat && seat->arena.peers() == total) st->arena = std::move(seat);
+  } else {
+    st->arena = arena_for(reply->epoch, config.num_devices);
   }
   for (uint32_t i = 0; i < total; ++i) st->members.push_back(i);
   st->rt = shared_from_this();
   st->id = id;
   st->config = config;
   return PeerAccess::make(std::move(st));
+}
+
+std::shared_ptr<ArenaSeat> RuntimeImpl::arena_for(uint64_t epoch, uint32_t peers) {
+  std::lock_guard<std::mutex> lk(global_mu);
+  if (arena && arena_epoch == epoch && arena->arena.peers() == peers) return arena;
+  if (arena && arena_epoch == epoch) return nullptr;  // peers of one generation disagree: the server says so
+  if (arena) arena->arena.close();
+  arena = peer_impl::local_arena(peers);
+  arena_epoch = epoch;
+  return arena;
+}
+
+void RuntimeImpl::close_arena() {
+  std::lock_guard<std::mutex> lk(global_mu);
+  if (arena) arena->arena.close();
+  arena = nullptr;
 }
 
 Runtime::Runtime() : impl_(std::make_shared<RuntimeImpl>()) {}
@@ -307,6 +328,7 @@ Result<Peer> Runtime::register_peer(PeerId id, const Config& config) { return im
 
 Status Runtime::reset() {
   if (!impl_->has_system()) return Status::ok();  // nobody registered: nothing to reset
+  impl_->close_arena();  // the old generation's peers meet the server's refusal instead
   Call call;
   call.message = encode_peer_only(UINT32_MAX, true);
   return impl_->submit(reset_atom::value, call, std::chrono::milliseconds(10000));

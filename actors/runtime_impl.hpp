@@ -80,8 +80,9 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
 
   // Enters the local server's core directly with an op request (no mailbox hop, no thread wake)
   // and waits for the reply; when the deadline passes, expires the request itself.
-  // `peers` threads take part in the op (it decides whether waiting may spin).
-  Status submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers);
+  // `peers` threads take part in the op (it decides whether waiting may spin). The timeout counts
+  // from `start`, when the op began (it may have waited in the arena before).
+  Status submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers, Clock::time_point start);
   // The same for a group request (creation waits for every member).
   Status submit_group(Call& call, std::chrono::milliseconds timeout, unsigned peers);
 
@@ -122,6 +123,13 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // The process's trace (CHORUS_TRACE, Config::trace_file; null: none), made and fixed like the
   // recorder; each peer handle points at its local peer's part. shutdown() writes it.
   std::shared_ptr<Trace> trace;
+  // One process's arena (actors/peer/arena_path.hpp), for the peers of registration generation
+  // `arena_epoch`; made by its first registration, closed by a reset or shutdown (a peer of an
+  // older generation then takes the ordinary path, which refuses it). Under global_mu.
+  std::shared_ptr<ArenaSeat> arena;
+  uint64_t arena_epoch = 0;
+  std::shared_ptr<ArenaSeat> arena_for(uint64_t epoch, uint32_t peers);
+  void close_arena();
   std::shared_ptr<LocalServerCore> core;
   std::mutex system_mu;  // guards the three fields below (system_for); taken before actors_mu
   std::unique_ptr<caf::actor_system_config> cfg;  // of own_system

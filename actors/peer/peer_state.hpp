@@ -10,11 +10,13 @@
 #include <chorus/config.hpp>
 #include <chorus/peer.hpp>
 
+#include "strategies/arena.hpp"
 #include "strategies/tuning.hpp"
 
 namespace chorus {
 
 struct RuntimeImpl;
+
 class GlobalClient;
 class FlightRecorder;
 class PeerTrace;
@@ -37,6 +39,7 @@ struct PeerState {
   std::atomic<uint64_t> last_strategy{pack(RunStrategy{})};
   std::shared_ptr<FlightRecorder> flight;  // the process's recorder (null: none)
   PeerTrace* trace = nullptr;      // this local peer's part of the process's trace (null: none)
+  std::shared_ptr<ArenaSeat> arena;  // the world's small ops meet here first (null: none)
 };
 
 // The library's way into the public handle (its internals are private to host apps).

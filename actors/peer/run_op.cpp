@@ -1,6 +1,7 @@
 #include "actors/peer/run_op.hpp"
 
 #include "actors/flight/flight_recorder.hpp"
+#include "actors/peer/arena_path.hpp"
 #include "actors/runtime_impl.hpp"
 #include "actors/trace/peer_trace.hpp"
 #include "core/log.hpp"
@@ -36,17 +37,18 @@ std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, c
   req.peer = s.id;
   req.epoch = s.epoch;
   req.group = s.group;
-  if (req.kind != OpKind::send && req.kind != OpKind::recv) req.seq = s.seq++;
+  if (req.kind != OpKind::send && req.kind != OpKind::recv && !rec.entered) req.seq = s.seq++;
   req.input = TensorMeta::of(in);
   req.output = TensorMeta::of(out);
-  record_begin(s, rec, req, in.defined() ? in : out);
+  if (!rec.entered) record_begin(s, rec, req, in.defined() ? in : out);
   Call call;
   call.op = std::move(req);
   call.input = in;
   call.output = out;
   call.local_error = std::move(local_error);
   auto reply = call.reply;
-  status = s.rt->submit_op(call, s.config.timeout, s.config.num_devices);
+  // An op that waited in the arena first has that much less time left.
+  status = s.rt->submit_op(call, s.config.timeout, s.config.num_devices, rec.entered ? rec.since : Clock::now());
   if (status) {
     record_matched(s, rec, reply->strategy);
   } else {
@@ -150,6 +152,11 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
   }
   Status st;
   OpRecord rec;
+  // The world's small ops on host tensors meet in the arena first, where peers share memory.
+  if (s->arena && s->group == 0 && !s->finished && !s->destroyed && !req.root_from_data &&
+      s->arena->arena.usable() && arena_allowed(s->config, kind, s->arena->across_nodes)) {
+    if (auto done = arena_collective(*s, rec, req, in, out)) return logged(*s, kind, req.seq, *done);
+  }
   auto reply = request(*s, rec, std::move(req), in, out, st);
   if (!st) return logged(*s, kind, seq, st);
   return logged(*s, kind, seq, execute(*s, rec, *reply, bytes(in), bytes(out.defined() ? out : in)));

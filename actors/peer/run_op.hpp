@@ -27,6 +27,8 @@ OpRequestData make_op(OpKind k, ReduceOp op = ReduceOp::sum, PeerId root = 0);
 struct OpRecord {
   uint64_t flight_ticket = 0;   // the recorder's name for the op (0: not recorded)
   std::optional<OpSpan> span;   // the trace's, when it is on (nothing to fill per op when off)
+  bool entered = false;         // the arena took the op's sequence number and noted its entry
+  Clock::time_point since{};    // ...when: the op's timeout counts from there
 };
 
 // Sends one op request and waits for the server's answer: an error, or a plan to run. The flight

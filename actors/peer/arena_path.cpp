@@ -1,0 +1,99 @@
+#include "actors/peer/arena_path.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "actors/local_server/op_validation.hpp"
+#include "strategies/arena_ops.hpp"
+
+namespace chorus::peer_impl {
+
+namespace {
+
+// This peer's call as the arena compares it, and whether it fits: the local server's checks
+// (check_request and check_agreement in op_validation.cpp) of the fixed-size forms on host
+// tensors, strict where they are loose (a call that does not fit here still runs, the ordinary
+// way), and its input small enough for its slot.
+ArenaCall describe(const OpRequestData& req, const Tensor& in, const Tensor& out, std::size_t slot, ArenaOp& op) {
+  ArenaCall c;
+  c.kind = req.kind;
+  const uint32_t n = op.n;
+  const bool is_root = op.rank == req.root;
+  if ((in.defined() && in.is_cuda()) || (out.defined() && out.is_cuda())) return c;
+  if (reduces(req.kind) && (!in.defined() || !reduce_op_valid(in.dtype(), req.redop))) return c;
+  if (rooted(req.kind) && req.root >= n) return c;
+  if (in.defined() && out.defined() && in.dtype() != out.dtype()) return c;
+  const std::size_t ni = in.defined() ? in.numel() : 0, no = out.defined() ? out.numel() : 0;
+  bool ok = false;
+  std::size_t count = 0;
+  switch (req.kind) {
+    case OpKind::barrier: ok = true; break;
+    case OpKind::all_reduce: ok = out.defined() && no == ni, count = ni; break;
+    case OpKind::reduce: ok = !is_root || (out.defined() && no == ni), count = ni; break;
+    case OpKind::broadcast: ok = out.defined() && (!is_root || (in.defined() && ni == no)), count = no; break;
+    case OpKind::all_gather: ok = in.defined() && out.defined() && no == n * ni, count = ni; break;
+    case OpKind::reduce_scatter: ok = out.defined() && ni == n * no, count = no; break;
+    case OpKind::all_to_all: ok = in.defined() && out.defined() && ni % n == 0 && no == ni, count = ni / n; break;
+    case OpKind::gather: ok = in.defined() && (!is_root || (out.defined() && no == n * ni)), count = ni; break;
+    case OpKind::scatter: ok = out.defined() && (!is_root || (in.defined() && ni == n * no)), count = no; break;
+    default: return c;
+  }
+  if (!ok) return c;
+  if (req.kind != OpKind::barrier) {
+    // The tensor every peer must pass alike, as check_agreement compares it.
+    const bool out_agrees = req.kind == OpKind::broadcast || req.kind == OpKind::scatter;
+    const Tensor& agreed = out_agrees ? out : in;
+    const Shape& shape = agreed.shape();
+    if (shape.size() > 4) return c;
+    c.dtype = agreed.dtype();
+    c.ndim = static_cast<uint32_t>(shape.size());
+    for (std::size_t d = 0; d < shape.size(); ++d) c.dims[d] = shape[d];
+  }
+  if (reduces(req.kind)) c.redop = req.redop;
+  if (rooted(req.kind)) c.root = req.root;
+  c.count = count;
+  op.kind = req.kind;
+  op.dtype = c.dtype;
+  op.redop = c.redop;
+  op.root = c.root;
+  op.count = count;
+  c.fits = arena_input_bytes(op) <= slot;
+  return c;
+}
+
+} // namespace
+
+std::shared_ptr<ArenaSeat> local_arena(uint32_t peers) {
+  const std::size_t slot = arena_slot_bytes(peers);
+  if (slot == 0) return nullptr;
+  const std::size_t bytes = Arena::region_bytes(peers, slot);
+  void* mem = std::aligned_alloc(64, bytes);
+  if (!mem) return nullptr;
+  auto seat = std::make_shared<ArenaSeat>();
+  seat->memory = std::shared_ptr<void>(mem, [](void* p) { std::free(p); });
+  seat->arena = Arena::create(mem, peers, slot, 0);
+  seat->arena.open();
+  return seat;
+}
+
+std::optional<Status> arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
+                                       const Tensor& out) {
+  Arena& arena = s.arena->arena;
+  ArenaOp op;
+  op.n = arena.peers();
+  op.rank = s.rank;
+  const uint64_t seq = s.seq++;
+  req.seq = seq;
+  rec.entered = true;
+  rec.since = Clock::now();
+  record_begin(s, rec, req, in.defined() ? in : out);
+  const ArenaCall call = describe(req, in, out, arena.slot_bytes(), op);
+  const std::size_t bytes = call.fits ? arena_input_bytes(op) : 0;
+  const Arena::Verdict v = arena.meet(op.rank, seq, call, in.defined() ? in.data() : nullptr, bytes,
+                                      rec.since + arena_wait(s.config), patience_for(op.n));
+  if (v == Arena::Verdict::slow) return std::nullopt;
+  record_matched(s, rec, RunStrategy::of(RunStrategy::Path::arena));
+  return record_end(s, rec, run_arena_op(arena, seq, op, out.defined() ? out.data() : nullptr));
+}
+
+} // namespace chorus::peer_impl

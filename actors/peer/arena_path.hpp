@@ -1,0 +1,23 @@
+// A peer's way through the arena (strategies/arena.hpp): the world's small ops on host tensors,
+// among the threads of one process or the node processes of a job on one host, without the
+// local server. The peer posts its call; if every peer's agrees and fits, the op runs there, else
+// (or when a peer is late) it goes on down the ordinary path under the same sequence number.
+#pragma once
+#include <memory>
+#include <optional>
+
+#include "actors/peer/run_op.hpp"
+#include "strategies/arena.hpp"
+
+namespace chorus::peer_impl {
+
+// A heap arena for the `peers` threads of one process (open at once), or null when the arena is
+// turned off (CHORUS_ARENA_KIB=0).
+std::shared_ptr<ArenaSeat> local_arena(uint32_t peers);
+
+// The op in the arena: its status when it ran there; nullopt when it takes the ordinary path,
+// with req.seq its sequence number (already taken) and `rec` noting its entry.
+std::optional<Status> arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
+                                       const Tensor& out);
+
+} // namespace chorus::peer_impl
