@@ -128,6 +128,8 @@ TEST(CoreLock, BeginOpRunsWithoutTheCoresLockAcrossNodes) {
   c.orchestrator_address = "127.0.0.1:" + std::to_string(port);
   c.node_address = "127.0.0.1";
   c.timeout = ms(10000);
+  // Over the network: on one host the nodes' small ops would meet in the arena, launching nothing.
+  c.host_transport = HostTransport::network;
   Runtime nodes[2];
   std::vector<std::pair<std::string, bool>> seen[2];
   for (int k = 0; k < 2; ++k) {

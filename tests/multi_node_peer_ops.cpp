@@ -8,6 +8,7 @@
 
 #include <chorus/grad_sync.hpp>
 #include "multi_node_peer.hpp"
+#include "strategies/arena_ops.hpp"
 #include "strategies/tuning.hpp"
 
 namespace chorus::test_node {
@@ -234,9 +235,10 @@ int mixed(Peer& p, uint32_t ops) {
   return static_cast<int>(ops);
 }
 
-// Every op reports what ran it (Peer::last_strategy): the tuning module's pick for this topology,
-// every node on this machine (127.0.0.1, registering its hardware threads) with `peers` peers
-// each, so rank r is on node r / peers. Small and large sizes, hierarchical kinds and flat ones.
+// Every op reports what ran it (Peer::last_strategy): the arena where the op is small and the
+// nodes share this machine's memory, else the tuning module's pick for this topology, every node
+// on this machine (127.0.0.1, registering its hardware threads) with `peers` peers each, so rank r
+// is on node r / peers. Small and large sizes, hierarchical kinds and flat ones.
 int strategies(Peer& p, const Config& cfg, uint32_t peers) {
   const uint32_t n = p.size(), nodes = n / peers;
   Topology t;
@@ -246,12 +248,20 @@ int strategies(Peer& p, const Config& cfg, uint32_t peers) {
   t.node_host.assign(nodes, "127.0.0.1");
   t.node_threads.assign(nodes, std::max(1u, std::thread::hardware_concurrency()));
   int done = 0;
+  // What rank 0 would post (as the root of a broadcast): every rank's call fits when it does.
+  auto in_arena = [&](OpKind kind, std::size_t count) {
+    const ArenaOp op{kind, DType::f32, ReduceOp::sum, 0, count, n, 0};
+    return cfg.host_transport == HostTransport::automatic && arena_allowed(cfg, kind, true) &&
+           arena_input_bytes(op) <= arena_slot_bytes(n);
+  };
   auto expect = [&](OpKind kind, std::size_t count) {
-    const std::string want = to_string(tune(cfg, kind, DType::f32, count, t)), got = p.last_strategy();
+    const bool arena = in_arena(kind, count);
+    const std::string want = arena ? "arena" : to_string(tune(cfg, kind, DType::f32, count, t)), got = p.last_strategy();
     verify(got == want, "last_strategy", std::string(to_string(kind)) + " of " + std::to_string(count) +
-                                             " elements ran " + got + ", the tuning module picks " + want);
+                                             " elements ran " + got + ", expected " + want);
     // Several peers on each of several nodes: all-reduce goes through the node leaders.
-    if (kind == OpKind::all_reduce) verify((peers > 1 && nodes > 1) == (got.rfind("hier+", 0) == 0), "hierarchy", got);
+    if (kind == OpKind::all_reduce && !arena)
+      verify((peers > 1 && nodes > 1) == (got.rfind("hier+", 0) == 0), "hierarchy", got);
     ++done;
   };
   for (std::size_t count : {std::size_t{16}, cfg.auto_threshold_bytes}) {

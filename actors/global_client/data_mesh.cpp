@@ -1,5 +1,6 @@
 #include "actors/global_client/data_mesh.hpp"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -7,6 +8,7 @@
 #include "actors/global_client/data_hello.hpp"
 #include "actors/global_client/hello_gate.hpp"
 #include "core/log.hpp"
+#include "strategies/tuning.hpp"
 #include "transport/socket.hpp"
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tls/tls_channel.hpp"
@@ -31,6 +33,56 @@ void note_declined(uint32_t me, uint32_t j, const std::string& why) {
   });
 }
 
+// The job's nodes all lie on one host and share memory: its arena spans every peer.
+bool one_memory_domain(const Config& config, const TopologyData& t) {
+  if (config.host_transport != HostTransport::automatic || t.num_nodes < 2) return false;
+  for (const auto& n : t.nodes)
+    if (n.host != t.nodes[0].host) return false;
+  return true;
+}
+
+// What an attaching node checks the arena against: this collective's id and token.
+uint64_t arena_tag(const TopologyData& t) { return t.collective * 0x9E3779B97F4A7C15ull ^ t.token; }
+
+// The arena's memory as peer handles hold it: unmapped with the last of them.
+std::shared_ptr<ArenaSeat> seat_of(Arena arena, SharedSegment& segment) {
+  auto seat = std::make_shared<ArenaSeat>();
+  const std::size_t bytes = segment.bytes();
+  seat->memory = std::shared_ptr<void>(segment.release_mapping(), [bytes](void* p) { munmap(p, bytes); });
+  seat->arena = arena;
+  seat->across_nodes = true;
+  return seat;
+}
+
+// Node 0: a new arena for every peer of the job (an empty segment, offered as none, where it
+// cannot be made: the others then decline and nobody uses an arena).
+std::shared_ptr<SharedSegment> make_arena(const TopologyData& t, std::size_t slot) {
+  auto seg = SharedSegment::make("chorus-arena", Arena::region_bytes(t.total_peers, slot));
+  if (!seg.is_ok()) {
+    CHORUS_LOG(warn, shm, (LogWhere{t.node_id}), "no arena for the host's small ops: " + seg.status().message());
+    return std::make_shared<SharedSegment>();
+  }
+  auto made = std::make_shared<SharedSegment>(std::move(*seg));
+  Arena::create(made->base(), t.total_peers, slot, arena_tag(t));
+  return made;
+}
+
+// Another node: maps the arena node 0 offers on `fd` and answers; null where it cannot.
+Result<std::shared_ptr<ArenaSeat>> take_arena(const TopologyData& t, int fd, TlsChannel* tls, std::size_t slot,
+                                              Clock::time_point deadline) {
+  std::string why;
+  auto taken = SharedSegment::take_offer(fd, tls, Arena::region_bytes(t.total_peers, slot), deadline, why);
+  if (!taken.is_ok()) return taken.status();
+  Arena arena;
+  if (taken->mapped()) arena = Arena::attach(taken->base(), taken->bytes(), arena_tag(t), why);
+  if (auto s = SharedSegment::answer(fd, tls, arena.valid(), deadline); !s.is_ok()) return s;
+  if (!arena.valid()) {
+    CHORUS_LOG(warn, shm, (LogWhere{t.node_id}), "no arena for the host's small ops (" + why + ")");
+    return std::shared_ptr<ArenaSeat>{};
+  }
+  return seat_of(arena, *taken);
+}
+
 } // namespace
 
 Result<std::unique_ptr<DataListener>> DataListener::open(const std::string& node_address) {
@@ -52,8 +104,10 @@ DataListener::~DataListener() {
 }
 
 Status connect_mesh(const Config& config, const TopologyData& topo, const DataListener& listener, FrameSink* sink,
-                    Clock::time_point deadline, std::vector<std::unique_ptr<Connection>>& conns) {
+                    Clock::time_point deadline, std::vector<std::unique_ptr<Connection>>& conns,
+                    std::shared_ptr<ArenaSeat>& arena) {
   const uint32_t me = topo.node_id, n = topo.num_nodes;
+  const std::size_t arena_slot = one_memory_domain(config, topo) ? arena_slot_bytes(topo.total_peers) : 0;
   std::vector<int> fds(n, -1);
   auto fail = [&](Status s) {
     for (int fd : fds)
@@ -101,6 +155,11 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
       if (!shm[j]) note_declined(me, j, declined);
       else CHORUS_LOG(info, shm, (LogWhere{me}), "node " + std::to_string(j) + ": data through shared memory");
     }
+    if (j == 0 && arena_slot > 0) {
+      auto taken = take_arena(topo, fds[0], channels[0].get(), arena_slot, deadline);
+      if (!taken.is_ok()) return fail({taken.status().code(), "the host's arena from node 0: " + taken.status().message()});
+      arena = std::move(*taken);
+    }
   }
   // Higher ids come to us, each checked on its own (a stranger cannot hold up the nodes to come).
   std::vector<bool> shares(n);
@@ -109,12 +168,33 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
     shares[j] = share_memory(config, topo, j);
     if (j > me) expected.push_back(j);
   }
-  HelloGate gate(config, topo, tls, shares);
+  std::shared_ptr<SharedSegment> arena_segment;
+  if (me == 0 && arena_slot > 0) arena_segment = make_arena(topo, arena_slot);
+  HelloGate gate(config, topo, tls, shares, arena_segment);
   std::vector<HelloGate::Admitted> admitted;
   if (auto s = gate.admit(listener.fd(), expected, deadline, admitted); !s.is_ok()) {
     for (auto& a : admitted)
       if (a.fd >= 0) ::close(a.fd);
     return fail(s);
+  }
+  if (arena_segment && arena_segment->mapped()) {
+    std::string why;
+    Arena made = Arena::attach(arena_segment->base(), arena_segment->bytes(), arena_tag(topo), why);
+    std::vector<uint32_t> without;
+    for (uint32_t who : expected)
+      if (!admitted[who].arena_attached) without.push_back(who);
+    // Every node has it mapped, or it is never used: a peer skips a closed arena.
+    if (without.empty()) {
+      made.open();
+      CHORUS_LOG(info, shm, (LogWhere{me}), "the host's small ops meet in an arena of " +
+                                                std::to_string(arena_segment->bytes() >> 10) + " KiB");
+    } else {
+      made.close();
+      CHORUS_LOG(warn, shm, (LogWhere{me}), "no arena for the host's small ops: node " + std::to_string(without[0]) +
+                                                " could not map it");
+    }
+    arena_segment->forget_descriptor();  // every node answered: nobody else may open it any more
+    if (without.empty()) arena = seat_of(made, *arena_segment);
   }
   for (uint32_t who : expected) {
     HelloGate::Admitted& a = admitted[who];

@@ -13,6 +13,7 @@
 #include <chorus/config.hpp>
 #include <chorus/result.hpp>
 #include "messages/node_codec.hpp"
+#include "strategies/arena.hpp"
 #include "transport/connection.hpp"
 
 namespace chorus {
@@ -37,7 +38,12 @@ class DataListener {
 
 // Connects this node (topo.node_id) to every other node before config.timeout, turning strangers
 // away. conns: by node id, null for this node; every connection delivers its frames to `sink`.
+// Where every node of the job lies on one host and shares memory, `arena` is the job's arena
+// (strategies/arena.hpp): node 0 makes it and offers it to every other node after their pair's
+// rings, and opens it once every node has mapped it (closes it for good where one could not).
+// Null otherwise, and where the arena is turned off.
 Status connect_mesh(const Config& config, const TopologyData& topo, const DataListener& listener, FrameSink* sink,
-                    Clock::time_point deadline, std::vector<std::unique_ptr<Connection>>& conns);
+                    Clock::time_point deadline, std::vector<std::unique_ptr<Connection>>& conns,
+                    std::shared_ptr<ArenaSeat>& arena);
 
 } // namespace chorus

@@ -49,7 +49,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   c->topo_ = c->orchestrator_.session->topology();
   c->reading_.resize(c->topo_.num_nodes);
   c->unacked_since_.reset(new std::atomic<int64_t>[c->topo_.num_nodes]());
-  if (auto s = connect_mesh(config, c->topo_, **listener, c.get(), deadline, c->conns_); !s.is_ok()) {
+  if (auto s = connect_mesh(config, c->topo_, **listener, c.get(), deadline, c->conns_, c->arena_); !s.is_ok()) {
     c->close();
     return s;
   }
@@ -85,6 +85,7 @@ void GlobalClient::close() {
     if (closed_) return;
     closed_ = true;
   }
+  if (arena_) arena_->arena.close();  // the other nodes' peers stop waiting there for ours
   for (auto& c : conns_)
     if (c) c->close();  // bye, drain, shut: later sends fail at once
   poller_.stop();
@@ -168,6 +169,9 @@ void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
     first = *lost_;
     for (auto& [k, op] : ops_) ops.push_back(op);
   }
+  // A peer waiting in the arena for the lost node's peers goes on at once to the ordinary
+  // path, which reports the loss.
+  if (arena_) arena_->arena.close();
   for (auto& op : ops) op->node_lost(first);
   p2p_->node_lost(first);
   // An op inside NCCL stops at once (no kernel waits for the lost node).

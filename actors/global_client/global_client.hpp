@@ -27,6 +27,7 @@
 #include "actors/global_client/announcements.hpp"
 #include "actors/global_client/orchestrator_join.hpp"
 #include "core/buffer_pool.hpp"
+#include "strategies/arena.hpp"
 #include "strategies/executor.hpp"
 #include "transport/connection.hpp"
 #include "transport/poller.hpp"
@@ -93,6 +94,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // and `error` where there is no NCCL (chorus built without CUDA, and no test double in place).
   // A node loss aborts every one of them.
   gpu::NcclJob* nccl(Status& error);
+  // The job's arena, where every node lies on one host (data_mesh.hpp); null otherwise. Closed
+  // at the first loss and when this node closes, so no peer waits in it for a node gone.
+  std::shared_ptr<ArenaSeat> arena() const { return arena_; }
 
   // FrameSink (whoever leads the poller).
   std::byte* begin_frame(uint32_t node, const FrameHeader& h) override;
@@ -139,6 +143,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::function<void(const LinkLostData&)> report_link_;  // to the orchestrator; set before any data flows
   TopologyData topo_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by node id; null for this node
+  std::shared_ptr<ArenaSeat> arena_;                // set once, before any op
   Poller poller_;                                   // reads conns_; stopped before they go
   // Per node: the frame being read from it (only whoever pumps its connection touches it).
   struct Reading {

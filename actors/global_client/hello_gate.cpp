@@ -19,6 +19,7 @@ struct HelloGate::Shared {
   TopologyData topo;
   std::shared_ptr<TlsContext> tls;
   std::vector<bool> share_memory;
+  std::shared_ptr<const SharedSegment> arena;
   int wake = -1;  // eventfd: a check finished
   std::mutex mu;  // guards the three below
   std::vector<Admitted> done;
@@ -37,8 +38,9 @@ struct HelloGate::Shared {
 };
 
 HelloGate::HelloGate(const Config& config, const TopologyData& topo, std::shared_ptr<TlsContext> tls,
-                     std::vector<bool> share_memory)
+                     std::vector<bool> share_memory, std::shared_ptr<const SharedSegment> arena)
     : shared_(std::make_shared<Shared>()) {
+  shared_->arena = std::move(arena);
   shared_->config = config;
   shared_->topo = topo;
   shared_->tls = std::move(tls);
@@ -78,6 +80,9 @@ void HelloGate::check(std::shared_ptr<Shared> sh, int fd, Clock::time_point dead
       why = "shared memory with node " + std::to_string(a.node) + ": " + ch.status().message();
     }
   }
+  if (why.empty() && sh->arena)
+    if (auto s = sh->arena->offer(fd, a.tls.get(), deadline, a.arena_attached); !s.is_ok())
+      why = "the host's arena, offered to node " + std::to_string(a.node) + ": " + s.message();
   if (!why.empty())
     CHORUS_LOG(info, net, (LogWhere{sh->topo.node_id}), "data port: a connection turned away (" + why + ")");
   std::lock_guard<std::mutex> lk(sh->mu);

@@ -32,11 +32,13 @@ class HelloGate {
     std::unique_ptr<TlsChannel> tls;
     std::unique_ptr<ShmChannel> shm;
     bool shm_declined = false;  // same host, but the other side could not attach
+    bool arena_attached = false;  // it mapped the host's arena (offered by node 0 only)
   };
 
-  // `share_memory(node)`: whether the pair with `node` goes through shared memory.
+  // `share_memory(node)`: whether the pair with `node` goes through shared memory. `arena`: the
+  // segment of the host's arena to offer every node after its pair's rings (null: none).
   HelloGate(const Config& config, const TopologyData& topo, std::shared_ptr<TlsContext> tls,
-            std::vector<bool> share_memory);
+            std::vector<bool> share_memory, std::shared_ptr<const SharedSegment> arena = nullptr);
   ~HelloGate();  // closes what was not taken; checks still running close their own
 
   // Accepts on `listen_fd` until every node in `expected` has come or the deadline passes.
