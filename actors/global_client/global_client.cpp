@@ -35,6 +35,9 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   reg.data_address = (*listener)->address();
   reg.hardware_threads = hardware_threads();
   reg.host_key = host_key();
+  // Every node reads every node's count to decide alike whether auto runs an op through NCCL.
+  gpu::NcclCalls* nccl = gpu::nccl_calls();
+  reg.gpus = nccl ? static_cast<uint32_t>(std::max(0, nccl->device_count())) : 0u;
   c->p2p_ = std::make_unique<P2PMailbox>();  // before joining: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
   auto on_lost = [weak](uint32_t node, const std::string& why) {
