@@ -139,6 +139,15 @@ std::vector<uint32_t> GlobalClient::rank_nodes(const std::vector<uint32_t>& memb
   return rank_node;
 }
 
+Topology GlobalClient::gpu_topology(const std::vector<uint32_t>& members) const {
+  Topology t;
+  t.shared_memory = false;
+  t.rank_node = rank_nodes(members);
+  t.peers = static_cast<int>(t.rank_node.size());
+  for (const auto& n : topo_.nodes) t.node_gpus.push_back(n.gpus);
+  return t;
+}
+
 Status GlobalClient::lost() const {
   std::lock_guard<std::mutex> lk(mu_);
   return lost_.value_or(Status::ok());
