@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   }
   if (const char* s = std::getenv("CHORUS_SECRET")) cfg.secret = s;
   cfg.timeout = std::chrono::seconds(60);  // the first op also sets NCCL's communicator up
+  // auto (the default) runs these ops through NCCL too, every node having a GPU; nccl says it outright.
   cfg.with_global_strategy(*chorus::parse_strategy("nccl"));
 
   chorus::Runtime rt;

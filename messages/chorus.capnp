@@ -8,7 +8,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("chorus::wire");
 
-const protocolVersion :UInt32 = 5;  # 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields)
+const protocolVersion :UInt32 = 6;  # 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields); 6: every node's GPU count (auto runs GPU tensors through NCCL where every node of an op has a GPU)
 
 enum DType { f16 @0; bf16 @1; f32 @2; f64 @3; i8 @4; u8 @5; i32 @6; i64 @7; }
 enum ReduceOp { sum @0; prod @1; min @2; max @3; avg @4; band @5; bor @6; bxor @7; }
@@ -67,6 +67,8 @@ struct NodeRegister {
   hardwareThreads @5 :UInt32;  # of the node's machine (every node then judges crowding alike)
   hostKey @6 :Text;            # which host the node is on (boot id, network namespace, host name):
                                # nodes with the same key share memory
+  gpus @7 :UInt32;             # CUDA devices of the node's machine (0: none, or chorus without CUDA);
+                               # every node then decides alike whether auto runs an op through NCCL
 }
 
 # One node of the topology, indexed by node id.
@@ -77,6 +79,7 @@ struct NodeInfo {
   hardwareThreads @3 :UInt32;  # as the node registered it
   host @4 :UInt32;             # the node's host: nodes with equal host keys share a number (0, 1, ...
                                # in the order of their first node)
+  gpus @5 :UInt32;             # as the node registered it
 }
 
 # What every node learns once the collective is complete.

@@ -21,6 +21,7 @@ Envelope encode_node_register(const NodeRegisterData& r) {
   b.setDataAddress(r.data_address);
   b.setHardwareThreads(r.hardware_threads);
   b.setHostKey(r.host_key);
+  b.setGpus(r.gpus);
   return seal(mb);
 }
 
@@ -34,6 +35,7 @@ std::optional<NodeRegisterData> decode_node_register(const Envelope& e, std::str
     d.data_address = m.getDataAddress();
     d.hardware_threads = m.getHardwareThreads();
     d.host_key = m.getHostKey();
+    d.gpus = m.getGpus();
     capnp::MallocMessageBuilder mb;
     auto b = mb.initRoot<wire::RegisterRequest>();
     b.setProtocolVersion(d.protocol_version);
@@ -66,6 +68,7 @@ Envelope encode_node_register_reply(const Status& s, const TopologyData& t) {
       nodes[i].setDataAddress(t.nodes[i].data_address);
       nodes[i].setHardwareThreads(t.nodes[i].hardware_threads);
       nodes[i].setHost(t.nodes[i].host);
+      nodes[i].setGpus(t.nodes[i].gpus);
     }
   }
   return seal(mb);
@@ -88,7 +91,7 @@ std::optional<NodeRegisterReplyData> decode_node_register_reply(const Envelope& 
       d.topology.token = t.getToken();
       for (auto n : t.getNodes())
         d.topology.nodes.push_back({n.getNumPeers(), n.getPeerOffset(), n.getDataAddress(), n.getHardwareThreads(),
-                                    n.getHost()});
+                                    n.getHost(), n.getGpus()});
       if (d.topology.nodes.size() != d.topology.num_nodes || d.topology.node_id >= d.topology.num_nodes)
         throw std::runtime_error("inconsistent topology");
       for (const auto& n : d.topology.nodes)

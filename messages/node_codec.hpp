@@ -21,6 +21,7 @@ struct NodeRegisterData {
   std::string data_address;
   uint32_t hardware_threads = 0;
   std::string host_key;  // which host the node is on (transport/host_identity.hpp)
+  uint32_t gpus = 0;     // CUDA devices of the node's machine (0: none, or chorus without CUDA)
 };
 
 struct NodeEntry {
@@ -29,6 +30,7 @@ struct NodeEntry {
   std::string data_address;
   uint32_t hardware_threads = 0;  // of the node's machine
   uint32_t host = 0;              // nodes on one host share it (0, 1, ... by first node)
+  uint32_t gpus = 0;              // as the node registered it
   bool operator==(const NodeEntry&) const = default;
 };
 

@@ -150,4 +150,16 @@ std::chrono::milliseconds arena_wait(const Config& config) {
   return std::min(std::chrono::milliseconds(ms), config.timeout / 4);
 }
 
+bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, bool nccl_serves, const Topology& t) {
+  if (!auto_or_nccl(choice) || !nccl_serves) return false;
+  if (kind == OpKind::barrier || kind == OpKind::send || kind == OpKind::recv) return false;
+  if (!choice.is_auto) return true;
+  // auto: a node without a GPU can bring host tensors only, which NCCL cannot take; every node
+  // then stages, so that the op still meets them.
+  if (t.rank_node.empty()) return false;
+  for (uint32_t node : t.rank_node)
+    if (node >= t.node_gpus.size() || t.node_gpus[node] == 0) return false;
+  return true;
+}
+
 } // namespace chorus

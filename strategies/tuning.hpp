@@ -1,11 +1,12 @@
 // The tuning module: which strategy an op runs, decided from the configuration, the op, its size
 // and where its peers are. It is the only place that decides: the local server asks it for every
 // op (in one process and across nodes), and what it answers is what runs and what the op's reply
-// reports (Peer::last_strategy(), chorus-bench's strategy column).
+// reports (Peer::last_strategy(), chorus-bench's strategy column). A peer asks it whether its GPU
+// tensors of an op across nodes go through NCCL or through host memory (nccl_across_nodes).
 //
 // Every node of an op must pick the same schedule, so the decision reads nothing but its
 // arguments: the topology is plain data that every node has alike (the orchestrator's topology:
-// nodes, their data addresses and hardware threads), never a measurement of this machine.
+// nodes, their data addresses, hardware threads and GPUs), never a measurement of this machine.
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -35,6 +36,7 @@ struct Topology {
   // By node: nodes with equal values share memory (one host, Config::host_transport automatic).
   // Empty: every node its own.
   std::vector<uint32_t> node_domain;
+  std::vector<uint32_t> node_gpus;  // by node: the CUDA devices it registered with (0: none)
 };
 
 // What runs an op.
@@ -124,5 +126,18 @@ bool arena_allowed(const Config& config, OpKind kind, bool across_nodes);
 // every error and long wait: the spin and yield of `patience_for`, then sleeping, 50 ms at most
 // (CHORUS_ARENA_WAIT_MS), and never more than a quarter of the op's timeout.
 std::chrono::milliseconds arena_wait(const Config& config);
+
+// An op across nodes on GPU tensors: true where it runs on one NCCL communicator over every rank
+// of every node, false where its tensors are staged through host memory for a host schedule.
+//  - NCCL only for what it serves: not barrier, send or recv, and a reduction only where NCCL has
+//    it for the dtype (`nccl_serves`: cuda/'s gpu::nccl_serves, which sits above this layer);
+//  - the nccl strategy: wherever NCCL serves the op;
+//  - auto: where moreover every node hosting a rank of the op (topology.rank_node) registered a
+//    GPU (topology.node_gpus). Read from the topology alone, so every node decides alike: a node
+//    whose peers pass host tensors takes the host path, and where it meets a node on the NCCL path
+//    the announcements give every peer device_mismatch; where some node of the op has no GPU,
+//    every node stages.
+// Any other strategy stages.
+bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, bool nccl_serves, const Topology& topology);
 
 } // namespace chorus

@@ -1,5 +1,6 @@
 #include "fake_nccl.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -15,6 +16,7 @@ namespace {
 
 thread_local int t_device = -1;
 thread_local const FakeNccl* t_owner = nullptr;
+thread_local bool t_no_gpus = false;  // NoGpusOnThisThread
 
 constexpr uint64_t kNever = UINT64_MAX;  // the sequence number of a held rank's collective
 
@@ -197,6 +199,8 @@ FakeNccl::~FakeNccl() {
   for (auto& l : lanes_) l->stop = true;
   for (auto& l : lanes_) l->thread.join();
 }
+
+int FakeNccl::device_count() { return t_no_gpus ? 0 : static_cast<int>(lanes_.size()); }
 
 FakeNccl::Lane& FakeNccl::lane(int device) { return *lanes_.at(static_cast<std::size_t>(device)); }
 
@@ -413,6 +417,30 @@ Status FakeNccl::synchronize(int device, Clock::time_point deadline, const std::
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+}
+
+NoGpusOnThisThread::NoGpusOnThisThread() : before_(t_no_gpus) { t_no_gpus = true; }
+NoGpusOnThisThread::~NoGpusOnThisThread() { t_no_gpus = before_; }
+
+HostMemoryAsGpus::HostMemoryAsGpus() : before_(&device_memory()) { install_device_memory(this); }
+HostMemoryAsGpus::~HostMemoryAsGpus() { install_device_memory(before_); }
+
+Status HostMemoryAsGpus::allocate(int, std::size_t bytes, void** out) {
+  *out = std::calloc(bytes ? bytes : 1, 1);
+  return *out ? Status::ok() : Status(Errc::device_error, "out of (host) memory");
+}
+
+void HostMemoryAsGpus::release(int, void* p) noexcept { std::free(p); }
+
+Status HostMemoryAsGpus::copy(void* dst, int, const void* src, int, std::size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  ++copies_;
+  return Status::ok();
+}
+
+Status HostMemoryAsGpus::memset_zero(int, void* p, std::size_t bytes) {
+  std::memset(p, 0, bytes);
+  return Status::ok();
 }
 
 } // namespace chorus::fake

@@ -8,6 +8,10 @@
 // call made off its device's thread is logged as a VIOLATION.
 //
 // Like NCCL, a rank that aborts tells nobody: the others wait until their deadline, or until told.
+//
+// Beside it, for tests that run several nodes' Runtimes in one process with one double in place:
+// NoGpusOnThisThread (a node that counts no GPUs when it registers) and HostMemoryAsGpus (the
+// double's "GPU memory" copied as the host memory it is, so that staging through host memory works).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -17,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/device_memory.hpp"
 #include "cuda/nccl_calls.hpp"
 
 namespace chorus::fake {
@@ -49,7 +54,8 @@ class FakeNccl final : public gpu::NcclCalls {
   ~FakeNccl() override;
 
   std::string name() const override { return "fake NCCL (node " + std::to_string(node_) + ")"; }
-  int device_count() override { return static_cast<int>(lanes_.size()); }
+  // Its devices, or 0 on a thread that holds a NoGpusOnThisThread.
+  int device_count() override;
   gpu::TaskQueue::Ticket submit(int device, gpu::TaskQueue::Task task) override;
   Status wait(int device, const gpu::TaskQueue::Ticket& t, Clock::time_point deadline, const std::string& what,
               bool abandon) override;
@@ -97,6 +103,41 @@ class FakeNccl final : public gpu::NcclCalls {
   std::atomic<int> held_{-1};
   std::mutex ranks_mu_;
   std::vector<std::unique_ptr<Rank>> ranks_;  // every handle made, freed with the fake
+};
+
+// While one lives, device_count() of every double answers 0 on the thread that made it. A node
+// counts its GPUs when it registers, on the thread of its first register_peer: a node whose
+// registering threads hold one registers without GPUs, as a node process on a machine without any.
+class NoGpusOnThisThread {
+ public:
+  NoGpusOnThisThread();
+  ~NoGpusOnThisThread();
+  NoGpusOnThisThread(const NoGpusOnThisThread&) = delete;
+  NoGpusOnThisThread& operator=(const NoGpusOnThisThread&) = delete;
+
+ private:
+  bool before_;
+};
+
+// GPU memory as the double has it: host memory. Installed for its life (core/device_memory.hpp;
+// the table before it is put back), so that a GPU tensor staged through host memory is copied
+// like host memory and the op runs on a host schedule. Counts the copies to or from a "GPU".
+class HostMemoryAsGpus final : public DeviceMemory {
+ public:
+  HostMemoryAsGpus();
+  ~HostMemoryAsGpus() override;
+  HostMemoryAsGpus(const HostMemoryAsGpus&) = delete;
+  HostMemoryAsGpus& operator=(const HostMemoryAsGpus&) = delete;
+
+  Status allocate(int device, std::size_t bytes, void** out) override;
+  void release(int device, void* p) noexcept override;
+  Status copy(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes) override;
+  Status memset_zero(int device, void* p, std::size_t bytes) override;
+  std::size_t copies() const { return copies_.load(); }
+
+ private:
+  DeviceMemory* before_;
+  std::atomic<std::size_t> copies_{0};
 };
 
 } // namespace chorus::fake

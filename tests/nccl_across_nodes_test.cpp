@@ -1,14 +1,17 @@
-// GPU tensors across node processes with the nccl strategy, end to end from the public API, on a
-// machine without a GPU: three nodes (Runtimes of this process, joined through an orchestrator
-// daemon) of two peers each, NCCL played by the test double of tests/fake_nccl.hpp (six "GPUs",
-// one per rank), the GPU tensors borrowed host memory that only NCCL's double touches. Checked:
-// the op goes through one NCCL communicator over every node's ranks (never through host memory),
-// bootstrapped once; the announcements are judged before NCCL is entered, so a mismatched shape or
-// a node whose peers pass host tensors gives every peer the same error and no NCCL call.
+// GPU tensors across node processes with the nccl strategy and with auto, end to end from the
+// public API, on a machine without a GPU: three nodes (Runtimes of this process, joined through an
+// orchestrator daemon) of two peers each, NCCL played by the test double of tests/fake_nccl.hpp
+// (six "GPUs", one per rank), the GPU tensors borrowed host memory that only NCCL's double and the
+// staging copies (HostMemoryAsGpus) touch. Checked: the op goes through one NCCL communicator over
+// every node's ranks (never through host memory), bootstrapped once; the announcements are judged
+// before NCCL is entered, so a mismatched shape or a node whose peers pass host tensors gives every
+// peer the same error and no NCCL call; auto takes NCCL where every node of the op registered a
+// GPU, and stages through host memory where one did not or where NCCL cannot serve the op.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +40,9 @@ struct DoubleInPlace {
 class NcclAcrossNodes : public ::testing::Test {
  protected:
   virtual std::chrono::milliseconds timeout() const { return 20s; }
+  virtual const char* strategy() const { return "nccl"; }
+  // The Runtime (index into nodes_) whose node registers without GPUs; -1: none.
+  virtual int without_gpus() const { return -1; }
   void SetUp() override {
     orch_ = testkit::start_orchestrator({"--port", "0", "--nodes", std::to_string(kNodes)});
     ASSERT_GT(orch_.pid, 0) << orch_.error;
@@ -47,12 +53,16 @@ class NcclAcrossNodes : public ::testing::Test {
     c.orchestrator_address = "127.0.0.1:" + std::to_string(orch_.port);
     c.node_address = "127.0.0.1";
     c.timeout = timeout();
-    c.with_global_strategy(*parse_strategy("nccl"));
+    c.with_global_strategy(*parse_strategy(strategy()));
     std::vector<std::thread> joining;
     peers_.assign(kRanks, Status(Errc::internal, "not registered"));
     for (int n = 0; n < kNodes; ++n)
       for (int p = 0; p < kPeers; ++p)
-        joining.emplace_back([&, n, p] { peers_[n * kPeers + p] = nodes_[n].register_peer(p, c); });
+        joining.emplace_back([&, n, p] {
+          std::optional<fake::NoGpusOnThisThread> none;  // the node counts its GPUs on this thread
+          if (n == without_gpus()) none.emplace();
+          peers_[n * kPeers + p] = nodes_[n].register_peer(p, c);
+        });
     for (auto& t : joining) t.join();
     for (auto& p : peers_) ASSERT_TRUE(p.is_ok()) << p.status().to_string();
   }
@@ -74,9 +84,17 @@ class NcclAcrossNodes : public ::testing::Test {
     return out;
   }
 
+  // The GPUs every node registered, by node id, as node `from` (a Runtime index) learned them.
+  std::vector<uint32_t> registered_gpus(int from = 0) {
+    std::vector<uint32_t> gpus;
+    for (const auto& n : RuntimeAccess::impl(nodes_[from]).global->topology().nodes) gpus.push_back(n.gpus);
+    return gpus;
+  }
+
   fake::FakeFabric fabric_;
   fake::FakeNccl nccl_{fabric_, 0, kRanks};
   DoubleInPlace in_place_{&nccl_};
+  fake::HostMemoryAsGpus memory_;  // staging copies the double's "GPU memory" as host memory
   testkit::Orchestrator orch_;
   testkit::ChildGuard daemon_{-1};
   Runtime nodes_[kNodes];
@@ -209,18 +227,26 @@ TEST_F(NcclAcrossNodes, TwoRanksOnOneGpuOfAHostAreEveryPeersErrorBeforeNccl) {
   EXPECT_EQ(fabric_.count({"cuda:"}), 0u);  // no GPU saw a call (only rank 0's node made its spare id)
 }
 
-// An op NCCL cannot serve (a bitwise reduction) takes the host-memory path even with the nccl
-// strategy: no NCCL call, and every peer the same outcome (here, without GPU memory to stage
-// from, the same error).
-TEST_F(NcclAcrossNodes, AnOpNcclCannotServeGoesThroughHostMemory) {
-  std::vector<std::vector<int32_t>> data(kRanks);
-  auto st = everyone([&](Peer& p, int r) {
+// Each rank bitwise-ors its rank into four i32 on its GPU (then 0|1|2|3|4|5 = 7 everywhere).
+std::function<Status(Peer&, int)> or_of_ranks(std::vector<std::vector<int32_t>>& data) {
+  return [&data](Peer& p, int r) {
     data[r].assign(4, r);
     Tensor x = Tensor::borrow(data[r].data(), DType::i32, {4}, Device::cuda(r));
     return p.all_reduce(x, ReduceOp::bor);
-  });
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(st[r], st[0]) << r << ": " << st[r].to_string();
+  };
+}
+
+// An op NCCL cannot serve (a bitwise reduction) takes the host-memory path even with the nccl
+// strategy: no NCCL call; each rank's tensor is copied out and the result copied back.
+TEST_F(NcclAcrossNodes, AnOpNcclCannotServeGoesThroughHostMemory) {
+  std::vector<std::vector<int32_t>> data(kRanks);
+  auto st = everyone(or_of_ranks(data));
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<int32_t>{7, 7, 7, 7})) << r;
+  }
   EXPECT_EQ(fabric_.count({"nccl"}), 0u);
+  EXPECT_EQ(memory_.copies(), 2u * kRanks);
 }
 
 // A rank's GPU hangs inside NCCL: nobody names a node, so the op's deadline ends it; every rank's
@@ -288,6 +314,124 @@ TEST_F(NcclAcrossNodes, ALostLinkAbortsTheCommunicatorsAndEveryPeerHearsItAtOnce
   }
   for (int r = 0; r < kRanks; ++r)
     EXPECT_EQ(fabric_.count({"cuda:" + std::to_string(r) + " ncclCommAbort rank " + std::to_string(r) + "/6"}), 1u) << r;
+}
+
+// auto: every node registered the double's six GPUs, so GPU tensors go through NCCL as with the
+// nccl strategy, and host tensors through a host schedule on the same job.
+class NcclAcrossNodesAuto : public NcclAcrossNodes {
+ protected:
+  const char* strategy() const override { return "auto"; }
+};
+
+TEST_F(NcclAcrossNodesAuto, GpuTensorsOnEveryNodeRunOnOneNcclCommunicatorAndHostTensorsOnTheHost) {
+  for (int k = 0; k < kNodes; ++k) EXPECT_EQ(registered_gpus(k), (std::vector<uint32_t>{6, 6, 6})) << k;
+  std::vector<std::vector<float>> data(kRanks);
+  for (int round = 0; round < 2; ++round) {
+    auto st = everyone(sum_of_ranks(data));
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+      EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
+    }
+    for (auto& p : peers_) EXPECT_EQ(p->last_strategy(), "nccl");
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string gpu = "cuda:" + std::to_string(r) + " ";
+    EXPECT_EQ(fabric_.count({gpu + "ncclCommInitRankConfig rank " + std::to_string(r) + "/6 id #1"}), 1u) << r;
+    EXPECT_EQ(fabric_.count({gpu + "ncclAllReduce rank " + std::to_string(r) + "/6 count 4 f32 sum"}), 2u) << r;
+  }
+  EXPECT_EQ(memory_.copies(), 0u);  // never through host memory
+  // Host tensors on the same job: a host schedule (hierarchical: two peers per node), no NCCL.
+  auto st = everyone([&](Peer& p, int r) {
+    data[r].assign(3, static_cast<float>(r));
+    Tensor x = Tensor::borrow(data[r].data(), DType::f32, {3});
+    return p.all_reduce(x, ReduceOp::sum);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15})) << r;
+  }
+  for (auto& p : peers_) EXPECT_EQ(p->last_strategy().rfind("hier+", 0), 0u) << p->last_strategy();
+  EXPECT_EQ(fabric_.count({"ncclAllReduce"}), 2u * kRanks);
+  EXPECT_EQ(memory_.copies(), 0u);
+}
+
+// A node whose peers pass host tensors meets nodes whose peers pass GPU tensors: the GPU nodes are
+// on the NCCL path, the host node on a host schedule, and the announcements give every peer the
+// same device_mismatch before NCCL is entered; the next op, on GPU tensors everywhere, runs.
+TEST_F(NcclAcrossNodesAuto, HostTensorsMeetingGpuTensorsAreEveryPeersDeviceMismatch) {
+  std::vector<std::vector<float>> data(kRanks);
+  const uint32_t host_node = peers_[0]->node();
+  auto st = everyone([&](Peer& p, int r) {
+    data[r].assign(4, 1.0f);
+    Tensor x = p.node() == host_node ? Tensor::borrow(data[r].data(), DType::f32, {4}) : on_gpu(data[r], r);
+    return p.all_reduce(x, ReduceOp::sum);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(st[r].code(), Errc::device_mismatch) << r << ": " << st[r].to_string();
+    EXPECT_EQ(st[r], st[0]) << r;  // the same words everywhere
+  }
+  const std::string& m = st[0].message();
+  EXPECT_NE(m.find("all_reduce #0: node "), std::string::npos) << m;
+  EXPECT_NE(m.find("but node " + std::to_string(host_node) + "'s pass host tensors"), std::string::npos) << m;
+  EXPECT_NE(m.find("auto where every node of the op has a GPU, run GPU tensors through NCCL"), std::string::npos) << m;
+  EXPECT_NE(m.find("a host strategy, e.g. ring, stages an op that mixes them"), std::string::npos) << m;
+  EXPECT_EQ(fabric_.count({"ncclCommInitRankConfig"}), 0u);
+  EXPECT_EQ(fabric_.count({"ncclAllReduce"}), 0u);
+  EXPECT_EQ(memory_.copies(), 0u);
+  st = everyone(sum_of_ranks(data));
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
+  }
+  EXPECT_EQ(fabric_.count({"ncclAllReduce"}), 1u * kRanks);
+}
+
+// Under auto too, an op NCCL cannot serve (a bitwise reduction) goes through host memory.
+TEST_F(NcclAcrossNodesAuto, AnOpNcclCannotServeIsStagedThroughHostMemory) {
+  std::vector<std::vector<int32_t>> data(kRanks);
+  auto st = everyone(or_of_ranks(data));
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<int32_t>{7, 7, 7, 7})) << r;
+  }
+  for (auto& p : peers_) EXPECT_EQ(p->last_strategy().rfind("hier+", 0), 0u) << p->last_strategy();
+  EXPECT_EQ(fabric_.count({"nccl"}), 0u);
+  EXPECT_EQ(memory_.copies(), 2u * kRanks);  // each rank's tensor out and the result back
+}
+
+// One node registered without GPUs (a machine without any): every node learns it from the
+// topology, and auto stages every op on GPU tensors through host memory, on every node alike, so
+// the GPU-less node's host tensors meet the others' GPU tensors in one host schedule.
+class NcclAcrossNodesAutoOneNodeWithoutGpus : public NcclAcrossNodesAuto {
+ protected:
+  int without_gpus() const override { return 2; }
+};
+
+TEST_F(NcclAcrossNodesAutoOneNodeWithoutGpus, EveryOpIsStagedThroughHostMemory) {
+  const uint32_t bare = peers_[2 * kPeers]->node();
+  std::vector<uint32_t> expected{6, 6, 6};
+  expected[bare] = 0;
+  for (int k = 0; k < kNodes; ++k) EXPECT_EQ(registered_gpus(k), expected) << k;
+  std::vector<std::vector<float>> data(kRanks);
+  auto st = everyone([&](Peer& p, int r) {
+    data[r].assign(4, static_cast<float>(r));
+    Tensor x = p.node() == bare ? Tensor::borrow(data[r].data(), DType::f32, {4}) : on_gpu(data[r], r);
+    return p.all_reduce(x, ReduceOp::sum);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
+  }
+  for (auto& p : peers_) EXPECT_EQ(p->last_strategy().rfind("hier+", 0), 0u) << p->last_strategy();
+  EXPECT_EQ(memory_.copies(), 2u * (kRanks - kPeers));  // the GPU ranks' tensors out and back
+  // The choice reads the topology, not the tensors: GPU tensors on every node stage as well.
+  st = everyone(sum_of_ranks(data));
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
+  }
+  EXPECT_EQ(memory_.copies(), 2u * (kRanks - kPeers) + 2u * kRanks);
+  EXPECT_EQ(fabric_.count({"nccl"}), 0u);
 }
 
 } // namespace

@@ -24,6 +24,7 @@ TEST(OrchestratorCodec, RegisterRoundTrips) {
   r.config.global[2] = StrategyChoice{};
   r.config.host_transport = HostTransport::network;
   r.host_key = "boot:1b2c net:net:[4026531840] name:n1";
+  r.gpus = 4;
   std::string error;
   auto d = decode_node_register(encode_node_register(r), error);
   ASSERT_TRUE(d) << error;
@@ -32,6 +33,7 @@ TEST(OrchestratorCodec, RegisterRoundTrips) {
   EXPECT_EQ(d->num_peers, 2u);
   EXPECT_EQ(d->data_address, "10.0.0.1:5000");
   EXPECT_EQ(d->host_key, r.host_key);
+  EXPECT_EQ(d->gpus, 4u);
   EXPECT_EQ(d->config.first_difference(r.config), "");
   EXPECT_EQ(d->config.host_transport, HostTransport::network);
   // Nodes that disagree on it are told which field.
@@ -41,12 +43,14 @@ TEST(OrchestratorCodec, RegisterRoundTrips) {
 }
 
 TEST(OrchestratorCodec, ReplyLeaveLostRoundTrip) {
-  TopologyData t{7, 1, 2, 5, {{2, 0, "a:1", 8, 0}, {3, 2, "b:2", 8, 1}}};
+  TopologyData t{7, 1, 2, 5, {{2, 0, "a:1", 8, 0, 4}, {3, 2, "b:2", 8, 1, 0}}};
   std::string error;
   auto ok = decode_node_register_reply(encode_node_register_reply(Status::ok(), t), error);
   ASSERT_TRUE(ok) << error;
   EXPECT_TRUE(ok->status.is_ok());
   EXPECT_EQ(ok->topology, t);
+  EXPECT_EQ(ok->topology.nodes[0].gpus, 4u);  // every node learns every node's GPUs
+  EXPECT_EQ(ok->topology.nodes[1].gpus, 0u);
   auto bad = decode_node_register_reply(encode_node_register_reply({Errc::config_mismatch, "x (1 vs 2)"}), error);
   ASSERT_TRUE(bad);
   EXPECT_TRUE(has(bad->status, Errc::config_mismatch, {"x (1 vs 2)"}));

@@ -23,23 +23,25 @@ Core make_core(uint32_t nodes = 3) { return Core({nodes, "s3", 1000ms, {}}); }
 TEST(OrchestratorCore, AdmitsInArrivalOrderWithUnevenPeers) {
   auto core = make_core(3);
   // Nodes 0 and 2 are on one host, node 1 on another: hosts are numbered by their first node.
-  auto on_host = [](NodeRegisterData r, const char* key) {
+  // Each node's GPUs go to every node as it registered them.
+  auto on_host = [](NodeRegisterData r, const char* key, uint32_t gpus) {
     r.host_key = key;
+    r.gpus = gpus;
     return r;
   };
-  auto a = core.on_register(10, on_host(reg(3, 1, "h:1"), "boot:A"));
+  auto a = core.on_register(10, on_host(reg(3, 1, "h:1"), "boot:A", 2));
   EXPECT_TRUE(a.replies.empty());
   EXPECT_EQ(a.watch, (std::vector<Core::NodeKey>{10}));
   ASSERT_TRUE(a.timer);  // the admission deadline starts with the first node
   EXPECT_EQ(a.timer->second, 1000ms);
-  auto b = core.on_register(20, on_host(reg(3, 3, "h:2"), "boot:B"));
+  auto b = core.on_register(20, on_host(reg(3, 3, "h:2"), "boot:B", 0));
   EXPECT_TRUE(b.replies.empty());
   EXPECT_FALSE(b.timer);
   EXPECT_FALSE(core.complete());
-  auto c = core.on_register(30, on_host(reg(3, 2, "h:3"), "boot:A"));
+  auto c = core.on_register(30, on_host(reg(3, 2, "h:3"), "boot:A", 8));
   EXPECT_TRUE(core.complete());
   ASSERT_EQ(c.replies.size(), 3u);
-  std::vector<NodeEntry> nodes{{1, 0, "h:1", 0, 0}, {3, 1, "h:2", 0, 1}, {2, 4, "h:3", 0, 0}};
+  std::vector<NodeEntry> nodes{{1, 0, "h:1", 0, 0, 2}, {3, 1, "h:2", 0, 1, 0}, {2, 4, "h:3", 0, 0, 8}};
   for (uint32_t i = 0; i < 3; ++i) {
     const auto& r = c.replies[i];
     EXPECT_EQ(r.to, (i + 1) * 10u);

@@ -1,5 +1,5 @@
 // The tuning module (strategies/tuning.hpp): every branch of tune(), over plain topology data,
-// and the names of what it picks.
+// the names of what it picks, and whether GPU tensors across nodes go through NCCL.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <chorus/config.hpp>
+#include "cuda/nccl_rank_op.hpp"
 #include "strategies/tuning.hpp"
 
 namespace chorus {
@@ -224,6 +225,72 @@ TEST(Tuning, FixedStrategiesRunAsNamedAndNcclIsAutoForHostTensors) {
   EXPECT_EQ(tuned(n, OpKind::all_reduce, DType::f32, 16, two_by_two), "hier+oneshot");
   EXPECT_EQ(tuned(n, OpKind::all_reduce, DType::f32, 16, separate_machines(3)), "oneshot");
   EXPECT_EQ(tuned(n, OpKind::broadcast, DType::f32, 1 << 20, two_by_two), "ring");
+}
+
+// Ranks on nodes rank_node[r], node k having registered gpus[k] GPUs.
+Topology gpu_nodes(std::vector<uint32_t> rank_node, std::vector<uint32_t> gpus) {
+  Topology t = network(std::move(rank_node), {}, {});
+  t.node_gpus = std::move(gpus);
+  return t;
+}
+
+StrategyChoice named(const char* s) { return *parse_strategy(s); }
+
+TEST(Tuning, TheNcclStrategyRunsGpuTensorsAcrossNodesThroughNcclWhereNcclServesTheOp) {
+  const StrategyChoice nccl = named("nccl");
+  const Topology every = gpu_nodes({0, 0, 1, 1, 2, 2}, {2, 2, 2});
+  EXPECT_TRUE(nccl_across_nodes(nccl, OpKind::all_reduce, true, every));
+  EXPECT_TRUE(nccl_across_nodes(nccl, OpKind::all_to_all, true, every));
+  // Named, it does not ask the nodes' GPUs (a node without one is told by the announcements).
+  EXPECT_TRUE(nccl_across_nodes(nccl, OpKind::all_reduce, true, gpu_nodes({0, 0, 1, 1, 2, 2}, {2, 0, 2})));
+  // What NCCL does not serve goes through host memory.
+  EXPECT_FALSE(nccl_across_nodes(nccl, OpKind::all_reduce, false, every));
+  for (OpKind k : {OpKind::barrier, OpKind::send, OpKind::recv})
+    EXPECT_FALSE(nccl_across_nodes(nccl, k, true, every)) << to_string(k);
+}
+
+TEST(Tuning, AutoRunsGpuTensorsAcrossNodesThroughNcclWhereEveryNodeOfTheOpHasAGpu) {
+  const StrategyChoice a{};
+  ASSERT_TRUE(a.is_auto);
+  EXPECT_TRUE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 0, 1, 1, 2, 2}, {2, 2, 2})));
+  EXPECT_TRUE(nccl_across_nodes(a, OpKind::broadcast, true, gpu_nodes({0, 1}, {1, 8})));
+  // One node of the op without a GPU: every node stages.
+  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 0, 1, 1, 2, 2}, {2, 0, 2})));
+  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 1}, {0, 0})));
+  // Only the op's nodes count: a group on nodes 0 and 2 runs through NCCL beside a node 1 without.
+  EXPECT_TRUE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 2, 2}, {1, 0, 1})));
+  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 1, 2}, {1, 0, 1})));
+  // A node the topology says nothing of, or no ranks: host memory.
+  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 3}, {1, 1, 1})));
+  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({}, {1, 1})));
+  // What NCCL does not serve, and the ops it never runs, stage under auto too.
+  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, false, gpu_nodes({0, 1}, {1, 1})));
+  for (OpKind k : {OpKind::barrier, OpKind::send, OpKind::recv})
+    EXPECT_FALSE(nccl_across_nodes(a, k, true, gpu_nodes({0, 1}, {1, 1}))) << to_string(k);
+}
+
+TEST(Tuning, AHostStrategyStagesGpuTensorsAcrossNodes) {
+  const Topology every = gpu_nodes({0, 0, 1, 1}, {2, 2});
+  for (const char* s : {"ring", "tree:2", "centralized", "direct", "dbtree"})
+    EXPECT_FALSE(nccl_across_nodes(named(s), OpKind::all_reduce, true, every)) << s;
+}
+
+// What the peer asks (cuda/'s gpu::nccl_serves, then the choice): bitwise reductions and float
+// min/max (NCCL drops NaN) stage even where every node has a GPU; integer min/max and the ops
+// without a reduction do not.
+TEST(Tuning, AutoStagesWhatNcclCannotServe) {
+  const StrategyChoice a{};
+  const Topology every = gpu_nodes({0, 1, 2}, {1, 1, 1});
+  auto through_nccl = [&](OpKind k, DType t, ReduceOp op) {
+    return nccl_across_nodes(a, k, gpu::nccl_serves(k, t, op), every);
+  };
+  EXPECT_FALSE(through_nccl(OpKind::all_reduce, DType::i32, ReduceOp::bor));
+  EXPECT_FALSE(through_nccl(OpKind::reduce_scatter, DType::u8, ReduceOp::bxor));
+  EXPECT_FALSE(through_nccl(OpKind::all_reduce, DType::f32, ReduceOp::max));
+  EXPECT_FALSE(through_nccl(OpKind::reduce, DType::bf16, ReduceOp::min));
+  EXPECT_TRUE(through_nccl(OpKind::all_reduce, DType::i32, ReduceOp::max));
+  EXPECT_TRUE(through_nccl(OpKind::all_reduce, DType::f16, ReduceOp::avg));
+  EXPECT_TRUE(through_nccl(OpKind::all_gather, DType::i8, ReduceOp::bor));  // no reduction: the redop is moot
 }
 
 TEST(Tuning, Names) {

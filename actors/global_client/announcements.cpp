@@ -30,10 +30,11 @@ Status compare_announcements(const OpAnnouncement& f, const OpAnnouncement& o, u
     // The NCCL path runs no host schedule: a node that does cannot meet one that does not.
     const auto& g = f.gpu ? f : o;
     const auto& h = f.gpu ? o : f;
-    return {Errc::device_mismatch, op_label(f.kind, seq) + ": node " + std::to_string(g.node) +
-                                       "'s peers pass GPU tensors with the nccl strategy but node " +
-                                       std::to_string(h.node) + "'s pass host tensors (with nccl every peer of an "
-                                       "op passes GPU tensors; auto stages GPU tensors through host memory)"};
+    return {Errc::device_mismatch,
+            op_label(f.kind, seq) + ": node " + std::to_string(g.node) + "'s peers pass GPU tensors, which go through " +
+                "NCCL, but node " + std::to_string(h.node) + "'s pass host tensors (nccl, and auto where every node " +
+                "of the op has a GPU, run GPU tensors through NCCL, which every peer then joins with GPU tensors; a " +
+                "host strategy, e.g. ring, stages an op that mixes them through host memory)"};
   }
   if (code == Errc::ok) return Status::ok();
   return {code, op_label(f.kind, seq) + ": node " + std::to_string(f.node) + " calls " + describe(f) +

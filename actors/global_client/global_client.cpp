@@ -35,6 +35,9 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   reg.data_address = (*listener)->address();
   reg.hardware_threads = hardware_threads();
   reg.host_key = host_key();
+  // Every node reads every node's count to decide alike whether auto runs an op through NCCL.
+  gpu::NcclCalls* nccl = gpu::nccl_calls();
+  reg.gpus = nccl ? static_cast<uint32_t>(std::max(0, nccl->device_count())) : 0u;
   c->p2p_ = std::make_unique<P2PMailbox>();  // before joining: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
   auto on_lost = [weak](uint32_t node, const std::string& why) {
@@ -135,6 +138,15 @@ std::vector<uint32_t> GlobalClient::rank_nodes(const std::vector<uint32_t>& memb
   else
     for (uint32_t m : members) rank_node.push_back(node_of(m));
   return rank_node;
+}
+
+Topology GlobalClient::gpu_topology(const std::vector<uint32_t>& members) const {
+  Topology t;
+  t.shared_memory = false;
+  t.rank_node = rank_nodes(members);
+  t.peers = static_cast<int>(t.rank_node.size());
+  for (const auto& n : topo_.nodes) t.node_gpus.push_back(n.gpus);
+  return t;
 }
 
 Status GlobalClient::lost() const {

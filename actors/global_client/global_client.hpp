@@ -29,6 +29,7 @@
 #include "core/buffer_pool.hpp"
 #include "strategies/arena.hpp"
 #include "strategies/executor.hpp"
+#include "strategies/tuning.hpp"
 #include "transport/connection.hpp"
 #include "transport/poller.hpp"
 
@@ -72,6 +73,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
 
   // The node of each rank of an op over `members` (global peer ids by rank; empty: the world).
   std::vector<uint32_t> rank_nodes(const std::vector<uint32_t>& members) const;
+  // What the choice of a GPU op's path reads (strategies/tuning.hpp's nccl_across_nodes): the node
+  // of each rank of `members` and every node's registered GPUs.
+  Topology gpu_topology(const std::vector<uint32_t>& members) const;
 
   // Called (without the local server's lock) when every local member has called op (group, seq):
   // sends `mine` to the nodes hosting a member that `reached` (by node) does not mark, rides it

@@ -76,8 +76,9 @@ void LocalServerCore::launch_global(Launch& l) {
   std::vector<uint32_t> rank_node = global.rank_nodes(l.members);
   std::shared_ptr<const CompiledSchedule> cs;
   RunStrategy strategy;
-  // GPU tensors reach here only with the nccl strategy (the peers stage them otherwise): the
-  // announcements alone cross the data connections, then NCCL runs the op (nccl_run.hpp).
+  // GPU tensors reach here only where the tuning module sends them through NCCL (the peers stage
+  // them otherwise): the announcements alone cross the data connections, then NCCL runs the op
+  // (nccl_run.hpp).
   std::vector<gpu::NcclRankOp> nccl_parts;
   if (s && l.gpu) {
     std::vector<NcclLocalRank> mine_ranks;

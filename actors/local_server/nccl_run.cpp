@@ -32,16 +32,6 @@ class AnnouncedId final : public gpu::NcclIdChannel {
 
 } // namespace
 
-bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, DType dtype, ReduceOp redop) {
-  if (choice.is_auto || choice.fixed.algorithm != Algorithm::nccl) return false;
-  switch (kind) {
-    case OpKind::barrier:
-    case OpKind::send:
-    case OpKind::recv: return false;
-    default: return gpu::nccl_serves(kind, dtype, redop);
-  }
-}
-
 Status announce_nccl(GlobalClient& global, uint32_t group, const std::vector<uint32_t>& rank_node,
                      const std::vector<NcclLocalRank>& mine, OpAnnouncement& a, std::vector<gpu::NcclRankOp>& parts) {
   Status error;

@@ -1,10 +1,12 @@
-// Ops on GPU tensors across nodes through NCCL (strategy nccl): instead of a host schedule, every
-// node announces its ranks' GPUs, its communicator (cuda/nccl_job.hpp's NcclAnnounce) and, from
-// the node of rank 0, the unique id a fresh communicator would use. The op's plan is empty, so the
-// announcements are all that crosses the data connections, and every node judges them alike before
-// NCCL is entered: a mismatched shape, dtype, op or root, or a node whose peers pass host tensors,
-// gives every peer the same error. Then NcclRun runs this node's ranks on one communicator spanning
-// every node: the first local peer to come for it, the others waiting for its answer.
+// Ops on GPU tensors across nodes through NCCL (where strategies/tuning.hpp's nccl_across_nodes
+// sends them: the nccl strategy, or auto with a GPU on every node of the op): instead of a host
+// schedule, every node announces its ranks' GPUs, its communicator (cuda/nccl_job.hpp's
+// NcclAnnounce) and, from the node of rank 0, the unique id a fresh communicator would use. The
+// op's plan is empty, so the announcements are all that crosses the data connections, and every
+// node judges them alike before NCCL is entered: a mismatched shape, dtype, op or root, or a node
+// whose peers pass host tensors, gives every peer the same error. Then NcclRun runs this node's
+// ranks on one communicator spanning every node: the first local peer to come for it, the others
+// waiting for its answer.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include <chorus/status.hpp>
-#include <chorus/strategy.hpp>
 #include <chorus/tensor.hpp>
 
 #include "core/wait.hpp"
@@ -23,10 +24,6 @@ namespace chorus {
 
 class GlobalClient;
 class NetOp;
-
-// Whether a peer's op across nodes on GPU tensors goes through NCCL rather than host memory: the
-// configured strategy for the op kind is nccl, and NCCL has the op (its reduction for the dtype).
-bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, DType dtype, ReduceOp redop);
 
 // This node's ranks of an NCCL op: their tensors (GPU), checked.
 struct NcclLocalRank {

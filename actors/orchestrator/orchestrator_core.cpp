@@ -79,7 +79,7 @@ OrchestratorCore::Effects OrchestratorCore::on_register(NodeKey who, const NodeR
     admission_timer_ = next_timer_++;
     fx.timer = std::make_pair(admission_timer_, opts_.timeout);
   }
-  members_.push_back({who, r.num_peers, r.data_address, r.hardware_threads, r.host_key});
+  members_.push_back({who, r.num_peers, r.data_address, r.hardware_threads, r.host_key, r.gpus});
   fx.watch.push_back(who);
   if (members_.size() == opts_.expected_nodes) finish_admission(fx);
   return fx;
@@ -105,7 +105,7 @@ void OrchestratorCore::finish_admission(Effects& fx) {
     auto it = m.host_key.empty() ? hosts.end() : std::find(hosts.begin(), hosts.end(), m.host_key);
     const auto host = static_cast<uint32_t>(it == hosts.end() ? hosts.size() : it - hosts.begin());
     if (it == hosts.end()) hosts.push_back(m.host_key);
-    t.nodes.push_back({m.num_peers, t.total_peers, m.data_address, m.hardware_threads, host});
+    t.nodes.push_back({m.num_peers, t.total_peers, m.data_address, m.hardware_threads, host, m.gpus});
     t.total_peers += m.num_peers;
   }
   for (std::size_t i = 0; i < members_.size(); ++i) {

@@ -103,6 +103,7 @@ class OrchestratorCore {
     std::string data_address;
     uint32_t hardware_threads;
     std::string host_key;
+    uint32_t gpus;
     bool left = false;
   };
   Status check(NodeKey who, const NodeRegisterData& r) const;

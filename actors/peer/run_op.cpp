@@ -1,6 +1,7 @@
 #include "actors/peer/run_op.hpp"
 
 #include "actors/flight/flight_recorder.hpp"
+#include "actors/global_client/global_client.hpp"
 #include "actors/peer/arena_path.hpp"
 #include "actors/runtime_impl.hpp"
 #include "actors/trace/peer_trace.hpp"
@@ -134,13 +135,14 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
   if (!s) return no_peer();
   const OpKind kind = req.kind;
   const uint64_t seq = s->seq.load();
-  // GPU tensors across nodes: through NCCL with the nccl strategy (the local server sees them as
-  // they are), else through host memory.
+  // GPU tensors across nodes: through NCCL where the tuning module says so (the local server sees
+  // them as they are), else through host memory.
   if (s->global && on_device(in, out)) {
     const auto k = static_cast<std::size_t>(kind);
     const StrategyChoice choice = k < s->config.global.size() ? s->config.global[k] : StrategyChoice{};
     const DType dtype = (in.defined() ? in : out).dtype();
-    if (!nccl_across_nodes(choice, kind, dtype, req.redop)) {
+    const bool serves = gpu::nccl_serves(kind, dtype, req.redop);
+    if (!nccl_across_nodes(choice, kind, serves, s->global->gpu_topology(s->members))) {
       if (!choice.is_auto && choice.fixed.algorithm == Algorithm::nccl)
         CHORUS_LOG(info, cuda,
                    (LogWhere{-1, static_cast<int64_t>(s->offset + s->id), static_cast<int64_t>(s->group),

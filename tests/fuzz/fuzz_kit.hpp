@@ -67,6 +67,7 @@ inline NodeRegisterData node_registration(const std::string& data_address) {
   r.data_address = data_address;
   r.hardware_threads = 8;
   r.host_key = "host-a";
+  r.gpus = 2;
   return r;
 }
 

@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   topo.node_id = 1;
   topo.num_nodes = 2;
   topo.total_peers = 3;
-  topo.nodes = {{2, 0, "10.0.0.1:7100", 8, 0}, {1, 2, "10.0.0.2:7100", 4, 1}};
+  topo.nodes = {{2, 0, "10.0.0.1:7100", 8, 0, 2}, {1, 2, "10.0.0.2:7100", 4, 1, 0}};
   topo.token = 0xabc;
   seed("node_codec", "register", bytes(encode_node_register(reg)));
   seed("node_codec", "reply", bytes(encode_node_register_reply(Status::ok(), topo)));

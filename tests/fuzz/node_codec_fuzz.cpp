@@ -11,7 +11,7 @@ using namespace chorus;
 bool same(const NodeRegisterData& a, const NodeRegisterData& b) {
   return a.protocol_version == b.protocol_version && a.secret == b.secret && a.config == b.config &&
          a.num_peers == b.num_peers && a.data_address == b.data_address && a.hardware_threads == b.hardware_threads &&
-         a.host_key == b.host_key;
+         a.host_key == b.host_key && a.gpus == b.gpus;
 }
 
 template <class T, class Encode, class Decode, class Same>
