@@ -51,9 +51,36 @@ struct Arena::Control {
 };
 
 // One peer's call for one op; written by that peer only, read by all once seq1 says it is there.
+// The call is kept in atomic words: a peer frozen past the others' timeout may still read it while
+// its owner writes a later op's (what it read is then discarded, see still_holds), and that must
+// not be a data race.
 struct alignas(kLine) Arena::Post {
+  static constexpr int kWords = 7;
   std::atomic<uint64_t> seq1{0};  // the op's sequence number + 1, once posted
-  ArenaCall call;
+  std::atomic<uint64_t> call[kWords];
+
+  void store(const ArenaCall& c) {
+    const uint64_t w[kWords] = {
+        uint64_t{static_cast<uint8_t>(c.kind)} | uint64_t{static_cast<uint8_t>(c.dtype)} << 8 |
+            uint64_t{static_cast<uint8_t>(c.redop)} << 16 | uint64_t{c.fits} << 24 | uint64_t{c.root} << 32,
+        c.count, c.ndim, static_cast<uint64_t>(c.dims[0]), static_cast<uint64_t>(c.dims[1]),
+        static_cast<uint64_t>(c.dims[2]), static_cast<uint64_t>(c.dims[3])};
+    for (int i = 0; i < kWords; ++i) call[i].store(w[i], std::memory_order_relaxed);
+  }
+  ArenaCall load() const {
+    uint64_t w[kWords];
+    for (int i = 0; i < kWords; ++i) w[i] = call[i].load(std::memory_order_relaxed);
+    ArenaCall c;
+    c.kind = static_cast<OpKind>(w[0] & 0xff);
+    c.dtype = static_cast<DType>((w[0] >> 8) & 0xff);
+    c.redop = static_cast<ReduceOp>((w[0] >> 16) & 0xff);
+    c.fits = (w[0] >> 24) & 1;
+    c.root = static_cast<uint32_t>(w[0] >> 32);
+    c.count = w[1];
+    c.ndim = static_cast<uint32_t>(w[2]);
+    for (int d = 0; d < 4; ++d) c.dims[d] = static_cast<int64_t>(w[3 + d]);
+    return c;
+  }
 };
 
 static_assert(sizeof(Arena::Post) == kLine, "a post fills one cache line");
@@ -127,12 +154,13 @@ bool Arena::still_holds(uint32_t r, uint64_t seq) const {
 
 bool Arena::all_posted(uint64_t seq, bool& agree) const {
   agree = true;
-  const ArenaCall* first = nullptr;
+  ArenaCall first;
   for (uint32_t r = 0; r < ctl_->peers; ++r) {
     const Post& p = post(r, seq);
     if (p.seq1.load(std::memory_order_acquire) != seq + 1) return false;
-    if (!p.call.fits || (first && !(p.call == *first))) agree = false;
-    if (!first) first = &p.call;
+    const ArenaCall c = p.load();
+    if (!c.fits || (r > 0 && !(c == first))) agree = false;
+    if (r == 0) first = c;
   }
   return true;
 }
@@ -161,7 +189,7 @@ Arena::Verdict Arena::meet(uint32_t rank, uint64_t seq, const ArenaCall& call, c
                            Clock::time_point give_up, Patience patience) {
   Post& mine = post(rank, seq);
   if (call.fits && bytes > 0) std::memcpy(slot(rank, seq), input, bytes);
-  mine.call = call;
+  mine.store(call);
   // seq_cst, then the sleepers' count (in ring): either a sleeper sees this post after saying it
   // sleeps, or we see that it sleeps and wake it.
   mine.seq1.store(seq + 1, std::memory_order_seq_cst);
