@@ -196,10 +196,18 @@ Arena::Verdict Arena::meet(uint32_t rank, uint64_t seq, const ArenaCall& call, c
   ring();
   auto& word = ctl_->verdict[seq % kVerdicts].v;
   Verdict v = Verdict::slow;
+  // A go settled by another peer: its compare-and-swap came after it saw every post, so the inputs
+  // are there; reading every post here as well makes that order this peer's own (it holds anyway,
+  // but a race detector cannot follow it through a peer of another process, or another mapping).
+  auto went = [&](Verdict got) {
+    if (got == Verdict::go)
+      for (uint32_t r = 0; r < ctl_->peers; ++r) (void)post(r, seq).seq1.load(std::memory_order_acquire);
+    return got;
+  };
   auto look = [&] {
     const uint64_t w = word.load(std::memory_order_acquire);
     if ((w >> 1) >= seq + 1) {
-      v = (w >> 1) == seq + 1 && (w & 1) ? Verdict::go : Verdict::slow;
+      v = went((w >> 1) == seq + 1 && (w & 1) ? Verdict::go : Verdict::slow);
       return true;
     }
     bool agree = false;
@@ -208,7 +216,7 @@ Arena::Verdict Arena::meet(uint32_t rank, uint64_t seq, const ArenaCall& call, c
       return true;
     }
     if (ctl_->state.load(std::memory_order_acquire) == kClosed) {
-      v = settle(seq, Verdict::slow);
+      v = went(settle(seq, Verdict::slow));
       return true;
     }
     return false;
@@ -230,7 +238,7 @@ Arena::Verdict Arena::meet(uint32_t rank, uint64_t seq, const ArenaCall& call, c
   }
   for (;;) {
     const auto now = Clock::now();
-    if (now >= give_up) return settle(seq, Verdict::slow);
+    if (now >= give_up) return went(settle(seq, Verdict::slow));
     const uint32_t rung = ctl_->bell.load(std::memory_order_seq_cst);
     ctl_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     if (look()) {

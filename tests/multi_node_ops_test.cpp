@@ -68,15 +68,21 @@ TEST_F(MultiNode, FourNodesOnePeerEach) {
 // What every peer reads from Peer::last_strategy is what the tuning module picks for the topology:
 // hierarchical with several peers per node, flat (one-shot, or a star where the node processes
 // crowd this machine) with one.
+// The nodes' small ops meet in the arena; a peer held up longer than the arena waits (a loaded
+// machine) would send one the ordinary way, so here the arena waits up to a quarter of the timeout.
 TEST_F(MultiNode, EveryPeerReportsTheStrategyTheTuningModulePicks) {
   start_orchestrator(2);
+  setenv("CHORUS_ARENA_WAIT_MS", "60000", 1);
   auto nodes = run_nodes({{}, {}}, {"--peers", "2", "--scenario", "strategies"});
+  unsetenv("CHORUS_ARENA_WAIT_MS");
   expect_all_ok(nodes, 4, 10);
 }
 
 TEST_F(MultiNode, EveryPeerReportsTheStrategyTheTuningModulePicksWithOnePeerPerNode) {
   start_orchestrator(3);
+  setenv("CHORUS_ARENA_WAIT_MS", "60000", 1);
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "1", "--scenario", "strategies"});
+  unsetenv("CHORUS_ARENA_WAIT_MS");
   expect_all_ok(nodes, 3, 10);
 }
 

@@ -350,8 +350,10 @@ TEST_F(NcclAcrossNodesAuto, GpuTensorsOnEveryNodeRunOnOneNcclCommunicatorAndHost
     ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
     EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15})) << r;
   }
-  // The three node runtimes share this process, so one host: small ops on host memory meet in the arena.
-  for (auto& p : peers_) EXPECT_EQ(p->last_strategy(), "arena");
+  // The host path: the three node runtimes share this process, so one host, and small ops on host
+  // memory meet in the arena (or, a peer held up past its wait, take the host schedule).
+  for (auto& p : peers_) EXPECT_TRUE(p->last_strategy() == "arena" || p->last_strategy().rfind("hier+", 0) == 0)
+      << p->last_strategy();
   EXPECT_EQ(fabric_.count({"ncclAllReduce"}), 2u * kRanks);
   EXPECT_EQ(memory_.copies(), 0u);
 }
@@ -395,8 +397,10 @@ TEST_F(NcclAcrossNodesAuto, AnOpNcclCannotServeIsStagedThroughHostMemory) {
     ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
     EXPECT_EQ(data[r], (std::vector<int32_t>{7, 7, 7, 7})) << r;
   }
-  // The three node runtimes share this process, so one host: small ops on host memory meet in the arena.
-  for (auto& p : peers_) EXPECT_EQ(p->last_strategy(), "arena");
+  // The host path: the three node runtimes share this process, so one host, and small ops on host
+  // memory meet in the arena (or, a peer held up past its wait, take the host schedule).
+  for (auto& p : peers_) EXPECT_TRUE(p->last_strategy() == "arena" || p->last_strategy().rfind("hier+", 0) == 0)
+      << p->last_strategy();
   EXPECT_EQ(fabric_.count({"nccl"}), 0u);
   EXPECT_EQ(memory_.copies(), 2u * kRanks);  // each rank's tensor out and the result back
 }
@@ -424,8 +428,10 @@ TEST_F(NcclAcrossNodesAutoOneNodeWithoutGpus, EveryOpIsStagedThroughHostMemory) 
     ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
     EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
   }
-  // The three node runtimes share this process, so one host: small ops on host memory meet in the arena.
-  for (auto& p : peers_) EXPECT_EQ(p->last_strategy(), "arena");
+  // The host path: the three node runtimes share this process, so one host, and small ops on host
+  // memory meet in the arena (or, a peer held up past its wait, take the host schedule).
+  for (auto& p : peers_) EXPECT_TRUE(p->last_strategy() == "arena" || p->last_strategy().rfind("hier+", 0) == 0)
+      << p->last_strategy();
   EXPECT_EQ(memory_.copies(), 2u * (kRanks - kPeers));  // the GPU ranks' tensors out and back
   // The choice reads the topology, not the tensors: GPU tensors on every node stage as well.
   st = everyone(sum_of_ranks(data));

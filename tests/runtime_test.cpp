@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <map>
 #include <memory>
@@ -26,6 +27,10 @@ namespace {
 // tuning module's pick for host schedules (centralized below the threshold, direct at or above it
 // in one process; a group's ops never use the arena), p2p for send/recv.
 TEST(LastStrategy, PeersReadWhatRanTheirLastOp) {
+  // A peer held up longer than the arena waits (a loaded machine) would send a small op the
+  // ordinary way: here the arena waits up to a quarter of the timeout (read once per process; ctest
+  // runs each case in a process of its own).
+  setenv("CHORUS_ARENA_WAIT_MS", "60000", 1);
   Runtime rt;
   Config c;
   c.num_devices = 2;
