@@ -39,6 +39,7 @@ std::shared_ptr<const CompiledSchedule> CompiledSchedule::compile(std::vector<Pr
     if (send_count[i] != recv_count[i])
       throw std::logic_error("schedule has an unpaired or size-mismatched send/receive");
   cs->num_slots = ids.size();
+  cs->early_receives = chorus::early_receives(programs);
   if (programs.size() <= CompiledSchedule::kReachPeers) cs->reach = causal_reach(programs);
   cs->programs = std::move(programs);
   return cs;
@@ -78,16 +79,47 @@ Status OpPlan::run(int p, WorkBuffer& work, StepTrace* trace) {
   return s;
 }
 
-Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work) {
+void OpPlan::offer_early(int p, std::size_t r, std::size_t first, std::size_t& next, WorkBuffer& work,
+                         std::vector<std::byte*>& landing) {
+  const auto& early = schedule_->early_receives[static_cast<std::size_t>(p)];
+  const auto& program = schedule_->programs[static_cast<std::size_t>(p)];
+  const std::size_t esize = dtype_size(dtype_);
+  for (; next < early.size() && early[next].round == r; ++next) {
+    const EarlyReceive& e = early[next];
+    std::size_t at = e.step - first;  // the step, found from round r's first by its flat index
+    std::size_t round = r;
+    while (at >= program[round].steps.size()) at -= program[round++].steps.size();
+    const Step& s = program[round].steps[at];
+    if (!remote_->is_remote(s.peer)) continue;
+    // A copy's region is the step's to overwrite, unless this round's sends may still be reading
+    // that very memory; a reduction lands only where its first operand is still elsewhere.
+    std::byte* dst = nullptr;
+    if (s.kind == StepKind::recv_copy) {
+      if (!e.sends_read || work.landing_ptr(s.offset, s.count)) dst = work.write_ptr(s.offset, s.count);
+    } else {
+      dst = work.landing_ptr(s.offset, s.count);
+    }
+    if (!dst || !remote_->offer_destination(schedule_->slot_of_step[p][e.step], p, dst, s.count * esize)) continue;
+    if (landing.empty()) landing.assign(schedule_->slot_of_step[p].size(), nullptr);
+    landing[e.step] = dst;
+  }
+}
+
+Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work, std::byte* landing) {
   const std::size_t esize = dtype_size(dtype_);
   const std::size_t bytes = s.count * esize;
   // Pieces small enough that reducing the first overlaps receiving the next.
   const std::size_t piece = std::max<std::size_t>(1, (std::size_t{1} << 20) / esize);
   Status error;
   // A copy lands straight in the work buffer when it has not started arriving yet.
-  std::byte* dst = s.kind == StepKind::recv_copy ? work.write_ptr(s.offset, s.count) : nullptr;
-  const bool direct = dst && remote_->offer_destination(slot, p, dst, bytes);
-  const std::size_t step = direct ? s.count : piece;  // landing in place: nothing to do per piece
+  if (!landing && s.kind == StepKind::recv_copy) {
+    landing = work.write_ptr(s.offset, s.count);
+    if (landing && !remote_->offer_destination(slot, p, landing, bytes)) landing = nullptr;
+  }
+  // A copy landed in place has nothing to do per piece; a reduction landed in place folds each
+  // piece into itself.
+  const bool copied = landing && s.kind == StepKind::recv_copy;
+  const std::size_t step = copied ? s.count : piece;
   for (std::size_t off = 0; off < s.count || off == 0; off += step) {
     const std::size_t cnt = std::min(step, s.count - off);
     const std::byte* base = remote_->wait_received(slot, s.peer, bytes, (off + cnt) * esize, error);
@@ -96,7 +128,7 @@ Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& w
       return aborted_status();
     }
     if (aborted_.load()) return aborted_status();
-    if (cnt == 0 || direct) continue;
+    if (cnt == 0 || copied) continue;
     if (s.kind == StepKind::recv_copy) work.copy_from(s.offset + off, cnt, base + off * esize);
     else work.reduce_from(s.offset + off, cnt, base + off * esize, redop_);
   }
@@ -136,9 +168,12 @@ Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
     clock.stop(StepSpan{s.kind, remote, post, s.peer, static_cast<uint32_t>(fused), s.count * esize, t});
   };
   std::vector<const std::byte*> sources(static_cast<std::size_t>(n_) + 1);
+  std::vector<std::byte*> landing;  // by flat step index, where offer_early placed a receive
   try {
     std::size_t first = 0;  // slot_ids index of the round's first step
-    for (const Round& round : program) {
+    std::size_t next_early = 0;  // into the schedule's early receives of p
+    for (std::size_t r = 0; r < program.size(); ++r) {
+      const Round& round = program[r];
       for (std::size_t i = 0; i < round.steps.size(); ++i) {  // 1. post sends
         const Step& s = round.steps[i];
         if (s.kind != StepKind::send) continue;
@@ -152,6 +187,7 @@ Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
         sl.data = work.read_ptr(s.offset, s.count);
         sl.word.set(1);
       }
+      if (remote_) offer_early(p, r, first, next_early, work, landing);
       // 2. receives and local copies, in order. Consecutive receive-and-reduce steps into one
       // region are fused into a single pass over all their sources.
       for (std::size_t i = 0; i < round.steps.size();) {
@@ -174,7 +210,8 @@ Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
           continue;
         }
         if (remote_ && remote_->is_remote(s.peer)) {
-          if (auto st = receive_remote(p, s, slot_ids[first + i], work); !st) return st;
+          std::byte* at = landing.empty() ? nullptr : landing[first + i];
+          if (auto st = receive_remote(p, s, slot_ids[first + i], work, at); !st) return st;
           ended(s, t, true);
           ++i;
           continue;

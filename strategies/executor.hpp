@@ -10,6 +10,7 @@
 
 #include <chorus/status.hpp>
 #include "core/wait.hpp"
+#include "strategies/early_receives.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/step_trace.hpp"
 #include "strategies/work_buffer.hpp"
@@ -26,6 +27,9 @@ struct CompiledSchedule {
   // beyond (then nothing is assumed to reach anyone).
   std::vector<std::vector<bool>> reach;
   static constexpr std::size_t kReachPeers = 64;
+  // [peer]: the receives whose bytes may land in the work buffer before the peer reaches them
+  // (strategies/early_receives.hpp); used across nodes.
+  std::vector<std::vector<EarlyReceive>> early_receives;
   // Throws std::logic_error when sends and receives do not pair up.
   static std::shared_ptr<const CompiledSchedule> compile(std::vector<Program> programs);
 };
@@ -85,8 +89,15 @@ class OpPlan {
   Status aborted_status();
   template <bool kTraced>
   Status run_program(int p, WorkBuffer& work, StepTrace* trace);
-  // A receive from another node, reduced or copied piece by piece as the bytes arrive.
-  Status receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work);
+  // A receive from another node, reduced or copied piece by piece as the bytes arrive; `landing`:
+  // where an early offer (offer_early) lets them arrive, else null.
+  Status receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work, std::byte* landing);
+  // Once round r (its first step at flat index `first`) has posted its sends: offers the work
+  // buffer's own memory to the receives from other nodes that may land early from round r on (from
+  // p's early receives, `next` on), where safe (see EarlyReceive); landing[flat step] = where those
+  // taken land.
+  void offer_early(int p, std::size_t r, std::size_t first, std::size_t& next, WorkBuffer& work,
+                   std::vector<std::byte*>& landing);
 
   OpKind kind_;
   DType dtype_;
