@@ -18,7 +18,8 @@ struct EarlyReceive {
   uint32_t step;   // flat index in the peer's program (recv_copy or recv_reduce, count > 0)
   uint32_t round;  // offered once this round's sends are posted
   // Sends of that round read the region: they may be in flight still, so the memory the bytes land
-  // in must be apart from theirs (the region's initial content still elsewhere).
+  // in must be apart from theirs (the region's initial content still elsewhere), or the offer
+  // waits for the next round (a copy; a reduction never lands on what it holds).
   bool sends_read;
 };
 

@@ -79,30 +79,42 @@ Status OpPlan::run(int p, WorkBuffer& work, StepTrace* trace) {
   return s;
 }
 
-void OpPlan::offer_early(int p, std::size_t r, std::size_t first, std::size_t& next, WorkBuffer& work,
-                         std::vector<std::byte*>& landing) {
+void OpPlan::offer_early(int p, std::size_t r, std::size_t first, WorkBuffer& work, Landing& land) {
   const auto& early = schedule_->early_receives[static_cast<std::size_t>(p)];
   const auto& program = schedule_->programs[static_cast<std::size_t>(p)];
   const std::size_t esize = dtype_size(dtype_);
-  for (; next < early.size() && early[next].round == r; ++next) {
-    const EarlyReceive& e = early[next];
+  auto offer = [&](const EarlyReceive& e) {
     std::size_t at = e.step - first;  // the step, found from round r's first by its flat index
     std::size_t round = r;
     while (at >= program[round].steps.size()) at -= program[round++].steps.size();
     const Step& s = program[round].steps[at];
-    if (!remote_->is_remote(s.peer)) continue;
-    // A copy's region is the step's to overwrite, unless this round's sends may still be reading
-    // that very memory; a reduction lands only where its first operand is still elsewhere.
+    if (!remote_->is_remote(s.peer)) return;
+    // A reduction lands only where its first operand is still elsewhere. A copy's region is the
+    // step's to overwrite, but this round's sends may still be reading it: then only if they read
+    // it from elsewhere, else from the next round on (every send of a round is done by its end).
     std::byte* dst = nullptr;
-    if (s.kind == StepKind::recv_copy) {
-      if (!e.sends_read || work.landing_ptr(s.offset, s.count)) dst = work.write_ptr(s.offset, s.count);
-    } else {
+    if (s.kind == StepKind::recv_reduce) {
       dst = work.landing_ptr(s.offset, s.count);
+    } else if (!e.sends_read || work.landing_ptr(s.offset, s.count)) {
+      dst = work.write_ptr(s.offset, s.count);
+    } else {
+      land.later.push_back({e.step, static_cast<uint32_t>(r + 1), false});
+      return;
     }
-    if (!dst || !remote_->offer_destination(schedule_->slot_of_step[p][e.step], p, dst, s.count * esize)) continue;
-    if (landing.empty()) landing.assign(schedule_->slot_of_step[p].size(), nullptr);
-    landing[e.step] = dst;
+    if (!dst || !remote_->offer_destination(schedule_->slot_of_step[p][e.step], p, dst, s.count * esize)) return;
+    if (land.at.empty()) land.at.assign(schedule_->slot_of_step[p].size(), nullptr);
+    land.at[e.step] = dst;
+  };
+  for (std::size_t i = 0; i < land.later.size();) {
+    if (land.later[i].round != r) {
+      ++i;
+      continue;
+    }
+    const EarlyReceive e = land.later[i];
+    land.later.erase(land.later.begin() + static_cast<std::ptrdiff_t>(i));
+    offer(e);
   }
+  for (; land.next < early.size() && early[land.next].round == r; ++land.next) offer(early[land.next]);
 }
 
 Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work, std::byte* landing) {
@@ -168,10 +180,9 @@ Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
     clock.stop(StepSpan{s.kind, remote, post, s.peer, static_cast<uint32_t>(fused), s.count * esize, t});
   };
   std::vector<const std::byte*> sources(static_cast<std::size_t>(n_) + 1);
-  std::vector<std::byte*> landing;  // by flat step index, where offer_early placed a receive
+  Landing landing;
   try {
     std::size_t first = 0;  // slot_ids index of the round's first step
-    std::size_t next_early = 0;  // into the schedule's early receives of p
     for (std::size_t r = 0; r < program.size(); ++r) {
       const Round& round = program[r];
       for (std::size_t i = 0; i < round.steps.size(); ++i) {  // 1. post sends
@@ -187,7 +198,7 @@ Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
         sl.data = work.read_ptr(s.offset, s.count);
         sl.word.set(1);
       }
-      if (remote_) offer_early(p, r, first, next_early, work, landing);
+      if (remote_) offer_early(p, r, first, work, landing);
       // 2. receives and local copies, in order. Consecutive receive-and-reduce steps into one
       // region are fused into a single pass over all their sources.
       for (std::size_t i = 0; i < round.steps.size();) {
@@ -210,7 +221,7 @@ Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
           continue;
         }
         if (remote_ && remote_->is_remote(s.peer)) {
-          std::byte* at = landing.empty() ? nullptr : landing[first + i];
+          std::byte* at = landing.at.empty() ? nullptr : landing.at[first + i];
           if (auto st = receive_remote(p, s, slot_ids[first + i], work, at); !st) return st;
           ended(s, t, true);
           ++i;

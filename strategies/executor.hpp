@@ -92,12 +92,16 @@ class OpPlan {
   // A receive from another node, reduced or copied piece by piece as the bytes arrive; `landing`:
   // where an early offer (offer_early) lets them arrive, else null.
   Status receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work, std::byte* landing);
+  // A run's receives from other nodes offered early.
+  struct Landing {
+    std::size_t next = 0;             // into the schedule's early receives of the peer
+    std::vector<EarlyReceive> later;  // copies put off to a later round (its `round`)
+    std::vector<std::byte*> at;       // by flat step index: where the bytes land (empty: none)
+  };
   // Once round r (its first step at flat index `first`) has posted its sends: offers the work
-  // buffer's own memory to the receives from other nodes that may land early from round r on (from
-  // p's early receives, `next` on), where safe (see EarlyReceive); landing[flat step] = where those
-  // taken land.
-  void offer_early(int p, std::size_t r, std::size_t first, std::size_t& next, WorkBuffer& work,
-                   std::vector<std::byte*>& landing);
+  // buffer's own memory to the receives from other nodes that may land early from round r on,
+  // where safe (see EarlyReceive).
+  void offer_early(int p, std::size_t r, std::size_t first, WorkBuffer& work, Landing& land);
 
   OpKind kind_;
   DType dtype_;

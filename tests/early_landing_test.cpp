@@ -91,13 +91,13 @@ TEST(WorkBufferLanding, AReductionLandsOnlyWhereItsFirstOperandIsElsewhere) {
   EXPECT_EQ(same.landing_ptr(0, 4), nullptr) << "in place: the region is its own first operand";
 }
 
-// The other node of a two-peer op, played by the test: slot `s` carries theirs[s]. A slot whose
+// The other nodes of an op whose rank 0 the test runs: slot `s` carries theirs[s]. A slot whose
 // destination was offered gets its bytes written there when they are first waited for (they
 // "arrive"); every call is logged in order.
 class LandingRemote : public RemoteSteps {
  public:
   explicit LandingRemote(std::map<uint32_t, std::vector<float>> theirs) : theirs_(std::move(theirs)) {}
-  bool is_remote(int peer) const override { return peer == 1; }
+  bool is_remote(int peer) const override { return peer != 0; }  // the test runs rank 0
   void post_send(uint32_t slot, int, const std::byte* data, std::size_t bytes) override {
     sent_[slot].assign(reinterpret_cast<const float*>(data), reinterpret_cast<const float*>(data + bytes));
     log_.push_back("send " + std::to_string(slot));
@@ -167,8 +167,8 @@ TEST(EarlyLanding, BothReceivesOfAnOutOfPlaceRingLandInTheResultBeforeAnythingIs
 }
 
 // In place the all-gather's region is what the first round's send reads (its memory, maybe still
-// in flight): its offer waits for its own round, and the reduce-scatter cannot land in place.
-TEST(EarlyLanding, InPlaceTheAllGatherIsOfferedOnlyAtItsStep) {
+// in flight): its offer waits for the next round, and the reduce-scatter cannot land in place.
+TEST(EarlyLanding, InPlaceTheAllGatherIsOfferedOnceTheFirstRoundIsDone) {
   std::vector<float> x{1, 2, 3, 4};
   TwoNodeRing op(x);
   WorkBuffer work = WorkBuffer::bind(OpKind::all_reduce, 0, 2, 0, 4, DType::f32, bytes_of(x), bytes_of(x));
@@ -179,6 +179,51 @@ TEST(EarlyLanding, InPlaceTheAllGatherIsOfferedOnlyAtItsStep) {
   EXPECT_EQ(op.at("offer " + rs), log.size()) << "nowhere to land: the region is its own first operand";
   EXPECT_GT(op.at("offer " + ag), op.at("wait " + rs)) << "not before the reduce-scatter is done";
   EXPECT_LT(op.at("offer " + ag), op.at("wait " + ag));
+}
+
+// Rank 0 of a four-node ring, the other ranks' inputs all zero: what arrives in the reduce-scatter
+// is zeros, in the all-gather rank 0's own parts, and the result is rank 0's input. Each
+// all-gather region was sent (and, but for the first, reduced) during the reduce-scatter: every
+// one is offered once the round that last read it is over, all before the all-gather's first wait,
+// and two of them before the all-gather even began.
+TEST(EarlyLanding, AFourNodeRingOffersEveryAllGatherRegionOnceTheRoundThatReadItIsOver) {
+  const std::size_t count = 8;
+  auto schedule = CompiledSchedule::compile(ring_all_reduce(4, count));
+  std::vector<float> in{1, 2, 3, 4, 5, 6, 7, 8}, out(count, 0);
+  std::map<uint32_t, std::vector<float>> theirs;
+  std::vector<uint32_t> copies;  // the all-gather's slots
+  std::size_t flat = 0, sends = 0, first_ag_send = 0;
+  for (const Round& round : schedule->programs[0])
+    for (const Step& st : round.steps) {
+      const uint32_t slot = schedule->slot_of_step[0][flat++];
+      if (st.kind == StepKind::send && ++sends == 4) first_ag_send = slot;
+      if (st.kind == StepKind::recv_reduce) theirs[slot] = std::vector<float>(st.count, 0);
+      if (st.kind == StepKind::recv_copy) {
+        theirs[slot] = std::vector<float>(in.begin() + static_cast<std::ptrdiff_t>(st.offset),
+                                          in.begin() + static_cast<std::ptrdiff_t>(st.offset + st.count));
+        copies.push_back(slot);
+      }
+    }
+  ASSERT_EQ(theirs.size(), 6u);
+  ASSERT_EQ(copies.size(), 3u);
+  auto remote = std::make_shared<LandingRemote>(theirs);
+  OpPlan plan(OpKind::all_reduce, DType::f32, ReduceOp::sum, 4, 0, count, schedule,
+              Clock::now() + std::chrono::seconds(10), "all_reduce #0", remote);
+  WorkBuffer work = WorkBuffer::bind(OpKind::all_reduce, 0, 4, 0, count, DType::f32, bytes_of(in), bytes_of(out));
+  ASSERT_TRUE(plan.run(0, work).is_ok());
+  EXPECT_EQ(out, in);
+  const auto& log = remote->log();
+  auto at = [&](const std::string& entry) {
+    return static_cast<std::size_t>(std::find(log.begin(), log.end(), entry) - log.begin());
+  };
+  for (const auto& [slot, data] : theirs) EXPECT_LT(at("offer " + std::to_string(slot)), log.size()) << "slot " << slot;
+  const std::size_t first_ag_wait = at("wait " + std::to_string(copies[0]));
+  int before_ag = 0;
+  for (uint32_t slot : copies) {
+    EXPECT_LT(at("offer " + std::to_string(slot)), first_ag_wait) << "slot " << slot;
+    before_ag += at("offer " + std::to_string(slot)) < at("send " + std::to_string(first_ag_send));
+  }
+  EXPECT_EQ(before_ag, 2);
 }
 
 } // namespace

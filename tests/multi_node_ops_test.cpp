@@ -66,6 +66,15 @@ TEST_F(MultiNode, TwoNodesOnePeerEachOverTheNetwork) {
   for (const auto& n : nodes) EXPECT_EQ(shm_segments(n), 0) << dump(nodes);
 }
 
+// And a ring of four over the sockets: all-gather regions the reduce-scatter read are offered once
+// the round that read them is over.
+TEST_F(MultiNode, FourNodesOnePeerEachOverTheNetwork) {
+  start_orchestrator(4);
+  auto nodes = run_nodes({{}, {}, {}, {}}, {"--peers", "1", "--scenario", "every-op", "--transport", "network"});
+  expect_all_ok(nodes, 4, kEveryOpCount);
+  for (const auto& n : nodes) EXPECT_EQ(shm_segments(n), 0) << dump(nodes);
+}
+
 // Every peer in its own process, more than two of them: small all-reduces run one-shot (every node
 // folds every buffer in rank order), with every dtype and reduce op.
 TEST_F(MultiNode, FourNodesOnePeerEach) {
