@@ -39,6 +39,7 @@ std::shared_ptr<const CompiledSchedule> CompiledSchedule::compile(std::vector<Pr
     if (send_count[i] != recv_count[i])
       throw std::logic_error("schedule has an unpaired or size-mismatched send/receive");
   cs->num_slots = ids.size();
+  cs->early_receives = chorus::early_receives(programs);
   if (programs.size() <= CompiledSchedule::kReachPeers) cs->reach = causal_reach(programs);
   cs->programs = std::move(programs);
   return cs;
@@ -78,16 +79,59 @@ Status OpPlan::run(int p, WorkBuffer& work, StepTrace* trace) {
   return s;
 }
 
-Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work) {
+void OpPlan::offer_early(int p, std::size_t r, std::size_t first, WorkBuffer& work, Landing& land) {
+  const auto& early = schedule_->early_receives[static_cast<std::size_t>(p)];
+  const auto& program = schedule_->programs[static_cast<std::size_t>(p)];
+  const std::size_t esize = dtype_size(dtype_);
+  auto offer = [&](const EarlyReceive& e) {
+    std::size_t at = e.step - first;  // the step, found from round r's first by its flat index
+    std::size_t round = r;
+    while (at >= program[round].steps.size()) at -= program[round++].steps.size();
+    const Step& s = program[round].steps[at];
+    if (!remote_->is_remote(s.peer)) return;
+    // A reduction lands only where its first operand is still elsewhere. A copy's region is the
+    // step's to overwrite, but this round's sends may still be reading it: then only if they read
+    // it from elsewhere, else from the next round on (every send of a round is done by its end).
+    std::byte* dst = nullptr;
+    if (s.kind == StepKind::recv_reduce) {
+      dst = work.landing_ptr(s.offset, s.count);
+    } else if (!e.sends_read || work.landing_ptr(s.offset, s.count)) {
+      dst = work.write_ptr(s.offset, s.count);
+    } else {
+      land.later.push_back({e.step, static_cast<uint32_t>(r + 1), false});
+      return;
+    }
+    if (!dst || !remote_->offer_destination(schedule_->slot_of_step[p][e.step], p, dst, s.count * esize)) return;
+    if (land.at.empty()) land.at.assign(schedule_->slot_of_step[p].size(), nullptr);
+    land.at[e.step] = dst;
+  };
+  for (std::size_t i = 0; i < land.later.size();) {
+    if (land.later[i].round != r) {
+      ++i;
+      continue;
+    }
+    const EarlyReceive e = land.later[i];
+    land.later.erase(land.later.begin() + static_cast<std::ptrdiff_t>(i));
+    offer(e);
+  }
+  for (; land.next < early.size() && early[land.next].round == r; ++land.next) offer(early[land.next]);
+}
+
+Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work, std::byte* landing) {
   const std::size_t esize = dtype_size(dtype_);
   const std::size_t bytes = s.count * esize;
   // Pieces small enough that reducing the first overlaps receiving the next.
   const std::size_t piece = std::max<std::size_t>(1, (std::size_t{1} << 20) / esize);
   Status error;
   // A copy lands straight in the work buffer when it has not started arriving yet.
-  std::byte* dst = s.kind == StepKind::recv_copy ? work.write_ptr(s.offset, s.count) : nullptr;
-  const bool direct = dst && remote_->offer_destination(slot, p, dst, bytes);
-  const std::size_t step = direct ? s.count : piece;  // landing in place: nothing to do per piece
+  if (!landing && s.kind == StepKind::recv_copy) {
+    landing = work.write_ptr(s.offset, s.count);
+    if (landing && !remote_->offer_destination(slot, p, landing, bytes)) landing = nullptr;
+  }
+  // A copy landed in place has nothing to do per piece; a reduction landed in place folds each
+  // piece into itself.
+  const bool copied = landing && s.kind == StepKind::recv_copy;
+  const std::size_t step = copied ? s.count : piece;
   for (std::size_t off = 0; off < s.count || off == 0; off += step) {
     const std::size_t cnt = std::min(step, s.count - off);
     const std::byte* base = remote_->wait_received(slot, s.peer, bytes, (off + cnt) * esize, error);
@@ -96,7 +140,7 @@ Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& w
       return aborted_status();
     }
     if (aborted_.load()) return aborted_status();
-    if (cnt == 0 || direct) continue;
+    if (cnt == 0 || copied) continue;
     if (s.kind == StepKind::recv_copy) work.copy_from(s.offset + off, cnt, base + off * esize);
     else work.reduce_from(s.offset + off, cnt, base + off * esize, redop_);
   }
@@ -136,9 +180,11 @@ Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
     clock.stop(StepSpan{s.kind, remote, post, s.peer, static_cast<uint32_t>(fused), s.count * esize, t});
   };
   std::vector<const std::byte*> sources(static_cast<std::size_t>(n_) + 1);
+  Landing landing;
   try {
     std::size_t first = 0;  // slot_ids index of the round's first step
-    for (const Round& round : program) {
+    for (std::size_t r = 0; r < program.size(); ++r) {
+      const Round& round = program[r];
       for (std::size_t i = 0; i < round.steps.size(); ++i) {  // 1. post sends
         const Step& s = round.steps[i];
         if (s.kind != StepKind::send) continue;
@@ -152,6 +198,7 @@ Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
         sl.data = work.read_ptr(s.offset, s.count);
         sl.word.set(1);
       }
+      if (remote_) offer_early(p, r, first, work, landing);
       // 2. receives and local copies, in order. Consecutive receive-and-reduce steps into one
       // region are fused into a single pass over all their sources.
       for (std::size_t i = 0; i < round.steps.size();) {
@@ -174,7 +221,8 @@ Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
           continue;
         }
         if (remote_ && remote_->is_remote(s.peer)) {
-          if (auto st = receive_remote(p, s, slot_ids[first + i], work); !st) return st;
+          std::byte* at = landing.at.empty() ? nullptr : landing.at[first + i];
+          if (auto st = receive_remote(p, s, slot_ids[first + i], work, at); !st) return st;
           ended(s, t, true);
           ++i;
           continue;

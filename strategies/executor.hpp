@@ -10,6 +10,7 @@
 
 #include <chorus/status.hpp>
 #include "core/wait.hpp"
+#include "strategies/early_receives.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/step_trace.hpp"
 #include "strategies/work_buffer.hpp"
@@ -26,6 +27,9 @@ struct CompiledSchedule {
   // beyond (then nothing is assumed to reach anyone).
   std::vector<std::vector<bool>> reach;
   static constexpr std::size_t kReachPeers = 64;
+  // [peer]: the receives whose bytes may land in the work buffer before the peer reaches them
+  // (strategies/early_receives.hpp); used across nodes.
+  std::vector<std::vector<EarlyReceive>> early_receives;
   // Throws std::logic_error when sends and receives do not pair up.
   static std::shared_ptr<const CompiledSchedule> compile(std::vector<Program> programs);
 };
@@ -85,8 +89,19 @@ class OpPlan {
   Status aborted_status();
   template <bool kTraced>
   Status run_program(int p, WorkBuffer& work, StepTrace* trace);
-  // A receive from another node, reduced or copied piece by piece as the bytes arrive.
-  Status receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work);
+  // A receive from another node, reduced or copied piece by piece as the bytes arrive; `landing`:
+  // where an early offer (offer_early) lets them arrive, else null.
+  Status receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work, std::byte* landing);
+  // A run's receives from other nodes offered early.
+  struct Landing {
+    std::size_t next = 0;             // into the schedule's early receives of the peer
+    std::vector<EarlyReceive> later;  // copies put off to a later round (its `round`)
+    std::vector<std::byte*> at;       // by flat step index: where the bytes land (empty: none)
+  };
+  // Once round r (its first step at flat index `first`) has posted its sends: offers the work
+  // buffer's own memory to the receives from other nodes that may land early from round r on,
+  // where safe (see EarlyReceive).
+  void offer_early(int p, std::size_t r, std::size_t first, WorkBuffer& work, Landing& land);
 
   OpKind kind_;
   DType dtype_;

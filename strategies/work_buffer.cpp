@@ -192,6 +192,18 @@ std::byte* WorkBuffer::write_ptr(std::size_t off, std::size_t cnt) {
   return p;
 }
 
+std::byte* WorkBuffer::landing_ptr(std::size_t off, std::size_t cnt) {
+  if (cnt == 0) return nullptr;
+  for (auto& r : pending_) {
+    if (off < r.begin || off + cnt > r.end) continue;
+    const std::byte* src = r.src + (off - r.begin) * esize_;
+    std::byte* mem = mem_at(off, cnt);
+    const std::size_t len = cnt * esize_;
+    return src + len <= mem || mem + len <= src ? mem : nullptr;
+  }
+  return nullptr;
+}
+
 void WorkBuffer::copy_from(std::size_t off, std::size_t cnt, const std::byte* src) {
   if (cnt == 0) return;
   std::memcpy(mem_at(off, cnt), src, cnt * esize_);

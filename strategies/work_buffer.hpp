@@ -29,6 +29,11 @@ class WorkBuffer {
   // The memory behind [off, off+cnt), to be filled by the caller (a receive straight from the
   // socket): the range counts as written from now on.
   std::byte* write_ptr(std::size_t off, std::size_t cnt);
+  // Where bytes to be reduced into [off, off+cnt) may be received: the region's own memory, when
+  // all of it still holds its initial content elsewhere (memory apart from it), so reduce_from
+  // with src = that memory folds the two in place; null otherwise. Changes nothing but
+  // giving scratch its memory.
+  std::byte* landing_ptr(std::size_t off, std::size_t cnt);
   // [off, off+cnt) = src.
   void copy_from(std::size_t off, std::size_t cnt, const std::byte* src);
   // [dst, dst+cnt) = [src, src+cnt), both in this work buffer.

@@ -14,7 +14,7 @@
 namespace chorus::multi_node {
 namespace {
 
-constexpr int kEveryOpCount = 260;  // multi_node_peer_ops.cpp: 3 roots x 4 sizes x 13 ops + 104 dtype/redop cases
+constexpr int kEveryOpCount = 266;  // multi_node_peer_ops.cpp: 3 roots x 4 sizes x 13 ops + 104 dtype/redop cases + 6 large
 
 class EveryOpAcrossNodes : public MultiNode, public ::testing::WithParamInterface<const char*> {};
 
@@ -55,6 +55,24 @@ TEST_F(MultiNode, TwoNodesOnePeerEach) {
   start_orchestrator(2);
   auto nodes = run_nodes({{}, {}}, {"--peers", "1", "--scenario", "every-op"});
   expect_all_ok(nodes, 2, kEveryOpCount);
+}
+
+// The same over the sockets: large all-reduces run the ring of the two nodes, both of its receives
+// landing straight in the work buffer (strategies/early_receives.hpp).
+TEST_F(MultiNode, TwoNodesOnePeerEachOverTheNetwork) {
+  start_orchestrator(2);
+  auto nodes = run_nodes({{}, {}}, {"--peers", "1", "--scenario", "every-op", "--transport", "network"});
+  expect_all_ok(nodes, 2, kEveryOpCount);
+  for (const auto& n : nodes) EXPECT_EQ(shm_segments(n), 0) << dump(nodes);
+}
+
+// And a ring of four over the sockets: all-gather regions the reduce-scatter read are offered once
+// the round that read them is over.
+TEST_F(MultiNode, FourNodesOnePeerEachOverTheNetwork) {
+  start_orchestrator(4);
+  auto nodes = run_nodes({{}, {}, {}, {}}, {"--peers", "1", "--scenario", "every-op", "--transport", "network"});
+  expect_all_ok(nodes, 4, kEveryOpCount);
+  for (const auto& n : nodes) EXPECT_EQ(shm_segments(n), 0) << dump(nodes);
 }
 
 // Every peer in its own process, more than two of them: small all-reduces run one-shot (every node
