@@ -152,6 +152,13 @@ bool Arena::still_holds(uint32_t r, uint64_t seq) const {
   return post(r, seq).seq1.load(std::memory_order_acquire) == seq + 1;
 }
 
+std::vector<uint32_t> Arena::not_posted(uint64_t seq) const {
+  std::vector<uint32_t> missing;
+  for (uint32_t r = 0; r < ctl_->peers; ++r)  // a later op in the same post means it came and went on
+    if (post(r, seq).seq1.load(std::memory_order_acquire) < seq + 1) missing.push_back(r);
+  return missing;
+}
+
 bool Arena::all_posted(uint64_t seq, bool& agree) const {
   agree = true;
   ArenaCall first;

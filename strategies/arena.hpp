@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <chorus/types.hpp>
 
@@ -79,6 +80,8 @@ class Arena {
   // (check after reading it).
   const std::byte* input_of(uint32_t r, uint64_t seq) const;
   bool still_holds(uint32_t r, uint64_t seq) const;
+  // The peers that have not posted op `seq` yet: whom a status report names while it waits here.
+  std::vector<uint32_t> not_posted(uint64_t seq) const;
 
   struct Control;
   struct Post;

@@ -37,7 +37,7 @@ Config cfg(uint32_t n, int timeout_ms = 200, const char* strategy = "auto") {
 
 TensorMeta meta(DType t, Shape s) { return {true, t, std::move(s)}; }
 TensorMeta f32(int64_t n) { return meta(DType::f32, {n}); }
-TensorMeta none() { return {}; }
+[[maybe_unused]] TensorMeta none() { return {}; }
 
 // The registration generation the server handed out last (register replies carry it); ops and
 // finishes carry it back, as a Peer handle does. Each fixture starts a fresh server at epoch 0.
@@ -77,12 +77,12 @@ OpRequestData req(uint32_t peer, uint64_t seq, OpKind kind, TensorMeta in = {}, 
 OpRequestData all_reduce_req(uint32_t peer, uint64_t seq, int64_t n = 4, ReduceOp op = ReduceOp::sum) {
   return req(peer, seq, OpKind::all_reduce, f32(n), f32(n), op);
 }
-OpRequestData by_data(uint32_t peer, uint64_t seq, OpKind kind, TensorMeta in) {
+[[maybe_unused]] OpRequestData by_data(uint32_t peer, uint64_t seq, OpKind kind, TensorMeta in) {
   OpRequestData r = req(peer, seq, kind, std::move(in));
   r.root_from_data = true;
   return r;
 }
-OpRequestData p2p(OpKind kind, uint32_t peer, uint32_t other, TensorMeta t, uint64_t tag = 0) {
+[[maybe_unused]] OpRequestData p2p(OpKind kind, uint32_t peer, uint32_t other, TensorMeta t, uint64_t tag = 0) {
   OpRequestData r = kind == OpKind::send ? req(peer, 0, kind, std::move(t)) : req(peer, 0, kind, {}, std::move(t));
   r.other = other;
   r.tag = tag;

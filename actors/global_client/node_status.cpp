@@ -17,13 +17,26 @@ std::string op_of(const FlightRow& r) {
                         : "group " + std::to_string(r.group) + " " + r.describe();
 }
 
-// What an op in flight waits for. The local server and the NetOp are asked one after the other,
-// never holding one's lock while taking the other's.
+// A world op waiting in the host's arena (strategies/arena.hpp) before it reached the local
+// server: the peers of the job that have not called it yet.
+std::string arena_waits_for(const FlightRow& r, const GlobalClient& client) {
+  const auto seat = client.arena();
+  if (r.group != 0 || !seat || !seat->arena.usable()) return {};
+  const auto missing = seat->arena.not_posted(r.seq);
+  if (missing.empty()) return {};
+  std::string s = missing.size() == 1 ? "peer " : "peers ";
+  for (std::size_t i = 0; i < missing.size(); ++i) s += (i ? ", " : "") + std::to_string(missing[i]);
+  return s + " (not called yet)";
+}
+
+// What an op in flight waits for. The local server, the arena and the NetOp are asked one after
+// the other, never holding one's lock while taking the other's.
 std::string waits_for(const FlightRow& r, const LocalServerCore& core, GlobalClient& client) {
   if (!r.collective())
     return std::string("the matching ") + (r.kind == OpKind::send ? "recv" : "send") + " of rank " + std::to_string(r.other);
-  if (r.state == FlightState::waiting) return core.op_waits_for(r.group, r.seq);
-  return client.op_waits_for(r.group, r.seq);
+  if (r.state != FlightState::waiting) return client.op_waits_for(r.group, r.seq);
+  std::string local = core.op_waits_for(r.group, r.seq);
+  return local.empty() ? arena_waits_for(r, client) : local;
 }
 
 } // namespace
