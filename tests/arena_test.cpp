@@ -91,13 +91,19 @@ TEST(Arena, APeerLatePastTheOthersPatienceGetsTheirVerdict) {
   Region r(2);
   const auto c = all_reduce_call(4);
   float x[4] = {1, 2, 3, 4};
+  EXPECT_EQ(r.arena.not_posted(0), (std::vector<uint32_t>{0, 1}));
   const auto start = Clock::now();
   EXPECT_EQ(r.arena.meet(0, 0, c, x, sizeof x, Clock::now() + 30ms, kSpin), Verdict::slow);
   EXPECT_GE(Clock::now() - start, 30ms);
+  EXPECT_EQ(r.arena.not_posted(0), std::vector<uint32_t>{1});  // what a status report names
   // Peer 1 comes later: every peer is there now, but the op went the ordinary way already.
   EXPECT_EQ(r.arena.meet(1, 0, c, x, sizeof x, Clock::now() + 30ms, kSpin), Verdict::slow);
-  // The next op meets normally.
+  EXPECT_TRUE(r.arena.not_posted(0).empty());
+  // The next op meets normally; op 0's posts are overwritten by op 2's, which came and went on.
   EXPECT_EQ(meet_all(r.arena, 1, {c, c}), std::vector<Verdict>(2, Verdict::go));
+  EXPECT_EQ(meet_all(r.arena, 2, {c, c}), std::vector<Verdict>(2, Verdict::go));
+  EXPECT_TRUE(r.arena.not_posted(0).empty());
+  EXPECT_EQ(r.arena.not_posted(3), (std::vector<uint32_t>{0, 1}));
 }
 
 TEST(Arena, ClosingEndsAWaitAtOnceAndEveryLaterMeetGoesSlow) {
