@@ -101,6 +101,13 @@ class NcclAcrossNodes : public ::testing::Test {
   std::vector<Result<Peer>> peers_;
 };
 
+// The host path: the three node runtimes share this process, so one host, and small ops on host
+// memory meet in the arena (or, a peer held up past its wait, take the host schedule).
+void expect_host_path(std::vector<Result<Peer>>& peers) {
+  for (auto& p : peers) EXPECT_TRUE(p->last_strategy() == "arena" || p->last_strategy().rfind("hier+", 0) == 0)
+      << p->last_strategy();
+}
+
 // Rank r's "GPU" is cuda:r (the double has one per rank); its data is host memory.
 Tensor on_gpu(std::vector<float>& v, int rank) {
   return Tensor::borrow(v.data(), DType::f32, {static_cast<int64_t>(v.size())}, Device::cuda(rank));
@@ -350,10 +357,7 @@ TEST_F(NcclAcrossNodesAuto, GpuTensorsOnEveryNodeRunOnOneNcclCommunicatorAndHost
     ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
     EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15})) << r;
   }
-  // The host path: the three node runtimes share this process, so one host, and small ops on host
-  // memory meet in the arena (or, a peer held up past its wait, take the host schedule).
-  for (auto& p : peers_) EXPECT_TRUE(p->last_strategy() == "arena" || p->last_strategy().rfind("hier+", 0) == 0)
-      << p->last_strategy();
+  expect_host_path(peers_);
   EXPECT_EQ(fabric_.count({"ncclAllReduce"}), 2u * kRanks);
   EXPECT_EQ(memory_.copies(), 0u);
 }
@@ -397,10 +401,7 @@ TEST_F(NcclAcrossNodesAuto, AnOpNcclCannotServeIsStagedThroughHostMemory) {
     ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
     EXPECT_EQ(data[r], (std::vector<int32_t>{7, 7, 7, 7})) << r;
   }
-  // The host path: the three node runtimes share this process, so one host, and small ops on host
-  // memory meet in the arena (or, a peer held up past its wait, take the host schedule).
-  for (auto& p : peers_) EXPECT_TRUE(p->last_strategy() == "arena" || p->last_strategy().rfind("hier+", 0) == 0)
-      << p->last_strategy();
+  expect_host_path(peers_);
   EXPECT_EQ(fabric_.count({"nccl"}), 0u);
   EXPECT_EQ(memory_.copies(), 2u * kRanks);  // each rank's tensor out and the result back
 }
@@ -428,10 +429,7 @@ TEST_F(NcclAcrossNodesAutoOneNodeWithoutGpus, EveryOpIsStagedThroughHostMemory) 
     ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
     EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
   }
-  // The host path: the three node runtimes share this process, so one host, and small ops on host
-  // memory meet in the arena (or, a peer held up past its wait, take the host schedule).
-  for (auto& p : peers_) EXPECT_TRUE(p->last_strategy() == "arena" || p->last_strategy().rfind("hier+", 0) == 0)
-      << p->last_strategy();
+  expect_host_path(peers_);
   EXPECT_EQ(memory_.copies(), 2u * (kRanks - kPeers));  // the GPU ranks' tensors out and back
   // The choice reads the topology, not the tensors: GPU tensors on every node stage as well.
   st = everyone(sum_of_ranks(data));

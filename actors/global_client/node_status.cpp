@@ -6,6 +6,7 @@
 
 #include "actors/flight/flight_recorder.hpp"
 #include "actors/global_client/global_client.hpp"
+#include "actors/local_server/op_validation.hpp"
 #include "actors/local_server/server_core.hpp"
 
 namespace chorus {
@@ -24,9 +25,7 @@ std::string arena_waits_for(const FlightRow& r, const GlobalClient& client) {
   if (r.group != 0 || !seat || !seat->arena.usable()) return {};
   const auto missing = seat->arena.not_posted(r.seq);
   if (missing.empty()) return {};
-  std::string s = missing.size() == 1 ? "peer " : "peers ";
-  for (std::size_t i = 0; i < missing.size(); ++i) s += (i ? ", " : "") + std::to_string(missing[i]);
-  return s + " (not called yet)";
+  return peer_names(std::vector<int>(missing.begin(), missing.end())) + " (not called yet)";
 }
 
 // What an op in flight waits for. The local server, the arena and the NetOp are asked one after

@@ -30,6 +30,10 @@ std::string peer_list(const std::vector<int>& ps) {
 
 } // namespace
 
+std::string peer_names(const std::vector<int>& peers) {
+  return (peers.size() == 1 ? "peer " : "peers ") + peer_list(peers);
+}
+
 std::string op_label(OpKind kind, uint64_t seq) {
   return std::string(to_string(kind)) + " #" + std::to_string(seq);
 }

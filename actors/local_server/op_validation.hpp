@@ -27,6 +27,9 @@ bool rooted(OpKind k);   // the op has a root
 // "all_reduce #7"
 std::string op_label(OpKind kind, uint64_t seq);
 
+// "peer 3" or "peers 0, 4": the peers an error or a status report names.
+std::string peer_names(const std::vector<int>& peers);
+
 // One request on its own: sizes, dtypes, root range, reduce op validity.
 Status check_request(const OpRequestData& r, int n);
 

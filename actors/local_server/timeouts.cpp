@@ -8,14 +8,6 @@
 
 namespace chorus {
 
-namespace {
-std::string names(const std::vector<int>& ps) {
-  std::string s = ps.size() == 1 ? "peer " : "peers ";
-  for (std::size_t i = 0; i < ps.size(); ++i) s += (i ? ", " : "") + std::to_string(ps[i]);
-  return s;
-}
-} // namespace
-
 void LocalServerCore::fail_op(PendingOp& op, Status why) {
   op.failed = true;
   op.failure = std::move(why);
@@ -68,13 +60,13 @@ std::string LocalServerCore::waiting_for(uint64_t key) {
   if (auto t = op_timers_.find(key); t != op_timers_.end()) {
     auto it = ops_.find(t->second);
     if (it == ops_.end() || it->second.failed) return {};
-    return op_label(it->second.kind, t->second.second) + ": " + names(missing_from(t->second, it->second)) +
+    return op_label(it->second.kind, t->second.second) + ": " + peer_names(missing_from(t->second, it->second)) +
            " not called yet";
   }
   if (auto t = group_timers_.find(key); t != group_timers_.end()) {
     auto pit = pending_groups_.find(t->second);
     if (pit == pending_groups_.end()) return {};
-    return "new group: " + names(missing_from(pit->first, pit->second)) + " not asked for it yet";
+    return "new group: " + peer_names(missing_from(pit->first, pit->second)) + " not asked for it yet";
   }
   return {};
 }
@@ -83,7 +75,7 @@ std::string LocalServerCore::op_waits_for(uint32_t group, uint64_t seq) const {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = ops_.find(OpKey{group, seq});
   if (it == ops_.end() || it->second.failed) return {};
-  return names(missing_from(it->first, it->second)) + " of this node (not called yet)";
+  return peer_names(missing_from(it->first, it->second)) + " of this node (not called yet)";
 }
 
 void LocalServerCore::on_timeout(uint64_t key) {
@@ -92,7 +84,7 @@ void LocalServerCore::on_timeout(uint64_t key) {
     auto pit = pending_groups_.find(t->second);
     group_timers_.erase(t);
     if (pit == pending_groups_.end()) return;
-    Status why(Errc::timeout, "new group: " + names(missing_from(pit->first, pit->second)) + " never asked for it within " +
+    Status why(Errc::timeout, "new group: " + peer_names(missing_from(pit->first, pit->second)) + " never asked for it within " +
                                   std::to_string(config_ ? config_->timeout.count() : 0) + " ms");
     for (auto& [peer, c] : pit->second.arrivals) c.reply->complete(why);
     pending_groups_.erase(pit);
@@ -105,7 +97,7 @@ void LocalServerCore::on_timeout(uint64_t key) {
     auto it = ops_.find(ok);
     if (it == ops_.end() || it->second.failed) return;
     PendingOp& op = it->second;
-    return fail_op(op, Status(Errc::timeout, op_label(op.kind, seq) + ": " + names(missing_from(ok, op)) + " never called within " +
+    return fail_op(op, Status(Errc::timeout, op_label(op.kind, seq) + ": " + peer_names(missing_from(ok, op)) + " never called within " +
                                                  std::to_string(config_->timeout.count()) + " ms"));
   }
   auto t = p2p_timers_.find(key);
