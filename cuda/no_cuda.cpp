@@ -2,6 +2,7 @@
 #include "cuda/gpu.hpp"
 
 #include "cuda/device_status.hpp"
+#include "cuda/ipc_calls.hpp"
 #include "cuda/nccl_calls.hpp"
 
 namespace chorus::gpu {
@@ -33,5 +34,6 @@ Status run_collective(const DeviceCollective& c, std::chrono::steady_clock::time
 Result<double> copy_bandwidth(int, std::size_t) { return no_cuda(); }
 bool nccl_supports(const DeviceCollective&) { return false; }
 NcclCalls* real_nccl_calls() { return nullptr; }
+IpcCalls* real_ipc_calls() { return nullptr; }
 
 } // namespace chorus::gpu

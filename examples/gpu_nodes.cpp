@@ -1,5 +1,5 @@
 // One node process per GPU, the usual GPU deployment (as torchrun or mpirun start it): every process
-// is a node of one job with one peer, whose tensors live on its own GPU; the nccl strategy runs
+// is a node of one job with one peer, whose tensors live on its own GPU; auto (the default) runs
 // every op on one NCCL communicator spanning all the processes, so GPU data never goes through
 // host memory. The unique id NCCL needs travels through chorus's own control plane: no MPI, no
 // shared file system. Start chorus-orchestrator once, then this program once per GPU (on one
@@ -9,7 +9,9 @@
 //   build/bin/chorus-gpu-nodes-example 127.0.0.1:7000 2 127.0.0.1 0 &
 //   build/bin/chorus-gpu-nodes-example 127.0.0.1:7000 2 127.0.0.1 1
 //
-// NCCL refuses two ranks on one GPU: a machine with one GPU cannot run two of these.
+// NCCL refuses two ranks on one GPU; processes of one machine that share a GPU (give two of them
+// the same LOCAL_GPU) run their ops through CUDA IPC instead: one process runs the op over every
+// process's buffers.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -34,8 +36,7 @@ int main(int argc, char** argv) {
   }
   if (const char* s = std::getenv("CHORUS_SECRET")) cfg.secret = s;
   cfg.timeout = std::chrono::seconds(60);  // the first op also sets NCCL's communicator up
-  // auto (the default) runs these ops through NCCL too, every node having a GPU; nccl says it outright.
-  cfg.with_global_strategy(*chorus::parse_strategy("nccl"));
+  // auto (the default): NCCL where every node has a GPU of its own, CUDA IPC where processes share one.
 
   chorus::Runtime rt;
   auto peer = rt.register_peer(0, cfg);  // waits for every node of the job

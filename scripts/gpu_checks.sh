@@ -9,7 +9,9 @@
 #   3. chorus-bench --device cuda for every op (4 logical peers on GPU 0), the 256 MiB all_reduce
 #      against the memory-bound ideal (target: at most 1.25x), and the 1 KiB all_reduce between 2
 #      logical peers (target: median at most 30 us);
-#   4. with 2 or more GPUs: every op over distinct GPUs through NCCL and through the on-device plan.
+#   4. with 2 or more GPUs: every op over distinct GPUs through NCCL and through the on-device plan;
+#   5. node processes sharing GPU 0 (CUDA IPC, strategy cuda-ipc): the GPU nodes example twice on
+#      cuda:0, and chorus-bench --nodes 2 (1 and 2 peers each) for every op.
 set -uo pipefail
 root=${1:-build}
 bin=$root/bin
@@ -76,5 +78,25 @@ if [ "$gpus" -ge 2 ]; then
     done
   done
 fi
+# Two node processes on one GPU: auto runs their ops through CUDA IPC.
+ipc_pair() {
+  local log=$out/orchestrator_ipc.log port
+  "$bin/chorus-orchestrator" --port 0 --nodes 2 >"$log" 2>&1 &
+  local orch=$!
+  for _ in $(seq 50); do port=$(grep -oE 'port [0-9]+' "$log" | head -1 | cut -d' ' -f2); [ -n "$port" ] && break; sleep 0.1; done
+  "$bin/chorus-gpu-nodes-example" "127.0.0.1:$port" 2 127.0.0.1 0 & local a=$!
+  "$bin/chorus-gpu-nodes-example" "127.0.0.1:$port" 2 127.0.0.1 0; local rb=$?
+  wait $a; local ra=$?
+  kill $orch 2>/dev/null; wait $orch 2>/dev/null
+  [ $ra = 0 ] && [ $rb = 0 ]
+}
+run gpu_nodes_sharing_gpu0 ipc_pair
+grep -q "through cuda-ipc" "$out/gpu_nodes_sharing_gpu0.log" ||
+  { echo "   FAILED: the pair did not run through cuda-ipc" | tee -a "$out/summary.txt"; status=1; }
+for p in 1 2; do
+  for op in all_reduce reduce broadcast all_gather reduce_scatter all_to_all gather scatter; do
+    run "bench_ipc_${p}x2_$op" $bench --op $op --nodes 2 --peers $p -b 1K -e 256M -f 16 -n 10 -w 2
+  done
+done
 echo "== done: $( [ $status = 0 ] && echo all passed || echo some FAILED ) (logs in $out)" | tee -a "$out/summary.txt"
 exit $status

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <new>
@@ -48,6 +49,7 @@ struct Arena::Control {
     std::atomic<uint64_t> v{0};  // (seq + 1) << 1 | go, for the latest op that used this word
   };
   Word verdict[kVerdicts];
+  Word done[kVerdicts];  // (seq + 1) << 16 | the Errc its lead concluded op seq with (GPU ops)
 };
 
 // One peer's call for one op; written by that peer only, read by all once seq1 says it is there.
@@ -63,7 +65,7 @@ struct alignas(kLine) Arena::Post {
     const uint64_t w[kWords] = {
         uint64_t{static_cast<uint8_t>(c.kind)} | uint64_t{static_cast<uint8_t>(c.dtype)} << 8 |
             uint64_t{static_cast<uint8_t>(c.redop)} << 16 | uint64_t{c.fits} << 24 | uint64_t{c.root} << 32,
-        c.count, c.ndim, static_cast<uint64_t>(c.dims[0]), static_cast<uint64_t>(c.dims[1]),
+        c.count, uint64_t{c.ndim} | uint64_t{c.place} << 32, static_cast<uint64_t>(c.dims[0]), static_cast<uint64_t>(c.dims[1]),
         static_cast<uint64_t>(c.dims[2]), static_cast<uint64_t>(c.dims[3])};
     for (int i = 0; i < kWords; ++i) call[i].store(w[i], std::memory_order_relaxed);
   }
@@ -78,6 +80,7 @@ struct alignas(kLine) Arena::Post {
     c.root = static_cast<uint32_t>(w[0] >> 32);
     c.count = w[1];
     c.ndim = static_cast<uint32_t>(w[2]);
+    c.place = static_cast<uint32_t>(w[2] >> 32);
     for (int d = 0; d < 4; ++d) c.dims[d] = static_cast<int64_t>(w[3 + d]);
     return c;
   }
@@ -172,7 +175,7 @@ bool Arena::all_posted(uint64_t seq, bool& agree) const {
   return true;
 }
 
-void Arena::ring() {
+void Arena::ring() const {
   if (ctl_->sleepers.load(std::memory_order_seq_cst) == 0) return;
   ctl_->bell.fetch_add(1, std::memory_order_seq_cst);
   futex_wake_all(&ctl_->bell);
@@ -228,34 +231,85 @@ Arena::Verdict Arena::meet(uint32_t rank, uint64_t seq, const ArenaCall& call, c
     }
     return false;
   };
-  if (look()) return v;
+  if (wait(look, give_up, patience)) return v;
+  return went(settle(seq, Verdict::slow));
+}
+
+template <class Look>
+bool Arena::wait(Look&& look, Clock::time_point give_up, Patience patience) const {
+  if (look()) return true;
   const auto start = Clock::now();
   // Spin (the others are usually a few hundred nanoseconds away), or where peers outnumber the
   // cores give the core away between looks, so that the peer we wait for can run.
   const auto spin_end = std::min(give_up, start + patience.spin);
   for (unsigned i = 1;; ++i) {
     CHORUS_ARENA_PAUSE();
-    if (look()) return v;
+    if (look()) return true;
     if ((i & 63) == 0 && Clock::now() >= spin_end) break;
   }
   const auto yield_end = std::min(give_up, Clock::now() + patience.yield);
   while (Clock::now() < yield_end) {
     std::this_thread::yield();
-    if (look()) return v;
+    if (look()) return true;
   }
   for (;;) {
     const auto now = Clock::now();
-    if (now >= give_up) return went(settle(seq, Verdict::slow));
+    if (now >= give_up) return false;
     const uint32_t rung = ctl_->bell.load(std::memory_order_seq_cst);
     ctl_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     if (look()) {
       ctl_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-      return v;
+      return true;
     }
     futex_wait(&ctl_->bell, rung, std::min<Clock::duration>(give_up - now, std::chrono::milliseconds(10)));
     ctl_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (look()) return v;
+    if (look()) return true;
   }
+}
+
+void Arena::conclude(uint32_t lead, uint64_t seq, const Status& how) {
+  if (!how.is_ok()) {  // the text first, then the word that publishes it
+    const std::string& m = how.message();
+    const std::size_t n = std::min(m.size(), static_cast<std::size_t>(ctl_->slot_bytes) - sizeof(uint64_t));
+    std::byte* at = slot(lead, seq);
+    const uint64_t len = n;
+    std::memcpy(at, &len, sizeof len);
+    std::memcpy(at + sizeof len, m.data(), n);
+  }
+  ctl_->done[seq % kVerdicts].v.store((seq + 1) << 16 | static_cast<uint16_t>(how.code()), std::memory_order_seq_cst);
+  ctl_->bell.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake_all(&ctl_->bell);
+}
+
+Arena::Heard Arena::await_conclusion(uint32_t lead, uint64_t seq, Clock::time_point give_up, Patience patience,
+                                     Status& how) const {
+  auto& word = ctl_->done[seq % kVerdicts].v;
+  Heard heard = Heard::gave_up;
+  auto look = [&] {
+    const uint64_t w = word.load(std::memory_order_acquire);
+    if ((w >> 16) == seq + 1) {
+      const auto raw = static_cast<uint16_t>(w & 0xffff);  // another process wrote it: checked
+      const Errc code = raw <= static_cast<uint16_t>(last_errc) ? static_cast<Errc>(raw) : Errc::internal;
+      if (code == Errc::ok) {
+        how = Status::ok();
+      } else {
+        const std::byte* at = slot(lead, seq);
+        uint64_t len = 0;
+        std::memcpy(&len, at, sizeof len);
+        len = std::min<uint64_t>(len, ctl_->slot_bytes - sizeof len);
+        how = Status(code, std::string(reinterpret_cast<const char*>(at + sizeof len), len));
+      }
+      heard = Heard::concluded;
+      return true;
+    }
+    if (ctl_->state.load(std::memory_order_acquire) == kClosed) {
+      heard = Heard::closed;
+      return true;
+    }
+    return false;
+  };
+  (void)wait(look, give_up, patience);
+  return heard;
 }
 
 } // namespace chorus

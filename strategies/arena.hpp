@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <chorus/status.hpp>
 #include <chorus/types.hpp>
 
 #include "core/wait.hpp"
@@ -41,6 +42,7 @@ struct ArenaCall {
   uint64_t count = 0;     // per-peer element count, in the sense of strategies/schedule.hpp
   uint32_t ndim = 0;      // the shape every peer must pass alike (longer ones do not fit)
   int64_t dims[4] = {};
+  uint32_t place = 0;     // where the tensors lie: 0 host memory, else a GPU (a digest of its UUID)
   bool operator==(const ArenaCall&) const = default;
 };
 
@@ -83,6 +85,16 @@ class Arena {
   // The peers that have not posted op `seq` yet: whom a status report names while it waits here.
   std::vector<uint32_t> not_posted(uint64_t seq) const;
 
+  // Ops one peer runs for all (GPU tensors, actors/peer/gpu_arena_path.hpp): after a go the others
+  // post nothing more and wait until that peer, the op's lead, says how the op ended. The lead's
+  // slot for `seq` then carries the error's text (its post is read by nobody any more).
+  void conclude(uint32_t lead, uint64_t seq, const Status& how);
+  enum class Heard : uint8_t { concluded, closed, gave_up };
+  // Waits (as meet does) for the lead's word on op `seq`: concluded (`how` set), the arena closed,
+  // or `give_up` passed.
+  Heard await_conclusion(uint32_t lead, uint64_t seq, Clock::time_point give_up, Patience patience,
+                         Status& how) const;
+
   struct Control;
   struct Post;
 
@@ -93,7 +105,10 @@ class Arena {
   // Every peer's post for `seq` is there: whether they agree and all fit; false while one lacks.
   bool all_posted(uint64_t seq, bool& agree) const;
   Verdict settle(uint64_t seq, Verdict v);  // the compare-and-swap; returns the op's verdict
-  void ring();                              // wakes sleepers, if any
+  void ring() const;                        // wakes sleepers, if any
+  // Spins, yields, then sleeps on the bell until look() is true (true) or `give_up` (false).
+  template <class Look>
+  bool wait(Look&& look, Clock::time_point give_up, Patience patience) const;
 
   Control* ctl_ = nullptr;
   std::byte* base_ = nullptr;

@@ -16,6 +16,7 @@ std::string to_string(const RunStrategy& s) {
     case RunStrategy::Path::nccl: return "nccl";
     case RunStrategy::Path::device: return "device";
     case RunStrategy::Path::arena: return "arena";
+    case RunStrategy::Path::cuda_ipc: return "cuda-ipc";
   }
   return "";
 }

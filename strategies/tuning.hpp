@@ -48,6 +48,7 @@ struct RunStrategy {
     nccl,      // GPU tensors on distinct GPUs, through NCCL (cuda/)
     device,    // GPU tensors, the on-device plan of cuda/device_plan.hpp
     arena,     // small host ops of peers sharing memory, one-shot in the arena (strategies/arena.hpp)
+    cuda_ipc,  // GPU tensors of processes sharing a GPU: one lead's plan over them (gpu_arena_path)
   };
   Path path = Path::none;
   // Flat: the schedule over every peer of the op. Hierarchical: the schedule among one leader per
@@ -65,7 +66,7 @@ struct RunStrategy {
 };
 
 // "ring", "tree:2", "centralized", "direct", "oneshot", "hier+oneshot", "hosts+ring", "p2p",
-// "nccl", "device"; "" for none.
+// "nccl", "device", "arena", "cuda-ipc"; "" for none.
 std::string to_string(const RunStrategy& s);
 // A RunStrategy in one word (path, algorithm, the two flags, arity), for a field that calls on
 // several threads may set at once: unpack_strategy(pack(s)) == s.

@@ -126,6 +126,44 @@ TEST(Arena, ClosingEndsAWaitAtOnceAndEveryLaterMeetGoesSlow) {
   EXPECT_EQ(r.arena.meet(1, 0, c, x, sizeof x, Clock::now() + 20s, kSpin), Verdict::slow);
 }
 
+// GPU ops: a different GPU (place) sends every peer the ordinary way; after a go the lead's
+// conclusion, ok or an error with its text, is what every waiting peer hears, and a close or the
+// give-up ends the wait too.
+TEST(Arena, ThePlaceIsPartOfTheCallAndTheLeadsConclusionReachesEveryPeer) {
+  Region r(3);
+  auto c = all_reduce_call(4);
+  c.place = 0x1234;
+  auto elsewhere = c;
+  elsewhere.place = 0x4321;
+  EXPECT_EQ(meet_all(r.arena, 0, {c, elsewhere, c}), std::vector<Verdict>(3, Verdict::slow));
+  EXPECT_EQ(meet_all(r.arena, 1, {c, c, c}), std::vector<Verdict>(3, Verdict::go));
+  std::vector<Status> heard(3);
+  std::vector<Arena::Heard> how(3, Arena::Heard::gave_up);
+  std::thread lead([&] { r.arena.conclude(0, 1, Status(Errc::device_error, "cuda:0: out of memory")); });
+  std::vector<std::thread> waiting;
+  for (uint32_t p = 1; p < 3; ++p)
+    waiting.emplace_back([&, p] { how[p] = r.arena.await_conclusion(0, 1, Clock::now() + 20s, kSpin, heard[p]); });
+  lead.join();
+  for (auto& t : waiting) t.join();
+  for (uint32_t p = 1; p < 3; ++p) {
+    EXPECT_EQ(how[p], Arena::Heard::concluded) << p;
+    EXPECT_EQ(heard[p], Status(Errc::device_error, "cuda:0: out of memory")) << p;
+  }
+  EXPECT_EQ(meet_all(r.arena, 2, {c, c, c}), std::vector<Verdict>(3, Verdict::go));
+  r.arena.conclude(0, 2, Status::ok());
+  Status ok_heard(Errc::internal, "unset");
+  EXPECT_EQ(r.arena.await_conclusion(0, 2, Clock::now() + 20s, kSpin, ok_heard), Arena::Heard::concluded);
+  EXPECT_TRUE(ok_heard.is_ok()) << ok_heard.to_string();
+  // Op 3 went but its lead never concludes: the wait ends at the give-up, or at once on a close.
+  EXPECT_EQ(meet_all(r.arena, 3, {c, c, c}), std::vector<Verdict>(3, Verdict::go));
+  Status none;
+  const auto start = Clock::now();
+  EXPECT_EQ(r.arena.await_conclusion(0, 3, Clock::now() + 30ms, kSpin, none), Arena::Heard::gave_up);
+  EXPECT_GE(Clock::now() - start, 30ms);
+  r.arena.close();
+  EXPECT_EQ(r.arena.await_conclusion(0, 3, Clock::now() + 20s, kSpin, none), Arena::Heard::closed);
+}
+
 // Four peers run 400 ops; before each, every peer sleeps a random while and gives up after a
 // random patience, so some ops go slow in every way (all late, one late, one giving up as the
 // last one posts). Every op's verdict must be one and the same at every peer.

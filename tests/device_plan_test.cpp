@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "cuda/device_plan.hpp"
+#include "host_plan_runner.hpp"
 #include "strategies/reduce_kernels.hpp"
 
 namespace {
@@ -35,25 +36,21 @@ struct Memory {
   }
 };
 
+// The plan on host memory; each step first checked against the devices its buffers claim.
 void run_on_host(const DevicePlan& plan, const Memory& mem, DType t, ReduceOp op) {
   const std::size_t es = dtype_size(t);
-  for (const DeviceStep& s : plan.steps) {
+  testing_support::run_plan_on_host(plan, t, op, [&](const DeviceStep& s) {
     if (s.kind == DeviceStep::Kind::copy) {
       const DeviceCopy& c = s.copy;
-      ASSERT_EQ(mem.device_of(c.dst, c.bytes), c.dst_device) << "copy destination claims the wrong device";
-      ASSERT_EQ(mem.device_of(c.src, c.bytes), c.src_device) << "copy source claims the wrong device";
-      std::memcpy(c.dst, c.src, c.bytes);
-      continue;
+      EXPECT_EQ(mem.device_of(c.dst, c.bytes), c.dst_device) << "copy destination claims the wrong device";
+      EXPECT_EQ(mem.device_of(c.src, c.bytes), c.src_device) << "copy source claims the wrong device";
+      return;
     }
     const DeviceReduce& r = s.reduce;
-    ASSERT_EQ(r.device, plan.lead);
-    for (auto p : r.srcs) ASSERT_EQ(mem.device_of(p, r.count * es), plan.lead) << "a kernel would read another GPU";
-    for (auto p : r.dsts) ASSERT_EQ(mem.device_of(p, r.count * es), plan.lead) << "a kernel would write another GPU";
-    std::vector<std::byte> acc(r.count * es + 1);
-    reduce_n(t, op, acc.data(), r.srcs.data(), r.srcs.size(), r.count);
-    if (r.divisor > 1) divide_by(t, acc.data(), r.count, r.divisor);
-    for (auto p : r.dsts) std::memcpy(p, acc.data(), r.count * es);
-  }
+    EXPECT_EQ(r.device, plan.lead);
+    for (auto p : r.srcs) EXPECT_EQ(mem.device_of(p, r.count * es), plan.lead) << "a kernel would read another GPU";
+    for (auto p : r.dsts) EXPECT_EQ(mem.device_of(p, r.count * es), plan.lead) << "a kernel would write another GPU";
+  });
 }
 
 // separate buffers; the in-place layouts of NCCL/MPI; or input and output starting at the same

@@ -129,8 +129,9 @@ Status NcclRun::run() {
               label_ + ": ranks " + std::to_string(it->second) + " and " + std::to_string(r) + " are both on cuda:" +
                   std::to_string(g.device) + " of one host (nodes " +
                   std::to_string(key.gpus[static_cast<std::size_t>(it->second)].node) + " and " +
-                  std::to_string(g.node) + "); NCCL runs one rank per GPU: give each its own, or choose another "
-                  "strategy, which stages GPU tensors through host memory"};
+                  std::to_string(g.node) + "); NCCL runs one rank per GPU: give each its own, or use auto (processes "
+                  "sharing a GPU then run the op through CUDA IPC, where every peer calls within half the "
+                  "timeout) or a host strategy, which stages GPU tensors through host memory"};
   }
   for (std::size_t n = 0; n < all.size(); ++n)
     if (all[n] && next[n] > 0) said.push_back({all[n]->nccl_live, all[n]->nccl_last});

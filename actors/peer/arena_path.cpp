@@ -8,18 +8,11 @@
 
 namespace chorus::peer_impl {
 
-namespace {
-
-// This peer's call as the arena compares it, and whether it fits: the local server's checks
-// (check_request and check_agreement in op_validation.cpp) of the fixed-size forms on host
-// tensors, strict where they are loose (a call that does not fit here still runs, the ordinary
-// way), and its input small enough for its slot.
-ArenaCall describe(const OpRequestData& req, const Tensor& in, const Tensor& out, std::size_t slot, ArenaOp& op) {
+ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor& out, ArenaOp& op) {
   ArenaCall c;
   c.kind = req.kind;
   const uint32_t n = op.n;
   const bool is_root = op.rank == req.root;
-  if ((in.defined() && in.is_cuda()) || (out.defined() && out.is_cuda())) return c;
   if (reduces(req.kind) && (!in.defined() || !reduce_op_valid(in.dtype(), req.redop))) return c;
   if (rooted(req.kind) && req.root >= n) return c;
   if (in.defined() && out.defined() && in.dtype() != out.dtype()) return c;
@@ -57,7 +50,17 @@ ArenaCall describe(const OpRequestData& req, const Tensor& in, const Tensor& out
   op.redop = c.redop;
   op.root = c.root;
   op.count = count;
-  c.fits = arena_input_bytes(op) <= slot;
+  c.fits = true;
+  return c;
+}
+
+namespace {
+
+// A call on host tensors fits where its input fits the slot.
+ArenaCall describe(const OpRequestData& req, const Tensor& in, const Tensor& out, std::size_t slot, ArenaOp& op) {
+  if ((in.defined() && in.is_cuda()) || (out.defined() && out.is_cuda())) return ArenaCall{.kind = req.kind};
+  ArenaCall c = describe_call(req, in, out, op);
+  c.fits = c.fits && arena_input_bytes(op) <= slot;
   return c;
 }
 

@@ -8,12 +8,19 @@
 
 #include "actors/peer/run_op.hpp"
 #include "strategies/arena.hpp"
+#include "strategies/arena_ops.hpp"
 
 namespace chorus::peer_impl {
 
 // A heap arena for the `peers` threads of one process (open at once), or null when the arena is
 // turned off (CHORUS_ARENA_KIB=0).
 std::shared_ptr<ArenaSeat> local_arena(uint32_t peers);
+
+// This peer's call as the arena compares it (its `fits`: the call is well formed), and `op` filled
+// in: the local server's checks (check_request and check_agreement in op_validation.cpp) of the
+// fixed-size forms, strict where they are loose (a call that does not fit still runs, the
+// ordinary way). Each path adds its own conditions (host tensors that fit a slot; tensors on one GPU).
+ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor& out, ArenaOp& op);
 
 // The op in the arena: its status when it ran there; nullopt when it takes the ordinary path,
 // with req.seq its sequence number (already taken) and `rec` noting its entry.

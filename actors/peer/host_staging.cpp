@@ -16,13 +16,17 @@ Clock::time_point deadline_of(const PeerState& s) { return Clock::now() + s.conf
 // starts as the output's content, since peers the op does not write into keep theirs), and the
 // result is copied back into the caller's GPU tensor. An output the op ignores here (reduce and
 // gather off the root) is left alone.
-Status staged_collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out) {
+Status staged_collective(PeerState* s, OpRecord& rec, OpRequestData req, const Tensor& in, const Tensor& out) {
   const bool in_place = out.defined() && out.data() == in.data();
   Tensor hin, hout;
   Status staged = stage_to_host(in, hin);
   if (staged && !in_place) staged = stage_to_host(out, hout);
-  if (!staged) return fail_op(*s, std::move(req), staged);
-  if (auto e = collective(s, std::move(req), hin, in_place ? hin : hout); !e) return e;
+  if (!staged) return fail_op(*s, rec, std::move(req), staged);
+  // Not through the arena again: a GPU op that met there already holds its sequence number.
+  if (auto e = rec.entered ? ordinary(*s, rec, std::move(req), hin, in_place ? hin : hout)
+                           : collective(s, std::move(req), hin, in_place ? hin : hout);
+      !e)
+    return e;
   if (!out.defined()) return Status::ok();
   return in_place ? stage_back(hin, in) : stage_back(hout, out);
 }

@@ -3,6 +3,7 @@
 #include "actors/flight/flight_recorder.hpp"
 #include "actors/global_client/global_client.hpp"
 #include "actors/peer/arena_path.hpp"
+#include "actors/peer/gpu_arena_path.hpp"
 #include "actors/runtime_impl.hpp"
 #include "actors/trace/peer_trace.hpp"
 #include "core/log.hpp"
@@ -113,8 +114,12 @@ Status execute(PeerState& s, OpRecord& rec, Reply& r, const std::byte* in, std::
 }
 
 Status fail_op(PeerState& s, OpRequestData req, Status why) {
-  Status st;
   OpRecord rec;
+  return fail_op(s, rec, std::move(req), std::move(why));
+}
+
+Status fail_op(PeerState& s, OpRecord& rec, OpRequestData req, Status why) {
+  Status st;
   auto reply = request(s, rec, std::move(req), Tensor(), Tensor(), st, std::move(why));
   if (!st) return st;
   return execute(s, rec, *reply, nullptr, nullptr);  // across nodes: concludes the op with the other nodes
@@ -131,13 +136,33 @@ Status logged(const PeerState& s, OpKind kind, uint64_t seq, Status st) {
 }
 } // namespace
 
+namespace {
+// The world's ops may meet in the arena first, where its peers share memory.
+bool arena_open_to(const PeerState& s, const OpRequestData& req) {
+  return s.arena && s.group == 0 && !s.finished && !s.destroyed && !req.root_from_data && s.arena->arena.usable() &&
+         arena_allowed(s.config, req.kind, s.arena->across_nodes);
+}
+} // namespace
+
+Status ordinary(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in, const Tensor& out) {
+  Status st;
+  const OpKind kind = req.kind;
+  const uint64_t seq = rec.entered ? req.seq : s.seq.load();
+  auto reply = request(s, rec, std::move(req), in, out, st);
+  if (!st) return logged(s, kind, seq, st);
+  return logged(s, kind, seq, execute(s, rec, *reply, bytes(in), bytes(out.defined() ? out : in)));
+}
+
 Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out) {
   if (!s) return no_peer();
   const OpKind kind = req.kind;
-  const uint64_t seq = s->seq.load();
-  // GPU tensors across nodes: through NCCL where the tuning module says so (the local server sees
+  OpRecord rec;
+  // GPU tensors across nodes: processes sharing a GPU run the op in the arena (one lead's plan
+  // over every buffer); else through NCCL where the tuning module says so (the local server sees
   // them as they are), else through host memory.
   if (s->global && on_device(in, out)) {
+    if (s->arena && s->arena->across_nodes && arena_open_to(*s, req))
+      if (auto done = gpu_arena_collective(*s, rec, req, in, out)) return logged(*s, kind, req.seq, *done);
     const auto k = static_cast<std::size_t>(kind);
     const StrategyChoice choice = k < s->config.global.size() ? s->config.global[k] : StrategyChoice{};
     const DType dtype = (in.defined() ? in : out).dtype();
@@ -146,22 +171,18 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
       if (!choice.is_auto && choice.fixed.algorithm == Algorithm::nccl)
         CHORUS_LOG(info, cuda,
                    (LogWhere{-1, static_cast<int64_t>(s->offset + s->id), static_cast<int64_t>(s->group),
-                             static_cast<int64_t>(seq)}),
+                             static_cast<int64_t>(rec.entered ? req.seq : s->seq.load())}),
                    std::string(to_string(kind)) + " of " + std::string(to_string(dtype)) + " with " +
                        std::string(to_string(req.redop)) + ": NCCL cannot serve it; through host memory");
-      return logged(*s, kind, seq, staged_collective(s, std::move(req), in, out));
+      const uint64_t seq = rec.entered ? req.seq : s->seq.load();
+      return logged(*s, kind, seq, staged_collective(s, rec, std::move(req), in, out));
     }
+    return ordinary(*s, rec, std::move(req), in, out);
   }
-  Status st;
-  OpRecord rec;
   // The world's small ops on host tensors meet in the arena first, where peers share memory.
-  if (s->arena && s->group == 0 && !s->finished && !s->destroyed && !req.root_from_data &&
-      s->arena->arena.usable() && arena_allowed(s->config, kind, s->arena->across_nodes)) {
+  if (arena_open_to(*s, req))
     if (auto done = arena_collective(*s, rec, req, in, out)) return logged(*s, kind, req.seq, *done);
-  }
-  auto reply = request(*s, rec, std::move(req), in, out, st);
-  if (!st) return logged(*s, kind, seq, st);
-  return logged(*s, kind, seq, execute(*s, rec, *reply, bytes(in), bytes(out.defined() ? out : in)));
+  return ordinary(*s, rec, std::move(req), in, out);
 }
 
 } // namespace chorus::peer_impl

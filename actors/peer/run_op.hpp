@@ -51,11 +51,16 @@ Status execute(PeerState& s, OpRecord& rec, Reply& r, const std::byte* in, std::
 // Takes this peer's place in its next op without data, so that every peer of the op gets `why`
 // (and sequence numbers stay aligned) rather than waiting for this one until the timeout.
 Status fail_op(PeerState& s, OpRequestData req, Status why);
-// One fixed-size op on host or GPU tensors (GPU tensors across nodes go through host memory).
+Status fail_op(PeerState& s, OpRecord& rec, OpRequestData req, Status why);  // after the arena
+// One fixed-size op on host or GPU tensors: the world's first through the arena where its peers
+// share memory (host tensors: arena_path.hpp; GPU tensors of processes sharing a GPU:
+// gpu_arena_path.hpp), else the ordinary way.
 Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out);
+// The ordinary way: the local server's plan (after the arena where `rec` says the op entered it).
+Status ordinary(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in, const Tensor& out);
 
-// host_staging.cpp: GPU tensors where the op needs host memory.
-Status staged_collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out);
+// host_staging.cpp: GPU tensors where the op needs host memory (the ordinary way, on host copies).
+Status staged_collective(PeerState* s, OpRecord& rec, OpRequestData req, const Tensor& in, const Tensor& out);
 Result<Tensor> staged_by_data(PeerState& s, OpKind kind, const Tensor& data);
 Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag);
 Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag);

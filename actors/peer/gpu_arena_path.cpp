@@ -1,0 +1,161 @@
+#include "actors/peer/gpu_arena_path.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+#include "actors/global_client/global_client.hpp"
+#include "actors/local_server/op_validation.hpp"
+#include "actors/peer/arena_path.hpp"
+#include "cuda/device_status.hpp"
+#include "cuda/ipc_calls.hpp"
+#include "strategies/tuning.hpp"
+
+namespace chorus::peer_impl {
+
+namespace {
+
+// What a peer posts in its slot for a GPU op: where its buffers are, for its own process (node)
+// and for the others (handles).
+struct GpuPost {
+  uint32_t node = 0;    // the poster's node: the lead uses its own node's addresses as they are
+  uint8_t has_in = 0, has_out = 0;
+  gpu::GpuUuid gpu{};   // the GPU, as every process names it
+  uint64_t in_addr = 0, out_addr = 0;
+  gpu::IpcBuffer in, out;
+};
+static_assert(std::is_trivially_copyable_v<GpuPost>, "posted as bytes");
+
+// The GPU as ArenaCall::place: a digest of its UUID, never 0 (host memory). The lead compares the
+// whole UUIDs before it runs the op.
+uint32_t place_of(const gpu::GpuUuid& id) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (unsigned char b : id) h = (h ^ b) * 0x100000001b3ull;
+  const auto p = static_cast<uint32_t>(h ^ (h >> 32));
+  return p ? p : 1;
+}
+
+// This peer's call and post: fits where the call is well formed, every tensor it passes lies on
+// one GPU, and its buffers could be exported.
+ArenaCall describe_gpu(PeerState& s, gpu::IpcCalls& ipc, const OpRequestData& req, const Tensor& in,
+                       const Tensor& out, ArenaOp& op, GpuPost& post, int& device) {
+  ArenaCall c = describe_call(req, in, out, op);
+  if (!c.fits) return c;
+  c.fits = false;
+  const Tensor& o = out.defined() ? out : in;  // as the local server's device run takes them
+  device = -1;
+  for (const Tensor* t : {&in, &o}) {
+    if (!t->defined()) continue;
+    if (!t->is_cuda() || (device >= 0 && t->device().index != device)) return c;
+    device = t->device().index;
+  }
+  if (device < 0 || !ipc.identify(device, post.gpu).is_ok()) return c;
+  post.node = s.global->node_id();
+  if (in.defined()) {
+    if (!ipc.export_buffer(device, in.data(), post.in).is_ok()) return c;
+    post.has_in = 1;
+    post.in_addr = reinterpret_cast<uintptr_t>(in.data());
+  }
+  if (o.defined()) {
+    if (o.data() == in.data()) {
+      post.out = post.in;
+    } else if (!ipc.export_buffer(device, o.data(), post.out).is_ok()) {
+      return c;
+    }
+    post.has_out = 1;
+    post.out_addr = reinterpret_cast<uintptr_t>(o.data());
+  }
+  c.place = place_of(post.gpu);
+  c.fits = true;
+  return c;
+}
+
+// The lead: every peer's buffers opened here, the plan run over them. An error is every peer's.
+Status lead(gpu::IpcCalls& ipc, const Arena& arena, uint64_t seq, const ArenaOp& op,
+            const GpuPost& mine, int device, const std::string& label, Clock::time_point deadline) {
+  gpu::DeviceCollective c;
+  c.kind = op.kind;
+  c.dtype = op.dtype;
+  c.redop = op.redop;
+  c.root = static_cast<int>(op.root);
+  c.count = op.count;
+  c.label = label;
+  for (uint32_t r = 0; r < op.n; ++r) {
+    GpuPost p;
+    std::memcpy(&p, arena.input_of(r, seq), sizeof p);
+    if (!arena.still_holds(r, seq)) return {Errc::internal, label + ": rank " + std::to_string(r) + "'s post changed under the lead"};
+    if (p.gpu != mine.gpu)
+      return {Errc::device_mismatch, label + ": ranks " + std::to_string(op.rank) + " and " + std::to_string(r) +
+                                         " pass tensors on different GPUs"};
+    gpu::DevicePeerBuffers b;
+    b.device = device;
+    auto where = [&](bool has, uint64_t addr, const gpu::IpcBuffer& h, void*& at) -> Status {
+      if (!has) return Status::ok();
+      if (p.node == mine.node) {
+        at = reinterpret_cast<void*>(static_cast<uintptr_t>(addr));
+        return Status::ok();
+      }
+      return gpu::in_context(label + ": rank " + std::to_string(r) + "'s buffer", ipc.open_buffer(device, h, &at));
+    };
+    void* in = nullptr;
+    if (auto e = where(p.has_in, p.in_addr, p.in, in); !e.is_ok()) return e;
+    b.in = in;
+    if (p.has_in && p.has_out && p.out_addr == p.in_addr) b.out = in;  // in place: opened once
+    else if (auto e = where(p.has_out, p.out_addr, p.out, b.out); !e.is_ok()) return e;
+    c.peers.push_back(b);
+  }
+  return ipc.run(c, deadline);
+}
+
+} // namespace
+
+std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
+                                           const Tensor& out) {
+  gpu::IpcCalls* ipc = gpu::ipc_calls();
+  if (!ipc) return std::nullopt;
+  Arena& arena = s.arena->arena;
+  ArenaOp op;
+  op.n = arena.peers();
+  op.rank = s.rank;
+  const uint64_t seq = s.seq++;
+  req.seq = seq;
+  rec.entered = true;
+  rec.since = Clock::now();
+  record_begin(s, rec, req, in.defined() ? in : out);
+  GpuPost post;
+  int device = -1;
+  ArenaCall call = describe_gpu(s, *ipc, req, in, out, op, post, device);
+  if (sizeof post > arena.slot_bytes()) call.fits = false;
+  // Longer than a host op's wait: peers of GPU work are often far apart, and the ordinary path
+  // cannot run processes sharing a GPU through NCCL. Half the timeout leaves the ordinary path
+  // time to name a peer that never comes.
+  const Arena::Verdict v = arena.meet(op.rank, seq, call, &post, call.fits ? sizeof post : 0,
+                                      rec.since + s.config.timeout / 2, patience_for(op.n));
+  if (v == Arena::Verdict::slow) return std::nullopt;
+  record_matched(s, rec, RunStrategy::of(RunStrategy::Path::cuda_ipc));
+  const std::string label = std::string(to_string(op.kind)) + " #" + std::to_string(seq);
+  const uint32_t lead_rank = rooted(op.kind) ? op.root : 0;
+  const Clock::time_point deadline = rec.since + s.config.timeout;
+  if (op.rank == lead_rank) {
+    const Status st = lead(*ipc, arena, seq, op, post, device, label, deadline);
+    arena.conclude(lead_rank, seq, st);
+    return record_end(s, rec, st);
+  }
+  // The lead's run gives up at the deadline and answers within 2 s of it (cuda/gpu.cpp).
+  Status how;
+  switch (arena.await_conclusion(lead_rank, seq, deadline + std::chrono::seconds(3), patience_for(op.n), how)) {
+    case Arena::Heard::concluded: break;
+    case Arena::Heard::closed: {
+      how = s.global->lost();
+      if (how.is_ok()) how = {Errc::node_lost, label + ": the host's arena closed (this node is closing)"};
+      break;
+    }
+    case Arena::Heard::gave_up:
+      how = {Errc::timeout, label + ": rank " + std::to_string(lead_rank) + " (node " +
+                                std::to_string(s.global->node_of(lead_rank)) +
+                                "), which runs it on the shared GPU for every process, did not finish it in time"};
+      break;
+  }
+  return record_end(s, rec, how);
+}
+
+} // namespace chorus::peer_impl

@@ -1,0 +1,23 @@
+// GPU tensors of node processes that share one GPU (issue 13, item 6): NCCL cannot serve them (one
+// rank per GPU), and staging through host memory copies every byte twice over PCIe. Instead they
+// meet in the host's arena (strategies/arena.hpp) like small host ops do, posting CUDA IPC handles
+// of their buffers (cuda/ipc_calls.hpp) rather than data. If every peer of the world posted the
+// same well-formed call on the same GPU, the op's lead (the root, or rank 0) opens the others'
+// buffers and runs the op's fused plan over all of them (cuda/device_plan.hpp: each input read
+// once, each output written once, as for logical peers of one process), then concludes the op in
+// the arena with its status, which every peer returns. Anything else (other GPUs, host tensors
+// somewhere, a malformed call, a peer later than half the op's timeout) takes the ordinary path
+// (NCCL or staging) under the same sequence number.
+#pragma once
+#include <optional>
+
+#include "actors/peer/run_op.hpp"
+
+namespace chorus::peer_impl {
+
+// The op in the arena on GPU tensors: its status when it ran there; nullopt when it takes the
+// ordinary path, with req.seq its sequence number (already taken) and `rec` noting its entry.
+std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
+                                           const Tensor& out);
+
+} // namespace chorus::peer_impl

@@ -1,0 +1,159 @@
+// cuda/ipc_calls.hpp with CUDA: handles by cudaIpcGetMemHandle of the allocation that holds a
+// buffer (found with the driver's cuMemGetAddressRange, through the runtime's entry point so that
+// nothing links libcuda directly), opened once with cudaIpcOpenMemHandle on the device's actor and
+// kept; the plan runs as gpu::run_collective's.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "cuda/cuda_error.hpp"
+#include "cuda/device_worker.hpp"
+#include "cuda/gpu.hpp"
+#include "cuda/ipc_calls.hpp"
+
+namespace chorus::gpu {
+
+namespace {
+
+// Opened handles are kept (opening costs a driver round trip); past this many the oldest are
+// closed: by then their op has ended (a lead opens a buffer only for the op it runs).
+constexpr std::size_t kKeptOpen = 256;
+
+Clock::time_point bookkeeping_deadline() { return Clock::now() + std::chrono::seconds(60); }
+
+class CudaIpc final : public IpcCalls {
+ public:
+  std::string name() const override { return "CUDA IPC"; }
+
+  Status identify(int device, GpuUuid& id) override {
+    std::lock_guard<std::mutex> lock(mu_);  // asked once per device (and op): kept, failures too
+    auto it = known_.find(device);
+    if (it == known_.end()) {
+      cudaDeviceProp p{};
+      Known k;
+      if (auto e = cudaGetDeviceProperties(&p, device); e != cudaSuccess) {
+        k.status = cuda_error("cuda:" + std::to_string(device), e);
+        cudaGetLastError();  // not sticky: clear it
+      } else {
+        static_assert(sizeof(p.uuid.bytes) == std::tuple_size_v<GpuUuid>);
+        std::memcpy(k.id.data(), p.uuid.bytes, k.id.size());
+      }
+      it = known_.emplace(device, k).first;
+    }
+    id = it->second.id;
+    return it->second.status;
+  }
+
+  Status export_buffer(int device, const void* p, IpcBuffer& b) override {
+    auto out = std::make_shared<IpcBuffer>();  // the task owns where it writes
+    Status error;
+    DeviceWorker* w = DeviceWorker::find(device, error);
+    if (!w) return error;
+    error = w->call([p, out]() -> Status {
+      CUdeviceptr base = 0;
+      std::size_t size = 0;
+      if (auto e = address_range(p, base, size); !e.is_ok()) return e;
+      cudaIpcMemHandle_t h{};
+      if (auto e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base)); e != cudaSuccess)
+        return cuda_error("cudaIpcGetMemHandle", e);
+      static_assert(sizeof h == kIpcHandleBytes);
+      std::memcpy(out->handle.data(), &h, sizeof h);
+      out->offset = reinterpret_cast<uintptr_t>(p) - base;
+      return Status::ok();
+    }, bookkeeping_deadline(), "exporting a buffer of cuda:" + std::to_string(device));
+    if (error.is_ok()) b = *out;
+    return error;
+  }
+
+  Status open_buffer(int device, const IpcBuffer& b, void** p) override {
+    const Key key{device, b.handle};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = open_.find(key); it != open_.end()) {
+        *p = static_cast<std::byte*>(it->second) + b.offset;
+        return Status::ok();
+      }
+    }
+    auto base = std::make_shared<void*>(nullptr);
+    Status error;
+    DeviceWorker* w = DeviceWorker::find(device, error);
+    if (!w) return error;
+    error = w->call([base, h = b.handle]() -> Status {
+      cudaIpcMemHandle_t handle{};
+      std::memcpy(&handle, h.data(), sizeof handle);
+      if (auto e = cudaIpcOpenMemHandle(base.get(), handle, cudaIpcMemLazyEnablePeerAccess); e != cudaSuccess)
+        return cuda_error("cudaIpcOpenMemHandle", e);
+      return Status::ok();
+    }, bookkeeping_deadline(), "opening another process's buffer on cuda:" + std::to_string(device));
+    if (!error.is_ok()) return error;
+    std::vector<std::pair<int, void*>> closing;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_.emplace(key, *base);
+      order_.push_back(key);
+      while (order_.size() > kKeptOpen) {
+        auto it = open_.find(order_.front());
+        closing.emplace_back(order_.front().first, it->second);
+        open_.erase(it);
+        order_.pop_front();
+      }
+    }
+    for (auto [d, q] : closing)  // not under the lock: the device actor may be busy
+      (void)DeviceWorker::of(d).call([q]() -> Status {
+        cudaIpcCloseMemHandle(q);
+        return Status::ok();
+      });
+    *p = static_cast<std::byte*>(*base) + b.offset;
+    return Status::ok();
+  }
+
+  Status run(const DeviceCollective& c, Clock::time_point deadline) override {
+    DeviceCollective plain = c;
+    plain.use_nccl = false;  // one GPU: the fused plan
+    return run_collective(plain, deadline);
+  }
+
+ private:
+  using Key = std::pair<int, std::array<unsigned char, kIpcHandleBytes>>;
+
+  // The allocation that holds `p` (the caller's tensor may start inside one).
+  static Status address_range(const void* p, CUdeviceptr& base, std::size_t& size) {
+    static PFN_cuMemGetAddressRange_v3020 fn = [] {
+      void* f = nullptr;
+      cudaDriverEntryPointQueryResult q{};
+      if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 3020, cudaEnableDefault, &q) != cudaSuccess ||
+          q != cudaDriverEntryPointSuccess)
+        f = nullptr;
+      return reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(f);
+    }();
+    if (!fn) return device_error("cuMemGetAddressRange: not found in the CUDA driver");
+    if (CUresult r = fn(&base, &size, reinterpret_cast<CUdeviceptr>(p)); r != CUDA_SUCCESS)
+      return device_error("cuMemGetAddressRange: CUDA driver error " + std::to_string(static_cast<int>(r)) +
+                          " (not memory of this GPU?)");
+    return Status::ok();
+  }
+
+  struct Known {
+    GpuUuid id{};
+    Status status;
+  };
+  std::mutex mu_;
+  std::map<int, Known> known_;
+  std::map<Key, void*> open_;
+  std::deque<Key> order_;
+};
+
+} // namespace
+
+IpcCalls* real_ipc_calls() {
+  static CudaIpc calls;
+  return &calls;
+}
+
+} // namespace chorus::gpu

@@ -1,0 +1,263 @@
+// GPU tensors of node processes that share one GPU (actors/peer/gpu_arena_path.hpp), end to end
+// from the public API on a machine without a GPU: three nodes (Runtimes of this process, so one
+// host, joined through an orchestrator daemon) of two peers each, CUDA IPC played by the double of
+// tests/fake_ipc.hpp (handles name registered buffers; the lead's plan runs on host memory), the
+// GPU tensors borrowed host memory tagged with a CUDA device. Checked: every op kind runs once, by
+// its lead, over every peer's buffers (the other nodes' opened through their handles, its own
+// node's used as they are), with the reference result; peers on different GPUs, a malformed call
+// or host tensors somewhere take the ordinary path and its errors; a failure in the lead is every
+// peer's error, word for word, and the next op runs.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <chorus/runtime.hpp>
+#include "fake_ipc.hpp"
+#include "fake_nccl.hpp"
+#include "testkit/process.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int kNodes = 3, kPeers = 2, kRanks = kNodes * kPeers;
+
+class CudaIpc : public ::testing::Test {
+ protected:
+  // Which GPU device index d of a node is: every one the same GPU here.
+  virtual int gpu_of(int) const { return 0; }
+  void SetUp() override {
+    orch_ = testkit::start_orchestrator({"--port", "0", "--nodes", std::to_string(kNodes)});
+    ASSERT_GT(orch_.pid, 0) << orch_.error;
+    daemon_.pid = orch_.pid;
+    Config c;
+    c.num_devices = kPeers;
+    c.num_nodes = kNodes;
+    c.orchestrator_address = "127.0.0.1:" + std::to_string(orch_.port);
+    c.node_address = "127.0.0.1";
+    c.timeout = 20s;
+    std::vector<std::thread> joining;
+    peers_.assign(kRanks, Status(Errc::internal, "not registered"));
+    for (int n = 0; n < kNodes; ++n)
+      for (int p = 0; p < kPeers; ++p)
+        joining.emplace_back([&, n, p] { peers_[n * kPeers + p] = nodes_[n].register_peer(p, c); });
+    for (auto& t : joining) t.join();
+    for (auto& p : peers_) ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  }
+  void TearDown() override {
+    for (auto& p : peers_)
+      if (p.is_ok()) (void)p->finish();
+  }
+
+  // Every peer runs `call` on a thread of its own (with its global rank); the statuses by rank.
+  std::vector<Status> everyone(const std::function<Status(Peer&, int rank)>& call) {
+    std::vector<Status> out(kRanks);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kRanks; ++i)
+      threads.emplace_back([&, i] {
+        Peer& p = *peers_[i];
+        out[p.rank()] = call(p, static_cast<int>(p.rank()));
+      });
+    for (auto& t : threads) t.join();
+    return out;
+  }
+  void expect_strategy(const std::string& s) {
+    for (auto& p : peers_) EXPECT_EQ(p->last_strategy(), s) << "rank " << p->rank();
+  }
+
+  fake::FakeIpc ipc_{[this](int d) { return gpu_of(d); }};
+  fake::IpcDoubleInPlace in_place_{&ipc_};
+  fake::HostMemoryAsGpus memory_;  // staging (the ordinary path) copies "GPU memory" as the host memory it is
+  testkit::Orchestrator orch_;
+  testkit::ChildGuard daemon_{-1};
+  Runtime nodes_[kNodes];
+  std::vector<Result<Peer>> peers_;
+};
+
+// Rank r's tensor on cuda:`device`; its data is host memory.
+Tensor on_gpu(std::vector<float>& v, int device = 0) {
+  return Tensor::borrow(v.data(), DType::f32, {static_cast<int64_t>(v.size())}, Device::cuda(device));
+}
+
+TEST_F(CudaIpc, AnAllReduceRunsOnceByTheLeadOverEveryProcesssBuffers) {
+  std::vector<std::vector<float>> data(kRanks);
+  for (int round = 0; round < 3; ++round) {
+    auto st = everyone([&](Peer& p, int r) {
+      data[r].assign(5, 0.0f);
+      for (int i = 0; i < 5; ++i) data[r][i] = static_cast<float>(100 * r + i + round);
+      Tensor x = on_gpu(data[r]);
+      return p.all_reduce(x, ReduceOp::sum);
+    });
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+      for (int i = 0; i < 5; ++i) EXPECT_EQ(data[r][i], 1500.0f + kRanks * (i + round)) << r;
+    }
+    expect_strategy("cuda-ipc");
+  }
+  EXPECT_EQ(ipc_.runs(), 3);
+  EXPECT_EQ(ipc_.buffers_in_last_run(), kRanks);  // in place: one buffer per peer
+  // Each op: every peer exports its buffer; the lead (rank 0, node 0) opens those of the four
+  // peers on nodes 1 and 2 and uses its own node's two as they are.
+  EXPECT_EQ(ipc_.exports(), 3 * kRanks);
+  EXPECT_EQ(ipc_.opens(), 3 * (kRanks - kPeers));
+  EXPECT_EQ(memory_.copies(), 0u);  // nothing staged through host memory
+}
+
+TEST_F(CudaIpc, EveryOpKindGivesTheReferenceResult) {
+  const int c = 2;  // per-rank block
+  std::vector<std::vector<float>> in(kRanks), out(kRanks);
+  auto fill = [&](int r, int in_n, int out_n) {
+    in[r].assign(in_n, 0.0f);
+    for (int i = 0; i < in_n; ++i) in[r][i] = static_cast<float>(10 * r + i);
+    out[r].assign(out_n, -1.0f);
+  };
+  auto ok = [](const std::vector<Status>& st) {
+    for (int r = 0; r < kRanks; ++r) EXPECT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+  };
+  ok(everyone([&](Peer& p, int r) {
+    fill(r, c * kRanks, c * kRanks);
+    Tensor x = on_gpu(in[r]), y = on_gpu(out[r]);
+    return p.all_to_all(x, y);
+  }));
+  expect_strategy("cuda-ipc");
+  for (int r = 0; r < kRanks; ++r)
+    for (int k = 0; k < kRanks; ++k)
+      for (int i = 0; i < c; ++i) EXPECT_EQ(out[r][k * c + i], 10.0f * k + r * c + i) << r << " from " << k;
+
+  ok(everyone([&](Peer& p, int r) {
+    fill(r, c, c);
+    Tensor x = on_gpu(in[r]);
+    return p.broadcast(x, 4);
+  }));
+  expect_strategy("cuda-ipc");
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(in[r], (std::vector<float>{40, 41})) << r;
+
+  ok(everyone([&](Peer& p, int r) {
+    fill(r, c * kRanks, c);
+    Tensor x = on_gpu(in[r]), y = on_gpu(out[r]);
+    return p.reduce_scatter(x, y, ReduceOp::avg);
+  }));
+  for (int r = 0; r < kRanks; ++r)
+    for (int i = 0; i < c; ++i) EXPECT_FLOAT_EQ(out[r][i], (10.0f * 15 + kRanks * (r * c + i)) / kRanks) << r;
+
+  ok(everyone([&](Peer& p, int r) {
+    fill(r, c, c * kRanks);
+    Tensor x = on_gpu(in[r]), y = on_gpu(out[r]);
+    return p.all_gather(x, y);
+  }));
+  for (int r = 0; r < kRanks; ++r)
+    for (int k = 0; k < kRanks; ++k)
+      for (int i = 0; i < c; ++i) EXPECT_EQ(out[r][k * c + i], 10.0f * k + i) << r;
+
+  ok(everyone([&](Peer& p, int r) {  // the root (rank 3, node 1) leads: node 1's buffers as they are
+    fill(r, c, c);
+    Tensor x = on_gpu(in[r]), y = on_gpu(out[r]);
+    return p.reduce(x, y, ReduceOp::max, 3);
+  }));
+  EXPECT_EQ(out[3], (std::vector<float>{50, 51}));
+  for (int r = 0; r < kRanks; ++r)
+    if (r != 3) EXPECT_EQ(out[r], (std::vector<float>{-1, -1})) << "a non-root's output is left alone: " << r;
+
+  ok(everyone([&](Peer& p, int r) {
+    fill(r, c, r == 1 ? c * kRanks : 0);
+    Tensor x = on_gpu(in[r]);
+    Tensor y = r == 1 ? on_gpu(out[r]) : Tensor();
+    return p.gather(x, y, 1);
+  }));
+  for (int k = 0; k < kRanks; ++k)
+    for (int i = 0; i < c; ++i) EXPECT_EQ(out[1][k * c + i], 10.0f * k + i) << k;
+
+  ok(everyone([&](Peer& p, int r) {
+    fill(r, r == 5 ? c * kRanks : 0, c);
+    Tensor x = r == 5 ? on_gpu(in[r]) : Tensor();
+    Tensor y = on_gpu(out[r]);
+    return p.scatter(x, y, 5);
+  }));
+  expect_strategy("cuda-ipc");
+  for (int r = 0; r < kRanks; ++r)
+    for (int i = 0; i < c; ++i) EXPECT_EQ(out[r][i], 50.0f + r * c + i) << r;
+  EXPECT_EQ(ipc_.runs(), 7);
+  EXPECT_EQ(memory_.copies(), 0u);
+}
+
+// A failure in the lead (a CUDA error there) is every peer's, word for word; the next op runs.
+TEST_F(CudaIpc, TheLeadsFailureIsEveryPeersError) {
+  std::vector<std::vector<float>> data(kRanks);
+  auto sum = [&](Peer& p, int r) {
+    data[r].assign(4, static_cast<float>(r));
+    Tensor x = on_gpu(data[r]);
+    return p.all_reduce(x, ReduceOp::sum);
+  };
+  ipc_.fail_runs_with({Errc::device_error, "fake: an illegal memory access was encountered"});
+  auto st = everyone(sum);
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(st[r].code(), Errc::device_error) << r << ": " << st[r].to_string();
+    EXPECT_EQ(st[r], st[0]) << r;
+  }
+  EXPECT_EQ(st[0].message(), "all_reduce #0: fake: an illegal memory access was encountered");
+  ipc_.fail_runs_with(Status::ok());
+  st = everyone(sum);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
+  }
+  expect_strategy("cuda-ipc");
+}
+
+// A call the arena does not take goes the ordinary way: one peer's shape differs, and every peer
+// gets the ordinary path's error; one node passes host tensors, and (no node registered a GPU, so
+// every node stages GPU tensors through host memory) the op runs on host memory everywhere. The
+// lead runs nothing.
+TEST_F(CudaIpc, WhatTheArenaDoesNotTakeGetsTheOrdinaryPathsError) {
+  std::vector<std::vector<float>> data(kRanks);
+  auto st = everyone([&](Peer& p, int r) {
+    data[r].assign(r == 3 ? 6 : 5, 1.0f);
+    Tensor x = on_gpu(data[r]);
+    return p.all_reduce(x, ReduceOp::sum);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(st[r].code(), Errc::shape_mismatch) << r << ": " << st[r].to_string();
+    EXPECT_EQ(st[r], st[0]) << r;
+  }
+  st = everyone([&](Peer& p, int r) {
+    data[r].assign(5, 1.0f);
+    Tensor x = p.node() == peers_[0]->node() ? Tensor::borrow(data[r].data(), DType::f32, {5}) : on_gpu(data[r]);
+    return p.all_reduce(x, ReduceOp::sum);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<float>(5, 6.0f))) << r;
+    EXPECT_NE(peers_[r]->last_strategy(), "cuda-ipc") << r;
+  }
+  EXPECT_EQ(ipc_.runs(), 0);
+}
+
+// Each rank on a GPU of its own: not the arena's (it serves processes sharing a GPU); the op takes
+// the ordinary way (no node registered a GPU here, so through host memory) with the same result.
+class CudaIpcDistinctGpus : public CudaIpc {
+ protected:
+  int gpu_of(int d) const override { return d; }
+};
+
+TEST_F(CudaIpcDistinctGpus, PeersOnDifferentGpusTakeTheOrdinaryPath) {
+  std::vector<std::vector<float>> data(kRanks);
+  auto st = everyone([&](Peer& p, int r) {
+    data[r].assign(4, static_cast<float>(r));
+    Tensor x = on_gpu(data[r], r);
+    return p.all_reduce(x, ReduceOp::sum);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
+    EXPECT_NE(peers_[r]->last_strategy(), "cuda-ipc") << r;
+  }
+  EXPECT_EQ(ipc_.runs(), 0);
+  EXPECT_GT(memory_.copies(), 0u);  // staged
+}
+
+} // namespace
+} // namespace chorus
