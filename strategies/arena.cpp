@@ -282,7 +282,7 @@ void Arena::conclude(uint32_t lead, uint64_t seq, const Status& how) {
 }
 
 Arena::Heard Arena::await_conclusion(uint32_t lead, uint64_t seq, Clock::time_point give_up, Patience patience,
-                                     Status& how) const {
+                                     Status& how, bool past_close) const {
   auto& word = ctl_->done[seq % kVerdicts].v;
   Heard heard = Heard::gave_up;
   auto look = [&] {
@@ -302,7 +302,7 @@ Arena::Heard Arena::await_conclusion(uint32_t lead, uint64_t seq, Clock::time_po
       heard = Heard::concluded;
       return true;
     }
-    if (ctl_->state.load(std::memory_order_acquire) == kClosed) {
+    if (!past_close && ctl_->state.load(std::memory_order_acquire) == kClosed) {
       heard = Heard::closed;
       return true;
     }

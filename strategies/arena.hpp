@@ -90,10 +90,10 @@ class Arena {
   // slot for `seq` then carries the error's text (its post is read by nobody any more).
   void conclude(uint32_t lead, uint64_t seq, const Status& how);
   enum class Heard : uint8_t { concluded, closed, gave_up };
-  // Waits (as meet does) for the lead's word on op `seq`: concluded (`how` set), the arena closed,
-  // or `give_up` passed.
+  // Waits (as meet does) for the lead's word on op `seq`: concluded (`how` set), the arena closed
+  // (unless `past_close`: a lead still running may conclude after a close), or `give_up` passed.
   Heard await_conclusion(uint32_t lead, uint64_t seq, Clock::time_point give_up, Patience patience,
-                         Status& how) const;
+                         Status& how, bool past_close = false) const;
 
   struct Control;
   struct Post;

@@ -10,11 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <chorus/runtime.hpp>
+#include "actors/global_client/global_client.hpp"
+#include "actors/runtime_impl.hpp"
 #include "fake_ipc.hpp"
 #include "fake_nccl.hpp"
 #include "testkit/process.hpp"
@@ -206,6 +209,47 @@ TEST_F(CudaIpc, TheLeadsFailureIsEveryPeersError) {
     EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
   }
   expect_strategy("cuda-ipc");
+}
+
+// A node is lost while the lead runs the op: the peers of the node that heard of it get the loss
+// at once, naming the node, while the lead is still running; the others, whose nodes have not
+// heard yet, get the lead's conclusion when it comes.
+TEST_F(CudaIpc, ANodeLostWhileTheLeadRunsIsNamedAtOnceWhereItIsKnown) {
+  std::vector<std::vector<float>> data(kRanks);
+  std::vector<std::future<Status>> done(kRanks);
+  ipc_.hold_runs();
+  for (int i = 0; i < kRanks; ++i) {
+    const int r = static_cast<int>(peers_[i]->rank());
+    data[r].assign(4, static_cast<float>(r));
+    done[r] = std::async(std::launch::async, [&, i, r] {
+      Tensor x = on_gpu(data[r]);
+      return peers_[i]->all_reduce(x, ReduceOp::sum);
+    });
+  }
+  ASSERT_TRUE(ipc_.wait_until_running(20s));
+  // Node ids are the orchestrator's: the Runtime of ranks 2 and 3 hears of the loss of rank 4's node.
+  int hears = -1;
+  uint32_t lost = 0;
+  for (int i = 0; i < kRanks; ++i) {
+    if (peers_[i]->rank() == 2) hears = i / kPeers;
+    if (peers_[i]->rank() == 4) lost = peers_[i]->node();
+  }
+  ASSERT_GE(hears, 0);
+  const std::string why = "node " + std::to_string(lost) + " lost: the test says so";
+  RuntimeAccess::impl(nodes_[hears]).global->on_node_lost(lost, why);
+  for (int r : {2, 3}) {
+    ASSERT_EQ(done[r].wait_for(20s), std::future_status::ready) << r;
+    const Status st = done[r].get();
+    EXPECT_EQ(st.code(), Errc::node_lost) << r << ": " << st.to_string();
+    EXPECT_EQ(st.message(), "all_reduce #0: " + why) << r;
+  }
+  ipc_.release_runs();
+  for (int r : {0, 1, 4, 5}) {
+    ASSERT_EQ(done[r].wait_for(20s), std::future_status::ready) << r;
+    const Status st = done[r].get();
+    ASSERT_TRUE(st.is_ok()) << r << ": " << st.to_string();
+    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
+  }
 }
 
 // A call the arena does not take goes the ordinary way: one peer's shape differs, and every peer

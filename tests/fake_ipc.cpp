@@ -44,9 +44,31 @@ void FakeIpc::fail_runs_with(Status s) {
   failure_ = std::move(s);
 }
 
-Status FakeIpc::run(const gpu::DeviceCollective& c, Clock::time_point) {
+void FakeIpc::hold_runs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_ = true;
+}
+
+bool FakeIpc::wait_until_running(std::chrono::milliseconds at_most) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, at_most, [&] { return running_; });
+}
+
+void FakeIpc::release_runs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_ = false;
+  cv_.notify_all();
+}
+
+Status FakeIpc::run(const gpu::DeviceCollective& c, Clock::time_point deadline) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    running_ = true;
+    cv_.notify_all();
+    // Held as a GPU run would be, at most until the op's deadline.
+    if (!cv_.wait_until(lock, deadline, [&] { return !hold_; }))
+      return {Errc::timeout, c.label + ": fake: held past the deadline"};
+    running_ = false;
     if (!failure_.is_ok()) return gpu::in_context(c.label, failure_);
   }
   int buffers = 0;

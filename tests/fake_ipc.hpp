@@ -6,6 +6,8 @@
 // runs answer, as a CUDA error in the lead would be.
 #pragma once
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -25,6 +27,10 @@ class FakeIpc final : public gpu::IpcCalls {
   Status run(const gpu::DeviceCollective& c, Clock::time_point deadline) override;
 
   void fail_runs_with(Status s);
+  // Runs wait at their start until released (a lead held mid-op); running() says one is there.
+  void hold_runs();
+  bool wait_until_running(std::chrono::milliseconds at_most);
+  void release_runs();
   int exports() const { return exports_.load(); }
   int opens() const { return opens_.load(); }
   int runs() const { return runs_.load(); }
@@ -36,6 +42,8 @@ class FakeIpc final : public gpu::IpcCalls {
   std::map<uint64_t, void*> exported_;  // handle number -> buffer
   uint64_t next_ = 1;
   Status failure_;
+  std::condition_variable cv_;
+  bool hold_ = false, running_ = false;
   std::atomic<int> exports_{0}, opens_{0}, runs_{0}, last_buffers_{0};
 };
 

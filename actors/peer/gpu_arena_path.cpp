@@ -1,5 +1,6 @@
 #include "actors/peer/gpu_arena_path.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -141,20 +142,28 @@ std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpReques
     return record_end(s, rec, st);
   }
   // The lead's run gives up at the deadline and answers within 2 s of it (cuda/gpu.cpp).
+  const Clock::time_point give_up = deadline + std::chrono::seconds(3);
   Status how;
-  switch (arena.await_conclusion(lead_rank, seq, deadline + std::chrono::seconds(3), patience_for(op.n), how)) {
-    case Arena::Heard::concluded: break;
-    case Arena::Heard::closed: {
-      how = s.global->lost();
-      if (how.is_ok()) how = {Errc::node_lost, label + ": the host's arena closed (this node is closing)"};
-      break;
+  Arena::Heard heard = arena.await_conclusion(lead_rank, seq, give_up, patience_for(op.n), how);
+  // Closed: a node was lost (or this one is closing). A lead still running may yet conclude;
+  // otherwise the loss, once this node has heard of it (at once, or through the orchestrator), is
+  // the answer.
+  while (heard == Arena::Heard::closed) {
+    if (Status lost = s.global->lost(); !lost.is_ok()) {
+      how = {lost.code(), label + ": " + lost.message()};
+      heard = Arena::Heard::concluded;
+    } else if (Clock::now() < give_up) {
+      const auto look_again = std::min(give_up, Clock::now() + std::chrono::milliseconds(10));
+      if (arena.await_conclusion(lead_rank, seq, look_again, Patience{}, how, true) == Arena::Heard::concluded)
+        heard = Arena::Heard::concluded;
+    } else {
+      heard = Arena::Heard::gave_up;
     }
-    case Arena::Heard::gave_up:
-      how = {Errc::timeout, label + ": rank " + std::to_string(lead_rank) + " (node " +
-                                std::to_string(s.global->node_of(lead_rank)) +
-                                "), which runs it on the shared GPU for every process, did not finish it in time"};
-      break;
   }
+  if (heard == Arena::Heard::gave_up)
+    how = {Errc::timeout, label + ": rank " + std::to_string(lead_rank) + " (node " +
+                              std::to_string(s.global->node_of(lead_rank)) +
+                              "), which runs it on the shared GPU for every process, did not finish it in time"};
   return record_end(s, rec, how);
 }
 
