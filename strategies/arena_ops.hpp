@@ -21,6 +21,11 @@ struct ArenaOp {
   std::size_t count = 0;  // per-peer elements (schedule.hpp's sense)
   uint32_t n = 1;         // peers of the op
   uint32_t rank = 0;      // this peer's
+
+  // The op of a call every peer posted alike (strategies/arena.hpp), for peer `rank` of `n`.
+  static ArenaOp of(const ArenaCall& c, uint32_t n, uint32_t rank) {
+    return {c.kind, c.dtype, c.redop, c.root, static_cast<std::size_t>(c.count), n, rank};
+  }
 };
 
 // How many bytes of `rank`'s input the op posts into its slot (0: none, e.g. a broadcast's

@@ -302,7 +302,9 @@ Status NetOp::conclude(int p, Status local) {
     if (missing.empty()) result = judge_announcements(all, seq_);
     // The first of: the announcements' verdict, a lost node, a node that left, a node that never
     // called, this peer's own error.
-    if (result.is_ok() && lost_) result = *lost_;
+    // The loss in the words every other way to it uses ("all_reduce #3: node 2 lost ...").
+    if (result.is_ok() && lost_)
+      result = label_.empty() ? *lost_ : Status(lost_->code(), label_ + ": " + lost_->message());
     if (result.is_ok() && !missing.empty() && left_status_) result = *left_status_;
     if (result.is_ok() && !missing.empty())
       result = Status(Errc::timeout, label_ + ": node" + (missing.find(',') != std::string::npos ? "s " : " ") + missing +

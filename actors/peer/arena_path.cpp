@@ -8,11 +8,10 @@
 
 namespace chorus::peer_impl {
 
-ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor& out, ArenaOp& op) {
+ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor& out, uint32_t n, uint32_t rank) {
   ArenaCall c;
   c.kind = req.kind;
-  const uint32_t n = op.n;
-  const bool is_root = op.rank == req.root;
+  const bool is_root = rank == req.root;
   if (reduces(req.kind) && (!in.defined() || !reduce_op_valid(in.dtype(), req.redop))) return c;
   if (rooted(req.kind) && req.root >= n) return c;
   if (in.defined() && out.defined() && in.dtype() != out.dtype()) return c;
@@ -45,11 +44,6 @@ ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor
   if (reduces(req.kind)) c.redop = req.redop;
   if (rooted(req.kind)) c.root = req.root;
   c.count = count;
-  op.kind = req.kind;
-  op.dtype = c.dtype;
-  op.redop = c.redop;
-  op.root = c.root;
-  op.count = count;
   c.fits = true;
   return c;
 }
@@ -57,10 +51,11 @@ ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor
 namespace {
 
 // A call on host tensors fits where its input fits the slot.
-ArenaCall describe(const OpRequestData& req, const Tensor& in, const Tensor& out, std::size_t slot, ArenaOp& op) {
+ArenaCall describe(const OpRequestData& req, const Tensor& in, const Tensor& out, std::size_t slot, uint32_t n,
+                   uint32_t rank) {
   if ((in.defined() && in.is_cuda()) || (out.defined() && out.is_cuda())) return ArenaCall{.kind = req.kind};
-  ArenaCall c = describe_call(req, in, out, op);
-  c.fits = c.fits && arena_input_bytes(op) <= slot;
+  ArenaCall c = describe_call(req, in, out, n, rank);
+  c.fits = c.fits && arena_input_bytes(ArenaOp::of(c, n, rank)) <= slot;
   return c;
 }
 
@@ -82,15 +77,13 @@ std::shared_ptr<ArenaSeat> local_arena(uint32_t peers) {
 std::optional<Status> arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
                                        const Tensor& out) {
   Arena& arena = s.arena->arena;
-  ArenaOp op;
-  op.n = arena.peers();
-  op.rank = s.rank;
   const uint64_t seq = s.seq++;
   req.seq = seq;
   rec.entered = true;
   rec.since = Clock::now();
   record_begin(s, rec, req, in.defined() ? in : out);
-  const ArenaCall call = describe(req, in, out, arena.slot_bytes(), op);
+  const ArenaCall call = describe(req, in, out, arena.slot_bytes(), arena.peers(), s.rank);
+  const ArenaOp op = ArenaOp::of(call, arena.peers(), s.rank);
   const std::size_t bytes = call.fits ? arena_input_bytes(op) : 0;
   const Arena::Verdict v = arena.meet(op.rank, seq, call, in.defined() ? in.data() : nullptr, bytes,
                                       rec.since + arena_wait(s.config), patience_for(op.n));

@@ -16,11 +16,11 @@ namespace chorus::peer_impl {
 // turned off (CHORUS_ARENA_KIB=0).
 std::shared_ptr<ArenaSeat> local_arena(uint32_t peers);
 
-// This peer's call as the arena compares it (its `fits`: the call is well formed), and `op` filled
-// in: the local server's checks (check_request and check_agreement in op_validation.cpp) of the
+// The call of peer `rank` of `n` as the arena compares it (its `fits`: the call is well formed):
+// the local server's checks (check_request and check_agreement in op_validation.cpp) of the
 // fixed-size forms, strict where they are loose (a call that does not fit still runs, the
 // ordinary way). Each path adds its own conditions (host tensors that fit a slot; tensors on one GPU).
-ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor& out, ArenaOp& op);
+ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor& out, uint32_t n, uint32_t rank);
 
 // The op in the arena: its status when it ran there; nullopt when it takes the ordinary path,
 // with req.seq its sequence number (already taken) and `rec` noting its entry.

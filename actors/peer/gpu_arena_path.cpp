@@ -38,8 +38,8 @@ uint32_t place_of(const gpu::GpuUuid& id) {
 // This peer's call and post: fits where the call is well formed, every tensor it passes lies on
 // one GPU, and its buffers could be exported.
 ArenaCall describe_gpu(PeerState& s, gpu::IpcCalls& ipc, const OpRequestData& req, const Tensor& in,
-                       const Tensor& out, ArenaOp& op, GpuPost& post, int& device) {
-  ArenaCall c = describe_call(req, in, out, op);
+                       const Tensor& out, uint32_t n, GpuPost& post, int& device) {
+  ArenaCall c = describe_call(req, in, out, n, s.rank);
   if (!c.fits) return c;
   c.fits = false;
   const Tensor& o = out.defined() ? out : in;  // as the local server's device run takes them
@@ -114,9 +114,6 @@ std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpReques
   gpu::IpcCalls* ipc = gpu::ipc_calls();
   if (!ipc) return std::nullopt;
   Arena& arena = s.arena->arena;
-  ArenaOp op;
-  op.n = arena.peers();
-  op.rank = s.rank;
   const uint64_t seq = s.seq++;
   req.seq = seq;
   rec.entered = true;
@@ -124,8 +121,9 @@ std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpReques
   record_begin(s, rec, req, in.defined() ? in : out);
   GpuPost post;
   int device = -1;
-  ArenaCall call = describe_gpu(s, *ipc, req, in, out, op, post, device);
+  ArenaCall call = describe_gpu(s, *ipc, req, in, out, arena.peers(), post, device);
   if (sizeof post > arena.slot_bytes()) call.fits = false;
+  const ArenaOp op = ArenaOp::of(call, arena.peers(), s.rank);
   // Longer than a host op's wait: peers of GPU work are often far apart, and the ordinary path
   // cannot run processes sharing a GPU through NCCL. Half the timeout leaves the ordinary path
   // time to name a peer that never comes.
