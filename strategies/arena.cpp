@@ -175,6 +175,15 @@ bool Arena::all_posted(uint64_t seq, bool& agree) const {
   return true;
 }
 
+void Arena::prefetch_inputs(uint32_t rank, uint64_t seq, std::size_t bytes) const {
+  const std::size_t upto = std::min<std::size_t>(bytes, ctl_->slot_bytes);
+  for (uint32_t r = 0; r < ctl_->peers; ++r) {
+    if (r == rank) continue;
+    const std::byte* at = slot(r, seq);
+    for (std::size_t off = 0; off < upto; off += kLine) __builtin_prefetch(at + off, 0, 3);
+  }
+}
+
 void Arena::ring() const {
   if (ctl_->sleepers.load(std::memory_order_seq_cst) == 0) return;
   ctl_->bell.fetch_add(1, std::memory_order_seq_cst);
@@ -186,8 +195,10 @@ Arena::Verdict Arena::settle(uint64_t seq, Verdict v) {
   const uint64_t want = (seq + 1) << 1 | (v == Verdict::go ? 1 : 0);
   uint64_t cur = word.load(std::memory_order_acquire);
   while ((cur >> 1) < seq + 1)
-    if (word.compare_exchange_weak(cur, want, std::memory_order_acq_rel, std::memory_order_acquire)) {
-      if (v == Verdict::slow) ring();  // sleepers need not wait out their slice to hear it
+    // seq_cst, then the sleepers' count (in ring): either a sleeper sees the verdict after saying
+    // it sleeps, or we see that it sleeps and wake it.
+    if (word.compare_exchange_weak(cur, want, std::memory_order_seq_cst, std::memory_order_acquire)) {
+      ring();
       return v;
     }
   // Settled by another peer; a word already taken by a later op means this one went slow (a go
@@ -200,10 +211,10 @@ Arena::Verdict Arena::meet(uint32_t rank, uint64_t seq, const ArenaCall& call, c
   Post& mine = post(rank, seq);
   if (call.fits && bytes > 0) std::memcpy(slot(rank, seq), input, bytes);
   mine.store(call);
-  // seq_cst, then the sleepers' count (in ring): either a sleeper sees this post after saying it
-  // sleeps, or we see that it sleeps and wake it.
-  mine.seq1.store(seq + 1, std::memory_order_seq_cst);
-  ring();
+  // A release store: no wait here for the slot's lines to leave the other cores' caches. Nobody
+  // is woken for a post: a sleeper wakes for the verdict, which the last peer to post settles
+  // (settle rings), having seen every post, this one included.
+  mine.seq1.store(seq + 1, std::memory_order_release);
   auto& word = ctl_->verdict[seq % kVerdicts].v;
   Verdict v = Verdict::slow;
   // A go settled by another peer: its compare-and-swap came after it saw every post, so the inputs
@@ -222,6 +233,9 @@ Arena::Verdict Arena::meet(uint32_t rank, uint64_t seq, const ArenaCall& call, c
     }
     bool agree = false;
     if (all_posted(seq, agree)) {
+      // The others' inputs start on their way here while the verdict's compare-and-swap takes
+      // its own cache line (one cross-core transfer in parallel rather than after it).
+      if (agree) prefetch_inputs(rank, seq, bytes);
       v = settle(seq, agree ? Verdict::go : Verdict::slow);
       return true;
     }

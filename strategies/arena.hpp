@@ -106,6 +106,8 @@ class Arena {
   bool all_posted(uint64_t seq, bool& agree) const;
   Verdict settle(uint64_t seq, Verdict v);  // the compare-and-swap; returns the op's verdict
   void ring() const;                        // wakes sleepers, if any
+  // Starts the others' first `bytes` of input for op `seq` on their way into this core's cache.
+  void prefetch_inputs(uint32_t rank, uint64_t seq, std::size_t bytes) const;
   // Spins, yields, then sleeps on the bell until look() is true (true) or `give_up` (false).
   template <class Look>
   bool wait(Look&& look, Clock::time_point give_up, Patience patience) const;
