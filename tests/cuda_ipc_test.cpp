@@ -20,54 +20,26 @@
 #include "actors/runtime_impl.hpp"
 #include "fake_ipc.hpp"
 #include "fake_nccl.hpp"
-#include "testkit/process.hpp"
+#include "node_runtimes.hpp"
 
 namespace chorus {
 namespace {
 
 using namespace std::chrono_literals;
 
-constexpr int kNodes = 3, kPeers = 2, kRanks = kNodes * kPeers;
+constexpr int kNodes = testing_support::NodeRuntimes::kNodes, kPeers = testing_support::NodeRuntimes::kPeers,
+              kRanks = kNodes * kPeers;
 
 class CudaIpc : public ::testing::Test {
  protected:
   // Which GPU device index d of a node is: every one the same GPU here.
   virtual int gpu_of(int) const { return 0; }
   void SetUp() override {
-    orch_ = testkit::start_orchestrator({"--port", "0", "--nodes", std::to_string(kNodes)});
-    ASSERT_GT(orch_.pid, 0) << orch_.error;
-    daemon_.pid = orch_.pid;
     Config c;
-    c.num_devices = kPeers;
-    c.num_nodes = kNodes;
-    c.orchestrator_address = "127.0.0.1:" + std::to_string(orch_.port);
-    c.node_address = "127.0.0.1";
     c.timeout = 20s;
-    std::vector<std::thread> joining;
-    peers_.assign(kRanks, Status(Errc::internal, "not registered"));
-    for (int n = 0; n < kNodes; ++n)
-      for (int p = 0; p < kPeers; ++p)
-        joining.emplace_back([&, n, p] { peers_[n * kPeers + p] = nodes_[n].register_peer(p, c); });
-    for (auto& t : joining) t.join();
-    for (auto& p : peers_) ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+    ASSERT_TRUE(job_.start(c));
   }
-  void TearDown() override {
-    for (auto& p : peers_)
-      if (p.is_ok()) (void)p->finish();
-  }
-
-  // Every peer runs `call` on a thread of its own (with its global rank); the statuses by rank.
-  std::vector<Status> everyone(const std::function<Status(Peer&, int rank)>& call) {
-    std::vector<Status> out(kRanks);
-    std::vector<std::thread> threads;
-    for (int i = 0; i < kRanks; ++i)
-      threads.emplace_back([&, i] {
-        Peer& p = *peers_[i];
-        out[p.rank()] = call(p, static_cast<int>(p.rank()));
-      });
-    for (auto& t : threads) t.join();
-    return out;
-  }
+  std::vector<Status> everyone(const std::function<Status(Peer&, int rank)>& call) { return job_.everyone(call); }
   void expect_strategy(const std::string& s) {
     for (auto& p : peers_) EXPECT_EQ(p->last_strategy(), s) << "rank " << p->rank();
   }
@@ -75,10 +47,9 @@ class CudaIpc : public ::testing::Test {
   fake::FakeIpc ipc_{[this](int d) { return gpu_of(d); }};
   fake::IpcDoubleInPlace in_place_{&ipc_};
   fake::HostMemoryAsGpus memory_;  // staging (the ordinary path) copies "GPU memory" as the host memory it is
-  testkit::Orchestrator orch_;
-  testkit::ChildGuard daemon_{-1};
-  Runtime nodes_[kNodes];
-  std::vector<Result<Peer>> peers_;
+  testing_support::NodeRuntimes job_;  // after the doubles: its runtimes go first
+  Runtime (&nodes_)[kNodes] = job_.nodes;
+  std::vector<Result<Peer>>& peers_ = job_.peers;
 };
 
 // Rank r's tensor on cuda:`device`; its data is host memory.

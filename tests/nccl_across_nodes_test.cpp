@@ -21,6 +21,7 @@
 #include "actors/runtime_impl.hpp"
 #include "cuda/nccl_calls.hpp"
 #include "fake_nccl.hpp"
+#include "node_runtimes.hpp"
 #include "status_matchers.hpp"
 #include "testkit/process.hpp"
 
@@ -29,7 +30,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr int kNodes = 3, kPeers = 2, kRanks = kNodes * kPeers;
+constexpr int kNodes = testing_support::NodeRuntimes::kNodes, kPeers = testing_support::NodeRuntimes::kPeers,
+              kRanks = kNodes * kPeers;
 
 // The double plays NCCL for this test only.
 struct DoubleInPlace {
@@ -44,45 +46,15 @@ class NcclAcrossNodes : public ::testing::Test {
   // The Runtime (index into nodes_) whose node registers without GPUs; -1: none.
   virtual int without_gpus() const { return -1; }
   void SetUp() override {
-    orch_ = testkit::start_orchestrator({"--port", "0", "--nodes", std::to_string(kNodes)});
-    ASSERT_GT(orch_.pid, 0) << orch_.error;
-    daemon_.pid = orch_.pid;
     Config c;
-    c.num_devices = kPeers;
-    c.num_nodes = kNodes;
-    c.orchestrator_address = "127.0.0.1:" + std::to_string(orch_.port);
-    c.node_address = "127.0.0.1";
     c.timeout = timeout();
     c.with_global_strategy(*parse_strategy(strategy()));
-    std::vector<std::thread> joining;
-    peers_.assign(kRanks, Status(Errc::internal, "not registered"));
-    for (int n = 0; n < kNodes; ++n)
-      for (int p = 0; p < kPeers; ++p)
-        joining.emplace_back([&, n, p] {
-          std::optional<fake::NoGpusOnThisThread> none;  // the node counts its GPUs on this thread
-          if (n == without_gpus()) none.emplace();
-          peers_[n * kPeers + p] = nodes_[n].register_peer(p, c);
-        });
-    for (auto& t : joining) t.join();
-    for (auto& p : peers_) ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+    ASSERT_TRUE(job_.start(c, [this](int n) -> std::shared_ptr<void> {
+      // The node counts its GPUs on this thread.
+      return n == without_gpus() ? std::make_shared<fake::NoGpusOnThisThread>() : nullptr;
+    }));
   }
-  void TearDown() override {
-    for (auto& p : peers_)
-      if (p.is_ok()) (void)p->finish();
-  }
-
-  // Every peer runs `call` on a thread of its own (with its global rank); the statuses by rank.
-  std::vector<Status> everyone(const std::function<Status(Peer&, int rank)>& call) {
-    std::vector<Status> out(kRanks);
-    std::vector<std::thread> threads;
-    for (int i = 0; i < kRanks; ++i)
-      threads.emplace_back([&, i] {
-        Peer& p = *peers_[i];
-        out[p.rank()] = call(p, static_cast<int>(p.rank()));
-      });
-    for (auto& t : threads) t.join();
-    return out;
-  }
+  std::vector<Status> everyone(const std::function<Status(Peer&, int rank)>& call) { return job_.everyone(call); }
 
   // The GPUs every node registered, by node id, as node `from` (a Runtime index) learned them.
   std::vector<uint32_t> registered_gpus(int from = 0) {
@@ -95,10 +67,9 @@ class NcclAcrossNodes : public ::testing::Test {
   fake::FakeNccl nccl_{fabric_, 0, kRanks};
   DoubleInPlace in_place_{&nccl_};
   fake::HostMemoryAsGpus memory_;  // staging copies the double's "GPU memory" as host memory
-  testkit::Orchestrator orch_;
-  testkit::ChildGuard daemon_{-1};
-  Runtime nodes_[kNodes];
-  std::vector<Result<Peer>> peers_;
+  testing_support::NodeRuntimes job_;  // after the doubles: its runtimes go first
+  Runtime (&nodes_)[kNodes] = job_.nodes;
+  std::vector<Result<Peer>>& peers_ = job_.peers;
 };
 
 // The host path: the three node runtimes share this process, so one host, and small ops on host

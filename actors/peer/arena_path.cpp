@@ -74,14 +74,18 @@ std::shared_ptr<ArenaSeat> local_arena(uint32_t peers) {
   return seat;
 }
 
+void enter_arena(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& data) {
+  req.seq = s.seq++;
+  rec.entered = true;
+  rec.since = Clock::now();
+  record_begin(s, rec, req, data);
+}
+
 std::optional<Status> arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
                                        const Tensor& out) {
   Arena& arena = s.arena->arena;
-  const uint64_t seq = s.seq++;
-  req.seq = seq;
-  rec.entered = true;
-  rec.since = Clock::now();
-  record_begin(s, rec, req, in.defined() ? in : out);
+  enter_arena(s, rec, req, in.defined() ? in : out);
+  const uint64_t seq = req.seq;
   const ArenaCall call = describe(req, in, out, arena.slot_bytes(), arena.peers(), s.rank);
   const ArenaOp op = ArenaOp::of(call, arena.peers(), s.rank);
   const std::size_t bytes = call.fits ? arena_input_bytes(op) : 0;

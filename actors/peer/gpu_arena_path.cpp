@@ -114,11 +114,8 @@ std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpReques
   gpu::IpcCalls* ipc = gpu::ipc_calls();
   if (!ipc) return std::nullopt;
   Arena& arena = s.arena->arena;
-  const uint64_t seq = s.seq++;
-  req.seq = seq;
-  rec.entered = true;
-  rec.since = Clock::now();
-  record_begin(s, rec, req, in.defined() ? in : out);
+  enter_arena(s, rec, req, in.defined() ? in : out);
+  const uint64_t seq = req.seq;
   GpuPost post;
   int device = -1;
   ArenaCall call = describe_gpu(s, *ipc, req, in, out, arena.peers(), post, device);
