@@ -182,6 +182,34 @@ TEST_F(CudaIpc, TheLeadsFailureIsEveryPeersError) {
   expect_strategy("cuda-ipc");
 }
 
+// Buffers that cannot be shared (an export fails: memory CUDA IPC cannot hand out) send the op the
+// ordinary way after the GPUs agreed (here staged: no node registered a GPU), under a sequence
+// number every peer took alike, so the next op meets in the arena again.
+TEST_F(CudaIpc, BuffersThatCannotBeSharedTakeTheOrdinaryPathAndTheNextOpMeetsAgain) {
+  std::vector<std::vector<float>> data(kRanks);
+  auto sum = [&](Peer& p, int r) {
+    data[r].assign(4, static_cast<float>(r));
+    Tensor x = on_gpu(data[r]);
+    return p.all_reduce(x, ReduceOp::sum);
+  };
+  ipc_.fail_exports_with({Errc::device_error, "fake: cudaIpcGetMemHandle: invalid value"});
+  auto st = everyone(sum);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
+    EXPECT_NE(peers_[r]->last_strategy(), "cuda-ipc") << r;
+  }
+  EXPECT_EQ(ipc_.runs(), 0);
+  ipc_.fail_exports_with(Status::ok());
+  st = everyone(sum);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
+  }
+  expect_strategy("cuda-ipc");
+  EXPECT_EQ(ipc_.runs(), 1);
+}
+
 // A node is lost while the lead runs the op: the peers of the node that heard of it get the loss
 // at once, naming the node, while the lead is still running; the others, whose nodes have not
 // heard yet, get the lead's conclusion when it comes.
@@ -271,6 +299,7 @@ TEST_F(CudaIpcDistinctGpus, PeersOnDifferentGpusTakeTheOrdinaryPath) {
     EXPECT_NE(peers_[r]->last_strategy(), "cuda-ipc") << r;
   }
   EXPECT_EQ(ipc_.runs(), 0);
+  EXPECT_EQ(ipc_.exports(), 0);  // the GPUs differ: known before anyone exports a buffer
   EXPECT_GT(memory_.copies(), 0u);  // staged
 }
 

@@ -19,6 +19,7 @@ Status FakeIpc::identify(int device, gpu::GpuUuid& id) {
 
 Status FakeIpc::export_buffer(int, const void* p, gpu::IpcBuffer& b) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!export_failure_.is_ok()) return export_failure_;
   const uint64_t n = next_++;
   exported_[n] = const_cast<void*>(p);
   b = gpu::IpcBuffer{};
@@ -37,6 +38,11 @@ Status FakeIpc::open_buffer(int, const gpu::IpcBuffer& b, void** p) {
   *p = static_cast<std::byte*>(it->second) + b.offset;
   ++opens_;
   return Status::ok();
+}
+
+void FakeIpc::fail_exports_with(Status s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  export_failure_ = std::move(s);
 }
 
 void FakeIpc::fail_runs_with(Status s) {

@@ -27,6 +27,7 @@ class FakeIpc final : public gpu::IpcCalls {
   Status run(const gpu::DeviceCollective& c, Clock::time_point deadline) override;
 
   void fail_runs_with(Status s);
+  void fail_exports_with(Status s);  // every export from now on answers `s` (ok: none)
   // Runs wait at their start until released (a lead held mid-op); running() says one is there.
   void hold_runs();
   bool wait_until_running(std::chrono::milliseconds at_most);
@@ -41,7 +42,7 @@ class FakeIpc final : public gpu::IpcCalls {
   std::mutex mu_;
   std::map<uint64_t, void*> exported_;  // handle number -> buffer
   uint64_t next_ = 1;
-  Status failure_;
+  Status failure_, export_failure_;
   std::condition_variable cv_;
   bool hold_ = false, running_ = false;
   std::atomic<int> exports_{0}, opens_{0}, runs_{0}, last_buffers_{0};

@@ -35,8 +35,8 @@ uint32_t place_of(const gpu::GpuUuid& id) {
   return p ? p : 1;
 }
 
-// This peer's call and post: fits where the call is well formed, every tensor it passes lies on
-// one GPU, and its buffers could be exported.
+// This peer's call: fits where the call is well formed and every tensor it passes lies on one
+// GPU (its identity in `post` and the call's place). Nothing is exported yet.
 ArenaCall describe_gpu(PeerState& s, gpu::IpcCalls& ipc, const OpRequestData& req, const Tensor& in,
                        const Tensor& out, uint32_t n, GpuPost& post, int& device) {
   ArenaCall c = describe_call(req, in, out, n, s.rank);
@@ -51,8 +51,16 @@ ArenaCall describe_gpu(PeerState& s, gpu::IpcCalls& ipc, const OpRequestData& re
   }
   if (device < 0 || !ipc.identify(device, post.gpu).is_ok()) return c;
   post.node = s.global->node_id();
+  c.place = place_of(post.gpu);
+  c.fits = true;
+  return c;
+}
+
+// This peer's buffers as handles, in `post`: whether they could be exported.
+bool export_buffers(gpu::IpcCalls& ipc, int device, const Tensor& in, const Tensor& out, GpuPost& post) {
+  const Tensor& o = out.defined() ? out : in;
   if (in.defined()) {
-    if (!ipc.export_buffer(device, in.data(), post.in).is_ok()) return c;
+    if (!ipc.export_buffer(device, in.data(), post.in).is_ok()) return false;
     post.has_in = 1;
     post.in_addr = reinterpret_cast<uintptr_t>(in.data());
   }
@@ -60,14 +68,12 @@ ArenaCall describe_gpu(PeerState& s, gpu::IpcCalls& ipc, const OpRequestData& re
     if (o.data() == in.data()) {
       post.out = post.in;
     } else if (!ipc.export_buffer(device, o.data(), post.out).is_ok()) {
-      return c;
+      return false;
     }
     post.has_out = 1;
     post.out_addr = reinterpret_cast<uintptr_t>(o.data());
   }
-  c.place = place_of(post.gpu);
-  c.fits = true;
-  return c;
+  return true;
 }
 
 // The lead: every peer's buffers opened here, the plan run over them. An error is every peer's.
@@ -115,20 +121,29 @@ std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpReques
   if (!ipc) return std::nullopt;
   Arena& arena = s.arena->arena;
   enter_arena(s, rec, req, in.defined() ? in : out);
-  const uint64_t seq = req.seq;
   GpuPost post;
   int device = -1;
   ArenaCall call = describe_gpu(s, *ipc, req, in, out, arena.peers(), post, device);
   if (sizeof post > arena.slot_bytes()) call.fits = false;
   const ArenaOp op = ArenaOp::of(call, arena.peers(), s.rank);
-  // Longer than a host op's wait: peers of GPU work are often far apart, and the ordinary path
-  // cannot run processes sharing a GPU through NCCL. Half the timeout leaves the ordinary path
-  // time to name a peer that never comes.
-  const Arena::Verdict v = arena.meet(op.rank, seq, call, &post, call.fits ? sizeof post : 0,
-                                      rec.since + s.config.timeout / 2, patience_for(op.n));
-  if (v == Arena::Verdict::slow) return std::nullopt;
+  // Two meetings. The first compares the calls and the GPUs only, so that peers on GPUs of their
+  // own (NCCL's deployment) learn it before anyone exports a buffer; the second, under the next
+  // sequence number (every peer takes it alike after a go), carries the handles, and goes slow
+  // where some peer could not export its buffers. Waits longer than a host op's: peers of GPU
+  // work are often far apart, and the ordinary path cannot run processes sharing a GPU through
+  // NCCL; half the timeout leaves the ordinary path time to name a peer that never comes.
+  const Clock::time_point meet_by = rec.since + s.config.timeout / 2;
+  const uint64_t first = req.seq;  // the op's name in messages, as the flight recorder has it
+  if (arena.meet(op.rank, first, call, nullptr, 0, meet_by, patience_for(op.n)) == Arena::Verdict::slow)
+    return std::nullopt;
+  req.seq = s.seq++;
+  const uint64_t seq = req.seq;
+  call.fits = export_buffers(*ipc, device, in, out, post);
+  if (arena.meet(op.rank, seq, call, &post, call.fits ? sizeof post : 0, meet_by, patience_for(op.n)) ==
+      Arena::Verdict::slow)
+    return std::nullopt;
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::cuda_ipc));
-  const std::string label = std::string(to_string(op.kind)) + " #" + std::to_string(seq);
+  const std::string label = std::string(to_string(op.kind)) + " #" + std::to_string(first);
   const uint32_t lead_rank = rooted(op.kind) ? op.root : 0;
   const Clock::time_point deadline = rec.since + s.config.timeout;
   if (op.rank == lead_rank) {

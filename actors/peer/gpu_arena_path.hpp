@@ -1,8 +1,9 @@
 // GPU tensors of node processes that share one GPU (issue 13, item 6): NCCL cannot serve them (one
 // rank per GPU), and staging through host memory copies every byte twice over PCIe. Instead they
-// meet in the host's arena (strategies/arena.hpp) like small host ops do, posting CUDA IPC handles
-// of their buffers (cuda/ipc_calls.hpp) rather than data. If every peer of the world posted the
-// same well-formed call on the same GPU, the op's lead (the root, or rank 0) opens the others'
+// meet in the host's arena (strategies/arena.hpp) like small host ops do: first their calls and
+// GPUs, then (where those agree) CUDA IPC handles of their buffers (cuda/ipc_calls.hpp) rather
+// than data. If every peer of the world posted the same well-formed call on the same GPU, the
+// op's lead (the root, or rank 0) opens the others'
 // buffers and runs the op's fused plan over all of them (cuda/device_plan.hpp: each input read
 // once, each output written once, as for logical peers of one process), then concludes the op in
 // the arena with its status, which every peer returns. Anything else (other GPUs, host tensors
