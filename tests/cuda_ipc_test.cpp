@@ -57,6 +57,24 @@ Tensor on_gpu(std::vector<float>& v, int device = 0) {
   return Tensor::borrow(v.data(), DType::f32, {static_cast<int64_t>(v.size())}, Device::cuda(device));
 }
 
+// Each rank all-reduces four copies of its rank, in data[rank] (then 15 everywhere), on `device`
+// (by rank where given).
+std::function<Status(Peer&, int)> sum_of_ranks(std::vector<std::vector<float>>& data, bool gpu_per_rank = false) {
+  return [&data, gpu_per_rank](Peer& p, int r) {
+    data[r].assign(4, static_cast<float>(r));
+    Tensor x = on_gpu(data[r], gpu_per_rank ? r : 0);
+    return p.all_reduce(x, ReduceOp::sum);
+  };
+}
+
+// Every rank's op ended well with the sum of ranks.
+void expect_sums(const std::vector<Status>& st, const std::vector<std::vector<float>>& data) {
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
+  }
+}
+
 TEST_F(CudaIpc, AnAllReduceRunsOnceByTheLeadOverEveryProcesssBuffers) {
   std::vector<std::vector<float>> data(kRanks);
   for (int round = 0; round < 3; ++round) {
@@ -134,7 +152,9 @@ TEST_F(CudaIpc, EveryOpKindGivesTheReferenceResult) {
   }));
   EXPECT_EQ(out[3], (std::vector<float>{50, 51}));
   for (int r = 0; r < kRanks; ++r)
-    if (r != 3) EXPECT_EQ(out[r], (std::vector<float>{-1, -1})) << "a non-root's output is left alone: " << r;
+    if (r != 3) {
+      EXPECT_EQ(out[r], (std::vector<float>{-1, -1})) << "a non-root's output is left alone: " << r;
+    }
 
   ok(everyone([&](Peer& p, int r) {
     fill(r, c, r == 1 ? c * kRanks : 0);
@@ -161,24 +181,15 @@ TEST_F(CudaIpc, EveryOpKindGivesTheReferenceResult) {
 // A failure in the lead (a CUDA error there) is every peer's, word for word; the next op runs.
 TEST_F(CudaIpc, TheLeadsFailureIsEveryPeersError) {
   std::vector<std::vector<float>> data(kRanks);
-  auto sum = [&](Peer& p, int r) {
-    data[r].assign(4, static_cast<float>(r));
-    Tensor x = on_gpu(data[r]);
-    return p.all_reduce(x, ReduceOp::sum);
-  };
   ipc_.fail_runs_with({Errc::device_error, "fake: an illegal memory access was encountered"});
-  auto st = everyone(sum);
+  auto st = everyone(sum_of_ranks(data));
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_EQ(st[r].code(), Errc::device_error) << r << ": " << st[r].to_string();
     EXPECT_EQ(st[r], st[0]) << r;
   }
   EXPECT_EQ(st[0].message(), "all_reduce #0: fake: an illegal memory access was encountered");
   ipc_.fail_runs_with(Status::ok());
-  st = everyone(sum);
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
-    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
-  }
+  expect_sums(everyone(sum_of_ranks(data)), data);
   expect_strategy("cuda-ipc");
 }
 
@@ -187,25 +198,12 @@ TEST_F(CudaIpc, TheLeadsFailureIsEveryPeersError) {
 // number every peer took alike, so the next op meets in the arena again.
 TEST_F(CudaIpc, BuffersThatCannotBeSharedTakeTheOrdinaryPathAndTheNextOpMeetsAgain) {
   std::vector<std::vector<float>> data(kRanks);
-  auto sum = [&](Peer& p, int r) {
-    data[r].assign(4, static_cast<float>(r));
-    Tensor x = on_gpu(data[r]);
-    return p.all_reduce(x, ReduceOp::sum);
-  };
   ipc_.fail_exports_with({Errc::device_error, "fake: cudaIpcGetMemHandle: invalid value"});
-  auto st = everyone(sum);
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
-    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
-    EXPECT_NE(peers_[r]->last_strategy(), "cuda-ipc") << r;
-  }
+  expect_sums(everyone(sum_of_ranks(data)), data);
+  for (auto& p : peers_) EXPECT_NE(p->last_strategy(), "cuda-ipc") << p->rank();
   EXPECT_EQ(ipc_.runs(), 0);
   ipc_.fail_exports_with(Status::ok());
-  st = everyone(sum);
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
-    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
-  }
+  expect_sums(everyone(sum_of_ranks(data)), data);
   expect_strategy("cuda-ipc");
   EXPECT_EQ(ipc_.runs(), 1);
 }
@@ -288,16 +286,8 @@ class CudaIpcDistinctGpus : public CudaIpc {
 
 TEST_F(CudaIpcDistinctGpus, PeersOnDifferentGpusTakeTheOrdinaryPath) {
   std::vector<std::vector<float>> data(kRanks);
-  auto st = everyone([&](Peer& p, int r) {
-    data[r].assign(4, static_cast<float>(r));
-    Tensor x = on_gpu(data[r], r);
-    return p.all_reduce(x, ReduceOp::sum);
-  });
-  for (int r = 0; r < kRanks; ++r) {
-    ASSERT_TRUE(st[r].is_ok()) << r << ": " << st[r].to_string();
-    EXPECT_EQ(data[r], (std::vector<float>{15, 15, 15, 15})) << r;
-    EXPECT_NE(peers_[r]->last_strategy(), "cuda-ipc") << r;
-  }
+  expect_sums(everyone(sum_of_ranks(data, true)), data);
+  for (auto& p : peers_) EXPECT_NE(p->last_strategy(), "cuda-ipc") << p->rank();
   EXPECT_EQ(ipc_.runs(), 0);
   EXPECT_EQ(ipc_.exports(), 0);  // the GPUs differ: known before anyone exports a buffer
   EXPECT_GT(memory_.copies(), 0u);  // staged
