@@ -290,9 +290,9 @@ void Arena::conclude(uint32_t lead, uint64_t seq, const Status& how) {
     std::memcpy(at, &len, sizeof len);
     std::memcpy(at + sizeof len, m.data(), n);
   }
+  // seq_cst, then the sleepers' count (in ring), as a verdict is settled.
   ctl_->done[seq % kVerdicts].v.store((seq + 1) << 16 | static_cast<uint16_t>(how.code()), std::memory_order_seq_cst);
-  ctl_->bell.fetch_add(1, std::memory_order_seq_cst);
-  futex_wake_all(&ctl_->bell);
+  ring();
 }
 
 Arena::Heard Arena::await_conclusion(uint32_t lead, uint64_t seq, Clock::time_point give_up, Patience patience,

@@ -161,20 +161,20 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
   // over every buffer); else through NCCL where the tuning module says so (the local server sees
   // them as they are), else through host memory.
   if (s->global && on_device(in, out)) {
-    if (s->arena && s->arena->across_nodes && arena_open_to(*s, req))
+    if (arena_open_to(*s, req) && s->arena->across_nodes)
       if (auto done = gpu_arena_collective(*s, rec, req, in, out)) return logged(*s, kind, req.seq, *done);
     const auto k = static_cast<std::size_t>(kind);
     const StrategyChoice choice = k < s->config.global.size() ? s->config.global[k] : StrategyChoice{};
     const DType dtype = (in.defined() ? in : out).dtype();
     const bool serves = gpu::nccl_serves(kind, dtype, req.redop);
     if (!nccl_across_nodes(choice, kind, serves, s->global->gpu_topology(s->members))) {
+      const uint64_t seq = rec.entered ? req.seq : s->seq.load();
       if (!choice.is_auto && choice.fixed.algorithm == Algorithm::nccl)
         CHORUS_LOG(info, cuda,
                    (LogWhere{-1, static_cast<int64_t>(s->offset + s->id), static_cast<int64_t>(s->group),
-                             static_cast<int64_t>(rec.entered ? req.seq : s->seq.load())}),
+                             static_cast<int64_t>(seq)}),
                    std::string(to_string(kind)) + " of " + std::string(to_string(dtype)) + " with " +
                        std::string(to_string(req.redop)) + ": NCCL cannot serve it; through host memory");
-      const uint64_t seq = rec.entered ? req.seq : s->seq.load();
       return logged(*s, kind, seq, staged_collective(s, rec, std::move(req), in, out));
     }
     return ordinary(*s, rec, std::move(req), in, out);
