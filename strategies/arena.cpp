@@ -44,7 +44,7 @@ struct Arena::Control {
   uint64_t bytes;
   alignas(kLine) std::atomic<uint32_t> state{kForming};
   alignas(kLine) std::atomic<uint32_t> sleepers{0};  // peers asleep on `bell`
-  alignas(kLine) std::atomic<uint32_t> bell{0};      // rung after a post or a verdict, for sleepers
+  alignas(kLine) std::atomic<uint32_t> bell{0};      // rung after a verdict, a conclusion or a close, for sleepers
   struct alignas(kLine) Word {
     std::atomic<uint64_t> v{0};  // (seq + 1) << 1 | go, for the latest op that used this word
   };
