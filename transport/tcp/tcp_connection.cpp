@@ -20,6 +20,7 @@ namespace {
 constexpr std::size_t kMaxPayload = std::size_t{1} << 40;  // larger is a garbled header
 constexpr std::size_t kReadPiece = std::size_t{1} << 20;   // progress is reported at least this often
 constexpr std::size_t kIn = std::size_t{64} << 10;         // small frames are read in batches this big
+constexpr std::size_t kWakeBytes = std::size_t{256} << 10; // a payload's reader is woken per this much
 
 // The contiguous bytes at offset `at` (< t.total()) of a ticket's preamble, header, prefix, payload.
 std::size_t ticket_span(const SendTicket& t, std::size_t at, const char*& p) {
@@ -306,6 +307,12 @@ ssize_t TcpConnection::read_some(std::byte* p, std::size_t n) {
   }
 }
 
+void TcpConnection::wake_at(std::size_t bytes) {
+  if (tls_ || shm_ || bytes == lowat_) return;  // TLS or ring bytes are not the payload's bytes
+  const int v = static_cast<int>(bytes);
+  if (setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0) lowat_ = bytes;
+}
+
 Connection::Pumped TcpConnection::read_failed(ssize_t r, bool in_frame) {
   const std::string where = in_frame ? " in the middle of a frame" : "";
   // A read error (a reset, an abort, garbled ring or TLS bytes) is the link's failure; an end of
@@ -355,10 +362,15 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
   // A read that got less than it asked for emptied the socket: rather than a read that would only
   // say so, return (the poll is level-triggered, so anything that comes later is reported).
   bool drained = false;
+  // Nothing more to read now: the next wake-up once `bytes` have arrived.
+  auto waiting = [this](std::size_t bytes) {
+    wake_at(bytes);
+    return Pumped::idle;
+  };
   for (;;) {
     if (!in_frame_) {
       if (end_ - pos_ < sizeof(FrameHeader)) {
-        if (drained) return Pumped::idle;
+        if (drained) return waiting(1);
         if (taken >= budget) return Pumped::more;  // only before a read: what is buffered is parsed
         if (pos_ > 0) {  // keep the partial header at the front
           std::memmove(in_.data(), in_.data() + pos_, end_ - pos_);
@@ -370,7 +382,7 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
         const std::size_t want = shm_ ? sizeof(FrameHeader) - end_ : kIn - end_;
         ssize_t r = read_some(in_.data() + end_, want);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Pumped::idle;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return waiting(1);
         if (r <= 0) return read_failed(r, end_ > pos_);
         drained = static_cast<std::size_t>(r) < want;
         end_ += static_cast<std::size_t>(r);
@@ -398,14 +410,14 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
       }
     }
     if (got_ < cur_.bytes) {  // the rest from the socket, in pieces
-      if (drained) return Pumped::idle;
+      if (drained) return waiting(std::min(cur_.bytes - got_, kWakeBytes));
       if (taken >= budget) return Pumped::more;
       std::size_t want = std::min<std::size_t>(cur_.bytes - got_, kReadPiece);
       std::byte* at = dst_ ? dst_ + got_ : hole_.data();
       if (!dst_) want = std::min(want, hole_.size());
       ssize_t r = read_some(at, want);
       if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Pumped::idle;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return waiting(std::min(cur_.bytes - got_, kWakeBytes));
       if (r <= 0) return read_failed(r, true);
       drained = static_cast<std::size_t>(r) < want;
       got_ += static_cast<std::size_t>(r);

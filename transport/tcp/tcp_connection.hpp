@@ -61,6 +61,9 @@ class TcpConnection final : public Connection {
   Pumped pump_some(std::size_t budget);
   // recv without blocking, or under TLS the plaintext of what has arrived.
   ssize_t read_some(std::byte* p, std::size_t n);
+  // Plain TCP only: epoll reports the socket once `bytes` have arrived (SO_RCVLOWAT), so a large
+  // payload is read in large pieces with few wake-ups rather than one per segment.
+  void wake_at(std::size_t bytes);
   // Writes from t->sent on; `wait`: block until done, else stop when the socket is full.
   // False on a broken connection.
   bool write_ticket(SendTicket& t, bool wait);
@@ -90,6 +93,7 @@ class TcpConnection final : public Connection {
   FrameHeader cur_{};
   std::byte* dst_ = nullptr;
   std::size_t got_ = 0;
+  std::size_t lowat_ = 1;  // the socket's SO_RCVLOWAT
   std::string tls_error_;  // why decryption failed, for the connection's end
 };
 
