@@ -35,6 +35,11 @@ std::chrono::nanoseconds spin_budget() {
   return budget;
 }
 
+std::chrono::nanoseconds socket_spin_budget() {
+  static const std::chrono::nanoseconds budget = micros_from_env("CHORUS_SOCKET_SPIN_US", 200);
+  return budget;
+}
+
 std::chrono::nanoseconds yield_budget() {
   static const std::chrono::nanoseconds budget = micros_from_env("CHORUS_YIELD_US", 200);
   return budget;

@@ -17,6 +17,10 @@ std::chrono::nanoseconds spin_budget();
 // How long a wait gives the core away (sched_yield) between looks before it sleeps, where threads
 // outnumber cores (CHORUS_YIELD_US overrides).
 std::chrono::nanoseconds yield_budget();
+// How long a thread waiting for bytes from a socket asks epoll again without sleeping (where
+// threads do not outnumber cores): a sleeping core's wake-up costs more than the small op it
+// waits for, so MPI-style polling pays (CHORUS_SOCKET_SPIN_US overrides).
+std::chrono::nanoseconds socket_spin_budget();
 // The spin worth doing when `threads` threads take part: none when they outnumber the cores,
 // since a spinning thread would then keep the one it waits for off the CPU.
 std::chrono::nanoseconds spin_budget_for(unsigned threads);

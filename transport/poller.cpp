@@ -47,6 +47,7 @@ void Poller::start(const std::vector<Connection*>& conns, Patience patience) {
   for (Connection* c : conns) {
     if (!c) continue;
     if (c->spins()) spinning_.push_back(c);
+    else sockets_ = true;
     ready_.push_back(c);  // the handshake may have read bytes past its own (TLS): look at once
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -102,7 +103,17 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until) {
         for (Connection* c : spinning_)
           if (!c->arm()) ready_.push_back(c);
     }
-    int n = epoll_wait(ep_, evs, 16, ready_.empty() ? timeout_ms(until) : 0);
+    // Sockets: a waiting thread that may spin asks epoll again for a moment before it sleeps (a
+    // system call each time, but an idle core's wake-up costs more: forced-network 1 KiB
+    // all-reduce, 2 processes, mean 22.2 us sleeping at once, 20.6 with 20 us of this, 20.0 with
+    // 200 us; the 90th percentile 34.6 -> 19.4 us).
+    int n = 0;
+    if (ready_.empty() && watched && sockets_ && patience_.spin.count() > 0) {
+      const auto spin_until = Clock::now() + socket_spin_budget();
+      do n = epoll_wait(ep_, evs, 16, 0);
+      while (n == 0 && !done() && Clock::now() < spin_until);
+    }
+    if (n == 0) n = epoll_wait(ep_, evs, 16, ready_.empty() && !done() ? timeout_ms(until) : 0);
     for (Connection* c : spinning_) c->disarm();
     if (n < 0 && errno != EINTR) {  // should not happen; do not spin on it
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -53,6 +53,7 @@ class Poller {
   std::mutex lead_mu_;
   std::vector<Connection*> ready_;        // pump again without waiting for epoll (under lead_mu_)
   std::vector<Connection*> spinning_;     // connections that tell ready() without a system call
+  bool sockets_ = false;                  // some connections are only heard through their sockets
   Patience patience_;
   bool stopped_ = false;                  // under lead_mu_
   std::atomic<bool> stopping_{false};
