@@ -36,14 +36,16 @@ class Poller {
 
   // Until w.value >= target (true) or the deadline (false), leading the reading meanwhile when
   // nobody else does. Must not be called with a lock that a FrameSink callback takes.
-  bool wait(WaitWord& w, uint32_t target, Clock::time_point deadline);
+  // `spin`: a leader may poll the sockets for a moment before it sleeps (worth it for small
+  // waits; a large transfer needs the cores for its copies).
+  bool wait(WaitWord& w, uint32_t target, Clock::time_point deadline, bool spin = true);
 
   static constexpr std::chrono::milliseconds kIdle{2};
 
  private:
   // Pumps what arrives until `done` or `until` (holding lead_mu_).
   template <class Done>
-  void lead(WaitWord* watched, Done done, Clock::time_point until);
+  void lead(WaitWord* watched, Done done, Clock::time_point until, bool spin);
   void background();
   void nudge_sleepers();
 

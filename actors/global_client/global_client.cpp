@@ -246,7 +246,7 @@ void GlobalClient::check_stalled_links() {
 bool GlobalClient::await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline) {
   // Reading goes on meanwhile (we may lead the poller): the other side may be waiting to send us
   // its data before it reads ours.
-  if (!poller_.wait(t.done, 1, deadline)) {
+  if (!poller_.wait(t.done, 1, deadline, false)) {  // the writer may need this core
     cut_off(node, "node " + std::to_string(node) + " took no data for the whole op timeout (stalled or frozen)");
     t.done.wait_at_least(1, Clock::now() + kGrace);
   }

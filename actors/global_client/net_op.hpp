@@ -116,8 +116,8 @@ class NetOp : public RemoteSteps {
   std::string bundle_for_locked(uint32_t node);
   void spread_locked(Outbox& out);  // every known announcement to every node taking part
   // Waits (leading the poller) until w reaches target or the deadline; spreads what we know once
-  // the op has taken longer than kSpreadAfter.
-  bool await(WaitWord& w, uint32_t target);
+  // the op has taken longer than kSpreadAfter. `spin`: as Poller::wait's.
+  bool await(WaitWord& w, uint32_t target, bool spin = true);
   static constexpr std::chrono::milliseconds kSpreadAfter{20};
 
   std::shared_ptr<GlobalClient> client_;

@@ -97,9 +97,9 @@ void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::
   out.send();
 }
 
-bool NetOp::await(WaitWord& w, uint32_t target) {
+bool NetOp::await(WaitWord& w, uint32_t target, bool spin) {
   Poller& poller = client_->poller();
-  if (!spread_.load() && Clock::now() < spread_at_ && poller.wait(w, target, std::min(spread_at_, deadline_)))
+  if (!spread_.load() && Clock::now() < spread_at_ && poller.wait(w, target, std::min(spread_at_, deadline_), spin))
     return true;
   // Slow: maybe a node on the path of our forwards is stuck. Everything we know goes to every
   // node now, well before the deadline, so every node can still name the same culprit.
@@ -113,7 +113,7 @@ bool NetOp::await(WaitWord& w, uint32_t target) {
   }
   // Half the op's time gone: say once what it still waits for (the local phase says it for the
   // node's own peers, LocalServerCore::waiting_for).
-  if (!warned_.load() && Clock::now() < half_at_ && poller.wait(w, target, half_at_)) return true;
+  if (!warned_.load() && Clock::now() < half_at_ && poller.wait(w, target, half_at_, spin)) return true;
   if (!warned_.load()) client_->note_unacked_links();  // once per op, give or take a racing peer
   if (!warned_.exchange(true) && log_on(LogLevel::warn, Subsys::op)) {
     const std::string what = waiting_for();
@@ -121,7 +121,7 @@ bool NetOp::await(WaitWord& w, uint32_t target) {
       CHORUS_LOG(warn, op, (LogWhere{my_node_, -1, group_, static_cast<int64_t>(seq_)}),
                  label_ + ": waiting for " + what + ", half the op's timeout gone");
   }
-  if (poller.wait(w, target, deadline_)) return true;
+  if (poller.wait(w, target, deadline_, spin)) return true;
   client_->check_stalled_links();  // the op timeout is the detector of a stalled link
   return false;
 }
