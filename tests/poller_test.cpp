@@ -2,15 +2,18 @@
 // reads its own frames (and everyone else's), a word set by another thread wakes a leader that
 // sleeps in epoll (which /proc tells from a sleep on a futex), the background thread reads when nobody waits, waiters that do not lead are
 // served, frames larger than one pump's budget arrive whole, queued frames keep their order, a
-// closed connection is reported, and after stop() nothing is read.
+// closed connection is reported, and after stop() nothing is read; a payload's last bytes wake
+// the reader however few they are, and so does the next frame.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -281,6 +284,56 @@ TEST(Poller, AClosedConnectionIsReportedAndNothingIsReadAfterStop) {
   EXPECT_LT(Clock::now() - t0, 2s);
   EXPECT_EQ(sd.done.value.load(), 0u);
   pb.stop();
+}
+
+void write_all(int fd, const void* p, std::size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t r = ::send(fd, c, n, MSG_NOSIGNAL);
+    ASSERT_GT(r, 0) << std::strerror(errno);
+    c += r;
+    n -= static_cast<std::size_t>(r);
+  }
+}
+
+// Inside a payload the socket wakes the reader only once a good piece has arrived (SO_RCVLOWAT):
+// never more than what the frame still lacks, and between frames for one byte again. A wrong
+// threshold shows as a reader asleep in epoll forever while the bytes it needs sit in the socket.
+TEST(Poller, APayloadsLastBytesWakeTheReaderHoweverFewAndSoDoesTheNextFrame) {
+  Link l = tcp_pair();
+  CountingSink sb;
+  TcpConnection b(l.b, 0, &sb);
+  Poller pb;
+  pb.start({&b});
+  const std::string body(std::size_t{100} << 10, 'p');
+  const std::size_t part = std::size_t{60} << 10;
+  std::atomic<pid_t> tid{0};
+  std::atomic<bool> got{false};
+  std::thread reader([&] {
+    tid = gettid();
+    got = pb.wait(sb.done, 1, Clock::now() + 10s);
+  });
+  const FrameHeader h = data_frame(3, body.size());
+  write_all(l.a, &h, sizeof h);
+  write_all(l.a, body.data(), part);
+  // The reader has read what came (the header, maybe some of the 60 KiB) and sleeps in epoll;
+  // the remaining 40 KiB must wake it, whatever it had read.
+  while (tid.load() == 0) std::this_thread::yield();
+  const bool asleep = sleeps_leading(sb.done, tid.load(), Clock::now() + 5s);
+  write_all(l.a, body.data() + part, body.size() - part);
+  reader.join();
+  ASSERT_TRUE(asleep) << "the reader never slept in epoll";
+  ASSERT_TRUE(got.load());
+  EXPECT_EQ(std::memcmp(sb.frames[3].data(), body.data(), body.size()), 0);
+  // A small frame after it, written while nobody waits, then awaited: the socket wakes for it.
+  const std::string small(10, 's');
+  const FrameHeader h2 = data_frame(4, small.size());
+  write_all(l.a, &h2, sizeof h2);
+  write_all(l.a, small.data(), small.size());
+  ASSERT_TRUE(pb.wait(sb.done, 2, Clock::now() + 5s));
+  EXPECT_EQ(std::memcmp(sb.frames[4].data(), small.data(), small.size()), 0);
+  pb.stop();
+  ::close(l.a);
 }
 
 } // namespace
