@@ -46,8 +46,12 @@ void Poller::start(const std::vector<Connection*>& conns, Patience patience) {
   patience_ = patience;
   for (Connection* c : conns) {
     if (!c) continue;
-    if (c->spins()) spinning_.push_back(c);
-    else sockets_ = true;
+    if (c->spins()) {
+      spinning_.push_back(c);
+    } else {
+      lone_socket_ = sockets_ ? nullptr : c;
+      sockets_ = true;
+    }
     ready_.push_back(c);  // the handshake may have read bytes past its own (TLS): look at once
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -110,8 +114,21 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until, bool sp
     int n = 0;
     if (ready_.empty() && watched && spin && sockets_ && patience_.spin.count() > 0) {
       const auto spin_until = Clock::now() + socket_spin_budget();
-      do n = epoll_wait(ep_, evs, 16, 0);
-      while (n == 0 && !done() && Clock::now() < spin_until);
+      if (Connection* c = lone_socket_) {
+        // One socket: read it directly, which on success saves epoll's system call (forced-network
+        // 1 KiB all-reduce, 2 processes, alternating runs: mean 22.7-25.6 -> 17.8-18.2 us, median
+        // 19.4-21.4 -> 14.6-14.8; mpi-tcp 13.9-14.1 in the same minutes).
+        auto r = Connection::Pumped::idle;
+        while (r == Connection::Pumped::idle && !done() && Clock::now() < spin_until) r = c->pump();
+        if (r != Connection::Pumped::idle) {
+          settle(c, r);
+          continue;
+        }
+        if (done()) break;
+      } else {
+        do n = epoll_wait(ep_, evs, 16, 0);
+        while (n == 0 && !done() && Clock::now() < spin_until);
+      }
     }
     if (n == 0) n = epoll_wait(ep_, evs, 16, ready_.empty() && !done() ? timeout_ms(until) : 0);
     for (Connection* c : spinning_) c->disarm();
@@ -129,15 +146,17 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until, bool sp
         now.push_back(c);
       }
     }
-    for (Connection* c : now) {
-      const auto r = c->pump();
-      if (r == Connection::Pumped::more) ready_.push_back(c);
-      if (r == Connection::Pumped::ended) {
-        epoll_ctl(ep_, EPOLL_CTL_DEL, c->wait_fd(), nullptr);
-        spinning_.erase(std::remove(spinning_.begin(), spinning_.end(), c), spinning_.end());
-      }
-    }
+    for (Connection* c : now) settle(c, c->pump());
     now.clear();
+  }
+}
+
+void Poller::settle(Connection* c, Connection::Pumped r) {
+  if (r == Connection::Pumped::more) ready_.push_back(c);
+  if (r == Connection::Pumped::ended) {
+    epoll_ctl(ep_, EPOLL_CTL_DEL, c->wait_fd(), nullptr);
+    spinning_.erase(std::remove(spinning_.begin(), spinning_.end(), c), spinning_.end());
+    if (c == lone_socket_) lone_socket_ = nullptr;
   }
 }
 

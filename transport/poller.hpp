@@ -46,6 +46,8 @@ class Poller {
   // Pumps what arrives until `done` or `until` (holding lead_mu_).
   template <class Done>
   void lead(WaitWord* watched, Done done, Clock::time_point until, bool spin);
+  // After a pump of c: pumped again next round, or (ended) forgotten.
+  void settle(Connection* c, Connection::Pumped r);
   void background();
   void nudge_sleepers();
 
@@ -56,6 +58,7 @@ class Poller {
   std::vector<Connection*> ready_;        // pump again without waiting for epoll (under lead_mu_)
   std::vector<Connection*> spinning_;     // connections that tell ready() without a system call
   bool sockets_ = false;                  // some connections are only heard through their sockets
+  Connection* lone_socket_ = nullptr;     // the only such one, while it is the only one (under lead_mu_)
   Patience patience_;
   bool stopped_ = false;                  // under lead_mu_
   std::atomic<bool> stopping_{false};
