@@ -19,7 +19,8 @@ std::chrono::nanoseconds spin_budget();
 std::chrono::nanoseconds yield_budget();
 // How long a thread waiting for bytes from a socket asks epoll again without sleeping (where
 // threads do not outnumber cores): a sleeping core's wake-up costs more than the small op it
-// waits for, so MPI-style polling pays (CHORUS_SOCKET_SPIN_US overrides).
+// waits for, so MPI-style polling pays (CHORUS_SOCKET_SPIN_US overrides; 0: sockets are never
+// polled, neither by spinning nor, where threads outnumber cores, by yielding between looks).
 std::chrono::nanoseconds socket_spin_budget();
 // The spin worth doing when `threads` threads take part: none when they outnumber the cores,
 // since a spinning thread would then keep the one it waits for off the CPU.

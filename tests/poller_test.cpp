@@ -3,7 +3,8 @@
 // sleeps in epoll (which /proc tells from a sleep on a futex), the background thread reads when nobody waits, waiters that do not lead are
 // served, frames larger than one pump's budget arrive whole, queued frames keep their order, a
 // closed connection is reported, and after stop() nothing is read; a payload's last bytes wake
-// the reader however few they are, and so does the next frame.
+// the reader however few they are, and so does the next frame; a waiter that polls (spinning or
+// yielding) reads one socket or several and notices a socket's end.
 #include <gtest/gtest.h>
 
 #include <sys/socket.h>
@@ -334,6 +335,68 @@ TEST(Poller, APayloadsLastBytesWakeTheReaderHoweverFewAndSoDoesTheNextFrame) {
   EXPECT_EQ(std::memcmp(sb.frames[4].data(), small.data(), small.size()), 0);
   pb.stop();
   ::close(l.a);
+}
+
+// A waiter that may poll (threads no more than cores: spinning; else yielding between looks) reads
+// its frames from a lone socket (which it reads directly) and from several (through epoll), and a
+// lone socket ending while it polls is reported and forgotten: later waits end by their deadline.
+TEST(Poller, AWaiterThatPollsReadsItsFramesFromOneSocketOrSeveralAndNoticesAnEnd) {
+  const Patience spinning{std::chrono::microseconds(20), {}}, yielding{{}, std::chrono::microseconds(200)};
+  for (const Patience& patience : {spinning, yielding}) {
+    SCOPED_TRACE(patience.spin.count() > 0 ? "spinning" : "yielding");
+    const std::string small(500, 'm');
+    {  // one socket
+      Link l = tcp_pair();
+      CountingSink sa, sb;
+      auto a = std::make_unique<TcpConnection>(l.a, 1, &sa);
+      TcpConnection b(l.b, 0, &sb);
+      Poller pa, pb;
+      pa.start({a.get()});
+      pb.start({&b}, patience);
+      std::thread sender([&] {
+        for (uint32_t k = 0; k < 50; ++k) a->send(SendTicket::of(data_frame(k, small.size()), bytes(small)));
+      });
+      for (uint32_t k = 1; k <= 50; ++k) ASSERT_TRUE(pb.wait(sb.done, k, Clock::now() + 5s)) << k;
+      sender.join();
+      {
+        std::lock_guard<std::mutex> lk(sb.mu);
+        ASSERT_EQ(sb.order.size(), 50u);
+        for (uint32_t k = 0; k < 50; ++k) EXPECT_EQ(sb.order[k], k);
+        EXPECT_EQ(std::memcmp(sb.frames[49].data(), small.data(), small.size()), 0);
+      }
+      a->close();
+      ASSERT_TRUE(pb.wait(sb.ended, 1, Clock::now() + 5s));
+      EXPECT_TRUE(sb.orderly.load());
+      const auto t0 = Clock::now();
+      EXPECT_FALSE(pb.wait(sb.done, 51, Clock::now() + 100ms));
+      EXPECT_LT(Clock::now() - t0, 2s);
+      pa.stop();
+      pb.stop();
+    }
+    {  // two sockets into one poller
+      Link l1 = tcp_pair(), l2 = tcp_pair();
+      CountingSink s1, s2, sb;
+      TcpConnection a1(l1.a, 2, &s1), a2(l2.a, 2, &s2), b1(l1.b, 0, &sb), b2(l2.b, 1, &sb);
+      Poller p1, p2, pb;
+      p1.start({&a1});
+      p2.start({&a2});
+      pb.start({&b1, &b2}, patience);
+      std::thread sender([&] {
+        for (uint32_t k = 0; k < 20; ++k) {
+          a1.send(SendTicket::of(data_frame(k, small.size()), bytes(small)));
+          a2.send(SendTicket::of(data_frame(100 + k, small.size()), bytes(small)));
+        }
+      });
+      ASSERT_TRUE(pb.wait(sb.done, 40, Clock::now() + 5s));
+      sender.join();
+      std::lock_guard<std::mutex> lk(sb.mu);
+      EXPECT_EQ(sb.frames.size(), 40u);
+      EXPECT_EQ(std::memcmp(sb.frames[119].data(), small.data(), small.size()), 0);
+      p1.stop();
+      p2.stop();
+      pb.stop();
+    }
+  }
 }
 
 } // namespace

@@ -115,7 +115,8 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until, bool sp
     // 2 cores, 1 KiB: mean 147-181 -> 118-119 us, median 131-157 -> 92-94; mpi-tcp 104-122).
     int n = 0;
     const bool yield = patience_.spin.count() == 0;
-    if (ready_.empty() && watched && spin && sockets_ && (!yield || patience_.yield.count() > 0)) {
+    if (ready_.empty() && watched && spin && sockets_ && socket_spin_budget().count() > 0 &&
+        (!yield || patience_.yield.count() > 0)) {
       const auto spin_until = Clock::now() + (yield ? patience_.yield : socket_spin_budget());
       auto pause = [yield] {
         if (yield) std::this_thread::yield();
