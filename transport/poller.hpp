@@ -28,7 +28,8 @@ class Poller {
   // Adds the connections (before start) and starts the background thread. A waiting thread that
   // leads looks at the shared-memory connections among them, as `patience` says (spinning, or
   // where the host's threads outnumber its cores yielding between looks: the writer we wait for
-  // may need this very core), before it sleeps in epoll.
+  // may need this very core), before it sleeps in epoll; and, for a small receive, asks the
+  // sockets again the same way (reading a lone socket directly) for socket_spin_budget().
   void start(const std::vector<Connection*>& conns, Patience patience = {});
   // After stop() nothing pumps any more (the connections may then be destroyed); waits still end
   // by their words or deadlines. Idempotent.
