@@ -389,9 +389,11 @@ TEST(Poller, AWaiterThatPollsReadsItsFramesFromOneSocketOrSeveralAndNoticesAnEnd
       });
       ASSERT_TRUE(pb.wait(sb.done, 40, Clock::now() + 5s));
       sender.join();
-      std::lock_guard<std::mutex> lk(sb.mu);
-      EXPECT_EQ(sb.frames.size(), 40u);
-      EXPECT_EQ(std::memcmp(sb.frames[119].data(), small.data(), small.size()), 0);
+      {
+        std::lock_guard<std::mutex> lk(sb.mu);  // not across stop(): the pumps take it under the lead
+        EXPECT_EQ(sb.frames.size(), 40u);
+        EXPECT_EQ(std::memcmp(sb.frames[119].data(), small.data(), small.size()), 0);
+      }
       p1.stop();
       p2.stop();
       pb.stop();
