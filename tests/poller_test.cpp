@@ -132,9 +132,9 @@ struct PolledPair {
   CountingSink sa, sb;
   TcpConnection a{l.a, 1, &sa}, b{l.b, 0, &sb};
   Poller pa, pb;
-  PolledPair() {
+  explicit PolledPair(Patience b_patience = {}) {  // how b's waiters pass the time before sleeping
     pa.start({&a});
-    pb.start({&b});
+    pb.start({&b}, b_patience);
   }
 };
 
@@ -346,15 +346,10 @@ TEST(Poller, AWaiterThatPollsReadsItsFramesFromOneSocketOrSeveralAndNoticesAnEnd
     SCOPED_TRACE(patience.spin.count() > 0 ? "spinning" : "yielding");
     const std::string small(500, 'm');
     {  // one socket
-      Link l = tcp_pair();
-      CountingSink sa, sb;
-      auto a = std::make_unique<TcpConnection>(l.a, 1, &sa);
-      TcpConnection b(l.b, 0, &sb);
-      Poller pa, pb;
-      pa.start({a.get()});
-      pb.start({&b}, patience);
+      PolledPair pp(patience);
+      auto& [l, sa, sb, a, b, pa, pb] = pp;
       std::thread sender([&] {
-        for (uint32_t k = 0; k < 50; ++k) a->send(SendTicket::of(data_frame(k, small.size()), bytes(small)));
+        for (uint32_t k = 0; k < 50; ++k) a.send(SendTicket::of(data_frame(k, small.size()), bytes(small)));
       });
       for (uint32_t k = 1; k <= 50; ++k) ASSERT_TRUE(pb.wait(sb.done, k, Clock::now() + 5s)) << k;
       sender.join();
@@ -364,7 +359,7 @@ TEST(Poller, AWaiterThatPollsReadsItsFramesFromOneSocketOrSeveralAndNoticesAnEnd
         for (uint32_t k = 0; k < 50; ++k) EXPECT_EQ(sb.order[k], k);
         EXPECT_EQ(std::memcmp(sb.frames[49].data(), small.data(), small.size()), 0);
       }
-      a->close();
+      a.close();
       ASSERT_TRUE(pb.wait(sb.ended, 1, Clock::now() + 5s));
       EXPECT_TRUE(sb.orderly.load());
       const auto t0 = Clock::now();
