@@ -113,14 +113,26 @@ std::byte* WorkBuffer::mem_at(std::size_t off, std::size_t cnt) {
 }
 
 void WorkBuffer::forget_pending(std::size_t off, std::size_t cnt) {
+  // In place (the ranges stay sorted and disjoint): this runs for most steps of every op, and a
+  // fresh vector each time was an allocation each.
   const std::size_t end = off + cnt;
-  std::vector<Pending> kept;
-  for (auto& r : pending_) {
-    if (r.end <= off || r.begin >= end) { kept.push_back(r); continue; }
-    if (r.begin < off) kept.push_back({r.begin, off, r.src});
-    if (r.end > end) kept.push_back({end, r.end, r.src + (end - r.begin) * esize_});
+  for (std::size_t i = 0; i < pending_.size();) {
+    const Pending r = pending_[i];
+    if (r.end <= off || r.begin >= end) {
+      ++i;
+    } else if (r.begin < off && r.end > end) {  // the middle goes: two ranges remain
+      pending_[i] = {r.begin, off, r.src};
+      pending_.insert(pending_.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                      {end, r.end, r.src + (end - r.begin) * esize_});
+      i += 2;
+    } else if (r.begin < off) {
+      pending_[i++] = {r.begin, off, r.src};
+    } else if (r.end > end) {
+      pending_[i++] = {end, r.end, r.src + (end - r.begin) * esize_};
+    } else {
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
   }
-  pending_.swap(kept);
 }
 
 void WorkBuffer::materialize(std::size_t off, std::size_t cnt) {
