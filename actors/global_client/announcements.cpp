@@ -41,11 +41,17 @@ Status compare_announcements(const OpAnnouncement& f, const OpAnnouncement& o, u
                     " but node " + std::to_string(o.node) + " calls " + describe(o)};
 }
 
-Status judge_announcements(const std::vector<OpAnnouncement>& all, uint64_t seq) {
-  for (const auto& a : all)
-    if (!a.status.is_ok()) return node_failure(a, seq);
-  for (std::size_t k = 1; k < all.size(); ++k)
-    if (auto s = compare_announcements(all[0], all[k], seq); !s.is_ok()) return s;
+Status judge_announcements(const std::vector<std::optional<OpAnnouncement>>& by_node,
+                           const std::vector<bool>& takes_part, uint64_t seq) {
+  const OpAnnouncement* first = nullptr;
+  for (std::size_t k = 0; k < by_node.size(); ++k) {
+    if (!takes_part[k]) continue;
+    if (!by_node[k]->status.is_ok()) return node_failure(*by_node[k], seq);
+    if (!first) first = &*by_node[k];
+  }
+  for (std::size_t k = 0; k < by_node.size(); ++k)
+    if (takes_part[k] && &*by_node[k] != first)
+      if (auto s = compare_announcements(*first, *by_node[k], seq); !s.is_ok()) return s;
   return Status::ok();
 }
 

@@ -2,6 +2,7 @@
 // OpAnnouncement, what a node tells every other node when all of its peers have called one
 // collective op), so that a disagreement gives every peer of every node the same error.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,12 @@ namespace chorus {
 // "all_reduce sum of f32[4, 4]"
 std::string describe(const OpAnnouncement& a);
 
-// The error of op `seq` given every node's announcement (indexed by node; all present), or ok:
-// the lowest node whose peers disagree among themselves, else the first node that differs from
-// node 0, with the code of the first field that differs.
-Status judge_announcements(const std::vector<OpAnnouncement>& all, uint64_t seq);
+// The error of op `seq` given every node's announcement (indexed by node; present for every node
+// that takes part, the others skipped), or ok: the lowest node whose peers disagree among
+// themselves, else the first node that differs from the lowest, with the code of the first field
+// that differs. Reads them where they lie (no copy: this runs once per op and peer).
+Status judge_announcements(const std::vector<std::optional<OpAnnouncement>>& by_node,
+                           const std::vector<bool>& takes_part, uint64_t seq);
 // The error a node reports for its own peers' disagreement, worded as every other node words it.
 Status node_failure(const OpAnnouncement& a, uint64_t seq);
 // The first difference between two announcements (ok when they agree).

@@ -296,14 +296,10 @@ Status NetOp::conclude(int p, Status local) {
   bool last = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    std::vector<OpAnnouncement> all;
     std::string missing;
-    for (uint32_t k = 0; k < nodes; ++k) {
-      if (!takes_part_[k]) continue;
-      if (ann_[k]) all.push_back(*ann_[k]);
-      else missing += (missing.empty() ? "" : ", ") + std::to_string(k);
-    }
-    if (missing.empty()) result = judge_announcements(all, seq_);
+    for (uint32_t k = 0; k < nodes; ++k)
+      if (takes_part_[k] && !ann_[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    if (missing.empty()) result = judge_announcements(ann_, takes_part_, seq_);
     // The first of: the announcements' verdict, a lost node, a node that left, a node that never
     // called, this peer's own error.
     // The loss in the words every other way to it uses ("all_reduce #3: node 2 lost ...").
