@@ -133,6 +133,7 @@ uint32_t GlobalClient::node_of(uint32_t rank) const {
 
 std::vector<uint32_t> GlobalClient::rank_nodes(const std::vector<uint32_t>& members) const {
   std::vector<uint32_t> rank_node;
+  rank_node.reserve(members.empty() ? total_peers() : members.size());
   if (members.empty())
     for (uint32_t r = 0; r < total_peers(); ++r) rank_node.push_back(node_of(r));
   else
