@@ -29,7 +29,8 @@ Tensor pinned(DType dtype, const Shape& shape) {
   const std::size_t bytes = Tensor::borrow(nullptr, dtype, shape).nbytes();
   try {
     std::shared_ptr<std::byte> buf = pinned_pool().take(bytes);
-    return Tensor::wrap(buf.get(), dtype, shape, Device::cpu(), std::move(buf));
+    std::byte* at = buf.get();  // before buf is moved: arguments are evaluated in no set order
+    return Tensor::wrap(at, dtype, shape, Device::cpu(), std::move(buf));
   } catch (const std::bad_alloc&) {
     return Tensor::zeros(dtype, shape);
   }
