@@ -14,16 +14,16 @@
 
 #include "core/wait.hpp"
 #include "cuda/device_plan.hpp"
+#include "cuda/ipc_mappings.hpp"
 
 namespace chorus::gpu {
 
-inline constexpr std::size_t kIpcHandleBytes = 64;  // CUDA_IPC_HANDLE_SIZE
 using GpuUuid = std::array<unsigned char, 16>;      // the GPU as every process names it
 
 // A buffer as another process opens it: the handle of the allocation that holds it, and where in
 // that allocation it starts.
 struct IpcBuffer {
-  std::array<unsigned char, kIpcHandleBytes> handle{};
+  IpcHandle handle{};
   uint64_t offset = 0;
 };
 
@@ -36,8 +36,10 @@ class IpcCalls {
   // The handle of the allocation on `device` that holds `p`.
   virtual Status export_buffer(int device, const void* p, IpcBuffer& b) = 0;
   // Where another process's exported buffer lies in this one, on `device` (the same GPU). Opened
-  // once per allocation and kept: a later op on the same buffers costs a lookup.
+  // once per allocation and kept (cuda/ipc_mappings.hpp): a later op on the same buffers costs a
+  // lookup. Held until release_buffer: the op that opened it calls that once it has run.
   virtual Status open_buffer(int device, const IpcBuffer& b, void** p) = 0;
+  virtual void release_buffer(int device, const IpcBuffer& b) = 0;
   // Runs `c` (every buffer now addressable here) as the plan of cuda/device_plan.hpp, by the
   // lead's device actor; returns once every result is in place, at the latest at `deadline`.
   virtual Status run(const DeviceCollective& c, Clock::time_point deadline) = 0;

@@ -1,13 +1,12 @@
 // cuda/ipc_calls.hpp with CUDA: handles by cudaIpcGetMemHandle of the allocation that holds a
 // buffer (found with the driver's cuMemGetAddressRange, through the runtime's entry point so that
-// nothing links libcuda directly), opened once with cudaIpcOpenMemHandle on the device's actor and
-// kept; the plan runs as gpu::run_collective's.
+// nothing links libcuda directly), opened with cudaIpcOpenMemHandle on the device's actor and kept
+// (cuda/ipc_mappings.hpp); the plan runs as gpu::run_collective's.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
 #include <cstring>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,11 +20,40 @@ namespace chorus::gpu {
 
 namespace {
 
-// Opened handles are kept (opening costs a driver round trip); past this many the oldest are
-// closed: by then their op has ended (a lead opens a buffer only for the op it runs).
+// Mappings of other processes' buffers kept beyond those an op holds (cuda/ipc_mappings.hpp).
 constexpr std::size_t kKeptOpen = 256;
 
 Clock::time_point bookkeeping_deadline() { return Clock::now() + std::chrono::seconds(60); }
+
+// Opens and closes run on the device's actor, which owns the device's context.
+Status open_on(int device, const IpcHandle& h, void** base, bool* already_mapped) {
+  auto at = std::make_shared<void*>(nullptr);  // the task owns where it writes
+  auto refused = std::make_shared<bool>(false);
+  Status error;
+  DeviceWorker* w = DeviceWorker::find(device, error);
+  if (!w) return error;
+  error = w->call([at, refused, h]() -> Status {
+    cudaIpcMemHandle_t handle{};
+    static_assert(sizeof handle == kIpcHandleBytes);
+    std::memcpy(&handle, h.data(), sizeof handle);
+    if (auto e = cudaIpcOpenMemHandle(at.get(), handle, cudaIpcMemLazyEnablePeerAccess); e != cudaSuccess) {
+      *refused = e == cudaErrorAlreadyMapped;
+      cudaGetLastError();  // not sticky: clear it
+      return cuda_error("cudaIpcOpenMemHandle", e);
+    }
+    return Status::ok();
+  }, bookkeeping_deadline(), "opening another process's buffer on cuda:" + std::to_string(device));
+  *already_mapped = *refused;
+  if (error.is_ok()) *base = *at;
+  return error;
+}
+
+void close_on(int device, void* base) {
+  (void)DeviceWorker::of(device).call([base]() -> Status {
+    cudaIpcCloseMemHandle(base);
+    return Status::ok();
+  });
+}
 
 class CudaIpc final : public IpcCalls {
  public:
@@ -72,46 +100,13 @@ class CudaIpc final : public IpcCalls {
   }
 
   Status open_buffer(int device, const IpcBuffer& b, void** p) override {
-    const Key key{device, b.handle};
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = open_.find(key); it != open_.end()) {
-        *p = static_cast<std::byte*>(it->second) + b.offset;
-        return Status::ok();
-      }
-    }
-    auto base = std::make_shared<void*>(nullptr);
-    Status error;
-    DeviceWorker* w = DeviceWorker::find(device, error);
-    if (!w) return error;
-    error = w->call([base, h = b.handle]() -> Status {
-      cudaIpcMemHandle_t handle{};
-      std::memcpy(&handle, h.data(), sizeof handle);
-      if (auto e = cudaIpcOpenMemHandle(base.get(), handle, cudaIpcMemLazyEnablePeerAccess); e != cudaSuccess)
-        return cuda_error("cudaIpcOpenMemHandle", e);
-      return Status::ok();
-    }, bookkeeping_deadline(), "opening another process's buffer on cuda:" + std::to_string(device));
-    if (!error.is_ok()) return error;
-    std::vector<std::pair<int, void*>> closing;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      open_.emplace(key, *base);
-      order_.push_back(key);
-      while (order_.size() > kKeptOpen) {
-        auto it = open_.find(order_.front());
-        closing.emplace_back(order_.front().first, it->second);
-        open_.erase(it);
-        order_.pop_front();
-      }
-    }
-    for (auto [d, q] : closing)  // not under the lock: the device actor may be busy
-      (void)DeviceWorker::of(d).call([q]() -> Status {
-        cudaIpcCloseMemHandle(q);
-        return Status::ok();
-      });
-    *p = static_cast<std::byte*>(*base) + b.offset;
+    void* base = nullptr;
+    if (auto e = mappings_.acquire(device, b.handle, &base, bookkeeping_deadline()); !e.is_ok()) return e;
+    *p = static_cast<std::byte*>(base) + b.offset;
     return Status::ok();
   }
+
+  void release_buffer(int device, const IpcBuffer& b) override { mappings_.release(device, b.handle); }
 
   Status run(const DeviceCollective& c, Clock::time_point deadline) override {
     DeviceCollective plain = c;
@@ -120,8 +115,6 @@ class CudaIpc final : public IpcCalls {
   }
 
  private:
-  using Key = std::pair<int, std::array<unsigned char, kIpcHandleBytes>>;
-
   // The allocation that holds `p` (the caller's tensor may start inside one).
   static Status address_range(const void* p, CUdeviceptr& base, std::size_t& size) {
     static PFN_cuMemGetAddressRange_v3020 fn = [] {
@@ -145,8 +138,7 @@ class CudaIpc final : public IpcCalls {
   };
   std::mutex mu_;
   std::map<int, Known> known_;
-  std::map<Key, void*> open_;
-  std::deque<Key> order_;
+  IpcMappings mappings_{{open_on, close_on}, kKeptOpen};
 };
 
 } // namespace

@@ -96,6 +96,7 @@ TEST_F(CudaIpc, AnAllReduceRunsOnceByTheLeadOverEveryProcesssBuffers) {
   // peers on nodes 1 and 2 and uses its own node's two as they are.
   EXPECT_EQ(ipc_.exports(), 3 * kRanks);
   EXPECT_EQ(ipc_.opens(), 3 * (kRanks - kPeers));
+  EXPECT_EQ(ipc_.releases(), ipc_.opens());  // the lead holds what it opened only while its op runs
   EXPECT_EQ(memory_.copies(), 0u);  // nothing staged through host memory
 }
 
@@ -188,6 +189,8 @@ TEST_F(CudaIpc, TheLeadsFailureIsEveryPeersError) {
     EXPECT_EQ(st[r], st[0]) << r;
   }
   EXPECT_EQ(st[0].message(), "all_reduce #0: fake: an illegal memory access was encountered");
+  EXPECT_GT(ipc_.opens(), 0);
+  EXPECT_EQ(ipc_.releases(), ipc_.opens());  // a failed run lets go of its buffers too
   ipc_.fail_runs_with(Status::ok());
   expect_sums(everyone(sum_of_ranks(data)), data);
   expect_strategy("cuda-ipc");

@@ -40,6 +40,8 @@ Status FakeIpc::open_buffer(int, const gpu::IpcBuffer& b, void** p) {
   return Status::ok();
 }
 
+void FakeIpc::release_buffer(int, const gpu::IpcBuffer&) { ++releases_; }
+
 void FakeIpc::fail_exports_with(Status s) {
   std::lock_guard<std::mutex> lock(mu_);
   export_failure_ = std::move(s);

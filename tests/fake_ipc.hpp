@@ -24,6 +24,7 @@ class FakeIpc final : public gpu::IpcCalls {
   Status identify(int device, gpu::GpuUuid& id) override;
   Status export_buffer(int device, const void* p, gpu::IpcBuffer& b) override;
   Status open_buffer(int device, const gpu::IpcBuffer& b, void** p) override;
+  void release_buffer(int device, const gpu::IpcBuffer& b) override;
   Status run(const gpu::DeviceCollective& c, Clock::time_point deadline) override;
 
   void fail_runs_with(Status s);
@@ -34,6 +35,7 @@ class FakeIpc final : public gpu::IpcCalls {
   void release_runs();
   int exports() const { return exports_.load(); }
   int opens() const { return opens_.load(); }
+  int releases() const { return releases_.load(); }
   int runs() const { return runs_.load(); }
   int buffers_in_last_run() const { return last_buffers_.load(); }
 
@@ -45,7 +47,7 @@ class FakeIpc final : public gpu::IpcCalls {
   Status failure_, export_failure_;
   std::condition_variable cv_;
   bool hold_ = false, running_ = false;
-  std::atomic<int> exports_{0}, opens_{0}, runs_{0}, last_buffers_{0};
+  std::atomic<int> exports_{0}, opens_{0}, releases_{0}, runs_{0}, last_buffers_{0};
 };
 
 // The double plays CUDA IPC while it lives.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "actors/global_client/global_client.hpp"
 #include "actors/local_server/op_validation.hpp"
@@ -86,6 +87,15 @@ Status lead(gpu::IpcCalls& ipc, const Arena& arena, uint64_t seq, const ArenaOp&
   c.root = static_cast<int>(op.root);
   c.count = op.count;
   c.label = label;
+  // What this op opened is held until its plan has run (a held mapping is never closed).
+  struct Held {
+    gpu::IpcCalls& ipc;
+    int device;
+    std::vector<gpu::IpcBuffer> buffers;
+    ~Held() {
+      for (const auto& b : buffers) ipc.release_buffer(device, b);
+    }
+  } held{ipc, device, {}};
   for (uint32_t r = 0; r < op.n; ++r) {
     GpuPost p;
     std::memcpy(&p, arena.input_of(r, seq), sizeof p);
@@ -101,7 +111,9 @@ Status lead(gpu::IpcCalls& ipc, const Arena& arena, uint64_t seq, const ArenaOp&
         at = reinterpret_cast<void*>(static_cast<uintptr_t>(addr));
         return Status::ok();
       }
-      return gpu::in_context(label + ": rank " + std::to_string(r) + "'s buffer", ipc.open_buffer(device, h, &at));
+      Status st = ipc.open_buffer(device, h, &at);
+      if (st.is_ok()) held.buffers.push_back(h);
+      return gpu::in_context(label + ": rank " + std::to_string(r) + "'s buffer", std::move(st));
     };
     void* in = nullptr;
     if (auto e = where(p.has_in, p.in_addr, p.in, in); !e.is_ok()) return e;
