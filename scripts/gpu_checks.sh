@@ -5,7 +5,7 @@
 #   1. the GPU test cases (device_tensors_on_gpu_test, device_tensors_test, cuda_device_test), the
 #      tests of the GPU layer's plain C++ (device_plan_test: the op plans; device_queue_test: the
 #      device actors' mailbox) and the GPU example (chorus-gpu-example);
-#   2. compute-sanitizer memcheck and racecheck over the GPU tests, where compute-sanitizer exists;
+#   2. (run last, being the slowest) compute-sanitizer memcheck and racecheck over the GPU tests;
 #   3. chorus-bench --device cuda for every op (4 logical peers on GPU 0), the 256 MiB all_reduce
 #      against the memory-bound ideal (target: at most 1.25x), and the 1 KiB all_reduce between 2
 #      logical peers (target: median at most 30 us);
@@ -27,11 +27,16 @@ if ! ldconfig -p 2>/dev/null | grep libnccl.so.2 >/dev/null; then
 fi
 export PATH="$PATH:/usr/local/cuda/bin"  # compute-sanitizer often lives only there
 status=0
+# Device time is lent by the minute: no step may take more than GPU_CHECK_STEP_S seconds (a hung
+# step is a failure, and the steps after it still run).
+step_s=${GPU_CHECK_STEP_S:-150}
 run() {  # name, command...
   local name=$1; shift
   echo "== $name: $*" | tee -a "$out/summary.txt"
-  if "$@" >"$out/$name.log" 2>&1; then echo "   ok" | tee -a "$out/summary.txt"
-  else echo "   FAILED (exit $?; see $name.log)" | tee -a "$out/summary.txt"; status=1; fi
+  local t0=$SECONDS cmd=(timeout -k 5 "$step_s")
+  [ "$(type -t "$1")" = function ] && cmd=()  # a shell function cannot run under timeout
+  if "${cmd[@]}" "$@" >"$out/$name.log" 2>&1; then echo "   ok ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
+  else echo "   FAILED (exit $?, $((SECONDS - t0)) s; see $name.log)" | tee -a "$out/summary.txt"; status=1; fi
   grep -iE "SKIPPED|PASSED|FAILED|Out of bounds|ideal|ERROR SUMMARY" "$out/$name.log" | head -40 >>"$out/summary.txt" || true
 }
 nvidia-smi -L | tee "$out/summary.txt" || echo "no nvidia-smi" | tee "$out/summary.txt"
@@ -56,12 +61,6 @@ if [ "$gpus" -lt 1 ]; then
   echo "== no GPU visible (nvidia-smi): the GPU checks cannot run here" | tee -a "$out/summary.txt"
   exit 1
 fi
-if command -v compute-sanitizer >/dev/null; then
-  run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/device_tensors_on_gpu_test" --gtest_filter='DeviceTensorsOnGpu.*'
-  run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/device_tensors_on_gpu_test" --gtest_filter='DeviceTensorsOnGpu.*:-*Distinct*'
-else
-  echo "== compute-sanitizer not found: memcheck and racecheck NOT run" | tee -a "$out/summary.txt"; status=1
-fi
 bench="$bin/chorus-bench --device cuda --timeout-ms 60000"
 for op in all_reduce reduce broadcast all_gather reduce_scatter all_to_all gather scatter send_recv barrier; do
   run "bench_$op" $bench --op $op --peers 4 -b 1K -e 64M -f 8 -n 20 -w 5
@@ -84,8 +83,8 @@ ipc_pair() {
   "$bin/chorus-orchestrator" --port 0 --nodes 2 >"$log" 2>&1 &
   local orch=$!
   for _ in $(seq 50); do port=$(grep -oE 'port [0-9]+' "$log" | head -1 | cut -d' ' -f2); [ -n "$port" ] && break; sleep 0.1; done
-  "$bin/chorus-gpu-nodes-example" "127.0.0.1:$port" 2 127.0.0.1 0 & local a=$!
-  "$bin/chorus-gpu-nodes-example" "127.0.0.1:$port" 2 127.0.0.1 0; local rb=$?
+  timeout -k 5 "$step_s" "$bin/chorus-gpu-nodes-example" "127.0.0.1:$port" 2 127.0.0.1 0 & local a=$!
+  timeout -k 5 "$step_s" "$bin/chorus-gpu-nodes-example" "127.0.0.1:$port" 2 127.0.0.1 0; local rb=$?
   wait $a; local ra=$?
   kill $orch 2>/dev/null; wait $orch 2>/dev/null
   [ $ra = 0 ] && [ $rb = 0 ]
@@ -98,5 +97,12 @@ for p in 1 2; do
     run "bench_ipc_${p}x2_$op" $bench --op $op --nodes 2 --peers $p -b 1K -e 256M -f 16 -n 10 -w 2
   done
 done
+# The sanitizers last: they are the slowest steps, and the figures above matter more if time runs out.
+if command -v compute-sanitizer >/dev/null; then
+  run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/device_tensors_on_gpu_test" --gtest_filter='DeviceTensorsOnGpu.*'
+  run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/device_tensors_on_gpu_test" --gtest_filter='DeviceTensorsOnGpu.*:-*Distinct*'
+else
+  echo "== compute-sanitizer not found: memcheck and racecheck NOT run" | tee -a "$out/summary.txt"; status=1
+fi
 echo "== done: $( [ $status = 0 ] && echo all passed || echo some FAILED ) (logs in $out)" | tee -a "$out/summary.txt"
 exit $status
