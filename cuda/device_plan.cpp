@@ -179,7 +179,49 @@ int lead_device(const DeviceCollective& c) {
 }
 
 DevicePlan plan_collective(const DeviceCollective& c, const ScratchFn& scratch) {
-  return Builder(c, scratch).build();
+  DevicePlan plan = Builder(c, scratch).build();
+  plan.steps = batch_copies(std::move(plan.steps), plan.lead);
+  return plan;
+}
+
+std::vector<DeviceStep> batch_copies(std::vector<DeviceStep> steps, int device) {
+  std::vector<DeviceStep> out;
+  out.reserve(steps.size());
+  std::vector<DeviceCopy> run;
+  auto flush = [&] {
+    if (run.size() == 1) {
+      DeviceStep s{DeviceStep::Kind::copy};
+      s.copy = run[0];
+      out.push_back(std::move(s));
+    } else if (!run.empty()) {
+      DeviceStep s{DeviceStep::Kind::copies};
+      s.copies = {device, std::move(run)};
+      out.push_back(std::move(s));
+    }
+    run.clear();
+  };
+  // Order binds c to an earlier copy b where c reads what b writes, or writes what b reads or writes.
+  auto bound = [&](const DeviceCopy& c) {
+    for (const DeviceCopy& b : run)
+      if (overlap(c.src, c.bytes, b.dst, b.bytes) || overlap(c.dst, c.bytes, b.src, b.bytes) ||
+          overlap(c.dst, c.bytes, b.dst, b.bytes))
+        return true;
+    return false;
+  };
+  for (DeviceStep& s : steps) {
+    const DeviceCopy& c = s.copy;
+    const bool joins = s.kind == DeviceStep::Kind::copy && c.dst_device == device && c.src_device == device &&
+                       c.bytes <= kBatchedCopyBytes;
+    if (!joins) {
+      flush();
+      out.push_back(std::move(s));
+      continue;
+    }
+    if (static_cast<int>(run.size()) == kMaxBatchedCopies || bound(c)) flush();
+    run.push_back(c);
+  }
+  flush();
+  return out;
 }
 
 std::size_t input_bytes(const DeviceCollective& c, int rank) {

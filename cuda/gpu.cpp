@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/device_memory.hpp"
+#include "cuda/copy_kernel.hpp"
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_worker.hpp"
 #include "cuda/nccl_collective.hpp"
@@ -68,6 +69,8 @@ Status issue_plan(DeviceWorker& w, const DeviceCollective& op, const DevicePlan&
         return cuda_error("copy of " + std::to_string(k.bytes) + " bytes from cuda:" + std::to_string(k.src_device) +
                               " to cuda:" + std::to_string(k.dst_device),
                           e);
+    } else if (st.kind == DeviceStep::Kind::copies) {
+      if (Status r = launch_copies(s, st.copies.copies); !r.is_ok()) return r;
     } else if (Status r = run_reduce(w, op.dtype, op.redop, st.reduce, held); !r.is_ok()) {
       return r;
     }

@@ -46,6 +46,15 @@ void run_on_host(const DevicePlan& plan, const Memory& mem, DType t, ReduceOp op
       EXPECT_EQ(mem.device_of(c.src, c.bytes), c.src_device) << "copy source claims the wrong device";
       return;
     }
+    if (s.kind == DeviceStep::Kind::copies) {
+      EXPECT_EQ(s.copies.device, plan.lead);
+      EXPECT_GE(s.copies.copies.size(), 2u);
+      for (const DeviceCopy& c : s.copies.copies) {
+        EXPECT_EQ(mem.device_of(c.dst, c.bytes), plan.lead) << "the copy kernel would write another GPU";
+        EXPECT_EQ(mem.device_of(c.src, c.bytes), plan.lead) << "the copy kernel would read another GPU";
+      }
+      return;
+    }
     const DeviceReduce& r = s.reduce;
     EXPECT_EQ(r.device, plan.lead);
     for (auto p : r.srcs) EXPECT_EQ(mem.device_of(p, r.count * es), plan.lead) << "a kernel would read another GPU";
@@ -259,6 +268,67 @@ TEST(DevicePlan, LeadIsTheRootsDeviceForRootedOps) {
   EXPECT_EQ(lead_device(op), 3);
   op.kind = OpKind::all_reduce;
   EXPECT_EQ(lead_device(op), 0);
+}
+
+// Logical peers on one GPU: an all_gather's 16 small copies are one batch (one kernel), and the
+// plan still gives the reference result (the checks above run batches in reverse order).
+TEST(DevicePlan, AllGatherOnOneGpuIsOneCopyKernel) {
+  Memory mem;
+  DeviceCollective op;
+  op.kind = OpKind::all_gather;
+  op.count = 16;
+  for (int p = 0; p < 4; ++p) op.peers.push_back({0, mem.make(64, 0), mem.make(4 * 64, 0)});
+  DevicePlan plan = plan_collective(op, [&](int, std::size_t b) { return mem.make(b, 0); });
+  ASSERT_EQ(plan.steps.size(), 1u);
+  ASSERT_EQ(plan.steps[0].kind, DeviceStep::Kind::copies);
+  EXPECT_EQ(plan.steps[0].copies.copies.size(), 16u);
+  check({OpKind::all_gather, 4, {0, 0, 0, 0}});
+}
+
+DeviceStep copy_step(void* dst, const void* src, std::size_t bytes, int dd = 0, int sd = 0) {
+  DeviceStep s{DeviceStep::Kind::copy};
+  s.copy = {dst, dd, src, sd, bytes};
+  return s;
+}
+
+// What binds an order ends a batch: reading what an earlier copy wrote, writing what it read or
+// wrote. Large copies, other devices' copies and reductions run alone, in their place.
+TEST(DevicePlan, BatchesEndWhereOrderMattersAndTakeOnlySmallCopiesOnTheLead) {
+  std::vector<std::byte> m(1 << 12);
+  std::byte* b = m.data();
+  auto kinds = [](const std::vector<DeviceStep>& st) {
+    std::vector<std::size_t> k;
+    for (auto& s : st) k.push_back(s.kind == DeviceStep::Kind::copies ? s.copies.copies.size() : 0);
+    return k;
+  };
+  // a->b, c->d independent; then b->e reads what the first wrote: a new batch.
+  auto st = batch_copies({copy_step(b + 100, b, 10), copy_step(b + 300, b + 200, 10), copy_step(b + 400, b + 105, 10),
+                          copy_step(b + 500, b + 600, 10)},
+                         0);
+  EXPECT_EQ(kinds(st), (std::vector<std::size_t>{2, 2}));
+  // Writing what an earlier copy reads (a->b then c->a), and writing what it writes.
+  st = batch_copies({copy_step(b + 100, b, 10), copy_step(b + 5, b + 200, 10)}, 0);
+  EXPECT_EQ(kinds(st), (std::vector<std::size_t>{0, 0}));
+  st = batch_copies({copy_step(b + 100, b, 10), copy_step(b + 109, b + 200, 10)}, 0);
+  EXPECT_EQ(kinds(st), (std::vector<std::size_t>{0, 0}));
+  // Adjacent but not overlapping ranges batch.
+  st = batch_copies({copy_step(b + 100, b, 10), copy_step(b + 110, b + 10, 10)}, 0);
+  EXPECT_EQ(kinds(st), (std::vector<std::size_t>{2}));
+  // A large copy, a copy from another device and a reduction split the runs and stay themselves.
+  DeviceStep red{DeviceStep::Kind::reduce};
+  st = batch_copies({copy_step(b + 100, b, 10), copy_step(b + 200, b + 20, 10),
+                     copy_step(b + 1000, b + 2000, kBatchedCopyBytes + 1), copy_step(b + 300, b + 40, 10),
+                     copy_step(b + 400, b + 60, 10, 0, 1), copy_step(b + 500, b + 80, 10), red,
+                     copy_step(b + 600, b + 90, 10), copy_step(b + 700, b + 95, 1)},
+                    0);
+  EXPECT_EQ(kinds(st), (std::vector<std::size_t>{2, 0, 0, 0, 0, 0, 2}));
+  EXPECT_EQ(st[1].copy.bytes, kBatchedCopyBytes + 1);
+  EXPECT_EQ(st[3].copy.src_device, 1);
+  EXPECT_EQ(st[5].kind, DeviceStep::Kind::reduce);
+  // Past the kernel's table a batch ends.
+  std::vector<DeviceStep> many;
+  for (int i = 0; i < kMaxBatchedCopies + 3; ++i) many.push_back(copy_step(b + 2048 + i, b + i, 1));
+  EXPECT_EQ(kinds(batch_copies(many, 0)), (std::vector<std::size_t>{static_cast<std::size_t>(kMaxBatchedCopies), 3}));
 }
 
 } // namespace

@@ -1,5 +1,5 @@
 // A GPU op plan (cuda/device_plan.hpp) run on host memory, as the GPU executor runs it with
-// cudaMemcpy*Async and the reduction kernel: copies as memcpy, each reduction folded by reduce_n.
+// cudaMemcpy*Async, the copy kernel and the reduction kernel: copies as memcpy, each reduction folded by reduce_n.
 // For the plan tests and the CUDA IPC double. `check` sees each step before it runs.
 #pragma once
 #include <cstring>
@@ -18,6 +18,13 @@ inline void run_plan_on_host(const gpu::DevicePlan& plan, DType t, ReduceOp op,
     if (check) check(s);
     if (s.kind == gpu::DeviceStep::Kind::copy) {
       std::memcpy(s.copy.dst, s.copy.src, s.copy.bytes);
+      continue;
+    }
+    if (s.kind == gpu::DeviceStep::Kind::copies) {
+      // The kernel runs them in no order: last first here, so that a batch that needed an order
+      // gives a wrong result.
+      for (auto it = s.copies.copies.rbegin(); it != s.copies.copies.rend(); ++it)
+        std::memcpy(it->dst, it->src, it->bytes);
       continue;
     }
     const gpu::DeviceReduce& r = s.reduce;
