@@ -51,29 +51,34 @@ ArenaCall describe_gpu(PeerState& s, gpu::IpcCalls& ipc, const OpRequestData& re
     device = t->device().index;
   }
   if (device < 0 || !ipc.identify(device, post.gpu).is_ok()) return c;
-  post.node = s.global->node_id();
+  post.node = s.global ? s.global->node_id() : 0;
   c.place = place_of(post.gpu);
   c.fits = true;
   return c;
 }
 
-// This peer's buffers as handles, in `post`: whether they could be exported.
-bool export_buffers(gpu::IpcCalls& ipc, int device, const Tensor& in, const Tensor& out, GpuPost& post) {
+// Where this peer's buffers lie, in `post`: the output is the input where the call passes one tensor.
+void place_buffers(const Tensor& in, const Tensor& out, GpuPost& post) {
   const Tensor& o = out.defined() ? out : in;
   if (in.defined()) {
-    if (!ipc.export_buffer(device, in.data(), post.in).is_ok()) return false;
     post.has_in = 1;
     post.in_addr = reinterpret_cast<uintptr_t>(in.data());
   }
   if (o.defined()) {
-    if (o.data() == in.data()) {
-      post.out = post.in;
-    } else if (!ipc.export_buffer(device, o.data(), post.out).is_ok()) {
-      return false;
-    }
     post.has_out = 1;
     post.out_addr = reinterpret_cast<uintptr_t>(o.data());
   }
+}
+
+// This peer's buffers as handles too, in `post`: whether they could be exported.
+bool export_buffers(gpu::IpcCalls& ipc, int device, const Tensor& in, const Tensor& out, GpuPost& post) {
+  const Tensor& o = out.defined() ? out : in;
+  if (in.defined() && !ipc.export_buffer(device, in.data(), post.in).is_ok()) return false;
+  if (o.defined()) {
+    if (o.data() == in.data()) post.out = post.in;
+    else if (!ipc.export_buffer(device, o.data(), post.out).is_ok()) return false;
+  }
+  place_buffers(in, out, post);
   return true;
 }
 
@@ -186,6 +191,44 @@ std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpReques
     how = {Errc::timeout, label + ": rank " + std::to_string(lead_rank) + " (node " +
                               std::to_string(s.global->node_of(lead_rank)) +
                               "), which runs it on the shared GPU for every process, did not finish it in time"};
+  return record_end(s, rec, how);
+}
+
+std::optional<Status> gpu_local_arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
+                                                 const Tensor& out) {
+  gpu::IpcCalls* ipc = gpu::ipc_calls();
+  Arena& arena = s.arena->arena;
+  enter_arena(s, rec, req, in.defined() ? in : out);
+  GpuPost post;
+  int device = -1;
+  // Without the GPU layer's calls the call is posted as one that does not fit, so that the others
+  // learn it at once.
+  ArenaCall call = ipc ? describe_gpu(s, *ipc, req, in, out, arena.peers(), post, device) : ArenaCall{.kind = req.kind};
+  if (sizeof post > arena.slot_bytes()) call.fits = false;
+  if (call.fits) place_buffers(in, out, post);
+  const ArenaOp op = ArenaOp::of(call, arena.peers(), s.rank);
+  const uint64_t seq = req.seq;
+  if (arena.meet(op.rank, seq, call, &post, call.fits ? sizeof post : 0, rec.since + arena_wait(s.config),
+                 patience_for(op.n)) == Arena::Verdict::slow)
+    return std::nullopt;
+  record_matched(s, rec, RunStrategy::of(RunStrategy::Path::device));
+  const std::string label = std::string(to_string(op.kind)) + " #" + std::to_string(seq);
+  const uint32_t lead_rank = rooted(op.kind) ? op.root : 0;
+  const Clock::time_point deadline = rec.since + s.config.timeout;
+  if (op.rank == lead_rank) {
+    const Status st = lead(*ipc, arena, seq, op, post, device, label, deadline);
+    arena.conclude(lead_rank, seq, st);
+    return record_end(s, rec, st);
+  }
+  // The lead's run gives up at the deadline and answers within 2 s of it (cuda/gpu.cpp); a close
+  // of the arena (the runtime shutting down) does not stop a lead of this process from concluding.
+  const Clock::time_point give_up = deadline + std::chrono::seconds(3);
+  Status how;
+  Arena::Heard heard = arena.await_conclusion(lead_rank, seq, give_up, patience_for(op.n), how);
+  if (heard == Arena::Heard::closed) heard = arena.await_conclusion(lead_rank, seq, give_up, Patience{}, how, true);
+  if (heard != Arena::Heard::concluded)
+    how = {Errc::timeout, label + ": peer " + std::to_string(lead_rank) +
+                              ", which runs it on the GPU for every peer, did not finish it in time"};
   return record_end(s, rec, how);
 }
 

@@ -9,6 +9,11 @@
 // the arena with its status, which every peer returns. Anything else (other GPUs, host tensors
 // somewhere, a malformed call, a peer later than half the op's timeout) takes the ordinary path
 // (NCCL or staging) under the same sequence number.
+//
+// Logical peers of one process on one GPU meet in the process's arena the same way, once: their
+// calls, the GPU and their buffers' addresses, which the lead uses as they are (nothing exported,
+// nothing opened). Without it their op went through the local server, whose match cost a 1 KiB
+// all_reduce of 2 peers on an H200 10 of its ~25 us.
 #pragma once
 #include <optional>
 
@@ -20,5 +25,8 @@ namespace chorus::peer_impl {
 // ordinary path, with req.seq its sequence number (already taken) and `rec` noting its entry.
 std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
                                            const Tensor& out);
+// The same for the logical peers of one process (no node, no export; the path is "device").
+std::optional<Status> gpu_local_arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
+                                                 const Tensor& out);
 
 } // namespace chorus::peer_impl

@@ -179,9 +179,13 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
     }
     return ordinary(*s, rec, std::move(req), in, out);
   }
-  // The world's small ops on host tensors meet in the arena first, where peers share memory.
-  if (arena_open_to(*s, req))
-    if (auto done = arena_collective(*s, rec, req, in, out)) return logged(*s, kind, req.seq, *done);
+  // The world's small ops on host tensors meet in the arena first, where peers share memory; so do
+  // GPU tensors of the peers of one process (a lead runs the op where they all lie on one GPU).
+  if (arena_open_to(*s, req)) {
+    auto done = on_device(in, out) ? gpu_local_arena_collective(*s, rec, req, in, out)
+                                   : arena_collective(*s, rec, req, in, out);
+    if (done) return logged(*s, kind, req.seq, *done);
+  }
   return ordinary(*s, rec, std::move(req), in, out);
 }
 
