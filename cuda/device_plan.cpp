@@ -38,8 +38,10 @@ class Builder {
       case OpKind::gather: {
         // In place is my input already sitting in my block of the output; any other overlap of an
         // input with an output would read a block already replaced: such inputs are staged.
+        // Only outputs the op writes count: a gather's non-roots pass their input as the output.
         Inputs ins = inputs(block_, [&](int j, int i) {
-          return overlap(in(j), block_, out(i), n_ * block_) && !(i == j && in(j) == at(out(i), j * block_));
+          return (c_.kind == OpKind::all_gather || i == c_.root) && overlap(in(j), block_, out(i), n_ * block_) &&
+                 !(i == j && in(j) == at(out(i), j * block_));
         });
         for (int i = 0; i < n_; ++i)
           if (c_.kind == OpKind::all_gather || i == c_.root)
@@ -143,6 +145,19 @@ class Builder {
     Inputs ins = inputs(n_ * block_, [&](int j, int i) {
       return overlap(in(j), n_ * block_, out(i), block_) && !(j == i && out(i) == at(in(j), i * block_));
     });
+    // Every input and output on the lead: one pass for every block (in place too: block i's
+    // output is only block i of its own input, which no other block reads).
+    bool one_pass = true;
+    for (int j = 0; j < n_; ++j) one_pass = one_pass && ins.device[j] == plan_.lead && ins.ptr[j] && out(j) && dev(j) == plan_.lead;
+    if (one_pass) {
+      DeviceReduce r{plan_.lead, {}, ins.ptr, c_.count, divisor()};
+      for (int i = 0; i < n_; ++i) r.dsts.push_back(out(i));
+      r.block_stride = block_;
+      DeviceStep s{DeviceStep::Kind::reduce};
+      s.reduce = std::move(r);
+      plan_.steps.push_back(std::move(s));
+      return;
+    }
     for (int i = 0; i < n_; ++i) {
       std::vector<const void*> srcs;
       // Block i of an input on another GPU comes over into scratch slot j, reused for every block

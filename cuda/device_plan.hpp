@@ -43,13 +43,16 @@ struct DeviceCopy {
   std::size_t bytes;
 };
 // Every dsts[k][i] = (srcs[0][i] op srcs[1][i] op ...) / divisor, all on `device`; f16/bf16 fold in
-// f32 and round once. A dst may be one of the srcs (elementwise in place).
+// f32 and round once. A dst may be one of the srcs (elementwise in place). With a block_stride
+// (bytes), a reduce-scatter in one pass: dsts[y][i] = (srcs[0] + y*block_stride)[i] op ... for each
+// y (one kernel for every block instead of one a block).
 struct DeviceReduce {
   int device;
   std::vector<void*> dsts;
   std::vector<const void*> srcs;
   std::size_t count;
   std::size_t divisor;  // 1: none (avg divides by the peer count)
+  std::size_t block_stride = 0;
 };
 // Copies within the lead device that may run in any order, at once: none reads or writes bytes
 // another of them writes. One kernel runs them all (a launch per small copy cost an all_gather of

@@ -42,7 +42,8 @@ using Held = std::vector<std::shared_ptr<std::byte>>;
 Status run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceReduce& r, Held& held) {
   const int nsrc = static_cast<int>(r.srcs.size()), ndst = static_cast<int>(r.dsts.size());
   if (nsrc <= kMaxFan && ndst <= kMaxFan)
-    return launch_reduce(w.stream(), dtype, op, r.dsts.data(), ndst, r.srcs.data(), nsrc, r.count, r.divisor);
+    return launch_reduce(w.stream(), dtype, op, r.dsts.data(), ndst, r.srcs.data(), nsrc, r.count, r.divisor, nullptr,
+                         r.block_stride);
   std::vector<const void*> table(r.srcs);
   table.insert(table.end(), r.dsts.begin(), r.dsts.end());
   const std::size_t bytes = table.size() * sizeof(void*);
@@ -53,7 +54,8 @@ Status run_reduce(DeviceWorker& w, DType dtype, ReduceOp op, const DeviceReduce&
   if (auto e = cudaMemcpyAsync(dev_table, table.data(), bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(w.stream()));
       e != cudaSuccess)
     return cuda_error("copying the reduction's pointer table", e);
-  return launch_reduce(w.stream(), dtype, op, r.dsts.data(), ndst, r.srcs.data(), nsrc, r.count, r.divisor, dev_table);
+  return launch_reduce(w.stream(), dtype, op, r.dsts.data(), ndst, r.srcs.data(), nsrc, r.count, r.divisor, dev_table,
+                       r.block_stride);
 }
 
 // Issues every step of `plan` on w's stream, in order; the first failure stops it.

@@ -21,6 +21,7 @@ struct Args {
   int nsrc, ndst;
   std::size_t count;
   unsigned long long divisor;
+  std::size_t block_stride;  // bytes; non-zero: grid row y reduces block y of every source into dst y
   __device__ const void* source(int k) const { return src_table ? src_table[k] : src[k]; }
   __device__ void* destination(int k) const { return dst_table ? dst_table[k] : dst[k]; }
 };
@@ -100,14 +101,16 @@ struct alignas(sizeof(S) * V) Pack {
   S e[V];
 };
 
-// One pack of V elements at index `v` (in packs) of every source, folded and written to every dst.
+// One pack of V elements at index `v` (in packs) of every source (`off` bytes in), folded and
+// written to destinations [d0, d1).
 template <class E, class Op, int V>
-__device__ void reduce_pack(const Args& a, std::size_t v) {
+__device__ void reduce_pack(const Args& a, std::size_t v, std::size_t off, int d0, int d1) {
   using S = typename E::S;
   using A = typename E::A;
   using P = Pack<S, V>;
   A acc[V];
-  P p = static_cast<const P*>(a.source(0))[v];
+  auto src = [&](int k) { return reinterpret_cast<const P*>(static_cast<const unsigned char*>(a.source(k)) + off); };
+  P p = src(0)[v];
 #pragma unroll
   for (int e = 0; e < V; ++e) acc[e] = E::load(p.e[e]);
   // Sources in batches whose loads are all issued before the first is folded.
@@ -116,7 +119,7 @@ __device__ void reduce_pack(const Args& a, std::size_t v) {
     P q[kBatch];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j)
-      if (k0 + j < a.nsrc) q[j] = static_cast<const P*>(a.source(k0 + j))[v];
+      if (k0 + j < a.nsrc) q[j] = src(k0 + j)[v];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j)
       if (k0 + j < a.nsrc)
@@ -125,7 +128,7 @@ __device__ void reduce_pack(const Args& a, std::size_t v) {
   }
 #pragma unroll
   for (int e = 0; e < V; ++e) p.e[e] = E::store(divide(acc[e], a.divisor));
-  for (int k = 0; k < a.ndst; ++k) static_cast<P*>(a.destination(k))[v] = p;
+  for (int k = d0; k < d1; ++k) static_cast<P*>(a.destination(k))[v] = p;
 }
 
 template <class E, class Op, int V>
@@ -133,9 +136,12 @@ __global__ void reduce_kernel(Args a) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t packs = a.count / V;
-  for (std::size_t v = first; v < packs; v += stride) reduce_pack<E, Op, V>(a, v);
+  const std::size_t off = a.block_stride * blockIdx.y;
+  const int d0 = a.block_stride ? static_cast<int>(blockIdx.y) : 0;
+  const int d1 = a.block_stride ? d0 + 1 : a.ndst;
+  for (std::size_t v = first; v < packs; v += stride) reduce_pack<E, Op, V>(a, v, off, d0, d1);
   // The tail that does not fill a pack, element by element.
-  for (std::size_t i = packs * V + first; i < a.count; i += stride) reduce_pack<E, Op, 1>(a, i);
+  for (std::size_t i = packs * V + first; i < a.count; i += stride) reduce_pack<E, Op, 1>(a, i, off, d0, d1);
 }
 
 int blocks_for(std::size_t work, int threads) {
@@ -157,10 +163,11 @@ Status launch(cudaStream_t s, const Args& a, bool aligned) {
   constexpr int V = 16 / sizeof(typename E::S);
   constexpr int threads = 256;
   (void)cudaGetLastError();  // only this launch's error counts below
+  const unsigned rows = a.block_stride ? static_cast<unsigned>(a.ndst) : 1u;
   if (aligned)
-    reduce_kernel<E, Op, V><<<blocks_for(a.count / V + 1, threads), threads, 0, s>>>(a);
+    reduce_kernel<E, Op, V><<<dim3(blocks_for(a.count / V + 1, threads), rows), threads, 0, s>>>(a);
   else
-    reduce_kernel<E, Op, 1><<<blocks_for(a.count, threads), threads, 0, s>>>(a);
+    reduce_kernel<E, Op, 1><<<dim3(blocks_for(a.count, threads), rows), threads, 0, s>>>(a);
   if (auto e = cudaGetLastError(); e != cudaSuccess)
     return cuda_error("reduction kernel launch", e);
   return Status::ok();
@@ -191,7 +198,7 @@ Status by_op(cudaStream_t s, ReduceOp op, const Args& a, bool al) {
 
 Status launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, int ndst,
                           const void* const* srcs, int nsrc, std::size_t count, std::size_t divisor,
-                          const void* device_table) {
+                          const void* device_table, std::size_t block_stride) {
   const bool wide = nsrc > kMaxFan || ndst > kMaxFan;
   if (nsrc < 1 || ndst < 1 || (wide && !device_table))
     return {Errc::internal, "reduction kernel: " + std::to_string(nsrc) + " sources and " + std::to_string(ndst) +
@@ -201,6 +208,7 @@ Status launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, 
   bool al = true;
   for (int k = 0; k < nsrc; ++k) al &= reinterpret_cast<std::uintptr_t>(srcs[k]) % 16 == 0;
   for (int k = 0; k < ndst; ++k) al &= reinterpret_cast<std::uintptr_t>(dsts[k]) % 16 == 0;
+  al &= block_stride % 16 == 0;
   if (wide) {
     // The table is an array of pointers: sources first, then destinations.
     auto* table = static_cast<void* const*>(const_cast<void*>(device_table));
@@ -214,6 +222,7 @@ Status launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, 
   a.ndst = ndst;
   a.count = count;
   a.divisor = divisor;
+  a.block_stride = block_stride;
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
     case DType::f16: return by_op<F16>(s, op, a, al);

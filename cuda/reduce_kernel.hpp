@@ -15,12 +15,13 @@ namespace chorus::gpu {
 inline constexpr int kMaxFan = 64;
 
 // Launches on `stream` (a cudaStream_t of the current device). nsrc, ndst >= 1; a dst may equal a
-// src. Up to kMaxFan of each the pointers travel in the kernel's arguments; beyond that the caller
+// src. With `block_stride` (bytes), dsts[y] gets block y of every source, srcs[k] + y*block_stride
+// (a reduce-scatter's blocks in one launch). Up to kMaxFan of each the pointers travel in the kernel's arguments; beyond that the caller
 // passes `device_table`: device memory holding srcs[0..nsrc) then dsts[0..ndst), already copied
 // there on this stream (the host arrays are still needed for the alignment check). Returns the
 // launch error (device_error), invalid_argument for an op the dtype does not have, or ok.
 Status launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, int ndst,
                           const void* const* srcs, int nsrc, std::size_t count, std::size_t divisor,
-                          const void* device_table = nullptr);
+                          const void* device_table = nullptr, std::size_t block_stride = 0);
 
 } // namespace chorus::gpu

@@ -57,7 +57,12 @@ void run_on_host(const DevicePlan& plan, const Memory& mem, DType t, ReduceOp op
     }
     const DeviceReduce& r = s.reduce;
     EXPECT_EQ(r.device, plan.lead);
-    for (auto p : r.srcs) EXPECT_EQ(mem.device_of(p, r.count * es), plan.lead) << "a kernel would read another GPU";
+    const std::size_t last = r.block_stride * (r.block_stride ? r.dsts.size() - 1 : 0);  // the last block read
+    for (auto p : r.srcs) {
+      EXPECT_EQ(mem.device_of(p, r.count * es), plan.lead) << "a kernel would read another GPU";
+      EXPECT_EQ(mem.device_of(static_cast<const std::byte*>(p) + last, r.count * es), plan.lead)
+          << "a kernel would read past a buffer or another GPU";
+    }
     for (auto p : r.dsts) EXPECT_EQ(mem.device_of(p, r.count * es), plan.lead) << "a kernel would write another GPU";
   });
 }
@@ -256,8 +261,8 @@ TEST(DevicePlan, AvgDividesByThePeerCount) {
   op.count = 3;
   for (int p = 0; p < 3; ++p) op.peers.push_back({0, mem.make(36, 0), mem.make(12, 0)});
   DevicePlan plan = plan_collective(op, [&](int, std::size_t b) { return mem.make(b, 0); });
-  ASSERT_EQ(plan.steps.size(), 3u);
-  for (auto& s : plan.steps) EXPECT_EQ(s.reduce.divisor, 3u);
+  ASSERT_EQ(plan.steps.size(), 1u);  // one pass for every block (below)
+  EXPECT_EQ(plan.steps[0].reduce.divisor, 3u);
 }
 
 TEST(DevicePlan, LeadIsTheRootsDeviceForRootedOps) {
@@ -283,6 +288,44 @@ TEST(DevicePlan, AllGatherOnOneGpuIsOneCopyKernel) {
   ASSERT_EQ(plan.steps[0].kind, DeviceStep::Kind::copies);
   EXPECT_EQ(plan.steps[0].copies.copies.size(), 16u);
   check({OpKind::all_gather, 4, {0, 0, 0, 0}});
+}
+
+// A gather's non-roots pass their input where the output goes (as the runtime hands them over):
+// nothing is staged for outputs the op does not write; the root's copies are one batch.
+TEST(DevicePlan, AGatherStagesNothingForTheNonRootsOutputs) {
+  Memory mem;
+  DeviceCollective op;
+  op.kind = OpKind::gather;
+  op.root = 2;
+  op.count = 16;
+  for (int p = 0; p < 4; ++p) {
+    auto* in = mem.make(64, 0);
+    op.peers.push_back({0, in, p == 2 ? mem.make(4 * 64, 0) : in});
+  }
+  int scratch = 0;
+  DevicePlan plan = plan_collective(op, [&](int, std::size_t b) { return ++scratch, mem.make(b, 0); });
+  EXPECT_EQ(scratch, 0);
+  ASSERT_EQ(plan.steps.size(), 1u);
+  ASSERT_EQ(plan.steps[0].kind, DeviceStep::Kind::copies);
+  EXPECT_EQ(plan.steps[0].copies.copies.size(), 4u);
+}
+
+// Logical peers on one GPU: a reduce-scatter's blocks are one pass (one kernel, grid row per
+// block), out of place and in place, with the reference result.
+TEST(DevicePlan, ReduceScatterOnOneGpuIsOnePass) {
+  Memory mem;
+  DeviceCollective op;
+  op.kind = OpKind::reduce_scatter;
+  op.count = 8;
+  for (int p = 0; p < 4; ++p) op.peers.push_back({0, mem.make(4 * 32, 0), mem.make(32, 0)});
+  DevicePlan plan = plan_collective(op, [&](int, std::size_t b) { return mem.make(b, 0); });
+  ASSERT_EQ(plan.steps.size(), 1u);
+  ASSERT_EQ(plan.steps[0].kind, DeviceStep::Kind::reduce);
+  EXPECT_EQ(plan.steps[0].reduce.block_stride, 32u);
+  EXPECT_EQ(plan.steps[0].reduce.dsts.size(), 4u);
+  check({OpKind::reduce_scatter, 4, {0, 0, 0, 0}});
+  check({OpKind::reduce_scatter, 4, {0, 0, 0, 0}, ReduceOp::avg, 0, Form::in_place});
+  check({OpKind::reduce_scatter, 3, {1, 1, 1}, ReduceOp::max, 0, Form::aliased});
 }
 
 DeviceStep copy_step(void* dst, const void* src, std::size_t bytes, int dd = 0, int sd = 0) {

@@ -29,9 +29,21 @@ inline void run_plan_on_host(const gpu::DevicePlan& plan, DType t, ReduceOp op,
     }
     const gpu::DeviceReduce& r = s.reduce;
     std::vector<std::byte> acc(r.count * es + 1);
-    reduce_n(t, op, acc.data(), r.srcs.data(), r.srcs.size(), r.count);
-    if (r.divisor > 1) divide_by(t, acc.data(), r.count, r.divisor);
-    for (auto p : r.dsts) std::memcpy(p, acc.data(), r.count * es);
+    auto fold = [&](const std::vector<const void*>& srcs) {
+      reduce_n(t, op, acc.data(), srcs.data(), srcs.size(), r.count);
+      if (r.divisor > 1) divide_by(t, acc.data(), r.count, r.divisor);
+    };
+    if (r.block_stride == 0) {
+      fold(r.srcs);
+      for (auto p : r.dsts) std::memcpy(p, acc.data(), r.count * es);
+      continue;
+    }
+    for (std::size_t y = 0; y < r.dsts.size(); ++y) {  // block y of every source into dsts[y]
+      std::vector<const void*> srcs;
+      for (auto p : r.srcs) srcs.push_back(static_cast<const std::byte*>(p) + y * r.block_stride);
+      fold(srcs);
+      std::memcpy(r.dsts[y], acc.data(), r.count * es);
+    }
   }
 }
 
