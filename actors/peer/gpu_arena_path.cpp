@@ -130,6 +130,21 @@ Status lead(gpu::IpcCalls& ipc, const Arena& arena, uint64_t seq, const ArenaOp&
   return ipc.run(c, deadline);
 }
 
+uint32_t lead_of(const ArenaOp& op) { return rooted(op.kind) ? op.root : 0; }
+
+// After a go: the lead runs the op and concludes it in the arena (concluded, `how` its status);
+// the others wait for its word until `give_up`.
+Arena::Heard lead_or_wait(gpu::IpcCalls* ipc, Arena& arena, uint64_t seq, const ArenaOp& op, const GpuPost& post,
+                          int device, const std::string& label, Clock::time_point deadline, Clock::time_point give_up,
+                          Status& how) {
+  if (op.rank == lead_of(op)) {
+    how = lead(*ipc, arena, seq, op, post, device, label, deadline);
+    arena.conclude(op.rank, seq, how);
+    return Arena::Heard::concluded;
+  }
+  return arena.await_conclusion(lead_of(op), seq, give_up, patience_for(op.n), how);
+}
+
 } // namespace
 
 std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
@@ -161,17 +176,11 @@ std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpReques
     return std::nullopt;
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::cuda_ipc));
   const std::string label = std::string(to_string(op.kind)) + " #" + std::to_string(first);
-  const uint32_t lead_rank = rooted(op.kind) ? op.root : 0;
-  const Clock::time_point deadline = rec.since + s.config.timeout;
-  if (op.rank == lead_rank) {
-    const Status st = lead(*ipc, arena, seq, op, post, device, label, deadline);
-    arena.conclude(lead_rank, seq, st);
-    return record_end(s, rec, st);
-  }
+  const uint32_t lead_rank = lead_of(op);
   // The lead's run gives up at the deadline and answers within 2 s of it (cuda/gpu.cpp).
-  const Clock::time_point give_up = deadline + std::chrono::seconds(3);
+  const Clock::time_point deadline = rec.since + s.config.timeout, give_up = deadline + std::chrono::seconds(3);
   Status how;
-  Arena::Heard heard = arena.await_conclusion(lead_rank, seq, give_up, patience_for(op.n), how);
+  Arena::Heard heard = lead_or_wait(ipc, arena, seq, op, post, device, label, deadline, give_up, how);
   // Closed: a node was lost (or this one is closing). A lead still running may yet conclude;
   // otherwise the loss, once this node has heard of it (at once, or through the orchestrator), is
   // the answer.
@@ -213,21 +222,13 @@ std::optional<Status> gpu_local_arena_collective(PeerState& s, OpRecord& rec, Op
     return std::nullopt;
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::device));
   const std::string label = std::string(to_string(op.kind)) + " #" + std::to_string(seq);
-  const uint32_t lead_rank = rooted(op.kind) ? op.root : 0;
-  const Clock::time_point deadline = rec.since + s.config.timeout;
-  if (op.rank == lead_rank) {
-    const Status st = lead(*ipc, arena, seq, op, post, device, label, deadline);
-    arena.conclude(lead_rank, seq, st);
-    return record_end(s, rec, st);
-  }
-  // The lead's run gives up at the deadline and answers within 2 s of it (cuda/gpu.cpp); a close
-  // of the arena (the runtime shutting down) does not stop a lead of this process from concluding.
-  const Clock::time_point give_up = deadline + std::chrono::seconds(3);
+  const Clock::time_point deadline = rec.since + s.config.timeout, give_up = deadline + std::chrono::seconds(3);
   Status how;
-  Arena::Heard heard = arena.await_conclusion(lead_rank, seq, give_up, patience_for(op.n), how);
-  if (heard == Arena::Heard::closed) heard = arena.await_conclusion(lead_rank, seq, give_up, Patience{}, how, true);
+  Arena::Heard heard = lead_or_wait(ipc, arena, seq, op, post, device, label, deadline, give_up, how);
+  // A close of the arena (the runtime shutting down) does not stop a lead of this process.
+  if (heard == Arena::Heard::closed) heard = arena.await_conclusion(lead_of(op), seq, give_up, Patience{}, how, true);
   if (heard != Arena::Heard::concluded)
-    how = {Errc::timeout, label + ": peer " + std::to_string(lead_rank) +
+    how = {Errc::timeout, label + ": peer " + std::to_string(lead_of(op)) +
                               ", which runs it on the GPU for every peer, did not finish it in time"};
   return record_end(s, rec, how);
 }
