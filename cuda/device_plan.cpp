@@ -148,7 +148,8 @@ class Builder {
     // Every input and output on the lead: one pass for every block (in place too: block i's
     // output is only block i of its own input, which no other block reads).
     bool one_pass = true;
-    for (int j = 0; j < n_; ++j) one_pass = one_pass && ins.device[j] == plan_.lead && ins.ptr[j] && out(j) && dev(j) == plan_.lead;
+    for (int j = 0; j < n_; ++j)
+      one_pass = one_pass && ins.ptr[j] && ins.device[j] == plan_.lead && out(j) && dev(j) == plan_.lead;
     if (one_pass) {
       DeviceReduce r{plan_.lead, {}, ins.ptr, c_.count, divisor()};
       for (int i = 0; i < n_; ++i) r.dsts.push_back(out(i));

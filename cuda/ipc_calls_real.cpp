@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -28,7 +29,7 @@ Clock::time_point bookkeeping_deadline() { return Clock::now() + std::chrono::se
 // Opens and closes run on the device's actor, which owns the device's context.
 Status open_on(int device, const IpcHandle& h, void** base, bool* already_mapped) {
   auto at = std::make_shared<void*>(nullptr);  // the task owns where it writes
-  auto refused = std::make_shared<bool>(false);
+  auto refused = std::make_shared<std::atomic<bool>>(false);  // read here even if the task outlives the wait
   Status error;
   DeviceWorker* w = DeviceWorker::find(device, error);
   if (!w) return error;
@@ -37,13 +38,13 @@ Status open_on(int device, const IpcHandle& h, void** base, bool* already_mapped
     static_assert(sizeof handle == kIpcHandleBytes);
     std::memcpy(&handle, h.data(), sizeof handle);
     if (auto e = cudaIpcOpenMemHandle(at.get(), handle, cudaIpcMemLazyEnablePeerAccess); e != cudaSuccess) {
-      *refused = e == cudaErrorAlreadyMapped;
+      refused->store(e == cudaErrorAlreadyMapped);
       cudaGetLastError();  // not sticky: clear it
       return cuda_error("cudaIpcOpenMemHandle", e);
     }
     return Status::ok();
   }, bookkeeping_deadline(), "opening another process's buffer on cuda:" + std::to_string(device));
-  *already_mapped = *refused;
+  *already_mapped = refused->load();
   if (error.is_ok()) *base = *at;
   return error;
 }
