@@ -6,13 +6,19 @@
 
 namespace chorus {
 
+namespace {
+constexpr const char* kPassageSilence = "chorus.passage-silence";
+}
+
 void load_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds heartbeat, const TlsFiles& tls,
-                   std::chrono::milliseconds silence) {
+                   std::chrono::milliseconds silence, LinkEnd end) {
   cfg.load<caf::io::middleman>();
   cfg.add_message_type<Envelope>("chorus::envelope");
   if (heartbeat.count() > 0) {
+    const caf::timespan limit{silence.count() > 0 ? silence : heartbeat * 4};
     cfg.set("middleman.heartbeat-interval", caf::timespan{heartbeat});
-    cfg.set("middleman.connection-timeout", caf::timespan{silence.count() > 0 ? silence : heartbeat * 4});
+    cfg.set("middleman.connection-timeout", end == LinkEnd::accepting ? limit : caf::timespan{0});
+    if (end == LinkEnd::connecting) caf::put(cfg.content, kPassageSilence, limit);
   }
   if (tls.enabled()) {
     // Names the wrappers, so every executable that loads TLS remoting links them.
@@ -26,8 +32,8 @@ void load_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds hear
 }
 
 void configure_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds heartbeat, const TlsFiles& tls,
-                        std::chrono::milliseconds silence) {
-  load_remoting(cfg, heartbeat, tls, silence);
+                        std::chrono::milliseconds silence, LinkEnd end) {
+  load_remoting(cfg, heartbeat, tls, silence, end);
   // Control traffic is rare: the default work-stealing workers would poll every millisecond or
   // so while idle (about a thousand wake-ups a second per process, measured), time the data
   // plane's threads need on a small machine. Sharing workers sleep until there is work.
@@ -44,6 +50,11 @@ std::string remoting_problem(caf::actor_system& sys, const TlsFiles& tls) {
   if (tls.enabled() && !uses_tls(sys)) return "TLS files are set but its actor system does not use TLS";
   if (!tls.enabled() && uses_tls(sys)) return "its actor system uses TLS but no TLS files are set";
   return {};
+}
+
+std::chrono::milliseconds passage_silence(const caf::actor_system& sys) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      caf::get_or(sys.config(), kPassageSilence, caf::timespan{0}));
 }
 
 bool uses_tls(caf::actor_system& sys) {

@@ -18,17 +18,30 @@ struct TlsFiles {
   bool enabled() const { return !certificate.empty() || !key.empty() || !ca.empty(); }
 };
 
+// Which end of the orchestrator's links an actor system is.
+//  accepting: the orchestrator. CAF drops a connection silent for `silence`: a frozen node shows
+//    up as a down message.
+//  connecting: a node (or a tool). Its door passage (transport/door_passage.hpp) closes the link
+//    once the orchestrator has been silent for `silence`, and CAF's own check is off: CAF 0.17
+//    counts a connecting side's silence from time zero, so a heartbeat tick that falls inside a
+//    slow handshake (TLS on a loaded machine) would drop the new connection.
+enum class LinkEnd { accepting, connecting };
+
 // Loads the middleman and registers chorus::Envelope for remote use ("chorus::envelope").
-// heartbeat > 0: this side sends BASP heartbeats at that interval and drops a connection silent
-// for `silence` (default 4 intervals): a frozen peer process then shows up as a down message.
+// heartbeat > 0: this side sends BASP heartbeats at that interval and drops a link silent for
+// `silence` (default 4 intervals), as `end` says.
 // Both sides must send heartbeats, or the checking side drops a healthy idle peer.
 // tls.enabled(): every connection of this actor system uses TLS (libcaf-openssl).
 void load_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds heartbeat = std::chrono::milliseconds{0},
-                   const TlsFiles& tls = {}, std::chrono::milliseconds silence = std::chrono::milliseconds{0});
+                   const TlsFiles& tls = {}, std::chrono::milliseconds silence = std::chrono::milliseconds{0},
+                   LinkEnd end = LinkEnd::connecting);
 // load_remoting() plus the scheduler chorus's own actor systems run: `sharing`, two workers.
 void configure_remoting(caf::actor_system_config& cfg,
                         std::chrono::milliseconds heartbeat = std::chrono::milliseconds{0},
-                        const TlsFiles& tls = {}, std::chrono::milliseconds silence = std::chrono::milliseconds{0});
+                        const TlsFiles& tls = {}, std::chrono::milliseconds silence = std::chrono::milliseconds{0},
+                        LinkEnd end = LinkEnd::connecting);
+// The silence after which a connecting system's door passages drop the orchestrator (0: never).
+std::chrono::milliseconds passage_silence(const caf::actor_system& sys);
 // A node's link to the orchestrator: heartbeats often (the orchestrator drops a node silent for 4
 // of its own intervals, 800 ms at --heartbeat-ms 200, and a loaded machine must not look frozen),
 // and a frozen orchestrator noticed after 10 s of silence (the daemon's interval is not known here).

@@ -62,7 +62,7 @@ Result<caf::actor_system*> RuntimeImpl::system_for(const Config* config) {
     if (stopped || in_host) return Status(Errc::reset, "the runtime has been destroyed");
   }
   cfg = std::make_unique<caf::actor_system_config>();
-  if (remote) configure_remoting(*cfg, kNodeHeartbeat, tls, kNodeLinkSilence);
+  if (remote) configure_remoting(*cfg, kNodeHeartbeat, tls, kNodeLinkSilence, LinkEnd::connecting);
   // The sharing policy wakes an idle worker through a condition variable at once; the default
   // work-stealing policy lets idle workers sleep in long polls, which costs hundreds of µs.
   cfg->set("scheduler.policy", caf::atom("sharing"));
@@ -337,7 +337,8 @@ Status Runtime::reset() {
 caf::actor_system& Runtime::actor_system() { return impl_->system(); }
 
 void Runtime::prepare(caf::actor_system_config& cfg, const Config& config) {
-  load_remoting(cfg, kNodeHeartbeat, TlsFiles{config.tls_certificate, config.tls_key, config.tls_ca}, kNodeLinkSilence);
+  load_remoting(cfg, kNodeHeartbeat, TlsFiles{config.tls_certificate, config.tls_key, config.tls_ca}, kNodeLinkSilence,
+                LinkEnd::connecting);
 }
 
 } // namespace chorus

@@ -113,5 +113,36 @@ TEST(DoorPassage, RelaysOneLocalConnectionThroughTheDoor) {
   ::close(local);
 }
 
+// A passage with a silence limit keeps a link whose orchestrator keeps talking (a byte every 20
+// ms for 3 limits) and closes one that falls silent: CAF then sees its connection end.
+TEST(DoorPassage, ASilentOrchestratorEndsTheLinkAndATalkingOneKeepsIt) {
+  Inner inner;
+  Door door(options(inner.port));
+  auto passage = DoorPassage::open("127.0.0.1", door->port(), "s3", in(3000ms), 500ms);
+  ASSERT_TRUE(passage.is_ok()) << passage.status().to_string();
+  int local = -1;
+  ASSERT_TRUE(tcp_connect("127.0.0.1", passage->port(), in(2000ms), local).is_ok());
+  const int c = inner.next();
+  ASSERT_GE(c, 0);
+  const auto talk_until = in(1500ms);
+  int sent = 0;
+  while (Clock::now() < talk_until) {
+    ASSERT_TRUE(write_exact(c, "x", 1, in(1000ms)).is_ok()) << "closed after " << sent << " bytes";
+    char b = 0;
+    ASSERT_TRUE(read_exact(local, &b, 1, in(1000ms)).is_ok()) << "closed after " << sent << " bytes";
+    ++sent;
+    std::this_thread::sleep_for(20ms);  // the heartbeat's pace, not an ordering
+  }
+  EXPECT_GE(sent, 10);
+  // Silent from now on: the local end reads the end of the connection within a few limits.
+  const auto quiet = Clock::now();
+  std::string got;
+  EXPECT_TRUE(read_to_eof(local, got, 3000ms));
+  EXPECT_EQ(got, "");
+  EXPECT_GE(Clock::now() - quiet, 400ms);
+  ::close(local);
+  ::close(c);
+}
+
 } // namespace
 } // namespace chorus

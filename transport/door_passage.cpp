@@ -82,7 +82,7 @@ Status pass_door(const std::string& host, uint16_t port, const std::string& secr
 }
 
 Result<DoorPassage> DoorPassage::open(const std::string& host, uint16_t port, const std::string& secret,
-                                      Clock::time_point deadline) {
+                                      Clock::time_point deadline, std::chrono::milliseconds silence) {
   int door_fd = -1;
   if (auto s = pass_door(host, port, secret, deadline, door_fd); !s) return s;
   int listener = -1;
@@ -91,7 +91,7 @@ Result<DoorPassage> DoorPassage::open(const std::string& host, uint16_t port, co
     ::close(door_fd);
     return s;
   }
-  p.token_ = passage_relay().add_after_accept(listener, door_fd, opened_by_this_process);
+  p.token_ = passage_relay().add_after_accept(listener, door_fd, opened_by_this_process, silence);
   return p;
 }
 

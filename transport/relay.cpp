@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -19,6 +20,8 @@
 namespace chorus {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kWake = ~uint64_t{0};
 constexpr uint64_t kListenerBit = uint64_t{1} << 63;  // epoll data of a listener: the bit | its token
@@ -35,6 +38,8 @@ struct Pair {
   int fd[2];
   Direction dir[2];                  // dir[i]: from fd[i] to fd[1 - i]
   bool watched[2] = {true, true};    // in the epoll set
+  std::chrono::milliseconds silence{0};  // > 0: fd[1] silent this long closes the pair
+  Clock::time_point heard{};             // when fd[1] last sent something
   // One side ended: only what it sent is still delivered (what was on its way to it has nobody
   // to read it), then the pair closes.
   bool closing() const { return dir[0].eof || dir[1].eof; }
@@ -44,6 +49,7 @@ struct Accepting {
   int listener;
   int other;
   std::function<bool(int)> ok;
+  std::chrono::milliseconds silence;
 };
 
 struct Command {
@@ -51,6 +57,7 @@ struct Command {
   int a = -1, b = -1;
   uint64_t token = 0;
   std::function<bool(int)> ok;
+  std::chrono::milliseconds silence{0};
 };
 
 void set_nonblocking(int fd) {
@@ -73,6 +80,7 @@ struct Relay::Impl {
   uint64_t next_id = 1;
   std::unordered_map<uint64_t, std::unique_ptr<Pair>> pairs;
   std::unordered_map<uint64_t, Accepting> accepting;
+  std::size_t watched_for_silence = 0;  // pairs with a silence limit
   std::thread thread;
 
   Impl() {
@@ -95,7 +103,7 @@ struct Relay::Impl {
   void run() {
     epoll_event evs[64];
     for (;;) {
-      const int n = epoll_wait(ep, evs, 64, -1);
+      const int n = epoll_wait(ep, evs, 64, silence_wait_ms());
       for (int i = 0; i < n; ++i) {
         const uint64_t d = evs[i].data.u64;
         if (d == kWake) {
@@ -106,6 +114,30 @@ struct Relay::Impl {
           on_event(d >> 1, static_cast<int>(d & 1), evs[i].events);
         }
       }
+      if (watched_for_silence > 0) close_silent();
+    }
+  }
+
+  // How long epoll may wait before a pair's silence limit runs out (-1: no limit anywhere).
+  int silence_wait_ms() const {
+    if (watched_for_silence == 0) return -1;
+    const auto now = Clock::now();
+    auto wait = std::chrono::milliseconds::max();
+    for (const auto& [id, p] : pairs)
+      if (p->silence.count() > 0)
+        wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(p->heard + p->silence - now));
+    return static_cast<int>(std::clamp<int64_t>(wait.count(), -1, 60000) + 1);
+  }
+
+  void close_silent() {
+    const auto now = Clock::now();
+    for (auto it = pairs.begin(); it != pairs.end();) {
+      auto next = std::next(it);
+      Pair& p = *it->second;
+      // A full buffer is this end not reading, not the other end being silent.
+      if (p.silence.count() > 0 && p.dir[1].end == kRelayBuffer) p.heard = now;
+      if (p.silence.count() > 0 && now - p.heard >= p.silence) close_pair(it);
+      it = next;
     }
   }
 
@@ -123,7 +155,7 @@ struct Relay::Impl {
       if (c.kind == Command::add) {
         start_pair(c.a, c.b);
       } else if (c.kind == Command::accept) {
-        accepting[c.token] = {c.a, c.b, std::move(c.ok)};
+        accepting[c.token] = {c.a, c.b, std::move(c.ok), c.silence};
         epoll_event ev{};
         ev.events = EPOLLIN;
         ev.data.u64 = kListenerBit | c.token;
@@ -157,16 +189,20 @@ struct Relay::Impl {
       return;
     }
     const int other = it->second.other;
+    const auto silence = it->second.silence;
     ::close(it->second.listener);
     accepting.erase(it);
-    start_pair(c, other);  // still counted: it was counted as a pair from add_after_accept
+    start_pair(c, other, silence);  // still counted: it was counted as a pair from add_after_accept
   }
 
-  void start_pair(int a, int b) {
+  void start_pair(int a, int b, std::chrono::milliseconds silence = std::chrono::milliseconds{0}) {
     const uint64_t id = next_id++;
     auto p = std::make_unique<Pair>();
     p->fd[0] = a;
     p->fd[1] = b;
+    p->silence = silence;
+    p->heard = Clock::now();
+    if (silence.count() > 0) ++watched_for_silence;
     for (int side = 0; side < 2; ++side) {
       set_nonblocking(p->fd[side]);
       epoll_event ev{};
@@ -198,6 +234,7 @@ struct Relay::Impl {
     }
     if (d.end == kRelayBuffer) return true;
     const ssize_t r = recv(p.fd[side], d.data.get() + d.end, kRelayBuffer - d.end, 0);
+    if (r > 0 && side == 1 && p.silence.count() > 0) p.heard = Clock::now();
     if (r > 0) d.end += static_cast<std::size_t>(r);
     else if (r == 0) d.eof = true;
     else if (errno != EAGAIN && errno != EINTR) return false;
@@ -242,6 +279,7 @@ struct Relay::Impl {
   }
 
   void close_pair(std::unordered_map<uint64_t, std::unique_ptr<Pair>>::iterator it) {
+    if (it->second->silence.count() > 0) --watched_for_silence;
     ::close(it->second->fd[0]);
     ::close(it->second->fd[1]);
     pairs.erase(it);
@@ -277,10 +315,11 @@ void Relay::add(int a, int b) {
   impl_->post({Command::add, a, b, 0, {}});
 }
 
-uint64_t Relay::add_after_accept(int listener, int b, std::function<bool(int)> accept_ok) {
+uint64_t Relay::add_after_accept(int listener, int b, std::function<bool(int)> accept_ok,
+                                 std::chrono::milliseconds silence) {
   const uint64_t token = impl_->next_token++;
   ++impl_->count;
-  impl_->post({Command::accept, listener, b, token, std::move(accept_ok)});
+  impl_->post({Command::accept, listener, b, token, std::move(accept_ok), silence});
   return token;
 }
 

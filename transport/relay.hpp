@@ -8,7 +8,10 @@
 // number of pairs. When one side closes or fails, what it had sent is delivered to the other,
 // then both are closed: the program at the other end sees the connection end as it would without
 // the relay (CAF then reports the node or orchestrator lost).
+// A pair can also be given a silence limit for `b`: once `b` has sent nothing for that long, both
+// sides are closed, as if `b` had hung up (a door passage's watch on a frozen orchestrator).
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -30,8 +33,10 @@ class Relay {
   void add(int a, int b);
   // Owns `listener` and the connected socket `b`: accepts connections on `listener` until one
   // passes `accept_ok` (called on the relay's thread; the others are closed), closes the listener
-  // and relays that connection with `b`. Returns a token for cancel().
-  uint64_t add_after_accept(int listener, int b, std::function<bool(int)> accept_ok);
+  // and relays that connection with `b`. Returns a token for cancel(). silence > 0: the pair is
+  // closed once `b` has sent nothing for that long (counted from the accept).
+  uint64_t add_after_accept(int listener, int b, std::function<bool(int)> accept_ok,
+                            std::chrono::milliseconds silence = std::chrono::milliseconds{0});
   // Closes the listener and `b` of add_after_accept(token) if no connection was accepted yet.
   void cancel(uint64_t token);
   // Pairs relayed or waiting for their accept.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "actors/remoting.hpp"
 #include "transport/door_passage.hpp"
 
 namespace chorus {
@@ -11,12 +12,15 @@ Result<orchestrator_actor> connect_orchestrator(caf::actor_system& sys, const st
                                                 const std::string& secret,
                                                 std::chrono::steady_clock::time_point give_up) {
   const std::string where = host + ":" + std::to_string(port);
-  // CAF 0.17 starts a connecting side's silence clock at zero: a BASP heartbeat tick that falls
-  // between our handshake and the orchestrator's drops the new connection as silent
-  // (connection_timeout) although nothing was wrong. Such a connection is tried again (through
-  // the door again), after a pause that lets the orchestrator finish with the one that was dropped.
+  // The passage watches the orchestrator's silence (remoting.hpp, LinkEnd::connecting). A system
+  // configured otherwise has CAF's own check, which starts a connecting side's silence clock at
+  // zero: a BASP heartbeat tick that falls between our handshake and the orchestrator's drops the
+  // new connection as silent (connection_timeout) although nothing was wrong. Such a connection
+  // is tried again (through the door again), after a pause that lets the orchestrator finish
+  // with the one that was dropped.
+  const auto silence = passage_silence(sys);
   for (auto pause = std::chrono::milliseconds(50);; pause = std::min(pause * 2, std::chrono::milliseconds(400))) {
-    auto passage = DoorPassage::open(host, port, secret, give_up);
+    auto passage = DoorPassage::open(host, port, secret, give_up, silence);
     if (!passage) {
       const Status& s = passage.status();
       if (s.code() == Errc::auth_failed) return s;  // "wrong secret", as the orchestrator itself says it

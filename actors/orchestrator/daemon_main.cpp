@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     setrlimit(RLIMIT_NOFILE, &lim);
   }
 
-  chorus::configure_remoting(cfg, std::chrono::milliseconds(cfg.heartbeat_ms), tls);
+  chorus::configure_remoting(cfg, std::chrono::milliseconds(cfg.heartbeat_ms), tls, {}, chorus::LinkEnd::accepting);
   caf::actor_system sys{cfg};
   chorus::OrchestratorCore::Options opts;
   opts.expected_nodes = cfg.nodes;
