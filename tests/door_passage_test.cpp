@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "door_fixtures.hpp"
 #include "status_matchers.hpp"
@@ -140,6 +141,38 @@ TEST(DoorPassage, ASilentOrchestratorEndsTheLinkAndATalkingOneKeepsIt) {
   EXPECT_TRUE(read_to_eof(local, got, 3000ms));
   EXPECT_EQ(got, "");
   EXPECT_GE(Clock::now() - quiet, 400ms);
+  ::close(local);
+  ::close(c);
+}
+
+// A link whose local end does not read (CAF busy) is not taken for a silent orchestrator: the
+// relay's buffer toward it is full, so the relay stops reading the orchestrator and cannot hear
+// it. 64 MiB fills every buffer on the way; past several limits, everything arrives intact and
+// the link still carries the next byte.
+TEST(DoorPassage, AnEndThatDoesNotReadIsNotASilentOrchestrator) {
+  std::vector<char> sent(64 << 20);  // made first: the limit counts from the connection
+  for (std::size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<char>(i * 131 + (i >> 20));
+  Inner inner;
+  Door door(options(inner.port));
+  auto passage = DoorPassage::open("127.0.0.1", door->port(), "s3", in(3000ms), 300ms);
+  ASSERT_TRUE(passage.is_ok()) << passage.status().to_string();
+  int local = -1;
+  ASSERT_TRUE(tcp_connect("127.0.0.1", passage->port(), in(2000ms), local).is_ok());
+  const int c = inner.next();
+  ASSERT_GE(c, 0);
+  Status wrote;
+  std::thread writer([&] { wrote = write_exact(c, sent.data(), sent.size(), in(20000ms)); });
+  std::this_thread::sleep_for(1000ms);  // the local end reads nothing for three limits
+  std::vector<char> got(sent.size());
+  const Status r = read_exact(local, got.data(), got.size(), in(15000ms));
+  EXPECT_TRUE(r.is_ok()) << r.to_string();
+  writer.join();
+  EXPECT_TRUE(wrote.is_ok()) << wrote.to_string();
+  EXPECT_TRUE(got == sent);
+  ASSERT_TRUE(write_exact(c, "y", 1, in(1000ms)).is_ok());
+  char b = 0;
+  EXPECT_TRUE(read_exact(local, &b, 1, in(1000ms)).is_ok());
+  EXPECT_EQ(b, 'y');
   ::close(local);
   ::close(c);
 }
