@@ -154,7 +154,7 @@ TEST(DoorPassage, AnEndThatDoesNotReadIsNotASilentOrchestrator) {
   for (std::size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<char>(i * 131 + (i >> 20));
   Inner inner;
   Door door(options(inner.port));
-  auto passage = DoorPassage::open("127.0.0.1", door->port(), "s3", in(3000ms), 300ms);
+  auto passage = DoorPassage::open("127.0.0.1", door->port(), "s3", in(3000ms), 500ms);
   ASSERT_TRUE(passage.is_ok()) << passage.status().to_string();
   int local = -1;
   ASSERT_TRUE(tcp_connect("127.0.0.1", passage->port(), in(2000ms), local).is_ok());
@@ -162,7 +162,7 @@ TEST(DoorPassage, AnEndThatDoesNotReadIsNotASilentOrchestrator) {
   ASSERT_GE(c, 0);
   Status wrote;
   std::thread writer([&] { wrote = write_exact(c, sent.data(), sent.size(), in(20000ms)); });
-  std::this_thread::sleep_for(1000ms);  // the local end reads nothing for three limits
+  std::this_thread::sleep_for(1500ms);  // the local end reads nothing for three limits
   std::vector<char> got(sent.size());
   const Status r = read_exact(local, got.data(), got.size(), in(15000ms));
   EXPECT_TRUE(r.is_ok()) << r.to_string();
