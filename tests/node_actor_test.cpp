@@ -172,16 +172,19 @@ TEST_F(NodeActor, ASecondJoinWhileTheFirstWaitsIsRefused) {
   EXPECT_EQ(script->registers.size(), 1u);
 }
 
-// A join after the orchestrator is gone: CAF bounces the request (the receiver is down), which is
-// an unreachable orchestrator, named.
-TEST_F(NodeActor, AJoinAfterTheOrchestratorIsGoneIsUnreachableNamingIt) {
+// A join after the node actor heard of the orchestrator's loss (the connection closed right after
+// CAF's handshake): answered at once with that loss, named, and nothing is sent. A remote
+// orchestrator that is gone would never bounce the request: it would only time out.
+TEST_F(NodeActor, AJoinAfterTheOrchestratorIsGoneIsAnsweredAtOnceWithItsLoss) {
   caf::anon_send_exit(orch, caf::exit_reason::kill);
   run_jobs();
   join();
   ASSERT_TRUE(answer);
-  EXPECT_TRUE(has(answer->status, Errc::unreachable, {"the orchestrator at " + kWhere + " cannot be reached: ",
-                                                      "request_receiver_down"}))
+  EXPECT_TRUE(has(answer->status, Errc::unreachable,
+                  {"orchestrator lost: " + kWhere + " went down", "before it answered the registration"}))
       << answer->status.to_string();
+  EXPECT_TRUE(script->registers.empty());
+  ASSERT_EQ(events->lost().size(), 1u);  // reported once, by the down message
 }
 
 // The register request failing in any other way is an internal error, named too.

@@ -2,7 +2,8 @@
 // loaded machine is the case met in CI): the link must come up however often the node's BASP
 // heartbeat ticks meanwhile. CAF 0.17 checks a connecting side's silence from time zero, so with
 // CAF's own check every try is dropped (shown here, so the slow proxy is known to bite); chorus's
-// connecting systems leave the watch to the door passage, which counts from the connection.
+// connecting systems leave the watch to the door passage, which counts from the connection. And
+// an orchestrator that drops the new node meanwhile is named at once.
 #include <gtest/gtest.h>
 
 #include <sys/socket.h>
@@ -85,15 +86,16 @@ class SlowProxy {
   std::thread acceptor_;
 };
 
-// An orchestrator for one node, published on loopback with heartbeats, as the daemon runs it.
+// An orchestrator for one node, published on loopback with heartbeats, as the daemon runs it,
+// whose words take `delay` to come; it drops a node silent for `silence`.
 struct SlowOrchestrator {
-  SlowOrchestrator() {
-    configure_remoting(cfg, 100ms, {}, 3000ms, LinkEnd::accepting);
+  explicit SlowOrchestrator(std::chrono::milliseconds delay = 400ms, std::chrono::milliseconds silence = 3000ms) {
+    configure_remoting(cfg, 100ms, {}, silence, LinkEnd::accepting);
     sys = std::make_unique<caf::actor_system>(cfg);
     orch = sys->spawn(orchestrator, OrchestratorCore::Options{1, "s3", 5000ms, {}});
     auto inner = publish_remote(*sys, orch, 0, "127.0.0.1");
     EXPECT_TRUE(inner) << sys->render(inner.error());
-    proxy = std::make_unique<SlowProxy>(inner ? *inner : 0, 400ms);
+    proxy = std::make_unique<SlowProxy>(inner ? *inner : 0, delay);
     FrontDoor::Options o = options(proxy->port);
     door = std::make_unique<Door>(o);
   }
@@ -140,6 +142,21 @@ TEST(OrchestratorSlowLink, CafsOwnCheckOnTheConnectingSideDropsTheSameLink) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), caf::sec::connection_timeout) << node.sys->render(r.error());
   EXPECT_EQ(orch.proxy->connections(), 1);
+}
+
+// An orchestrator that drops the node while its first word is still on the way (the node is
+// silent until it hears it, longer than the orchestrator's limit): the node learns it from the
+// connection's end right after CAF's handshake, before its join is sent, and the join fails at
+// once naming the loss instead of waiting out its 5 s.
+TEST(OrchestratorSlowLink, AnOrchestratorThatDropsTheNewNodeIsNamedAtOnce) {
+  SlowOrchestrator orch(1000ms, 200ms);
+  NodeSystem node(LinkEnd::connecting);
+  const auto t0 = Clock::now();
+  auto r = NodeSession::join(*node.sys, "127.0.0.1", (*orch.door)->port(), reg(1, 2, "127.0.0.1:7001"), 5000ms);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(has(r.status(), Errc::unreachable, {"orchestrator lost: ", "went down", "before it answered"}))
+      << r.status().to_string();
+  EXPECT_LT(Clock::now() - t0, 3000ms);
 }
 
 } // namespace

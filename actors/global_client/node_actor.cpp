@@ -53,6 +53,7 @@ namespace {
 
 struct NodeState {
   std::optional<caf::typed_response_promise<Envelope>> join;  // the join waiting for its answer
+  std::optional<Status> lost;  // the orchestrator is gone: how (a later join is answered with it)
   void answer(Envelope reply) {
     if (!join) return;
     join->deliver(std::move(reply));
@@ -92,9 +93,13 @@ node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator
   self->monitor(orch);
   // CAF fails no request to a node that is gone (it waits for its timeout): the loss answers the
   // join at once.
+  // The loss may come before the join does (the connection closed right after CAF's handshake,
+  // and the monitor of a dead proxy fires at once): the join is then answered with it at once,
+  // since a request to a remote actor that is gone would only time out.
   self->set_down_handler([st, events, where](caf::down_msg& dm) {
     const std::string why = "orchestrator lost: " + where + " went down (" + caf::to_string(dm.reason) + ")";
-    st->fail(Status(Errc::unreachable, why + " before it answered the registration"));
+    st->lost = Status(Errc::unreachable, why + " before it answered the registration");
+    st->fail(*st->lost);
     events->add({0, NodeEvents::kOrchestrator, why});
   });
   return {
@@ -102,6 +107,7 @@ node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator
         if (st->join)
           return encode_node_register_reply(
               {Errc::register_twice, "this node is already joining the orchestrator at " + where});
+        if (st->lost) return encode_node_register_reply(*st->lost);
         auto rp = self->make_response_promise<Envelope>();
         st->join = rp;
         self->request(orch, deadline, register_atom::value, std::move(reg))
