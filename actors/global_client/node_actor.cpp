@@ -92,10 +92,8 @@ node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator
   auto st = std::make_shared<NodeState>();
   self->monitor(orch);
   // CAF fails no request to a node that is gone (it waits for its timeout): the loss answers the
-  // join at once.
-  // The loss may come before the join does (the connection closed right after CAF's handshake,
-  // and the monitor of a dead proxy fires at once): the join is then answered with it at once,
-  // since a request to a remote actor that is gone would only time out.
+  // join at once, and a join that comes after it (the connection closed right after CAF's
+  // handshake, and the monitor of a dead proxy fired first) is answered with it.
   self->set_down_handler([st, events, where](caf::down_msg& dm) {
     const std::string why = "orchestrator lost: " + where + " went down (" + caf::to_string(dm.reason) + ")";
     st->lost = Status(Errc::unreachable, why + " before it answered the registration");
