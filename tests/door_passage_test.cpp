@@ -116,23 +116,42 @@ TEST(DoorPassage, RelaysOneLocalConnectionThroughTheDoor) {
   ::close(local);
 }
 
+// A link through a passage with a silence limit: the local end (CAF's, played by the test) and
+// the orchestrator's end at the door's inner port, each -1 where it failed; both closed at the end.
+struct WatchedLink {
+  Inner inner;
+  Door door{options(inner.port)};
+  int local = -1, orch = -1;
+  explicit WatchedLink(std::chrono::milliseconds silence) {
+    auto p = DoorPassage::open("127.0.0.1", door->port(), "s3", in(3000ms), silence);
+    EXPECT_TRUE(p.is_ok()) << p.status().to_string();
+    if (!p) return;
+    passage = std::move(*p);
+    EXPECT_TRUE(tcp_connect("127.0.0.1", passage.port(), in(2000ms), local).is_ok());
+    if (local >= 0) orch = inner.next();
+  }
+  ~WatchedLink() {
+    for (int fd : {local, orch})
+      if (fd >= 0) ::close(fd);
+  }
+  // One byte from the orchestrator reaches the local end.
+  bool carries(char byte) {
+    char b = 0;
+    return write_exact(orch, &byte, 1, in(1000ms)).is_ok() && read_exact(local, &b, 1, in(1000ms)).is_ok() &&
+           b == byte;
+  }
+  DoorPassage passage;
+};
+
 // A passage with a silence limit keeps a link whose orchestrator keeps talking (a byte every 20
 // ms for 3 limits) and closes one that falls silent: CAF then sees its connection end.
 TEST(DoorPassage, ASilentOrchestratorEndsTheLinkAndATalkingOneKeepsIt) {
-  Inner inner;
-  Door door(options(inner.port));
-  auto passage = DoorPassage::open("127.0.0.1", door->port(), "s3", in(3000ms), 500ms);
-  ASSERT_TRUE(passage.is_ok()) << passage.status().to_string();
-  int local = -1;
-  ASSERT_TRUE(tcp_connect("127.0.0.1", passage->port(), in(2000ms), local).is_ok());
-  const int c = inner.next();
-  ASSERT_GE(c, 0);
+  WatchedLink link(500ms);
+  ASSERT_GE(link.orch, 0);
   const auto talk_until = in(1500ms);
   int sent = 0;
   while (Clock::now() < talk_until) {
-    ASSERT_TRUE(write_exact(c, "x", 1, in(1000ms)).is_ok()) << "closed after " << sent << " bytes";
-    char b = 0;
-    ASSERT_TRUE(read_exact(local, &b, 1, in(1000ms)).is_ok()) << "closed after " << sent << " bytes";
+    ASSERT_TRUE(link.carries('x')) << "closed after " << sent << " bytes";
     ++sent;
     std::this_thread::sleep_for(20ms);  // the heartbeat's pace, not an ordering
   }
@@ -140,11 +159,9 @@ TEST(DoorPassage, ASilentOrchestratorEndsTheLinkAndATalkingOneKeepsIt) {
   // Silent from now on: the local end reads the end of the connection within a few limits.
   const auto quiet = Clock::now();
   std::string got;
-  EXPECT_TRUE(read_to_eof(local, got, 3000ms));
+  EXPECT_TRUE(read_to_eof(link.local, got, 3000ms));
   EXPECT_EQ(got, "");
   EXPECT_GE(Clock::now() - quiet, 400ms);
-  ::close(local);
-  ::close(c);
 }
 
 // A link whose local end does not read (CAF busy) is not taken for a silent orchestrator: the
@@ -153,14 +170,9 @@ TEST(DoorPassage, ASilentOrchestratorEndsTheLinkAndATalkingOneKeepsIt) {
 // (every buffer on the way fills); then everything it wrote arrives intact and the link carries
 // the next byte.
 TEST(DoorPassage, AnEndThatDoesNotReadIsNotASilentOrchestrator) {
-  Inner inner;
-  Door door(options(inner.port));
-  auto passage = DoorPassage::open("127.0.0.1", door->port(), "s3", in(3000ms), 500ms);
-  ASSERT_TRUE(passage.is_ok()) << passage.status().to_string();
-  int local = -1;
-  ASSERT_TRUE(tcp_connect("127.0.0.1", passage->port(), in(2000ms), local).is_ok());
-  const int c = inner.next();
-  ASSERT_GE(c, 0);
+  WatchedLink link(500ms);
+  ASSERT_GE(link.orch, 0);
+  const int c = link.orch, local = link.local;
   constexpr std::size_t kChunk = 64 << 10;
   auto byte_at = [](uint64_t i) { return static_cast<char>(i * 131 + (i >> 16)); };
   std::atomic<bool> stop{false}, done{false};
@@ -200,12 +212,7 @@ TEST(DoorPassage, AnEndThatDoesNotReadIsNotASilentOrchestrator) {
   EXPECT_EQ(received, total);
   EXPECT_GT(total, 0u);
   EXPECT_TRUE(intact);
-  ASSERT_TRUE(write_exact(c, "y", 1, in(1000ms)).is_ok());
-  char b = 0;
-  EXPECT_TRUE(read_exact(local, &b, 1, in(1000ms)).is_ok());
-  EXPECT_EQ(b, 'y');
-  ::close(local);
-  ::close(c);
+  EXPECT_TRUE(link.carries('y'));
 }
 
 } // namespace
