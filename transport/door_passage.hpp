@@ -29,9 +29,7 @@ class DoorPassage {
   // pass_door(), then a loopback listener whose first connection from this process is relayed
   // through the door's socket. silence > 0: an orchestrator that sends nothing (not even BASP's
   // heartbeats) for that long is taken for frozen and the connection closed, so CAF reports it
-  // lost. The passage watches rather than CAF: CAF 0.17 checks a connecting side's silence from
-  // time zero, so a heartbeat tick during a slow handshake (TLS on a loaded machine) drops the
-  // new connection; connecting systems turn CAF's check off (remoting.hpp).
+  // lost (the watch CAF cannot keep on a connecting side: LinkEnd in actors/remoting.hpp).
   static Result<DoorPassage> open(const std::string& host, uint16_t port, const std::string& secret,
                                   Clock::time_point deadline,
                                   std::chrono::milliseconds silence = std::chrono::milliseconds{0});
