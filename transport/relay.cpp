@@ -102,8 +102,9 @@ struct Relay::Impl {
 
   void run() {
     epoll_event evs[64];
+    int wait_ms = -1;
     for (;;) {
-      const int n = epoll_wait(ep, evs, 64, silence_wait_ms());
+      const int n = epoll_wait(ep, evs, 64, wait_ms);
       for (int i = 0; i < n; ++i) {
         const uint64_t d = evs[i].data.u64;
         if (d == kWake) {
@@ -114,31 +115,28 @@ struct Relay::Impl {
           on_event(d >> 1, static_cast<int>(d & 1), evs[i].events);
         }
       }
-      if (watched_for_silence > 0) close_silent();
+      wait_ms = close_silent();
     }
   }
 
-  // How long epoll may wait before a pair's silence limit runs out (-1: no limit anywhere).
-  int silence_wait_ms() const {
+  // Closes the pairs whose far side has been silent past its limit; returns how long epoll may
+  // wait before the next limit runs out (-1: no pair has one).
+  int close_silent() {
     if (watched_for_silence == 0) return -1;
     const auto now = Clock::now();
-    auto wait = std::chrono::milliseconds::max();
-    for (const auto& [id, p] : pairs)
-      if (p->silence.count() > 0)
-        wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(p->heard + p->silence - now));
-    return static_cast<int>(std::clamp<int64_t>(wait.count(), -1, 60000) + 1);
-  }
-
-  void close_silent() {
-    const auto now = Clock::now();
+    auto wait = std::chrono::milliseconds(60000);
     for (auto it = pairs.begin(); it != pairs.end();) {
       auto next = std::next(it);
       Pair& p = *it->second;
-      // A full buffer is this end not reading, not the other end being silent.
-      if (p.silence.count() > 0 && p.dir[1].end == kRelayBuffer) p.heard = now;
-      if (p.silence.count() > 0 && now - p.heard >= p.silence) close_pair(it);
+      if (p.silence.count() > 0) {
+        if (p.dir[1].end == kRelayBuffer) p.heard = now;  // a full buffer: this end not reading
+        const auto left = p.heard + p.silence - now;
+        if (left <= Clock::duration::zero()) close_pair(it);
+        else wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(left));
+      }
       it = next;
     }
+    return static_cast<int>(wait.count());
   }
 
   // Applies what other threads asked for; false once the relay stops.
