@@ -168,7 +168,7 @@ Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::millisecon
                what + " after " + std::to_string((timeout / 2).count()) + " ms, half the op's timeout");
   }
   if (!reply->done.wait_at_least(1, start + timeout, patience)) {
-    core.on_timeout(reply->timer);  // fails the request for everyone who came, naming who did not
+    core.on_timeout(reply->timer, timeout);  // fails the request for everyone who came, naming who did not
     if (!reply->done.wait_at_least(1, Clock::now() + RuntimeImpl::grace))
       return {Errc::timeout, "the local server did not answer within " +
                                  std::to_string((timeout + RuntimeImpl::grace).count()) + " ms"};

@@ -44,8 +44,10 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   void on_group(Call call);
   // Expires the request that waits under `key` (its Reply::timer): whoever waits on a reply calls
   // it once its deadline passes. It fails the op, group or send/recv half for everyone who came,
-  // naming who did not; a key whose request was answered meanwhile is ignored.
-  void on_timeout(uint64_t key);
+  // naming who did not; a key whose request was answered meanwhile is ignored. `bound` is the
+  // waiter's timeout, which the error names (an op may have one of its own: OpOptions::timeout);
+  // none: the config's.
+  void on_timeout(uint64_t key, std::optional<std::chrono::milliseconds> bound = std::nullopt);
   // What the request waiting with timer `key` still waits for ("all_reduce #7: peers 1, 2 have not
   // called"), or "" when it waits no more or is not an op or group request.
   std::string waiting_for(uint64_t key);

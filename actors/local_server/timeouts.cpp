@@ -78,14 +78,15 @@ std::string LocalServerCore::op_waits_for(uint32_t group, uint64_t seq) const {
   return peer_names(missing_from(it->first, it->second)) + " of this node (not called yet)";
 }
 
-void LocalServerCore::on_timeout(uint64_t key) {
+void LocalServerCore::on_timeout(uint64_t key, std::optional<std::chrono::milliseconds> waited) {
   std::lock_guard<std::mutex> lk(mu_);
+  const std::chrono::milliseconds bound = waited.value_or(config_ ? config_->timeout : std::chrono::milliseconds(0));
   if (auto t = group_timers_.find(key); t != group_timers_.end()) {
     auto pit = pending_groups_.find(t->second);
     group_timers_.erase(t);
     if (pit == pending_groups_.end()) return;
     Status why(Errc::timeout, "new group: " + peer_names(missing_from(pit->first, pit->second)) + " never asked for it within " +
-                                  std::to_string(config_ ? config_->timeout.count() : 0) + " ms");
+                                  std::to_string(bound.count()) + " ms");
     for (auto& [peer, c] : pit->second.arrivals) c.reply->complete(why);
     pending_groups_.erase(pit);
     return;
@@ -98,7 +99,7 @@ void LocalServerCore::on_timeout(uint64_t key) {
     if (it == ops_.end() || it->second.failed) return;
     PendingOp& op = it->second;
     return fail_op(op, Status(Errc::timeout, op_label(op.kind, seq) + ": " + peer_names(missing_from(ok, op)) + " never called within " +
-                                                 std::to_string(config_->timeout.count()) + " ms"));
+                                                 std::to_string(bound.count()) + " ms"));
   }
   auto t = p2p_timers_.find(key);
   if (t == p2p_timers_.end() || !config_) return;
@@ -116,7 +117,7 @@ void LocalServerCore::on_timeout(uint64_t key) {
           Errc::timeout, std::string(is_send ? "send" : "recv") + " " + std::to_string(src) + "->" +
                              std::to_string(dst) + " tag " + std::to_string(tag) + ": peer " +
                              std::to_string(is_send ? dst : src) + " never posted the matching " +
-                             (is_send ? "recv" : "send") + " within " + std::to_string(config_->timeout.count()) + " ms"));
+                             (is_send ? "recv" : "send") + " within " + std::to_string(bound.count()) + " ms"));
       halves.erase(h);
       if (halves.empty()) q->erase(it);
       return;

@@ -1,6 +1,7 @@
 // Broadcast and scatter by data: exactly one peer passes the data and becomes the root; every
 // peer gets the result back. In one process the server sees who passed data and tells the
 // receivers the shape to allocate; across nodes the peers first exchange what they hold.
+#include "actors/peer/op_lanes.hpp"
 #include "actors/peer/run_op.hpp"
 
 namespace chorus {
@@ -87,12 +88,35 @@ Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data) {
 
 } // namespace peer_impl
 
-Result<Tensor> Peer::broadcast(std::optional<Tensor> data) {
-  return peer_impl::by_data(state_.get(), OpKind::broadcast, std::move(data));
+namespace {
+// The by-data forms as a lane's op: the tensor it delivers is the Work's result.
+peer_impl::OpBody by_data_body(PeerState* s, OpKind kind, std::optional<Tensor> data) {
+  return [s, kind, data = std::move(data)](WorkState& w) {
+    auto got = peer_impl::by_data(s, kind, data);
+    if (!got) return got.status();
+    w.tensors.push_back(std::move(*got));
+    return Status::ok();
+  };
 }
 
-Result<Tensor> Peer::scatter(std::optional<Tensor> data) {
-  return peer_impl::by_data(state_.get(), OpKind::scatter, std::move(data));
+Result<Tensor> by_data_now(const std::shared_ptr<PeerState>& s, OpKind kind, std::optional<Tensor> data) {
+  WorkState w;
+  if (auto st = peer_impl::run_now(s, peer_impl::LaneKey::collective(), by_data_body(s.get(), kind, std::move(data)), w); !st)
+    return st;
+  return std::move(w.tensors.at(0));
+}
+} // namespace
+
+Result<Tensor> Peer::broadcast(std::optional<Tensor> data) { return by_data_now(state_, OpKind::broadcast, std::move(data)); }
+Result<Tensor> Peer::scatter(std::optional<Tensor> data) { return by_data_now(state_, OpKind::scatter, std::move(data)); }
+
+Work Peer::broadcast_async(std::optional<Tensor> data, OpOptions o) {
+  return peer_impl::run_async(state_, peer_impl::LaneKey::collective(), o,
+                              by_data_body(state_.get(), OpKind::broadcast, std::move(data)));
+}
+Work Peer::scatter_async(std::optional<Tensor> data, OpOptions o) {
+  return peer_impl::run_async(state_, peer_impl::LaneKey::collective(), o,
+                              by_data_body(state_.get(), OpKind::scatter, std::move(data)));
 }
 
 } // namespace chorus

@@ -1,12 +1,13 @@
 // Leaving the collective: the world handle tells the local server this peer is done. Once every
 // peer has finished, the collective is over and a new one may register.
+#include "actors/peer/op_lanes.hpp"
 #include "actors/peer/run_op.hpp"
 #include "actors/runtime_impl.hpp"
 #include "messages/peer_codec.hpp"
 
 namespace chorus {
 
-Status Peer::finish() {
+Status Peer::finish_now() {
   if (!state_) return peer_impl::no_peer();
   if (state_->group != 0)
     return {Errc::invalid_argument, "finish() leaves the collective: call it on the world handle "
@@ -18,6 +19,11 @@ Status Peer::finish() {
   Status s = state_->rt->submit(finish_atom::value, call, state_->config.timeout);
   if (s) state_->finished = true;
   return s;
+}
+
+// After every op of the world handle handed in before it (its lane).
+Status Peer::finish() {
+  return peer_impl::run_now(state_, peer_impl::LaneKey::collective(), [&](WorkState&) { return finish_now(); });
 }
 
 } // namespace chorus

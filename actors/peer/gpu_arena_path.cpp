@@ -164,7 +164,7 @@ std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpReques
   // where some peer could not export its buffers. Waits longer than a host op's: peers of GPU
   // work are often far apart, and the ordinary path cannot run processes sharing a GPU through
   // NCCL; half the timeout leaves the ordinary path time to name a peer that never comes.
-  const Clock::time_point meet_by = rec.since + s.config.timeout / 2;
+  const Clock::time_point meet_by = rec.since + op_timeout(s) / 2;
   const uint64_t first = req.seq;  // the op's name in messages, as the flight recorder has it
   if (arena.meet(op.rank, first, call, nullptr, 0, meet_by, patience_for(op.n)) == Arena::Verdict::slow)
     return std::nullopt;
@@ -178,7 +178,7 @@ std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpReques
   const std::string label = std::string(to_string(op.kind)) + " #" + std::to_string(first);
   const uint32_t lead_rank = lead_of(op);
   // The lead's run gives up at the deadline and answers within 2 s of it (cuda/gpu.cpp).
-  const Clock::time_point deadline = rec.since + s.config.timeout, give_up = deadline + std::chrono::seconds(3);
+  const Clock::time_point deadline = rec.since + op_timeout(s), give_up = deadline + std::chrono::seconds(3);
   Status how;
   Arena::Heard heard = lead_or_wait(ipc, arena, seq, op, post, device, label, deadline, give_up, how);
   // Closed: a node was lost (or this one is closing). A lead still running may yet conclude;
@@ -222,7 +222,7 @@ std::optional<Status> gpu_local_arena_collective(PeerState& s, OpRecord& rec, Op
     return std::nullopt;
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::device));
   const std::string label = std::string(to_string(op.kind)) + " #" + std::to_string(seq);
-  const Clock::time_point deadline = rec.since + s.config.timeout, give_up = deadline + std::chrono::seconds(3);
+  const Clock::time_point deadline = rec.since + op_timeout(s), give_up = deadline + std::chrono::seconds(3);
   Status how;
   Arena::Heard heard = lead_or_wait(ipc, arena, seq, op, post, device, label, deadline, give_up, how);
   // A close of the arena (the runtime shutting down) does not stop a lead of this process.

@@ -3,8 +3,11 @@
 // hands out the id; across nodes the members agree among themselves (see below) and each node
 // adopts the group.
 #include <algorithm>
+#include <optional>
+#include <type_traits>
 
 #include "actors/global_client/global_client.hpp"
+#include "actors/peer/op_lanes.hpp"
 #include "actors/peer/run_op.hpp"
 #include "actors/runtime_impl.hpp"
 
@@ -117,7 +120,7 @@ Result<uint32_t> agree_on_group_across_nodes(PeerState& s, const std::vector<Pee
 
 } // namespace
 
-Result<Peer> Peer::new_group(std::vector<PeerId> members) {
+Result<Peer> Peer::new_group_now(std::vector<PeerId> members) {
   if (!state_) return no_peer();
   PeerState& s = *state_;
   if (s.finished) return peer_impl::already_finished(s.id);
@@ -138,7 +141,7 @@ Result<Peer> Peer::new_group(std::vector<PeerId> members) {
   return Peer(state_for_group(s, gid, std::move(members)));
 }
 
-Result<Peer> Peer::split(int color, int key) {
+Result<Peer> Peer::split_now(int color, int key) {
   if (!state_) return no_peer();
   // Everyone learns everyone's (color, key); each color's members, ordered by (key, rank here),
   // then create their group together. A negative color joins no group (an empty handle).
@@ -154,17 +157,17 @@ Result<Peer> Peer::split(int color, int key) {
   std::sort(order.begin(), order.end());
   std::vector<PeerId> members;
   for (auto& [k, r] : order) members.push_back(state_->members[r]);
-  return new_group(std::move(members));
+  return new_group_now(std::move(members));
 }
 
 uint32_t Peer::node() const { return state_ && state_->global ? state_->global->node_id() : 0; }
 
-Result<Peer> Peer::intra_node() {
+Result<Peer> Peer::intra_node_now() {
   if (!state_) return no_peer();
-  return split(static_cast<int>(node()), static_cast<int>(rank()));
+  return split_now(static_cast<int>(node()), static_cast<int>(rank()));
 }
 
-Result<Peer> Peer::inter_node() {
+Result<Peer> Peer::inter_node_now() {
   if (!state_) return no_peer();
   const PeerState& s = *state_;
   // Am I the lowest rank of my node within this group?
@@ -173,10 +176,10 @@ Result<Peer> Peer::inter_node() {
     const uint32_t node_r = s.global ? s.global->node_of(s.members[r]) : 0;
     if (node_r == node()) leader = false;
   }
-  return split(leader ? 0 : -1, static_cast<int>(rank()));
+  return split_now(leader ? 0 : -1, static_cast<int>(rank()));
 }
 
-Status Peer::destroy() {
+Status Peer::destroy_now() {
   if (!state_) return no_peer();
   PeerState& s = *state_;
   if (s.group == 0) return {Errc::invalid_argument, "the world group cannot be destroyed; use finish()"};
@@ -189,5 +192,30 @@ Status Peer::destroy() {
   if (st) s.destroyed = true;
   return st;
 }
+
+// Each runs on the handle's lane, after the ops handed in before it (its own steps inline there).
+namespace {
+template <class R, class F>
+R in_lane(const std::shared_ptr<PeerState>& s, F&& f) {
+  std::optional<R> out;
+  Status st = peer_impl::run_now(s, peer_impl::LaneKey::collective(), [&](WorkState&) {
+    out.emplace(f());
+    if constexpr (std::is_same_v<R, Status>) return *out;
+    else return out->status();
+  });
+  if (!out) return st;  // the handle was never registered
+  return std::move(*out);
+}
+} // namespace
+
+Result<Peer> Peer::new_group(std::vector<PeerId> members) {
+  return in_lane<Result<Peer>>(state_, [&] { return new_group_now(std::move(members)); });
+}
+Result<Peer> Peer::split(int color, int key) {
+  return in_lane<Result<Peer>>(state_, [&] { return split_now(color, key); });
+}
+Result<Peer> Peer::intra_node() { return in_lane<Result<Peer>>(state_, [&] { return intra_node_now(); }); }
+Result<Peer> Peer::inter_node() { return in_lane<Result<Peer>>(state_, [&] { return inter_node_now(); }); }
+Status Peer::destroy() { return in_lane<Status>(state_, [&] { return destroy_now(); }); }
 
 } // namespace chorus

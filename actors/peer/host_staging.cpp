@@ -9,7 +9,7 @@
 namespace chorus::peer_impl {
 
 namespace {
-Clock::time_point deadline_of(const PeerState& s) { return Clock::now() + s.config.timeout; }
+Clock::time_point deadline_of(const PeerState& s) { return Clock::now() + op_timeout(s); }
 } // namespace
 
 // Across nodes GPU tensors go through host memory: the op runs on host copies (the output copy

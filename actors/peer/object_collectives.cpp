@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include <chorus/peer.hpp>
+#include "actors/peer/op_lanes.hpp"
 #include "cuda/staging.hpp"
 
 namespace chorus {
@@ -99,43 +100,105 @@ Status stage_and_exchange(Peer& p, const Tensor& gin, Exchanged& x) {
   return exchange_headers(p, x.in, x.headers, x.max_bytes, staged);
 }
 
-} // namespace
-
-Result<std::vector<Tensor>> Peer::all_gather_v(const Tensor& gin) {
+Result<std::vector<Tensor>> all_gather_v_of(Peer& p, const Tensor& gin) {
   Exchanged x;
-  if (auto s = stage_and_exchange(*this, gin, x); !s) return s;
-  const uint32_t n = size();
+  if (auto s = stage_and_exchange(p, gin, x); !s) return s;
+  const uint32_t n = p.size();
   Tensor all = Tensor::zeros(DType::u8, {static_cast<int64_t>(n * x.max_bytes)});
-  if (auto s = all_gather(padded_bytes(x.in, x.max_bytes), all); !s) return s;
+  if (auto s = p.all_gather(padded_bytes(x.in, x.max_bytes), all); !s) return s;
   return unpack(x.header_words(), all.data_as<uint8_t>(), n, x.max_bytes);
 }
 
-Result<std::vector<Tensor>> Peer::gather_v(const Tensor& gin, PeerId root) {
+Result<std::vector<Tensor>> gather_v_of(Peer& p, const Tensor& gin, PeerId root) {
   // Every peer needs the largest size to pad to, so the headers go to everyone.
   Exchanged x;
-  if (auto s = stage_and_exchange(*this, gin, x); !s) return s;
-  const uint32_t n = size();
-  Tensor all = Tensor::zeros(DType::u8, {static_cast<int64_t>(rank() == root ? n * x.max_bytes : 0)});
-  if (auto s = gather(padded_bytes(x.in, x.max_bytes), all, root); !s) return s;
-  if (rank() != root) return std::vector<Tensor>{};
+  if (auto s = stage_and_exchange(p, gin, x); !s) return s;
+  const uint32_t n = p.size();
+  Tensor all = Tensor::zeros(DType::u8, {static_cast<int64_t>(p.rank() == root ? n * x.max_bytes : 0)});
+  if (auto s = p.gather(padded_bytes(x.in, x.max_bytes), all, root); !s) return s;
+  if (p.rank() != root) return std::vector<Tensor>{};
   return unpack(x.header_words(), all.data_as<uint8_t>(), n, x.max_bytes);
 }
 
-Result<std::vector<std::string>> Peer::all_gather_object(const std::string& mine) {
+Result<std::vector<std::string>> all_gather_object_of(Peer& p, const std::string& mine) {
   Tensor t = Tensor::borrow(const_cast<char*>(mine.data()), DType::u8, {static_cast<int64_t>(mine.size())});
-  auto parts = all_gather_v(t);
+  auto parts = all_gather_v_of(p, t);
   if (!parts) return parts.status();
   std::vector<std::string> out;
   for (auto& p : *parts) out.emplace_back(static_cast<const char*>(p.data()), p.nbytes());
   return out;
 }
 
-Result<std::string> Peer::broadcast_object(std::optional<std::string> data) {
+Result<std::string> broadcast_object_of(Peer& p, std::optional<std::string> data) {
   std::optional<Tensor> t;
   if (data) t = Tensor::borrow(data->data(), DType::u8, {static_cast<int64_t>(data->size())});
-  auto got = broadcast(t);
+  auto got = p.broadcast(t);
   if (!got) return got.status();
   return std::string(static_cast<const char*>(got->data()), got->nbytes());
+}
+
+
+// Each as one op of the handle's lane (its steps run inline there, one after another).
+void put(WorkState& w, std::vector<Tensor>& v) { w.tensors = std::move(v); }
+void put(WorkState& w, std::vector<std::string>& v) { w.objects = std::move(v); }
+void put(WorkState& w, std::string& v) { w.objects = {std::move(v)}; }
+
+template <class F>
+peer_impl::OpBody body_of(Peer self, F f) {
+  return [self = std::move(self), f = std::move(f)](WorkState& w) mutable {
+    auto got = f(self);
+    if (!got) return got.status();
+    put(w, *got);
+    return Status::ok();
+  };
+}
+
+} // namespace
+
+Result<std::vector<Tensor>> Peer::all_gather_v(const Tensor& in) {
+  WorkState w;
+  auto st = peer_impl::run_now(state_, peer_impl::LaneKey::collective(), body_of(*this, [&](Peer& p) { return all_gather_v_of(p, in); }), w);
+  if (!st) return st;
+  return std::move(w.tensors);
+}
+
+Result<std::vector<Tensor>> Peer::gather_v(const Tensor& in, PeerId root) {
+  WorkState w;
+  auto st = peer_impl::run_now(state_, peer_impl::LaneKey::collective(), body_of(*this, [&](Peer& p) { return gather_v_of(p, in, root); }), w);
+  if (!st) return st;
+  return std::move(w.tensors);
+}
+
+Result<std::vector<std::string>> Peer::all_gather_object(const std::string& mine) {
+  WorkState w;
+  auto st = peer_impl::run_now(state_, peer_impl::LaneKey::collective(), body_of(*this, [&](Peer& p) { return all_gather_object_of(p, mine); }), w);
+  if (!st) return st;
+  return std::move(w.objects);
+}
+
+Result<std::string> Peer::broadcast_object(std::optional<std::string> data) {
+  WorkState w;
+  auto st = peer_impl::run_now(state_, peer_impl::LaneKey::collective(), body_of(*this, [&](Peer& p) { return broadcast_object_of(p, data); }), w);
+  if (!st) return st;
+  return std::move(w.objects.at(0));
+}
+
+Work Peer::all_gather_v_async(const Tensor& in, OpOptions o) {
+  return peer_impl::run_async(state_, peer_impl::LaneKey::collective(), o, body_of(*this, [in](Peer& p) { return all_gather_v_of(p, in); }));
+}
+
+Work Peer::gather_v_async(const Tensor& in, PeerId root, OpOptions o) {
+  return peer_impl::run_async(state_, peer_impl::LaneKey::collective(), o, body_of(*this, [in, root](Peer& p) { return gather_v_of(p, in, root); }));
+}
+
+Work Peer::all_gather_object_async(std::string mine, OpOptions o) {
+  return peer_impl::run_async(state_, peer_impl::LaneKey::collective(), o,
+                              body_of(*this, [mine = std::move(mine)](Peer& p) { return all_gather_object_of(p, mine); }));
+}
+
+Work Peer::broadcast_object_async(std::optional<std::string> data, OpOptions o) {
+  return peer_impl::run_async(state_, peer_impl::LaneKey::collective(), o,
+                              body_of(*this, [data = std::move(data)](Peer& p) { return broadcast_object_of(p, data); }));
 }
 
 } // namespace chorus

@@ -1,9 +1,11 @@
-// The blocking Peer API's entry points: the handle's identity and the fixed-size ops. Each one
-// builds its request and runs it (run_op.hpp); groups, the by-data forms, object collectives and
-// finish live in the files named for them.
+// The Peer API's entry points: the handle's identity and the fixed-size ops, blocking and not.
+// Each op says once what this peer passes (a Part) and runs it on the handle's lane
+// (op_lanes.hpp) through the ordinary machinery (run_op.hpp); groups, the by-data forms, object
+// collectives and finish live in the files named for them.
 #include <chorus/peer.hpp>
 
 #include "actors/global_client/global_client.hpp"
+#include "actors/peer/op_lanes.hpp"
 #include "actors/peer/run_op.hpp"
 
 namespace chorus {
@@ -21,53 +23,96 @@ std::string Peer::last_strategy() const {
   return state_ ? to_string(unpack_strategy(state_->last_strategy.load(std::memory_order_relaxed))) : std::string();
 }
 
+namespace {
+using peer_impl::LaneKey;
+using peer_impl::run_async;
+using peer_impl::run_now;
+
+const Tensor kNone;
+
+// One fixed-size op as this peer takes part in it: what it passes as input and output (a rooted
+// op's root alone passes what only the root has; elsewhere the output is not touched).
+struct Part {
+  OpRequestData req;
+  const Tensor& in;
+  const Tensor& out;
+};
+
+bool is_root(const std::shared_ptr<PeerState>& s, PeerId root) { return s && s->rank == root; }
+
+Status now(const std::shared_ptr<PeerState>& s, const Part& p) {
+  return run_now(s, LaneKey::collective(), [&](WorkState&) { return collective(s.get(), p.req, p.in, p.out); });
+}
+
+// The op keeps its own handles of the buffers (they share the caller's memory) and gives back
+// the output it wrote.
+Work later(const std::shared_ptr<PeerState>& s, const Part& p, const OpOptions& o) {
+  return run_async(s, LaneKey::collective(), o, [s = s.get(), req = p.req, in = p.in, out = p.out](WorkState& w) {
+    Status st = collective(s, req, in, out);
+    if (st && out.defined()) w.tensors.push_back(out);
+    return st;
+  });
+}
+
+Part reduce_part(const std::shared_ptr<PeerState>& s, const Tensor& in, const Tensor& out, ReduceOp op, PeerId root) {
+  return {make_op(OpKind::reduce, op, root), in, is_root(s, root) ? out : kNone};
+}
+Part broadcast_part(const std::shared_ptr<PeerState>& s, const Tensor& buf, PeerId root) {
+  return {make_op(OpKind::broadcast, ReduceOp::sum, root), is_root(s, root) ? buf : kNone, buf};
+}
+Part gather_part(const std::shared_ptr<PeerState>& s, const Tensor& in, const Tensor& out, PeerId root) {
+  return {make_op(OpKind::gather, ReduceOp::sum, root), in, is_root(s, root) ? out : kNone};
+}
+Part scatter_part(const std::shared_ptr<PeerState>& s, const Tensor& in, const Tensor& out, PeerId root) {
+  return {make_op(OpKind::scatter, ReduceOp::sum, root), is_root(s, root) ? in : kNone, out};
+}
+} // namespace
+
 Status Peer::all_reduce(Tensor& inout, ReduceOp op) { return all_reduce(inout, inout, op); }
 Status Peer::all_reduce(const Tensor& in, Tensor& out, ReduceOp op) {
-  return collective(state_.get(), make_op(OpKind::all_reduce, op), in, out);
+  return now(state_, {make_op(OpKind::all_reduce, op), in, out});
 }
-
 Status Peer::reduce(Tensor& inout, ReduceOp op, PeerId root) { return reduce(inout, inout, op, root); }
 Status Peer::reduce(const Tensor& in, Tensor& out, ReduceOp op, PeerId root) {
-  // Only the root receives; elsewhere the output is not touched (the work buffer is scratch).
-  bool is_root = state_ && state_->rank == root;
-  Tensor none;
-  return collective(state_.get(), make_op(OpKind::reduce, op, root), in, is_root ? out : none);
+  return now(state_, reduce_part(state_, in, out, op, root));
 }
-
-Status Peer::broadcast(Tensor& buf, PeerId root) {
-  bool is_root = state_ && state_->rank == root;
-  Tensor none;
-  return collective(state_.get(), make_op(OpKind::broadcast, ReduceOp::sum, root), is_root ? buf : none, buf);
-}
-
-Status Peer::all_gather(const Tensor& in, Tensor& out) {
-  return collective(state_.get(), make_op(OpKind::all_gather), in, out);
-}
-
+Status Peer::broadcast(Tensor& buf, PeerId root) { return now(state_, broadcast_part(state_, buf, root)); }
+Status Peer::all_gather(const Tensor& in, Tensor& out) { return now(state_, {make_op(OpKind::all_gather), in, out}); }
 Status Peer::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
-  return collective(state_.get(), make_op(OpKind::reduce_scatter, op), in, out);
+  return now(state_, {make_op(OpKind::reduce_scatter, op), in, out});
 }
-
-Status Peer::all_to_all(const Tensor& in, Tensor& out) {
-  return collective(state_.get(), make_op(OpKind::all_to_all), in, out);
-}
-
-Status Peer::gather(const Tensor& in, Tensor& out, PeerId root) {
-  bool is_root = state_ && state_->rank == root;
-  Tensor none;
-  return collective(state_.get(), make_op(OpKind::gather, ReduceOp::sum, root), in, is_root ? out : none);
-}
-
+Status Peer::all_to_all(const Tensor& in, Tensor& out) { return now(state_, {make_op(OpKind::all_to_all), in, out}); }
+Status Peer::gather(const Tensor& in, Tensor& out, PeerId root) { return now(state_, gather_part(state_, in, out, root)); }
 Status Peer::scatter(const Tensor& in, Tensor& out, PeerId root) {
-  bool is_root = state_ && state_->rank == root;
-  Tensor none;
-  return collective(state_.get(), make_op(OpKind::scatter, ReduceOp::sum, root), is_root ? in : none, out);
+  return now(state_, scatter_part(state_, in, out, root));
 }
+Status Peer::barrier() { return now(state_, {make_op(OpKind::barrier), kNone, kNone}); }
 
-Status Peer::barrier() {
-  Tensor none;
-  return collective(state_.get(), make_op(OpKind::barrier), none, none);
+Work Peer::all_reduce_async(Tensor& inout, ReduceOp op, OpOptions o) { return all_reduce_async(inout, inout, op, o); }
+Work Peer::all_reduce_async(const Tensor& in, Tensor& out, ReduceOp op, OpOptions o) {
+  return later(state_, {make_op(OpKind::all_reduce, op), in, out}, o);
 }
+Work Peer::reduce_async(Tensor& inout, ReduceOp op, PeerId root, OpOptions o) { return reduce_async(inout, inout, op, root, o); }
+Work Peer::reduce_async(const Tensor& in, Tensor& out, ReduceOp op, PeerId root, OpOptions o) {
+  return later(state_, reduce_part(state_, in, out, op, root), o);
+}
+Work Peer::broadcast_async(Tensor& buf, PeerId root, OpOptions o) { return later(state_, broadcast_part(state_, buf, root), o); }
+Work Peer::all_gather_async(const Tensor& in, Tensor& out, OpOptions o) {
+  return later(state_, {make_op(OpKind::all_gather), in, out}, o);
+}
+Work Peer::reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op, OpOptions o) {
+  return later(state_, {make_op(OpKind::reduce_scatter, op), in, out}, o);
+}
+Work Peer::all_to_all_async(const Tensor& in, Tensor& out, OpOptions o) {
+  return later(state_, {make_op(OpKind::all_to_all), in, out}, o);
+}
+Work Peer::gather_async(const Tensor& in, Tensor& out, PeerId root, OpOptions o) {
+  return later(state_, gather_part(state_, in, out, root), o);
+}
+Work Peer::scatter_async(const Tensor& in, Tensor& out, PeerId root, OpOptions o) {
+  return later(state_, scatter_part(state_, in, out, root), o);
+}
+Work Peer::barrier_async(OpOptions o) { return later(state_, {make_op(OpKind::barrier), kNone, kNone}, o); }
 
 namespace {
 // Whether a group-0 peer lives on another node (multi-node mode): send/recv to it go over the
@@ -76,33 +121,52 @@ bool on_other_node(const PeerState& s, PeerId other) {
   if (!s.global || other >= s.members.size()) return false;
   return s.global->node_of(s.members[other]) != s.global->node_id();
 }
-} // namespace
 
-Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
-  if (!state_) return peer_impl::no_peer();
-  if (on_other_node(*state_, dst)) return peer_impl::send_to_node(*state_, t, dst, tag);
+Status send_now(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
+  if (on_other_node(s, dst)) return peer_impl::send_to_node(s, t, dst, tag);
   OpRequestData req = make_op(OpKind::send);
   req.other = dst;
   req.tag = tag;
   Status st;
   peer_impl::OpRecord rec;
-  auto reply = peer_impl::request(*state_, rec, req, t, Tensor(), st);
+  auto reply = peer_impl::request(s, rec, req, t, Tensor(), st);
   if (!st) return st;
   // The sender is rank 0 of a two-peer broadcast, in place: its buffer is only read.
-  return peer_impl::execute(*state_, rec, *reply, bytes(t), bytes(t));
+  return peer_impl::execute(s, rec, *reply, bytes(t), bytes(t));
 }
 
-Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
-  if (!state_) return peer_impl::no_peer();
-  if (on_other_node(*state_, src)) return peer_impl::recv_from_node(*state_, t, src, tag);
+Status recv_now(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
+  if (on_other_node(s, src)) return peer_impl::recv_from_node(s, t, src, tag);
   OpRequestData req = make_op(OpKind::recv);
   req.other = src;
   req.tag = tag;
   Status st;
   peer_impl::OpRecord rec;
-  auto reply = peer_impl::request(*state_, rec, req, Tensor(), t, st);
+  auto reply = peer_impl::request(s, rec, req, Tensor(), t, st);
   if (!st) return st;
-  return peer_impl::execute(*state_, rec, *reply, nullptr, bytes(t));
+  return peer_impl::execute(s, rec, *reply, nullptr, bytes(t));
+}
+} // namespace
+
+Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
+  return run_now(state_, LaneKey::p2p(LaneKey::send, dst, tag), [&](WorkState&) { return send_now(*state_, t, dst, tag); });
+}
+
+Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
+  return run_now(state_, LaneKey::p2p(LaneKey::recv, src, tag), [&](WorkState&) { return recv_now(*state_, t, src, tag); });
+}
+
+Work Peer::send_async(const Tensor& t, PeerId dst, uint64_t tag, OpOptions o) {
+  return run_async(state_, LaneKey::p2p(LaneKey::send, dst, tag), o,
+                   [s = state_.get(), t, dst, tag](WorkState&) { return send_now(*s, t, dst, tag); });
+}
+
+Work Peer::recv_async(Tensor& t, PeerId src, uint64_t tag, OpOptions o) {
+  return run_async(state_, LaneKey::p2p(LaneKey::recv, src, tag), o, [s = state_.get(), t, src, tag](WorkState& w) mutable {
+    Status st = recv_now(*s, t, src, tag);
+    if (st) w.tensors.push_back(t);
+    return st;
+  });
 }
 
 } // namespace chorus

@@ -4,12 +4,16 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include <chorus/config.hpp>
 #include <chorus/peer.hpp>
 
+#include "engine/lane.hpp"
 #include "strategies/arena.hpp"
 #include "strategies/tuning.hpp"
 
@@ -27,19 +31,25 @@ struct PeerState {
   Config config;
   std::atomic<uint64_t> seq{0};  // this peer's collective sequence number: the op identity
   uint64_t epoch = 0;   // the registration generation the server handed out (see reset)
-  bool finished = false;
+  std::atomic<bool> finished{false};  // atomic: a send/recv lane reads it beside the ops lane
   uint32_t group = 0;              // 0: the world
   std::vector<uint32_t> members;   // global ids of the group; rank i is members[i]
   uint32_t rank = 0;               // this peer's index in members
   uint32_t offset = 0;             // multi-node: the global rank of this node's first peer
   std::shared_ptr<GlobalClient> global;  // multi-node mode only
-  bool destroyed = false;          // destroy() was called on this group handle
+  std::atomic<bool> destroyed{false};  // destroy() was called on this group handle
   // What ran this handle's last op (Peer::last_strategy), pack()ed: calls of one handle may
   // overlap (send/recv from several threads), and each sets it.
   std::atomic<uint64_t> last_strategy{pack(RunStrategy{})};
   std::shared_ptr<FlightRecorder> flight;  // the process's recorder (null: none)
   PeerTrace* trace = nullptr;      // this local peer's part of the process's trace (null: none)
   std::shared_ptr<ArenaSeat> arena;  // the world's small ops meet here first (null: none)
+  // Where this handle's ops run (actors/peer/op_lanes.hpp): its collectives in call order, and
+  // send/recv per (is send, other rank, tag), made on first use under p2p_mu.
+  Lane ops_lane;
+  using P2pKey = std::tuple<bool, uint32_t, uint64_t>;
+  std::mutex p2p_mu;
+  std::map<P2pKey, std::unique_ptr<Lane>> p2p_lanes;
 };
 
 // The library's way into the public handle (its internals are private to host apps).

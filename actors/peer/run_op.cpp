@@ -50,7 +50,7 @@ std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, c
   call.local_error = std::move(local_error);
   auto reply = call.reply;
   // An op that waited in the arena first has that much less time left.
-  status = s.rt->submit_op(call, s.config.timeout, s.config.num_devices, rec.entered ? rec.since : Clock::now());
+  status = s.rt->submit_op(call, op_timeout(s), s.config.num_devices, rec.entered ? rec.since : Clock::now());
   if (status) {
     record_matched(s, rec, reply->strategy);
   } else {
@@ -65,7 +65,7 @@ std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& s
   Call call;
   call.group = std::move(g);
   auto reply = call.reply;
-  status = s.rt->submit_group(call, s.config.timeout, s.config.num_devices);
+  status = s.rt->submit_group(call, op_timeout(s), s.config.num_devices);
   return reply;
 }
 

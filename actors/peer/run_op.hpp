@@ -14,6 +14,10 @@
 namespace chorus::peer_impl {
 
 Status no_peer();
+// The timeout of the op running on this thread: its OpOptions::timeout where it gave one, else the
+// handle's Config::timeout (op_lanes.cpp keeps it). What an op waits for on the peer's side
+// counts from it.
+std::chrono::milliseconds op_timeout(const PeerState& s);
 // What every op of peer `who` gets once it has finished.
 Status already_finished(PeerId who);
 

@@ -1,7 +1,11 @@
-// The blocking API a peer thread calls (the burn-collective style): each call returns when this
-// peer's part of the op is done, with a Status naming what went wrong otherwise. A Peer comes from
-// Runtime::register_peer; its id is its rank, in [0, num_devices). Ops are matched across peers by
-// their order: the k-th collective call of every peer belongs to the same op.
+// The API a peer calls. Every op has a blocking form, which returns when this peer's part of the op
+// is done with a Status naming what went wrong otherwise, and a non-blocking one, named with
+// `_async`, which returns a Work at once (chorus/work.hpp); the blocking form is that Work's
+// wait(). A Peer comes from Runtime::register_peer; its id is its rank, in [0, num_devices). Ops
+// are matched across peers by their order: the k-th collective call of every peer (blocking or
+// not) belongs to the same op. Ops of one handle start in call order; ops of different handles
+// (the world and its groups) run concurrently; send and recv of different (peer, tag) pairs too.
+// The buffers of a non-blocking op must stay alive, and untouched, until its Work is done.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,6 +16,7 @@
 #include <chorus/result.hpp>
 #include <chorus/status.hpp>
 #include <chorus/tensor.hpp>
+#include <chorus/work.hpp>
 
 namespace chorus {
 
@@ -58,8 +63,32 @@ class Peer {
   // Point to point, matched FIFO per (source, destination, tag); both block until the copy is done.
   Status send(const Tensor& t, PeerId dst, uint64_t tag = 0);
   Status recv(Tensor& t, PeerId src, uint64_t tag = 0);
-  // Leaves the collective; further ops fail with Errc::finished.
+  // Leaves the collective, once every op of the world handle handed in before it is done; further
+  // ops fail with Errc::finished.
   Status finish();
+
+  // The non-blocking forms: the same ops, each returning a Work at once; `opts` may give the op a
+  // timeout of its own. Work::result() holds the output buffer (the tensor a by-data form made,
+  // every rank's tensor of the _v forms); Work::objects() the object collectives' bytes.
+  Work all_reduce_async(Tensor& inout, ReduceOp op, OpOptions opts = {});
+  Work all_reduce_async(const Tensor& in, Tensor& out, ReduceOp op, OpOptions opts = {});
+  Work reduce_async(Tensor& inout, ReduceOp op, PeerId root, OpOptions opts = {});
+  Work reduce_async(const Tensor& in, Tensor& out, ReduceOp op, PeerId root, OpOptions opts = {});
+  Work broadcast_async(Tensor& buf, PeerId root, OpOptions opts = {});
+  Work broadcast_async(std::optional<Tensor> data, OpOptions opts = {});
+  Work all_gather_async(const Tensor& in, Tensor& out, OpOptions opts = {});
+  Work reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op, OpOptions opts = {});
+  Work all_to_all_async(const Tensor& in, Tensor& out, OpOptions opts = {});
+  Work gather_async(const Tensor& in, Tensor& out, PeerId root, OpOptions opts = {});
+  Work scatter_async(const Tensor& in, Tensor& out, PeerId root, OpOptions opts = {});
+  Work scatter_async(std::optional<Tensor> data, OpOptions opts = {});
+  Work barrier_async(OpOptions opts = {});
+  Work send_async(const Tensor& t, PeerId dst, uint64_t tag = 0, OpOptions opts = {});
+  Work recv_async(Tensor& t, PeerId src, uint64_t tag = 0, OpOptions opts = {});
+  Work all_gather_object_async(std::string mine, OpOptions opts = {});
+  Work broadcast_object_async(std::optional<std::string> data, OpOptions opts = {});
+  Work all_gather_v_async(const Tensor& in, OpOptions opts = {});
+  Work gather_v_async(const Tensor& in, PeerId root, OpOptions opts = {});
 
   // Groups. A group is a handle like this one whose ops run among its members only, with ranks
   // renumbered 0..size()-1 in member order. Groups of any membership run ops concurrently without
@@ -91,6 +120,13 @@ class Peer {
 
  private:
   friend struct PeerAccess;  // the library's own code (actors/peer/peer_state.hpp)
+  // The bodies of the calls above that run on the handle's lane (actors/peer/groups.cpp, finish.cpp).
+  Result<Peer> new_group_now(std::vector<PeerId> members);
+  Result<Peer> split_now(int color, int key);
+  Result<Peer> intra_node_now();
+  Result<Peer> inter_node_now();
+  Status destroy_now();
+  Status finish_now();
   explicit Peer(std::shared_ptr<PeerState> s) : state_(std::move(s)) {}
   std::shared_ptr<PeerState> state_;
 };

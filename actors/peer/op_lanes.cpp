@@ -1,0 +1,85 @@
+#include "actors/peer/op_lanes.hpp"
+
+#include "actors/peer/run_op.hpp"
+
+namespace chorus::peer_impl {
+
+namespace {
+// OpOptions::timeout of the op this thread runs (zero: none given). An op runs wholly on the
+// thread that took it from its lane, so a thread's value is its op's.
+thread_local std::chrono::milliseconds tl_op_timeout{0};
+
+struct TimeoutScope {
+  std::chrono::milliseconds before;
+  explicit TimeoutScope(std::chrono::milliseconds t) : before(tl_op_timeout) {
+    if (t.count() > 0) tl_op_timeout = t;
+  }
+  ~TimeoutScope() { tl_op_timeout = before; }
+};
+
+// The send/recv lanes kept at most before idle ones are dropped (a tag per message would make
+// one each).
+constexpr std::size_t kKeptP2pLanes = 64;
+
+// Under s.p2p_mu: the lane of `k`, made on first use.
+Lane& p2p_lane(PeerState& s, LaneKey k) {
+  const PeerState::P2pKey key{k.kind == LaneKey::send, k.other, k.tag};
+  auto it = s.p2p_lanes.find(key);
+  if (it != s.p2p_lanes.end()) return *it->second;
+  if (s.p2p_lanes.size() >= kKeptP2pLanes)
+    std::erase_if(s.p2p_lanes, [](const auto& kv) { return kv.second->idle(); });
+  return *s.p2p_lanes.emplace(key, std::make_unique<Lane>()).first->second;
+}
+
+// Enters or hands in, as one step under the table's lock for send/recv lanes, so a lane is never
+// dropped between being found and being used (an op of the same key would then run beside it).
+template <class Step>
+auto on_lane(PeerState& s, LaneKey k, Step&& step) {
+  if (k.kind == LaneKey::ops) return step(s.ops_lane);
+  std::lock_guard<std::mutex> lk(s.p2p_mu);
+  return step(p2p_lane(s, k));
+}
+} // namespace
+
+std::chrono::milliseconds op_timeout(const PeerState& s) {
+  return tl_op_timeout.count() > 0 ? tl_op_timeout : s.config.timeout;
+}
+
+void run_body(const OpBody& body, const OpOptions& o, WorkState& w) {
+  Status st;
+  {
+    TimeoutScope scope(o.timeout);
+    st = body(w);
+  }
+  w.complete(std::move(st));
+}
+
+Lane::Hold enter_lane(PeerState& s, LaneKey k) {
+  return on_lane(s, k, [](Lane& lane) { return lane.enter(); });
+}
+
+Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody& body, WorkState& w) {
+  // The task fills its own state (the caller's `w` may be waited on from here only).
+  auto ws = std::make_shared<WorkState>();
+  on_lane(*s, k, [&](Lane& lane) {
+    lane.submit([s, ws, &body] { run_body(body, OpOptions{}, *ws); });
+    return 0;
+  });
+  Status st = WorkAccess::make(ws).wait();
+  w.tensors = std::move(ws->tensors);
+  w.objects = std::move(ws->objects);
+  return st;
+}
+
+Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& o, OpBody body) {
+  if (!s) return WorkAccess::done(no_peer());
+  if (o.timeout.count() < 0) return WorkAccess::done(Status(Errc::invalid_argument, "OpOptions::timeout is negative"));
+  auto ws = std::make_shared<WorkState>();
+  on_lane(*s, k, [&](Lane& lane) {
+    lane.submit([s, ws, o, body = std::move(body)] { run_body(body, o, *ws); });
+    return 0;
+  });
+  return WorkAccess::make(ws);
+}
+
+} // namespace chorus::peer_impl

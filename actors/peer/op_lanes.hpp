@@ -1,0 +1,59 @@
+// Where a Peer handle's ops run: every op, blocking or not, is a task on one of the handle's
+// lanes (engine/lane.hpp). The collectives, groups and object collectives of a handle share its
+// lane, so they start in call order; send and recv have a lane per (direction, other rank, tag),
+// so an exchange of non-blocking sends and receives meets, and the FIFO order of one
+// (source, destination, tag) holds. A blocking call on an idle lane runs on the caller's thread;
+// the non-blocking form returns a Work at once.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include <chorus/work.hpp>
+#include "actors/peer/peer_state.hpp"
+#include "engine/lane.hpp"
+#include "engine/work_state.hpp"
+
+namespace chorus::peer_impl {
+
+// Which lane an op takes.
+struct LaneKey {
+  enum Kind : uint8_t { ops, send, recv } kind = ops;
+  uint32_t other = 0;  // send/recv: the other rank
+  uint64_t tag = 0;
+  static LaneKey collective() { return {}; }
+  static LaneKey p2p(Kind k, uint32_t other, uint64_t tag) { return {k, other, tag}; }
+};
+
+// What an op does on the thread that runs it: its Status, and what it gives back (into the Work).
+using OpBody = std::function<Status(WorkState&)>;
+
+// Runs `body` with `o` in force and completes `w` with its Status (the lanes' tasks).
+void run_body(const OpBody& body, const OpOptions& o, WorkState& w);
+
+// Hands `body` to its lane and waits for it; the blocking forms go through here when the lane is
+// busy. `hold` is the lane's answer to enter(), empty here.
+Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody& body, WorkState& w);
+
+// Takes the lane for this thread where it is free (the blocking fast path); else empty.
+Lane::Hold enter_lane(PeerState& s, LaneKey k);
+
+// Blocking: `body` (any callable Status(WorkState&), taken by reference: the caller waits) on this
+// thread where its lane is free, else after what is queued there. `w` gets what it gives back.
+template <class F>
+Status run_now(const std::shared_ptr<PeerState>& s, LaneKey k, F&& body, WorkState& w) {
+  if (!s) return Status(Errc::not_registered, "this Peer handle was never registered");
+  if (auto hold = enter_lane(*s, k)) return body(w);
+  return wait_in_lane(s, k, OpBody([&body](WorkState& ws) { return body(ws); }), w);
+}
+template <class F>
+Status run_now(const std::shared_ptr<PeerState>& s, LaneKey k, F&& body) {
+  WorkState w;
+  return run_now(s, k, std::forward<F>(body), w);
+}
+
+// Non-blocking: `body` (which owns copies of what it needs) after what is queued on its lane.
+Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& o, OpBody body);
+
+} // namespace chorus::peer_impl

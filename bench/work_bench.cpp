@@ -1,0 +1,165 @@
+// chorus-work-bench: what non-blocking ops (Peer::*_async, chorus/work.hpp) buy, peers as threads
+// of one process.
+//  1. In flight: K all-reduces of B bytes each (f32, sum), issued one after another (each waited
+//     before the next) against all K issued at once and then waited. Ratio = at once / one by one.
+//  2. Overlap: an all-reduce of O bytes issued non-blocking beside a compute loop calibrated to
+//     the op's own time, against the longer of the two alone. Ratio = together / max(op, compute).
+// Every result is checked. Times: the median over --reps of peer 0's wall time between barriers.
+//
+// Usage: chorus-work-bench [--peers N] [--ops K] [--bytes B] [--overlap-bytes O] [--reps R]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <chorus/chorus.hpp>
+
+using namespace chorus;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Opts {
+  uint32_t peers = 2;
+  int ops = 64;
+  std::size_t bytes = 64 << 10;
+  std::size_t overlap_bytes = 64 << 20;
+  int reps = 15;
+};
+
+volatile double g_sink;
+// Busy work of `iters` steps on this thread (the "compute" of a training step).
+void compute(long iters) {
+  double x = 1.0;
+  for (long i = 0; i < iters; ++i) x = x * 1.0000001 + 1e-9;
+  g_sink = x;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+struct Timings {
+  double one_by_one = 0, at_once = 0, op_alone = 0, compute_alone = 0, together = 0;
+  long wrong = 0;
+};
+
+void run_peer(Peer& peer, const Opts& o, Timings& res, long compute_iters_per_us) {
+  const bool lead = peer.rank() == 0;
+  const std::size_t count = o.bytes / sizeof(float);
+  const float n = static_cast<float>(o.peers);
+  std::vector<Tensor> bufs;
+  for (int i = 0; i < o.ops; ++i) bufs.push_back(Tensor::zeros(DType::f32, {static_cast<int64_t>(count)}));
+  auto refill = [&] {
+    for (auto& t : bufs) std::fill_n(t.data_as<float>(), count, 1.0f);
+  };
+  auto check = [&] {
+    for (auto& t : bufs)
+      for (std::size_t j = 0; j < count; ++j)
+        if (t.data_as<float>()[j] != n) ++res.wrong;
+  };
+  std::vector<double> seq, par;
+  for (int r = 0; r < o.reps; ++r) {
+    refill();
+    (void)peer.barrier();
+    auto t0 = Clock::now();
+    for (auto& t : bufs) (void)peer.all_reduce(t, ReduceOp::sum);
+    seq.push_back(us_since(t0));
+    if (lead) check();
+    refill();
+    (void)peer.barrier();
+    t0 = Clock::now();
+    std::vector<Work> w;
+    w.reserve(bufs.size());
+    for (auto& t : bufs) w.push_back(peer.all_reduce_async(t, ReduceOp::sum));
+    for (auto& x : w) (void)x.wait();
+    par.push_back(us_since(t0));
+    if (lead) check();
+  }
+  // Overlap.
+  const std::size_t ocount = o.overlap_bytes / sizeof(float);
+  Tensor big = Tensor::zeros(DType::f32, {static_cast<int64_t>(ocount)});
+  std::vector<double> alone, comp, both;
+  for (int r = 0; r < o.reps; ++r) {
+    std::fill_n(big.data_as<float>(), ocount, 1.0f);
+    (void)peer.barrier();
+    auto t0 = Clock::now();
+    (void)peer.all_reduce(big, ReduceOp::sum);
+    alone.push_back(us_since(t0));
+  }
+  const double op_us = median(alone);
+  const long iters = static_cast<long>(op_us * compute_iters_per_us);
+  for (int r = 0; r < o.reps; ++r) {
+    (void)peer.barrier();
+    auto t0 = Clock::now();
+    compute(iters);
+    comp.push_back(us_since(t0));
+    std::fill_n(big.data_as<float>(), ocount, 1.0f);
+    (void)peer.barrier();
+    t0 = Clock::now();
+    Work w = peer.all_reduce_async(big, ReduceOp::sum);
+    compute(iters);
+    (void)w.wait();
+    both.push_back(us_since(t0));
+    if (lead)
+      for (std::size_t j = 0; j < ocount; j += 997)
+        if (big.data_as<float>()[j] != n) ++res.wrong;
+  }
+  if (lead) {
+    res.one_by_one = median(seq);
+    res.at_once = median(par);
+    res.op_alone = op_us;
+    res.compute_alone = median(comp);
+    res.together = median(both);
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  Opts o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string f = argv[i];
+    const long v = std::strtol(argv[i + 1], nullptr, 10);
+    if (v <= 0) { std::fprintf(stderr, "%s: need a positive number\n", f.c_str()); return 2; }
+    if (f == "--peers") o.peers = static_cast<uint32_t>(v);
+    else if (f == "--ops") o.ops = static_cast<int>(v);
+    else if (f == "--bytes") o.bytes = static_cast<std::size_t>(v);
+    else if (f == "--overlap-bytes") o.overlap_bytes = static_cast<std::size_t>(v);
+    else if (f == "--reps") o.reps = static_cast<int>(v);
+    else { std::fprintf(stderr, "usage: chorus-work-bench [--peers N] [--ops K] [--bytes B] [--overlap-bytes O] [--reps R]\n"); return 2; }
+  }
+  // The compute loop's speed on this machine (steps per microsecond).
+  auto t0 = Clock::now();
+  compute(50'000'000);
+  const long per_us = static_cast<long>(50'000'000 / std::max(1.0, us_since(t0)));
+
+  Runtime rt;
+  Config cfg;
+  cfg.num_devices = o.peers;
+  Timings res;
+  std::vector<std::thread> threads;
+  for (uint32_t p = 0; p < o.peers; ++p)
+    threads.emplace_back([&, p] {
+      auto peer = rt.register_peer(p, cfg);
+      if (!peer) { std::fprintf(stderr, "register: %s\n", peer.status().to_string().c_str()); std::exit(1); }
+      run_peer(*peer, o, res, per_us);
+      (void)peer->finish();
+    });
+  for (auto& t : threads) t.join();
+  std::printf("# chorus-work-bench: %u peers (threads), median of %d reps\n", o.peers, o.reps);
+  std::printf("in flight: %d x %zu B all_reduce: one by one %.1f us, all at once %.1f us, ratio %.2f\n", o.ops,
+              o.bytes, res.one_by_one, res.at_once, res.at_once / res.one_by_one);
+  const double longer = std::max(res.op_alone, res.compute_alone);
+  std::printf("overlap: %zu B all_reduce %.1f us, compute %.1f us, together %.1f us, ratio %.2f\n", o.overlap_bytes,
+              res.op_alone, res.compute_alone, res.together, res.together / longer);
+  std::printf("#wrong %ld\n", res.wrong);
+  return res.wrong == 0 ? 0 : 1;
+}

@@ -1,0 +1,56 @@
+// One ordered line of ops: tasks run one at a time, in the order they were handed in, on a thread
+// of the lane's own, so that whoever hands them in goes on. The thread starts when work comes and
+// ends after a while without any. A blocking call on an idle lane runs on its caller's thread
+// instead (no hand-off, so a blocking op costs what it did before there were lanes), holding the
+// lane meanwhile so that what is handed in after it waits its turn.
+// A Peer handle's collectives share one lane (call order is op order); its send/recv have one per
+// (direction, other peer, tag), so that an exchange of non-blocking sends and receives meets.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+
+namespace chorus {
+
+class Lane {
+ public:
+  using Task = std::function<void()>;
+  struct Core;
+
+  // A thread with nothing to do for `idle` ends (the next task starts another).
+  explicit Lane(std::chrono::milliseconds idle = std::chrono::milliseconds(2000));
+  ~Lane();  // queued tasks still run (each holds what it needs); the thread then ends
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+
+  // Runs `t` after every task handed in before it. Never blocks.
+  void submit(Task t);
+
+  // The lane held by the calling thread while it runs a task itself (see enter()).
+  class Hold {
+   public:
+    Hold() = default;
+    Hold(Hold&& o) noexcept : core_(std::move(o.core_)), acquired_(o.acquired_) {}
+    Hold& operator=(Hold&&) = delete;
+    ~Hold();
+    explicit operator bool() const { return core_ != nullptr; }
+
+   private:
+    friend class Lane;
+    Hold(std::shared_ptr<Core> c, bool acquired) : core_(std::move(c)), acquired_(acquired) {}
+    std::shared_ptr<Core> core_;
+    bool acquired_ = false;  // false: the thread held it already (a task of the lane, or an op inside one)
+  };
+  // True (a Hold) where the calling thread may run its task now: nothing is queued or running, or
+  // the thread holds the lane already (it runs one of the lane's tasks, or an op that calls
+  // another op of the same handle: waiting for the lane would wait for itself). Empty: hand the
+  // task in with submit() and wait for it.
+  Hold enter();
+  // Nothing queued or running (a lane that may be dropped from its owner's table).
+  bool idle() const;
+
+ private:
+  std::shared_ptr<Core> core_;  // shared with the lane's thread, which may outlive the Lane
+};
+
+} // namespace chorus

@@ -1,0 +1,79 @@
+#include "engine/work_state.hpp"
+
+namespace chorus {
+
+void WorkState::complete(Status s) {
+  std::vector<std::function<void(const Status&)>> run;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (completed_) return;
+    completed_ = true;
+    status = std::move(s);
+    run.swap(callbacks_);
+  }
+  done.set(1);
+  for (auto& fn : run) fn(status);
+}
+
+void WorkState::on_complete(std::function<void(const Status&)> fn) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!completed_) {
+      callbacks_.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn(status);
+}
+
+namespace {
+constexpr std::chrono::nanoseconds kNoSpin{0};
+Status empty_work() { return {Errc::invalid_argument, "this Work names no op (default-constructed)"}; }
+} // namespace
+
+Status Work::wait() const {
+  if (!state_) return empty_work();
+  // The op itself is bounded by its timeout, so this ends: slices only keep each sleep finite.
+  // No spin: the thread that runs the op (a lane's) wants this core more than a spinning waiter.
+  while (!state_->done.wait_at_least(1, Clock::now() + std::chrono::seconds(1), kNoSpin)) {
+  }
+  return state_->status;
+}
+
+Status Work::wait_for(std::chrono::milliseconds limit) const {
+  if (!state_) return empty_work();
+  if (!state_->done.wait_at_least(1, Clock::now() + limit, kNoSpin))
+    return {Errc::timeout, "the op is still in flight after " + std::to_string(limit.count()) +
+                               " ms (it goes on: wait for it again)"};
+  return state_->status;
+}
+
+bool Work::test() const { return state_ && state_->is_done(); }
+
+namespace {
+Status not_done() { return {Errc::invalid_argument, "the op is still in flight: wait() for it first"}; }
+} // namespace
+
+Result<std::vector<Tensor>> Work::result() const {
+  if (!state_) return empty_work();
+  if (!state_->is_done()) return not_done();
+  if (!state_->status) return state_->status;
+  return state_->tensors;
+}
+
+Result<std::vector<std::string>> Work::objects() const {
+  if (!state_) return empty_work();
+  if (!state_->is_done()) return not_done();
+  if (!state_->status) return state_->status;
+  return state_->objects;
+}
+
+void Work::on_complete(std::function<void(const Status&)> fn) const {
+  if (!state_) {
+    fn(empty_work());
+    return;
+  }
+  state_->on_complete(std::move(fn));
+}
+
+} // namespace chorus

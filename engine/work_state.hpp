@@ -1,0 +1,44 @@
+// What a Work handle shares with the op it names: done once, with the op's Status and what it
+// gives back, and the callbacks waiting for that. The op's runner completes it exactly once.
+#pragma once
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <chorus/work.hpp>
+#include "core/wait.hpp"
+
+namespace chorus {
+
+struct WorkState {
+  WaitWord done;                      // 1 once the fields below are final
+  Status status;                      // how the op ended
+  std::vector<Tensor> tensors;        // Work::result()
+  std::vector<std::string> objects;   // Work::objects()
+
+  // Sets the outcome (tensors and objects first, by whoever completes), wakes the waiters and
+  // runs the callbacks, on this thread. Once only: a second call is a bug in chorus and is ignored.
+  void complete(Status s);
+  // Runs fn at once if done, else when complete() is called.
+  void on_complete(std::function<void(const Status&)> fn);
+  bool is_done() const { return done.value.load(std::memory_order_acquire) != 0; }
+
+ private:
+  std::mutex mu_;  // guards the two below; never held while a callback runs
+  bool completed_ = false;
+  std::vector<std::function<void(const Status&)>> callbacks_;
+};
+
+// The library's way into the public handle.
+struct WorkAccess {
+  static Work make(std::shared_ptr<WorkState> s) { return Work(std::move(s)); }
+  static Work done(Status s) {  // an op that ended before it began (no handle, bad arguments)
+    auto w = std::make_shared<WorkState>();
+    w->complete(std::move(s));
+    return Work(std::move(w));
+  }
+};
+
+} // namespace chorus

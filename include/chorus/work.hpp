@@ -1,0 +1,59 @@
+// An op in flight (torch.distributed's Work, MPI's request): every `_async` op of a Peer returns
+// one at once, and the blocking form of each op is the same op's wait(). The op runs whether or
+// not anyone waits for it: a Work dropped before wait() still completes its op (its buffers must
+// stay alive until then, as for any op in flight).
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <chorus/result.hpp>
+#include <chorus/status.hpp>
+#include <chorus/tensor.hpp>
+
+namespace chorus {
+
+struct WorkState;
+
+// What one op may set for itself, beside the peer's Config.
+struct OpOptions {
+  // How long the op may take, from its start; zero: Config::timeout. Like Config::timeout it is
+  // this peer's bound: peers of one op may give different ones, and the first to run out fails
+  // the op for everyone, naming who never called.
+  std::chrono::milliseconds timeout{0};
+};
+
+class Work {
+ public:
+  Work() = default;  // empty: wait() says so (Errc::invalid_argument)
+  bool valid() const { return state_ != nullptr; }
+
+  // Waits until the op is done and returns how it ended (the blocking form's Status).
+  Status wait() const;
+  // The same, up to `limit`: Errc::timeout with "still in flight" when the op is not done by then;
+  // the op goes on and may be waited for again. (The op's own timeout is OpOptions::timeout.)
+  Status wait_for(std::chrono::milliseconds limit) const;
+  // True once the op is done (never blocks).
+  bool test() const;
+  // What the op gives back once done, after wait() (an error Status if it failed or is not done):
+  // the output tensors the op wrote (the rooted and fixed-size ops: their output buffer, empty
+  // where this peer receives nothing), the tensor a by-data broadcast or scatter delivered, or
+  // every rank's tensor of all_gather_v / gather_v.
+  Result<std::vector<Tensor>> result() const;
+  // Object collectives: every rank's bytes (all_gather_object) or the one payload
+  // (broadcast_object), after wait().
+  Result<std::vector<std::string>> objects() const;
+  // Calls `fn` once with the op's Status when it is done: at once, on this thread, if it is done
+  // already; else on the thread that completes it. `fn` must not wait for an op of the same
+  // handle that was submitted after this one (it runs before that op can start).
+  void on_complete(std::function<void(const Status&)> fn) const;
+
+ private:
+  friend struct WorkAccess;  // the library's own code (engine/work_state.hpp)
+  explicit Work(std::shared_ptr<WorkState> s) : state_(std::move(s)) {}
+  std::shared_ptr<WorkState> state_;
+};
+
+} // namespace chorus
