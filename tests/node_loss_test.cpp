@@ -150,34 +150,51 @@ TEST_F(CoreNodeLoss, SendRecvWithinTheNodeGoOn) {
 // waits in its node's local phase; then the other node ends its connection to A's without a
 // goodbye (as a killed process's kernel would). A must get node_lost naming that node at once,
 // not after its 20 s timeout; B's call of the same op, and A's next op, too.
-TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
-  auto orch = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--heartbeat-ms", "500"});
+// Two nodes as two Runtimes of this process, joined through the daemon: node 0's runtime has
+// peers A and B, node 1's one peer, C (20 s timeouts). Node ids go by the order of joining:
+// either runtime may be node 0.
+struct TwoNodes {
+  testkit::Orchestrator orch = testkit::start_orchestrator({"--port", "0", "--nodes", "2", "--heartbeat-ms", "500"});
   testkit::ChildGuard daemon{orch.pid};
-  ASSERT_GT(orch.pid, 0) << orch.error;
-  auto config = [&](uint32_t peers) {
-    Config c;
-    c.num_devices = peers;
-    c.num_nodes = 2;
-    c.orchestrator_address = "127.0.0.1:" + std::to_string(orch.port);
-    c.node_address = "127.0.0.1";
-    c.timeout = 20s;
-    return c;
-  };
-  testing::EventCount entered;  // before the runtimes: node 0's local server raises it
   Runtime nodes[2];
-  // Registration blocks until both nodes joined: one thread per node.
   Result<Peer> a = Status(Errc::internal, "not registered"), b = a, c = a;
-  std::thread other([&] { c = nodes[1].register_peer(0, config(1)); });
-  std::thread mate([&] { b = nodes[0].register_peer(1, config(2)); });
-  a = nodes[0].register_peer(0, config(2));
-  mate.join();
-  other.join();
-  ASSERT_TRUE(a.is_ok() && b.is_ok() && c.is_ok())
-      << a.status().to_string() << " / " << b.status().to_string() << " / " << c.status().to_string();
-  // Node ids go by the order of joining: either runtime may be node 0.
-  GlobalClient& here = *RuntimeAccess::impl(nodes[0]).global;
-  GlobalClient& there = *RuntimeAccess::impl(nodes[1]).global;
-  const std::string lost = "node " + std::to_string(there.node_id()) + " lost";
+
+  Config config(uint32_t peers) const {
+    Config cfg;
+    cfg.num_devices = peers;
+    cfg.num_nodes = 2;
+    cfg.orchestrator_address = "127.0.0.1:" + std::to_string(orch.port);
+    cfg.node_address = "127.0.0.1";
+    cfg.timeout = 20s;
+    return cfg;
+  }
+  ::testing::AssertionResult join() {
+    if (orch.pid <= 0) return ::testing::AssertionFailure() << orch.error;
+    // Registration blocks until both nodes joined: one thread per node.
+    std::thread other([&] { c = nodes[1].register_peer(0, config(1)); });
+    std::thread mate([&] { b = nodes[0].register_peer(1, config(2)); });
+    a = nodes[0].register_peer(0, config(2));
+    mate.join();
+    other.join();
+    if (a.is_ok() && b.is_ok() && c.is_ok()) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << a.status().to_string() << " / " << b.status().to_string() << " / "
+                                         << c.status().to_string();
+  }
+  GlobalClient& here() { return *RuntimeAccess::impl(nodes[0]).global; }
+  GlobalClient& there() { return *RuntimeAccess::impl(nodes[1]).global; }
+  std::string lost() { return "node " + std::to_string(there().node_id()) + " lost"; }
+  // An end of stream without a bye, not a reset (as a killed process's kernel would).
+  void cut() { there().connection(here().node_id())->kill(); }
+};
+
+TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
+  testing::EventCount entered;  // before the runtimes: node 0's local server raises it
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  auto& nodes = two.nodes;
+  auto& a = two.a;
+  auto& b = two.b;
+  const std::string lost = two.lost();
 
   LocalServerCore& core0 = *RuntimeAccess::impl(nodes[0]).core;
   testing::count_server_entries(nodes[0], entered);  // no op has run yet
@@ -192,7 +209,7 @@ TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
   ASSERT_TRUE(entered.wait_for(1, 10s)) << "A's all_reduce never reached the core";
   ASSERT_EQ(core0.pending_ops(), 1u);
   const auto cut = std::chrono::steady_clock::now();
-  there.connection(here.node_id())->kill();  // an end of stream without a bye, not a reset
+  two.cut();
   waiter.join();
   EXPECT_LT(returned - cut, 5s) << "A waited out its timeout instead of hearing of the loss";
   EXPECT_TRUE(has(first, Errc::node_lost, {"all_reduce #0: " + lost})) << first.to_string();
@@ -204,6 +221,29 @@ TEST(NodeLossAcrossNodes, ALossEndsTheLocalPhaseAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   EXPECT_EQ(late, first) << late.to_string();
   EXPECT_TRUE(has(next, Errc::node_lost, {"barrier #1: " + lost})) << next.to_string();
+}
+
+// Non-blocking ops in flight when the other node is lost: A hands in three all-reduces (B holds
+// back, so the first waits in the local phase and the others behind it); every Work ends with
+// node_lost naming the node at once, not after the 20 s timeout.
+TEST(NodeLossAcrossNodes, ALossReachesEveryWorkInFlight) {
+  testing::EventCount entered;
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  testing::count_server_entries(two.nodes[0], entered);  // no op has run yet
+  std::vector<Tensor> xs;
+  std::vector<Work> works;
+  for (int i = 0; i < 3; ++i) {
+    xs.push_back(Tensor::from(std::vector<float>{1, 2, 3}));
+    works.push_back(two.a->all_reduce_async(xs.back(), ReduceOp::sum));
+  }
+  ASSERT_TRUE(entered.wait_for(1, 10s)) << "A's first all_reduce never reached the core";
+  EXPECT_FALSE(works[0].test());
+  two.cut();
+  for (int i = 0; i < 3; ++i) {
+    Status s = works[i].wait_for(5s);
+    EXPECT_TRUE(has(s, Errc::node_lost, {"all_reduce #" + std::to_string(i) + ": " + two.lost()})) << i << ": " << s.to_string();
+  }
 }
 
 // Three nodes of one peer each. Node C's peer calls an all-reduce the others never call, so it

@@ -1,5 +1,6 @@
 // Built against an installed chorus (tests/install/check.sh): two peers all-reduce through the
-// public API and check every value; exits non-zero when anything is wrong.
+// public API, non-blocking (a Work waited for), and check every value; exits non-zero when
+// anything is wrong.
 #include <chorus/chorus.hpp>
 
 #include <cstdio>
@@ -34,7 +35,8 @@ int main() {
       std::vector<float> v(n);
       for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>((id + 1) * i);
       Tensor t = Tensor::from(v);
-      if (Status s = peer->all_reduce(t, ReduceOp::sum); !s) {
+      Work w = peer->all_reduce_async(t, ReduceOp::sum);
+      if (Status s = w.wait(); !s) {
         std::fprintf(stderr, "peer %u: all_reduce: %s\n", id, s.to_string().c_str());
         bad[id] = 1;
       } else {
