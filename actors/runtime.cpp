@@ -1,3 +1,4 @@
+#include <chorus/caf.hpp>
 #include <chorus/runtime.hpp>
 
 #include "actors/flight/flight_recorder.hpp"
@@ -50,7 +51,7 @@ Result<caf::actor_system*> RuntimeImpl::system_for(const Config* config) {
       if (auto why = remoting_problem(*sys, tls); !why.empty())
         return Status(Errc::invalid_config,
                       "multi-node mode (num_nodes " + std::to_string(config->num_nodes) + "): " + why +
-                          (in_host ? "; call chorus::Runtime::prepare(cfg, config) on the host's actor_system_config "
+                          (in_host ? "; call chorus::prepare_actor_system(cfg, config) on the host's actor_system_config "
                                      "before constructing the actor_system (it loads cfg.load<caf::io::middleman>() "
                                      "and what else chorus needs)"
                                    : "; this Runtime's actor system was started for one process before the "
@@ -320,7 +321,7 @@ void RuntimeImpl::close_arena() {
 }
 
 Runtime::Runtime() : impl_(std::make_shared<RuntimeImpl>()) {}
-Runtime::Runtime(caf::actor_system& host) : impl_(std::make_shared<RuntimeImpl>(host)) {}
+Runtime::Runtime(const HostSystem& host) : impl_(std::make_shared<RuntimeImpl>(*host.system)) {}
 // Peers may outlive the runtime (they share its internals); they must fail fast, not hang.
 Runtime::~Runtime() { impl_->shutdown(); }
 
@@ -334,9 +335,9 @@ Status Runtime::reset() {
   return impl_->submit(reset_atom::value, call, std::chrono::milliseconds(10000));
 }
 
-caf::actor_system& Runtime::actor_system() { return impl_->system(); }
+caf::actor_system& actor_system_of(Runtime& runtime) { return RuntimeAccess::impl(runtime).system(); }
 
-void Runtime::prepare(caf::actor_system_config& cfg, const Config& config) {
+void prepare_actor_system(caf::actor_system_config& cfg, const Config& config) {
   load_remoting(cfg, kNodeHeartbeat, TlsFiles{config.tls_certificate, config.tls_key, config.tls_ca}, kNodeLinkSilence,
                 LinkEnd::connecting);
 }

@@ -16,13 +16,14 @@ set(CHORUS_LAYERS chorus_core chorus_strategies chorus_messages chorus_transport
 
 # Host apps' headers need C++20; users of chorus::chorus get it without asking.
 target_compile_features(chorus INTERFACE cxx_std_20)
+target_compile_features(chorus_caf INTERFACE cxx_std_20)
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/chorus DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.hpp")
 # The layers' include roots are BUILD_INTERFACE only (cmake/ChorusLayer.cmake), so the exported
 # targets carry just the public include directory: chorus::chorus links every layer (LINK_ONLY)
 # and shows none of their headers.
-install(TARGETS chorus ${CHORUS_LAYERS} EXPORT chorusTargets
+install(TARGETS chorus chorus_caf ${CHORUS_LAYERS} EXPORT chorusTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS chorus-orchestrator chorus-ctl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT chorusTargets NAMESPACE chorus:: DESTINATION ${CHORUS_CMAKE_DIR})
@@ -58,9 +59,9 @@ function(chorus_pc_libdir_flag out lib)
   endif()
 endfunction()
 
-set(CHORUS_PC_CFLAGS "")
+set(CHORUS_PC_CFLAGS " -std=c++20")  # the public headers are C++20
 if(NOT CAF_INCLUDE_DIR IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
-  set(CHORUS_PC_CFLAGS " -I${CAF_INCLUDE_DIR}")  # chorus/peer_actor.hpp includes CAF
+  string(APPEND CHORUS_PC_CFLAGS " -I${CAF_INCLUDE_DIR}")  # chorus/caf.hpp includes CAF
 endif()
 set(CHORUS_PC_LIBS "")
 foreach(layer peer_actor gradsync actors engine cuda transport messages strategies core)

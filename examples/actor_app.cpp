@@ -8,7 +8,7 @@
 #include <string>
 
 #include <chorus/chorus.hpp>
-#include <chorus/peer_actor.hpp>
+#include <chorus/caf.hpp>
 
 using namespace chorus;
 using namespace std::chrono_literals;
@@ -48,7 +48,7 @@ caf::behavior worker(caf::event_based_actor* self, peer_actor peer, uint32_t id,
 int main() {
   caf::actor_system_config cfg;
   caf::actor_system system{cfg};  // the host app's own actor system
-  Runtime runtime{system};        // chorus runs in it (declared after it: destroyed before it)
+  Runtime runtime{host_system(system)};  // chorus runs in it (declared after it: destroyed before it)
   Config config;
   config.num_devices = kPeers;
   config.timeout = 10s;

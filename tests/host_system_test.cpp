@@ -13,7 +13,7 @@
 #include <thread>
 
 #include <chorus/chorus.hpp>
-#include <chorus/peer_actor.hpp>
+#include <chorus/caf.hpp>
 #include "actors/orchestrator/orchestrator.hpp"
 #include "actors/orchestrator/published.hpp"
 #include "actors/runtime_impl.hpp"
@@ -46,8 +46,8 @@ void all_reduce_on_threads(Runtime& rt) {
 TEST(HostSystem, PeersAndPeerActorsRunInTheHostsSystem) {
   QuietConfig cfg;
   caf::actor_system sys{cfg};
-  Runtime rt{sys};
-  EXPECT_EQ(&rt.actor_system(), &sys);
+  Runtime rt{host_system(sys)};
+  EXPECT_EQ(&actor_system_of(rt), &sys);
   all_reduce_on_threads(rt);
   caf::scoped_actor self{sys};
   peer_actor a = spawn_peer_actor(rt, 0, config_for(1));
@@ -64,7 +64,7 @@ TEST(HostSystem, OpsNeverWaitOnTheHostsScheduler) {
   QuietConfig cfg;
   cfg.set("scheduler.policy", caf::atom("testing"));
   caf::actor_system sys{cfg};
-  Runtime rt{sys};
+  Runtime rt{host_system(sys)};
   all_reduce_on_threads(rt);
   {
     caf::scoped_actor self{sys};
@@ -85,7 +85,7 @@ TEST(HostSystem, RuntimeStopsItsActorsWhenDestroyed) {
   auto host_actor = sys.spawn([]() -> caf::behavior { return {[](int x) { return x + 1; }}; });
   std::vector<peer_actor> peers;
   {
-    Runtime rt{sys};
+    Runtime rt{host_system(sys)};
     const Config c = config_for(2);
     peers = {spawn_peer_actor(rt, 0, c), spawn_peer_actor(rt, 1, c)};
     std::vector<decltype(self->request(peers[0], 20s, GroupCall::new_group({1, 0})))> made;
@@ -135,7 +135,7 @@ TEST(HostSystem, MultiNodeWithoutTheMiddlemanIsAConfigError) {
   QuietConfig cfg;
   caf::actor_system sys{cfg};
   ASSERT_FALSE(sys.has_middleman());
-  Runtime rt{sys};
+  Runtime rt{host_system(sys)};
   EXPECT_TRUE(has(rt.register_peer(0, multi_node(closed_port())).status(), Errc::invalid_config,
                   {"middleman", "cfg.load<caf::io::middleman>()"}));
   // A peer actor registering the same way gets the same answer.
@@ -152,18 +152,18 @@ TEST(HostSystem, AMiddlemanAloneIsNotEnoughPrepareIs) {
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
   ASSERT_TRUE(sys.has_middleman());
-  Runtime rt{sys};
+  Runtime rt{host_system(sys)};
   EXPECT_TRUE(has(rt.register_peer(0, multi_node(closed_port())).status(), Errc::invalid_config,
-                  {"message type", "Runtime::prepare"}));
+                  {"message type", "prepare_actor_system"}));
 }
 
 TEST(HostSystem, MultiNodeWithAPreparedConfigGoesOnToTheOrchestrator) {
   const Config config = multi_node(closed_port());
   QuietConfig cfg;
-  Runtime::prepare(cfg, config);
+  prepare_actor_system(cfg, config);
   caf::actor_system sys{cfg};
   ASSERT_TRUE(sys.has_middleman());
-  Runtime rt{sys};
+  Runtime rt{host_system(sys)};
   // Past the check: the registration tries the (absent) orchestrator.
   EXPECT_TRUE(has(rt.register_peer(0, config).status(), Errc::unreachable, {"orchestrator"}));
 }
@@ -171,9 +171,9 @@ TEST(HostSystem, MultiNodeWithAPreparedConfigGoesOnToTheOrchestrator) {
 TEST(HostSystem, TlsFilesNeedATlsSystem) {
   Config config = multi_node(closed_port());
   QuietConfig cfg;
-  Runtime::prepare(cfg, config);  // prepared without TLS files
+  prepare_actor_system(cfg, config);  // prepared without TLS files
   caf::actor_system sys{cfg};
-  Runtime rt{sys};
+  Runtime rt{host_system(sys)};
   config.tls_certificate = "node.pem";
   config.tls_key = "node.key";
   config.tls_ca = "ca.pem";
@@ -208,7 +208,7 @@ TEST(OwnSystem, AOneProcessRegistrationAfterAMultiNodeOneIsAConfigError) {
 // system, which a multi-node registration then cannot use.
 TEST(OwnSystem, AskingForTheActorSystemFirstMakesAOneProcessSystem) {
   Runtime rt;
-  caf::actor_system& sys = rt.actor_system();
+  caf::actor_system& sys = actor_system_of(rt);
   EXPECT_FALSE(sys.has_middleman());
   EXPECT_TRUE(has(rt.register_peer(0, multi_node(closed_port())).status(), Errc::invalid_config,
                   {"started for one process", "first use"}));
@@ -217,9 +217,9 @@ TEST(OwnSystem, AskingForTheActorSystemFirstMakesAOneProcessSystem) {
 TEST(HostSystem, APreparedHostAlsoServesOneKindOfCollective) {
   const Config config = multi_node(closed_port());
   QuietConfig cfg;
-  Runtime::prepare(cfg, config);
+  prepare_actor_system(cfg, config);
   caf::actor_system sys{cfg};
-  Runtime rt{sys};
+  Runtime rt{host_system(sys)};
   Config one;
   one.num_devices = 1;
   auto p = rt.register_peer(0, one);
@@ -233,10 +233,10 @@ TEST(HostSystem, APreparedHostAlsoServesOneKindOfCollective) {
 TEST(HostSystem, AHostWithoutHeartbeatsIsAConfigError) {
   const Config config = multi_node(closed_port());
   QuietConfig cfg;
-  Runtime::prepare(cfg, config);
+  prepare_actor_system(cfg, config);
   cfg.set("middleman.heartbeat-interval", caf::timespan{0});
   caf::actor_system sys{cfg};
-  Runtime rt{sys};
+  Runtime rt{host_system(sys)};
   EXPECT_TRUE(has(rt.register_peer(0, config).status(), Errc::invalid_config, {"heartbeats"}));
 }
 

@@ -7,7 +7,7 @@
 #include <functional>
 
 #include <chorus/chorus.hpp>
-#include <chorus/peer_actor.hpp>
+#include <chorus/caf.hpp>
 #include "actors/local_server/local_server.hpp"
 #include "actors/runtime_impl.hpp"
 #include "peer_harness.hpp"
@@ -48,7 +48,7 @@ void expect_all_ok(const auto& replies) {
 // A runtime with n peer actors and a scoped actor to talk to them.
 struct PeerActors : ::testing::Test {
   Runtime rt;
-  caf::scoped_actor self{rt.actor_system()};
+  caf::scoped_actor self{actor_system_of(rt)};
   std::vector<peer_actor> peers;
   void spawn(uint32_t n, const Config& cfg) {
     for (uint32_t id = 0; id < n; ++id) peers.push_back(spawn_peer_actor(rt, id, cfg));
@@ -270,7 +270,7 @@ TEST_F(PeerActors, GradientSyncOwnedByTheActor) {
 // Registration fails: the Status reaches ReadyCall and every request after it, whatever its kind.
 TEST(PeerActorRegistration, FailureAnswersEveryRequest) {
   Runtime rt;
-  caf::scoped_actor self{rt.actor_system()};
+  caf::scoped_actor self{actor_system_of(rt)};
   auto first = rt.register_peer(0, config_for(2, "auto", 10000));
   ASSERT_TRUE(first.is_ok());
   peer_actor late = spawn_peer_actor(rt, 1, config_for(2, "auto", 20000));
@@ -316,11 +316,11 @@ caf::behavior gate(caf::stateful_actor<GateState>* self, caf::actor server) {
 // answered once it registers.
 TEST(PeerActorRegistration, SpawnReturnsBeforeRegistrationEnds) {
   Runtime rt;
-  caf::scoped_actor self{rt.actor_system()};
+  caf::scoped_actor self{actor_system_of(rt)};
   RuntimeImpl& impl = RuntimeAccess::impl(rt);
   local_server_actor server = impl.server;
   // Before any peer: nobody reads it meanwhile. The gate takes the server's messages untyped.
-  caf::actor gated = rt.actor_system().spawn(gate, caf::actor_cast<caf::actor>(server));
+  caf::actor gated = actor_system_of(rt).spawn(gate, caf::actor_cast<caf::actor>(server));
   impl.server = caf::actor_cast<local_server_actor>(gated);
   peer_actor a = spawn_peer_actor(rt, 0, config_for(1));
   Tensor t = Tensor::from(std::vector<int32_t>{4, 5});
@@ -339,7 +339,7 @@ TEST(PeerActorRegistration, SpawnReturnsBeforeRegistrationEnds) {
 // An actor that exits finishes its peer before its monitors hear of it.
 TEST(PeerActorExit, FinishesThePeer) {
   Runtime rt;
-  caf::scoped_actor self{rt.actor_system()};
+  caf::scoped_actor self{actor_system_of(rt)};
   const Config cfg = config_for(2);
   std::vector<peer_actor> peers{spawn_peer_actor(rt, 0, cfg), spawn_peer_actor(rt, 1, cfg)};
   expect_all_ok(ask_all<ReadyDone>(self, peers, [](uint32_t) { return ReadyCall{}; }));

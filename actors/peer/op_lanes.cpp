@@ -75,6 +75,7 @@ Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& 
   if (!s) return WorkAccess::done(no_peer());
   if (o.timeout.count() < 0) return WorkAccess::done(Status(Errc::invalid_argument, "OpOptions::timeout is negative"));
   auto ws = std::make_shared<WorkState>();
+  s->lanes_used.store(true, std::memory_order_release);
   on_lane(*s, k, [&](Lane& lane) {
     lane.submit([s, ws, o, body = std::move(body)] { run_body(body, o, *ws); });
     return 0;

@@ -44,6 +44,7 @@ Lane::Hold enter_lane(PeerState& s, LaneKey k);
 template <class F>
 Status run_now(const std::shared_ptr<PeerState>& s, LaneKey k, F&& body, WorkState& w) {
   if (!s) return Status(Errc::not_registered, "this Peer handle was never registered");
+  if (!s->lanes_used.load(std::memory_order_acquire)) return body(w);  // no op was ever queued
   if (auto hold = enter_lane(*s, k)) return body(w);
   return wait_in_lane(s, k, OpBody([&body](WorkState& ws) { return body(ws); }), w);
 }

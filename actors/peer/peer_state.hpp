@@ -47,6 +47,10 @@ struct PeerState {
   // Where this handle's ops run (actors/peer/op_lanes.hpp): its collectives in call order, and
   // send/recv per (is send, other rank, tag), made on first use under p2p_mu.
   Lane ops_lane;
+  // Set by the first non-blocking op of the handle, never cleared. Until then a blocking call runs
+  // on its caller's thread without taking a lane (as before there were lanes): nothing can be
+  // queued ahead of it, and calls of several threads at once were never ordered.
+  std::atomic<bool> lanes_used{false};
   using P2pKey = std::tuple<bool, uint32_t, uint64_t>;
   std::mutex p2p_mu;
   std::map<P2pKey, std::unique_ptr<Lane>> p2p_lanes;

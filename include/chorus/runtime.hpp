@@ -1,20 +1,16 @@
 // The runtime a host app creates once per process: the actor system (its own, or the host app's)
-// and the local server in it. Peers register through it; actors of the host app can talk to
-// peers through peer actors (chorus/peer_actor.hpp).
+// and the local server in it. Peers register through it. Host apps that are CAF actors run it in
+// their own actor system and talk to peers through peer actors: <chorus/caf.hpp> (chorus::caf).
 #pragma once
 #include <memory>
 
 #include <chorus/config.hpp>
 #include <chorus/peer.hpp>
 
-namespace caf {
-class actor_system;
-class actor_system_config;
-}
-
 namespace chorus {
 
 struct RuntimeImpl;
+struct HostSystem;  // a host app's CAF actor system (chorus/caf.hpp)
 
 class Runtime {
  public:
@@ -23,16 +19,13 @@ class Runtime {
   // and that config's TLS files, which the node's control side (its link to the orchestrator)
   // then uses; one actor system per process.
   Runtime();
-  // Runs in the host app's actor system: the local server and every peer actor are spawned there
-  // (each on a thread of its own, so the host's scheduler never carries an op) and stopped when
-  // this Runtime is destroyed, which must happen before `host` is destroyed. Multi-node mode
-  // needs `host` built from a config that prepare() saw; without it, registering with
-  // num_nodes > 0 fails with Errc::invalid_config.
-  explicit Runtime(caf::actor_system& host);
-  // Readies a host app's actor-system config for multi-node mode with `config`, before the
-  // actor_system is constructed: CAF's middleman, chorus's message type, the heartbeats that let
-  // a frozen orchestrator be noticed, and TLS with config's TLS files when it has them.
-  static void prepare(caf::actor_system_config& cfg, const Config& config);
+  // Runs in a host app's CAF actor system (chorus/caf.hpp: `Runtime rt{host_system(system)}`): the
+  // local server and every peer actor are spawned there (each on a thread of its own, so the
+  // host's scheduler never carries an op) and stopped when this Runtime is destroyed, which must
+  // happen before that system is destroyed. Multi-node mode needs the system built from a config
+  // that prepare_actor_system() saw; without it, registering with num_nodes > 0 fails with
+  // Errc::invalid_config.
+  explicit Runtime(const HostSystem& host);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -45,12 +38,6 @@ class Runtime {
   Result<Peer> register_peer(PeerId id, const Config& config);
   // Drops every registration and fails every op in flight with Errc::reset.
   Status reset();
-  // The actor system this runtime runs in (its own or the host's), for spawning actors into it.
-  // In the runtime's own mode, asking for it before any registration makes a one-process system.
-  // Actors spawned into the runtime's own system must be gone before the Runtime is destroyed (it
-  // waits for them), as must peer_actor handles kept by the host app.
-  caf::actor_system& actor_system();
-
  private:
   friend struct RuntimeAccess;  // the library's own code (actors/runtime_impl.hpp)
   std::shared_ptr<RuntimeImpl> impl_;

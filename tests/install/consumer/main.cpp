@@ -7,6 +7,11 @@
 #include <thread>
 #include <vector>
 
+// <chorus/chorus.hpp> brings no CAF header (that is <chorus/caf.hpp>'s, for chorus::caf).
+#ifdef CAF_VERSION
+#error "<chorus/chorus.hpp> included a CAF header"
+#endif
+
 // Only the public headers are installed: no layer's internal header is reachable.
 #if __has_include("core/wait.hpp") || __has_include("actors/runtime_impl.hpp") || __has_include("strategies/tuning.hpp")
 #error "an internal chorus header is visible to a user of the installed package"
