@@ -1,10 +1,10 @@
 #include "core/wait.hpp"
 
+#include "core/futex.hpp"
+
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
-#include <linux/futex.h>
-#include <sys/syscall.h>
 #include <thread>
 #include <unistd.h>
 
@@ -18,10 +18,6 @@
 namespace chorus {
 
 namespace {
-long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
-}
-
 // Microseconds from the environment variable `name`, else `fallback` (negative: none).
 std::chrono::nanoseconds micros_from_env(const char* name, long fallback) {
   const char* e = std::getenv(name);
@@ -54,7 +50,7 @@ std::chrono::nanoseconds spin_budget_for(unsigned threads) {
   return threads <= hardware_threads() ? spin_budget() : std::chrono::nanoseconds(0);
 }
 
-void WaitWord::wake() { futex(&value, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr); }
+void WaitWord::wake() { futex::wake(&value, futex::kAll, futex::Scope::process); }
 
 constinit thread_local bool tl_leads_poller = false;
 
@@ -66,10 +62,8 @@ void signal_eventfd(int fd) {
 void WaitWord::sleep(uint32_t seen, Clock::time_point until) {
   auto now = Clock::now();
   if (now >= until) return;
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
-  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
   sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (value.load(std::memory_order_seq_cst) == seen) futex(&value, FUTEX_WAIT_PRIVATE, seen, &ts);
+  if (value.load(std::memory_order_seq_cst) == seen) futex::wait(&value, seen, until - now, futex::Scope::process);
   sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
@@ -107,10 +101,8 @@ bool WaitWord::wait_at_least(uint32_t target, Clock::time_point deadline,
     auto now = Clock::now();
     if (now >= deadline) return false;
     auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(50));
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
-    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
     sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (value.load(std::memory_order_seq_cst) == v) futex(&value, FUTEX_WAIT_PRIVATE, v, &ts);
+    if (value.load(std::memory_order_seq_cst) == v) futex::wait(&value, v, slice, futex::Scope::process);
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
 }

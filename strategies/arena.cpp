@@ -1,7 +1,7 @@
 #include "strategies/arena.hpp"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
+#include "core/futex.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,14 +24,11 @@ constexpr uint32_t kForming = 0, kOpen = 1, kClosed = 2;
 constexpr std::size_t kLine = 64;
 std::size_t round_up(std::size_t b) { return (b + kLine - 1) / kLine * kLine; }
 
-// Shared futexes (not FUTEX_PRIVATE): across processes the words live in a segment several map.
+// Shared futexes (not private): across processes the words live in a segment several map.
 void futex_wait(std::atomic<uint32_t>* w, uint32_t seen, std::chrono::nanoseconds at_most) {
-  const timespec ts{static_cast<time_t>(at_most.count() / 1000000000), static_cast<long>(at_most.count() % 1000000000)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAIT, seen, &ts, nullptr, 0);
+  futex::wait(w, seen, at_most, futex::Scope::shared);
 }
-void futex_wake_all(std::atomic<uint32_t>* w) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
+void futex_wake_all(std::atomic<uint32_t>* w) { futex::wake(w, futex::kAll, futex::Scope::shared); }
 } // namespace
 
 // Written once by the arena's maker, then only the atomic words change. Each word that several

@@ -1,8 +1,8 @@
 #include "transport/shm/shm_channel.hpp"
 
-#include <linux/futex.h>
+#include "core/futex.hpp"
+
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,15 +40,11 @@ namespace {
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "the rings' words must be lock-free to be shared between processes");
 
+// Shared (not private): the words live in memory mapped by two processes.
 void futex_wait(std::atomic<uint32_t>* w, uint32_t seen, std::chrono::nanoseconds for_at_most) {
-  timespec ts{static_cast<time_t>(for_at_most.count() / 1000000000), static_cast<long>(for_at_most.count() % 1000000000)};
-  // Shared (not FUTEX_PRIVATE): the word lives in memory mapped by two processes.
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAIT, seen, &ts, nullptr, 0);
+  futex::wait(w, seen, for_at_most, futex::Scope::shared);
 }
-
-void futex_wake(std::atomic<uint32_t>* w) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAKE, 1, nullptr, nullptr, 0);
-}
+void futex_wake(std::atomic<uint32_t>* w) { futex::wake(w, 1, futex::Scope::shared); }
 
 } // namespace
 
