@@ -321,7 +321,14 @@ void RuntimeImpl::close_arena() {
 }
 
 Runtime::Runtime() : impl_(std::make_shared<RuntimeImpl>()) {}
-Runtime::Runtime(const HostSystem& host) : impl_(std::make_shared<RuntimeImpl>(*host.system)) {}
+namespace {
+caf::actor_system& named(const HostSystem& host) {
+  if (!host.system) throw std::invalid_argument("chorus::Runtime: the HostSystem names no actor system");
+  return *host.system;
+}
+} // namespace
+
+Runtime::Runtime(const HostSystem& host) : impl_(std::make_shared<RuntimeImpl>(named(host))) {}
 // Peers may outlive the runtime (they share its internals); they must fail fast, not hang.
 Runtime::~Runtime() { impl_->shutdown(); }
 

@@ -24,7 +24,7 @@ struct Held {
   const Lane::Core* lanes[kMax] = {};
   int n = 0;
   bool has(const Lane::Core* c) const {
-    for (int i = 0; i < n; ++i)
+    for (int i = 0; i < n && i < kMax; ++i)  // past kMax, the deepest are not remembered
       if (lanes[i] == c) return true;
     return false;
   }

@@ -10,8 +10,10 @@ void WorkState::complete(Status s) {
     completed_ = true;
     status = std::move(s);
     run.swap(callbacks_);
+    // Done before the lock is let go: a callback handed in from now on (run at once) sees it so.
+    done.value.store(1, std::memory_order_release);
   }
-  done.set(1);
+  done.set(1);  // the value is there already: this wakes the sleepers and the watcher
   for (auto& fn : run) fn(status);
 }
 

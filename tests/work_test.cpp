@@ -327,6 +327,56 @@ TEST(Work, FinishWaitsForTheOpsBeforeIt) {
   rep.expect_clean();
 }
 
+// An op of a handle called from a callback of one of its Works is refused: where it would run
+// among the handle's ops would depend on timing. (The callback is registered before the other
+// peer calls, so it runs on the thread that completes the op.)
+TEST(Work, AnOpFromACallbackOfItsOwnHandleIsRefused) {
+  Runtime rt;
+  Reporter rep;
+  EventCount registered, called_back;
+  Status from_callback;
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    Tensor t = Tensor::from(filled(4, 1.0f));
+    if (peer.rank() == 1) {
+      if (!registered.wait_for(1)) rep.fail("rank 0 never registered its callback");
+      if (Status s = peer.all_reduce(t, ReduceOp::sum); !s) rep.fail("rank 1: " + s.to_string());
+      return;
+    }
+    Work w = peer.all_reduce_async(t, ReduceOp::sum);
+    w.on_complete([&](const Status&) {
+      from_callback = peer.barrier();
+      called_back.raise();
+    });
+    registered.raise();
+    if (Status s = w.wait(); !s) rep.fail("rank 0: " + s.to_string());
+    if (!called_back.wait_for(1)) rep.fail("the callback never ran");
+  });
+  EXPECT_EQ(from_callback.code(), Errc::invalid_argument) << from_callback.to_string();
+  EXPECT_NE(from_callback.message().find("callback"), std::string::npos) << from_callback.to_string();
+  rep.expect_clean();
+}
+
+// finish() also waits for the sends and receives handed in before it.
+TEST(Work, FinishWaitsForSendsAndReceivesBeforeIt) {
+  Runtime rt;
+  Reporter rep;
+  const Config cfg = harness::config_for(2);
+  std::vector<std::thread> threads;
+  for (uint32_t p = 0; p < 2; ++p)
+    threads.emplace_back([&, p] {
+      auto peer = rt.register_peer(p, cfg);
+      if (!peer) return rep.fail(peer.status().to_string());
+      Tensor t = Tensor::from(filled(3, p == 0 ? 5.0f : 0.0f));
+      Work w = p == 0 ? peer->send_async(t, 1, 4) : peer->recv_async(t, 0, 4);
+      if (Status s = peer->finish(); !s) rep.fail("finish: " + s.to_string());
+      if (!w.test()) rep.fail("finish returned before the send/recv handed in before it was done");
+      if (Status s = w.wait(); !s) rep.fail("the send/recv before finish: " + s.to_string());
+      if (t.to_vector<float>() != filled(3, 5.0f)) rep.fail("the message");
+    });
+  for (auto& t : threads) t.join();
+  rep.expect_clean();
+}
+
 TEST(Work, EmptyHandlesSaySo) {
   Work none;
   EXPECT_FALSE(none.valid());

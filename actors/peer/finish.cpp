@@ -21,8 +21,9 @@ Status Peer::finish_now() {
   return s;
 }
 
-// After every op of the world handle handed in before it (its lane).
+// After every op of the world handle handed in before it: its sends and receives, then its lane.
 Status Peer::finish() {
+  if (state_) peer_impl::wait_for_p2p(*state_);
   return peer_impl::run_now(state_, peer_impl::LaneKey::collective(), [&](WorkState&) { return finish_now(); });
 }
 

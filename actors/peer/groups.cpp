@@ -216,6 +216,9 @@ Result<Peer> Peer::split(int color, int key) {
 }
 Result<Peer> Peer::intra_node() { return in_lane<Result<Peer>>(state_, [&] { return intra_node_now(); }); }
 Result<Peer> Peer::inter_node() { return in_lane<Result<Peer>>(state_, [&] { return inter_node_now(); }); }
-Status Peer::destroy() { return in_lane<Status>(state_, [&] { return destroy_now(); }); }
+Status Peer::destroy() {
+  if (state_) peer_impl::wait_for_p2p(*state_);
+  return in_lane<Status>(state_, [&] { return destroy_now(); });
+}
 
 } // namespace chorus

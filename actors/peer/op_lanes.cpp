@@ -1,5 +1,8 @@
 #include "actors/peer/op_lanes.hpp"
 
+#include <exception>
+#include <string>
+
 #include "actors/peer/run_op.hpp"
 
 namespace chorus::peer_impl {
@@ -8,6 +11,8 @@ namespace {
 // OpOptions::timeout of the op this thread runs (zero: none given). An op runs wholly on the
 // thread that took it from its lane, so a thread's value is its op's.
 thread_local std::chrono::milliseconds tl_op_timeout{0};
+// The handle whose Work this thread is completing (running its callbacks), if any.
+thread_local const PeerState* tl_completing = nullptr;
 
 struct TimeoutScope {
   std::chrono::milliseconds before;
@@ -45,13 +50,27 @@ std::chrono::milliseconds op_timeout(const PeerState& s) {
   return tl_op_timeout.count() > 0 ? tl_op_timeout : s.config.timeout;
 }
 
-void run_body(const OpBody& body, const OpOptions& o, WorkState& w) {
+void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkState& w) {
   Status st;
-  {
+  try {
     TimeoutScope scope(o.timeout);
     st = body(w);
+  } catch (const std::exception& e) {  // on a lane's thread nobody else would catch it
+    st = Status(Errc::internal, std::string("the op threw: ") + e.what());
   }
+  // The callbacks run here: an op of this handle called from one would take a place among its
+  // ops that depends on timing (ahead of or behind ops handed in meanwhile), so it is refused.
+  const PeerState* before = tl_completing;
+  tl_completing = s;
   w.complete(std::move(st));
+  tl_completing = before;
+}
+
+Status called_from_callback(const PeerState* s) {
+  if (s && tl_completing == s)
+    return {Errc::invalid_argument, "an op of a handle called from a callback of one of its own Works (on_complete): "
+                                    "its place among the handle's ops would depend on timing"};
+  return Status::ok();
 }
 
 Lane::Hold enter_lane(PeerState& s, LaneKey k) {
@@ -62,7 +81,7 @@ Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody
   // The task fills its own state (the caller's `w` may be waited on from here only).
   auto ws = std::make_shared<WorkState>();
   on_lane(*s, k, [&](Lane& lane) {
-    lane.submit([s, ws, &body] { run_body(body, OpOptions{}, *ws); });
+    lane.submit([s, ws, &body] { run_body(s.get(), body, OpOptions{}, *ws); });
     return 0;
   });
   Status st = WorkAccess::make(ws).wait();
@@ -73,14 +92,29 @@ Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody
 
 Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& o, OpBody body) {
   if (!s) return WorkAccess::done(no_peer());
+  if (auto e = called_from_callback(s.get()); !e) return WorkAccess::done(std::move(e));
   if (o.timeout.count() < 0) return WorkAccess::done(Status(Errc::invalid_argument, "OpOptions::timeout is negative"));
   auto ws = std::make_shared<WorkState>();
   s->lanes_used.store(true, std::memory_order_release);
   on_lane(*s, k, [&](Lane& lane) {
-    lane.submit([s, ws, o, body = std::move(body)] { run_body(body, o, *ws); });
+    lane.submit([s, ws, o, body = std::move(body)] { run_body(s.get(), body, o, *ws); });
     return 0;
   });
   return WorkAccess::make(ws);
+}
+
+void wait_for_p2p(PeerState& s) {
+  if (!s.lanes_used.load(std::memory_order_acquire)) return;  // no send/recv was ever queued
+  std::vector<std::shared_ptr<WorkState>> marks;
+  {
+    std::lock_guard<std::mutex> lk(s.p2p_mu);
+    for (auto& [key, lane] : s.p2p_lanes) {
+      auto mark = std::make_shared<WorkState>();
+      lane->submit([mark] { mark->complete(Status::ok()); });
+      marks.push_back(std::move(mark));
+    }
+  }
+  for (auto& m : marks) (void)WorkAccess::make(m).wait();  // each op ahead is bounded by its timeout
 }
 
 } // namespace chorus::peer_impl

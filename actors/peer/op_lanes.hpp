@@ -29,8 +29,11 @@ struct LaneKey {
 // What an op does on the thread that runs it: its Status, and what it gives back (into the Work).
 using OpBody = std::function<Status(WorkState&)>;
 
-// Runs `body` with `o` in force and completes `w` with its Status (the lanes' tasks).
-void run_body(const OpBody& body, const OpOptions& o, WorkState& w);
+// Runs `body` with `o` in force and completes `w` with its Status (the lanes' tasks); an exception
+// becomes Errc::internal.
+void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkState& w);
+// An error where this thread runs the callbacks of a Work of `s` (ops of `s` are refused there).
+Status called_from_callback(const PeerState* s);
 
 // Hands `body` to its lane and waits for it; the blocking forms go through here when the lane is
 // busy. `hold` is the lane's answer to enter(), empty here.
@@ -45,6 +48,7 @@ template <class F>
 Status run_now(const std::shared_ptr<PeerState>& s, LaneKey k, F&& body, WorkState& w) {
   if (!s) return Status(Errc::not_registered, "this Peer handle was never registered");
   if (!s->lanes_used.load(std::memory_order_acquire)) return body(w);  // no op was ever queued
+  if (auto e = called_from_callback(s.get()); !e) return e;
   if (auto hold = enter_lane(*s, k)) return body(w);
   return wait_in_lane(s, k, OpBody([&body](WorkState& ws) { return body(ws); }), w);
 }
@@ -53,6 +57,9 @@ Status run_now(const std::shared_ptr<PeerState>& s, LaneKey k, F&& body) {
   WorkState w;
   return run_now(s, k, std::forward<F>(body), w);
 }
+
+// Waits until every send and recv of `s` handed in before now is done (finish, destroy).
+void wait_for_p2p(PeerState& s);
 
 // Non-blocking: `body` (which owns copies of what it needs) after what is queued on its lane.
 Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& o, OpBody body);

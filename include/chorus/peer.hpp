@@ -63,8 +63,8 @@ class Peer {
   // Point to point, matched FIFO per (source, destination, tag); both block until the copy is done.
   Status send(const Tensor& t, PeerId dst, uint64_t tag = 0);
   Status recv(Tensor& t, PeerId src, uint64_t tag = 0);
-  // Leaves the collective, once every op of the world handle handed in before it is done; further
-  // ops fail with Errc::finished.
+  // Leaves the collective, once every op of the world handle handed in before it is done (its
+  // sends and receives included); further ops fail with Errc::finished.
   Status finish();
 
   // The non-blocking forms: the same ops, each returning a Work at once; `opts` may give the op a

@@ -19,9 +19,10 @@ struct WorkState;
 
 // What one op may set for itself, beside the peer's Config.
 struct OpOptions {
-  // How long the op may take, from its start; zero: Config::timeout. Like Config::timeout it is
-  // this peer's bound: peers of one op may give different ones, and the first to run out fails
-  // the op for everyone, naming who never called.
+  // How long this peer waits for the others to call, from the op's start; zero: Config::timeout.
+  // Like Config::timeout it is this peer's bound: peers of one op may give different ones, and the
+  // first to run out fails the op for everyone, naming who never called. (The plan's steps, once
+  // everyone called, keep Config::timeout.)
   std::chrono::milliseconds timeout{0};
 };
 
@@ -46,8 +47,9 @@ class Work {
   // (broadcast_object), after wait().
   Result<std::vector<std::string>> objects() const;
   // Calls `fn` once with the op's Status when it is done: at once, on this thread, if it is done
-  // already; else on the thread that completes it. `fn` must not wait for an op of the same
-  // handle that was submitted after this one (it runs before that op can start).
+  // already; else on the thread that completes it, before the handle's next op starts (keep it
+  // short). An op of the same handle called from `fn` fails with Errc::invalid_argument (its place
+  // among the handle's ops would depend on timing); ops of other handles are fine.
   void on_complete(std::function<void(const Status&)> fn) const;
 
  private:
