@@ -305,28 +305,6 @@ TEST(Work, CallbacksRunOnceWithTheStatus) {
   rep.expect_clean();
 }
 
-// finish() leaves only after the ops handed in before it; an op after it fails.
-TEST(Work, FinishWaitsForTheOpsBeforeIt) {
-  Runtime rt;
-  Reporter rep;
-  const Config cfg = harness::config_for(2);
-  std::vector<std::thread> threads;
-  for (uint32_t p = 0; p < 2; ++p)
-    threads.emplace_back([&, p] {
-      auto peer = rt.register_peer(p, cfg);
-      if (!peer) return rep.fail(peer.status().to_string());
-      Tensor t = Tensor::from(filled(4, 2.0f));
-      Work w = peer->all_reduce_async(t, ReduceOp::sum);
-      if (Status s = peer->finish(); !s) rep.fail("finish: " + s.to_string());
-      if (!w.test()) rep.fail("finish returned before the op handed in before it was done");
-      if (Status s = w.wait(); !s) rep.fail("the op before finish: " + s.to_string());
-      if (t.to_vector<float>() != filled(4, 4.0f)) rep.fail("the op before finish: its result");
-      if (Status s = peer->barrier_async().wait(); s.code() != Errc::finished) rep.fail("an op after finish: " + s.to_string());
-    });
-  for (auto& t : threads) t.join();
-  rep.expect_clean();
-}
-
 // An op of a handle called from a callback of one of its Works is refused: where it would run
 // among the handle's ops would depend on timing. (The callback is registered before the other
 // peer calls, so it runs on the thread that completes the op.)
@@ -356,8 +334,9 @@ TEST(Work, AnOpFromACallbackOfItsOwnHandleIsRefused) {
   rep.expect_clean();
 }
 
-// finish() also waits for the sends and receives handed in before it.
-TEST(Work, FinishWaitsForSendsAndReceivesBeforeIt) {
+// finish() leaves only after every op handed in before it, its sends and receives included; an
+// op after it fails.
+TEST(Work, FinishWaitsForEveryOpBeforeIt) {
   Runtime rt;
   Reporter rep;
   const Config cfg = harness::config_for(2);
@@ -366,12 +345,17 @@ TEST(Work, FinishWaitsForSendsAndReceivesBeforeIt) {
     threads.emplace_back([&, p] {
       auto peer = rt.register_peer(p, cfg);
       if (!peer) return rep.fail(peer.status().to_string());
-      Tensor t = Tensor::from(filled(3, p == 0 ? 5.0f : 0.0f));
-      Work w = p == 0 ? peer->send_async(t, 1, 4) : peer->recv_async(t, 0, 4);
+      Tensor t = Tensor::from(filled(4, 2.0f));
+      Tensor m = Tensor::from(filled(3, p == 0 ? 5.0f : 0.0f));
+      Work wa = peer->all_reduce_async(t, ReduceOp::sum);
+      Work wm = p == 0 ? peer->send_async(m, 1, 4) : peer->recv_async(m, 0, 4);
       if (Status s = peer->finish(); !s) rep.fail("finish: " + s.to_string());
-      if (!w.test()) rep.fail("finish returned before the send/recv handed in before it was done");
-      if (Status s = w.wait(); !s) rep.fail("the send/recv before finish: " + s.to_string());
-      if (t.to_vector<float>() != filled(3, 5.0f)) rep.fail("the message");
+      if (!wa.test() || !wm.test()) rep.fail("finish returned before an op handed in before it was done");
+      if (Status s = wa.wait(); !s) rep.fail("the all_reduce before finish: " + s.to_string());
+      if (Status s = wm.wait(); !s) rep.fail("the send/recv before finish: " + s.to_string());
+      if (t.to_vector<float>() != filled(4, 4.0f)) rep.fail("the all_reduce's result");
+      if (m.to_vector<float>() != filled(3, 5.0f)) rep.fail("the message");
+      if (Status s = peer->barrier_async().wait(); s.code() != Errc::finished) rep.fail("an op after finish: " + s.to_string());
     });
   for (auto& t : threads) t.join();
   rep.expect_clean();
