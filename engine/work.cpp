@@ -6,8 +6,7 @@ void WorkState::complete(Status s) {
   std::vector<std::function<void(const Status&)>> run;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (completed_) return;
-    completed_ = true;
+    if (is_done()) return;
     status = std::move(s);
     run.swap(callbacks_);
     // Done before the lock is let go: a callback handed in from now on (run at once) sees it so.
@@ -20,7 +19,7 @@ void WorkState::complete(Status s) {
 void WorkState::on_complete(std::function<void(const Status&)> fn) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!completed_) {
+    if (!is_done()) {
       callbacks_.push_back(std::move(fn));
       return;
     }

@@ -26,8 +26,7 @@ struct WorkState {
   bool is_done() const { return done.value.load(std::memory_order_acquire) != 0; }
 
  private:
-  std::mutex mu_;  // guards the two below; never held while a callback runs
-  bool completed_ = false;
+  std::mutex mu_;  // guards callbacks_ and the completion (done.value); never held while a callback runs
   std::vector<std::function<void(const Status&)>> callbacks_;
 };
 

@@ -23,12 +23,6 @@ namespace {
 constexpr uint32_t kForming = 0, kOpen = 1, kClosed = 2;
 constexpr std::size_t kLine = 64;
 std::size_t round_up(std::size_t b) { return (b + kLine - 1) / kLine * kLine; }
-
-// Shared futexes (not private): across processes the words live in a segment several map.
-void futex_wait(std::atomic<uint32_t>* w, uint32_t seen, std::chrono::nanoseconds at_most) {
-  futex::wait(w, seen, at_most, futex::Scope::shared);
-}
-void futex_wake_all(std::atomic<uint32_t>* w) { futex::wake(w, futex::kAll, futex::Scope::shared); }
 } // namespace
 
 // Written once by the arena's maker, then only the atomic words change. Each word that several
@@ -41,7 +35,9 @@ struct Arena::Control {
   uint64_t bytes;
   alignas(kLine) std::atomic<uint32_t> state{kForming};
   alignas(kLine) std::atomic<uint32_t> sleepers{0};  // peers asleep on `bell`
-  alignas(kLine) std::atomic<uint32_t> bell{0};      // rung after a verdict, a conclusion or a close, for sleepers
+  // Rung after a verdict, a conclusion or a close, for sleepers: a shared futex word (not private),
+  // since across processes it lives in a segment several map.
+  alignas(kLine) std::atomic<uint32_t> bell{0};
   struct alignas(kLine) Word {
     std::atomic<uint64_t> v{0};  // (seq + 1) << 1 | go, for the latest op that used this word
   };
@@ -132,7 +128,7 @@ void Arena::open() {
 void Arena::close() {
   ctl_->state.store(kClosed, std::memory_order_seq_cst);
   ctl_->bell.fetch_add(1, std::memory_order_seq_cst);
-  futex_wake_all(&ctl_->bell);
+  futex::wake(&ctl_->bell, futex::kAll, futex::Scope::shared);
 }
 
 bool Arena::usable() const { return valid() && ctl_->state.load(std::memory_order_acquire) != kClosed; }
@@ -184,7 +180,7 @@ void Arena::prefetch_inputs(uint32_t rank, uint64_t seq, std::size_t bytes) cons
 void Arena::ring() const {
   if (ctl_->sleepers.load(std::memory_order_seq_cst) == 0) return;
   ctl_->bell.fetch_add(1, std::memory_order_seq_cst);
-  futex_wake_all(&ctl_->bell);
+  futex::wake(&ctl_->bell, futex::kAll, futex::Scope::shared);
 }
 
 Arena::Verdict Arena::settle(uint64_t seq, Verdict v) {
@@ -272,7 +268,8 @@ bool Arena::wait(Look&& look, Clock::time_point give_up, Patience patience) cons
       ctl_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
       return true;
     }
-    futex_wait(&ctl_->bell, rung, std::min<Clock::duration>(give_up - now, std::chrono::milliseconds(10)));
+    futex::wait(&ctl_->bell, rung, std::min<Clock::duration>(give_up - now, std::chrono::milliseconds(10)),
+                futex::Scope::shared);
     ctl_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (look()) return true;
   }

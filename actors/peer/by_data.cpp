@@ -98,17 +98,14 @@ peer_impl::OpBody by_data_body(PeerState* s, OpKind kind, std::optional<Tensor> 
     return Status::ok();
   };
 }
-
-Result<Tensor> by_data_now(const std::shared_ptr<PeerState>& s, OpKind kind, std::optional<Tensor> data) {
-  WorkState w;
-  if (auto st = peer_impl::run_now(s, peer_impl::LaneKey::collective(), by_data_body(s.get(), kind, std::move(data)), w); !st)
-    return st;
-  return std::move(w.tensors.at(0));
-}
 } // namespace
 
-Result<Tensor> Peer::broadcast(std::optional<Tensor> data) { return by_data_now(state_, OpKind::broadcast, std::move(data)); }
-Result<Tensor> Peer::scatter(std::optional<Tensor> data) { return by_data_now(state_, OpKind::scatter, std::move(data)); }
+Result<Tensor> Peer::broadcast(std::optional<Tensor> data) {
+  return peer_impl::in_lane<Result<Tensor>>(state_, [&] { return peer_impl::by_data(state_.get(), OpKind::broadcast, std::move(data)); });
+}
+Result<Tensor> Peer::scatter(std::optional<Tensor> data) {
+  return peer_impl::in_lane<Result<Tensor>>(state_, [&] { return peer_impl::by_data(state_.get(), OpKind::scatter, std::move(data)); });
+}
 
 Work Peer::broadcast_async(std::optional<Tensor> data, OpOptions o) {
   return peer_impl::run_async(state_, peer_impl::LaneKey::collective(), o,

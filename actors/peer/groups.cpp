@@ -3,8 +3,6 @@
 // hands out the id; across nodes the members agree among themselves (see below) and each node
 // adopts the group.
 #include <algorithm>
-#include <optional>
-#include <type_traits>
 
 #include "actors/global_client/global_client.hpp"
 #include "actors/peer/op_lanes.hpp"
@@ -194,19 +192,7 @@ Status Peer::destroy_now() {
 }
 
 // Each runs on the handle's lane, after the ops handed in before it (its own steps inline there).
-namespace {
-template <class R, class F>
-R in_lane(const std::shared_ptr<PeerState>& s, F&& f) {
-  std::optional<R> out;
-  Status st = peer_impl::run_now(s, peer_impl::LaneKey::collective(), [&](WorkState&) {
-    out.emplace(f());
-    if constexpr (std::is_same_v<R, Status>) return *out;
-    else return out->status();
-  });
-  if (!out) return st;  // the handle was never registered
-  return std::move(*out);
-}
-} // namespace
+using peer_impl::in_lane;
 
 Result<Peer> Peer::new_group(std::vector<PeerId> members) {
   return in_lane<Result<Peer>>(state_, [&] { return new_group_now(std::move(members)); });

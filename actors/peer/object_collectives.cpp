@@ -137,8 +137,8 @@ Result<std::string> broadcast_object_of(Peer& p, std::optional<std::string> data
   return std::string(static_cast<const char*>(got->data()), got->nbytes());
 }
 
-
-// Each as one op of the handle's lane (its steps run inline there, one after another).
+// The non-blocking forms' bodies: what the op gives back goes into its Work. (Each runs as one op
+// of the handle's lane; its steps run inline there, one after another.)
 void put(WorkState& w, std::vector<Tensor>& v) { w.tensors = std::move(v); }
 void put(WorkState& w, std::vector<std::string>& v) { w.objects = std::move(v); }
 void put(WorkState& w, std::string& v) { w.objects = {std::move(v)}; }
@@ -156,31 +156,19 @@ peer_impl::OpBody body_of(Peer self, F f) {
 } // namespace
 
 Result<std::vector<Tensor>> Peer::all_gather_v(const Tensor& in) {
-  WorkState w;
-  auto st = peer_impl::run_now(state_, peer_impl::LaneKey::collective(), body_of(*this, [&](Peer& p) { return all_gather_v_of(p, in); }), w);
-  if (!st) return st;
-  return std::move(w.tensors);
+  return peer_impl::in_lane<Result<std::vector<Tensor>>>(state_, [&] { return all_gather_v_of(*this, in); });
 }
 
 Result<std::vector<Tensor>> Peer::gather_v(const Tensor& in, PeerId root) {
-  WorkState w;
-  auto st = peer_impl::run_now(state_, peer_impl::LaneKey::collective(), body_of(*this, [&](Peer& p) { return gather_v_of(p, in, root); }), w);
-  if (!st) return st;
-  return std::move(w.tensors);
+  return peer_impl::in_lane<Result<std::vector<Tensor>>>(state_, [&] { return gather_v_of(*this, in, root); });
 }
 
 Result<std::vector<std::string>> Peer::all_gather_object(const std::string& mine) {
-  WorkState w;
-  auto st = peer_impl::run_now(state_, peer_impl::LaneKey::collective(), body_of(*this, [&](Peer& p) { return all_gather_object_of(p, mine); }), w);
-  if (!st) return st;
-  return std::move(w.objects);
+  return peer_impl::in_lane<Result<std::vector<std::string>>>(state_, [&] { return all_gather_object_of(*this, mine); });
 }
 
 Result<std::string> Peer::broadcast_object(std::optional<std::string> data) {
-  WorkState w;
-  auto st = peer_impl::run_now(state_, peer_impl::LaneKey::collective(), body_of(*this, [&](Peer& p) { return broadcast_object_of(p, data); }), w);
-  if (!st) return st;
-  return std::move(w.objects.at(0));
+  return peer_impl::in_lane<Result<std::string>>(state_, [&] { return broadcast_object_of(*this, std::move(data)); });
 }
 
 Work Peer::all_gather_v_async(const Tensor& in, OpOptions o) {

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <type_traits>
 
 #include <chorus/work.hpp>
 #include "actors/peer/peer_state.hpp"
@@ -36,7 +38,7 @@ void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkSt
 Status called_from_callback(const PeerState* s);
 
 // Hands `body` to its lane and waits for it; the blocking forms go through here when the lane is
-// busy. `hold` is the lane's answer to enter(), empty here.
+// busy.
 Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody& body, WorkState& w);
 
 // Takes the lane for this thread where it is free (the blocking fast path); else empty.
@@ -56,6 +58,20 @@ template <class F>
 Status run_now(const std::shared_ptr<PeerState>& s, LaneKey k, F&& body) {
   WorkState w;
   return run_now(s, k, std::forward<F>(body), w);
+}
+
+// A blocking call whose body returns its own result R (a Status or a Result<T>): `f()` runs on the
+// handle's lane (as run_now), after the ops handed in before it.
+template <class R, class F>
+R in_lane(const std::shared_ptr<PeerState>& s, F&& f) {
+  std::optional<R> out;
+  Status st = run_now(s, LaneKey::collective(), [&](WorkState&) {
+    out.emplace(f());
+    if constexpr (std::is_same_v<R, Status>) return *out;
+    else return out->status();
+  });
+  if (!out) return st;  // it never ran: the handle was never registered
+  return std::move(*out);
 }
 
 // Waits until every send and recv of `s` handed in before now is done (finish, destroy).

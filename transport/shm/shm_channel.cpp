@@ -19,7 +19,7 @@ struct ShmChannel::Ring {
   alignas(64) std::atomic<uint64_t> tail{0};            // bytes read so far
   alignas(64) std::atomic<uint32_t> reader_sleeps{0};   // 1: the reader waits in epoll for a byte
   alignas(64) std::atomic<uint32_t> writer_sleeps{0};   // 1: the writer waits on `room` for space
-  std::atomic<uint32_t> room{0};                        // futex word, raised when space is freed
+  std::atomic<uint32_t> room{0};                        // shared futex word, raised when space is freed
   std::atomic<uint32_t> cut{0};  // 1: the writer cut the connection off (mark_cut); it did not end
 };
 
@@ -39,12 +39,6 @@ namespace {
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
               "the rings' words must be lock-free to be shared between processes");
-
-// Shared (not private): the words live in memory mapped by two processes.
-void futex_wait(std::atomic<uint32_t>* w, uint32_t seen, std::chrono::nanoseconds for_at_most) {
-  futex::wait(w, seen, for_at_most, futex::Scope::shared);
-}
-void futex_wake(std::atomic<uint32_t>* w) { futex::wake(w, 1, futex::Scope::shared); }
 
 } // namespace
 
@@ -142,7 +136,7 @@ void ShmChannel::mark_cut() { out_->cut.store(1, std::memory_order_seq_cst); }
 void ShmChannel::close() {
   closed_.store(true);
   out_->room.fetch_add(1, std::memory_order_seq_cst);  // a writer waiting for room lets go at once
-  futex_wake(&out_->room);
+  futex::wake(&out_->room, 1, futex::Scope::shared);
 }
 
 bool ShmChannel::wait_for_room(Clock::time_point until) {
@@ -153,7 +147,7 @@ bool ShmChannel::wait_for_room(Clock::time_point until) {
     if (pending_ - out_->tail.load(std::memory_order_seq_cst) < cap_) return true;
     const auto now = Clock::now();
     if (now >= until) return false;
-    futex_wait(&out_->room, seen, std::min<Clock::duration>(until - now, kSlice));
+    futex::wait(&out_->room, seen, std::min<Clock::duration>(until - now, kSlice), futex::Scope::shared);
   }
   return false;
 }
@@ -191,7 +185,7 @@ long ShmChannel::read_some(void* p, std::size_t n) {
       in_->tail.store(tail + k, std::memory_order_seq_cst);
       if (in_->writer_sleeps.load(std::memory_order_seq_cst) != 0 && in_->writer_sleeps.exchange(0) != 0) {
         in_->room.fetch_add(1, std::memory_order_seq_cst);
-        futex_wake(&in_->room);
+        futex::wake(&in_->room, 1, futex::Scope::shared);
       }
       got += k;
       if (got == n) return static_cast<long>(got);
