@@ -66,4 +66,11 @@ Status launch_copies(void* stream, const std::vector<DeviceCopy>& copies) {
   return Status::ok();
 }
 
+Status preload_copy_kernel() {
+  cudaFuncAttributes attr{};
+  if (cudaError_t e = cudaFuncGetAttributes(&attr, copies_kernel); e != cudaSuccess)
+    return cuda_error("loading the copy kernel", e);
+  return Status::ok();
+}
+
 } // namespace chorus::gpu

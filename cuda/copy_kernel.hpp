@@ -14,5 +14,7 @@ namespace chorus::gpu {
 // Launches on `stream` (a cudaStream_t of the current device); at most kMaxBatchedCopies copies.
 // Returns the launch error (device_error) or ok.
 Status launch_copies(void* stream, const std::vector<DeviceCopy>& copies);
+// Loads the kernel on the current device now (see preload_reduce_kernels).
+Status preload_copy_kernel();
 
 } // namespace chorus::gpu

@@ -10,8 +10,10 @@
 #include <thread>
 
 #include "core/log.hpp"
+#include "cuda/copy_kernel.hpp"
 #include "cuda/cuda_error.hpp"
 #include "cuda/poll.hpp"
+#include "cuda/reduce_kernel.hpp"
 
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -32,15 +34,19 @@ constexpr PollPace kStreamPace{std::chrono::microseconds(2000), std::chrono::mic
 // Scratch memory for the BufferPool of a worker, allocated and freed on that worker's thread (the
 // current device there is its GPU). CUDA's answer to the last allocation on this thread is kept
 // for the message, since the pool only learns that there was no memory.
+// It is allocated in the worker's stream (cudaMallocAsync), not with cudaMalloc, which CUDA allows
+// to wait for the whole device (its "implicit synchronization"): a caller's stream may be waiting
+// for the very op that needs the scratch (OpOptions::stream), and the op would never come.
 thread_local cudaError_t tl_scratch_error = cudaSuccess;
+thread_local cudaStream_t tl_worker_stream = nullptr;
 void* allocate_scratch(std::size_t bytes) {
   void* p = nullptr;
-  tl_scratch_error = cudaMalloc(&p, bytes);
+  tl_scratch_error = cudaMallocAsync(&p, bytes, tl_worker_stream);
   if (tl_scratch_error == cudaSuccess) return p;
   (void)cudaGetLastError();
   return nullptr;
 }
-void release_scratch(void* p) { cudaFree(p); }
+void release_scratch(void* p) { cudaFreeAsync(p, tl_worker_stream); }
 // Scratch is kept for the worker's life, whatever its size: giving it back would cost a cudaFree,
 // which waits for the device, and a cudaMalloc on the next op.
 constexpr std::size_t kKeepAllScratch = SIZE_MAX / 2;
@@ -91,9 +97,16 @@ Status DeviceWorker::start() {
   if (auto e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); e != cudaSuccess)
     return cuda_error("cudaStreamCreate", e);
   stream_ = s;
+  tl_worker_stream = s;
   if (auto e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess)
     return cuda_error("cudaEventCreate", e);
   done_event_ = ev;
+  // CUDA loads a kernel at its first launch by default (lazy loading), and loading waits for the
+  // whole GPU: were a caller's stream waiting for an op (OpOptions::stream) whose first kernel
+  // is being loaded, neither would ever go on (the first stream-ordered op hung so on an H100,
+  // and ran with CUDA_MODULE_LOADING=EAGER). So this GPU's kernels of chorus load here, once.
+  if (Status st = preload_copy_kernel(); !st.is_ok()) return st;
+  if (Status st = preload_reduce_kernels(); !st.is_ok()) return st;
   // Direct peer-to-peer copies and kernel access to every GPU the hardware connects to this one;
   // cudaMemcpyPeer goes through host memory to the others.
   int n = 0;
@@ -102,6 +115,23 @@ Status DeviceWorker::start() {
     int can = 0;
     if (d != device_ && cudaDeviceCanAccessPeer(&can, device_, d) == cudaSuccess && can)
       cudaDeviceEnablePeerAccess(d, 0);
+  }
+  // Scratch comes from this GPU's default memory pool: the GPUs that can reach this one's
+  // memory reach it too, as they reach memory from cudaMalloc once peer access is on.
+  cudaMemPool_t pool = nullptr;
+  if (cudaDeviceGetDefaultMemPool(&pool, device_) == cudaSuccess) {
+    for (int d = 0; d < n; ++d) {
+      int can = 0;
+      if (d == device_ || cudaDeviceCanAccessPeer(&can, d, device_) != cudaSuccess || !can) continue;
+      cudaMemAccessDesc access{};
+      access.location.type = cudaMemLocationTypeDevice;
+      access.location.id = d;
+      access.flags = cudaMemAccessFlagsProtReadWrite;
+      cudaMemPoolSetAccess(pool, &access, 1);
+    }
+    // Kept, not trimmed back to the system at each synchronization (the pool keeps its scratch).
+    uint64_t keep = UINT64_MAX;
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
   }
   (void)cudaGetLastError();  // "already enabled" is not an error worth keeping
   return Status::ok();

@@ -4,6 +4,8 @@
 #include "cuda/device_status.hpp"
 #include "cuda/ipc_calls.hpp"
 #include "cuda/nccl_calls.hpp"
+#include "cuda/stream_calls.hpp"
+#include "cuda/user_streams.hpp"
 
 namespace chorus::gpu {
 
@@ -35,5 +37,10 @@ Result<double> copy_bandwidth(int, std::size_t) { return no_cuda(); }
 bool nccl_supports(const DeviceCollective&) { return false; }
 NcclCalls* real_nccl_calls() { return nullptr; }
 IpcCalls* real_ipc_calls() { return nullptr; }
+StreamCalls* real_stream_calls() { return nullptr; }
+Result<void*> make_stream(int) { return no_cuda(); }
+void destroy_stream(void*) noexcept {}
+Status copy_on_stream(void*, const void*, std::size_t, void*) { return no_cuda(); }
+Status synchronize_stream(void*) { return no_cuda(); }
 
 } // namespace chorus::gpu

@@ -158,10 +158,18 @@ int blocks_for(std::size_t work, int threads) {
   return static_cast<int>(want < 1 ? 1 : (want < cap ? want : cap));
 }
 
+// With a null args pointer, launch() loads the kernel's two forms instead (preload_reduce_kernels).
 template <class E, class Op>
-Status launch(cudaStream_t s, const Args& a, bool aligned) {
+Status launch(cudaStream_t s, const Args* args, bool aligned) {
   constexpr int V = 16 / sizeof(typename E::S);
   constexpr int threads = 256;
+  if (!args) {
+    cudaFuncAttributes attr{};
+    cudaError_t e = cudaFuncGetAttributes(&attr, reduce_kernel<E, Op, V>);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, reduce_kernel<E, Op, 1>);
+    return e == cudaSuccess ? Status::ok() : cuda_error("loading the reduction kernel", e);
+  }
+  const Args& a = *args;
   (void)cudaGetLastError();  // only this launch's error counts below
   const unsigned rows = a.block_stride ? static_cast<unsigned>(a.ndst) : 1u;
   if (aligned)
@@ -174,7 +182,7 @@ Status launch(cudaStream_t s, const Args& a, bool aligned) {
 }
 
 template <class E>
-Status by_op(cudaStream_t s, ReduceOp op, const Args& a, bool al) {
+Status by_op(cudaStream_t s, ReduceOp op, const Args* a, bool al) {
   switch (op) {
     case ReduceOp::sum:
     case ReduceOp::avg: return launch<E, Sum>(s, a, al);
@@ -192,6 +200,20 @@ Status by_op(cudaStream_t s, ReduceOp op, const Args& a, bool al) {
     }
   }
   return {Errc::invalid_argument, "reduction kernel: reduce op " + std::string(to_string(op)) + " is not defined for this dtype"};
+}
+
+Status dispatch(cudaStream_t s, DType dtype, ReduceOp op, const Args* a, bool al) {
+  switch (dtype) {
+    case DType::f16: return by_op<F16>(s, op, a, al);
+    case DType::bf16: return by_op<BF16>(s, op, a, al);
+    case DType::f32: return by_op<Native<float>>(s, op, a, al);
+    case DType::f64: return by_op<Native<double>>(s, op, a, al);
+    case DType::i8: return by_op<Native<int8_t>>(s, op, a, al);
+    case DType::u8: return by_op<Native<uint8_t>>(s, op, a, al);
+    case DType::i32: return by_op<Native<int32_t>>(s, op, a, al);
+    case DType::i64: return by_op<Native<int64_t>>(s, op, a, al);
+  }
+  return {Errc::invalid_argument, "reduction kernel: unknown dtype"};
 }
 
 } // namespace
@@ -223,18 +245,17 @@ Status launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, 
   a.count = count;
   a.divisor = divisor;
   a.block_stride = block_stride;
-  auto s = static_cast<cudaStream_t>(stream);
-  switch (dtype) {
-    case DType::f16: return by_op<F16>(s, op, a, al);
-    case DType::bf16: return by_op<BF16>(s, op, a, al);
-    case DType::f32: return by_op<Native<float>>(s, op, a, al);
-    case DType::f64: return by_op<Native<double>>(s, op, a, al);
-    case DType::i8: return by_op<Native<int8_t>>(s, op, a, al);
-    case DType::u8: return by_op<Native<uint8_t>>(s, op, a, al);
-    case DType::i32: return by_op<Native<int32_t>>(s, op, a, al);
-    case DType::i64: return by_op<Native<int64_t>>(s, op, a, al);
-  }
-  return {Errc::invalid_argument, "reduction kernel: unknown dtype"};
+  return dispatch(static_cast<cudaStream_t>(stream), dtype, op, &a, al);
+}
+
+Status preload_reduce_kernels() {
+  for (DType d : {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8, DType::u8, DType::i32, DType::i64})
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::band, ReduceOp::bor,
+                        ReduceOp::bxor}) {
+      Status st = dispatch(nullptr, d, op, nullptr, true);
+      if (!st.is_ok() && st.code() != Errc::invalid_argument) return st;  // an op the dtype lacks: none to load
+    }
+  return Status::ok();
 }
 
 } // namespace chorus::gpu

@@ -24,4 +24,8 @@ Status launch_reduce(void* stream, DType dtype, ReduceOp op, void* const* dsts, 
                           const void* const* srcs, int nsrc, std::size_t count, std::size_t divisor,
                           const void* device_table = nullptr, std::size_t block_stride = 0);
 
+// Loads every form of the kernel on the current device now (CUDA would load each at its first
+// launch, which waits for the whole GPU: see DeviceWorker::start).
+Status preload_reduce_kernels();
+
 } // namespace chorus::gpu

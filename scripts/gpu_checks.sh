@@ -6,7 +6,8 @@
 #      tests of the GPU layer's plain C++ (device_plan_test: the op plans; device_queue_test: the
 #      device actors' mailbox) and the GPU example (chorus-gpu-example);
 #   2. (run last, being the slowest) compute-sanitizer memcheck and racecheck over the GPU tests;
-#   3. chorus-bench --device cuda for every op (4 logical peers on GPU 0), the 256 MiB all_reduce
+#   3. chorus-stream-bench (ops ordered in a CUDA stream: the host's cost, 1,000 in a row);
+#      chorus-bench --device cuda for every op (4 logical peers on GPU 0), the 256 MiB all_reduce
 #      against the memory-bound ideal (target: at most 1.25x), and the 1 KiB all_reduce between 2
 #      logical peers (target: median at most 30 us);
 #   4. with 2 or more GPUs: every op over distinct GPUs through NCCL and through the on-device plan;
@@ -37,7 +38,7 @@ run() {  # name, command...
   [ "$(type -t "$1")" = function ] && cmd=()  # a shell function cannot run under timeout
   if "${cmd[@]}" "$@" >"$out/$name.log" 2>&1; then echo "   ok ($((SECONDS - t0)) s)" | tee -a "$out/summary.txt"
   else echo "   FAILED (exit $?, $((SECONDS - t0)) s; see $name.log)" | tee -a "$out/summary.txt"; status=1; fi
-  grep -iE "SKIPPED|PASSED|FAILED|Out of bounds|ideal|ERROR SUMMARY" "$out/$name.log" | head -40 >>"$out/summary.txt" || true
+  grep -iE "SKIPPED|PASSED|FAILED|Out of bounds|ideal|ERROR SUMMARY|target" "$out/$name.log" | head -40 >>"$out/summary.txt" || true
 }
 nvidia-smi -L | tee "$out/summary.txt" || echo "no nvidia-smi" | tee "$out/summary.txt"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -49,8 +50,12 @@ no_skips() {  # log name, grep pattern of the tests that need only one GPU
     echo "   FAILED: GPU tests skipped although nvidia-smi lists $gpus GPU(s)" | tee -a "$out/summary.txt"; status=1
   fi
 }
+# First, alone in a fresh process: a stream-ordered op whose kernels CUDA had not loaded yet hung
+# (lazy loading waits for the GPU, whose stream waits for the op); the device actors preload them.
+run gpu_stream_first "$bin/device_tensors_on_gpu_test" --gtest_filter='*OpsOrdered*'
 run gpu_tests "$bin/device_tensors_on_gpu_test"
-no_skips gpu_tests "DeviceTensorsOnGpu\.\(CopiesRoundTrip\|EveryOp\|AllReduceEveryDtype\|ManyConsecutive\|GradientSync\)"
+no_skips gpu_tests "DeviceTensorsOnGpu\.\(CopiesRoundTrip\|EveryOp\|AllReduceEveryDtype\|ManyConsecutive\|OpsOrdered\|GradientSync\)"
+run stream_order_test "$bin/stream_order_test"
 run device_tensors_test "$bin/device_tensors_test"
 run cuda_device_test "$bin/cuda_device_test"
 no_skips cuda_device_test "CudaDevice\."
@@ -67,6 +72,9 @@ for op in all_reduce reduce broadcast all_gather reduce_scatter all_to_all gathe
 done
 run bench_allreduce_256M $bench --op all_reduce --peers 4 -b 256M -e 256M -n 20 -w 5
 run bench_allreduce_1K $bench --op all_reduce --peers 2 -b 1K -e 1K -n 2000 -w 200
+# Stream-ordered ops (OpOptions::stream): the host's cost to enqueue one (target <= 5 us), and
+# 1,000 in a row against the same blocking (target >= 2x faster).
+run stream_bench "$bin/chorus-stream-bench" --peers 2 --ops 1000 --bytes 1024 --reps 7
 for dt in f16 bf16 f64 i8 u8 i32 i64; do
   run "bench_dtype_$dt" $bench --op all_reduce --peers 4 --dtype $dt --redop max -b 1K -e 16M -f 16 -n 5 -w 1
 done

@@ -15,6 +15,7 @@
 #include <chorus/gpu.hpp>
 #include <chorus/grad_sync.hpp>
 #include "cuda/gpu.hpp"
+#include "cuda/user_streams.hpp"
 #include "peer_harness.hpp"
 #include "status_matchers.hpp"
 #include "strategies/reduce_kernels.hpp"
@@ -216,6 +217,50 @@ TEST(DeviceTensorsOnGpu, ManyConsecutiveOpsAndMoreLogicalPeersThanOneKernelTakes
     ASSERT_TRUE(p.all_reduce(hd, ReduceOp::avg).is_ok());
     Tensor back = hd.to(Device::cpu());
     for (int k = 0; k < 9; ++k) EXPECT_EQ(f16_to_f32(back.data_as<uint16_t>()[k]), 1000.5f);
+  });
+}
+
+// Ops ordered in each peer's own CUDA stream (OpOptions::stream), NCCL's way: per step, the input
+// is copied in on the stream, the op is handed in, the result copied out on the stream, and the
+// host never waits until the end. Were the op to run before the copy in, or the copy out before
+// the op, a step would read another step's numbers.
+TEST(DeviceTensorsOnGpu, OpsOrderedInTheCallersStreams) {
+  REQUIRE_GPUS(1);
+  constexpr uint32_t n = 3;
+  constexpr int kSteps = 40;
+  constexpr std::size_t kCount = 4096;
+  constexpr std::size_t kBytes = kCount * sizeof(float);
+  Runtime rt;
+  run_peers(rt, config_for(n, "auto", 60000), [&](Peer& p) {
+    auto stream = gpu::make_stream(0);
+    ASSERT_TRUE(stream.is_ok()) << stream.status().to_string();
+    void* pinned = nullptr;  // steps x (in, out), page-locked so the copies stay in the stream
+    ASSERT_TRUE(gpu::allocate_pinned(2 * kSteps * kBytes, &pinned).is_ok());
+    auto* host = static_cast<float*>(pinned);
+    auto in = [&](int s) { return host + (2 * s) * kCount; };
+    auto out = [&](int s) { return host + (2 * s + 1) * kCount; };
+    for (int s = 0; s < kSteps; ++s)
+      for (std::size_t k = 0; k < kCount; ++k) {
+        in(s)[k] = static_cast<float>((p.id() + 1) * (s + 1) + k % 5);
+        out(s)[k] = -1;
+      }
+    Tensor t = on_gpu(Tensor::zeros(DType::f32, {static_cast<int64_t>(kCount)}));
+    // Every peer allocates before any stream waits for an op: cudaMalloc may wait for the whole
+    // GPU, so one during an op another stream waits for would never return (as with NCCL).
+    ASSERT_TRUE(p.barrier().is_ok());
+    std::vector<Work> works;
+    for (int s = 0; s < kSteps; ++s) {
+      ASSERT_TRUE(gpu::copy_on_stream(t.data(), in(s), kBytes, *stream).is_ok());
+      works.push_back(p.all_reduce_async(t, ReduceOp::sum, OpOptions{.stream = *stream}));
+      ASSERT_TRUE(gpu::copy_on_stream(out(s), t.data(), kBytes, *stream).is_ok());
+    }
+    ASSERT_TRUE(gpu::synchronize_stream(*stream).is_ok());
+    for (auto& w : works) EXPECT_TRUE(w.wait().is_ok());
+    for (int s = 0; s < kSteps; ++s)
+      for (std::size_t k = 0; k < kCount; k += 511)
+        ASSERT_EQ(out(s)[k], static_cast<float>(6 * (s + 1) + 3 * (k % 5))) << "step " << s << ", element " << k;
+    gpu::release_pinned(pinned);
+    gpu::destroy_stream(*stream);
   });
 }
 

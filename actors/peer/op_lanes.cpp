@@ -4,6 +4,8 @@
 #include <string>
 
 #include "actors/peer/run_op.hpp"
+#include "cuda/device_status.hpp"
+#include "cuda/stream_calls.hpp"
 
 namespace chorus::peer_impl {
 
@@ -11,6 +13,8 @@ namespace {
 // OpOptions::timeout of the op this thread runs (zero: none given). An op runs wholly on the
 // thread that took it from its lane, so a thread's value is its op's.
 thread_local std::chrono::milliseconds tl_op_timeout{0};
+// Why the op this thread runs could not start (its stream's earlier work did not finish in time).
+thread_local const Status* tl_start_failure = nullptr;
 // The handle whose Work this thread is completing (running its callbacks), if any.
 thread_local const PeerState* tl_completing = nullptr;
 
@@ -50,14 +54,22 @@ std::chrono::milliseconds op_timeout(const PeerState& s) {
   return tl_op_timeout.count() > 0 ? tl_op_timeout : s.config.timeout;
 }
 
-void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkState& w) {
+void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkState& w, StreamOrder* order) {
   Status st;
   try {
     TimeoutScope scope(o.timeout);
+    // A stream's earlier work not done in time: the op still takes its place (failing it for
+    // every peer, with this cause), so that the handle's ops stay aligned with the others'.
+    Status not_started;
+    if (order) not_started = order->calls->wait_started(order->mark, Clock::now() + op_timeout(*s));
+    tl_start_failure = not_started.is_ok() ? nullptr : &not_started;
     st = body(w);
+    tl_start_failure = nullptr;
+    if (!not_started.is_ok() && st.is_ok()) st = not_started;  // an op that needed no other peer
   } catch (const std::exception& e) {  // on a lane's thread nobody else would catch it
     st = Status(Errc::internal, std::string("the op threw: ") + e.what());
   }
+  if (order) order->calls->release(order->mark);  // the stream goes on, whatever the outcome
   // The callbacks run here: an op of this handle called from one would take a place among its
   // ops that depends on timing (ahead of or behind ops handed in meanwhile), so it is refused.
   const PeerState* before = tl_completing;
@@ -65,6 +77,8 @@ void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkSt
   w.complete(std::move(st));
   tl_completing = before;
 }
+
+Status start_failure() { return tl_start_failure ? *tl_start_failure : Status::ok(); }
 
 Status called_from_callback(const PeerState* s) {
   if (s && tl_completing == s)
@@ -94,10 +108,19 @@ Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& 
   if (!s) return WorkAccess::done(no_peer());
   if (auto e = called_from_callback(s.get()); !e) return WorkAccess::done(std::move(e));
   if (o.timeout.count() < 0) return WorkAccess::done(Status(Errc::invalid_argument, "OpOptions::timeout is negative"));
+  std::shared_ptr<StreamOrder> order;
+  if (o.stream) {
+    gpu::StreamCalls* calls = gpu::stream_calls();
+    if (!calls)
+      return WorkAccess::done(gpu::device_error("OpOptions::stream: chorus was built without CUDA, so it cannot "
+                                                "order an op in a CUDA stream"));
+    order = std::make_shared<StreamOrder>(StreamOrder{calls, {}});
+    if (Status e = calls->enqueue(o.stream, order->mark); !e.is_ok()) return WorkAccess::done(std::move(e));
+  }
   auto ws = std::make_shared<WorkState>();
   s->lanes_used.store(true, std::memory_order_release);
   on_lane(*s, k, [&](Lane& lane) {
-    lane.submit([s, ws, o, body = std::move(body)] { run_body(s.get(), body, o, *ws); });
+    lane.submit([s, ws, o, order, body = std::move(body)] { run_body(s.get(), body, o, *ws, order.get()); });
     return 0;
   });
   return WorkAccess::make(ws);

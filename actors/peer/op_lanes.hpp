@@ -14,6 +14,7 @@
 
 #include <chorus/work.hpp>
 #include "actors/peer/peer_state.hpp"
+#include "cuda/stream_calls.hpp"
 #include "engine/lane.hpp"
 #include "engine/work_state.hpp"
 
@@ -31,9 +32,17 @@ struct LaneKey {
 // What an op does on the thread that runs it: its Status, and what it gives back (into the Work).
 using OpBody = std::function<Status(WorkState&)>;
 
+// An op ordered in a CUDA stream (OpOptions::stream): what was put on the stream at the call.
+struct StreamOrder {
+  gpu::StreamCalls* calls;
+  gpu::StreamMark mark;
+};
+
 // Runs `body` with `o` in force and completes `w` with its Status (the lanes' tasks); an exception
-// becomes Errc::internal.
-void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkState& w);
+// becomes Errc::internal. With `order`, the body waits for the stream's earlier work first, and the
+// stream is let go on once it is done.
+void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkState& w,
+              StreamOrder* order = nullptr);
 // An error where this thread runs the callbacks of a Work of `s` (ops of `s` are refused there).
 Status called_from_callback(const PeerState* s);
 

@@ -47,7 +47,7 @@ std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, c
   call.op = std::move(req);
   call.input = in;
   call.output = out;
-  call.local_error = std::move(local_error);
+  call.local_error = local_error.is_ok() ? start_failure() : std::move(local_error);
   auto reply = call.reply;
   // An op that waited in the arena first has that much less time left.
   status = s.rt->submit_op(call, op_timeout(s), s.config.num_devices, rec.entered ? rec.since : Clock::now());
@@ -157,6 +157,7 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
   if (!s) return no_peer();
   const OpKind kind = req.kind;
   OpRecord rec;
+  if (Status why = start_failure(); !why.is_ok()) return logged(*s, kind, s->seq.load(), fail_op(*s, rec, std::move(req), why));
   // GPU tensors across nodes: processes sharing a GPU run the op in the arena (one lead's plan
   // over every buffer); else through NCCL where the tuning module says so (the local server sees
   // them as they are), else through host memory.

@@ -18,6 +18,9 @@ Status no_peer();
 // handle's Config::timeout (op_lanes.cpp keeps it). What an op waits for on the peer's side
 // counts from it.
 std::chrono::milliseconds op_timeout(const PeerState& s);
+// Why the op running on this thread cannot start (its stream's earlier work did not finish in
+// time, op_lanes.cpp), else ok: the op then takes its place failing (Call::local_error).
+Status start_failure();
 // What every op of peer `who` gets once it has finished.
 Status already_finished(PeerId who);
 

@@ -24,6 +24,13 @@ struct OpOptions {
   // first to run out fails the op for everyone, naming who never called. (The plan's steps, once
   // everyone called, keep Config::timeout.)
   std::chrono::milliseconds timeout{0};
+  // A CUDA stream (a cudaStream_t) to order the op in, as NCCL does: the op starts once the work
+  // queued on the stream before the call is done, and work queued on it after the call waits for
+  // the op, while the calling thread goes on at once. Work::wait() still waits on the host. Any op
+  // may be ordered so (its tensors may live anywhere); the waiting is bounded by `timeout` like
+  // the op's, and the stream goes on past the op however it ends (check the Work for the outcome).
+  // Null: none. An op given a stream in a build without CUDA fails with Errc::device_error.
+  void* stream = nullptr;
 };
 
 class Work {
