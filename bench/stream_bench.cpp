@@ -20,11 +20,14 @@
 #include <vector>
 
 #include <chorus/chorus.hpp>
+#include "timing.hpp"
 #include <chorus/gpu.hpp>
 #include "cuda/user_streams.hpp"
 
 using namespace chorus;
-using Clock = std::chrono::steady_clock;
+using chorus::bench::Clock;
+using chorus::bench::median;
+using chorus::bench::us_since;
 
 namespace {
 
@@ -34,13 +37,6 @@ struct Opts {
   std::size_t bytes = 1 << 10;
   int reps = 7;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
 
 struct Timings {
   std::vector<double> enqueue_us, ordered_us, blocking_us;

@@ -9,21 +9,12 @@
 
 #include "op_runner.hpp"
 #include "report.hpp"
+#include "timing.hpp"
 
 namespace chorus::bench {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double>& v) {
-  if (v.empty()) return 0;
-  const std::size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  double m = v[mid];
-  if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), v.begin() + mid)) / 2;
-  return m;
-}
 
 // The memory-bound ideal of an all_reduce among n logical peers of one GPU: every input read once
 // and every output written once, n x bytes each way, i.e. as long as copying n x bytes.

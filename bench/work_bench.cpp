@@ -17,9 +17,12 @@
 #include <vector>
 
 #include <chorus/chorus.hpp>
+#include "timing.hpp"
 
 using namespace chorus;
-using Clock = std::chrono::steady_clock;
+using chorus::bench::Clock;
+using chorus::bench::median;
+using chorus::bench::us_since;
 
 namespace {
 
@@ -38,13 +41,6 @@ void compute(long iters) {
   for (long i = 0; i < iters; ++i) x = x * 1.0000001 + 1e-9;
   g_sink = x;
 }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
 
 struct Timings {
   double one_by_one = 0, at_once = 0, op_alone = 0, compute_alone = 0, together = 0;

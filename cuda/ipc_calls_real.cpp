@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "cuda/cuda_error.hpp"
+#include "cuda/driver_entry.hpp"
 #include "cuda/device_worker.hpp"
 #include "cuda/gpu.hpp"
 #include "cuda/ipc_calls.hpp"
@@ -118,14 +119,7 @@ class CudaIpc final : public IpcCalls {
  private:
   // The allocation that holds `p` (the caller's tensor may start inside one).
   static Status address_range(const void* p, CUdeviceptr& base, std::size_t& size) {
-    static PFN_cuMemGetAddressRange_v3020 fn = [] {
-      void* f = nullptr;
-      cudaDriverEntryPointQueryResult q{};
-      if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 3020, cudaEnableDefault, &q) != cudaSuccess ||
-          q != cudaDriverEntryPointSuccess)
-        f = nullptr;
-      return reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(f);
-    }();
+    static const auto fn = driver_function<PFN_cuMemGetAddressRange_v3020>("cuMemGetAddressRange", 3020);
     if (!fn) return device_error("cuMemGetAddressRange: not found in the CUDA driver");
     if (CUresult r = fn(&base, &size, reinterpret_cast<CUdeviceptr>(p)); r != CUDA_SUCCESS)
       return device_error("cuMemGetAddressRange: CUDA driver error " + std::to_string(static_cast<int>(r)) +

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda/cuda_error.hpp"
+#include "cuda/driver_entry.hpp"
 #include "cuda/poll.hpp"
 #include "cuda/stream_calls.hpp"
 #include "cuda/user_streams.hpp"
@@ -89,14 +90,7 @@ class CudaStreams final : public StreamCalls {
   };
 
   static PFN_cuStreamWaitValue32_v11070 wait_value() {
-    static PFN_cuStreamWaitValue32_v11070 fn = [] {
-      void* f = nullptr;
-      cudaDriverEntryPointQueryResult q{};
-      if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-          q != cudaDriverEntryPointSuccess)
-        f = nullptr;
-      return reinterpret_cast<PFN_cuStreamWaitValue32_v11070>(f);
-    }();
+    static const auto fn = driver_function<PFN_cuStreamWaitValue32_v11070>("cuStreamWaitValue32", 12000);
     return fn;
   }
 
