@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,7 +45,9 @@ struct Timings {
   std::string error;
 };
 
+std::mutex g_error_mu;
 void fail(Timings& t, const std::string& what, const Status& s) {
+  std::lock_guard<std::mutex> lk(g_error_mu);
   if (t.error.empty()) t.error = what + ": " + s.to_string();
 }
 

@@ -129,9 +129,6 @@ Status DeviceWorker::start() {
       access.flags = cudaMemAccessFlagsProtReadWrite;
       cudaMemPoolSetAccess(pool, &access, 1);
     }
-    // Kept, not trimmed back to the system at each synchronization (the pool keeps its scratch).
-    uint64_t keep = UINT64_MAX;
-    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
   }
   (void)cudaGetLastError();  // "already enabled" is not an error worth keeping
   return Status::ok();
@@ -172,7 +169,7 @@ std::shared_ptr<std::byte> DeviceWorker::scratch(std::size_t bytes, Status& erro
     return scratch_->take(bytes);
   } catch (const std::bad_alloc&) {
     const std::string what = "scratch memory of " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(device_);
-    error = tl_scratch_error != cudaSuccess ? cuda_error("cudaMalloc of " + what, tl_scratch_error)
+    error = tl_scratch_error != cudaSuccess ? cuda_error("cudaMallocAsync of " + what, tl_scratch_error)
                                             : device_error(what + ": out of host memory for its bookkeeping");
     return nullptr;
   }

@@ -9,10 +9,12 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cuda/cuda_error.hpp"
+#include "cuda/device_worker.hpp"
 #include "cuda/driver_entry.hpp"
 #include "cuda/poll.hpp"
 #include "cuda/stream_calls.hpp"
@@ -49,6 +51,7 @@ class CudaStreams final : public StreamCalls {
     if (cudaError_t e = cudaStreamGetDevice(s, &device); e != cudaSuccess)
       return cuda_error("OpOptions::stream: cudaStreamGetDevice (not a CUDA stream?)", e);
     if (!wait_value()) return device_error("OpOptions::stream: cuStreamWaitValue32 not found in the CUDA driver");
+    if (Status st = started(device); !st.is_ok()) return st;
     cudaEvent_t ev = nullptr;
     uint32_t* word = nullptr;
     if (Status st = take(device, ev, word); !st.is_ok()) return st;
@@ -75,6 +78,7 @@ class CudaStreams final : public StreamCalls {
     };
     Status st = poll_until(reached, [] { return Status::ok(); }, deadline, kStartPace,
                            "the work queued on OpOptions::stream before the op did not finish in time");
+    (void)cudaGetLastError();  // "not ready" stays behind as the thread's last error
     if (st.is_ok() && last != cudaSuccess) return cuda_error("OpOptions::stream: the work queued before the op", last);
     return st;
   }
@@ -92,6 +96,23 @@ class CudaStreams final : public StreamCalls {
   static PFN_cuStreamWaitValue32_v11070 wait_value() {
     static const auto fn = driver_function<PFN_cuStreamWaitValue32_v11070>("cuStreamWaitValue32", 12000);
     return fn;
+  }
+
+  // The device's actor is up (its stream made, chorus's kernels loaded) before the stream first
+  // waits for an op: starting it later, while a stream waits, would wait for the GPU in turn
+  // (tensors borrowed from a framework never started it).
+  Status started(int device) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (started_.count(device)) return Status::ok();
+    }
+    Status error;
+    DeviceWorker* w = DeviceWorker::find(device, error);
+    if (!w) return error;
+    if (Status st = w->call([] { return Status::ok(); }); !st.is_ok()) return in_context("OpOptions::stream", st);
+    std::lock_guard<std::mutex> lk(mu_);
+    started_.insert(device);
+    return Status::ok();
   }
 
   Status take(int device, cudaEvent_t& ev, uint32_t*& word) {
@@ -142,6 +163,7 @@ class CudaStreams final : public StreamCalls {
   std::mutex mu_;
   std::map<int, std::vector<cudaEvent_t>> events_;
   std::map<cudaEvent_t, int> event_device_;
+  std::set<int> started_;
   uint32_t* page_ = nullptr;
   std::vector<uint32_t*> words_;
 };
@@ -149,8 +171,8 @@ class CudaStreams final : public StreamCalls {
 } // namespace
 
 StreamCalls* real_stream_calls() {
-  static CudaStreams calls;  // never destroyed before the program's last op (events stay)
-  return &calls;
+  static auto* calls = new CudaStreams;  // never destroyed: lanes may release marks during exit
+  return calls;
 }
 
 Result<void*> make_stream(int device) {

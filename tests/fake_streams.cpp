@@ -1,5 +1,7 @@
 #include "fake_streams.hpp"
 
+#include <iterator>
+
 namespace chorus::fake {
 
 void FakeStream::hold_earlier_work() {
@@ -51,7 +53,11 @@ Status FakeStreams::wait_started(const gpu::StreamMark& m, Clock::time_point dea
   std::unique_lock<std::mutex> lk(s->mu_);
   ++s->waiting_;
   s->cv_.notify_all();
-  bool done = s->cv_.wait_until(lk, deadline, [&] { return s->earlier_done_; });
+  auto before_released = [&] {  // targets 1 .. m.target-1 all let go on
+    return s->released_set_.size() >= m.target - 1 &&
+           (m.target == 1 || *std::next(s->released_set_.begin(), m.target - 2) == m.target - 1);
+  };
+  bool done = s->cv_.wait_until(lk, deadline, [&] { return s->earlier_done_ && before_released(); });
   --s->waiting_;
   if (!done) return {Errc::timeout, "the work queued on OpOptions::stream before the op did not finish in time"};
   return Status::ok();
@@ -63,6 +69,8 @@ void FakeStreams::release(gpu::StreamMark& m) {
   if (s->on_release_) s->on_release_();
   *m.word = m.target;
   s->released_.push_back(m.target);
+  s->released_set_.insert(m.target);
+  s->cv_.notify_all();
   m = gpu::StreamMark{};
 }
 

@@ -1,6 +1,7 @@
 // A test double of the CUDA stream calls (cuda/stream_calls.hpp), for machines without a GPU: a
-// "stream" is a FakeStream whose earlier work the test finishes by hand, its start line is that
-// work being done, and the word the stream waits for is a host word the test can read. Each
+// "stream" is a FakeStream whose earlier work the test finishes by hand; an op's start line is
+// that work being done and, as on a GPU, every op enqueued on the stream before it let go on (its
+// start event follows their waits); the word the stream waits for is a host word the test reads. Each
 // release is recorded, with what the test's hook saw at that moment (the work queued after the op
 // sees exactly that).
 #pragma once
@@ -10,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "cuda/stream_calls.hpp"
@@ -37,6 +39,7 @@ class FakeStream {
   int marks_ = 0;
   uint32_t next_target_ = 0;
   std::vector<uint32_t> released_;
+  std::set<uint32_t> released_set_;
   std::function<void()> on_release_;
 };
 

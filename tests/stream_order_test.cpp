@@ -120,6 +120,57 @@ TEST(StreamOrder, EarlierWorkThatNeverFinishesFailsTheOpInTime) {
   rep.expect_clean();
 }
 
+// One stream's ops run in the order they were handed in, each after the one before is let go on
+// (its start line follows the earlier op's wait, as on a GPU). An exchange of a send and a recv on
+// each peer's one stream therefore works when the peers order it alike (rank 0 sends first, rank 1
+// receives first)...
+TEST(StreamOrder, AnExchangeOrderedAlikeOnOneStreamEachRuns) {
+  fake::StreamsDoubleInPlace streams;
+  fake::FakeStream s[2];
+  Runtime rt;
+  Reporter rep;
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    const uint32_t r = peer.rank();
+    Tensor out = Tensor::from(filled(3, 10.0f + r)), in = Tensor::zeros(DType::f32, {3});
+    std::vector<Work> w;
+    const OpOptions o{.stream = &s[r]};
+    if (r == 0) {
+      w.push_back(peer.send_async(out, 1, 7, o));
+      w.push_back(peer.recv_async(in, 1, 7, o));
+    } else {
+      w.push_back(peer.recv_async(in, 0, 7, o));
+      w.push_back(peer.send_async(out, 0, 7, o));
+    }
+    for (auto& x : w)
+      if (Status st = x.wait(); !st) rep.fail("rank " + std::to_string(r) + ": " + st.to_string());
+    if (in.to_vector<float>() != filled(3, 10.0f + (1 - r))) rep.fail("rank " + std::to_string(r) + " received wrong data");
+    if (s[r].released() != std::vector<uint32_t>({1, 2})) rep.fail("rank " + std::to_string(r) + ": the stream's releases");
+  });
+  rep.expect_clean();
+}
+
+// ... and when both send first, each recv waits on its stream for its own send, which waits for
+// the other's recv: the cycle ends at the op's timeout (as NCCL's would hang without a group), every
+// Work failing with timeout, nothing received, every stream let go on.
+TEST(StreamOrder, ACycleThroughStreamsEndsAtTheTimeoutForEveryone) {
+  fake::StreamsDoubleInPlace streams;
+  fake::FakeStream s[2];
+  Runtime rt;
+  Reporter rep;
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    const uint32_t r = peer.rank();
+    Tensor out = Tensor::from(filled(3, 10.0f + r)), in = Tensor::zeros(DType::f32, {3});
+    const OpOptions o{.timeout = 300ms, .stream = &s[r]};
+    Work sent = peer.send_async(out, 1 - r, 7, o);
+    Work got = peer.recv_async(in, 1 - r, 7, o);
+    for (Work* x : {&sent, &got})
+      if (Status st = x->wait_for(5s); st.code() != Errc::timeout) rep.fail("rank " + std::to_string(r) + ": " + st.to_string());
+    if (in.to_vector<float>() != filled(3, 0.0f)) rep.fail("rank " + std::to_string(r) + " received data it never could");
+    if (s[r].released().size() != 2) rep.fail("rank " + std::to_string(r) + ": a stream still waits");
+  });
+  rep.expect_clean();
+}
+
 // A stream the calls refuse: that peer's Work fails at once with their error, nothing is queued.
 TEST(StreamOrder, AStreamTheCallsRefuseFailsTheWorkAtOnce) {
   fake::StreamsDoubleInPlace streams;

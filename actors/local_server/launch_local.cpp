@@ -110,7 +110,13 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
   const auto& [gid, src, dst, tag] = pl.key;
   const std::string label = "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
   Status s;
-  if (snd.req.input.dtype != rcv.req.output.dtype)
+  // A side that could not take part (OpOptions::stream's earlier work not done): neither moves data.
+  for (const Arrival* a : {&snd, &rcv})
+    if (!a->call.local_error && s)
+      s = {a->call.local_error.code(), label + ": peer " + std::to_string((global_ ? global_->offset() : 0) + a->req.peer) +
+                                           " could not take part: " + a->call.local_error.message()};
+  if (!s) {
+  } else if (snd.req.input.dtype != rcv.req.output.dtype)
     s = {Errc::dtype_mismatch, label + ": sender has " + snd.req.input.describe() + ", receiver " + rcv.req.output.describe()};
   else if (snd.req.input.numel() != rcv.req.output.numel())
     s = {Errc::shape_mismatch, label + ": sender has " + snd.req.input.describe() + ", receiver " + rcv.req.output.describe()};

@@ -53,10 +53,14 @@ Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   req.tag = tag;
   OpRecord rec;
   record_begin(s, rec, req, t);
+  // Where this side cannot take part (its stream's earlier work not done), the receiver is told
+  // why instead of getting the buffer.
+  const Status why = start_failure();
   Tensor host;
-  Status staged = stage_to_host(t, host);
+  Status staged = why ? stage_to_host(t, host) : why;
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::p2p));
-  return record_end(s, rec, s.global->send(me, s.members[dst], tag, staged ? host : t, deadline_of(s), staged));
+  Status sent = s.global->send(me, s.members[dst], tag, staged ? host : t, deadline_of(s), staged);
+  return record_end(s, rec, why ? sent : why);
 }
 
 Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
@@ -68,6 +72,11 @@ Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
   OpRecord rec;
   record_begin(s, rec, req, t);
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::p2p));
+  if (Status why = start_failure(); !why) {  // the message is taken (the tag's order holds), not kept
+    Tensor drop = Tensor::zeros(t.dtype(), t.shape());
+    (void)s.global->recv(s.members[src], me, tag, drop, deadline_of(s));
+    return record_end(s, rec, why);
+  }
   if (!t.is_cuda()) return record_end(s, rec, s.global->recv(s.members[src], me, tag, t, deadline_of(s)));
   Tensor host = Tensor::zeros(t.dtype(), t.shape());
   if (auto e = s.global->recv(s.members[src], me, tag, host, deadline_of(s)); !e) return record_end(s, rec, e);

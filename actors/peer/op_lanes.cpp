@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "actors/peer/run_op.hpp"
 #include "cuda/device_status.hpp"
@@ -13,8 +14,15 @@ namespace {
 // OpOptions::timeout of the op this thread runs (zero: none given). An op runs wholly on the
 // thread that took it from its lane, so a thread's value is its op's.
 thread_local std::chrono::milliseconds tl_op_timeout{0};
-// Why the op this thread runs could not start (its stream's earlier work did not finish in time).
-thread_local const Status* tl_start_failure = nullptr;
+// Why the op this thread runs could not start (its stream's earlier work did not finish in time);
+// ok: it could.
+thread_local Status tl_start_failure;
+
+struct StartFailureScope {
+  Status before;
+  explicit StartFailureScope(Status now) : before(std::exchange(tl_start_failure, std::move(now))) {}
+  ~StartFailureScope() { tl_start_failure = std::move(before); }
+};
 // The handle whose Work this thread is completing (running its callbacks), if any.
 thread_local const PeerState* tl_completing = nullptr;
 
@@ -62,14 +70,13 @@ void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkSt
     // every peer, with this cause), so that the handle's ops stay aligned with the others'.
     Status not_started;
     if (order) not_started = order->calls->wait_started(order->mark, Clock::now() + op_timeout(*s));
-    tl_start_failure = not_started.is_ok() ? nullptr : &not_started;
+    StartFailureScope failure(not_started);
     st = body(w);
-    tl_start_failure = nullptr;
     if (!not_started.is_ok() && st.is_ok()) st = not_started;  // an op that needed no other peer
   } catch (const std::exception& e) {  // on a lane's thread nobody else would catch it
     st = Status(Errc::internal, std::string("the op threw: ") + e.what());
   }
-  if (order) order->calls->release(order->mark);  // the stream goes on, whatever the outcome
+  if (order) order->release();  // the stream goes on, whatever the outcome, before anyone hears
   // The callbacks run here: an op of this handle called from one would take a place among its
   // ops that depends on timing (ahead of or behind ops handed in meanwhile), so it is refused.
   const PeerState* before = tl_completing;
@@ -78,7 +85,13 @@ void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkSt
   tl_completing = before;
 }
 
-Status start_failure() { return tl_start_failure ? *tl_start_failure : Status::ok(); }
+Status start_failure() { return tl_start_failure; }
+
+StreamOrder::~StreamOrder() { release(); }
+
+void StreamOrder::release() {
+  if (calls) std::exchange(calls, nullptr)->release(mark);
+}
 
 Status called_from_callback(const PeerState* s) {
   if (s && tl_completing == s)
@@ -114,8 +127,9 @@ Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& 
     if (!calls)
       return WorkAccess::done(gpu::device_error("OpOptions::stream: chorus was built without CUDA, so it cannot "
                                                 "order an op in a CUDA stream"));
-    order = std::make_shared<StreamOrder>(StreamOrder{calls, {}});
+    order = std::make_shared<StreamOrder>();
     if (Status e = calls->enqueue(o.stream, order->mark); !e.is_ok()) return WorkAccess::done(std::move(e));
+    order->calls = calls;  // from here on the stream is let go on however this call ends
   }
   auto ws = std::make_shared<WorkState>();
   s->lanes_used.store(true, std::memory_order_release);

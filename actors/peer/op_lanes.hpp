@@ -32,10 +32,17 @@ struct LaneKey {
 // What an op does on the thread that runs it: its Status, and what it gives back (into the Work).
 using OpBody = std::function<Status(WorkState&)>;
 
-// An op ordered in a CUDA stream (OpOptions::stream): what was put on the stream at the call.
+// An op ordered in a CUDA stream (OpOptions::stream): what was put on the stream at the call. The
+// stream is let go on once, by release() or at the latest when this goes (an op that never ran,
+// an exception on the way), so it never waits for ever.
 struct StreamOrder {
-  gpu::StreamCalls* calls;
+  gpu::StreamCalls* calls = nullptr;  // set once the mark is on the stream
   gpu::StreamMark mark;
+  StreamOrder() = default;
+  StreamOrder(const StreamOrder&) = delete;
+  StreamOrder& operator=(const StreamOrder&) = delete;
+  ~StreamOrder();
+  void release();
 };
 
 // Runs `body` with `o` in force and completes `w` with its Status (the lanes' tasks); an exception
