@@ -161,11 +161,13 @@ Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::millisecon
   auto reply = call.reply;
   const Patience patience = patience_for(peers);
   (core.*enter)(std::move(call));
-  // Half the timeout gone: say once (warn, op) what the request still waits for.
+  // Half the timeout gone: say (warn, op) what the request still waits for, once for all its
+  // peers (the core tells the first of them).
   if (!reply->done.wait_at_least(1, start + timeout / 2, patience) && log_on(LogLevel::warn, Subsys::op)) {
-    const std::string what = core.waiting_for(reply->timer);
+    LogWhere where;
+    const std::string what = core.waiting_for(reply->timer, where);
     if (!what.empty())
-      log_line(LogLevel::warn, Subsys::op, LogWhere{},
+      log_line(LogLevel::warn, Subsys::op, where,
                what + " after " + std::to_string((timeout / 2).count()) + " ms, half the op's timeout");
   }
   if (!reply->done.wait_at_least(1, start + timeout, patience)) {
@@ -207,7 +209,10 @@ Status RuntimeImpl::ensure_global(const Config& config) {
   // Joining blocks (up to the timeout): not under global_mu.
   auto g = GlobalClient::start(config, **sys);
   if (g) core->set_global(*g);
-  if (g && flight) flight->set_node((*g)->node_id());
+  if (g && flight) {
+    flight->set_node((*g)->node_id());
+    flight->set_world((*g)->total_peers());
+  }
   if (g) {
     // The node actor answers the orchestrator's status requests from this (weak references: the
     // client owns the node actor, which owns the source).

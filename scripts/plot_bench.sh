@@ -15,8 +15,8 @@
 #          process, Open MPI over shared memory and TCP, Gloo's ring), keeps each raw output
 #          (-o docs/x.png: docs/x/1-chorus-shm.txt, ...), then plots them. A few minutes.
 # Times are each tool's mean per op (chorus: the slowest peer's), as both print them.
-# Needs gnuplot (Debian: apt-get install gnuplot-nox) except for --table; --run also needs
-# chorus-bench built and the anchors installed (anchors.sh --install).
+# Needs gnuplot (scripts/setup.sh installs it; Debian: apt-get install gnuplot-nox) except for
+# --table; --run also needs chorus-bench built and the anchors installed (anchors.sh --install).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 gnuplot=${GNUPLOT:-gnuplot}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks scripts/plot_bench.sh without gnuplot (a ctest): --table parses saved chorus-bench and
 # anchors.sh outputs into exactly the rows they hold, and bad inputs and a missing gnuplot fail
-# with their message. Where gnuplot is installed it also draws a PNG of the same inputs.
+# with their message, and scripts/setup.sh installs gnuplot. Where gnuplot is installed it also
+# draws a PNG of the same inputs.
 # The inputs below are excerpts of real runs (2-core VM), plus one failed-size row in the format
 # chorus-bench prints for it (bench/report.cpp, print_failed_row).
 set -uo pipefail
@@ -63,6 +64,11 @@ expect_error "no rows" "empty.txt: no rows" "$plot" --table "$dir/thr.txt" "$dir
 expect_error "no file" "cannot read $dir/absent.txt" "$plot" --table "$dir/absent.txt"
 expect_error "no gnuplot" "apt-get install gnuplot-nox" \
   env GNUPLOT="$dir/no-gnuplot" "$plot" -o "$dir/x.png" "$dir/thr.txt"
+
+# A fresh machine set up by scripts/setup.sh has gnuplot: its package list names it.
+list=$(awk '/^packages=\(/,/\)$/' "$(dirname "$plot")/setup.sh")
+eval "$list"
+[[ " ${packages[*]:-} " == *" gnuplot-nox "* ]] || fail "scripts/setup.sh does not install gnuplot-nox: ${packages[*]:-}"
 
 if command -v gnuplot >/dev/null; then
   "$plot" -o "$dir/plot.png" "$dir/chorus.txt" "Open MPI=$dir/mpi.txt" >/dev/null 2>&1 || fail "drawing failed"

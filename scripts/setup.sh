@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 # libssl-dev: TLS on the data connections. openssl and iproute2: the multi-node tests make TLS
 # certificates and network namespaces, and inject faults (ss -K). nftables: the fault harness stalls a
 # data connection with a rule of its own (tests/fault_injection_test.cpp; skipped without).
-packages=(cmake make g++ pkg-config libcaf-dev libcaf-openssl0.17 capnproto libcapnp-dev libgtest-dev libssl-dev openssl iproute2 nftables)
+# gnuplot-nox: scripts/plot_bench.sh draws the benchmark plots with it (no X needed).
+packages=(cmake make g++ pkg-config libcaf-dev libcaf-openssl0.17 capnproto libcapnp-dev libgtest-dev libssl-dev openssl iproute2 nftables
+          gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,8 @@
 // The flight recorder (actors/flight/): what a peer's op leaves in it, the ring forgetting the
 // oldest, the file read back as written, the report naming the first divergence (a rank that did
-// not call, a call that differs, a failure), a dump written on its own after a timeout that
-// names the op and the missing rank, and SIGUSR1 writing every recorder of the process.
+// not call, one that never called any op, a call that differs, a failure), a dump written on its
+// own after a timeout that names the op and the missing rank, and SIGUSR1 writing every recorder
+// of the process.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -72,6 +73,7 @@ TEST(FlightRecorder, TheFileReadsBackAsWritten) {
   d.host = "box \"one\"";
   d.reason = "timeout: peers 1, 2\nnever called";
   d.written_ns = 1764045600123456789;
+  d.world = 6;
   FlightRow a;
   a.peer = 5;
   a.rank = 1;
@@ -104,6 +106,7 @@ TEST(FlightRecorder, TheFileReadsBackAsWritten) {
   EXPECT_EQ(back->host, d.host);
   EXPECT_EQ(back->reason, d.reason);
   EXPECT_EQ(back->written_ns, d.written_ns);
+  EXPECT_EQ(back->world, 6);
   ASSERT_EQ(back->rows.size(), 2u);
   const FlightRow& x = back->rows[0];
   EXPECT_EQ(x.describe(), "reduce bf16[4, 1, 8] max root 2");
@@ -121,6 +124,10 @@ TEST(FlightRecorder, TheFileReadsBackAsWritten) {
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("line 3"), std::string::npos) << bad.status().message();
   EXPECT_FALSE(parse_flight_dump("hello\n").is_ok());
+  // A file of an older chorus has no world: it reads as not known.
+  auto old = parse_flight_dump("# chorus flight recorder, format 1\nprocess pid=1 node=0 host=\"h\" written_ns=1 reason=\"\"\n");
+  ASSERT_TRUE(old.is_ok()) << old.status().to_string();
+  EXPECT_EQ(old->world, -1);
 }
 
 // Rows of one collective as ranks would record them.
@@ -158,6 +165,29 @@ TEST(FlightReport, NamesTheRankThatDidNotCall) {
   const std::string report = flight_report(dumps);
   EXPECT_NE(report.find("first divergence: group 0 #2"), std::string::npos) << report;
   EXPECT_NE(report.find("rank 2"), std::string::npos) << report;
+}
+
+// Rank 2 recorded no op at all (it never called one, or its process's recorder is not read):
+// ranks 0-1 failed in #0 waiting for it. The dump's world (3 peers) makes it a rank of group 0
+// all the same, so the divergence and the table name it; a file without a world (an older one)
+// can only say who failed.
+TEST(FlightReport, NamesARankThatRecordedNoOp) {
+  FlightRow a = row(0, 0, FlightState::failed), b = row(1, 0, FlightState::failed);
+  a.error = b.error = "timeout: all_reduce #0: peer 2 never called within 300 ms";
+  FlightDump d = dump_of({a, b});
+  d.world = 3;
+  EXPECT_EQ(first_divergence({d}), "group 0 #0 all_reduce f32[4] sum: ranks 0-1 called it, rank 2 did not; rank 2: no op "
+                                   "in these recorders (ranks 0-1 failed: " + a.error + ")");
+  const std::string report = flight_report({d});
+  EXPECT_NE(report.find("group 0 (ranks 0-2)\n"), std::string::npos) << report;
+  EXPECT_NE(report.find(" rank 2\n0        all_reduce f32[4] sum        failed 0us       failed 0us       -\n"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("first divergence: group 0 #0 all_reduce f32[4] sum: ranks 0-1 called it, rank 2 did not"),
+            std::string::npos)
+      << report;
+  d.world = -1;
+  EXPECT_EQ(first_divergence({d}), "group 0 #0 all_reduce f32[4] sum failed on ranks 0-1: " + a.error);
 }
 
 TEST(FlightReport, NamesACallThatDiffersAndAFailure) {
@@ -208,6 +238,38 @@ TEST(FlightRecorder, ATimeoutWritesTheRecorderNamingTheOpAndTheMissingRank) {
   EXPECT_NE(div.find("group 0 #1 all_reduce f32[4] sum: ranks 0-1 called it, rank 2 did not; rank 2's last op: #0"),
             std::string::npos)
       << div;
+  if (!std::getenv("KEEP")) std::remove(flight->path().c_str());
+}
+
+// End to end: peer 2 registers and never calls; peers 0 and 1 time out in #0. The recorder knows
+// the job's 3 peers, so its report names rank 2 though no row of it exists.
+TEST(FlightRecorder, ATimeoutNamesARankThatNeverCalledAnyOp) {
+  Runtime rt;
+  Config cfg = config_for(3, "auto", 300);
+  std::vector<std::thread> threads;
+  std::vector<Status> first(3);
+  for (uint32_t p = 0; p < 3; ++p)
+    threads.emplace_back([&, p] {
+      auto peer = rt.register_peer(p, cfg);
+      ASSERT_TRUE(peer.is_ok()) << peer.status().to_string();
+      Tensor t = Tensor::from(std::vector<float>{1, 2, 3, 4});
+      if (p != 2) first[p] = peer->all_reduce(t, ReduceOp::sum);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(first[0].code(), Errc::timeout);
+  auto& flight = RuntimeAccess::impl(rt).flight;
+  ASSERT_TRUE(flight);
+  auto d = parse_flight_dump(read_file(flight->path()));
+  ASSERT_TRUE(d.is_ok()) << flight->path() << ": " << d.status().to_string();
+  EXPECT_EQ(d->world, 3);
+  const std::string div = first_divergence({*d});
+  // (Who failed depends on which peer's failure wrote the dump first.)
+  EXPECT_EQ(div.rfind("group 0 #0 all_reduce f32[4] sum: ranks 0-1 called it, rank 2 did not; rank 2: no op in these "
+                      "recorders (",
+                      0),
+            0u)
+      << div;
+  EXPECT_NE(div.find("timeout: all_reduce #0: peer 2 never called"), std::string::npos) << div;
   if (!std::getenv("KEEP")) std::remove(flight->path().c_str());
 }
 

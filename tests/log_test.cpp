@@ -1,11 +1,13 @@
 // chorus's logging (core/log.hpp): levels and subsystems parsed as documented, nothing written at
 // the default level, even for a failing op; at warn a failed op says which op of which rank and
-// why, in one line with its fields; at info a successful job says nothing from the op path; a bad
-// level in Config is a config error naming the field.
+// why, in one line with its fields, and half its timeout in, once, which ranks wait for which; at
+// info a successful job says nothing from the op path; a bad level in Config is a config error
+// naming the field.
 #include <gtest/gtest.h>
 
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <chorus/chorus.hpp>
@@ -91,7 +93,8 @@ TEST(Log, AFailedOpIsSilentByDefaultAndNamesWhatItWaitsForAtWarn) {
     }
     ASSERT_EQ(lines.size(), 3u);
     // Half the timeout gone: what the op waits for, once; then the failure itself.
-    EXPECT_NE(lines[0].find("WARN op: all_reduce #0: peer 1 not called yet after 100 ms, half the op's timeout"),
+    EXPECT_NE(lines[0].find("WARN op group 0 op 0: all_reduce #0: rank 0 waits for rank 1 (not called yet) after 100 "
+                            "ms, half the op's timeout"),
               std::string::npos)
         << lines[0];
     // The failure wrote the flight recorder (and says where), then the op's own line.
@@ -99,6 +102,34 @@ TEST(Log, AFailedOpIsSilentByDefaultAndNamesWhatItWaitsForAtWarn) {
     EXPECT_NE(lines[1].find("chorus-flight-"), std::string::npos) << lines[1];
     EXPECT_NE(lines[2].find("WARN op rank 0 group 0 op 0: all_reduce failed: timeout"), std::string::npos) << lines[2];
   }
+}
+
+// Three peers wait for a fourth: half the timeout in, one line (not one per waiting peer) names
+// the rank they wait for and the ranks that wait.
+TEST(Log, TheHalfTimeoutWarningNamesTheMissingRankOnce) {
+  Captured c;
+  configure_log("warn", "op");
+  Runtime rt;
+  const Config cfg = config_for(4, "auto", 300);
+  std::vector<Status> got(3);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < 3; ++r)  // rank 3 never comes
+    threads.emplace_back([&, r] {
+      auto p = rt.register_peer(r, cfg);
+      ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+      Tensor t = Tensor::from(std::vector<float>{1, 2});
+      got[r] = p->all_reduce(t, ReduceOp::sum);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(got[r].code(), Errc::timeout) << got[r].to_string();
+  std::vector<std::string> half;
+  for (const auto& l : c.all())
+    if (l.find("half the op's timeout") != std::string::npos) half.push_back(l);
+  ASSERT_EQ(half.size(), 1u) << (half.empty() ? "" : half[0] + "\n" + half.back());
+  EXPECT_NE(half[0].find("WARN op group 0 op 0: all_reduce #0: ranks 0-2 wait for rank 3 (not called yet) after 150 ms, "
+                         "half the op's timeout"),
+            std::string::npos)
+      << half[0];
 }
 
 // A job that works says nothing on the op path, even at info.

@@ -178,7 +178,9 @@ TEST_F(MultiNode, APeerThatNeverCallsIsNamedByItsNodeAndItsNodeByTheOthers) {
                                         "--timeout-ms", "1500"});
   unsetenv("CHORUS_DEBUG");
   const std::string all = dump(nodes);
-  EXPECT_NE(all.find("all_reduce #5: peer 3 not called yet after 750 ms, half the op's timeout"), std::string::npos) << all;
+  EXPECT_NE(all.find("all_reduce #5: rank 2 waits for rank 3 (not called yet) after 750 ms, half the op's timeout"),
+            std::string::npos)
+      << all;
   EXPECT_NE(all.find("all_reduce #5: waiting for node 1 (not called yet), half the op's timeout gone"), std::string::npos)
       << all;
   auto lines = peer_lines(nodes);

@@ -1,7 +1,8 @@
 // The chorus-orchestrator daemon as its own process: it serves nodes and stops cleanly, reads its
-// options from the command line and a config file (and rejects bad ones with exit status 2), and
-// reports frozen and killed node processes (chorus-test-orchestrator-node, orchestrator_node.cpp)
-// and is noticed when frozen itself.
+// options from the command line and a config file (and rejects bad ones with exit status 2),
+// names only the public API in --help, reports frozen and killed node processes
+// (chorus-test-orchestrator-node, orchestrator_node.cpp) and is noticed when frozen itself; and
+// chorus-ctl status takes the daemon's secret from CHORUS_SECRET or a file.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -27,20 +29,23 @@ using namespace std::chrono_literals;
 using namespace chorus::testing;
 using namespace chorus::testkit;
 
-// The daemon's stdout and stderr and its exit status for `args` (it is expected to exit at once).
+// A program's stdout and stderr and its exit status for `args` and the extra environment `env`
+// (it is expected to exit at once): the daemon's, or chorus-ctl's.
 struct DaemonRun {
   int status = -1;
   std::string output;
   bool exited_with(int code) const { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == code; }
 };
-DaemonRun run_daemon(const std::vector<std::string>& args) {
-  const Child child = spawn(orchestrator_path(), args, Output::pipe_with_stderr);
+DaemonRun run_program(const std::string& path, const std::vector<std::string>& args,
+                      const std::vector<std::string>& env = {}) {
+  const Child child = spawn(path, args, Output::pipe_with_stderr, env);
   DaemonRun r;
   if (child.pid < 0) return r;
   r.output = read_all(child.out, std::chrono::steady_clock::now() + 5s);
   r.status = wait_or_kill(child.pid, 5000ms);
   return r;
 }
+DaemonRun run_daemon(const std::vector<std::string>& args) { return run_program(orchestrator_path(), args); }
 
 TEST(OrchestratorDaemon, ServesNodesAndStopsCleanlyOnSigterm) {
   auto [pid, port, error] = start_orchestrator({"--port", "0", "--nodes", "2", "--secret", "s3", "--timeout-ms", "3000"});
@@ -99,6 +104,50 @@ TEST(OrchestratorDaemon, HelpListsEveryOption) {
                           "--handshake-ms=", "--tls-cert=", "--tls-key=", "--tls-ca=", "--config-file="})
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt << " is missing from --help:\n" << r.output;
   EXPECT_NE(r.output.find("CHORUS_SECRET"), std::string::npos) << r.output;
+  // How nodes join, in the installed headers' words only (configure_remoting is internal).
+  EXPECT_EQ(r.output.find("configure_remoting"), std::string::npos) << r.output;
+  for (const char* api : {"chorus::Runtime", "chorus::Config", "num_nodes", "orchestrator_address", "node_address"})
+    EXPECT_NE(r.output.find(api), std::string::npos) << api << " is missing from --help:\n" << r.output;
+}
+
+// chorus-ctl status against a daemon with a secret: the secret from CHORUS_SECRET or
+// --secret-file (a file wins over the environment), and with none at all "no secret given", not
+// "wrong secret".
+TEST(OrchestratorDaemon, CtlTakesTheSecretFromTheEnvironmentOrAFile) {
+  auto [pid, port, error] = start_orchestrator({"--port", "0", "--nodes", "2", "--secret", "s3"});
+  ChildGuard guard{pid};
+  ASSERT_GT(pid, 0) << error;
+  ASSERT_NE(port, 0) << "the daemon did not report its port";
+  unsetenv("CHORUS_SECRET");  // chorus-ctl gets our environment and what each run adds
+  const auto right = write_config("secret-right", "s3\n"), wrong = write_config("secret-wrong", "guess\n");
+  auto ctl = [&, port = port](std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+    const std::vector<std::string> query{"status", "--orchestrator", "127.0.0.1:" + std::to_string(port), "--timeout-ms",
+                                         "5000"};
+    args.insert(args.begin(), query.begin(), query.end());
+    return run_program(sibling("chorus-ctl"), args, env);
+  };
+  for (const auto& [args, env] : std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>{
+           {{}, {"CHORUS_SECRET=s3"}}, {{"--secret-file", right}, {}}, {{"--secret-file", right}, {"CHORUS_SECRET=guess"}}}) {
+    auto r = ctl(args, env);
+    EXPECT_TRUE(r.exited_with(0)) << r.status << "\n" << r.output;
+    EXPECT_NE(r.output.find("0 of 2 nodes registered so far"), std::string::npos) << r.output;
+  }
+  auto none = ctl({});
+  EXPECT_TRUE(none.exited_with(1)) << none.status << "\n" << none.output;
+  EXPECT_NE(none.output.find("no secret given"), std::string::npos) << none.output;
+  EXPECT_EQ(none.output.find("wrong secret"), std::string::npos) << none.output;
+  for (const auto& [args, env] : std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>{
+           {{}, {"CHORUS_SECRET=guess"}}, {{"--secret-file", wrong}, {}}}) {
+    auto r = ctl(args, env);
+    EXPECT_TRUE(r.exited_with(1)) << r.status << "\n" << r.output;
+    EXPECT_NE(r.output.find("wrong secret"), std::string::npos) << r.output;
+  }
+  auto unreadable = ctl({"--secret-file", right + ".absent"});
+  EXPECT_TRUE(unreadable.exited_with(1)) << unreadable.status << "\n" << unreadable.output;
+  EXPECT_NE(unreadable.output.find("cannot read the secret from " + right + ".absent"), std::string::npos)
+      << unreadable.output;
+  std::remove(right.c_str());
+  std::remove(wrong.c_str());
 }
 
 // Every option can come from a config file, and the command line overrides the file: the file

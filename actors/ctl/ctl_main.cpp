@@ -1,7 +1,8 @@
 // chorus-ctl: looks at a job from outside.
-//   chorus-ctl status --orchestrator HOST:PORT [--secret S | --secret-file F]
+//   chorus-ctl status --orchestrator HOST:PORT [--secret-file F | --secret S]
 //                     [--tls-certificate F --tls-key F --tls-ca F] [--timeout-ms N]
 //                                       where every node's peers stand, grouped by op and wait
+//                                       (the secret: --secret-file, --secret, else CHORUS_SECRET)
 //   chorus-ctl flight [--all] FILE...   flight recorders side by side, and the first divergence
 #include <cstdlib>
 #include <fstream>
@@ -13,13 +14,15 @@
 #include "actors/ctl/status_query.hpp"
 #include "actors/flight/flight_file.hpp"
 #include "actors/flight/flight_report.hpp"
+#include "actors/secret.hpp"
 
 namespace {
 
 int usage() {
-  std::cerr << "usage: chorus-ctl status --orchestrator HOST:PORT [--secret S | --secret-file F]\n"
+  std::cerr << "usage: chorus-ctl status --orchestrator HOST:PORT [--secret-file F | --secret S]\n"
                "                         [--tls-certificate F --tls-key F --tls-ca F] [--timeout-ms N]\n"
                "         where every node's peers stand: the op each is in, for how long, and what it waits for\n"
+               "         (the secret: the first line of F, else CHORUS_SECRET; --secret S shows it to ps)\n"
                "       chorus-ctl flight [--all] FILE...\n"
                "         flight recorders side by side (each process of a job writes its recorder on an op\n"
                "         error, a timeout, a node loss, or SIGUSR1; --all: every recorded op, not the last 20)\n";
@@ -28,6 +31,7 @@ int usage() {
 
 int status(const std::vector<std::string>& args) {
   std::string where, secret;
+  bool secret_given = false;
   chorus::TlsFiles tls;
   long timeout_ms = 10000;
   for (std::size_t i = 0; i < args.size(); i += 2) {
@@ -35,19 +39,22 @@ int status(const std::vector<std::string>& args) {
     const std::string& k = args[i];
     const std::string& v = args[i + 1];
     if (k == "--orchestrator") where = v;
-    else if (k == "--secret") secret = v;
+    else if (k == "--secret") secret = v, secret_given = true;
     else if (k == "--secret-file") {
-      std::ifstream f(v);
-      if (!f || !std::getline(f, secret)) {
-        std::cerr << "chorus-ctl: cannot read the secret from " << v << "\n";
+      auto s = chorus::read_secret_file(v);
+      if (!s) {
+        std::cerr << "chorus-ctl: " << s.status().message() << "\n";
         return 1;
       }
+      secret = *s, secret_given = true;
     } else if (k == "--tls-certificate") tls.certificate = v;
     else if (k == "--tls-key") tls.key = v;
     else if (k == "--tls-ca") tls.ca = v;
     else if (k == "--timeout-ms") timeout_ms = std::atol(v.c_str());
     else return usage();
   }
+  // As the daemon: CHORUS_SECRET when no option names one.
+  if (!secret_given) secret = chorus::secret_from_env();
   const auto colon = where.rfind(':');
   if (where.empty() || colon == std::string::npos || timeout_ms <= 0) return usage();
   const int port = std::atoi(where.c_str() + colon + 1);

@@ -12,6 +12,9 @@ Result<JobStatusData> query_job_status(const std::string& host, uint16_t port, c
   configure_remoting(cfg, std::chrono::milliseconds{0}, tls);
   caf::actor_system sys{cfg};
   auto orch = connect_orchestrator(sys, host, port, secret, std::chrono::steady_clock::now() + timeout);
+  // The door says "wrong secret" to a missing one as well; the asker knows which it was.
+  if (!orch && orch.status().code() == Errc::auth_failed && secret.empty())
+    return Status(Errc::auth_failed, "no secret given, and the orchestrator at " + where + " wants one");
   if (!orch) return orch.status();
   Result<JobStatusData> out = Status(Errc::internal, "no answer");
   caf::scoped_actor self{sys};

@@ -129,7 +129,8 @@ std::string read_row(const std::map<std::string, std::string>& f, FlightRow& r) 
 std::string write_flight_dump(const FlightDump& d) {
   std::string out(kFirstLine);
   out += "\nprocess pid=" + std::to_string(d.pid) + " node=" + std::to_string(d.node) + " host=" + quote_text(d.host) +
-         " written_ns=" + std::to_string(d.written_ns) + " reason=" + quote_text(d.reason) + "\n";
+         " written_ns=" + std::to_string(d.written_ns) + " world=" + std::to_string(d.world) +
+         " reason=" + quote_text(d.reason) + "\n";
   for (const FlightRow& r : d.rows) {
     out += "op peer=" + std::to_string(r.peer) + " rank=" + std::to_string(r.rank) + " group=" + std::to_string(r.group) +
            " seq=" + (r.collective() ? std::to_string(r.seq) : "-") + " kind=" + std::string(to_string(r.kind)) +
@@ -170,6 +171,7 @@ Result<FlightDump> parse_flight_dump(std::string_view text_in) {
       if (!number(f, "pid", d.pid) || !number(f, "node", d.node) || !text(f, "host", d.host) ||
           !number(f, "written_ns", d.written_ns) || !text(f, "reason", d.reason))
         return bad("a process line needs pid, node, host, written_ns and reason");
+      if (f.count("world") && !number(f, "world", d.world)) return bad("process field 'world' is wrong");
       process = true;
     } else if (what == "op") {
       FlightRow r;

@@ -64,6 +64,7 @@ Result<std::shared_ptr<FlightRecorder>> FlightRecorder::for_config(const Config&
   bool signal = config.flight_signal;
   if (const char* e = std::getenv("CHORUS_FLIGHT_SIGNAL"); e && *e) signal = std::string_view(e) != "0";
   auto r = std::make_shared<FlightRecorder>(config.num_devices, entries, std::move(dir));
+  if (config.num_nodes == 0) r->set_world(config.num_devices);  // one process: its peers are the job
   if (signal) watch_for_dump_signal(r);
   return r;
 }
@@ -199,6 +200,7 @@ Result<std::string> FlightRecorder::dump(std::string_view reason) const {
   if (::gethostname(host, sizeof host - 1) == 0) d.host = host;
   d.reason = std::string(reason);
   d.written_ns = now_ns();
+  d.world = world_.load(std::memory_order_relaxed);
   d.rows = rows();
   const std::string text = write_flight_dump(d);
   std::lock_guard<std::mutex> lk(dump_mu_);

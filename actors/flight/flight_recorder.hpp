@@ -67,6 +67,9 @@ class FlightRecorder {
   // Multi-node: the node's id, written in the dump's header (-1 until known).
   void set_node(int64_t node) { node_.store(node, std::memory_order_relaxed); }
   int64_t node() const { return node_.load(std::memory_order_relaxed); }
+  // The job's peers, written in the dump's header, so that the report can name a rank that
+  // recorded nothing (-1 until known: a node learns it when it joins).
+  void set_world(uint32_t peers) { world_.store(peers, std::memory_order_relaxed); }
 
   // The recorder a registration asks for: Config::flight_recorder entries (CHORUS_FLIGHT_RECORDER
   // wins; 0: none, nullptr; one that is not a number within Config::kMaxFlightRecorder is an
@@ -92,6 +95,7 @@ class FlightRecorder {
   uint32_t entries_;
   std::string path_;
   std::atomic<int64_t> node_{-1};
+  std::atomic<int64_t> world_{-1};
   mutable std::mutex dump_mu_;  // one dump at a time; guards the two below
   mutable int64_t last_failure_dump_ns_ = 0;
   mutable std::pair<uint32_t, uint64_t> last_failure_op_{UINT32_MAX, kNoSeq};

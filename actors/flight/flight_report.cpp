@@ -19,6 +19,13 @@ struct Seen {
 // Every group's collectives: group -> seq -> peer -> row (a peer's newest row wins if repeated).
 using ByOp = std::map<uint32_t, std::map<uint64_t, std::map<uint32_t, Seen>>>;
 
+// The job's peers as the dumps know them (-1: none says; older files).
+int64_t world_of(const std::vector<FlightDump>& dumps) {
+  int64_t world = -1;
+  for (const FlightDump& d : dumps) world = std::max(world, d.world);
+  return world;
+}
+
 ByOp collectives(const std::vector<FlightDump>& dumps) {
   ByOp by;
   for (const FlightDump& d : dumps)
@@ -49,11 +56,15 @@ void end_line(std::string& out) {
 struct Window {
   std::set<uint32_t> peers;
   uint64_t first = 0, last = 0;
-  std::map<uint32_t, uint64_t> newest;  // by peer: its newest op
+  std::map<uint32_t, uint64_t> newest;  // by peer: its newest op (none for a peer that recorded none)
 };
 
-Window window_of(const std::map<uint64_t, std::map<uint32_t, Seen>>& ops) {
+// Group 0 is the world: with `world` known, its peers are every rank, those that never called
+// (or whose recorder is not among the dumps) included. Other groups' members are not recorded.
+Window window_of(uint32_t group, const std::map<uint64_t, std::map<uint32_t, Seen>>& ops, int64_t world) {
   Window w;
+  if (group == 0)
+    for (int64_t p = 0; p < world; ++p) w.peers.insert(static_cast<uint32_t>(p));
   std::map<uint32_t, uint64_t> oldest;
   for (const auto& [seq, by_peer] : ops)
     for (const auto& [peer, seen] : by_peer) {
@@ -72,8 +83,9 @@ std::string state_of(const Seen& s) {
 }
 
 // The first divergence of one group, with the time its op was first entered (to order groups).
-std::pair<int64_t, std::string> divergence_in(uint32_t group, const std::map<uint64_t, std::map<uint32_t, Seen>>& ops) {
-  const Window w = window_of(ops);
+std::pair<int64_t, std::string> divergence_in(uint32_t group, const std::map<uint64_t, std::map<uint32_t, Seen>>& ops,
+                                              int64_t world) {
+  const Window w = window_of(group, ops, world);
   for (auto it = ops.lower_bound(w.first); it != ops.end(); ++it) {
     const auto& [seq, by_peer] = *it;
     const Seen& first = by_peer.begin()->second;
@@ -104,12 +116,18 @@ std::pair<int64_t, std::string> divergence_in(uint32_t group, const std::map<uin
     for (uint32_t p : w.peers) (by_peer.count(p) ? called : absent).push_back(p);
     if (!absent.empty()) {
       std::string why = op + first.row->describe() + ": " + rank_phrase(called) + " called it, " + rank_phrase(absent) + " did not";
+      std::vector<uint32_t> none;
       for (uint32_t p : absent) {
+        if (!w.newest.count(p)) {
+          none.push_back(p);
+          continue;
+        }
         const uint64_t last = w.newest.at(p);
         const Seen& l = ops.at(last).at(p);
         why += "; rank " + std::to_string(p) + "'s last op: #" + std::to_string(last) + " " + l.row->describe() + ", " +
                state_of(l);
       }
+      if (!none.empty()) why += "; " + rank_phrase(none) + ": no op in these recorders";
       if (failure) why += " (" + rank_phrase(failed) + " failed: " + failure->error + ")";
       return {entered, why};
     }
@@ -122,9 +140,10 @@ std::pair<int64_t, std::string> divergence_in(uint32_t group, const std::map<uin
 
 std::string first_divergence(const std::vector<FlightDump>& dumps) {
   const ByOp by = collectives(dumps);
+  const int64_t world = world_of(dumps);
   std::pair<int64_t, std::string> earliest{0, ""};
   for (const auto& [group, ops] : by) {
-    auto d = divergence_in(group, ops);
+    auto d = divergence_in(group, ops, world);
     if (!d.second.empty() && (earliest.second.empty() || d.first < earliest.first)) earliest = d;
   }
   return earliest.second;
@@ -134,7 +153,7 @@ std::string where_ranks_stand(const std::vector<FlightDump>& dumps) {
   const ByOp by = collectives(dumps);
   std::string out;
   for (const auto& [group, ops] : by) {
-    const Window w = window_of(ops);
+    const Window w = window_of(group, ops, world_of(dumps));
     // Ranks grouped by their newest op and its state.
     std::map<std::pair<uint64_t, std::string>, std::vector<uint32_t>> at;
     for (const auto& [peer, seq] : w.newest) {
@@ -156,7 +175,7 @@ std::string flight_report(const std::vector<FlightDump>& dumps, const FlightRepo
            d.host + ": " + std::to_string(d.rows.size()) + " ops recorded; written because: " + d.reason + "\n";
   const ByOp by = collectives(dumps);
   for (const auto& [group, ops] : by) {
-    const Window w = window_of(ops);
+    const Window w = window_of(group, ops, world_of(dumps));
     out += "\ngroup " + std::to_string(group) + " (ranks " + rank_list({w.peers.begin(), w.peers.end()}) + ")\n";
     char cell[64];
     std::snprintf(cell, sizeof cell, "%-8s %-28s", "#", "op");
@@ -175,7 +194,8 @@ std::string flight_report(const std::vector<FlightDump>& dumps, const FlightRepo
       out += cell;
       for (uint32_t p : w.peers) {
         auto s = by_peer.find(p);
-        std::string c = s == by_peer.end() ? (seq < w.first || seq > w.newest.at(p) ? "-" : "?")
+        auto n = w.newest.find(p);  // none: the rank recorded no op (it never called one)
+        std::string c = s == by_peer.end() ? (seq < w.first || n == w.newest.end() || seq > n->second ? "-" : "?")
                                            : std::string(to_string(s->second.row->state)) + " " + duration(s->second.age_ns());
         std::snprintf(cell, sizeof cell, " %-16s", c.c_str());
         out += cell;

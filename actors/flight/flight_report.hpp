@@ -21,8 +21,11 @@ struct FlightReportOptions {
 std::string flight_report(const std::vector<FlightDump>& dumps, const FlightReportOptions& options = {});
 
 // The first divergence, one line, e.g. "group 0 #7 all_reduce f32[4] sum: ranks 0-2 called it,
-// rank 3 did not (its last op: #6 all_reduce f32[4] sum, done)"; "" when the ranks agree. Over
-// the ops every rank of a group still records (rings forget their oldest ops).
+// rank 3 did not; rank 3's last op: #6 all_reduce f32[4] sum, done"; "" when the ranks agree. Over
+// the ops every rank of a group still records (rings forget their oldest ops). A rank of group 0
+// that recorded no op at all (it never called, or its process's dump is not among `dumps`) is
+// named too, where a dump says how many peers the job has (FlightDump::world): "...; rank 3: no op
+// in these recorders".
 std::string first_divergence(const std::vector<FlightDump>& dumps);
 
 // Where the ranks stand when they agree: "ranks 0-3: group 0 #9 all_reduce f32[4] sum, running

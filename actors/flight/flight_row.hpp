@@ -53,6 +53,7 @@ struct FlightDump {
   std::string host;
   std::string reason;
   int64_t written_ns = 0;
+  int64_t world = -1;  // the job's peers, the ranks of group 0 (-1: not known when written)
   std::vector<FlightRow> rows;
 };
 

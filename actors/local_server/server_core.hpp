@@ -23,6 +23,7 @@
 #include <chorus/config.hpp>
 #include "actors/local_server/call.hpp"
 #include "actors/local_server/op_validation.hpp"
+#include "core/log.hpp"
 #include "messages/peer_codec.hpp"
 #include "strategies/tuning.hpp"
 
@@ -48,9 +49,11 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // waiter's timeout, which the error names (an op may have one of its own: OpOptions::timeout);
   // none: the config's.
   void on_timeout(uint64_t key, std::optional<std::chrono::milliseconds> bound = std::nullopt);
-  // What the request waiting with timer `key` still waits for ("all_reduce #7: peers 1, 2 have not
-  // called"), or "" when it waits no more or is not an op or group request.
-  std::string waiting_for(uint64_t key);
+  // The half-timeout warning of the request waiting with timer `key`: who waits for whom
+  // ("all_reduce #7: rank 0 waits for ranks 1-2 (not called yet)") and where (`where`: node,
+  // group, op). Said once per op or group: its peers all wait on one timer, and each asks; ""
+  // after the first, and when it waits no more or is not an op or group request.
+  std::string waiting_for(uint64_t key, LogWhere& where);
   // The same for collective (group, seq) as the status report words it ("peers 3, 4 of this node
   // (not called yet)"), or "" when it does not wait here (not pending, launched, or failed).
   std::string op_waits_for(uint32_t group, uint64_t seq) const;
@@ -107,6 +110,7 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
     Status failure;
     OpKind kind = OpKind::barrier;
     uint64_t timer = 0;
+    bool warned = false;  // waiting_for said it (once for all its peers)
   };
   using P2PKey = std::tuple<uint32_t, uint32_t, uint32_t, uint64_t>;  // group, source, destination, tag
   using OpKey = std::pair<uint32_t, uint64_t>;                         // group, sequence number
@@ -117,6 +121,7 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   struct PendingGroup {
     std::map<uint32_t, Call> arrivals;  // by global peer id
     uint64_t timer = 0;
+    bool warned = false;  // as PendingOp's
   };
   struct P2PHalf {
     Arrival arrival;
@@ -177,6 +182,7 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // Under the lock: the peers that have not called op `key` (global ids in the world group), and
   // the members that have not asked for a pending group.
   std::vector<int> missing_from(const OpKey& key, const PendingOp& op) const;
+  std::vector<int> came_to(const OpKey& key, const PendingOp& op) const;  // those that have called
   static std::vector<int> missing_from(const std::vector<uint32_t>& members, const PendingGroup& g);
   // An op a lost node takes down: its label, then the loss as the global client words it.
   static Status lost_op(OpKind kind, uint64_t seq, const Status& lost) {

@@ -5,6 +5,7 @@
 #include "actors/local_server/server_core.hpp"
 
 #include "actors/global_client/global_client.hpp"
+#include "messages/status_codec.hpp"  // rank_phrase
 
 namespace chorus {
 
@@ -48,6 +49,14 @@ std::vector<int> LocalServerCore::missing_from(const OpKey& key, const PendingOp
   return missing;
 }
 
+std::vector<int> LocalServerCore::came_to(const OpKey& key, const PendingOp& op) const {
+  const uint32_t offset = global_ && key.first == 0 ? global_->offset() : 0;
+  std::vector<int> came;
+  for (std::size_t p = 0; p < op.arrivals.size(); ++p)
+    if (op.arrivals[p]) came.push_back(static_cast<int>(p + offset));
+  return came;
+}
+
 std::vector<int> LocalServerCore::missing_from(const std::vector<uint32_t>& members, const PendingGroup& g) {
   std::vector<int> missing;
   for (uint32_t m : members)
@@ -55,18 +64,33 @@ std::vector<int> LocalServerCore::missing_from(const std::vector<uint32_t>& memb
   return missing;
 }
 
-std::string LocalServerCore::waiting_for(uint64_t key) {
+namespace {
+// "rank 0 waits for ranks 1-2": the ranks as the log's fields and the reports name them.
+std::string wait_phrase(const std::vector<int>& waiting, const std::vector<int>& awaited) {
+  const std::vector<uint32_t> w(waiting.begin(), waiting.end()), a(awaited.begin(), awaited.end());
+  return rank_phrase(w) + (w.size() == 1 ? " waits for " : " wait for ") + rank_phrase(a);
+}
+} // namespace
+
+std::string LocalServerCore::waiting_for(uint64_t key, LogWhere& where) {
   std::lock_guard<std::mutex> lk(mu_);
+  where.node = global_ ? static_cast<int64_t>(global_->node_id()) : -1;
   if (auto t = op_timers_.find(key); t != op_timers_.end()) {
     auto it = ops_.find(t->second);
-    if (it == ops_.end() || it->second.failed) return {};
-    return op_label(it->second.kind, t->second.second) + ": " + peer_names(missing_from(t->second, it->second)) +
-           " not called yet";
+    if (it == ops_.end() || it->second.failed || it->second.warned) return {};
+    it->second.warned = true;
+    where.group = t->second.first;
+    where.op = static_cast<int64_t>(t->second.second);
+    return op_label(it->second.kind, t->second.second) + ": " +
+           wait_phrase(came_to(t->second, it->second), missing_from(t->second, it->second)) + " (not called yet)";
   }
   if (auto t = group_timers_.find(key); t != group_timers_.end()) {
     auto pit = pending_groups_.find(t->second);
-    if (pit == pending_groups_.end()) return {};
-    return "new group: " + peer_names(missing_from(pit->first, pit->second)) + " not asked for it yet";
+    if (pit == pending_groups_.end() || pit->second.warned) return {};
+    pit->second.warned = true;
+    std::vector<int> asked;
+    for (const auto& [peer, call] : pit->second.arrivals) asked.push_back(static_cast<int>(peer));
+    return "new group: " + wait_phrase(asked, missing_from(pit->first, pit->second)) + " (not asked for it yet)";
   }
   return {};
 }

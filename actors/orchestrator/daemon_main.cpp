@@ -23,14 +23,17 @@
 
 #include "actors/orchestrator/orchestrator.hpp"
 #include "actors/orchestrator/published.hpp"
+#include "actors/secret.hpp"
 
 namespace {
 
 const char* about =
     "Admits the nodes of one multi-node collective at a time, checks that they agree (protocol\n"
     "version, shared secret, configuration), assigns node ids in arrival order and hands every\n"
-    "node the topology once --nodes nodes are in. Runs until SIGINT or SIGTERM. Nodes should\n"
-    "use configure_remoting(cfg, H) with the daemon's --heartbeat-ms H, to notice a frozen one.\n"
+    "node the topology once --nodes nodes are in. Runs until SIGINT or SIGTERM. A node is a\n"
+    "process whose chorus::Runtime registers its peers with a chorus::Config that sets\n"
+    "num_nodes, orchestrator_address (this daemon's HOST:PORT), node_address and secret\n"
+    "(<chorus/chorus.hpp>); it watches the daemon's heartbeats itself, with no setting.\n"
     "Options take --name=value or --name value; a config file holds name=value lines (strings in\n"
     "quotes: host=\"0.0.0.0\"). The secret, when neither sets it, comes from CHORUS_SECRET.\n";
 
@@ -155,8 +158,7 @@ int main(int argc, char** argv) {
   if (auto bad = cfg.check_config_file(); !bad.empty()) return fail(bad);
   const chorus::TlsFiles tls{cfg.tls_cert, cfg.tls_key, cfg.tls_ca};
   if (auto bad = validate(cfg, tls); !bad.empty()) return fail(bad);
-  if (!cfg.has("secret"))
-    if (const char* env = std::getenv("CHORUS_SECRET")) cfg.secret = env;
+  if (!cfg.has("secret")) cfg.secret = chorus::secret_from_env();
 
   // A closed stdout or a peer's vanished socket must not kill the daemon.
   signal(SIGPIPE, SIG_IGN);
