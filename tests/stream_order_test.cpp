@@ -5,6 +5,7 @@
 // where no GPU is fails with device_error (on a GPU, it runs ordered in the legacy stream).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -150,24 +151,36 @@ TEST(StreamOrder, AnExchangeOrderedAlikeOnOneStreamEachRuns) {
 }
 
 // ... and when both send first, each recv waits on its stream for its own send, which waits for
-// the other's recv: the cycle ends at the op's timeout (as NCCL's would hang without a group), every
-// Work failing with timeout, nothing received, every stream let go on.
-TEST(StreamOrder, ACycleThroughStreamsEndsAtTheTimeoutForEveryone) {
+// the other's recv (NCCL would hang so without a group). The cycle breaks at a recv's timeout: that
+// recv, unable to start, takes its place failing, which fails the send it pairs with, naming the
+// cause; that send's stream then goes on, and the other pair may still meet. No Work hangs, every
+// stream goes on, and whatever arrived is the sender's data.
+TEST(StreamOrder, ACycleThroughStreamsBreaksAtARecvsTimeout) {
   fake::StreamsDoubleInPlace streams;
   fake::FakeStream s[2];
+  std::atomic<int> named_cause{0};
   Runtime rt;
   Reporter rep;
   harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
     const uint32_t r = peer.rank();
     Tensor out = Tensor::from(filled(3, 10.0f + r)), in = Tensor::zeros(DType::f32, {3});
-    const OpOptions o{.timeout = 300ms, .stream = &s[r]};
-    Work sent = peer.send_async(out, 1 - r, 7, o);
-    Work got = peer.recv_async(in, 1 - r, 7, o);
-    for (Work* x : {&sent, &got})
-      if (Status st = x->wait_for(5s); st.code() != Errc::timeout) rep.fail("rank " + std::to_string(r) + ": " + st.to_string());
-    if (in.to_vector<float>() != filled(3, 0.0f)) rep.fail("rank " + std::to_string(r) + " received data it never could");
+    Work sent = peer.send_async(out, 1 - r, 7, OpOptions{.timeout = 5000ms, .stream = &s[r]});
+    Work got = peer.recv_async(in, 1 - r, 7, OpOptions{.timeout = 300ms, .stream = &s[r]});
+    for (Work* x : {&sent, &got}) {
+      Status st = x->wait_for(4s);
+      if (!x->test()) rep.fail("rank " + std::to_string(r) + ": an op of the cycle still runs: " + st.to_string());
+      if (st.code() == Errc::timeout &&
+          st.message().find("the work queued on OpOptions::stream before the op did not finish") != std::string::npos)
+        ++named_cause;
+      else if (!st.is_ok())
+        rep.fail("rank " + std::to_string(r) + ": " + st.to_string());
+    }
+    const auto v = in.to_vector<float>();
+    if (v != filled(3, 0.0f) && v != filled(3, 10.0f + (1 - r))) rep.fail("rank " + std::to_string(r) + " received other data");
+    if (got.wait().is_ok() != (v != filled(3, 0.0f))) rep.fail("rank " + std::to_string(r) + ": data without success, or none with");
     if (s[r].released().size() != 2) rep.fail("rank " + std::to_string(r) + ": a stream still waits");
   });
+  EXPECT_GE(named_cause.load(), 2) << "a recv that could not start and the send it pairs with, both naming why";
   rep.expect_clean();
 }
 
