@@ -21,9 +21,9 @@
 #include <vector>
 
 #include <chorus/chorus.hpp>
-#include "timing.hpp"
 #include <chorus/gpu.hpp>
 #include "cuda/user_streams.hpp"
+#include "timing.hpp"
 
 using namespace chorus;
 using chorus::bench::Clock;

@@ -47,8 +47,8 @@ void* allocate_scratch(std::size_t bytes) {
   return nullptr;
 }
 void release_scratch(void* p) { cudaFreeAsync(p, tl_worker_stream); }
-// Scratch is kept for the worker's life, whatever its size: giving it back would cost a cudaFree,
-// which waits for the device, and a cudaMalloc on the next op.
+// Scratch is kept for the worker's life, whatever its size: giving it back would cost a free and
+// another allocation on the next op.
 constexpr std::size_t kKeepAllScratch = SIZE_MAX / 2;
 } // namespace
 
@@ -107,22 +107,19 @@ Status DeviceWorker::start() {
   // and ran with CUDA_MODULE_LOADING=EAGER). So this GPU's kernels of chorus load here, once.
   if (Status st = preload_copy_kernel(); !st.is_ok()) return st;
   if (Status st = preload_reduce_kernels(); !st.is_ok()) return st;
-  // Direct peer-to-peer copies and kernel access to every GPU the hardware connects to this one;
-  // cudaMemcpyPeer goes through host memory to the others.
+  // Direct peer-to-peer copies and kernel access to every GPU the hardware connects to this one
+  // (cudaMemcpyPeer goes through host memory to the others); and, as those reach memory from
+  // cudaMalloc once peer access is on, the GPUs that can reach this one's memory reach its
+  // scratch, which comes from its default memory pool.
   int n = 0;
   cudaGetDeviceCount(&n);
-  for (int d = 0; d < n; ++d) {
-    int can = 0;
-    if (d != device_ && cudaDeviceCanAccessPeer(&can, device_, d) == cudaSuccess && can)
-      cudaDeviceEnablePeerAccess(d, 0);
-  }
-  // Scratch comes from this GPU's default memory pool: the GPUs that can reach this one's
-  // memory reach it too, as they reach memory from cudaMalloc once peer access is on.
   cudaMemPool_t pool = nullptr;
-  if (cudaDeviceGetDefaultMemPool(&pool, device_) == cudaSuccess) {
-    for (int d = 0; d < n; ++d) {
-      int can = 0;
-      if (d == device_ || cudaDeviceCanAccessPeer(&can, d, device_) != cudaSuccess || !can) continue;
+  if (cudaDeviceGetDefaultMemPool(&pool, device_) != cudaSuccess) pool = nullptr;
+  for (int d = 0; d < n; ++d) {
+    if (d == device_) continue;
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, device_, d) == cudaSuccess && can) cudaDeviceEnablePeerAccess(d, 0);
+    if (pool && cudaDeviceCanAccessPeer(&can, d, device_) == cudaSuccess && can) {
       cudaMemAccessDesc access{};
       access.location.type = cudaMemLocationTypeDevice;
       access.location.id = d;

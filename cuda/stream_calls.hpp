@@ -23,6 +23,7 @@ struct StreamMark {
   void* event = nullptr;       // recorded on the stream at the call
   uint32_t* word = nullptr;    // host word the stream waits for ...
   uint32_t target = 0;         // ... to reach this (a cyclic comparison, as CUDA's)
+  int device = -1;             // the stream's GPU (whose event pool the event returns to)
 };
 
 class StreamCalls {

@@ -55,7 +55,7 @@ class CudaStreams final : public StreamCalls {
     cudaEvent_t ev = nullptr;
     uint32_t* word = nullptr;
     if (Status st = take(device, ev, word); !st.is_ok()) return st;
-    m = StreamMark{stream, ev, word, std::atomic_ref<uint32_t>(*word).load(std::memory_order_acquire) + 1};
+    m = StreamMark{stream, ev, word, std::atomic_ref<uint32_t>(*word).load(std::memory_order_acquire) + 1, device};
     if (cudaError_t e = cudaEventRecord(ev, s); e != cudaSuccess) {
       give_back(m);
       return cuda_error("OpOptions::stream: cudaEventRecord", e);
@@ -89,10 +89,6 @@ class CudaStreams final : public StreamCalls {
   }
 
  private:
-  struct Pool {
-    std::vector<cudaEvent_t> events;
-  };
-
   static PFN_cuStreamWaitValue32_v11070 wait_value() {
     static const auto fn = driver_function<PFN_cuStreamWaitValue32_v11070>("cuStreamWaitValue32", 12000);
     return fn;
@@ -144,8 +140,6 @@ class CudaStreams final : public StreamCalls {
     events.pop_back();
     word = words_.back();
     words_.pop_back();
-    // The event's device, to give it back to the right pool.
-    event_device_[ev] = device;
     return Status::ok();
   }
 
@@ -155,14 +149,13 @@ class CudaStreams final : public StreamCalls {
   void give_back(StreamMark& m) {
     std::lock_guard<std::mutex> lk(mu_);
     auto ev = static_cast<cudaEvent_t>(m.event);
-    events_[event_device_[ev]].push_back(ev);
+    events_[m.device].push_back(ev);
     words_.push_back(m.word);
     m = StreamMark{};
   }
 
   std::mutex mu_;
   std::map<int, std::vector<cudaEvent_t>> events_;
-  std::map<cudaEvent_t, int> event_device_;
   std::set<int> started_;
   uint32_t* page_ = nullptr;
   std::vector<uint32_t*> words_;

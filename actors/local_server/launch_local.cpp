@@ -8,11 +8,16 @@
 
 namespace chorus {
 
+Status LocalServerCore::local_error_of(const Arrival& a, uint32_t offset) {
+  if (a.call.local_error) return Status::ok();
+  return {a.call.local_error.code(),
+          "peer " + std::to_string(offset + a.req.peer) + " could not take part: " + a.call.local_error.message()};
+}
+
 Status LocalServerCore::local_errors(const std::vector<std::optional<Arrival>>& arrivals, uint32_t offset) {
   for (const auto& a : arrivals)
-    if (a && !a->call.local_error)
-      return {a->call.local_error.code(), "peer " + std::to_string(offset + a->req.peer) +
-                                              " could not take part: " + a->call.local_error.message()};
+    if (a)
+      if (Status e = local_error_of(*a, offset); !e) return e;
   return Status::ok();
 }
 
@@ -109,14 +114,13 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
   Arrival& rcv = pl.rcv;
   const auto& [gid, src, dst, tag] = pl.key;
   const std::string label = "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
-  Status s;
   // A side that could not take part (OpOptions::stream's earlier work not done): neither moves data.
-  for (const Arrival* a : {&snd, &rcv})
-    if (!a->call.local_error && s)
-      s = {a->call.local_error.code(), label + ": peer " + std::to_string((global_ ? global_->offset() : 0) + a->req.peer) +
-                                           " could not take part: " + a->call.local_error.message()};
-  if (!s) {
-  } else if (snd.req.input.dtype != rcv.req.output.dtype)
+  const uint32_t offset = global_ ? global_->offset() : 0;
+  Status s = local_error_of(snd, offset);
+  if (s) s = local_error_of(rcv, offset);
+  if (!s)
+    s = {s.code(), label + ": " + s.message()};
+  else if (snd.req.input.dtype != rcv.req.output.dtype)
     s = {Errc::dtype_mismatch, label + ": sender has " + snd.req.input.describe() + ", receiver " + rcv.req.output.describe()};
   else if (snd.req.input.numel() != rcv.req.output.numel())
     s = {Errc::shape_mismatch, label + ": sender has " + snd.req.input.describe() + ", receiver " + rcv.req.output.describe()};

@@ -192,6 +192,8 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // The first error a caller brought along (Call::local_error), for every peer of the op; `offset`
   // turns local peer ids into global ones.
   static Status local_errors(const std::vector<std::optional<Arrival>>& arrivals, uint32_t offset);
+  // One caller's: "peer 3 could not take part: ..." where it brought an error along, else ok.
+  static Status local_error_of(const Arrival& a, uint32_t offset);
   // Multi-node: the schedule of an op over all its peers on all nodes, and the strategy the tuning
   // module picked for it; rank_node[r] is rank r's node (GlobalClient::rank_nodes). Takes the
   // lock for the cache only: a schedule not cached yet is compiled without it.
