@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <chorus/caf.hpp>
 #include <chorus/runtime.hpp>
 
@@ -10,7 +12,10 @@
 #include "actors/peer/arena_path.hpp"
 #include "actors/trace/trace.hpp"
 #include "core/log.hpp"
+#include "core/secret.hpp"
 #include "messages/peer_codec.hpp"
+#include "transport/rendezvous_file.hpp"
+#include "transport/socket.hpp"
 
 namespace chorus {
 
@@ -105,6 +110,7 @@ void RuntimeImpl::shutdown() {
     g = global;
   }
   if (g) g->close();  // says goodbye and stops its threads: not under the lock
+  drop_hosted_orchestrator();  // after our goodbye: the other nodes then hear it is gone
   for (auto& a : ours) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   // Take the system out under the lock (no new one is made: stopped is set) and wait for its
   // actors outside it: a peer actor still registering may need system_for meanwhile.
@@ -188,6 +194,58 @@ Status RuntimeImpl::submit_group(Call& call, std::chrono::milliseconds timeout, 
   return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_group, Clock::now());
 }
 
+Result<std::shared_ptr<GlobalClient>> RuntimeImpl::join_collective(const Config& config, caf::actor_system& sys) {
+  Config c = config;
+  const auto deadline = Clock::now() + config.join_limit();
+  if (config.host_orchestrator) {
+    std::string host = "127.0.0.1";
+    uint16_t port = 0;  // with a rendezvous file: a free one, which the file then names
+    if (c.rendezvous_file.empty() && !split_host_port(c.orchestrator_address, host, port))
+      return Status(Errc::invalid_config, "orchestrator_address '" + c.orchestrator_address + "' is not host:port");
+    if (!c.rendezvous_file.empty() && c.secret.empty()) {  // the file hands the other ranks one
+      auto drawn = draw_secret();
+      if (!drawn) return drawn.status();
+      c.secret = *drawn;
+    }
+    auto h = HostedOrchestrator::start(
+        {host, port, c.num_nodes, c.secret, c.join_limit(), TlsFiles{c.tls_certificate, c.tls_key, c.tls_ca}});
+    if (!h) return h.status();
+    const uint16_t listening = (*h)->port();
+    {
+      std::lock_guard<std::mutex> lk(global_mu);
+      hosted = std::move(*h);
+    }
+    c.orchestrator_address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(listening);
+    if (!c.rendezvous_file.empty()) {
+      if (auto s = write_rendezvous(c.rendezvous_file, {listening, c.secret}); !s) return s;
+      std::lock_guard<std::mutex> lk(global_mu);
+      rendezvous_written = c.rendezvous_file;
+    }
+    CHORUS_LOG(info, init, LogWhere{}, "hosting the orchestrator at " + c.orchestrator_address);
+  } else if (!c.rendezvous_file.empty()) {
+    auto r = read_rendezvous(c.rendezvous_file, deadline);
+    if (!r) return r.status();
+    c.orchestrator_address = "127.0.0.1:" + std::to_string(r->port);
+    if (c.secret.empty()) c.secret = r->secret;
+  }
+  c.rendezvous_file.clear();
+  c.join_timeout = std::max(std::chrono::milliseconds(1),
+                            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  return GlobalClient::start(c, sys);
+}
+
+void RuntimeImpl::drop_hosted_orchestrator() {
+  std::unique_ptr<HostedOrchestrator> h;
+  std::string file;
+  {
+    std::lock_guard<std::mutex> lk(global_mu);
+    h = std::move(hosted);
+    file.swap(rendezvous_written);
+  }
+  if (!file.empty()) ::unlink(file.c_str());
+  h.reset();  // stops its actor system: not under the lock
+}
+
 Status RuntimeImpl::ensure_global(const Config& config) {
   auto sys = system_for(&config);
   if (!sys) return sys.status();
@@ -200,14 +258,14 @@ Status RuntimeImpl::ensure_global(const Config& config) {
     joining = true;
   }
   if (!first) {  // another peer joins for the node: its outcome is ours
-    if (!joined.wait_at_least(1, Clock::now() + config.timeout + grace))
+    if (!joined.wait_at_least(1, Clock::now() + config.join_limit() + grace))
       return {Errc::timeout, "the node's join of the collective did not end within " +
-                                 std::to_string((config.timeout + grace).count()) + " ms"};
+                                 std::to_string((config.join_limit() + grace).count()) + " ms"};
     std::lock_guard<std::mutex> lk(global_mu);
     return *join_outcome;
   }
-  // Joining blocks (up to the timeout): not under global_mu.
-  auto g = GlobalClient::start(config, **sys);
+  // Joining blocks (up to the join timeout): not under global_mu.
+  auto g = join_collective(config, **sys);
   if (g) core->set_global(*g);
   if (g && flight) {
     flight->set_node((*g)->node_id());
@@ -231,6 +289,7 @@ Status RuntimeImpl::ensure_global(const Config& config) {
     if (g) global = *g;
     join_outcome = g.status();
   }
+  if (!g) drop_hosted_orchestrator();  // its job cannot be had now: the port goes too
   joined.set(1);
   bool stopped_meanwhile = false;
   {

@@ -13,6 +13,7 @@
 #include <chorus/peer.hpp>
 #include <chorus/runtime.hpp>
 #include "actors/local_server/local_server.hpp"
+#include "actors/orchestrator/hosted.hpp"
 #include "actors/local_server/server_core.hpp"
 #include "actors/peer/peer_state.hpp"
 
@@ -89,6 +90,10 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // Multi-node mode: starts the global client on the first registration (every later one reuses
   // it, or gets the first one's error).
   Status ensure_global(const Config& config);
+  // The join itself: finds the orchestrator (hosts it, when the config says so, or reads rank 0's
+  // rendezvous file), then starts the global client.
+  Result<std::shared_ptr<GlobalClient>> join_collective(const Config& config, caf::actor_system& sys);
+  void drop_hosted_orchestrator();  // and its rendezvous file; outside every lock
 
   // Multi-node group ids, unique in the job whatever the leader: the k-th group (k from 0) that
   // the leader (a global rank below `total`) creates gets 1 + leader + k x total, so no two
@@ -110,6 +115,10 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   static constexpr std::chrono::milliseconds grace{5000};
   std::mutex global_mu;
   std::shared_ptr<GlobalClient> global;  // multi-node mode only, once joined
+  // The orchestrator this process hosts (Config::host_orchestrator), and the rendezvous file it
+  // wrote ("": none); both go when the Runtime does. Under global_mu.
+  std::unique_ptr<HostedOrchestrator> hosted;
+  std::string rendezvous_written;
   // Multi-node: the node joins once, for its first registration; every other registration waits
   // for that outcome and gets it too (a failed join fails them all alike; a new Runtime may try
   // again). Under global_mu, but the join itself runs outside it.

@@ -40,9 +40,19 @@ Status Config::validate() const {
   if (auto e = check_choices(local, "local"); !e.empty()) return bad(e);
   if (auto e = check_choices(global, "global"); !e.empty()) return bad(e);
   // Multi-node fields come as a set: either all are given or none is.
-  bool any_global = num_nodes != 0 || !orchestrator_address.empty() || !node_address.empty();
-  if (any_global && (num_nodes == 0 || orchestrator_address.empty() || node_address.empty()))
-    return bad("multi-node configuration needs num_nodes, orchestrator_address and node_address together");
+  // (A rendezvous file stands for the orchestrator's address: rank 0 writes it once it listens.)
+  const bool any_global =
+      num_nodes != 0 || !orchestrator_address.empty() || !node_address.empty() || !rendezvous_file.empty();
+  if (any_global &&
+      (num_nodes == 0 || (orchestrator_address.empty() == rendezvous_file.empty()) || node_address.empty()))
+    return bad(!orchestrator_address.empty() && !rendezvous_file.empty()
+                   ? "orchestrator_address and rendezvous_file are two ways to find the orchestrator: give one"
+                   : "multi-node configuration needs num_nodes, orchestrator_address and node_address together");
+  if (rank < -1 || (rank >= 0 && static_cast<uint32_t>(rank) >= num_nodes))
+    return bad("rank " + std::to_string(rank) + " is not a node of " + std::to_string(num_nodes) +
+               (num_nodes == 0 ? " (a rank is for multi-node mode)" : " (0 to num_nodes-1, or -1: any)"));
+  if (join_timeout.count() < 0) return bad("join_timeout is negative (" + std::to_string(join_timeout.count()) + " ms)");
+  if (host_orchestrator && num_nodes == 0) return bad("host_orchestrator is for multi-node mode (num_nodes is 0)");
   if (has_tls() && (tls_certificate.empty() || tls_key.empty() || tls_ca.empty()))
     return bad("TLS needs tls_certificate, tls_key and tls_ca together");
   LogLevel level;
@@ -86,6 +96,11 @@ std::string Config::first_difference(const Config& o) const {
     if (!(global[k] == o.global[k]))
       return "global strategy for " + std::string(to_string(static_cast<OpKind>(k))) + " (" +
              to_string(global[k]) + " vs " + to_string(o.global[k]) + ")";
+  if (rank != o.rank) return num("rank", rank, o.rank);
+  if (join_timeout != o.join_timeout) return num("join_timeout_ms", join_timeout.count(), o.join_timeout.count());
+  if (host_orchestrator != o.host_orchestrator) return num("host_orchestrator", host_orchestrator, o.host_orchestrator);
+  if (rendezvous_file != o.rendezvous_file)
+    return "rendezvous_file (" + rendezvous_file + " vs " + o.rendezvous_file + ")";
   if (host_transport != o.host_transport)
     return "host_transport (" + std::string(to_string(host_transport)) + " vs " + std::string(to_string(o.host_transport)) + ")";
   return {};

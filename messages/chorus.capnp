@@ -38,6 +38,11 @@ struct Config {
   globalStrategies @8 :List(StrategyChoice);  # indexed by OpKind, inter-node level
   hostTransport @9 :UInt8;               # chorus::HostTransport: 0 automatic (shared memory within
                                          # a host), 1 network (sockets even within a host)
+  # How this process was launched (per node: the orchestrator ignores them; docs/launching.md).
+  rank @10 :Int32 = -1;                  # the node id its launcher gave this process (-1: any)
+  joinTimeoutMs @11 :UInt64;             # how long the join may take (0: timeoutMs)
+  hostOrchestrator @12 :Bool;            # this process hosts the orchestrator
+  rendezvousFile @13 :Text;              # rank 0's file naming the orchestrator (one host, no address)
 }
 
 # Peer -> local server: join the collective.
@@ -69,6 +74,8 @@ struct NodeRegister {
                                # nodes with the same key share memory
   gpus @7 :UInt32;             # CUDA devices of the node's machine (0: none, or chorus without CUDA);
                                # every node then decides alike whether auto runs an op through NCCL
+  rank @8 :Int32 = -1;         # the node id its launcher gave it (-1: any; the orchestrator numbers
+                               # such nodes in arrival order, around the ranks given)
 }
 
 # One node of the topology, indexed by node id.

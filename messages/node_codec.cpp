@@ -22,6 +22,7 @@ Envelope encode_node_register(const NodeRegisterData& r) {
   b.setHardwareThreads(r.hardware_threads);
   b.setHostKey(r.host_key);
   b.setGpus(r.gpus);
+  b.setRank(r.rank);
   return seal(mb);
 }
 
@@ -36,6 +37,7 @@ std::optional<NodeRegisterData> decode_node_register(const Envelope& e, std::str
     d.hardware_threads = m.getHardwareThreads();
     d.host_key = m.getHostKey();
     d.gpus = m.getGpus();
+    d.rank = m.getRank();
     capnp::MallocMessageBuilder mb;
     auto b = mb.initRoot<wire::RegisterRequest>();
     b.setProtocolVersion(d.protocol_version);

@@ -22,6 +22,7 @@ struct NodeRegisterData {
   uint32_t hardware_threads = 0;
   std::string host_key;  // which host the node is on (transport/host_identity.hpp)
   uint32_t gpus = 0;     // CUDA devices of the node's machine (0: none, or chorus without CUDA)
+  int32_t rank = -1;     // the node id its launcher gave it (-1: any)
 };
 
 struct NodeEntry {

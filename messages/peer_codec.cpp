@@ -55,6 +55,10 @@ void put_config(wire::Config::Builder b, const Config& c) {
   b.setNodeAddress(c.node_address);
   put_choices(b.initGlobalStrategies(num_collective_kinds), c.global);
   b.setHostTransport(static_cast<uint8_t>(c.host_transport));
+  b.setRank(c.rank);
+  b.setJoinTimeoutMs(non_negative(c.join_timeout.count()));
+  b.setHostOrchestrator(c.host_orchestrator);
+  b.setRendezvousFile(c.rendezvous_file);
 }
 
 Config get_config(wire::Config::Reader r) {
@@ -69,6 +73,10 @@ Config get_config(wire::Config::Reader r) {
   c.node_address = r.getNodeAddress();
   get_choices(r.getGlobalStrategies(), c.global);
   c.host_transport = enum_in_range<HostTransport>(r.getHostTransport(), 1, "host_transport");
+  c.rank = r.getRank();
+  c.join_timeout = std::chrono::milliseconds(bounded<int64_t>(r.getJoinTimeoutMs(), 1ull << 40, "join_timeout_ms"));
+  c.host_orchestrator = r.getHostOrchestrator();
+  c.rendezvous_file = r.getRendezvousFile();
   return c;
 }
 

@@ -128,31 +128,20 @@ TEST_F(OrchestratorActor, AnswersEveryNodeOnceTheLastIsIn) {
   EXPECT_EQ(state(), std::make_tuple(uint64_t{1}, uint64_t{2}, true));
 }
 
-TEST_F(OrchestratorActor, RejectionsAreAnsweredAtOnceAndDoNotDisturbTheOthers) {
+// A wrong secret and a garbled message are answered alone: neither proves a node of the job.
+TEST_F(OrchestratorActor, StrangersAreAnsweredAtOnceAndDoNotDisturbTheOthers) {
   start(2);
   auto [a, la] = node();
   auto [bad_secret, ls] = node();
-  auto [bad_version, lv] = node();
-  auto [bad_config, lc] = node();
   auto [garbled, lg] = node();
   auto [b, lb] = node();
-  spawned = {a, bad_secret, bad_version, bad_config, garbled, b};
+  spawned = {a, bad_secret, garbled, b};
   send_register(a, reg(2, 1, "h:1"));
   send_register(bad_secret, reg(2, 1, "h:2", "guess"));
-  auto v = reg(2, 1, "h:3");
-  v.protocol_version = protocol_version() + 1;
-  send_register(bad_version, v);
-  auto c = reg(2, 1, "h:4");
-  c.config.auto_tree_arity = 5;
-  send_register(bad_config, c);
   self->send(garbled, register_atom::value, Envelope{{0xDEADBEEFULL, 7}});
   run_jobs();
   ASSERT_EQ(ls->replies.size(), 1u);
   EXPECT_TRUE(has(ls->replies[0].status, Errc::auth_failed, {"wrong secret"}));
-  ASSERT_EQ(lv->replies.size(), 1u);
-  EXPECT_TRUE(has(lv->replies[0].status, Errc::version_mismatch, {"protocol version"}));
-  ASSERT_EQ(lc->replies.size(), 1u);
-  EXPECT_TRUE(has(lc->replies[0].status, Errc::config_mismatch, {"auto_tree_arity (5 vs 2)"}));
   ASSERT_EQ(lg->replies.size(), 1u);
   EXPECT_TRUE(has(lg->replies[0].status, Errc::invalid_argument, {"garbled"}));
   EXPECT_EQ(lg->replies[0].status.message(), "garbled registration");  // no decoder text, no stack
@@ -161,6 +150,41 @@ TEST_F(OrchestratorActor, RejectionsAreAnsweredAtOnceAndDoNotDisturbTheOthers) {
   send_register(b, reg(2, 2, "h:5"));
   ASSERT_EQ(la->replies.size(), 1u);
   EXPECT_TRUE(la->replies[0].status.is_ok());
+  EXPECT_EQ(lb->replies.at(0).topology.node_id, 1u);
+}
+
+// A node of the job refused for its build or config ends the waiting nodes' admission at once,
+// each told which node was refused and why; the job can then start again.
+TEST_F(OrchestratorActor, ARefusedNodeEndsTheAdmissionOfTheWaitingNodes) {
+  start(2);
+  auto [a, la] = node();
+  auto [bad_version, lv] = node();
+  auto [bad_config, lc] = node();
+  auto [b, lb] = node();
+  spawned = {a, bad_version, bad_config, b};
+  send_register(a, reg(2, 1, "h:1"));
+  auto v = reg(2, 1, "h:3");
+  v.protocol_version = protocol_version() + 1;
+  send_register(bad_version, v);
+  run_jobs();
+  ASSERT_EQ(lv->replies.size(), 1u);
+  EXPECT_TRUE(has(lv->replies[0].status, Errc::version_mismatch, {"protocol version"}));
+  ASSERT_EQ(la->replies.size(), 1u);
+  EXPECT_TRUE(has(la->replies[0].status, Errc::version_mismatch, {"the node at h:3 was refused", "protocol version"}));
+  EXPECT_EQ(std::get<1>(state()), 0u);
+  send_register(a, reg(2, 1, "h:1"));
+  auto c = reg(2, 1, "h:4");
+  c.config.auto_tree_arity = 5;
+  send_register(bad_config, c);
+  run_jobs();
+  ASSERT_EQ(lc->replies.size(), 1u);
+  EXPECT_TRUE(has(lc->replies[0].status, Errc::config_mismatch, {"auto_tree_arity (5 vs 2)"}));
+  ASSERT_EQ(la->replies.size(), 2u);
+  EXPECT_TRUE(has(la->replies[1].status, Errc::config_mismatch, {"the node at h:4 was refused", "auto_tree_arity (5 vs 2)"}));
+  send_register(a, reg(2, 1, "h:1"));
+  send_register(b, reg(2, 2, "h:5"));
+  ASSERT_EQ(la->replies.size(), 3u);
+  EXPECT_TRUE(la->replies[2].status.is_ok()) << la->replies[2].status.to_string();
   EXPECT_EQ(lb->replies.at(0).topology.node_id, 1u);
 }
 

@@ -4,6 +4,7 @@
 // orchestrator_loopback_test.cpp; the daemon as a process: orchestrator_daemon_test.cpp.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,46 +55,120 @@ TEST(OrchestratorCore, AdmitsInArrivalOrderWithUnevenPeers) {
   }
 }
 
-TEST(OrchestratorCore, RejectsWrongVersionAndSecretWithoutDisturbingOthers) {
+// A wrong secret proves nothing about the sender: it is nobody's partner, and the admission goes on.
+TEST(OrchestratorCore, AWrongSecretIsRefusedWithoutDisturbingOthers) {
   auto core = make_core(2);
   (void)core.on_register(1, reg(2, 1, "h:1"));
-  auto v = reg(2, 1, "h:2");
-  v.protocol_version = protocol_version() + 1;
-  auto fx = core.on_register(2, v);
+  auto fx = core.on_register(3, reg(2, 1, "h:3", "guess"));
   ASSERT_EQ(fx.replies.size(), 1u);
-  EXPECT_EQ(fx.replies[0].to, 2u);
-  EXPECT_TRUE(has(fx.replies[0].status, Errc::version_mismatch, {"protocol version", std::to_string(protocol_version())}));
-  EXPECT_TRUE(fx.watch.empty());
-  fx = core.on_register(3, reg(2, 1, "h:3", "guess"));
-  ASSERT_EQ(fx.replies.size(), 1u);
+  EXPECT_EQ(fx.replies[0].to, 3u);
   EXPECT_TRUE(has(fx.replies[0].status, Errc::auth_failed, {"wrong secret"}));
   EXPECT_EQ(fx.replies[0].status.message().find("s3"), std::string::npos);  // never echo the secret
+  EXPECT_TRUE(fx.watch.empty());
   EXPECT_EQ(core.registered(), 1u);
   EXPECT_FALSE(core.is_member(3));
+  // So is a node registering twice: that node alone is answered.
+  fx = core.on_register(1, reg(2, 1, "h:1"));
+  ASSERT_EQ(fx.replies.size(), 1u);
+  EXPECT_TRUE(has(fx.replies[0].status, Errc::register_twice, {}));
   fx = core.on_register(4, reg(2, 1, "h:4"));
   ASSERT_EQ(fx.replies.size(), 2u);
   EXPECT_EQ(fx.replies[1].topology.node_id, 1u);
 }
 
-TEST(OrchestratorCore, ConfigMismatchNamesTheField) {
+// A node of the job that cannot be admitted (here another build) ends the admission of the nodes
+// waiting with it at once, naming it and why; the next registration starts a new collective.
+TEST(OrchestratorCore, ARefusedNodeEndsTheWaitingNodesAdmissionNamingIt) {
   auto core = make_core(3);
-  (void)core.on_register(1, reg(3, 2, "h:1"));
-  auto r = reg(3, 4, "h:2");  // other peer count and address: allowed
-  r.config.orchestrator_address = "orch.example:4000";  // another name for the orchestrator: allowed
-  EXPECT_TRUE(core.on_register(2, r).replies.empty());
-  auto bad = reg(3, 1, "h:3");
-  bad.config.auto_tree_arity = 4;
-  auto fx = core.on_register(3, bad);
+  auto started = core.on_register(1, reg(3, 1, "h:1"));
+  ASSERT_TRUE(started.timer);
+  (void)core.on_register(2, reg(3, 1, "h:2"));
+  const uint64_t first = core.collective();
+  auto v = reg(3, 1, "h:9");
+  v.protocol_version = protocol_version() + 1;
+  auto fx = core.on_register(9, v);
+  ASSERT_EQ(fx.replies.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(fx.replies[i].to, static_cast<Core::NodeKey>(i + 1));
+    EXPECT_TRUE(has(fx.replies[i].status, Errc::version_mismatch,
+                    {"collective " + std::to_string(first) + " cannot be complete", "the node at h:9 was refused",
+                     "protocol version"}));
+  }
+  EXPECT_EQ(fx.replies[2].to, 9u);
+  EXPECT_TRUE(has(fx.replies[2].status, Errc::version_mismatch, {"protocol version", std::to_string(protocol_version())}));
+  EXPECT_EQ(fx.forget, (std::vector<Core::NodeKey>{1, 2}));
+  EXPECT_EQ(core.registered(), 0u);
+  EXPECT_EQ(core.collective(), first + 1);
+  EXPECT_TRUE(core.on_timeout(started.timer->first).replies.empty());  // the old admission's deadline is stale now
+  EXPECT_TRUE(core.on_register(1, reg(3, 1, "h:1")).replies.empty());
+  EXPECT_EQ(core.registered(), 1u);
+}
+
+TEST(OrchestratorCore, ConfigMismatchNamesTheField) {
+  auto refused = [](auto change, std::vector<std::string> words) {
+    auto core = make_core(3);
+    (void)core.on_register(1, reg(3, 2, "h:1"));
+    auto r = reg(3, 4, "h:2");  // other peer count and address: allowed
+    r.config.orchestrator_address = "orch.example:4000";  // another name for the orchestrator: allowed
+    r.config.timeout = 5ms;  // each process's own
+    EXPECT_TRUE(core.on_register(2, r).replies.empty());
+    auto bad = reg(3, 1, "h:3");
+    change(bad.config);
+    auto fx = core.on_register(3, bad);
+    ASSERT_EQ(fx.replies.size(), 3u);  // the two waiting, then the refused one
+    EXPECT_TRUE(has(fx.replies[2].status, Errc::config_mismatch, words));
+    words.push_back("the node at h:3 was refused");
+    EXPECT_TRUE(has(fx.replies[0].status, Errc::config_mismatch, words));
+    EXPECT_EQ(core.registered(), 0u);
+  };
+  refused([](Config& c) { c.auto_tree_arity = 4; }, {"auto_tree_arity (4 vs 2)"});
+  refused([](Config& c) { c.global[0] = StrategyChoice{false, {Algorithm::ring, 2}}; }, {"global strategy for all_reduce"});
+}
+
+// A launcher's ranks are the node ids; nodes without one fill the ids left in arrival order.
+TEST(OrchestratorCore, RanksGivenAreTheNodeIds) {
+  auto core = make_core(4);
+  auto ranked = [](NodeRegisterData r, int32_t rank) {
+    r.rank = rank;
+    return r;
+  };
+  EXPECT_TRUE(core.on_register(10, ranked(reg(4, 1, "h:a"), 2)).replies.empty());
+  EXPECT_TRUE(core.on_register(20, reg(4, 2, "h:b")).replies.empty());
+  EXPECT_TRUE(core.on_register(30, ranked(reg(4, 1, "h:c"), 0)).replies.empty());
+  auto fx = core.on_register(40, reg(4, 1, "h:d"));
+  ASSERT_EQ(fx.replies.size(), 4u);
+  std::map<Core::NodeKey, uint32_t> id;
+  for (const auto& r : fx.replies) {
+    ASSERT_TRUE(r.status.is_ok()) << r.status.to_string();
+    id[r.to] = r.topology.node_id;
+  }
+  EXPECT_EQ(id, (std::map<Core::NodeKey, uint32_t>{{10, 2}, {20, 1}, {30, 0}, {40, 3}}));
+  // Peer offsets follow the node ids: c (1 peer), b (2), a (1), d (1).
+  const auto& nodes = fx.replies[0].topology.nodes;
+  ASSERT_EQ(nodes.size(), 4u);
+  EXPECT_EQ(nodes[0].data_address, "h:c");
+  EXPECT_EQ(nodes[1].data_address, "h:b");
+  EXPECT_EQ(nodes[2].peer_offset, 3u);
+  EXPECT_EQ(nodes[3].data_address, "h:d");
+  EXPECT_EQ(core.member_keys(), (std::vector<Core::NodeKey>{30, 20, 10, 40}));
+}
+
+TEST(OrchestratorCore, ARankTakenOrOutOfRangeIsRefusedNamingIt) {
+  auto core = make_core(2);
+  auto r = reg(2, 1, "h:1");
+  r.rank = 1;
+  EXPECT_TRUE(core.on_register(1, r).replies.empty());
+  auto twice = reg(2, 1, "h:2");
+  twice.rank = 1;
+  auto fx = core.on_register(2, twice);
+  ASSERT_EQ(fx.replies.size(), 2u);
+  EXPECT_TRUE(has(fx.replies[1].status, Errc::invalid_argument, {"rank 1 is taken already, by the node at h:1"}));
+  EXPECT_TRUE(has(fx.replies[0].status, Errc::invalid_argument, {"the node at h:2 was refused", "rank 1 is taken"}));
+  auto far = reg(2, 1, "h:3");
+  far.rank = 2;
+  fx = core.on_register(3, far);  // the first of a new admission: it alone is answered
   ASSERT_EQ(fx.replies.size(), 1u);
-  EXPECT_TRUE(has(fx.replies[0].status, Errc::config_mismatch, {"auto_tree_arity (4 vs 2)"}));
-  bad = reg(3, 1, "h:3");
-  bad.config.global[0] = StrategyChoice{false, {Algorithm::ring, 2}};
-  fx = core.on_register(3, bad);
-  EXPECT_TRUE(has(fx.replies[0].status, Errc::config_mismatch, {"global strategy for all_reduce"}));
-  bad = reg(3, 1, "h:3");
-  bad.config.timeout = 5ms;
-  EXPECT_TRUE(has(core.on_register(3, bad).replies[0].status, Errc::config_mismatch, {"timeout_ms (5 vs"}));
-  EXPECT_EQ(core.registered(), 2u);
+  EXPECT_TRUE(has(fx.replies[0].status, Errc::invalid_argument, {"rank 2 is not a node of 2"}));
 }
 
 TEST(OrchestratorCore, NumNodesMustMatchTheOrchestrator) {
@@ -127,8 +202,13 @@ TEST(OrchestratorCore, RejectsInvalidConfigAndBadNodeFields) {
   EXPECT_TRUE(has(core.on_register(1, reg(2, 1, "h:9")).replies.at(0).status, Errc::register_twice, {}));
   EXPECT_TRUE(has(core.on_register(2, reg(2, 1, "h:1")).replies.at(0).status, Errc::invalid_argument,
                   {"h:1", "already used"}));
-  // The decoder's text (with Cap'n Proto's stack) stays out of the reply.
-  EXPECT_EQ(core.on_garbled(3).replies.at(0).status, Status(Errc::invalid_argument, "garbled registration"));
+  EXPECT_EQ(core.registered(), 0u);  // node 1 was told that this job's node 2 was refused
+  // The decoder's text (with Cap'n Proto's stack) stays out of the reply, and a garbled message
+  // ends nobody's admission (it cannot be told whose it is).
+  ASSERT_TRUE(core.on_register(1, reg(2, 1, "h:1")).replies.empty());
+  auto fx = core.on_garbled(3);
+  ASSERT_EQ(fx.replies.size(), 1u);
+  EXPECT_EQ(fx.replies[0].status, Status(Errc::invalid_argument, "garbled registration"));
   EXPECT_EQ(core.registered(), 1u);
 }
 

@@ -4,12 +4,13 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include <chorus/status.hpp>
 
 namespace chorus {
 
-inline ::testing::AssertionResult has(const Status& s, Errc code, std::initializer_list<std::string> parts) {
+inline ::testing::AssertionResult has(const Status& s, Errc code, const std::vector<std::string>& parts) {
   if (s.code() != code)
     return ::testing::AssertionFailure() << "expected " << to_string(code) << ", got " << s.to_string();
   for (const auto& p : parts)

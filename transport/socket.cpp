@@ -1,5 +1,7 @@
 #include "transport/socket.hpp"
 
+#include "core/log.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -126,6 +128,7 @@ Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point dea
     return {Errc::unreachable, "cannot resolve " + where + ": " + gai_strerror(rc)};
   std::string last = "no address";
   fd = -1;
+  auto backoff = std::chrono::milliseconds(20);
   do {
     for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
       int s = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
@@ -150,7 +153,15 @@ Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point dea
         ::close(s);
       }
     }
-    if (fd < 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (fd < 0 && Clock::now() < deadline) {
+      // Nobody listens yet (a launcher may start the other side late): tried again, each pause
+      // twice the last (20 ms to 1 s), each try said at info.
+      const auto pause = std::min(backoff, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+      CHORUS_LOG(info, net, LogWhere{},
+                 "cannot connect to " + where + " yet (" + last + "); trying again in " + std::to_string(pause.count()) + " ms");
+      std::this_thread::sleep_for(pause);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    }
   } while (fd < 0 && Clock::now() < deadline);
   freeaddrinfo(res);
   if (fd < 0) return {Errc::unreachable, "cannot connect to " + where + " in time: " + last};

@@ -14,7 +14,7 @@
 #include "actors/ctl/status_query.hpp"
 #include "actors/flight/flight_file.hpp"
 #include "actors/flight/flight_report.hpp"
-#include "actors/secret.hpp"
+#include "core/secret.hpp"
 
 namespace {
 

@@ -20,7 +20,9 @@ constexpr auto kGrace = std::chrono::seconds(5);
 Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, caf::actor_system& sys) {
   std::shared_ptr<GlobalClient> c(new GlobalClient);
   c->config_ = config;
-  const auto deadline = Clock::now() + config.timeout;
+  // The join (the orchestrator reached, every node in, the data connections made) has a limit of
+  // its own: a launcher may start the orchestrator late, and the ops' timeout is each process's.
+  const auto deadline = Clock::now() + config.join_limit();
   std::string ohost;
   uint16_t oport = 0;
   if (!split_host_port(config.orchestrator_address, ohost, oport))
@@ -38,6 +40,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   // Every node reads every node's count to decide alike whether auto runs an op through NCCL.
   gpu::NcclCalls* nccl = gpu::nccl_calls();
   reg.gpus = nccl ? static_cast<uint32_t>(std::max(0, nccl->device_count())) : 0u;
+  reg.rank = config.rank;
   c->p2p_ = std::make_unique<P2PMailbox>();  // before joining: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
   auto on_lost = [weak](uint32_t node, const std::string& why) {
@@ -50,6 +53,11 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   if (!joined.is_ok()) return joined;
   c->report_link_ = c->orchestrator_.session->link_reporter();
   c->topo_ = c->orchestrator_.session->topology();
+  if (config.rank >= 0 && c->topo_.node_id != static_cast<uint32_t>(config.rank)) {
+    c->close();
+    return Status(Errc::internal, "the orchestrator made this node " + std::to_string(c->topo_.node_id) +
+                                      ", not rank " + std::to_string(config.rank) + " as it asked");
+  }
   c->reading_.resize(c->topo_.num_nodes);
   c->unacked_since_.reset(new std::atomic<int64_t>[c->topo_.num_nodes]());
   if (auto s = connect_mesh(config, c->topo_, **listener, c.get(), deadline, c->conns_, c->arena_); !s.is_ok()) {

@@ -23,7 +23,7 @@
 
 #include "actors/orchestrator/orchestrator.hpp"
 #include "actors/orchestrator/published.hpp"
-#include "actors/secret.hpp"
+#include "core/secret.hpp"
 
 namespace {
 

@@ -171,7 +171,12 @@ orchestrator_actor::behavior_type orchestrator(orchestrator_self* self, Orchestr
         std::string error;
         auto d = decode_node_register(e, error);
         if (!d) CHORUS_LOG(info, orch, LogWhere{}, "a garbled registration: " + error);
-        apply(self, *st, d ? st->core.on_register(*key, *d) : st->core.on_garbled(*key));
+        auto fx = d ? st->core.on_register(*key, *d) : st->core.on_garbled(*key);
+        if (d && !fx.watch.empty())  // admitted to wait: said, so a launch can be followed (and tested)
+          CHORUS_LOG(info, orch, LogWhere{},
+                     "the node at " + d->data_address + " registered (" + std::to_string(st->core.registered()) +
+                         " of " + std::to_string(st->core.options().expected_nodes) + ")");
+        apply(self, *st, std::move(fx));
         // A rejected sender that is no member: drop its bookkeeping (members stay, monitored).
         auto it = st->nodes.find(*key);
         if (it != st->nodes.end() && !it->second.pending && !st->core.is_member(*key)) {

@@ -8,9 +8,15 @@ namespace chorus {
 
 Config node_independent(const Config& c) {
   Config n = c;
+  const Config defaults;
   n.num_devices = 1;
   n.node_address.clear();
   n.orchestrator_address.clear();
+  n.timeout = defaults.timeout;  // each process's own, as is how it was launched:
+  n.rank = defaults.rank;
+  n.join_timeout = defaults.join_timeout;
+  n.host_orchestrator = defaults.host_orchestrator;
+  n.rendezvous_file.clear();
   return n;
 }
 
@@ -65,12 +71,38 @@ Status OrchestratorCore::check(NodeKey who, const NodeRegisterData& r) const {
   for (const auto& m : members_)
     if (m.data_address == r.data_address)
       return {Errc::invalid_argument, "data_address " + r.data_address + " is already used by another node"};
+  if (r.rank < -1 || (r.rank >= 0 && static_cast<uint32_t>(r.rank) >= opts_.expected_nodes))
+    return {Errc::invalid_argument, "rank " + std::to_string(r.rank) + " is not a node of " +
+                                        std::to_string(opts_.expected_nodes) + " (0 to " +
+                                        std::to_string(opts_.expected_nodes - 1) + ", or -1: any)"};
+  for (const auto& m : members_)
+    if (r.rank >= 0 && m.rank == r.rank)
+      return {Errc::invalid_argument,
+              "rank " + std::to_string(r.rank) + " is taken already, by the node at " + m.data_address};
   return Status::ok();
 }
+
+namespace {
+// A refusal that ends the admission of the nodes waiting with it: theirs is a job with a node that
+// will not come (a mismatched build or config, a rank given twice). Not so a wrong secret (the
+// sender is nobody's partner until it proves the secret: a stranger must not end a job), a node
+// registering twice (that node alone), or a collective that is running (it has every node).
+bool ends_the_admission(Errc refused) {
+  return refused != Errc::auth_failed && refused != Errc::register_twice && refused != Errc::busy;
+}
+} // namespace
 
 OrchestratorCore::Effects OrchestratorCore::on_register(NodeKey who, const NodeRegisterData& r) {
   Effects fx;
   if (auto s = check(who, r); !s) {
+    if (!complete_ && !members_.empty() && ends_the_admission(s.code())) {
+      // Said to the waiting nodes at once, naming the node and why, rather than by the timeout.
+      const std::string who_was = r.data_address.empty() ? std::string("a node") : "the node at " + r.data_address;
+      Status why(s.code(), "collective " + std::to_string(collective_) + " cannot be complete: " + who_was +
+                               " was refused: " + s.message());
+      for (const auto& m : members_) fx.replies.push_back({m.key, why, {}});
+      reset(fx);
+    }
     fx.replies.push_back({who, std::move(s), {}});
     return fx;
   }
@@ -79,7 +111,7 @@ OrchestratorCore::Effects OrchestratorCore::on_register(NodeKey who, const NodeR
     admission_timer_ = next_timer_++;
     fx.timer = std::make_pair(admission_timer_, opts_.timeout);
   }
-  members_.push_back({who, r.num_peers, r.data_address, r.hardware_threads, r.host_key, r.gpus});
+  members_.push_back({who, r.num_peers, r.data_address, r.hardware_threads, r.host_key, r.gpus, r.rank});
   fx.watch.push_back(who);
   if (members_.size() == opts_.expected_nodes) finish_admission(fx);
   return fx;
@@ -94,6 +126,22 @@ OrchestratorCore::Effects OrchestratorCore::on_garbled(NodeKey who) {
 void OrchestratorCore::finish_admission(Effects& fx) {
   complete_ = true;
   admission_timer_ = 0;
+  // Node ids: a rank given is the node's id; the other nodes fill the ids left, in arrival order.
+  std::vector<Member> by_id(members_.size());
+  std::vector<bool> taken(members_.size(), false);
+  for (const auto& m : members_)
+    if (m.rank >= 0) {
+      by_id[static_cast<std::size_t>(m.rank)] = m;
+      taken[static_cast<std::size_t>(m.rank)] = true;
+    }
+  std::size_t next = 0;
+  for (const auto& m : members_) {
+    if (m.rank >= 0) continue;
+    while (taken[next]) ++next;
+    by_id[next] = m;
+    taken[next] = true;
+  }
+  members_ = std::move(by_id);
   TopologyData t;
   t.collective = collective_;
   t.token = opts_.token_source ? opts_.token_source() : 0;

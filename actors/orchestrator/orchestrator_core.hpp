@@ -1,7 +1,8 @@
 // The orchestrator: admits the nodes of one collective at a time, checks that they agree (protocol
-// version, shared secret, configuration), assigns node ids in arrival order and hands every node
-// the topology once all expected nodes are in. It watches nodes (monitors) and never touches
-// tensor data.
+// version, shared secret, configuration), assigns node ids (the rank a launcher gave a node, else
+// arrival order) and hands every node the topology once all expected nodes are in. A refused node
+// of a job ends its partners' admission at once, naming it (a wrong secret does not: see
+// orchestrator_core.cpp). It watches nodes (monitors) and never touches tensor data.
 //
 // This file: OrchestratorCore, the rules, free of CAF (message-level tests drive it directly).
 // actors/orchestrator/orchestrator.hpp is the actor shell that feeds it CAF messages, monitors
@@ -104,6 +105,7 @@ class OrchestratorCore {
     uint32_t hardware_threads;
     std::string host_key;
     uint32_t gpus;
+    int32_t rank = -1;  // the node id its launcher gave it (-1: any)
     bool left = false;
   };
   Status check(NodeKey who, const NodeRegisterData& r) const;

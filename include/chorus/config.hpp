@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include <chorus/result.hpp>
 #include <chorus/status.hpp>
 #include <chorus/strategy.hpp>
 #include <chorus/types.hpp>
@@ -28,7 +29,8 @@ struct Config {
   std::array<StrategyChoice, num_collective_kinds> local{};
   std::size_t auto_threshold_bytes = 256 * 1024;  // auto: below, a tree; at or above, a ring
   int auto_tree_arity = 2;
-  std::chrono::milliseconds timeout{30000};       // every wait of an op gives up after this
+  // Every wait of an op gives up after this. A process's own setting: nodes need not share it.
+  std::chrono::milliseconds timeout{30000};
 
   // Global fields, filled by the multi-node layer (0 nodes: one process).
   uint32_t num_nodes = 0;
@@ -56,6 +58,27 @@ struct Config {
   // the process id, %n the node id; in multi-node mode a name with neither gets ".nodeN" before
   // its extension (README, "Trace"). CHORUS_TRACE wins over it.
   std::string trace_file;
+
+  // Launching (per node, never compared; docs/launching.md). `rank`: this node's id in the
+  // collective as its launcher numbered the processes (-1: the orchestrator numbers the nodes in
+  // arrival order); ranks given are distinct and below num_nodes.
+  int32_t rank = -1;
+  // How long the join may take: reaching the orchestrator (tried again with backoff, since a
+  // launcher may start it late) and waiting for every node. 0: the op timeout.
+  std::chrono::milliseconds join_timeout{0};
+  // This process hosts the orchestrator, at orchestrator_address (rank 0's part when a launcher
+  // named no orchestrator); it serves the collective while the Runtime lives.
+  bool host_orchestrator = false;
+  // One host, no address given (mpirun, srun): rank 0 hosts the orchestrator on a free port and
+  // writes it (with a secret it draws, when none is given) to this file of a directory only this
+  // user may enter; the other ranks read it. orchestrator_address stays empty.
+  std::string rendezvous_file;
+
+  // A config from the environment a launcher sets: chorus-run's CHORUS_*, torchrun's, Slurm's or
+  // Open MPI's (docs/launching.md lists each variable and which wins). Without a launcher: one
+  // process. The error names the variable and what is wrong with its value.
+  static Result<Config> from_env();
+  std::chrono::milliseconds join_limit() const { return join_timeout.count() > 0 ? join_timeout : timeout; }
 
   // Sets the local strategy for every op kind at once.
   Config& with_local_strategy(StrategyChoice s);

@@ -1,0 +1,52 @@
+#include "actors/orchestrator/hosted.hpp"
+
+#include "actors/orchestrator/orchestrator.hpp"
+#include "actors/orchestrator/published.hpp"
+
+namespace chorus {
+
+namespace {
+// As the daemon's default: a node silent for four beats is lost.
+constexpr std::chrono::milliseconds kHostedHeartbeat{1000};
+} // namespace
+
+struct HostedOrchestrator::State {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  orchestrator_actor orch;
+  std::unique_ptr<PublishedOrchestrator> published;
+};
+
+HostedOrchestrator::HostedOrchestrator(std::unique_ptr<State> s) : state_(std::move(s)) {}
+
+Result<std::unique_ptr<HostedOrchestrator>> HostedOrchestrator::start(const Options& opts) {
+  auto s = std::make_unique<State>();
+  configure_remoting(s->cfg, kHostedHeartbeat, opts.tls, {}, LinkEnd::accepting);
+  s->cfg.set("logger.verbosity", caf::atom("quiet"));
+  s->sys = std::make_unique<caf::actor_system>(s->cfg);
+  OrchestratorCore::Options o;
+  o.expected_nodes = opts.nodes;
+  o.secret = opts.secret;
+  o.timeout = opts.admission;
+  s->orch = s->sys->spawn(orchestrator, o);
+  auto published = PublishedOrchestrator::publish(*s->sys, s->orch, {opts.host, opts.port, opts.secret});
+  if (!published) {
+    caf::anon_send_exit(s->orch, caf::exit_reason::user_shutdown);
+    return Status(published.status().code(),
+                  "cannot host the orchestrator at " + opts.host + ":" + std::to_string(opts.port) + ": " +
+                      published.status().message());
+  }
+  s->published = std::move(*published);
+  return std::unique_ptr<HostedOrchestrator>(new HostedOrchestrator(std::move(s)));
+}
+
+uint16_t HostedOrchestrator::port() const { return state_->published->port(); }
+
+HostedOrchestrator::~HostedOrchestrator() {
+  state_->published.reset();  // the door first: nothing new comes in while the actor stops
+  caf::anon_send_exit(state_->orch, caf::exit_reason::user_shutdown);
+  state_->orch = nullptr;
+  state_->sys.reset();  // waits for its actors
+}
+
+} // namespace chorus

@@ -1,0 +1,191 @@
+// Config::from_env: what a launcher passes a process, read into a Config (docs/launching.md).
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+
+#include <chorus/config.hpp>
+
+#include "core/env.hpp"
+#include "core/secret.hpp"
+
+namespace chorus {
+
+namespace {
+
+// The launchers whose numbering a process takes, in the order they win when several are set (a
+// launcher started inside another's job sees both: torchrun under srun, mpirun in an sbatch).
+struct Launcher {
+  const char* name;
+  const char* rank;
+  const char* size;
+  const char* local_size;  // nullptr: the launcher does not say
+  const char* nodes;       // hosts of the job (nullptr: it does not say)
+};
+constexpr Launcher kLaunchers[] = {
+    {"chorus-run", "CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_LOCAL_WORLD_SIZE", nullptr},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", nullptr},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
+    {"MPICH", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", nullptr},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", nullptr, "SLURM_STEP_NUM_NODES"},
+};
+constexpr uint64_t kMaxWorld = 65536;  // the orchestrator's bound on nodes
+
+struct Numbering {
+  const Launcher* by = nullptr;
+  uint32_t rank = 0, world = 1;
+  bool one_host = false;  // the launcher says every rank is on this host
+};
+
+Result<Numbering> numbering() {
+  Numbering n;
+  for (const Launcher& l : kLaunchers) {
+    const bool has_rank = env_text(l.rank).has_value(), has_size = env_text(l.size).has_value();
+    if (!has_rank && !has_size) continue;
+    if (has_rank != has_size)
+      return Status(Errc::invalid_config, std::string(has_rank ? l.rank : l.size) + " is set but " +
+                                              (has_rank ? l.size : l.rank) + " is not (" + l.name + "'s pair)");
+    auto size = env_number(l.size, 1, kMaxWorld);
+    if (!size) return size.status();
+    auto rank = env_number(l.rank, 0, **size - 1);
+    if (!rank) return rank.status();
+    n.by = &l;
+    n.rank = static_cast<uint32_t>(**rank);
+    n.world = static_cast<uint32_t>(**size);
+    if (l.local_size) {
+      auto local = env_number(l.local_size, 1, kMaxWorld);
+      if (!local) return local.status();
+      n.one_host = *local && **local == n.world;
+    }
+    if (l.nodes) {
+      auto nodes = env_number(l.nodes, 1, kMaxWorld);
+      if (!nodes) return nodes.status();
+      n.one_host = *nodes && **nodes == 1;
+    }
+    return n;
+  }
+  return n;  // no launcher: one process
+}
+
+// What tells this job from every other on the host (a rendezvous file's name), or "".
+std::string job_key(const Launcher& by) {
+  const std::string name = by.name;
+  if (name == "Open MPI") {
+    if (auto id = env_text("OMPI_MCA_ess_base_jobid")) return "ompi-" + *id;
+  } else if (name == "Slurm") {
+    auto job = env_text("SLURM_JOB_ID"), step = env_text("SLURM_STEP_ID");
+    if (job) return "slurm-" + *job + "." + step.value_or("0");
+  }
+  return "";
+}
+
+// A file name part: nothing a launcher's id could use to climb out of the directory.
+bool plain(const std::string& s) {
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')) return false;
+  return !s.empty() && s.find("..") == std::string::npos;
+}
+
+// The host's address on the route to `host` (what another host reaches this one's data plane
+// at), or "" when the route cannot be told.
+std::string address_toward(const std::string& host) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  if (getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) return "";
+  std::string out;
+  const int s = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage me{};
+  socklen_t len = sizeof me;
+  // A datagram socket's connect sends nothing: it only picks the route and the source address.
+  if (s >= 0 && connect(s, res->ai_addr, res->ai_addrlen) == 0 &&
+      getsockname(s, reinterpret_cast<sockaddr*>(&me), &len) == 0) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* a = me.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&me)->sin6_addr)
+                                              : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&me)->sin_addr);
+    if (inet_ntop(me.ss_family, a, text, sizeof text)) out = me.ss_family == AF_INET6 ? "[" + std::string(text) + "]" : text;
+  }
+  if (s >= 0) ::close(s);
+  freeaddrinfo(res);
+  return out;
+}
+
+std::string host_of(const std::string& host_port) {
+  const auto colon = host_port.rfind(':');
+  std::string h = colon == std::string::npos ? host_port : host_port.substr(0, colon);
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  return h;
+}
+
+} // namespace
+
+Result<Config> Config::from_env() {
+  Config c;
+  auto peers = env_number("CHORUS_PEERS", 1, kMaxDevices);
+  if (!peers) return peers.status();
+  if (*peers) c.num_devices = static_cast<uint32_t>(**peers);
+  auto timeout = env_number("CHORUS_TIMEOUT_MS", 1, 86400000);
+  if (!timeout) return timeout.status();
+  if (*timeout) c.timeout = std::chrono::milliseconds(**timeout);
+  auto join = env_number("CHORUS_JOIN_TIMEOUT_MS", 1, 86400000);
+  if (!join) return join.status();
+  if (*join) c.join_timeout = std::chrono::milliseconds(**join);
+
+  auto n = numbering();
+  if (!n) return n.status();
+  if (n->world == 1) return c;  // one process: no orchestrator, no secret needed
+
+  const std::string who = "rank " + std::to_string(n->rank) + " of " + std::to_string(n->world) + " (" + n->by->name + ")";
+  c.num_nodes = n->world;
+  c.rank = static_cast<int32_t>(n->rank);
+  if (auto file = env_text("CHORUS_SECRET_FILE")) {
+    auto secret = read_secret_file(*file);
+    if (!secret) return Status(Errc::invalid_config, "CHORUS_SECRET_FILE: " + secret.status().message());
+    c.secret = *secret;
+  } else {
+    c.secret = secret_from_env();
+  }
+
+  // Where the orchestrator is: named (a daemon, or chorus-run's), else rank 0 hosts it.
+  if (auto orch = env_text("CHORUS_ORCHESTRATOR")) {
+    c.orchestrator_address = *orch;
+  } else if (auto addr = env_text("MASTER_ADDR"), port = env_text("MASTER_PORT"); addr || port) {
+    if (!addr || !port) return Status(Errc::invalid_config, std::string(addr ? "MASTER_PORT" : "MASTER_ADDR") +
+                                                                 " is not set, but " + (addr ? "MASTER_ADDR" : "MASTER_PORT") + " is");
+    auto p = env_number("MASTER_PORT", 1, 65535);
+    if (!p) return p.status();
+    uint64_t listen = **p;
+    // torchrun's agent serves its own store at MASTER_PORT when it says so: the next port is ours.
+    if (env_text("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True") listen = listen == 65535 ? 65534 : listen + 1;
+    const bool v6 = addr->find(':') != std::string::npos && addr->front() != '[';
+    c.orchestrator_address = (v6 ? "[" + *addr + "]" : *addr) + ":" + std::to_string(listen);
+    c.host_orchestrator = n->rank == 0;
+  } else if (n->one_host && plain(job_key(*n->by))) {
+    const std::string dir = env_text("TMPDIR").value_or("/tmp") + "/chorus-" + std::to_string(getuid());
+    c.rendezvous_file = dir + "/" + job_key(*n->by) + ".rendezvous";
+    c.host_orchestrator = n->rank == 0;
+  } else {
+    return Status(Errc::invalid_config,
+                  who + ": no orchestrator address; set CHORUS_ORCHESTRATOR=host:port (a chorus-orchestrator's, or a "
+                        "free port on rank 0's host) or MASTER_ADDR and MASTER_PORT" +
+                      (n->one_host ? std::string() : " (the ranks may be on several hosts)"));
+  }
+
+  if (auto node = env_text("CHORUS_NODE_ADDRESS")) {
+    c.node_address = *node;
+  } else if (!c.rendezvous_file.empty()) {
+    c.node_address = "127.0.0.1";
+  } else {
+    c.node_address = address_toward(host_of(c.orchestrator_address));
+    if (c.node_address.empty())
+      return Status(Errc::invalid_config, who + ": cannot tell this host's address toward the orchestrator at " +
+                                              c.orchestrator_address + "; set CHORUS_NODE_ADDRESS");
+  }
+  if (auto s = c.validate(); !s) return Status(s.code(), who + ": " + s.message());
+  return c;
+}
+
+} // namespace chorus

@@ -1,0 +1,26 @@
+#include "core/env.hpp"
+
+#include <charconv>
+#include <cstdlib>
+
+namespace chorus {
+
+std::optional<std::string> env_text(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+Result<std::optional<uint64_t>> env_number(const char* name, uint64_t min, uint64_t max) {
+  auto text = env_text(name);
+  if (!text) return std::optional<uint64_t>{};
+  uint64_t v = 0;
+  const char* end = text->data() + text->size();
+  auto [p, ec] = std::from_chars(text->data(), end, v);
+  if (ec != std::errc{} || p != end || v < min || v > max)
+    return Status(Errc::invalid_config, std::string(name) + "='" + *text + "' is not a whole number from " +
+                                            std::to_string(min) + " to " + std::to_string(max));
+  return std::optional<uint64_t>{v};
+}
+
+} // namespace chorus

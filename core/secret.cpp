@@ -1,0 +1,41 @@
+#include "core/secret.hpp"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+namespace chorus {
+
+std::string secret_from_env() {
+  const char* env = std::getenv("CHORUS_SECRET");
+  return env ? env : "";
+}
+
+Result<std::string> read_secret_file(const std::string& path) {
+  std::ifstream f(path);
+  std::string secret;
+  if (!f || !std::getline(f, secret)) return Status(Errc::invalid_argument, "cannot read the secret from " + path);
+  return secret;
+}
+
+Result<std::string> draw_secret() {
+  unsigned char bytes[32];
+  for (std::size_t got = 0; got < sizeof bytes;) {
+    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status(Errc::internal, std::string("no random bytes for a secret: ") + std::strerror(errno));
+    got += static_cast<std::size_t>(n);
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : bytes) {
+    s += hex[b >> 4];
+    s += hex[b & 15];
+  }
+  return s;
+}
+
+} // namespace chorus

@@ -1,0 +1,79 @@
+#include "transport/rendezvous_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "core/log.hpp"
+
+namespace chorus {
+
+namespace {
+
+std::string dir_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// The directory exists (made if missing), is a directory (not a link), is this user's, and no one
+// else may enter it.
+Status private_dir(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return {Errc::invalid_config, "cannot make the rendezvous directory " + dir + ": " + std::strerror(errno)};
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0)
+    return {Errc::invalid_config, "cannot look at the rendezvous directory " + dir + ": " + std::strerror(errno)};
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 077) != 0)
+    return {Errc::invalid_config, "the rendezvous directory " + dir +
+                                      " is not this user's private directory (a directory owned by this user, mode 0700)"};
+  return Status::ok();
+}
+
+} // namespace
+
+Status write_rendezvous(const std::string& path, const Rendezvous& r) {
+  if (auto s = private_dir(dir_of(path)); !s) return s;
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return {Errc::invalid_config, "cannot write " + tmp + ": " + std::strerror(errno)};
+  const std::string text = std::to_string(r.port) + " " + r.secret + "\n";
+  const bool wrote = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!wrote || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return {Errc::invalid_config, "cannot write the rendezvous file " + path + ": " + why};
+  }
+  return Status::ok();
+}
+
+Result<Rendezvous> read_rendezvous(const std::string& path, Clock::time_point deadline) {
+  if (auto s = private_dir(dir_of(path)); !s) return s;
+  auto pause = std::chrono::milliseconds(10);
+  for (bool said = false;; said = true) {
+    std::ifstream f(path);
+    if (f.is_open()) {  // renamed into place: whole
+      Rendezvous r;
+      unsigned port = 0;
+      if (!(f >> port) || port == 0 || port > 65535)
+        return Status(Errc::invalid_config, "the rendezvous file " + path + " is garbled");
+      std::getline(f >> std::ws, r.secret);
+      r.port = static_cast<uint16_t>(port);
+      return r;
+    }
+    if (Clock::now() + pause >= deadline)
+      return Status(Errc::timeout, "rank 0 did not write the rendezvous file " + path +
+                                       " in time (is rank 0 running, on this host?)");
+    if (!said) CHORUS_LOG(info, init, LogWhere{}, "waiting for rank 0's rendezvous file " + path);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
+}
+
+} // namespace chorus

@@ -1,0 +1,26 @@
+// How the ranks of one host find rank 0's orchestrator when their launcher (mpirun, srun) names no
+// address: rank 0 listens on a free port and writes the port, and the secret it drew, to a file
+// named by the job (Config::rendezvous_file); the others wait for that file. The file lies in a
+// directory only this user may enter, made so if missing and refused if it is anyone else's or
+// open to others: a file planted by another user could send the ranks to that user's
+// orchestrator.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <chorus/result.hpp>
+#include "core/wait.hpp"
+
+namespace chorus {
+
+struct Rendezvous {
+  uint16_t port = 0;
+  std::string secret;
+};
+
+// Written whole or not at all (a temporary file renamed into place), readable by this user only.
+Status write_rendezvous(const std::string& path, const Rendezvous& r);
+// Waits (polling, with backoff) until the file is there, then reads it; a timeout names the file.
+Result<Rendezvous> read_rendezvous(const std::string& path, Clock::time_point deadline);
+
+} // namespace chorus
