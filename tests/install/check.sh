@@ -12,7 +12,7 @@ mkdir -p "$work"
 prefix=$work/prefix
 
 "$cmake" --install "$build" --prefix "$prefix" >"$work/install.log"
-for f in include/chorus/chorus.hpp bin/chorus-orchestrator lib/pkgconfig/chorus.pc \
+for f in include/chorus/chorus.hpp bin/chorus-orchestrator bin/chorus-run lib/pkgconfig/chorus.pc \
          lib/cmake/chorus/chorusConfig.cmake lib/cmake/chorus/chorusConfigVersion.cmake \
          lib/cmake/chorus/FindCAF.cmake; do
   [ -e "$prefix/$f" ] || { echo "install: $f is missing" >&2; exit 1; }
@@ -24,6 +24,9 @@ done
 if [ "$(ls "$prefix/include")" != "chorus" ]; then echo "install: include/ holds $(ls "$prefix/include")" >&2; exit 1; fi
 help=$("$prefix/bin/chorus-orchestrator" --help)
 grep -q -- "--nodes" <<<"$help" || { echo "install: chorus-orchestrator --help does not list --nodes" >&2; exit 1; }
+# The installed launcher runs an installed-style program: a shell line, 2 processes.
+out=$("$prefix/bin/chorus-run" -n 2 /bin/sh -c 'echo "rank $CHORUS_RANK of $CHORUS_WORLD_SIZE"' | sort)
+[ "$out" = $'rank 0 of 2\nrank 1 of 2' ] || { echo "install: chorus-run printed: $out" >&2; exit 1; }
 
 cp -r "$here/consumer" "$work/src"
 echo "== find_package(chorus)"
