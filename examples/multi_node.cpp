@@ -1,10 +1,12 @@
-// A node of a multi-node job: start chorus-orchestrator once, then this program once per node
-// (on one machine or several). Each node hosts `peers` peer threads; every peer of every node
-// all-reduces its rank, broadcasts from the last rank, and checks the results.
+// A process of a job started by a launcher: chorus-run, mpirun, srun or torchrun (or none: then
+// one process). Config::from_env reads what the launcher set: this process's rank, the job's size,
+// where the orchestrator is (rank 0 hosts it when the launcher names none). The process hosts
+// CHORUS_PEERS peer threads (default 1); every peer of every process all-reduces its rank,
+// broadcasts from the last rank, and checks the results.
 //
-//   build/bin/chorus-orchestrator --port 7000 --nodes 2 &
-//   build/bin/chorus-node-example 127.0.0.1:7000 2 127.0.0.1 2 &
-//   build/bin/chorus-node-example 127.0.0.1:7000 2 127.0.0.1 2
+//   build/bin/chorus-run -n 2 --peers 2 build/bin/chorus-node-example
+//   mpirun -n 4 build/bin/chorus-node-example
+//   torchrun --no_python --nproc_per_node 4 build/bin/chorus-node-example
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -13,23 +15,13 @@
 
 #include <chorus/chorus.hpp>
 
-int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s ORCHESTRATOR_HOST:PORT NUM_NODES THIS_NODE_ADDRESS LOCAL_PEERS\n", argv[0]);
+int main() {
+  auto env = chorus::Config::from_env();
+  if (!env) {
+    std::fprintf(stderr, "chorus-node-example: %s\n", env.status().to_string().c_str());
     return 2;
   }
-  chorus::Config cfg;
-  cfg.orchestrator_address = argv[1];
-  cfg.num_nodes = static_cast<uint32_t>(std::atoi(argv[2]));
-  cfg.node_address = argv[3];
-  cfg.num_devices = static_cast<uint32_t>(std::atoi(argv[4]));
-  if (cfg.num_nodes == 0 || cfg.num_devices == 0) {
-    std::fprintf(stderr, "%s: NUM_NODES and LOCAL_PEERS must be positive numbers\n", argv[0]);
-    return 2;
-  }
-  if (const char* s = std::getenv("CHORUS_SECRET")) cfg.secret = s;
-  cfg.timeout = std::chrono::seconds(30);
-
+  const chorus::Config cfg = *env;
   chorus::Runtime rt;
   std::vector<int> ok(cfg.num_devices, 0);
   std::vector<std::thread> threads;

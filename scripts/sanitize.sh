@@ -33,7 +33,7 @@ case "$kind" in
     # wall-clock bounds (a TLS join, a frozen node's survivors exiting, 100 soak ops within 60 s)
     # TSan's 5-15x slowdown breaks; the schedule grid, which runs the simulator in one thread
     # (nothing for TSan to see; 8 minutes under it).
-    exclude="$exclude|MultiNode|JobStatus|FaultInjection|OrchestratorDaemon|OrchestratorFrontDoor|bench_nodes|bench_smoke|ScheduleTest"
+    exclude="$exclude|MultiNode|JobStatus|FaultInjection|OrchestratorDaemon|OrchestratorFrontDoor|bench_nodes|bench_smoke|ScheduleTest|Launched|ChorusRun\\.|readme_quickstart"
     ;;
   *) echo "usage: scripts/sanitize.sh asan|tsan" >&2; exit 2 ;;
 esac

@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 # certificates and network namespaces, and inject faults (ss -K). nftables: the fault harness stalls a
 # data connection with a rule of its own (tests/fault_injection_test.cpp; skipped without).
 # gnuplot-nox: scripts/plot_bench.sh draws the benchmark plots with it (no X needed).
+# openmpi-bin: the README's quickstart and tests/launch_env_test.cpp launch chorus with mpirun.
 packages=(cmake make g++ pkg-config libcaf-dev libcaf-openssl0.17 capnproto libcapnp-dev libgtest-dev libssl-dev openssl iproute2 nftables
-          gnuplot-nox)
+          gnuplot-nox openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
