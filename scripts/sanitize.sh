@@ -15,7 +15,25 @@ cd "$(dirname "$0")/.."
 here=$(pwd)
 cmake --preset "$kind" >/dev/null
 if [ "$kind" = tsan ]; then scripts/sanitizers/caf_tsan.sh "$here/build-tsan/caf"; fi
-cmake --build "build-$kind" -j"${JOBS:-2}"
+# TSan builds only the suites it runs: it sees races between threads, so the suites that run in
+# one thread (codecs, kernels, the schedule simulator, TLS framing, the orchestrator's pure core)
+# and the suites of several processes (left to the asan run, below) are not built for it. Their
+# tests show up in ctest as *_NOT_BUILT and are excluded there.
+tsan_unbuilt=" data_codec_test early_landing_test half_conversion_test kernel_isa_test local_server_agreement_test
+  local_server_p2p_test orchestrator_codec_test orchestrator_core_test peer_codec_garbled_test peer_codec_test
+  reduce_kernel_semantics_test reduce_kernels_test schedule_direct_test schedule_results_test schedule_shapes_test
+  simulator_test tls_error_queue_test tls_handshake_test tls_transport_test tuning_test work_buffer_test
+  multi_node_test job_status_test fault_injection_test orchestrator_daemon_test orchestrator_front_door_test
+  launch_env_test cuda_device_test "
+targets=()
+if [ "$kind" = tsan ]; then
+  for f in tests/*_test.cpp; do
+    t=$(basename "$f" .cpp)
+    [[ $tsan_unbuilt == *" $t "* ]] || targets+=(--target "$t")
+  done
+  targets+=(--target chorus-bench --target chorus-dp-example --target chorus-actor-demo)  # run by ctest too
+fi
+cmake --build "build-$kind" -j"${JOBS:-2}" "${targets[@]}"
 # Not under a sanitizer: install_package builds an outside program against the installed static
 # libraries, which would need the sanitizer's runtime too.
 exclude='install_package'
@@ -28,12 +46,15 @@ case "$kind" in
   tsan)
     export TSAN_OPTIONS="suppressions=$here/scripts/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
     export LD_LIBRARY_PATH="$here/build-tsan/caf/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    # The suites of one process (in-process nodes included: NodeLossAcrossNodes, node actors,
-    # the orchestrator actor). Left to the asan run: the suites of several processes, whose
-    # wall-clock bounds (a TLS join, a frozen node's survivors exiting, 100 soak ops within 60 s)
-    # TSan's 5-15x slowdown breaks; the schedule grid, which runs the simulator in one thread
-    # (nothing for TSan to see; 8 minutes under it).
-    exclude="$exclude|MultiNode|JobStatus|FaultInjection|OrchestratorDaemon|OrchestratorFrontDoor|bench_nodes|bench_smoke|ScheduleTest|Launched|ChorusRun\\.|readme_quickstart"
+    # The suites of one process where threads meet (in-process nodes included: NodeLossAcrossNodes,
+    # node actors, the orchestrator actor). Left to the asan run: the suites of several processes,
+    # whose wall-clock bounds (a TLS join, a frozen node's survivors exiting, 100 soak ops within
+    # 60 s) TSan's 5-15x slowdown breaks; the suites of one thread (not built, above). And of the
+    # suites run once per strategy, TSan runs ring, dbtree and auto: the others share their
+    # threads' code (the lanes, the arena, the connections) and differ in arithmetic only, which
+    # the asan run covers.
+    exclude="$exclude|_NOT_BUILT|MultiNode|bench_nodes|bench_smoke|ChorusRun\\.|readme_quickstart"
+    exclude="$exclude|(Large|EveryOpAcrossNodes|BitIdentical)\\..*/(tree_2|tree_3|centralized|direct)\$"
     ;;
   *) echo "usage: scripts/sanitize.sh asan|tsan" >&2; exit 2 ;;
 esac

@@ -22,7 +22,7 @@ inline void PrintTo(OpKind op, std::ostream* os) { *os << to_string(op); }
 
 namespace testing {
 
-using Work = std::vector<std::vector<int64_t>>;
+using PeerBuffers = std::vector<std::vector<int64_t>>;  // each peer's work buffer
 
 inline constexpr OpKind kOps[] = {OpKind::all_reduce,     OpKind::reduce,     OpKind::broadcast,
                            OpKind::all_gather,     OpKind::reduce_scatter, OpKind::gather,
@@ -71,8 +71,8 @@ inline int64_t value(int peer, std::size_t e) {
   return (peer + 1) * int64_t{1000003} + static_cast<int64_t>(e) * 7 + 1;
 }
 
-inline Work initial_work(OpKind op, int n, std::size_t count) {
-  Work w(static_cast<std::size_t>(n), std::vector<int64_t>(work_elements(op, n, count)));
+inline PeerBuffers initial_work(OpKind op, int n, std::size_t count) {
+  PeerBuffers w(static_cast<std::size_t>(n), std::vector<int64_t>(work_elements(op, n, count)));
   for (int p = 0; p < n; ++p)
     for (std::size_t e = 0; e < w[p].size(); ++e) w[p][e] = value(p, e);
   return w;

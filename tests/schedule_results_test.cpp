@@ -220,7 +220,7 @@ TEST(Schedule, BarrierEveryoneHearsFromEveryone) {
       for (const Program& prog : programs)
         for (const Round& round : prog)
           for (const Step& st : round.steps) ASSERT_EQ(st.count, 0u) << describe(sp);
-      const SimResult r = simulate(programs, Work(static_cast<std::size_t>(n)));
+      const SimResult r = simulate(programs, PeerBuffers(static_cast<std::size_t>(n)));
       ASSERT_TRUE(r.ok()) << describe(sp) << ": " << r.error;
       for (int p = 0; p < n; ++p)
         for (int q = 0; q < n; ++q) ASSERT_TRUE(r.heard_from[p][q]) << describe(sp) << " " << p << "<-" << q;

@@ -24,8 +24,8 @@ Step recv_reduce(int peer, std::size_t off, std::size_t count) {
   return {StepKind::recv_reduce, peer, off, count};
 }
 
-Work buffers(std::size_t peers, std::size_t size) {
-  Work w(peers, std::vector<int64_t>(size));
+PeerBuffers buffers(std::size_t peers, std::size_t size) {
+  PeerBuffers w(peers, std::vector<int64_t>(size));
   for (std::size_t p = 0; p < peers; ++p)
     for (std::size_t e = 0; e < size; ++e) w[p][e] = static_cast<int64_t>(10 * p + e);
   return w;
@@ -146,7 +146,7 @@ TEST(Simulator, OrderedCombineDependsOnOrder) {
       {Round{{recv_reduce(0, 0, 1), recv_reduce(1, 0, 1)}}},
       {Round{{recv_reduce(1, 0, 1), recv_reduce(0, 0, 1)}}},
   };
-  const Work init = {{5}, {7}, {0}, {0}};
+  const PeerBuffers init = {{5}, {7}, {0}, {0}};
   const SimResult sum = simulate(programs, init);
   ASSERT_TRUE(sum.ok()) << sum.error;
   EXPECT_EQ(sum.work[2], sum.work[3]);
@@ -156,7 +156,7 @@ TEST(Simulator, OrderedCombineDependsOnOrder) {
 }
 
 TEST(Simulator, RejectsMismatchedBufferCount) {
-  EXPECT_FALSE(simulate({{}, {}}, Work(1)).ok());
+  EXPECT_FALSE(simulate({{}, {}}, PeerBuffers(1)).ok());
 }
 
 } // namespace
