@@ -19,17 +19,17 @@ if [ "$kind" = tsan ]; then scripts/sanitizers/caf_tsan.sh "$here/build-tsan/caf
 # one thread (codecs, kernels, the schedule simulator, TLS framing, the orchestrator's pure core)
 # and the suites of several processes (left to the asan run, below) are not built for it. Their
 # tests show up in ctest as *_NOT_BUILT and are excluded there.
-tsan_unbuilt=" data_codec_test early_landing_test half_conversion_test kernel_isa_test local_server_agreement_test
+tsan_unbuilt=(data_codec_test early_landing_test half_conversion_test kernel_isa_test local_server_agreement_test
   local_server_p2p_test orchestrator_codec_test orchestrator_core_test peer_codec_garbled_test peer_codec_test
   reduce_kernel_semantics_test reduce_kernels_test schedule_direct_test schedule_results_test schedule_shapes_test
   simulator_test tls_error_queue_test tls_handshake_test tls_transport_test tuning_test work_buffer_test
   multi_node_test job_status_test fault_injection_test orchestrator_daemon_test orchestrator_front_door_test
-  launch_env_test cuda_device_test "
+  launch_env_test chorus_run_test config_env_test cuda_device_test device_tensors_on_gpu_test)
 targets=()
 if [ "$kind" = tsan ]; then
   for f in tests/*_test.cpp; do
     t=$(basename "$f" .cpp)
-    [[ $tsan_unbuilt == *" $t "* ]] || targets+=(--target "$t")
+    [[ " ${tsan_unbuilt[*]} " == *" $t "* ]] || targets+=(--target "$t")
   done
   targets+=(--target chorus-bench --target chorus-dp-example --target chorus-actor-demo)  # run by ctest too
 fi
@@ -53,7 +53,7 @@ case "$kind" in
     # suites run once per strategy, TSan runs ring, dbtree and auto: the others share their
     # threads' code (the lanes, the arena, the connections) and differ in arithmetic only, which
     # the asan run covers.
-    exclude="$exclude|_NOT_BUILT|MultiNode|bench_nodes|bench_smoke|ChorusRun\\.|readme_quickstart"
+    exclude="$exclude|_NOT_BUILT|MultiNode|bench_nodes|bench_smoke|readme_quickstart"
     exclude="$exclude|(Large|EveryOpAcrossNodes|BitIdentical)\\..*/(tree_2|tree_3|centralized|direct)\$"
     ;;
   *) echo "usage: scripts/sanitize.sh asan|tsan" >&2; exit 2 ;;
