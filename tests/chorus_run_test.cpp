@@ -378,6 +378,19 @@ Finished run(const TempDir& dir, const std::vector<std::string>& args, const std
 }
 
 // A file of NAME=value lines.
+// The orchestrator named by `address` (a rank's CHORUS_ORCHESTRATOR) is on `host` and takes
+// connections.
+void expect_orchestrator_at(const std::string& address, const std::string& host) {
+  std::string h;
+  uint16_t port = 0;
+  ASSERT_TRUE(split_host_port(address, h, port)) << address;
+  EXPECT_EQ(h, host);
+  int fd = -1;
+  const Status connected = tcp_connect(h, port, Clock::now() + 5s, fd);
+  EXPECT_TRUE(connected) << connected.to_string();
+  if (fd >= 0) close(fd);
+}
+
 std::map<std::string, std::string> read_env(const std::string& path) {
   std::map<std::string, std::string> vars;
   for (const auto& line : lines_of(read_file(path))) {
@@ -447,14 +460,7 @@ TEST_F(ChorusRun, GivesEveryProcessItsEnvironment) {
     EXPECT_EQ(env["CHORUS_ORCHESTRATOR"], orchestrator);
   }
   EXPECT_EQ(secrets.size(), 1u);
-  std::string host;
-  uint16_t port = 0;
-  ASSERT_TRUE(split_host_port(orchestrator, host, port)) << orchestrator;
-  EXPECT_EQ(host, "127.0.0.1");
-  int fd = -1;
-  const Status connected = tcp_connect(host, port, Clock::now() + 5s, fd);
-  EXPECT_TRUE(connected) << connected.to_string();
-  if (fd >= 0) close(fd);
+  expect_orchestrator_at(orchestrator, "127.0.0.1");
 
   write_file(dir_ / "go", "");
   auto f = finish(l);
@@ -671,14 +677,7 @@ TEST_F(ChorusRun, OrchestratorAddressNamesThisMachine) {
   EXPECT_EQ(local["CHORUS_NODE_ADDRESS"], "127.0.0.1");
   EXPECT_EQ(remote["CHORUS_NODE_ADDRESS"], "nodeA");
   EXPECT_EQ(local["CHORUS_ORCHESTRATOR"], remote["CHORUS_ORCHESTRATOR"]);
-  std::string host;
-  uint16_t port = 0;
-  ASSERT_TRUE(split_host_port(local["CHORUS_ORCHESTRATOR"], host, port)) << local["CHORUS_ORCHESTRATOR"];
-  EXPECT_EQ(host, "127.0.0.1");
-  int fd = -1;
-  const Status connected = tcp_connect(host, port, Clock::now() + 5s, fd);
-  EXPECT_TRUE(connected) << connected.to_string();
-  if (fd >= 0) close(fd);
+  expect_orchestrator_at(local["CHORUS_ORCHESTRATOR"], "127.0.0.1");
   write_file(dir_ / "go", "");
   auto f = finish(l);
   guard.pid = -1;
