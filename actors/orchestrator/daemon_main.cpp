@@ -29,10 +29,11 @@ namespace {
 
 const char* about =
     "Admits the nodes of one multi-node collective at a time, checks that they agree (protocol\n"
-    "version, shared secret, configuration), assigns node ids in arrival order and hands every\n"
-    "node the topology once --nodes nodes are in. Runs until SIGINT or SIGTERM. A node is a\n"
-    "process whose chorus::Runtime registers its peers with a chorus::Config that sets\n"
-    "num_nodes, orchestrator_address (this daemon's HOST:PORT), node_address and secret\n"
+    "version, shared secret, configuration), assigns node ids (a node's launcher rank, else\n"
+    "arrival order) and hands every node the topology once --nodes nodes are in. Runs until\n"
+    "SIGINT or SIGTERM. A node is a process whose chorus::Runtime registers its peers with a\n"
+    "chorus::Config that sets num_nodes, orchestrator_address (this daemon's HOST:PORT),\n"
+    "node_address and secret, or that Config::from_env() made with CHORUS_ORCHESTRATOR set\n"
     "(<chorus/chorus.hpp>); it watches the daemon's heartbeats itself, with no setting.\n"
     "Options take --name=value or --name value; a config file holds name=value lines (strings in\n"
     "quotes: host=\"0.0.0.0\"). The secret, when neither sets it, comes from CHORUS_SECRET.\n";
