@@ -87,7 +87,10 @@ Result<caf::actor_system*> RuntimeImpl::system_for(const Config* config) {
   return sys;
 }
 
-RuntimeImpl::~RuntimeImpl() { shutdown(); }
+RuntimeImpl::~RuntimeImpl() {
+  shutdown();
+  drop_hosted_orchestrator();  // one a join made after shutdown, if any
+}
 
 void RuntimeImpl::shutdown() {
   std::vector<caf::actor> ours;
@@ -207,13 +210,21 @@ Result<std::shared_ptr<GlobalClient>> RuntimeImpl::join_collective(const Config&
       if (!drawn) return drawn.status();
       c.secret = *drawn;
     }
-    auto h = HostedOrchestrator::start(
-        {host, port, c.num_nodes, c.secret, c.join_limit(), TlsFiles{c.tls_certificate, c.tls_key, c.tls_ca}});
+    // A name other hosts use (MASTER_ADDR=node1) may resolve here to loopback (Debian maps the
+    // host name to 127.0.1.1): listen on every interface, as torch's own store does, unless the
+    // name is loopback itself (every rank on this host).
+    const bool loopback_name = host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+    auto h = HostedOrchestrator::start({loopback_name ? host : std::string("0.0.0.0"), port, c.num_nodes, c.secret,
+                                        c.join_limit(), TlsFiles{c.tls_certificate, c.tls_key, c.tls_ca}});
     if (!h) return h.status();
     const uint16_t listening = (*h)->port();
     {
       std::lock_guard<std::mutex> lk(global_mu);
       hosted = std::move(*h);
+    }
+    {
+      std::lock_guard<std::mutex> lk(actors_mu);
+      if (stopped) return Status(Errc::reset, "the runtime has been destroyed");  // ensure_global drops it
     }
     c.orchestrator_address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(listening);
     if (!c.rendezvous_file.empty()) {
@@ -297,8 +308,10 @@ Status RuntimeImpl::ensure_global(const Config& config) {
     stopped_meanwhile = stopped;
   }
   // Shut down while it joined: shutdown() found no client to close, so this one leaves now (its
-  // node actor would otherwise keep the actor system from ending).
+  // node actor would otherwise keep the actor system from ending), and no orchestrator it hosts
+  // outlives the Runtime's shutdown.
   if (g && stopped_meanwhile) (*g)->close();
+  if (stopped_meanwhile) drop_hosted_orchestrator();
   return g.status();
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 
 #include <chorus/config.hpp>
 
@@ -18,19 +19,23 @@ namespace {
 
 // The launchers whose numbering a process takes, in the order they win when several are set (a
 // launcher started inside another's job sees both: torchrun under srun, mpirun in an sbatch).
+// Slurm's pair counts inside a job step only (srun's): an sbatch script's own shell has
+// SLURM_PROCID and SLURM_NTASKS too, and a program it runs by itself is one process. Slurm comes
+// before MPICH's PMI pair, which srun --mpi=pmi2 sets as well (with no host count or job id).
 struct Launcher {
   const char* name;
   const char* rank;
   const char* size;
   const char* local_size;  // nullptr: the launcher does not say
   const char* nodes;       // hosts of the job (nullptr: it does not say)
+  const char* inside;      // counts only while this is set too (nullptr: always)
 };
 constexpr Launcher kLaunchers[] = {
-    {"chorus-run", "CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_LOCAL_WORLD_SIZE", nullptr},
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", nullptr},
-    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
-    {"MPICH", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", nullptr},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", nullptr, "SLURM_STEP_NUM_NODES"},
+    {"chorus-run", "CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_LOCAL_WORLD_SIZE", nullptr, nullptr},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", nullptr, nullptr},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr, nullptr},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", nullptr, "SLURM_STEP_NUM_NODES", "SLURM_STEP_ID"},
+    {"MPICH", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", nullptr, nullptr},
 };
 constexpr uint64_t kMaxWorld = 65536;  // the orchestrator's bound on nodes
 
@@ -45,6 +50,7 @@ Result<Numbering> numbering() {
   for (const Launcher& l : kLaunchers) {
     const bool has_rank = env_text(l.rank).has_value(), has_size = env_text(l.size).has_value();
     if (!has_rank && !has_size) continue;
+    if (l.inside && !env_text(l.inside)) continue;
     if (has_rank != has_size)
       return Status(Errc::invalid_config, std::string(has_rank ? l.rank : l.size) + " is set but " +
                                               (has_rank ? l.size : l.rank) + " is not (" + l.name + "'s pair)");
@@ -70,14 +76,26 @@ Result<Numbering> numbering() {
   return n;  // no launcher: one process
 }
 
-// What tells this job from every other on the host (a rendezvous file's name), or "".
+// FNV-1a, to fold a launcher's long id into a file name.
+std::string fold(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+// What tells this job from every other on the host (a rendezvous file's name), or "". Open MPI's
+// job id is a 16-bit hash of mpirun's and a count, so its daemon's address (with its port) goes
+// in too; a requeued Slurm job keeps its id, so its restart count goes in.
 std::string job_key(const Launcher& by) {
   const std::string name = by.name;
   if (name == "Open MPI") {
-    if (auto id = env_text("OMPI_MCA_ess_base_jobid")) return "ompi-" + *id;
+    if (auto id = env_text("OMPI_MCA_ess_base_jobid"))
+      return "ompi-" + *id + "-" + fold(env_text("OMPI_MCA_orte_hnp_uri").value_or(""));
   } else if (name == "Slurm") {
     auto job = env_text("SLURM_JOB_ID"), step = env_text("SLURM_STEP_ID");
-    if (job) return "slurm-" + *job + "." + step.value_or("0");
+    if (job) return "slurm-" + *job + "." + step.value_or("0") + "." + env_text("SLURM_RESTART_COUNT").value_or("0");
   }
   return "";
 }
@@ -90,27 +108,55 @@ bool plain(const std::string& s) {
 }
 
 // The host's address on the route to `host` (what another host reaches this one's data plane
-// at), or "" when the route cannot be told.
-std::string address_toward(const std::string& host) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  if (getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) return "";
-  std::string out;
-  const int s = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+// at), IPv4 first, or "" when no route can be told. A loopback answer is kept only when the
+// launcher says every rank is on this host (`one_host`): a name that resolves to this host's
+// loopback (Debian's /etc/hosts maps the host name to 127.0.1.1) would otherwise send the others
+// to themselves, so the host's first other address is taken instead.
+std::string route_source(const addrinfo* a) {
+  const int s = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return "";
   sockaddr_storage me{};
   socklen_t len = sizeof me;
+  std::string out;
   // A datagram socket's connect sends nothing: it only picks the route and the source address.
-  if (s >= 0 && connect(s, res->ai_addr, res->ai_addrlen) == 0 &&
-      getsockname(s, reinterpret_cast<sockaddr*>(&me), &len) == 0) {
+  if (connect(s, a->ai_addr, a->ai_addrlen) == 0 && getsockname(s, reinterpret_cast<sockaddr*>(&me), &len) == 0) {
     char text[INET6_ADDRSTRLEN] = {};
-    const void* a = me.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&me)->sin6_addr)
-                                              : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&me)->sin_addr);
-    if (inet_ntop(me.ss_family, a, text, sizeof text)) out = me.ss_family == AF_INET6 ? "[" + std::string(text) + "]" : text;
+    const void* at = me.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&me)->sin6_addr)
+                                               : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&me)->sin_addr);
+    if (inet_ntop(me.ss_family, at, text, sizeof text)) out = text;
   }
-  if (s >= 0) ::close(s);
-  freeaddrinfo(res);
+  ::close(s);
   return out;
+}
+
+bool loopback(const std::string& ip) { return ip.rfind("127.", 0) == 0 || ip == "::1"; }
+
+std::string first_address(const std::string& host, bool skip_loopback) {
+  for (int family : {AF_INET, AF_INET6}) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = family;
+    hints.ai_socktype = SOCK_DGRAM;
+    if (getaddrinfo(host.c_str(), "9", &hints, &res) != 0) continue;
+    std::string out;
+    for (const addrinfo* a = res; a && out.empty(); a = a->ai_next) {
+      std::string ip = route_source(a);
+      if (!ip.empty() && !(skip_loopback && loopback(ip))) out = ip;
+    }
+    freeaddrinfo(res);
+    if (!out.empty()) return out;
+  }
+  return "";
+}
+
+std::string address_toward(const std::string& host, bool one_host) {
+  std::string ip = first_address(host, false);
+  // An orchestrator named by a loopback address has every rank on this host.
+  const bool named_loopback = host == "localhost" || loopback(host);
+  if (ip.empty() || !loopback(ip) || one_host || named_loopback) return ip;
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) == 0)
+    if (std::string other = first_address(name, true); !other.empty()) return other;
+  return ip;
 }
 
 std::string host_of(const std::string& host_port) {
@@ -157,20 +203,26 @@ Result<Config> Config::from_env() {
                                                                  " is not set, but " + (addr ? "MASTER_ADDR" : "MASTER_PORT") + " is");
     auto p = env_number("MASTER_PORT", 1, 65535);
     if (!p) return p.status();
-    uint64_t listen = **p;
-    // torchrun's agent serves its own store at MASTER_PORT when it says so: the next port is ours.
-    if (env_text("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True") listen = listen == 65535 ? 65534 : listen + 1;
+    // MASTER_PORT is torch.distributed's own store's (torchrun's agent's, or rank 0's
+    // init_process_group's): the orchestrator listens at the next port.
+    if (**p == 65535) return Status(Errc::invalid_config, "MASTER_PORT=65535 leaves no next port for the orchestrator");
+    const uint64_t listen = **p + 1;
     const bool v6 = addr->find(':') != std::string::npos && addr->front() != '[';
     c.orchestrator_address = (v6 ? "[" + *addr + "]" : *addr) + ":" + std::to_string(listen);
     c.host_orchestrator = n->rank == 0;
   } else if (n->one_host && plain(job_key(*n->by))) {
-    const std::string dir = env_text("TMPDIR").value_or("/tmp") + "/chorus-" + std::to_string(getuid());
+    // This user's runtime directory when the session has one (no other user can take its name
+    // first), else a directory of this user's in TMPDIR.
+    const auto runtime = env_text("XDG_RUNTIME_DIR");
+    const std::string dir = runtime ? *runtime + "/chorus"
+                                    : env_text("TMPDIR").value_or("/tmp") + "/chorus-" + std::to_string(getuid());
     c.rendezvous_file = dir + "/" + job_key(*n->by) + ".rendezvous";
     c.host_orchestrator = n->rank == 0;
   } else {
     return Status(Errc::invalid_config,
-                  who + ": no orchestrator address; set CHORUS_ORCHESTRATOR=host:port (a chorus-orchestrator's, or a "
-                        "free port on rank 0's host) or MASTER_ADDR and MASTER_PORT" +
+                  who + ": no orchestrator address; set MASTER_ADDR and MASTER_PORT (rank 0's host and a port: rank 0 "
+                        "hosts the orchestrator at MASTER_PORT+1) or CHORUS_ORCHESTRATOR=host:port (a running "
+                        "orchestrator's: chorus-run's or a chorus-orchestrator daemon's)" +
                       (n->one_host ? std::string() : " (the ranks may be on several hosts)"));
   }
 
@@ -179,7 +231,7 @@ Result<Config> Config::from_env() {
   } else if (!c.rendezvous_file.empty()) {
     c.node_address = "127.0.0.1";
   } else {
-    c.node_address = address_toward(host_of(c.orchestrator_address));
+    c.node_address = address_toward(host_of(c.orchestrator_address), n->one_host);
     if (c.node_address.empty())
       return Status(Errc::invalid_config, who + ": cannot tell this host's address toward the orchestrator at " +
                                               c.orchestrator_address + "; set CHORUS_NODE_ADDRESS");

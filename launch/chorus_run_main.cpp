@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
 
   auto secret = job_secret(opts->secret_file);
   if (!secret) return fail(secret.status().message(), secret.status().code() == Errc::invalid_argument ? 2 : 1);
+  // The processes get the secret itself (CHORUS_SECRET); a file named for chorus-run would win
+  // over it in their Config::from_env.
+  unsetenv("CHORUS_SECRET_FILE");
 
   const std::string hostname = this_hostname();
   auto places = place_ranks(opts->hosts, opts->processes, hostname);
@@ -109,7 +112,8 @@ int main(int argc, char** argv) {
   job.world_size = opts->processes;
   job.peers = opts->peers;
   job.orchestrator = here + ":" + std::to_string((*orchestrator)->port());
-  job.join_timeout_ms = opts->join_timeout_ms;
+  // Every process waits for its join as long as the orchestrator admits (not its op timeout).
+  job.join_timeout_ms = opts->join_timeout_ms.value_or(kDefaultAdmissionMs);
   job.local_node_address = here;
 
   std::vector<ProcessPlan> plans;

@@ -1,5 +1,6 @@
 // The job's secret, which the orchestrator's door asks of every node: --secret-file's first line,
-// else CHORUS_SECRET, else one drawn for this job (chorus-run hands it to the processes itself).
+// else CHORUS_SECRET_FILE's, else CHORUS_SECRET, else one drawn for this job (chorus-run hands it
+// to the processes itself).
 #pragma once
 #include <string>
 

@@ -126,16 +126,17 @@ Options (before PROG; `--` ends them):
   --orchestrator-address A   the name other hosts reach this machine by (default: its hostname);
                              only with remote hosts
   --secret-file F            the orchestrator's secret: the first line of F (default:
-                             CHORUS_SECRET, else 32 random bytes in hex)
+                             CHORUS_SECRET_FILE's, else CHORUS_SECRET, else 32 random bytes
+                             in hex)
   --join-timeout-ms MS       CHORUS_JOIN_TIMEOUT_MS=MS for every process, and the orchestrator's
                              admission limit (default 60000)
   --tag-output               prefix every line a process prints with "[RANK] "
   -h, --help                 this text
 
 Every process gets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_WORLD_SIZE,
-CHORUS_ORCHESTRATOR (host:port), CHORUS_SECRET, CHORUS_NODE_ADDRESS, and CHORUS_PEERS and
-CHORUS_JOIN_TIMEOUT_MS when given. The secret is never on a command line: a remote process reads
-it from ssh's standard input.
+CHORUS_ORCHESTRATOR (host:port), CHORUS_SECRET, CHORUS_NODE_ADDRESS, CHORUS_JOIN_TIMEOUT_MS, and
+CHORUS_PEERS when given. The secret is never on a command line: a remote process reads it from
+ssh's standard input.
 
 Exit status: 0 when every process exits with 0; else the first failure's (its exit status, or
 128+N for signal N); 2 for a bad command line or secret file; 127 when PROG cannot be run; 1 when

@@ -453,7 +453,7 @@ TEST_F(ChorusRun, GivesEveryProcessItsEnvironment) {
     EXPECT_EQ(env["CHORUS_LOCAL_WORLD_SIZE"], "4");
     EXPECT_EQ(env["CHORUS_PEERS"], "2");
     EXPECT_EQ(env["CHORUS_NODE_ADDRESS"], "127.0.0.1");
-    EXPECT_EQ(env.count("CHORUS_JOIN_TIMEOUT_MS"), 0u);
+    EXPECT_EQ(env["CHORUS_JOIN_TIMEOUT_MS"], "60000");  // the orchestrator's admission, by default
     EXPECT_EQ(env["CHORUS_SECRET"].size(), 64u) << env["CHORUS_SECRET"];  // 32 random bytes in hex
     secrets.insert(env["CHORUS_SECRET"]);
     if (r == 0) orchestrator = env["CHORUS_ORCHESTRATOR"];

@@ -28,7 +28,7 @@ class Env : public ::testing::Test {
       "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
       "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid", "PMI_RANK",
       "PMI_SIZE", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_NUM_NODES",
-      "SLURM_JOB_ID", "SLURM_STEP_ID", "TMPDIR"};
+      "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_RESTART_COUNT", "OMPI_MCA_orte_hnp_uri", "XDG_RUNTIME_DIR", "TMPDIR"};
   void SetUp() override {
     for (const char* v : kAll) {
       if (const char* was = std::getenv(v)) saved_[v] = was;
@@ -81,8 +81,8 @@ TEST_F(Env, ChorusRunsVariables) {
   EXPECT_TRUE(c->rendezvous_file.empty());
 }
 
-// torchrun: rank 0 hosts the orchestrator at MASTER_ADDR:MASTER_PORT, or at the next port when
-// torchrun's agent serves its store at MASTER_PORT; the node's address is the route to it.
+// torchrun: rank 0 hosts the orchestrator at MASTER_ADDR, on the port after MASTER_PORT (which
+// torch's own store holds); the node's address is the route to it, IPv4 first.
 TEST_F(Env, TorchrunsVariables) {
   set({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
        {"MASTER_PORT", "29500"}});
@@ -90,14 +90,17 @@ TEST_F(Env, TorchrunsVariables) {
   ASSERT_TRUE(c) << c.status().to_string();
   EXPECT_EQ(c->num_nodes, 2u);
   EXPECT_EQ(c->rank, 0);
-  EXPECT_EQ(c->orchestrator_address, "127.0.0.1:29500");
+  EXPECT_EQ(c->orchestrator_address, "127.0.0.1:29501");
   EXPECT_TRUE(c->host_orchestrator);
   EXPECT_EQ(c->node_address, "127.0.0.1");
-  set({{"RANK", "1"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  set({{"RANK", "1"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"MASTER_ADDR", "localhost"}});
   c = Config::from_env();
   ASSERT_TRUE(c) << c.status().to_string();
-  EXPECT_EQ(c->orchestrator_address, "127.0.0.1:29501");
+  EXPECT_EQ(c->orchestrator_address, "localhost:29501");
   EXPECT_FALSE(c->host_orchestrator);
+  EXPECT_EQ(c->node_address, "127.0.0.1");  // not [::1], which the data plane could not listen on
+  set({{"MASTER_PORT", "65535"}});
+  EXPECT_TRUE(has(Config::from_env().status(), Errc::invalid_config, {"MASTER_PORT=65535"}));
 }
 
 // Open MPI on one host: no address, so rank 0 hosts and the ranks meet through a file named by
@@ -109,14 +112,23 @@ TEST_F(Env, OpenMpiOnOneHostMeetsThroughARendezvousFile) {
   ASSERT_TRUE(c) << c.status().to_string();
   EXPECT_EQ(c->num_nodes, 4u);
   EXPECT_EQ(c->rank, 3);
-  EXPECT_EQ(c->rendezvous_file, "/var/tmp/chorus-" + std::to_string(::getuid()) + "/ompi-596312065.rendezvous");
+  const std::string dir = "/var/tmp/chorus-" + std::to_string(::getuid()) + "/ompi-596312065-";
+  EXPECT_EQ(c->rendezvous_file.rfind(dir, 0), 0u) << c->rendezvous_file;
+  EXPECT_EQ(c->rendezvous_file.size(), dir.size() + 16 + std::string(".rendezvous").size()) << c->rendezvous_file;
   EXPECT_TRUE(c->orchestrator_address.empty());
   EXPECT_FALSE(c->host_orchestrator);
   EXPECT_EQ(c->node_address, "127.0.0.1");
-  set({{"OMPI_COMM_WORLD_RANK", "0"}});
+  // Two runs of mpirun whose job ids meet (a 16-bit hash of mpirun's pid) differ in mpirun's address.
+  const std::string first = c->rendezvous_file;
+  set({{"OMPI_MCA_orte_hnp_uri", "596312064.0;tcp://192.0.2.2:49601"}});
+  c = Config::from_env();
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_NE(c->rendezvous_file, first);
+  set({{"OMPI_COMM_WORLD_RANK", "0"}, {"XDG_RUNTIME_DIR", "/run/user/1234"}});
   c = Config::from_env();
   ASSERT_TRUE(c) << c.status().to_string();
   EXPECT_TRUE(c->host_orchestrator);
+  EXPECT_EQ(c->rendezvous_file.rfind("/run/user/1234/chorus/ompi-596312065-", 0), 0u) << c->rendezvous_file;
 }
 
 TEST_F(Env, SlurmOnOneHostAndOnSeveral) {
@@ -125,7 +137,11 @@ TEST_F(Env, SlurmOnOneHostAndOnSeveral) {
   auto c = Config::from_env();
   ASSERT_TRUE(c) << c.status().to_string();
   EXPECT_EQ(c->rank, 1);
-  EXPECT_NE(c->rendezvous_file.find("/slurm-77.3.rendezvous"), std::string::npos) << c->rendezvous_file;
+  EXPECT_NE(c->rendezvous_file.find("/slurm-77.3.0.rendezvous"), std::string::npos) << c->rendezvous_file;
+  set({{"SLURM_RESTART_COUNT", "2"}});  // requeued: the same job id, another run
+  c = Config::from_env();
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_NE(c->rendezvous_file.find("/slurm-77.3.2.rendezvous"), std::string::npos) << c->rendezvous_file;
   set({{"SLURM_STEP_NUM_NODES", "2"}});  // across hosts a file cannot serve: say what to set
   c = Config::from_env();
   EXPECT_TRUE(has(c.status(), Errc::invalid_config,
@@ -136,6 +152,20 @@ TEST_F(Env, SlurmOnOneHostAndOnSeveral) {
   ASSERT_TRUE(c) << c.status().to_string();
   EXPECT_EQ(c->orchestrator_address, "127.0.0.1:4100");
   EXPECT_EQ(c->node_address, "127.0.0.1");  // the route to a loopback orchestrator
+}
+
+// An sbatch script's own shell has Slurm's pair but no step: a program it runs alone is one
+// process. Inside a step, Slurm's numbering wins over the PMI pair srun --mpi=pmi2 also sets.
+TEST_F(Env, SlurmCountsInsideAStepOnly) {
+  set({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "77"}});
+  auto c = Config::from_env();
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_EQ(c->num_nodes, 0u);
+  set({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "2"}, {"SLURM_STEP_NUM_NODES", "1"}, {"PMI_RANK", "2"}, {"PMI_SIZE", "4"}});
+  c = Config::from_env();
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_EQ(c->rank, 2);
+  EXPECT_NE(c->rendezvous_file.find("/slurm-77.0.0.rendezvous"), std::string::npos) << c->rendezvous_file;
 }
 
 // A launcher started inside another's job sees both: the inner one's numbering wins.

@@ -55,6 +55,7 @@ class Launched : public ::testing::Test {
 
   void start(std::vector<std::string> env) {
     env.push_back("TMPDIR=" + tmp_);
+    env.push_back("XDG_RUNTIME_DIR=");  // the rendezvous file in TMPDIR, where the test looks
     kids_.push_back(tk::spawn(tk::sibling("chorus-node-example"), {}, tk::Output::pipe_with_stderr, env));
     ASSERT_GT(kids_.back().pid, 0);
     guard(kids_.back().pid);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -43,14 +44,36 @@ TEST_F(RendezvousFile, WrittenThenReadInAPrivateDirectory) {
   EXPECT_EQ(r->secret, "c0ffee");
 }
 
-// The reader comes first and waits; the writer's file arrives whole.
-TEST_F(RendezvousFile, AReaderWaitsForTheWriter) {
+// A process that has ended (reaped: its pid names nobody now).
+long gone_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
+// A file left by a rank 0 that is gone (killed before it could remove it) is not read: the reader
+// waits, through it, for the file this job's rank 0 writes.
+TEST_F(RendezvousFile, AGoneWritersFileIsWaitedThrough) {
+  ASSERT_TRUE(write_rendezvous(path_, {1, "x"}).is_ok());  // makes the directory
+  std::ofstream(path_) << "4999 " << gone_pid() << " 12345 old-secret\n";
+  EXPECT_TRUE(has(read_rendezvous(path_, Clock::now() + 100ms).status(), Errc::timeout, {path_}));
   Result<Rendezvous> r = Status(Errc::internal, "not read");
   std::thread reader([&] { r = read_rendezvous(path_, Clock::now() + 20s); });
-  ASSERT_TRUE(write_rendezvous(path_, {5001, "s"}).is_ok());
+  ASSERT_TRUE(write_rendezvous(path_, {5001, "new-secret"}).is_ok());
   reader.join();
   ASSERT_TRUE(r) << r.status().to_string();
   EXPECT_EQ(r->port, 5001);
+  EXPECT_EQ(r->secret, "new-secret");
+}
+
+// A secret may hold spaces: the rest of the line is the secret.
+TEST_F(RendezvousFile, ASecretWithSpacesComesBackWhole) {
+  ASSERT_TRUE(write_rendezvous(path_, {6001, "a b  c"}).is_ok());
+  auto r = read_rendezvous(path_, Clock::now() + 1s);
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ(r->secret, "a b  c");
 }
 
 TEST_F(RendezvousFile, NoWriterIsATimeoutNamingTheFile) {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "core/log.hpp"
@@ -35,6 +36,21 @@ Status private_dir(const std::string& dir) {
   return Status::ok();
 }
 
+// The start time of process `pid` (field 22 of /proc/PID/stat, in clock ticks since boot), or
+// "" when there is no such process: with the pid, it names one process for good.
+std::string started(long pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return "";
+  const auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return "";
+  std::istringstream rest(stat.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i)
+    if (i == 22) return field;
+  return "";
+}
+
 } // namespace
 
 Status write_rendezvous(const std::string& path, const Rendezvous& r) {
@@ -42,7 +58,8 @@ Status write_rendezvous(const std::string& path, const Rendezvous& r) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return {Errc::invalid_config, "cannot write " + tmp + ": " + std::strerror(errno)};
-  const std::string text = std::to_string(r.port) + " " + r.secret + "\n";
+  const std::string text = std::to_string(r.port) + " " + std::to_string(::getpid()) + " " + started(::getpid()) + " " +
+                           r.secret + "\n";
   const bool wrote = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(fd);
   if (!wrote || ::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -56,16 +73,22 @@ Status write_rendezvous(const std::string& path, const Rendezvous& r) {
 Result<Rendezvous> read_rendezvous(const std::string& path, Clock::time_point deadline) {
   if (auto s = private_dir(dir_of(path)); !s) return s;
   auto pause = std::chrono::milliseconds(10);
+  bool said_stale = false;
   for (bool said = false;; said = true) {
     std::ifstream f(path);
     if (f.is_open()) {  // renamed into place: whole
       Rendezvous r;
       unsigned port = 0;
-      if (!(f >> port) || port == 0 || port > 65535)
+      long pid = 0;
+      std::string start;
+      if (!(f >> port >> pid >> start) || port == 0 || port > 65535 || pid <= 0)
         return Status(Errc::invalid_config, "the rendezvous file " + path + " is garbled");
       std::getline(f >> std::ws, r.secret);
       r.port = static_cast<uint16_t>(port);
-      return r;
+      if (started(pid) == start) return r;
+      // Its writer is gone: an earlier job's; this job's rank 0 will write it anew.
+      if (!said_stale) CHORUS_LOG(info, init, LogWhere{}, "the rendezvous file " + path + " is a gone process's; waiting for rank 0's");
+      said_stale = true;
     }
     if (Clock::now() + pause >= deadline)
       return Status(Errc::timeout, "rank 0 did not write the rendezvous file " + path +

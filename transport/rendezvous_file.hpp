@@ -3,7 +3,9 @@
 // named by the job (Config::rendezvous_file); the others wait for that file. The file lies in a
 // directory only this user may enter, made so if missing and refused if it is anyone else's or
 // open to others: a file planted by another user could send the ranks to that user's
-// orchestrator.
+// orchestrator. The file names the process that wrote it (pid and start time): a file left by a
+// rank 0 that is gone (killed before it could remove it) is not read, so a job whose id comes
+// round again waits for its own rank 0 rather than trying a dead port.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,9 +20,11 @@ struct Rendezvous {
   std::string secret;
 };
 
-// Written whole or not at all (a temporary file renamed into place), readable by this user only.
+// Written whole or not at all (a temporary file renamed into place), readable by this user only,
+// naming this process as its writer.
 Status write_rendezvous(const std::string& path, const Rendezvous& r);
-// Waits (polling, with backoff) until the file is there, then reads it; a timeout names the file.
+// Waits (polling, with backoff) until the file is there and its writer still runs, then reads it;
+// a timeout names the file.
 Result<Rendezvous> read_rendezvous(const std::string& path, Clock::time_point deadline);
 
 } // namespace chorus
