@@ -15,24 +15,28 @@ cd "$(dirname "$0")/.."
 here=$(pwd)
 cmake --preset "$kind" >/dev/null
 if [ "$kind" = tsan ]; then scripts/sanitizers/caf_tsan.sh "$here/build-tsan/caf"; fi
-# TSan builds only the suites it runs: it sees races between threads, so the suites that run in
-# one thread (codecs, kernels, the schedule simulator, the tuning rules, the orchestrator's pure
-# core, Config::from_env)
-# and the suites of several processes (left to the asan run, below) are not built for it. Their
-# tests show up in ctest as *_NOT_BUILT and are excluded there.
+# TSan builds only the suites it runs (ASan builds every suite): it sees races between threads, so
+# the suites that run in one thread (codecs, kernels, the schedule simulator, the tuning rules, the
+# orchestrator's pure core, Config::from_env) and the suites of several processes (left to the
+# asan run, below) are not built for it. Their tests show up in ctest as *_NOT_BUILT and are
+# excluded there.
 tsan_unbuilt=(data_codec_test early_landing_test half_conversion_test kernel_isa_test orchestrator_codec_test
   orchestrator_core_test peer_codec_garbled_test peer_codec_test reduce_kernel_semantics_test reduce_kernels_test
   schedule_direct_test schedule_results_test schedule_shapes_test simulator_test tuning_test work_buffer_test
   config_env_test multi_node_test job_status_test fault_injection_test orchestrator_daemon_test
   orchestrator_front_door_test launch_env_test chorus_run_test cuda_device_test device_tensors_on_gpu_test)
+# Both build only what ctest runs: the suites (and what they start) and the programs ctest runs
+# itself, not the other benches and examples.
+[ "$kind" = tsan ] || tsan_unbuilt=()
 targets=()
-if [ "$kind" = tsan ]; then
-  for f in tests/*_test.cpp; do
-    t=$(basename "$f" .cpp)
-    [[ " ${tsan_unbuilt[*]} " == *" $t "* ]] || targets+=(--target "$t")
-  done
-  targets+=(--target chorus-bench --target chorus-dp-example --target chorus-actor-demo)  # run by ctest too
-fi
+for f in tests/*_test.cpp; do
+  t=$(basename "$f" .cpp)
+  [ "$t" = cuda_device_test ] && continue  # built with the CUDA layer only, which the presets leave off
+  [[ " ${tsan_unbuilt[*]} " == *" $t "* ]] || targets+=(--target "$t")
+done
+for t in chorus-bench chorus-dp-example chorus-actor-demo chorus-demo chorus-node-example chorus-run; do
+  targets+=(--target "$t")
+done
 cmake --build "build-$kind" -j"${JOBS:-2}" "${targets[@]}"
 # Not under a sanitizer: install_package builds an outside program against the installed static
 # libraries, which would need the sanitizer's runtime too.
