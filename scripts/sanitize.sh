@@ -54,11 +54,11 @@ case "$kind" in
     # node actors, the orchestrator actor). Left to the asan run: the suites of several processes,
     # whose wall-clock bounds (a TLS join, a frozen node's survivors exiting, 100 soak ops within
     # 60 s) TSan's 5-15x slowdown breaks; the suites of one thread (not built, above). And of the
-    # suites run once per strategy, TSan runs ring, dbtree and auto: the others share their
+    # suites run once per strategy, TSan runs ring and auto: the others share their
     # threads' code (the lanes, the arena, the connections) and differ in arithmetic only, which
     # the asan run covers.
     exclude="$exclude|_NOT_BUILT|MultiNode|bench_nodes|bench_smoke|readme_quickstart|slurm_srun"
-    exclude="$exclude|(Large|EveryOpAcrossNodes|BitIdentical)\\..*/(tree_2|tree_3|centralized|direct)( |\$)"  # a parameterized name goes on with "  # GetParam() = ..."
+    exclude="$exclude|(Large|EveryOpAcrossNodes|BitIdentical)\\..*/(tree_2|tree_3|centralized|direct|dbtree)( |\$)"  # a parameterized name goes on with "  # GetParam() = ..."
     ;;
   *) echo "usage: scripts/sanitize.sh asan|tsan" >&2; exit 2 ;;
 esac
