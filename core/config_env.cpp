@@ -213,7 +213,8 @@ Result<Config> Config::from_env() {
   } else if (n->one_host && plain(job_key(*n->by))) {
     // This user's runtime directory when the session has one (no other user can take its name
     // first), else a directory of this user's in TMPDIR.
-    const auto runtime = env_text("XDG_RUNTIME_DIR");
+    auto runtime = env_text("XDG_RUNTIME_DIR");
+    if (runtime && ::access(runtime->c_str(), W_OK | X_OK) != 0) runtime.reset();  // named, but not there
     const std::string dir = runtime ? *runtime + "/chorus"
                                     : env_text("TMPDIR").value_or("/tmp") + "/chorus-" + std::to_string(getuid());
     c.rendezvous_file = dir + "/" + job_key(*n->by) + ".rendezvous";

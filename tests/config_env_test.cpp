@@ -124,11 +124,16 @@ TEST_F(Env, OpenMpiOnOneHostMeetsThroughARendezvousFile) {
   c = Config::from_env();
   ASSERT_TRUE(c) << c.status().to_string();
   EXPECT_NE(c->rendezvous_file, first);
-  set({{"OMPI_COMM_WORLD_RANK", "0"}, {"XDG_RUNTIME_DIR", "/run/user/1234"}});
+  // The session's runtime directory first, when it is there.
+  set({{"OMPI_COMM_WORLD_RANK", "0"}, {"XDG_RUNTIME_DIR", "/tmp"}});
   c = Config::from_env();
   ASSERT_TRUE(c) << c.status().to_string();
   EXPECT_TRUE(c->host_orchestrator);
-  EXPECT_EQ(c->rendezvous_file.rfind("/run/user/1234/chorus/ompi-596312065-", 0), 0u) << c->rendezvous_file;
+  EXPECT_EQ(c->rendezvous_file.rfind("/tmp/chorus/ompi-596312065-", 0), 0u) << c->rendezvous_file;
+  set({{"XDG_RUNTIME_DIR", "/run/user/no-such-session"}});
+  c = Config::from_env();
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_EQ(c->rendezvous_file.rfind("/var/tmp/chorus-", 0), 0u) << c->rendezvous_file;
 }
 
 TEST_F(Env, SlurmOnOneHostAndOnSeveral) {
