@@ -142,7 +142,11 @@ TEST_F(Launched, ARefusedRankEndsItsPartnersJoinAtOnceNamingIt) {
   EXPECT_FALSE(ok(rs[0])) << dump(rs);
   EXPECT_FALSE(ok(rs[1])) << dump(rs);
   EXPECT_NE(rs[0].output.find("was refused: num_nodes (3 vs 2"), std::string::npos) << said.output << dump(rs);
-  EXPECT_NE(rs[1].output.find("num_nodes (3 vs 2"), std::string::npos) << dump(rs);
+  // The refused rank hears its reason, unless rank 0, failing at once itself, took its
+  // orchestrator down before the answer was on the wire: then it hears that it is gone.
+  EXPECT_TRUE(rs[1].output.find("num_nodes (3 vs 2") != std::string::npos ||
+              rs[1].output.find("orchestrator lost") != std::string::npos)
+      << dump(rs);
 }
 
 // chorus-run, 4 processes x 2 peers: process k's peers are ranks 2k and 2k+1 (its output tagged).
