@@ -49,9 +49,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     return 0;
   }
   const bool accepted = core.complete();
-  FUZZ_CHECK(fx.replies.size() == (accepted ? 2u : 1u), "replies: both nodes once complete, else the sender");
+  FUZZ_CHECK(fx.replies.size() == (accepted ? 2u : 1u) || (!accepted && fx.replies.size() == 2u),
+             "replies: both nodes once complete; else the sender's, and the waiting node's too when the refusal ends its admission");
   if (!accepted) {
-    FUZZ_CHECK(fx.replies[0].to == 2 && core.registered() == 1, "a rejection is the sender's alone");
+    const Status& refused = fx.replies.back().status;
+    FUZZ_CHECK(fx.replies.back().to == 2 && !refused.is_ok(), "the sender is refused, last");
+    // A wrong secret or a repeat leaves the first node waiting; any other refusal of a node of
+    // the job ends that node's admission too, naming the sender's address and the reason.
+    const bool ends = refused.code() != Errc::auth_failed && refused.code() != Errc::register_twice &&
+                      refused.code() != Errc::busy;
+    FUZZ_CHECK(fx.replies.size() == (ends ? 2u : 1u), "the waiting node is told exactly when the refusal ends its admission");
+    FUZZ_CHECK(core.registered() == (ends ? 0u : 1u), "an ended admission holds nobody");
+    if (ends)
+      FUZZ_CHECK(fx.replies[0].to == 1 && fx.replies[0].status.code() == refused.code() &&
+                     fx.replies[0].status.message().find("was refused: " + refused.message()) != std::string::npos,
+                 "the waiting node hears who was refused and why");
     return 0;
   }
   const NodeRegisterData first = fuzz::node_registration("127.0.0.1:7100");
