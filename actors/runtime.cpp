@@ -11,6 +11,7 @@
 #include "actors/runtime_impl.hpp"
 #include "actors/peer/arena_path.hpp"
 #include "actors/trace/trace.hpp"
+#include "core/host_names.hpp"
 #include "core/log.hpp"
 #include "core/secret.hpp"
 #include "messages/peer_codec.hpp"
@@ -213,8 +214,7 @@ Result<std::shared_ptr<GlobalClient>> RuntimeImpl::join_collective(const Config&
     // A name other hosts use (MASTER_ADDR=node1) may resolve here to loopback (Debian maps the
     // host name to 127.0.1.1): listen on every interface, as torch's own store does, unless the
     // name is loopback itself (every rank on this host).
-    const bool loopback_name = host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-    auto h = HostedOrchestrator::start({loopback_name ? host : std::string("0.0.0.0"), port, c.num_nodes, c.secret,
+    auto h = HostedOrchestrator::start({is_loopback_host(host) ? host : std::string("0.0.0.0"), port, c.num_nodes, c.secret,
                                         c.join_limit(), TlsFiles{c.tls_certificate, c.tls_key, c.tls_ca}});
     if (!h) return h.status();
     const uint16_t listening = (*h)->port();
@@ -226,7 +226,7 @@ Result<std::shared_ptr<GlobalClient>> RuntimeImpl::join_collective(const Config&
       std::lock_guard<std::mutex> lk(actors_mu);
       if (stopped) return Status(Errc::reset, "the runtime has been destroyed");  // ensure_global drops it
     }
-    c.orchestrator_address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(listening);
+    c.orchestrator_address = host_port(host, listening);
     if (!c.rendezvous_file.empty()) {
       if (auto s = write_rendezvous(c.rendezvous_file, {listening, c.secret}); !s) return s;
       std::lock_guard<std::mutex> lk(global_mu);

@@ -11,6 +11,7 @@
 #include <chorus/config.hpp>
 
 #include "core/env.hpp"
+#include "core/host_names.hpp"
 #include "core/secret.hpp"
 
 namespace chorus {
@@ -129,8 +130,6 @@ std::string route_source(const addrinfo* a) {
   return out;
 }
 
-bool loopback(const std::string& ip) { return ip.rfind("127.", 0) == 0 || ip == "::1"; }
-
 std::string first_address(const std::string& host, bool skip_loopback) {
   for (int family : {AF_INET, AF_INET6}) {
     addrinfo hints{}, *res = nullptr;
@@ -140,7 +139,7 @@ std::string first_address(const std::string& host, bool skip_loopback) {
     std::string out;
     for (const addrinfo* a = res; a && out.empty(); a = a->ai_next) {
       std::string ip = route_source(a);
-      if (!ip.empty() && !(skip_loopback && loopback(ip))) out = ip;
+      if (!ip.empty() && !(skip_loopback && is_loopback_host(ip))) out = ip;
     }
     freeaddrinfo(res);
     if (!out.empty()) return out;
@@ -151,8 +150,7 @@ std::string first_address(const std::string& host, bool skip_loopback) {
 std::string address_toward(const std::string& host, bool one_host) {
   std::string ip = first_address(host, false);
   // An orchestrator named by a loopback address has every rank on this host.
-  const bool named_loopback = host == "localhost" || loopback(host);
-  if (ip.empty() || !loopback(ip) || one_host || named_loopback) return ip;
+  if (ip.empty() || !is_loopback_host(ip) || one_host || is_loopback_host(host)) return ip;
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) == 0)
     if (std::string other = first_address(name, true); !other.empty()) return other;
@@ -207,8 +205,7 @@ Result<Config> Config::from_env() {
     // init_process_group's): the orchestrator listens at the next port.
     if (**p == 65535) return Status(Errc::invalid_config, "MASTER_PORT=65535 leaves no next port for the orchestrator");
     const uint64_t listen = **p + 1;
-    const bool v6 = addr->find(':') != std::string::npos && addr->front() != '[';
-    c.orchestrator_address = (v6 ? "[" + *addr + "]" : *addr) + ":" + std::to_string(listen);
+    c.orchestrator_address = host_port(*addr, listen);
     c.host_orchestrator = n->rank == 0;
   } else if (n->one_host && plain(job_key(*n->by))) {
     // This user's runtime directory when the session has one (no other user can take its name
