@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "actors/orchestrator/hosted.hpp"
+#include "launch/free_port.hpp"
 #include "launch/job_secret.hpp"
 #include "launch/placement.hpp"
 #include "launch/program_path.hpp"
@@ -115,6 +116,10 @@ int main(int argc, char** argv) {
   // Every process waits for its join as long as the orchestrator admits (not its op timeout).
   job.join_timeout_ms = opts->join_timeout_ms.value_or(kDefaultAdmissionMs);
   job.local_node_address = here;
+  // torchrun's variables too, for torch.distributed's env:// (its store on rank 0's host).
+  for (const auto& place : *places)
+    if (place.rank == 0) job.master_addr = place.local ? here : place.host;
+  job.master_port = free_port();
 
   std::vector<ProcessPlan> plans;
   for (const auto& place : *places) {

@@ -16,6 +16,14 @@ EnvVars rank_env(const RankPlace& place, const JobEnv& job) {
   };
   if (job.peers) env.emplace_back("CHORUS_PEERS", std::to_string(*job.peers));
   if (job.join_timeout_ms) env.emplace_back("CHORUS_JOIN_TIMEOUT_MS", std::to_string(*job.join_timeout_ms));
+  if (job.master_port) {
+    env.insert(env.end(), {{"RANK", std::to_string(place.rank)},
+                           {"WORLD_SIZE", std::to_string(job.world_size)},
+                           {"LOCAL_RANK", std::to_string(place.local_rank)},
+                           {"LOCAL_WORLD_SIZE", std::to_string(place.local_world_size)},
+                           {"MASTER_ADDR", job.master_addr},
+                           {"MASTER_PORT", std::to_string(job.master_port)}});
+  }
   return env;
 }
 

@@ -1,5 +1,6 @@
-// The CHORUS_* variables chorus-run gives each process (what chorus::Config::from_env reads), and
-// a local process's whole environment: chorus-run's own with those on top.
+// The CHORUS_* variables chorus-run gives each process (what chorus::Config::from_env reads),
+// torchrun's (so that torch.distributed's env:// works under chorus-run too), and a local
+// process's whole environment: chorus-run's own with those on top.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -20,6 +21,10 @@ struct JobEnv {
   std::string orchestrator;           // host:port
   std::optional<uint64_t> join_timeout_ms;
   std::string local_node_address;     // CHORUS_NODE_ADDRESS of the processes on this machine
+  // torch.distributed's store (MASTER_ADDR, MASTER_PORT): rank 0's host and a port for it there.
+  // Port 0: torchrun's variables are not set.
+  std::string master_addr;
+  uint16_t master_port = 0;
 };
 
 // A process's variables, the secret aside: CHORUS_SECRET travels apart (in a local process's

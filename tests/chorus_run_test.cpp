@@ -201,6 +201,21 @@ TEST(ChorusRunPlacement, GivesEachRankItsVariablesButTheSecret) {
                              {"CHORUS_LOCAL_WORLD_SIZE", "1"},
                              {"CHORUS_ORCHESTRATOR", "head:7000"},
                              {"CHORUS_NODE_ADDRESS", "nodeB"}}));
+  job.master_addr = "head";
+  job.master_port = 29500;
+  EXPECT_EQ(rank_env(RankPlace{3, "nodeB", false, 0, 1}, job),
+            (EnvVars{{"CHORUS_RANK", "3"},
+                     {"CHORUS_WORLD_SIZE", "4"},
+                     {"CHORUS_LOCAL_RANK", "0"},
+                     {"CHORUS_LOCAL_WORLD_SIZE", "1"},
+                     {"CHORUS_ORCHESTRATOR", "head:7000"},
+                     {"CHORUS_NODE_ADDRESS", "nodeB"},
+                     {"RANK", "3"},
+                     {"WORLD_SIZE", "4"},
+                     {"LOCAL_RANK", "0"},
+                     {"LOCAL_WORLD_SIZE", "1"},
+                     {"MASTER_ADDR", "head"},
+                     {"MASTER_PORT", "29500"}}));
 
   const char* base[] = {"PATH=/bin", "CHORUS_RANK=9", "HOME=/h", "CHORUS_RANKS=x", nullptr};
   EXPECT_EQ(merged_environment(base, {{"CHORUS_RANK", "1"}, {"CHORUS_SECRET", "s"}}),
