@@ -2,6 +2,8 @@
 # Correctness smoke run of chorus-bench: every op x dtype x valid redop at small sizes, checked
 # against the benchmark's independent reference. Prints one line per failing combination.
 # usage: bench/smoke.sh [BENCH_BINARY] [-- extra chorus-bench flags, e.g. --peers 5 --strategy ring]
+# CHORUS_SMOKE_DTYPES narrows the dtypes (the sanitizer builds run "bf16 f32 i32": each run there
+# costs seconds of start-up, and every dtype's arithmetic has its own suites).
 set -uo pipefail
 bench=${1:-build/bin/chorus-bench}
 shift || true
@@ -11,7 +13,7 @@ peers=3
 for ((i = 0; i < ${#extra[@]}; i++)); do [ "${extra[i]}" = --peers ] && peers=${extra[i + 1]}; done
 fails=0 runs=0
 for op in all_reduce reduce reduce_scatter broadcast all_gather all_to_all gather scatter send_recv barrier; do
-  for dt in f16 bf16 f32 f64 i8 u8 i32 i64; do
+  for dt in ${CHORUS_SMOKE_DTYPES:-f16 bf16 f32 f64 i8 u8 i32 i64}; do
     case $op in all_reduce | reduce | reduce_scatter) redops="sum prod min max avg band bor bxor" ;; *) redops=sum ;; esac
     for r in $redops; do
       case $dt:$r in f*:b* | bf16:b*) continue ;; esac  # bitwise ops need an integer dtype

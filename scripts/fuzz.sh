@@ -36,6 +36,7 @@ if ! { cmake --preset fuzz && cmake --build build-fuzz -j"${JOBS:-2}" --target c
   exit 2
 fi
 
+echo "fuzz: built after $SECONDS s"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for d in tests/fuzz/corpus/*/; do targets+=("$(basename "$d")"); done

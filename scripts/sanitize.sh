@@ -38,6 +38,7 @@ for t in chorus-bench chorus-dp-example chorus-actor-demo chorus-demo chorus-nod
   targets+=(--target "$t")
 done
 cmake --build "build-$kind" -j"${JOBS:-2}" "${targets[@]}"
+echo "sanitize $kind: built after $SECONDS s"  # the stage's own clock (CAF included for tsan)
 # Not under a sanitizer: install_package builds an outside program against the installed static
 # libraries, which would need the sanitizer's runtime too.
 exclude='install_package'

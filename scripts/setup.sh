@@ -9,8 +9,10 @@ cd "$(dirname "$0")/.."
 # data connection with a rule of its own (tests/fault_injection_test.cpp; skipped without).
 # gnuplot-nox: scripts/plot_bench.sh draws the benchmark plots with it (no X needed).
 # openmpi-bin: the README's quickstart and tests/launch_env_test.cpp launch chorus with mpirun.
+# python3-dev, python3-pybind11, python3-torch, libtorch-dev: the Python package (docs/python.md);
+# the build leaves it out without them.
 packages=(cmake make g++ pkg-config libcaf-dev libcaf-openssl0.17 capnproto libcapnp-dev libgtest-dev libssl-dev openssl iproute2 nftables
-          gnuplot-nox openmpi-bin)
+          gnuplot-nox openmpi-bin python3-dev python3-pybind11 python3-torch libtorch-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,5 +1,7 @@
 #include "actors/orchestrator/hosted.hpp"
 
+#include <thread>
+
 #include "actors/orchestrator/orchestrator.hpp"
 #include "actors/orchestrator/published.hpp"
 
@@ -41,6 +43,20 @@ Result<std::unique_ptr<HostedOrchestrator>> HostedOrchestrator::start(const Opti
 }
 
 uint16_t HostedOrchestrator::port() const { return state_->published->port(); }
+
+bool HostedOrchestrator::wait_until_left(std::chrono::milliseconds limit) const {
+  // Asked every few ms: a teardown's wait, once per job, not an op's.
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  caf::scoped_actor self{*state_->sys};
+  for (;;) {
+    uint64_t registered = 1;
+    self->request(state_->orch, std::chrono::seconds(1), caf::get_atom::value)
+        .receive([&](uint64_t, uint64_t n, bool) { registered = n; }, [](caf::error&) {});
+    if (registered == 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
 
 HostedOrchestrator::~HostedOrchestrator() {
   state_->published.reset();  // the door first: nothing new comes in while the actor stops

@@ -32,6 +32,10 @@ class HostedOrchestrator {
   HostedOrchestrator& operator=(const HostedOrchestrator&) = delete;
 
   uint16_t port() const;
+  // Waits until no node is in its collective any more (each has left or been lost), up to
+  // `limit`; true when so. A process that hosts the orchestrator for its own job calls it before
+  // it closes the door, so that the others' last ops end before they hear it is gone.
+  bool wait_until_left(std::chrono::milliseconds limit) const;
 
  private:
   struct State;

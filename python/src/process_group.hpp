@@ -1,0 +1,72 @@
+// torch.distributed's "chorus" backend: a c10d ProcessGroup whose every op is one or more chorus
+// ops on the caller's tensors (no copy where torch's layout is chorus's; a staging buffer where
+// torch hands a list of tensors for one buffer), returned at once as a ChorusWork. Ranks and
+// roots are the group's ranks, as in torch.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/version.h>
+
+// torch 2.x moved backends to c10d::Backend, under a ProcessGroup that dispatches to them; this
+// class is the 1.x form (the CMake build does not build it for 2.x).
+#if TORCH_VERSION_MAJOR >= 2
+#error "chorus's torch.distributed backend is written for torch 1.x's c10d::ProcessGroup, not torch 2.x's c10d::Backend"
+#endif
+
+#include <chorus/peer.hpp>
+
+#include "join.hpp"
+
+namespace chorus::python {
+
+class ProcessGroupChorus : public c10d::ProcessGroup {
+ public:
+  ProcessGroupChorus(std::shared_ptr<World> world, Peer peer);
+  const std::string getBackendName() const override { return "chorus"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  // Block j of `in` to rank j and block j of `out` from rank j, as point-to-point ops on a tag
+  // of their own (blocks may differ in size: alltoall with split sizes, or a list of tensors).
+  std::vector<chorus::Work> exchange(const std::vector<at::Tensor>& out_blocks, const std::vector<at::Tensor>& in_blocks,
+                                     std::chrono::milliseconds timeout);
+
+  std::shared_ptr<World> world_;
+  Peer peer_;
+  // Ops are matched across ranks by the order they are called in: two threads calling at once
+  // are put in one order here (issuing an op does not wait for it).
+  std::mutex issue_mu_;
+  uint64_t exchanges_ = 0;  // under issue_mu_: every rank counts its exchanges alike
+};
+
+} // namespace chorus::python

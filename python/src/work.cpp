@@ -1,0 +1,153 @@
+#include "work.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <thread>
+
+#include "errors.hpp"
+
+namespace chorus::python {
+
+namespace {
+
+// The thread that completes futures: chorus's completion callback only queues the Work here.
+class FutureThread {
+ public:
+  static FutureThread& get() {
+    static FutureThread* t = new FutureThread;  // never destroyed: stop() ends its thread
+    return *t;
+  }
+  void post(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      queue_.push_back(std::move(fn));
+      if (!thread_.joinable()) {
+        stopping_ = false;
+        thread_ = std::thread([this] { run(); });
+      }
+    }
+    cv_.notify_one();
+  }
+  void stop() {
+    std::thread t;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stopping_ = true;
+      t.swap(thread_);
+    }
+    cv_.notify_one();
+    if (t.joinable()) t.join();  // it finishes what is queued first
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      auto fn = std::move(queue_.front());
+      queue_.pop_front();
+      lk.unlock();
+      fn();
+      lk.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  std::thread thread_;
+  bool stopping_ = false;
+};
+
+} // namespace
+
+void stop_future_thread() { FutureThread::get().stop(); }
+
+ChorusWork::ChorusWork(int rank, c10d::OpType type, std::vector<chorus::Work> parts, std::vector<at::Tensor> outputs,
+                       std::function<void()> after)
+    : c10d::Work(rank, type), parts_(std::move(parts)), outputs_(std::move(outputs)), after_(std::move(after)) {}
+
+ChorusWork::~ChorusWork() = default;
+
+void ChorusWork::settle() {
+  std::call_once(settled_, [&] {
+    Status s;
+    for (auto& p : parts_) {
+      if (Status w = p.wait(); !w && s) s = std::move(w);  // every part is done: no wait here
+    }
+    if (s && after_) {
+      try {
+        after_();
+      } catch (const std::exception& e) {
+        s = Status(Errc::internal, std::string("copying the op's result out: ") + e.what());
+      }
+    }
+    status_ = std::move(s);
+    done_.store(true, std::memory_order_release);
+  });
+}
+
+bool ChorusWork::isCompleted() {
+  if (done_.load(std::memory_order_acquire)) return true;
+  for (auto& p : parts_)
+    if (!p.test()) return false;
+  settle();
+  return true;
+}
+
+bool ChorusWork::isSuccess() const { return done_.load(std::memory_order_acquire) && status_.is_ok(); }
+
+std::exception_ptr ChorusWork::exception() const {
+  if (!done_.load(std::memory_order_acquire) || status_) return nullptr;
+  return std::make_exception_ptr(Error(status_));
+}
+
+std::vector<at::Tensor> ChorusWork::result() { return outputs_; }
+
+bool ChorusWork::wait(std::chrono::milliseconds timeout) {
+  if (!done_.load(std::memory_order_acquire)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (auto& p : parts_) {
+      if (timeout.count() <= 0) {
+        (void)p.wait();  // the op's own timeout bounds it; its Status is settle()'s
+        continue;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      Status w = p.wait_for(std::max(left, std::chrono::milliseconds(0)));
+      if (w.code() == Errc::timeout && !p.test())
+        throw Error(Status(Errc::timeout, "the op is still in flight after wait(" + std::to_string(timeout.count()) + " ms)"));
+    }
+    settle();
+  }
+  if (!status_) throw Error(status_);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> ChorusWork::getFuture() {
+  std::lock_guard<std::mutex> lk(future_mu_);
+  if (future_) return future_;
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  // The Work lives until its future is completed, whoever drops it first.
+  auto self = c10::intrusive_ptr<ChorusWork>::reclaim_copy(this);
+  auto complete = [self] {
+    FutureThread::get().post([self] {
+      self->settle();
+      if (self->status_)
+        self->future_->markCompleted(c10::IValue(self->outputs_));
+      else
+        self->future_->setError(std::make_exception_ptr(Error(self->status_)));
+    });
+  };
+  if (parts_.empty()) {
+    complete();
+    return future_;
+  }
+  remaining_.store(parts_.size());
+  for (auto& p : parts_)
+    p.on_complete([self, complete](const Status&) {
+      if (self->remaining_.fetch_sub(1) == 1) complete();
+    });
+  return future_;
+}
+
+} // namespace chorus::python

@@ -1,0 +1,185 @@
+"""Every collective of the "chorus" backend over every dtype and reduce op, against gloo's result
+in the same run and against a reference computed from every rank's inputs (which every rank can
+make). Run by launch_ranks.py with 2 to 4 ranks; a failure raises, so the rank exits non-zero."""
+import sys
+
+import torch
+import torch.distributed as dist
+
+from common import DTYPES, OPS, check, gloo_takes, init, input_of, ops_for, reduce_ref
+
+rank, world, gloo = init()
+SIZES = [1, 1001]
+cases = 0
+
+
+def both(fn, *args, dt=None, op=None):
+    """Runs fn with the chorus group and, where gloo takes it, with gloo; returns both results."""
+    mine = fn(None, *args)
+    theirs = fn(gloo, *args) if gloo_takes(dt, op) else None
+    return mine, theirs
+
+
+def compare(what, mine, theirs, want):
+    global cases
+    check(what + " (against the reference)", mine, want, world)
+    if theirs is not None:
+        check(what + " (against gloo)", mine, theirs, world)
+    cases += 1
+
+
+for n in SIZES:
+    for dt in DTYPES:
+        for op in ops_for(dt):
+            ins = [input_of(r, n, dt, op) for r in range(world)]
+            want = reduce_ref(ins, op)
+
+            def all_reduce(group):
+                t = ins[rank].clone()
+                dist.all_reduce(t, OPS[op], group=group)
+                return t
+            compare(f"all_reduce {op} {dt} n={n}", *both(all_reduce, dt=dt, op=op), want)
+
+            root = world - 1
+
+            def reduce(group):
+                t = ins[rank].clone()
+                dist.reduce(t, root, OPS[op], group=group)
+                return t
+            mine, theirs = both(reduce, dt=dt, op=op)
+            # Off the root, chorus leaves the buffer as it was; gloo may leave partial sums there.
+            compare(f"reduce {op} {dt} n={n}", mine, theirs if rank == root else None,
+                    want if rank == root else ins[rank])
+
+            def reduce_scatter(group):
+                out = torch.empty(n, dtype=dt)
+                dist.reduce_scatter(out, [input_of(rank, n, dt, op, salt=j) for j in range(world)],
+                                    OPS[op], group=group)
+                return out
+            rs_want = reduce_ref([input_of(r, n, dt, op, salt=rank) for r in range(world)], op)
+            mine = reduce_scatter(None)  # gloo 1.13 has no reduce_scatter
+            compare(f"reduce_scatter {op} {dt} n={n}", mine, None, rs_want)
+
+            def reduce_scatter_tensor(group):  # _reduce_scatter_base
+                out = torch.empty(n, dtype=dt)
+                flat = torch.cat([input_of(rank, n, dt, op, salt=j) for j in range(world)])
+                dist.reduce_scatter_tensor(out, flat, OPS[op])
+                return out
+            compare(f"reduce_scatter_tensor {op} {dt} n={n}", reduce_scatter_tensor(None), None, rs_want)
+
+        ins = [input_of(r, n, dt) for r in range(world)]
+
+        def broadcast(group):
+            t = ins[rank].clone()
+            dist.broadcast(t, 1 % world, group=group)
+            return t
+        compare(f"broadcast {dt} n={n}", *both(broadcast, dt=dt), ins[1 % world])
+
+        def all_gather(group):
+            outs = [torch.empty(n, dtype=dt) for _ in range(world)]
+            dist.all_gather(outs, ins[rank], group=group)
+            return torch.cat(outs)
+        compare(f"all_gather {dt} n={n}", *both(all_gather, dt=dt), torch.cat(ins))
+
+        def all_gather_into_tensor(group):  # _allgather_base; gloo 1.13 has none
+            out = torch.empty(world * n, dtype=dt)
+            dist.all_gather_into_tensor(out, ins[rank], group=group)
+            return out
+        compare(f"all_gather_into_tensor {dt} n={n}", all_gather_into_tensor(None), None, torch.cat(ins))
+
+        def gather(group):
+            outs = [torch.empty(n, dtype=dt) for _ in range(world)] if rank == 0 else None
+            dist.gather(ins[rank], outs, 0, group=group)
+            return torch.cat(outs) if rank == 0 else ins[rank]
+        compare(f"gather {dt} n={n}", *both(gather, dt=dt), torch.cat(ins) if rank == 0 else ins[rank])
+
+        def scatter(group):
+            out = torch.empty(n, dtype=dt)
+            src = world - 1
+            dist.scatter(out, [input_of(src, n, dt, salt=j) for j in range(world)] if rank == src else None, src,
+                         group=group)
+            return out
+        compare(f"scatter {dt} n={n}", *both(scatter, dt=dt), input_of(world - 1, n, dt, salt=rank))
+
+        # all_to_all with blocks of different sizes: rank i sends (i + j + 1) * n // 8 + 1 elements to j.
+        def size_of(i, j):
+            return (i + j + 1) * n // 8 + 1
+
+        def block(i, j):
+            return input_of(i, size_of(i, j), dt, salt=j)
+
+        def all_to_all(group):
+            outs = [torch.empty(size_of(j, rank), dtype=dt) for j in range(world)]
+            dist.all_to_all(outs, [block(rank, j) for j in range(world)], group=group)
+            return torch.cat(outs)
+        a2a_want = torch.cat([block(j, rank) for j in range(world)])
+        compare(f"all_to_all (uneven) {dt} n={n}", all_to_all(None), None, a2a_want)  # gloo 1.13 has no list form
+
+        def all_to_all_single_splits(group):
+            out = torch.empty(sum(size_of(j, rank) for j in range(world)), dtype=dt)
+            dist.all_to_all_single(out, torch.cat([block(rank, j) for j in range(world)]),
+                                   [size_of(j, rank) for j in range(world)], [size_of(rank, j) for j in range(world)],
+                                   group=group)
+            return out
+        compare(f"all_to_all_single (splits) {dt} n={n}", *both(all_to_all_single_splits, dt=dt), a2a_want)
+
+        def all_to_all_single(group):
+            out = torch.empty(world * n, dtype=dt)
+            dist.all_to_all_single(out, torch.cat([input_of(rank, n, dt, salt=j) for j in range(world)]), group=group)
+            return out
+        compare(f"all_to_all_single {dt} n={n}", *both(all_to_all_single, dt=dt),
+                torch.cat([input_of(j, n, dt, salt=rank) for j in range(world)]))
+
+        # send/recv: a ring, two tags, the second sent first.
+        def ring(group):
+            right, left = (rank + 1) % world, (rank - 1) % world
+            a, b = torch.empty(n, dtype=dt), torch.empty(n, dtype=dt)
+            reqs = [dist.isend(input_of(rank, n, dt, salt=2), right, group=group, tag=2),
+                    dist.isend(input_of(rank, n, dt, salt=1), right, group=group, tag=1),
+                    dist.irecv(a, left, group=group, tag=1), dist.irecv(b, left, group=group, tag=2)]
+            for r in reqs:
+                r.wait()
+            return torch.cat([a, b])
+        left = (rank - 1) % world
+        compare(f"send/recv with tags {dt} n={n}", *both(ring, dt=dt),
+                torch.cat([input_of(left, n, dt, salt=1), input_of(left, n, dt, salt=2)]))
+
+# Coalesced all_reduce, objects (through allgather and broadcast of bytes), barrier.
+ts = [input_of(rank, k, torch.float32, salt=k) for k in (3, 300, 30)]
+dist.all_reduce_coalesced(ts, dist.ReduceOp.SUM)
+for k, t in zip((3, 300, 30), ts):
+    compare(f"all_reduce_coalesced n={k}", t, None, reduce_ref([input_of(r, k, torch.float32, salt=k)
+                                                                  for r in range(world)], "sum"))
+objs = [None] * world
+dist.all_gather_object(objs, {"rank": rank, "text": "x" * rank})
+assert objs == [{"rank": r, "text": "x" * r} for r in range(world)], objs
+box = [{"from": 0}] if rank == 0 else [None]
+dist.broadcast_object_list(box, 0)
+assert box == [{"from": 0}], box
+for _ in range(3):
+    dist.barrier()
+
+# Non-blocking: a Work per op, waited out of order, and its future.
+works = [dist.all_reduce(torch.full((64,), float(rank + k)), async_op=True) for k in range(4)]
+for k, w in reversed(list(enumerate(works))):
+    w.wait()
+    assert w.is_completed()
+fut = dist.all_reduce(torch.ones(8), async_op=True).get_future()
+assert torch.equal(fut.wait()[0], torch.full((8,), float(world))), fut.wait()
+
+# Subgroups: the even ranks, and the odd ones (each built by every rank, as torch asks).
+evens = dist.new_group([r for r in range(world) if r % 2 == 0], backend="chorus")
+odds = dist.new_group([r for r in range(world) if r % 2 == 1], backend="chorus") if world > 1 else None
+mine = evens if rank % 2 == 0 else odds
+members = [r for r in range(world) if r % 2 == rank % 2]
+t = torch.full((5,), float(rank))
+dist.all_reduce(t, group=mine)
+assert torch.equal(t, torch.full((5,), float(sum(members)))), t
+b = torch.full((3,), float(rank))
+dist.broadcast(b, members[-1], group=mine)  # the root is a global rank, as torch takes it
+assert torch.equal(b, torch.full((3,), float(members[-1]))), b
+
+dist.barrier()
+print(f"rank {rank}: {cases} cases match")
+dist.destroy_process_group()
+sys.exit(0)
