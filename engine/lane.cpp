@@ -10,7 +10,11 @@ namespace chorus {
 struct Lane::Core {
   std::mutex mu;
   std::condition_variable cv;  // work came, the lane was let go, or the Lane is gone
-  std::deque<Task> queue;
+  struct Queued {
+    const void* key;
+    Task task;
+  };
+  std::deque<Queued> queue;
   bool busy = false;            // a task runs (on the lane's thread or a caller's)
   bool thread_running = false;  // the lane's thread exists
   bool closed = false;          // the Lane is gone: the thread ends once the queue is empty
@@ -46,7 +50,7 @@ void run_lane(std::shared_ptr<Lane::Core> c) {
     // Sleeps while a caller holds the lane or nothing is queued, at most `idle` at a time.
     c->cv.wait_for(lk, c->idle, [&] { return (!c->busy && !c->queue.empty()) || (c->closed && c->queue.empty()); });
     if (!c->busy && !c->queue.empty()) {
-      Lane::Task t = std::move(c->queue.front());
+      Lane::Task t = std::move(c->queue.front().task);
       c->queue.pop_front();
       c->busy = true;
       lk.unlock();
@@ -85,10 +89,33 @@ Lane::~Lane() {
   core_->cv.notify_all();
 }
 
-void Lane::submit(Task t) {
+void Lane::submit(Task t, const void* key) {
   std::lock_guard<std::mutex> lk(core_->mu);
-  core_->queue.push_back(std::move(t));
+  core_->queue.push_back({key, std::move(t)});
   ensure_thread(core_);  // where a caller holds the lane, the thread waits for its release
+}
+
+std::function<bool()> Lane::runner(const void* key) const {
+  return [weak = std::weak_ptr<Core>(core_), key] {
+    auto c = weak.lock();  // the lane's core outlives the Lane while tasks are queued
+    if (!c || tl_held.has(c.get())) return false;  // this thread runs one of the lane's tasks: not now
+    Lane::Task t;
+    {
+      std::lock_guard<std::mutex> lk(c->mu);
+      if (c->busy || c->queue.empty() || c->queue.front().key != key) return false;
+      t = std::move(c->queue.front().task);
+      c->queue.pop_front();
+      c->busy = true;
+    }
+    push_held(c.get());
+    t();
+    t = nullptr;  // what the task held goes now, not under the lock
+    pop_held();
+    std::lock_guard<std::mutex> lk(c->mu);
+    c->busy = false;
+    if (!c->queue.empty()) ensure_thread(c);
+    return true;
+  };
 }
 
 Lane::Hold Lane::enter() {

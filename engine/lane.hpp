@@ -23,8 +23,14 @@ class Lane {
   Lane(const Lane&) = delete;
   Lane& operator=(const Lane&) = delete;
 
-  // Runs `t` after every task handed in before it. Never blocks.
-  void submit(Task t);
+  // Runs `t` after every task handed in before it. Never blocks. `key` names the task for
+  // run_now() (nullptr: none).
+  void submit(Task t, const void* key = nullptr);
+  // A call that runs the task `key` on the calling thread, if it is still queued, first in line,
+  // and the lane is free (else it does nothing and returns false): whoever waits for a task's
+  // outcome runs it itself rather than hand it to the lane's thread and be woken back (two
+  // thread hand-offs, ~20 us each on a busy host). Valid after the Lane is gone.
+  std::function<bool()> runner(const void* key) const;
 
   // The lane held by the calling thread while it runs a task itself (see enter()).
   class Hold {

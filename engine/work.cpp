@@ -34,6 +34,9 @@ Status empty_work() { return {Errc::invalid_argument, "this Work names no op (de
 
 Status Work::wait() const {
   if (!state_) return empty_work();
+  // Not started yet: run it here rather than wait to be woken by the lane's thread. (wait_for
+  // does not: the op could outlast its limit.)
+  if (state_->run_here && !state_->is_done()) state_->run_here();
   // The op itself is bounded by its timeout, so this ends: slices only keep each sleep finite.
   // No spin: the thread that runs the op (a lane's) wants this core more than a spinning waiter.
   while (!state_->done.wait_at_least(1, Clock::now() + std::chrono::seconds(1), kNoSpin)) {

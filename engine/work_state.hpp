@@ -17,6 +17,9 @@ struct WorkState {
   Status status;                      // how the op ended
   std::vector<Tensor> tensors;        // Work::result()
   std::vector<std::string> objects;   // Work::objects()
+  // Runs the op on the calling thread when it has not started yet (Lane::runner); set before the
+  // Work is handed out, never after. Work::wait() calls it before it sleeps.
+  std::function<bool()> run_here;
 
   // Sets the outcome (tensors and objects first, by whoever completes), wakes the waiters and
   // runs the callbacks, on this thread. Once only: a second call is a bug in chorus and is ignored.

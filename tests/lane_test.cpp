@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/lane.hpp"
+#include "engine/work_state.hpp"
 #include "test_events.hpp"
 
 namespace chorus {
@@ -59,6 +60,44 @@ TEST(Lane, ATaskEnteringItsOwnLaneRunsAtOnce) {
   });
   lane.submit([] {});  // queued behind: the inner enter must not wait for it
   EXPECT_TRUE(inner.wait_for(1));
+}
+
+TEST(Lane, ARunnerTakesOnlyItsOwnTaskFirstInLineOnAFreeLane) {
+  Lane lane;
+  int a = 0, b = 0;
+  EventCount ran_a, ran_b;
+  EXPECT_FALSE(lane.runner(&a)()) << "nothing is queued";
+  {
+    Lane::Hold hold = lane.enter();  // the lane is busy: what is handed in stays queued
+    ASSERT_TRUE(hold);
+    lane.submit([&] { ran_a.raise(); }, &a);
+    lane.submit([&] { ran_b.raise(); }, &b);
+    bool took = true;
+    std::thread other([&] { took = lane.runner(&a)(); });
+    other.join();
+    EXPECT_FALSE(took) << "a runner took a task of a busy lane";
+    EXPECT_FALSE(lane.runner(&a)()) << "the holder's own thread runs the lane's task already";
+    EXPECT_FALSE(ran_a.wait_for(1, 20ms));
+  }
+  EXPECT_TRUE(ran_a.wait_for(1));  // the lane's thread runs both, in order
+  EXPECT_TRUE(ran_b.wait_for(1));
+  EXPECT_FALSE(lane.runner(&b)()) << "a task that ran is not run again";
+}
+
+TEST(Lane, AWaitRunsAnOpThatHasNotStartedOnTheWaitingThread) {
+  // Work::wait() asks the op's runner first (Lane::runner, set by run_async): here a runner that
+  // completes the op, so the wait returns its outcome without sleeping.
+  auto ws = std::make_shared<WorkState>();
+  std::thread::id ran_on;
+  ws->run_here = [&, raw = ws.get()] {
+    ran_on = std::this_thread::get_id();
+    raw->complete(Status(Errc::shape_mismatch, "ran here"));
+    return true;
+  };
+  Status s = WorkAccess::make(ws).wait();
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_EQ(s.code(), Errc::shape_mismatch);
+  EXPECT_EQ(s.message(), "ran here");
 }
 
 TEST(Lane, AThreadEndedForLackOfWorkIsStartedAgain) {

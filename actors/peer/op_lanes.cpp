@@ -134,7 +134,8 @@ Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& 
   auto ws = std::make_shared<WorkState>();
   s->lanes_used.store(true, std::memory_order_release);
   on_lane(*s, k, [&](Lane& lane) {
-    lane.submit([s, ws, o, order, body = std::move(body)] { run_body(s.get(), body, o, *ws, order.get()); });
+    ws->run_here = lane.runner(ws.get());
+    lane.submit([s, ws, o, order, body = std::move(body)] { run_body(s.get(), body, o, *ws, order.get()); }, ws.get());
     return 0;
   });
   return WorkAccess::make(ws);
