@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 
 #include "actors/orchestrator/hosted.hpp"
+#include "core/env.hpp"
 #include "core/host_names.hpp"
 #include "core/secret.hpp"
 #include "errors.hpp"
@@ -31,11 +32,6 @@ std::string host_name() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "";
   return name;
-}
-
-std::string env_or(const char* name, std::string fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
 }
 
 // The store's keys, under the prefix torch gives the group.
@@ -89,14 +85,14 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
     if (rank == 0) {
       bool one_host = true;
       for (int r = 1; r < size; ++r) one_host = one_host && text_of(store->get(kHostKey + std::to_string(r))) == me;
-      std::string secret = env_or("CHORUS_SECRET", "");
+      std::string secret = secret_from_env();
       if (secret.empty()) secret = value_of(draw_secret());
       // Every rank here: loopback only. Else the address others reach: CHORUS_NODE_ADDRESS,
       // MASTER_ADDR (torch's own store is there), or this host's first address that is not
       // loopback; the door listens on every interface, as torch's store does.
       std::string host = "127.0.0.1";
       if (!one_host) {
-        host = env_or("CHORUS_NODE_ADDRESS", env_or("MASTER_ADDR", first_address(me, true)));
+        host = env_text("CHORUS_NODE_ADDRESS").value_or(env_text("MASTER_ADDR").value_or(first_address(me, true)));
         if (host.empty())
           throw Error(Status(Errc::invalid_config, "rank 0 cannot tell an address of " + me +
                                                        " that the other hosts reach; set CHORUS_NODE_ADDRESS"));
@@ -116,8 +112,8 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
       c.secret = text_of(store->get(kSecretKey));
     }
     const std::string orch_host = host_of(c.orchestrator_address);
-    c.node_address = env_or("CHORUS_NODE_ADDRESS", is_loopback_host(orch_host) ? std::string("127.0.0.1")
-                                                                               : address_toward(orch_host, false));
+    c.node_address = env_text("CHORUS_NODE_ADDRESS")
+                         .value_or(is_loopback_host(orch_host) ? std::string("127.0.0.1") : address_toward(orch_host, false));
     if (c.node_address.empty())
       throw Error(Status(Errc::invalid_config, "rank " + std::to_string(rank) +
                                                    " cannot tell its address toward the orchestrator at " +
