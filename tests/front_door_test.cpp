@@ -3,7 +3,9 @@
 // inner port, a wrong one is refused with "wrong secret" and reaches nothing, a half answer is
 // closed at the deadline, bytes cross intact both ways (megabytes each way at once), a close at
 // either end closes the other, and the door's bounds (pending handshakes, connections, file
-// descriptors) hold. The client's side: door_passage_test.
+// descriptors) hold; behind it a socket pair from open_inner serves as well as a port, and a
+// guard on what the client sends closes its connection before a refused byte gets through.
+// The client's side: door_passage_test.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -22,6 +24,7 @@
 #include "door_fixtures.hpp"
 #include "status_matchers.hpp"
 #include "transport/door_handshake.hpp"
+#include "transport/relay.hpp"
 
 namespace chorus {
 namespace {
@@ -268,6 +271,68 @@ TEST(FrontDoor, OutOfDescriptorsTheDoorPausesInsteadOfSpinning) {
     EXPECT_TRUE(read_exact(c, g.data(), g.size(), in(3000ms)).is_ok());
     ::close(c);
   }
+}
+
+// open_inner instead of a port: each admitted connection gets a socket pair's end, and the bytes
+// cross both ways as through a port.
+TEST(FrontDoor, OpenInnerServesAConnectionWithoutAnyPort) {
+  int kept = -1;  // the orchestrator's end of the last pair
+  FrontDoor::Options o = options(0);
+  o.open_inner = [&kept] {
+    int ends[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return -1;
+    kept = ends[0];
+    return ends[1];
+  };
+  Door door(std::move(o));
+  const int fd = pass(door);
+  ASSERT_GE(fd, 0);
+  ASSERT_GE(kept, 0);
+  ASSERT_TRUE(write_exact(fd, "ping", 4, in(2000ms)).is_ok());
+  char buf[4] = {};
+  ASSERT_TRUE(read_exact(kept, buf, 4, in(2000ms)).is_ok());
+  EXPECT_EQ(std::string(buf, 4), "ping");
+  ASSERT_TRUE(write_exact(kept, "pong", 4, in(2000ms)).is_ok());
+  ASSERT_TRUE(read_exact(fd, buf, 4, in(2000ms)).is_ok());
+  EXPECT_EQ(std::string(buf, 4), "pong");
+  EXPECT_EQ(door->stats().admitted, 1u);
+  ::close(fd);
+  ::close(kept);
+}
+
+// A guard that refuses the byte 'X': everything before the read that holds it gets through, none
+// of that read does, and both ends are closed; the door counts it.
+struct RefuseX : StreamGuard {
+  std::string check(const char* data, std::size_t size) override {
+    return std::string(data, size).find('X') == std::string::npos ? "" : "an X";
+  }
+};
+
+TEST(FrontDoor, AGuardClosesTheConnectionBeforeARefusedReadGetsThrough) {
+  Inner inner;
+  FrontDoor::Options o = options(inner.port);
+  o.make_guard = [] { return std::make_unique<RefuseX>(); };
+  Door door(std::move(o));
+  const auto [fd, c] = link_through(door, inner);
+  ASSERT_GE(c, 0);
+  ASSERT_TRUE(write_exact(fd, "fine", 4, in(2000ms)).is_ok());
+  char buf[4] = {};
+  ASSERT_TRUE(read_exact(c, buf, 4, in(2000ms)).is_ok());
+  EXPECT_EQ(std::string(buf, 4), "fine");
+  // What the orchestrator's side sends is not the guard's business.
+  ASSERT_TRUE(write_exact(c, "X ok", 4, in(2000ms)).is_ok());
+  ASSERT_TRUE(read_exact(fd, buf, 4, in(2000ms)).is_ok());
+  EXPECT_EQ(std::string(buf, 4), "X ok");
+  ASSERT_TRUE(write_exact(fd, "abXd", 4, in(2000ms)).is_ok());
+  std::string got;
+  EXPECT_TRUE(read_to_eof(c, got)) << "the orchestrator's side was not closed";
+  EXPECT_EQ(got, "") << "bytes of the refused read got through";
+  std::string back;
+  EXPECT_TRUE(read_to_eof(fd, back)) << "the client's side was not closed";
+  EXPECT_EQ(door->stats().blocked, 1u);
+  EXPECT_TRUE(eventually([&] { return door->relayed() == 0; }));
+  ::close(fd);
+  ::close(c);
 }
 
 } // namespace

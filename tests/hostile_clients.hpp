@@ -16,6 +16,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "transport/door_handshake.hpp"
 
@@ -97,6 +98,45 @@ inline RawReply send_raw(uint16_t port, const std::string& bytes) {
   r.closed = read_until_closed(fd, r.after, std::chrono::seconds(5));
   close(fd);
   return r;
+}
+
+// A BASP header with every field given (big endian, as basp_header).
+inline std::string basp_header_full(uint8_t operation, uint8_t flags, uint32_t payload_len, uint64_t operation_data,
+                                    uint64_t source_actor, uint64_t dest_actor) {
+  std::string h = basp_header(operation, payload_len, operation_data);
+  h[3] = static_cast<char>(flags);
+  for (int i = 0; i < 8; ++i) h[16 + i] = static_cast<char>(source_actor >> (56 - 8 * i));
+  for (int i = 0; i < 8; ++i) h[24 + i] = static_cast<char>(dest_actor >> (56 - 8 * i));
+  return h;
+}
+
+// The TCP ports a process listens on (IPv4 and IPv6), from /proc: its sockets' inodes matched
+// against the kernel's tables.
+inline std::vector<uint16_t> listening_tcp_ports(pid_t pid) {
+  std::vector<std::string> inodes;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd/";
+  for (int fd = 0; fd < 4096; ++fd) {
+    char target[128];
+    const ssize_t n = readlink((dir + std::to_string(fd)).c_str(), target, sizeof target - 1);
+    if (n <= 0) continue;
+    const std::string t(target, static_cast<std::size_t>(n));
+    if (t.rfind("socket:[", 0) == 0) inodes.push_back(t.substr(8, t.size() - 9));
+  }
+  std::vector<uint16_t> ports;
+  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
+    std::ifstream f("/proc/" + std::to_string(pid) + table);
+    std::string line;
+    std::getline(f, line);  // the column names
+    while (std::getline(f, line)) {
+      std::istringstream in(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      in >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      if (state != "0A") continue;  // LISTEN
+      if (std::find(inodes.begin(), inodes.end(), inode) == inodes.end()) continue;
+      ports.push_back(static_cast<uint16_t>(std::stoul(local.substr(local.find(':') + 1), nullptr, 16)));
+    }
+  }
+  return ports;
 }
 
 // A process's resident memory in KiB (VmRSS), -1 when it cannot be read.

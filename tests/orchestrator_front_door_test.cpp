@@ -1,8 +1,10 @@
 // The chorus-orchestrator daemon against hostile input on its public port (issue 15): the 32-byte
 // BASP header that crashed CAF and other raw bytes, a CAF client without the secret trying an
 // exit message and fake timeouts during an admission, headers claiming huge payloads, and 200
-// silent connections with a flood of connect/close. Each time the daemon keeps serving: a real
-// job of two nodes is admitted afterwards (or during), its memory stays bounded and its CPU low.
+// silent connections with a flood of connect/close; and behind the door (issue 26), CAF with no
+// port of its own, and a client with the secret whose frames the guard checks: the empty
+// handshake, frames in another node's name, 256 MiB claims. Each time the daemon keeps serving: a
+// real job of two nodes is admitted afterwards (or during), its memory stays bounded and its CPU low.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -17,12 +19,14 @@
 #include <vector>
 
 #include "actors/ctl/status_query.hpp"
+#include "actors/orchestrator/basp_server.hpp"
 #include "actors/global_client/node_session.hpp"
 #include "hostile_clients.hpp"
 #include "orchestrator_fixtures.hpp"
 #include "status_matchers.hpp"
 #include "testkit/process.hpp"
 #include "transport/door_handshake.hpp"
+#include "transport/door_passage.hpp"
 
 namespace chorus {
 namespace {
@@ -251,6 +255,110 @@ TEST(OrchestratorFrontDoor, SilentConnectionsAndAFloodLeaveAJobUnharmed) {
   std::cout << "[ figures ] " << flooded.load() << " connections flooded in " << seconds << " s, daemon CPU "
             << share * 100 << " % of a core (" << share * seconds / flooded.load() * 1e6
             << " us per connection), RSS " << rss0 << " -> " << rss1 << " KiB\n";
+}
+
+// CAF has no port of its own: the daemon listens on its door's port and on nothing else, so no
+// local user can reach BASP without the door.
+TEST(OrchestratorFrontDoor, CafListensOnNoPortOfItsOwn) {
+  Daemon d;
+  ASSERT_GT(d.o.pid, 0) << d.o.error;
+  expect_admitted(d.o.port);  // every listener CAF would open is open by now
+  EXPECT_EQ(listening_tcp_ports(d.o.pid), std::vector<uint16_t>{d.o.port});
+}
+
+// Passes the door with the right secret: the raw socket behind it (CAF's server handshake comes
+// next), or -1.
+int past_the_door(uint16_t port) {
+  int fd = -1;
+  const Status s = pass_door("127.0.0.1", port, "s3", std::chrono::steady_clock::now() + 5s, fd);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  return fd;
+}
+
+// A client handshake as CAF writes it, for a node id of its own.
+std::string client_handshake(uint32_t pid) {
+  caf::node_id::default_data::host_id_type host{};
+  host.fill(0x5a);
+  const std::string id = node_id_bytes(caf::make_node_id(pid, host));
+  return basp_header(1, static_cast<uint32_t>(id.size()), 0) + id;
+}
+
+// Sends `bytes` past the door (as many as it takes before it closes): true when the daemon then
+// closes the connection (within 5 s).
+bool closed_after(uint16_t port, const std::string& bytes) {
+  const int fd = past_the_door(port);
+  if (fd < 0) return false;
+  for (std::size_t sent = 0; sent < bytes.size();) {
+    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;  // closed already
+    sent += static_cast<std::size_t>(n);
+  }
+  std::string got;
+  const bool closed = read_until_closed(fd, got, 5000ms);
+  ::close(fd);
+  return closed;
+}
+
+// The issue's 32 bytes, and every other empty-payload header, sent by a client that knows the
+// secret: each closes that client's connection, and the daemon serves on.
+TEST(OrchestratorFrontDoor, PastTheDoorTheEmptyHandshakeClosesOnlyItsConnection) {
+  Daemon d;
+  ASSERT_GT(d.o.pid, 0) << d.o.error;
+  for (uint8_t op = 0; op <= 7; ++op) EXPECT_TRUE(closed_after(d.o.port, basp_header(op, 0, 0))) << int(op);
+  EXPECT_TRUE(closed_after(d.o.port, std::string(32, '\0')));
+  ASSERT_TRUE(d.alive());
+  expect_admitted(d.o.port);
+}
+
+// A client with the secret speaks for itself only: a routed message (whose source node is only a
+// claim: here the orchestrator's own "timeout" during an admission), a down message in another
+// node's name, a second identity: each closes its connection, and the admission in progress is
+// untouched.
+TEST(OrchestratorFrontDoor, AClientWithTheSecretCannotSpeakForAnother) {
+  Daemon d;
+  ASSERT_GT(d.o.pid, 0) << d.o.error;
+  System first;
+  Result<std::shared_ptr<NodeSession>> ra = Status(Errc::internal, "not run");
+  std::thread t([&] { ra = NodeSession::join(*first.sys, "127.0.0.1", d.o.port, reg(2, 1, "127.0.0.1:7301"), 15000ms); });
+  ASSERT_TRUE(wait_registered(d.o.port, "s3", 1));
+  caf::node_id::default_data::host_id_type host{};
+  host.fill(0x11);
+  const std::string other = node_id_bytes(caf::make_node_id(77, host));
+  const std::string forged_stack(1, '\0');
+  const std::string routed = basp_header_full(3, 0, 2 * 32 + 1, 0, 1, 1) + other + other + forged_stack;
+  const std::string down = basp_header_full(5, 0, 2 * 32 + 1, 0, 1, 0) + other + other + std::string(1, '\0');
+  EXPECT_TRUE(closed_after(d.o.port, client_handshake(4242) + routed));
+  EXPECT_TRUE(closed_after(d.o.port, client_handshake(4242) + down));
+  EXPECT_TRUE(closed_after(d.o.port, client_handshake(4242) + client_handshake(4343)));
+  ASSERT_TRUE(wait_registered(d.o.port, "s3", 1)) << "the admission in progress was disturbed";
+  System second;
+  auto rb = NodeSession::join(*second.sys, "127.0.0.1", d.o.port, reg(2, 2, "127.0.0.1:7302"), 10000ms);
+  t.join();
+  ASSERT_TRUE(ra) << ra.status().to_string();
+  ASSERT_TRUE(rb) << rb.status().to_string();
+  EXPECT_EQ((*ra)->topology().collective, (*rb)->topology().collective);
+  (*ra)->leave();
+  (*rb)->leave();
+}
+
+// Past the door, claims of 256 MiB payloads (the issue's 3, and more) are refused at their header:
+// nothing of that size is reserved, and a daemon given a smaller bound refuses at that bound.
+TEST(OrchestratorFrontDoor, PastTheDoorHugePayloadClaimsAreRefusedAtTheHeader) {
+  Daemon d;
+  ASSERT_GT(d.o.pid, 0) << d.o.error;
+  const long rss0 = rss_kib(d.o.pid);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_TRUE(closed_after(d.o.port, client_handshake(4242) + basp_header_full(2, 0, 256u << 20, 0, 1, 1) +
+                                           std::string(1 << 20, 'x')));
+  const long rss1 = rss_kib(d.o.pid);
+  EXPECT_LT(rss1 - rss0, 50 * 1024) << "RSS " << rss0 << " -> " << rss1 << " KiB";
+  ASSERT_TRUE(d.alive());
+  expect_admitted(d.o.port);
+  std::cout << "[ figures ] RSS before " << rss0 << " KiB, after 6 x 256 MiB claims past the door " << rss1 << " KiB\n";
+  Daemon small({"--max-payload-bytes", "100"});
+  ASSERT_GT(small.o.pid, 0) << small.o.error;
+  EXPECT_TRUE(closed_after(small.o.port, client_handshake(4242) + basp_header_full(2, 0, 101, 0, 1, 1)));
+  ASSERT_TRUE(small.alive());
 }
 
 } // namespace

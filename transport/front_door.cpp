@@ -286,6 +286,11 @@ struct FrontDoor::Impl {
   void connect_inner(uint64_t id) {
     Guest& g = guests[id];
     g.stage = Guest::connect;
+    if (opts.open_inner) {
+      g.inner = opts.open_inner();
+      if (g.inner < 0) return inner_unreachable(id, errno);
+      return connected(id);
+    }
     g.inner = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (g.inner < 0) return inner_unreachable(id, errno);
     sockaddr_in a{};
@@ -301,9 +306,9 @@ struct FrontDoor::Impl {
   }
 
   void inner_unreachable(uint64_t id, int err) {
-    CHORUS_LOG(warn, orch, LogWhere{},
-               "front door: cannot reach the orchestrator's own port 127.0.0.1:" + std::to_string(opts.inner_port) +
-                   " (" + std::strerror(err) + "); connection closed");
+    const std::string inner =
+        opts.open_inner ? "the orchestrator" : "the orchestrator's own port 127.0.0.1:" + std::to_string(opts.inner_port);
+    CHORUS_LOG(warn, orch, LogWhere{}, "front door: cannot reach " + inner + " (" + std::strerror(err) + "); connection closed");
     end(id);
   }
 
@@ -331,8 +336,28 @@ struct FrontDoor::Impl {
     count(&Stats::admitted);
     guests.erase(id);
     pending_count = guests.size();
-    relay.add(fd, inner);
+    std::unique_ptr<StreamGuard> guard;
+    if (opts.make_guard)
+      if (auto checks = opts.make_guard()) guard = std::make_unique<LoggedGuard>(std::move(checks), peer_address(fd), *this);
+    relay.add(fd, inner, std::move(guard));
   }
+
+  // A client's guard that logs its reason once, with the client's address, and counts it.
+  struct LoggedGuard : StreamGuard {
+    std::unique_ptr<StreamGuard> checks;
+    std::string peer;
+    Impl& door;
+    LoggedGuard(std::unique_ptr<StreamGuard> c, std::string p, Impl& d) : checks(std::move(c)), peer(std::move(p)), door(d) {}
+    std::string check(const char* data, std::size_t size) override {
+      std::string why = checks->check(data, size);
+      if (!why.empty()) {
+        door.count(&Stats::blocked);  // counted first: whoever sees the close may look at the stats
+        CHORUS_LOG(warn, orch, LogWhere{}, "front door: closed the connection of " + peer + ": " + why);
+      }
+      return why;
+    }
+    void observe(const char* data, std::size_t size) override { checks->observe(data, size); }
+  };
 
   void close_everything() {
     while (!guests.empty()) end(guests.begin()->first);

@@ -9,11 +9,16 @@
 // max_connections in all (beyond, with no handshake to evict, a new one is closed at once). Out of
 // file descriptors, the door evicts its oldest handshake to make room, or with none stops
 // accepting for kAcceptPause instead of spinning on a listener it cannot serve.
+// Behind the door, the orchestrator's side of each admitted connection comes from open_inner (a
+// socket pair handed to CAF in-process: no port of CAF's to reach at all) or else from a
+// connection to inner_port on 127.0.0.1, and what the client sends passes the guard that
+// make_guard makes for it (CAF's BASP frames checked one by one) before CAF reads it.
 // One thread runs the handshakes (epoll); the relay has its own.
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +26,7 @@
 
 namespace chorus {
 
+class StreamGuard;
 inline constexpr std::chrono::milliseconds kAcceptPause{100};
 
 class FrontDoor {
@@ -28,7 +34,13 @@ class FrontDoor {
   struct Options {
     std::string host = "127.0.0.1";  // the public address (0.0.0.0: every interface)
     uint16_t port = 0;               // 0: a free port (see port())
-    uint16_t inner_port = 0;         // the orchestrator's BASP port on 127.0.0.1
+    uint16_t inner_port = 0;         // the orchestrator's BASP port on 127.0.0.1, when no open_inner
+    // The orchestrator's side of an admitted connection: a connected socket the door owns from
+    // then on, or -1 with errno set. Called on the door's thread; must not block.
+    std::function<int()> open_inner;
+    // A guard for what one admitted client sends (null: none); its reason closes the connection
+    // and is logged once with the client's address.
+    std::function<std::unique_ptr<StreamGuard>()> make_guard;
     std::string secret;              // empty: no challenge (TLS is the check, or nothing is)
     std::chrono::milliseconds handshake_timeout{2000};
     std::size_t max_pending = 64;
@@ -44,6 +56,7 @@ class FrontDoor {
     uint64_t abandoned = 0;  // closed by the client during the handshake
     uint64_t admitted = 0;   // handed to the relay
     uint64_t paused = 0;     // times accepting stopped for lack of file descriptors
+    uint64_t blocked = 0;    // admitted connections closed by their guard
   };
 
   // Listens on host:port and starts serving.

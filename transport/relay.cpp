@@ -40,6 +40,7 @@ struct Pair {
   bool watched[2] = {true, true};    // in the epoll set
   std::chrono::milliseconds silence{0};  // > 0: fd[1] silent this long closes the pair
   Clock::time_point heard{};             // when fd[1] last sent something
+  std::unique_ptr<StreamGuard> guard;    // checks what fd[0] sends, observes fd[1] (may be null)
   // One side ended: only what it sent is still delivered (what was on its way to it has nobody
   // to read it), then the pair closes.
   bool closing() const { return dir[0].eof || dir[1].eof; }
@@ -56,6 +57,7 @@ struct Command {
   enum Kind { add, accept, cancel } kind;
   int a = -1, b = -1;
   uint64_t token = 0;
+  std::unique_ptr<StreamGuard> guard;
   std::function<bool(int)> ok;
   std::chrono::milliseconds silence{0};
 };
@@ -151,7 +153,7 @@ struct Relay::Impl {
     }
     for (auto& c : todo) {
       if (c.kind == Command::add) {
-        start_pair(c.a, c.b);
+        start_pair(c.a, c.b, std::chrono::milliseconds{0}, std::move(c.guard));
       } else if (c.kind == Command::accept) {
         accepting[c.token] = {c.a, c.b, std::move(c.ok), c.silence};
         epoll_event ev{};
@@ -193,9 +195,11 @@ struct Relay::Impl {
     start_pair(c, other, silence);  // still counted: it was counted as a pair from add_after_accept
   }
 
-  void start_pair(int a, int b, std::chrono::milliseconds silence = std::chrono::milliseconds{0}) {
+  void start_pair(int a, int b, std::chrono::milliseconds silence = std::chrono::milliseconds{0},
+                  std::unique_ptr<StreamGuard> guard = nullptr) {
     const uint64_t id = next_id++;
     auto p = std::make_unique<Pair>();
+    p->guard = std::move(guard);
     p->fd[0] = a;
     p->fd[1] = b;
     p->silence = silence;
@@ -233,6 +237,10 @@ struct Relay::Impl {
     if (d.end == kRelayBuffer) return true;
     const ssize_t r = recv(p.fd[side], d.data.get() + d.end, kRelayBuffer - d.end, 0);
     if (r > 0 && side == 1 && p.silence.count() > 0) p.heard = Clock::now();
+    // The guard sees the read before any of it can be written on (its reason was its to log).
+    if (r > 0 && side == 0 && p.guard && !p.guard->check(d.data.get() + d.end, static_cast<std::size_t>(r)).empty())
+      return false;
+    if (r > 0 && side == 1 && p.guard) p.guard->observe(d.data.get() + d.end, static_cast<std::size_t>(r));
     if (r > 0) d.end += static_cast<std::size_t>(r);
     else if (r == 0) d.eof = true;
     else if (errno != EAGAIN && errno != EINTR) return false;
@@ -308,20 +316,25 @@ Relay::~Relay() {
   ::close(impl_->wake);
 }
 
-void Relay::add(int a, int b) {
+void Relay::add(int a, int b, std::unique_ptr<StreamGuard> guard) {
   ++impl_->count;  // counted at once: the door's limits see it before the thread does
-  impl_->post({Command::add, a, b, 0, {}});
+  Command c{Command::add, a, b, 0};
+  c.guard = std::move(guard);
+  impl_->post(std::move(c));
 }
 
 uint64_t Relay::add_after_accept(int listener, int b, std::function<bool(int)> accept_ok,
                                  std::chrono::milliseconds silence) {
   const uint64_t token = impl_->next_token++;
   ++impl_->count;
-  impl_->post({Command::accept, listener, b, token, std::move(accept_ok), silence});
+  Command c{Command::accept, listener, b, token};
+  c.ok = std::move(accept_ok);
+  c.silence = silence;
+  impl_->post(std::move(c));
   return token;
 }
 
-void Relay::cancel(uint64_t token) { impl_->post({Command::cancel, -1, -1, token, {}}); }
+void Relay::cancel(uint64_t token) { impl_->post(Command{Command::cancel, -1, -1, token}); }
 
 std::size_t Relay::pairs() const { return impl_->count.load(); }
 

@@ -8,6 +8,8 @@
 // number of pairs. When one side closes or fails, what it had sent is delivered to the other,
 // then both are closed: the program at the other end sees the connection end as it would without
 // the relay (CAF then reports the node or orchestrator lost).
+// A pair can also be given a guard on what `a` sends (StreamGuard, below): the front door checks
+// every frame a client sends before any of it reaches the orchestrator.
 // A pair can also be given a silence limit for `b`: once `b` has sent nothing for that long, both
 // sides are closed, as if `b` had hung up (a door passage's watch on a frozen orchestrator).
 #pragma once
@@ -16,10 +18,24 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace chorus {
 
 inline constexpr std::size_t kRelayBuffer = 16 * 1024;
+
+// Looks at the bytes one side of a pair sends, in order, before they are passed on. The relay
+// hands it each read as it comes (a frame may be cut anywhere) and passes the read on only when
+// check() returns "", so a guard that decides at the last byte of a frame keeps the whole frame
+// from its receiver's parser. A reason closes both sides.
+// It also sees, after the fact, what the other side sends (observe), which it may learn from
+// (whom the guarded side may answer) but not refuse.
+class StreamGuard {
+ public:
+  virtual ~StreamGuard() = default;
+  virtual std::string check(const char* data, std::size_t size) = 0;
+  virtual void observe(const char* /*data*/, std::size_t /*size*/) {}
+};
 
 class Relay {
  public:
@@ -29,8 +45,9 @@ class Relay {
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
 
-  // Relays between the connected sockets a and b, which it owns from now on.
-  void add(int a, int b);
+  // Relays between the connected sockets a and b, which it owns from now on; `guard` (may be
+  // null) checks what a sends.
+  void add(int a, int b, std::unique_ptr<StreamGuard> guard = nullptr);
   // Owns `listener` and the connected socket `b`: accepts connections on `listener` until one
   // passes `accept_ok` (called on the relay's thread; the others are closed), closes the listener
   // and relays that connection with `b`. Returns a token for cancel(). silence > 0: the pair is

@@ -46,6 +46,7 @@ struct DaemonConfig : caf::actor_system_config {
   uint64_t timeout_ms = 30000;
   uint64_t heartbeat_ms = 1000;
   uint64_t handshake_ms = 2000;
+  uint32_t max_payload_bytes = chorus::kDefaultMaxControlPayload;
   std::string tls_cert, tls_key, tls_ca;
 
   DaemonConfig() {
@@ -59,6 +60,8 @@ struct DaemonConfig : caf::actor_system_config {
              "BASP heartbeat interval (default 1000; 0: off): a node silent for 4 intervals is lost")
         .add(handshake_ms, "handshake-ms",
              "how long a new connection may take to prove it knows the secret (default 2000)")
+        .add(max_payload_bytes, "max-payload-bytes",
+             "the largest BASP payload a node may send (default 1048576); a larger claim closes its connection")
         .add(tls_cert, "tls-cert", "TLS: this daemon's certificate (PEM); with --tls-key and --tls-ca")
         .add(tls_key, "tls-key", "TLS: its private key (PEM)")
         .add(tls_ca, "tls-ca", "TLS: the CA of the nodes' certificates (every connection is then TLS)");
@@ -186,7 +189,7 @@ int main(int argc, char** argv) {
   opts.timeout = std::chrono::milliseconds(cfg.timeout_ms);
   auto orch = sys.spawn(chorus::orchestrator, opts);
   auto published = chorus::PublishedOrchestrator::publish(
-      sys, orch, {cfg.host, cfg.port, cfg.secret, std::chrono::milliseconds(cfg.handshake_ms)});
+      sys, orch, {cfg.host, cfg.port, cfg.secret, std::chrono::milliseconds(cfg.handshake_ms), cfg.max_payload_bytes});
   if (!published) {
     std::cerr << "chorus-orchestrator: " << published.status().message() << "\n";  // names the address
     caf::anon_send_exit(orch, caf::exit_reason::user_shutdown);

@@ -1,5 +1,11 @@
 #include "actors/orchestrator/published.hpp"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <caf/io/basp_broker.hpp>
+
+#include "actors/orchestrator/basp_server.hpp"
 #include "transport/front_door.hpp"
 
 namespace chorus {
@@ -11,16 +17,25 @@ Result<std::unique_ptr<PublishedOrchestrator>> PublishedOrchestrator::publish(ca
                                                                               const orchestrator_actor& orch,
                                                                               const Options& opts) {
   std::unique_ptr<PublishedOrchestrator> p(new PublishedOrchestrator(sys, orch));
-  auto inner = publish_remote(sys, orch, 0, "127.0.0.1");
-  if (!inner)
-    return Status(Errc::unreachable, "cannot publish the orchestrator on 127.0.0.1: " + sys.render(inner.error()));
-  p->inner_port_ = *inner;
   FrontDoor::Options d;
   d.host = opts.host;
   d.port = opts.port;
-  d.inner_port = *inner;
   d.secret = opts.secret;
   d.handshake_timeout = opts.handshake_timeout;
+  if (uses_tls(sys)) {
+    auto inner = publish_remote(sys, orch, 0, "127.0.0.1");
+    if (!inner)
+      return Status(Errc::unreachable, "cannot publish the orchestrator on 127.0.0.1: " + sys.render(inner.error()));
+    p->inner_port_ = *inner;
+    d.inner_port = *inner;
+  } else {
+    p->basp_ = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+    PublishedOrchestrator* self = p.get();  // the door, which calls it, closes before p goes
+    d.open_inner = [self] { return self->hand_over(); };
+    d.make_guard = [server = basp_server(sys, orch.id()), max = opts.max_payload] {
+      return std::make_unique<BaspGuard>(server, max);
+    };
+  }
   auto door = FrontDoor::open(std::move(d));
   if (!door) return door.status();  // p's destructor unpublishes
   p->door_ = std::move(*door);
@@ -28,9 +43,22 @@ Result<std::unique_ptr<PublishedOrchestrator>> PublishedOrchestrator::publish(ca
   return p;
 }
 
+int PublishedOrchestrator::hand_over() {
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return -1;
+  // BASP's own way to serve a connection it did not accept (CAF keeps it for tests): the broker
+  // writes its server handshake for the actor published under the key (the door's port, unique
+  // in this actor system) and reads the client from then on.
+  caf::io::scribe_ptr scribe = sys_.middleman().backend().new_scribe(ends[0]);
+  caf::anon_send(basp_, caf::publish_atom::value, std::move(scribe), port_,
+                 caf::actor_cast<caf::strong_actor_ptr>(orch_), sys_.message_types(orch_));
+  return ends[1];
+}
+
 PublishedOrchestrator::~PublishedOrchestrator() {
   door_.reset();
   if (inner_port_ != 0) (void)sys_.middleman().unpublish(orch_, inner_port_);
+  if (basp_) caf::anon_send(basp_, caf::unpublish_atom::value, caf::actor_cast<caf::actor_addr>(orch_), port_);
 }
 
 } // namespace chorus

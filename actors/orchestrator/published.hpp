@@ -1,6 +1,10 @@
-// The orchestrator as nodes reach it: its actor published for CAF on 127.0.0.1 only (a free
-// port), and the front door (transport/front_door.hpp) on the public address, through which alone
-// a connection from elsewhere reaches that port: CAF's BASP parses nothing a stranger sends.
+// The orchestrator as nodes reach it: the front door (transport/front_door.hpp) on the public
+// address, through which alone a connection reaches CAF: BASP parses nothing a stranger sends.
+// Behind it, each admitted connection is handed to CAF in-process as one end of a socket pair, so
+// CAF has no port at all that another local user could reach, and every frame the client sends
+// passes a BaspGuard (basp_guard.hpp) first. With TLS, CAF's TLS layer must see the connection
+// itself: the actor is then published on 127.0.0.1 (where a connection must still complete TLS
+// with a certificate the CA signed) and the door relays the encrypted bytes unchecked.
 // Nodes and chorus-ctl pass the door with connect_orchestrator()
 // (actors/global_client/node_session.hpp).
 #pragma once
@@ -16,6 +20,11 @@ namespace chorus {
 
 class FrontDoor;
 
+// The bound on a client's BASP payloads (BaspGuard). Control messages are small (a registration,
+// a status report): 1 MiB leaves room for the largest job's topology and refuses the 256 MiB
+// claims that would otherwise be reserved.
+inline constexpr uint32_t kDefaultMaxControlPayload = 1u << 20;
+
 class PublishedOrchestrator {
  public:
   struct Options {
@@ -23,6 +32,7 @@ class PublishedOrchestrator {
     uint16_t port = 0;               // 0: a free port
     std::string secret;              // the door's challenge (empty: none)
     std::chrono::milliseconds handshake_timeout{2000};
+    uint32_t max_payload = kDefaultMaxControlPayload;  // the bound on a client's BASP payloads
   };
   // Publishes `orch` (with TLS when `sys` uses it) and opens its door.
   static Result<std::unique_ptr<PublishedOrchestrator>> publish(caf::actor_system& sys, const orchestrator_actor& orch,
@@ -34,12 +44,16 @@ class PublishedOrchestrator {
   PublishedOrchestrator& operator=(const PublishedOrchestrator&) = delete;
 
   uint16_t port() const { return port_; }              // the door's
-  uint16_t inner_port() const { return inner_port_; }  // CAF's, on 127.0.0.1
+  uint16_t inner_port() const { return inner_port_; }  // CAF's on 127.0.0.1 with TLS, else 0
 
  private:
   PublishedOrchestrator(caf::actor_system& sys, orchestrator_actor orch);
+  // A socket pair: one end to CAF's BASP broker as a connection to the published actor, the
+  // other returned (-1 and errno when the pair cannot be made). Runs on the door's thread.
+  int hand_over();
   caf::actor_system& sys_;
   orchestrator_actor orch_;
+  caf::actor basp_;  // CAF's BASP broker, when connections are handed over
   uint16_t inner_port_ = 0;
   uint16_t port_ = 0;
   std::unique_ptr<FrontDoor> door_;
