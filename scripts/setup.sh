@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 # openmpi-bin: the README's quickstart and tests/launch_env_test.cpp launch chorus with mpirun.
 # python3-dev, python3-pybind11, python3-torch, libtorch-dev: the Python package (docs/python.md);
 # the build leaves it out without them.
-packages=(cmake make g++ pkg-config libcaf-dev libcaf-openssl0.17 capnproto libcapnp-dev libgtest-dev libssl-dev openssl iproute2 nftables
+# lld: links the executables in well under half of GNU ld's time (the build uses it when present).
+packages=(cmake make g++ lld pkg-config libcaf-dev libcaf-openssl0.17 capnproto libcapnp-dev libgtest-dev libssl-dev openssl iproute2 nftables
           gnuplot-nox openmpi-bin python3-dev python3-pybind11 python3-torch libtorch-dev)
 missing=()
 for p in "${packages[@]}"; do
