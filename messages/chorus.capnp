@@ -64,7 +64,7 @@ struct Reset { peerId @0 :UInt32; }
 # once every expected node has registered, or at once with an error.
 struct NodeRegister {
   protocolVersion @0 :UInt32;  # the sender's protocolVersion constant
-  secret @1 :Text;             # the shared secret the orchestrator was started with
+  secret @1 :Text;             # never set: the front door checks the secret without sending it
   config @2 :Config;           # must agree with the first node's (numDevices, nodeAddress and
                                # orchestratorAddress may differ per node)
   numPeers @3 :UInt32;         # peers hosted by this node (>= 1; may differ between nodes)
@@ -132,9 +132,9 @@ struct LinkLost {
 
 # ---- Where a job stands (chorus-ctl status; codec: messages/status_codec.hpp) ----
 
-# chorus-ctl -> orchestrator: asks where every node stands (answered only with the right secret).
+# chorus-ctl -> orchestrator: asks where every node stands (whoever passed the front door).
 struct StatusRequest {
-  secret @0 :Text;
+  secret @0 :Text;  # never set: the front door checks the secret without sending it
 }
 
 # One peer as its node sees it: the op it is in and what that op waits for, or the last it did.

@@ -15,7 +15,7 @@ Envelope encode_node_register(const NodeRegisterData& r) {
   capnp::MallocMessageBuilder mb;
   auto b = mb.initRoot<wire::NodeRegister>();
   b.setProtocolVersion(r.protocol_version);
-  b.setSecret(r.secret);
+  // r.secret is not written: the front door checked it without it crossing the wire.
   b.setConfig(rr.root<wire::RegisterRequest>().getConfig());
   b.setNumPeers(r.num_peers);
   b.setDataAddress(r.data_address);
@@ -31,7 +31,6 @@ std::optional<NodeRegisterData> decode_node_register(const Envelope& e, std::str
     auto m = r.root<wire::NodeRegister>();
     NodeRegisterData d;
     d.protocol_version = m.getProtocolVersion();
-    d.secret = m.getSecret();
     d.num_peers = m.getNumPeers();
     d.data_address = m.getDataAddress();
     d.hardware_threads = m.getHardwareThreads();

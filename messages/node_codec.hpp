@@ -15,7 +15,7 @@ namespace chorus {
 
 struct NodeRegisterData {
   uint32_t protocol_version = 0;
-  std::string secret;
+  std::string secret;  // the node's, to pass the front door: never encoded (never on the wire)
   Config config;
   uint32_t num_peers = 0;
   std::string data_address;

@@ -12,9 +12,8 @@
 
 namespace chorus {
 
-struct StatusRequestData {
-  std::string secret;
-};
+// Says nothing: who may ask, the front door decided (the secret never crosses the wire).
+struct StatusRequestData {};
 
 struct PeerStatusData {
   uint32_t rank = 0;

@@ -1,5 +1,6 @@
 // The client's side of the front door (transport/door_passage.hpp): it refuses a door whose proof
-// is wrong and something that is no door, takes on its loopback port only a connection this
+// is wrong, an impostor that replays a real door's greeting and proof, and something that is no
+// door, takes on its loopback port only a connection this
 // process opened, and relays that one through the door (a close at the far end closes it).
 #include <gtest/gtest.h>
 
@@ -40,7 +41,7 @@ TEST(DoorPassage, ADoorWithAWrongProofOrNoDoorAtAllIsRefused) {
       if (greets) (void)door::make_greeting(door::Mode::challenge, g);
       else std::memcpy(g.data(), "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n", g.size());
       (void)write_exact(c, g.data(), g.size(), in(2000ms));
-      door::Proof answer{};
+      door::Answer answer{};
       if (greets && read_exact(c, answer.data(), answer.size(), in(2000ms)).is_ok()) {
         std::array<uint8_t, 1 + door::kProofSize> verdict{};
         verdict[0] = door::kAccepted;  // and a proof of zeros
@@ -61,6 +62,49 @@ TEST(DoorPassage, ADoorWithAWrongProofOrNoDoorAtAllIsRefused) {
 }
 
 // The passage's loopback port relays only a connection this process opened.
+// An impostor that saw one real exchange (the door's greeting and its accepting proof) replays
+// both to the next client: the client's own nonce makes the old proof wrong, so it is refused
+// before it sends anything past its answer (which is worth nothing on another connection).
+TEST(DoorPassage, AnImpostorReplayingARealDoorsGreetingAndProofIsRefused) {
+  Inner inner;
+  Door real(options(inner.port));
+  const int seen = raw_connect(real->port());
+  ASSERT_GE(seen, 0);
+  door::Greeting g{};
+  ASSERT_TRUE(read_exact(seen, g.data(), g.size(), in(2000ms)).is_ok());
+  door::Nonce nonce{};
+  door::Answer answer{};
+  ASSERT_TRUE(door::make_nonce(nonce));
+  ASSERT_TRUE(door::make_answer("s3", g, nonce, answer));
+  ASSERT_TRUE(write_exact(seen, answer.data(), answer.size(), in(2000ms)).is_ok());
+  std::array<uint8_t, 1 + door::kProofSize> verdict{};
+  ASSERT_TRUE(read_exact(seen, verdict.data(), verdict.size(), in(2000ms)).is_ok());
+  ASSERT_EQ(verdict[0], door::kAccepted);
+  ::close(seen);
+
+  int listener = -1;
+  uint16_t port = 0;
+  ASSERT_TRUE(tcp_listen("127.0.0.1", 0, listener, port).is_ok());
+  std::string after_answer;
+  std::thread impostor([&] {
+    int c = -1;
+    if (!tcp_accept(listener, in(3000ms), c).is_ok()) return;
+    (void)write_exact(c, g.data(), g.size(), in(2000ms));
+    door::Answer theirs{};
+    if (read_exact(c, theirs.data(), theirs.size(), in(2000ms)).is_ok())
+      (void)write_exact(c, verdict.data(), verdict.size(), in(2000ms));
+    (void)read_to_eof(c, after_answer, 2000ms);
+    ::close(c);
+  });
+  int fd = -1;
+  const Status s = pass_door("127.0.0.1", port, "s3", in(3000ms), fd);
+  impostor.join();
+  EXPECT_TRUE(has(s, Errc::auth_failed, {"does not know the secret"})) << s.to_string();
+  EXPECT_EQ(fd, -1);
+  EXPECT_EQ(after_answer, "") << "the client sent something past its answer to an impostor";
+  ::close(listener);
+}
+
 TEST(DoorPassage, OnlyAConnectionFromThisProcessIsTaken) {
   int listener = -1;
   uint16_t port = 0;

@@ -81,9 +81,11 @@ TEST(FrontDoor, AHalfSentAnswerIsClosedAtTheDeadline) {
   door::Mode mode{};
   ASSERT_TRUE(door::read_greeting(g, mode));
   EXPECT_EQ(mode, door::Mode::challenge);
-  door::Proof answer{};
-  ASSERT_TRUE(door::make_proof("s3", g, door::Role::client, answer));
-  ASSERT_TRUE(write_exact(fd, answer.data(), 16, in(2000ms)).is_ok());  // half of it, right so far
+  door::Nonce nonce{};
+  door::Answer answer{};
+  ASSERT_TRUE(door::make_nonce(nonce));
+  ASSERT_TRUE(door::make_answer("s3", g, nonce, answer));
+  ASSERT_TRUE(write_exact(fd, answer.data(), 32, in(2000ms)).is_ok());  // half of it, right so far
   std::string got;
   EXPECT_TRUE(read_to_eof(fd, got));
   const auto waited = Clock::now() - t0;

@@ -261,7 +261,7 @@ TEST(OwnSystem, AFailedJoinFailsEveryRegistrationOfTheNodeAlike) {
 // join and gets its outcome (here a timeout: the other node never comes) instead of joining again.
 TEST(OwnSystem, ARegistrationWhileTheNodeJoinsGetsThatJoinsOutcome) {
   testing::System orch_sys;
-  auto orch = orch_sys->spawn(orchestrator, OrchestratorCore::Options{2, "", 30s, {}});
+  auto orch = orch_sys->spawn(orchestrator, OrchestratorCore::Options{2, 30s, {}});
   auto published = PublishedOrchestrator::publish(*orch_sys, orch, {});
   ASSERT_TRUE(published) << published.status().to_string();
   Config c = multi_node((*published)->port());

@@ -9,13 +9,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "transport/door_handshake.hpp"
@@ -138,6 +141,82 @@ inline std::vector<uint16_t> listening_tcp_ports(pid_t pid) {
   }
   return ports;
 }
+
+// A TCP proxy on 127.0.0.1 that relays every connection to 127.0.0.1:target and keeps a copy of
+// every byte both ways: what anyone on the wire would capture.
+class RecordingProxy {
+ public:
+  explicit RecordingProxy(uint16_t target) : target_(target) {
+    listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && listen(listener_, 16) == 0 &&
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+    acceptor_ = std::thread([this] { serve(); });
+  }
+  ~RecordingProxy() {
+    stop_ = true;
+    ::shutdown(listener_, SHUT_RDWR);
+    acceptor_.join();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+    }
+    for (auto& t : pumps_) t.join();
+    for (int fd : fds_) ::close(fd);
+    ::close(listener_);
+  }
+  uint16_t port = 0;
+  // Everything relayed so far, both ways.
+  std::string captured() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return captured_;
+  }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{listener_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      const int c = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      const int s = connect_raw(target_);
+      if (s < 0) {
+        ::close(c);
+        continue;
+      }
+      std::lock_guard<std::mutex> lk(mu_);
+      fds_.push_back(c);
+      fds_.push_back(s);
+      pumps_.emplace_back([this, c, s] { pump(c, s); });
+      pumps_.emplace_back([this, c, s] { pump(s, c); });
+    }
+  }
+  void pump(int from, int to) {
+    char buf[4096];
+    for (;;) {
+      const ssize_t r = recv(from, buf, sizeof buf, 0);
+      if (r <= 0) break;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        captured_.append(buf, static_cast<std::size_t>(r));
+      }
+      if (send(to, buf, static_cast<std::size_t>(r), MSG_NOSIGNAL) != r) break;
+    }
+    ::shutdown(to, SHUT_WR);
+  }
+  uint16_t target_;
+  int listener_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<int> fds_;
+  std::vector<std::thread> pumps_;
+  std::string captured_;
+};
 
 // A process's resident memory in KiB (VmRSS), -1 when it cannot be read.
 inline long rss_kib(pid_t pid) {

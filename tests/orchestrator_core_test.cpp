@@ -1,5 +1,5 @@
 // The orchestrator's admission rules on its pure core (actors/orchestrator/orchestrator_core.hpp):
-// arrival order, version, secret and config checks, node loss before and after completion, a broken
+// arrival order, version and config checks, node loss before and after completion, a broken
 // data connection, the next collective, and the admission deadline. The real thing over CAF remoting:
 // orchestrator_loopback_test.cpp; the daemon as a process: orchestrator_daemon_test.cpp.
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@ using Core = OrchestratorCore;
 using namespace std::chrono_literals;
 using namespace chorus::testing;
 
-Core make_core(uint32_t nodes = 3) { return Core({nodes, "s3", 1000ms, {}}); }
+Core make_core(uint32_t nodes = 3) { return Core({nodes, 1000ms, {}}); }
 
 TEST(OrchestratorCore, AdmitsInArrivalOrderWithUnevenPeers) {
   auto core = make_core(3);
@@ -53,27 +53,6 @@ TEST(OrchestratorCore, AdmitsInArrivalOrderWithUnevenPeers) {
     EXPECT_EQ(r.topology.collective, core.collective());
     EXPECT_EQ(r.topology.nodes, nodes);
   }
-}
-
-// A wrong secret proves nothing about the sender: it is nobody's partner, and the admission goes on.
-TEST(OrchestratorCore, AWrongSecretIsRefusedWithoutDisturbingOthers) {
-  auto core = make_core(2);
-  (void)core.on_register(1, reg(2, 1, "h:1"));
-  auto fx = core.on_register(3, reg(2, 1, "h:3", "guess"));
-  ASSERT_EQ(fx.replies.size(), 1u);
-  EXPECT_EQ(fx.replies[0].to, 3u);
-  EXPECT_TRUE(has(fx.replies[0].status, Errc::auth_failed, {"wrong secret"}));
-  EXPECT_EQ(fx.replies[0].status.message().find("s3"), std::string::npos);  // never echo the secret
-  EXPECT_TRUE(fx.watch.empty());
-  EXPECT_EQ(core.registered(), 1u);
-  EXPECT_FALSE(core.is_member(3));
-  // So is a node registering twice: that node alone is answered.
-  fx = core.on_register(1, reg(2, 1, "h:1"));
-  ASSERT_EQ(fx.replies.size(), 1u);
-  EXPECT_TRUE(has(fx.replies[0].status, Errc::register_twice, {}));
-  fx = core.on_register(4, reg(2, 1, "h:4"));
-  ASSERT_EQ(fx.replies.size(), 2u);
-  EXPECT_EQ(fx.replies[1].topology.node_id, 1u);
 }
 
 // A node of the job that cannot be admitted (here another build) ends the admission of the nodes

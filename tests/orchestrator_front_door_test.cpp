@@ -83,9 +83,10 @@ TEST(OrchestratorFrontDoor, RawBytesNeverReachCafAndTheDaemonKeepsServing) {
   Daemon d;
   ASSERT_GT(d.o.pid, 0) << d.o.error;
   std::vector<std::string> inputs;
-  for (uint8_t op = 0; op <= 6; ++op) inputs.push_back(basp_header(op, 0, 3));
-  inputs.push_back(std::string(32, '\0'));
-  inputs.push_back("GET / HTTP/1.1\r\nHost: orchestrator\r\n\r\n");
+  // (Each at least an answer's 64 bytes: two headers where one is 32.)
+  for (uint8_t op = 0; op <= 6; ++op) inputs.push_back(basp_header(op, 0, 3) + basp_header(op, 0, 3));
+  inputs.push_back(std::string(64, '\0'));
+  inputs.push_back("GET / HTTP/1.1\r\nHost: orchestrator\r\nUser-Agent: curl/7.88\r\nAccept: */*\r\n\r\n");
   inputs.push_back(std::string(4096, '\xff'));
   for (const auto& bytes : inputs) {
     const RawReply r = send_raw(d.o.port, bytes);
@@ -359,6 +360,25 @@ TEST(OrchestratorFrontDoor, PastTheDoorHugePayloadClaimsAreRefusedAtTheHeader) {
   ASSERT_GT(small.o.pid, 0) << small.o.error;
   EXPECT_TRUE(closed_after(small.o.port, client_handshake(4242) + basp_header_full(2, 0, 101, 0, 1, 1)));
   ASSERT_TRUE(small.alive());
+}
+
+// The secret never crosses the wire: two nodes join and chorus-ctl's status query is answered
+// through a proxy that keeps every byte, and the secret is nowhere in them.
+TEST(OrchestratorFrontDoor, TheSecretNeverCrossesTheWire) {
+  const std::string secret = "a-long-secret-nobody-would-guess-7f3a";
+  Orchestrator o = start_orchestrator({"--port", "0", "--nodes", "2", "--secret", secret});
+  ChildGuard guard;
+  guard.pid = o.pid;
+  ASSERT_GT(o.pid, 0) << o.error;
+  RecordingProxy proxy(o.port);
+  ASSERT_GT(proxy.port, 0);
+  expect_admitted(proxy.port, secret);
+  auto job = query_job_status("127.0.0.1", proxy.port, secret, {}, 5000ms);
+  ASSERT_TRUE(job) << job.status().to_string();
+  const std::string wire = proxy.captured();
+  EXPECT_GT(wire.size(), 1000u) << "the proxy saw the joins";
+  EXPECT_EQ(wire.find(secret), std::string::npos) << "the secret crossed the wire";
+  EXPECT_EQ(wire.find(secret.substr(0, 12)), std::string::npos) << "part of the secret crossed the wire";
 }
 
 } // namespace

@@ -28,7 +28,7 @@ class Loopback : public ::testing::Test {
  protected:
   void start(uint32_t nodes, std::chrono::milliseconds timeout = 3000ms) {
     orch_sys_ = make_system();
-    orch_ = orch_sys_->sys->spawn(orchestrator, Core::Options{nodes, "s3", timeout, {}});
+    orch_ = orch_sys_->sys->spawn(orchestrator, Core::Options{nodes, timeout, {}});
     auto p = PublishedOrchestrator::publish(*orch_sys_->sys, orch_, {"127.0.0.1", 0, "s3", 2000ms});
     ASSERT_TRUE(p) << p.status().to_string();
     published_ = std::move(*p);

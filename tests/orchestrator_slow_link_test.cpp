@@ -92,7 +92,7 @@ struct SlowOrchestrator {
   explicit SlowOrchestrator(std::chrono::milliseconds delay = 400ms, std::chrono::milliseconds silence = 3000ms) {
     configure_remoting(cfg, 100ms, {}, silence, LinkEnd::accepting);
     sys = std::make_unique<caf::actor_system>(cfg);
-    orch = sys->spawn(orchestrator, OrchestratorCore::Options{1, "s3", 5000ms, {}});
+    orch = sys->spawn(orchestrator, OrchestratorCore::Options{1, 5000ms, {}});
     auto inner = publish_remote(*sys, orch, 0, "127.0.0.1");
     EXPECT_TRUE(inner) << sys->render(inner.error());
     proxy = std::make_unique<SlowProxy>(inner ? *inner : 0, delay);

@@ -25,13 +25,16 @@ bool read_greeting(const Greeting& g, Mode& mode) {
   return true;
 }
 
-bool make_proof(const std::string& secret, const Greeting& g, Role role, Proof& out) {
+bool make_nonce(Nonce& out) { return RAND_bytes(out.data(), static_cast<int>(out.size())) == 1; }
+
+bool make_proof(const std::string& secret, const Greeting& g, const Nonce& client_nonce, Role role, Proof& out) {
   static constexpr char kClient[] = "client";
   static constexpr char kServer[] = "server";
   const char* tag = role == Role::client ? kClient : kServer;
-  std::array<uint8_t, kGreetingSize + sizeof kClient - 1> msg{};
+  std::array<uint8_t, kGreetingSize + kNonceSize + sizeof kClient - 1> msg{};
   std::copy(g.begin(), g.end(), msg.begin());
-  std::copy(tag, tag + sizeof kClient - 1, msg.begin() + kGreetingSize);
+  std::copy(client_nonce.begin(), client_nonce.end(), msg.begin() + kGreetingSize);
+  std::copy(tag, tag + sizeof kClient - 1, msg.begin() + kGreetingSize + kNonceSize);
   // OpenSSL 3 takes an empty key only through a non-null pointer.
   static const uint8_t kNoKey = 0;
   const void* key = secret.empty() ? static_cast<const void*>(&kNoKey) : secret.data();
@@ -39,6 +42,26 @@ bool make_proof(const std::string& secret, const Greeting& g, Role role, Proof& 
   return HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), msg.data(), msg.size(), out.data(), &len) !=
              nullptr &&
          len == out.size();
+}
+
+bool make_answer(const std::string& secret, const Greeting& g, const Nonce& nonce, Answer& out) {
+  Proof p{};
+  if (!make_proof(secret, g, nonce, Role::client, p)) return false;
+  std::copy(nonce.begin(), nonce.end(), out.begin());
+  std::copy(p.begin(), p.end(), out.begin() + kNonceSize);
+  return true;
+}
+
+Nonce nonce_of(const Answer& a) {
+  Nonce n{};
+  std::copy(a.begin(), a.begin() + kNonceSize, n.begin());
+  return n;
+}
+
+Proof proof_of(const Answer& a) {
+  Proof p{};
+  std::copy(a.begin() + kNonceSize, a.end(), p.begin());
+  return p;
 }
 
 bool same_proof(const Proof& a, const Proof& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }

@@ -46,9 +46,12 @@ Status knock_once(const std::string& host, uint16_t port, const std::string& sec
     return {Errc::version_mismatch,
             "it does not greet as a chorus front door (an older orchestrator, or no orchestrator)"};
   if (mode == door::Mode::challenge) {
-    door::Proof answer{}, expected{}, theirs{};
-    if (!door::make_proof(secret, greeting, door::Role::client, answer) ||
-        !door::make_proof(secret, greeting, door::Role::server, expected))
+    door::Nonce mine{};
+    door::Answer answer{};
+    door::Proof expected{}, theirs{};
+    if (!door::make_nonce(mine)) return {Errc::internal, "OpenSSL's random generator does not work"};
+    if (!door::make_answer(secret, greeting, mine, answer) ||
+        !door::make_proof(secret, greeting, mine, door::Role::server, expected))
       return {Errc::internal, "OpenSSL could not compute the handshake's HMAC"};
     if (auto s = write_exact(fd, answer.data(), answer.size(), deadline); !s) {
       closed = s.code() == Errc::unreachable;

@@ -43,7 +43,7 @@ struct Guest {
   std::array<uint8_t, 1 + door::kProofSize> verdict{};  // what `tell` writes
   std::size_t verdict_size = 0;
   std::size_t sent = 0;  // bytes written of the greeting or the verdict
-  door::Proof answer{};
+  door::Answer answer{};  // the client's nonce and proof
   std::size_t got = 0;
 };
 
@@ -240,7 +240,7 @@ struct FrontDoor::Impl {
       watch(g.fd, id << 1, EPOLLIN, EPOLL_CTL_MOD);
     }
     if (g.stage == Guest::listen) {
-      // Only the answer's 32 bytes are read: whatever follows waits in the socket for the relay,
+      // Only the answer's 64 bytes are read: whatever follows waits in the socket for the relay,
       // and a stranger's bytes beyond them are never looked at.
       const ssize_t r = recv(g.fd, g.answer.data() + g.got, g.answer.size() - g.got, 0);
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
@@ -250,8 +250,8 @@ struct FrontDoor::Impl {
       if (r > 0) g.got += static_cast<std::size_t>(r);
       if (g.got < g.answer.size()) return;
       door::Proof expected{};
-      if (door::make_proof(opts.secret, g.greeting, door::Role::client, expected) &&
-          door::same_proof(expected, g.answer))
+      if (door::make_proof(opts.secret, g.greeting, door::nonce_of(g.answer), door::Role::client, expected) &&
+          door::same_proof(expected, door::proof_of(g.answer)))
         return connect_inner(id);
       CHORUS_LOG(info, orch, LogWhere{},
                  "front door: " + peer_address(g.fd) + " answered the challenge wrongly (wrong secret)");
@@ -316,7 +316,7 @@ struct FrontDoor::Impl {
     Guest& g = guests[id];
     if (mode == door::Mode::open) return admit(id);
     door::Proof mine{};
-    if (!door::make_proof(opts.secret, g.greeting, door::Role::server, mine)) return end(id);
+    if (!door::make_proof(opts.secret, g.greeting, door::nonce_of(g.answer), door::Role::server, mine)) return end(id);
     g.verdict[0] = door::kAccepted;
     std::copy(mine.begin(), mine.end(), g.verdict.begin() + 1);
     g.verdict_size = g.verdict.size();

@@ -18,7 +18,7 @@ Result<JobStatusData> query_job_status(const std::string& host, uint16_t port, c
   if (!orch) return orch.status();
   Result<JobStatusData> out = Status(Errc::internal, "no answer");
   caf::scoped_actor self{sys};
-  self->request(*orch, timeout, status_atom::value, encode_status_request({secret}))
+  self->request(*orch, timeout, status_atom::value, encode_status_request({}))
       .receive(
           [&](Envelope& reply) {
             std::string error;

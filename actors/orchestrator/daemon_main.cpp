@@ -185,7 +185,6 @@ int main(int argc, char** argv) {
   caf::actor_system sys{cfg};
   chorus::OrchestratorCore::Options opts;
   opts.expected_nodes = cfg.nodes;
-  opts.secret = cfg.secret;
   opts.timeout = std::chrono::milliseconds(cfg.timeout_ms);
   auto orch = sys.spawn(chorus::orchestrator, opts);
   auto published = chorus::PublishedOrchestrator::publish(

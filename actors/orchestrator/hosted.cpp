@@ -28,7 +28,6 @@ Result<std::unique_ptr<HostedOrchestrator>> HostedOrchestrator::start(const Opti
   s->sys = std::make_unique<caf::actor_system>(s->cfg);
   OrchestratorCore::Options o;
   o.expected_nodes = opts.nodes;
-  o.secret = opts.secret;
   o.timeout = opts.admission;
   s->orch = s->sys->spawn(orchestrator, o);
   auto published = PublishedOrchestrator::publish(*s->sys, s->orch, {opts.host, opts.port, opts.secret});

@@ -15,7 +15,7 @@
 //   anyone -> orch request (get_atom) => (uint64 collective, uint64 registered, bool complete)
 //   ctl -> orch   request (status_atom, StatusRequest)   => JobStatus: every member node's answer to
 //                 the same request below (within kStatusWait; silent nodes named), or a refusal
-//                 (wrong secret, garbled request)
+//                 (a garbled request; the secret was the front door's to check)
 //   orch -> node  request (status_atom, {})              => NodeStatus: where the node's peers stand
 //   orch -> orch  (timeout_atom, timer id)               its own admission timer; ignored from others
 //   exit messages from other processes are dropped (orchestrator_self)

@@ -34,21 +34,10 @@ std::vector<OrchestratorCore::NodeKey> OrchestratorCore::member_keys() const {
   return keys;
 }
 
-bool OrchestratorCore::secret_ok(const std::string& secret) const {
-  // Every byte compared whatever the first difference, so timing tells nothing but the length.
-  const std::string& mine = opts_.secret;
-  if (secret.size() != mine.size()) return false;
-  unsigned diff = 0;
-  for (std::size_t i = 0; i < mine.size(); ++i)
-    diff |= static_cast<unsigned char>(secret[i]) ^ static_cast<unsigned char>(mine[i]);
-  return diff == 0;
-}
-
 Status OrchestratorCore::check(NodeKey who, const NodeRegisterData& r) const {
   if (r.protocol_version != protocol_version())
     return {Errc::version_mismatch, "protocol version " + std::to_string(r.protocol_version) +
                                         " is not the orchestrator's " + std::to_string(protocol_version())};
-  if (!secret_ok(r.secret)) return {Errc::auth_failed, "wrong secret"};
   if (complete_)
     return {Errc::busy, "collective " + std::to_string(collective_) +
                                         " is complete and running; register once its nodes have left"};
@@ -84,12 +73,10 @@ Status OrchestratorCore::check(NodeKey who, const NodeRegisterData& r) const {
 
 namespace {
 // A refusal that ends the admission of the nodes waiting with it: theirs is a job with a node that
-// will not come (a mismatched build or config, a rank given twice). Not so a wrong secret (the
-// sender is nobody's partner until it proves the secret: a stranger must not end a job), a node
-// registering twice (that node alone), or a collective that is running (it has every node).
-bool ends_the_admission(Errc refused) {
-  return refused != Errc::auth_failed && refused != Errc::register_twice && refused != Errc::busy;
-}
+// will not come (a mismatched build or config, a rank given twice). Not so a node registering
+// twice (that node alone), or a collective that is running (it has every node). (A wrong secret
+// never gets here: the front door turns it away.)
+bool ends_the_admission(Errc refused) { return refused != Errc::register_twice && refused != Errc::busy; }
 } // namespace
 
 OrchestratorCore::Effects OrchestratorCore::on_register(NodeKey who, const NodeRegisterData& r) {

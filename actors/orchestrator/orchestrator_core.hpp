@@ -1,8 +1,8 @@
 // The orchestrator: admits the nodes of one collective at a time, checks that they agree (protocol
-// version, shared secret, configuration), assigns node ids (the rank a launcher gave a node, else
-// arrival order) and hands every node the topology once all expected nodes are in. A refused node
-// of a job ends its partners' admission at once, naming it (a wrong secret does not: see
-// orchestrator_core.cpp). It watches nodes (monitors) and never touches tensor data.
+// version, configuration; the shared secret is the front door's to check, published.hpp, and never
+// crosses the wire), assigns node ids (the rank a launcher gave a node, else arrival order) and
+// hands every node the topology once all expected nodes are in. A refused node of a job ends its
+// partners' admission at once, naming it (see orchestrator_core.cpp for which refusals do not). It watches nodes (monitors) and never touches tensor data.
 //
 // This file: OrchestratorCore, the rules, free of CAF (message-level tests drive it directly).
 // actors/orchestrator/orchestrator.hpp is the actor shell that feeds it CAF messages, monitors
@@ -36,7 +36,6 @@ class OrchestratorCore {
  public:
   struct Options {
     uint32_t expected_nodes = 1;
-    std::string secret;                                 // empty: no secret required
     std::chrono::milliseconds timeout{30000};           // admission of one collective
     std::function<uint64_t()> token_source;             // the data-plane token per collective
   };
@@ -91,8 +90,6 @@ class OrchestratorCore {
   bool is_member(NodeKey k) const { return index_of(k) >= 0; }
   // The members' keys, by node id once complete (by arrival before).
   std::vector<NodeKey> member_keys() const;
-  // Whether `secret` is the orchestrator's ("" when none is set), compared in constant time.
-  bool secret_ok(const std::string& secret) const;
   const std::vector<NodeLostData>& lost() const { return lost_; }  // of the current collective
   const std::optional<LinkLostData>& link_lost() const { return link_lost_; }  // its first broken link
   const Options& options() const { return opts_; }

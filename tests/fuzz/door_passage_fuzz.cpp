@@ -63,15 +63,17 @@ class HostileDoor {
       door::Greeting g{};
       if (knows && greets(input, door::Mode::challenge, g)) {
         // A door that knows the secret: greeting, the client's answer checked, "Y" and its proof.
-        door::Proof expected{}, answer{}, mine{};
-        door::make_proof(fuzz::kSecret, g, door::Role::client, expected);
-        door::make_proof(fuzz::kSecret, g, door::Role::server, mine);
+        // (Its proof is bound to the client's nonce, read with the answer.)
+        door::Proof expected{}, mine{};
+        door::Answer answer{};
         std::string out = input.substr(0, g.size());
         (void)write_exact(fd, out.data(), out.size(), deadline);
         const bool answered = read_exact(fd, answer.data(), answer.size(), deadline).is_ok();
+        door::make_proof(fuzz::kSecret, g, door::nonce_of(answer), door::Role::client, expected);
+        door::make_proof(fuzz::kSecret, g, door::nonce_of(answer), door::Role::server, mine);
         {
           std::lock_guard<std::mutex> lk(mu_);
-          client_answer_ok_ = answered && door::same_proof(answer, expected);
+          client_answer_ok_ = answered && door::same_proof(door::proof_of(answer), expected);
         }
         out = std::string(1, static_cast<char>(door::kAccepted)) +
               std::string(reinterpret_cast<const char*>(mine.data()), mine.size()) + input.substr(g.size());

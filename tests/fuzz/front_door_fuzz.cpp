@@ -72,9 +72,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   FUZZ_CHECK(read_exact(fd, g.data(), g.size(), deadline).is_ok(), "the door's greeting");
   door::Mode mode{};
   FUZZ_CHECK(door::read_greeting(g, mode) && mode == door::Mode::challenge, "the door greets with a challenge");
-  door::Proof client{}, server{};
-  FUZZ_CHECK(door::make_proof(fuzz::kSecret, g, door::Role::client, client), "HMAC");
-  FUZZ_CHECK(door::make_proof(fuzz::kSecret, g, door::Role::server, server), "HMAC");
+  door::Nonce nonce{};
+  nonce.fill(7);  // the client's: any value serves, the door's nonce is fresh
+  door::Answer client{};
+  door::Proof server{};
+  FUZZ_CHECK(door::make_answer(fuzz::kSecret, g, nonce, client), "HMAC");
+  FUZZ_CHECK(door::make_proof(fuzz::kSecret, g, nonce, door::Role::server, server), "HMAC");
   std::string sent(reinterpret_cast<const char*>(data), size);
   if (answer_right) sent.insert(0, reinterpret_cast<const char*>(client.data()), client.size());
   FUZZ_CHECK(write_exact(fd, sent.data(), sent.size(), deadline).is_ok(), "send to the door");
@@ -96,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     expected.append(reinterpret_cast<const char*>(server.data()), server.size());
     FUZZ_CHECK(verdict == expected, "a right answer is accepted with the door's proof");
   } else {
-    // "N" once 32 bytes came; nothing for a shorter answer. (A reset, for the bytes the door left
+    // "N" once 64 bytes came; nothing for a shorter answer. (A reset, for the bytes the door left
     // unread, may discard the "N" on its way.)
     FUZZ_CHECK(verdict.empty() || verdict == std::string(1, static_cast<char>(door::kRejected)),
                "a wrong answer is refused, got " + std::to_string(verdict.size()) + " bytes");

@@ -153,11 +153,8 @@ int main(int argc, char** argv) {
   seed("envelope", "job_status", bytes(encode_job_status(js)));
   seed("envelope", "announcement", encode_announcement(a));
 
-  // Registration: the second node of registration_fuzz's collective, and one with a wrong secret.
+  // Registration: the second node of registration_fuzz's collective.
   seed("registration", "second_node", bytes(encode_node_register(reg)));
-  NodeRegisterData wrong = reg;
-  wrong.secret = "guess";
-  seed("registration", "wrong_secret", bytes(encode_node_register(wrong)));
 
   // The data plane: a node's stream of frames, plain and inside TLS (first byte: 0 as it is, 1
   // with a byte of the ciphertext flipped), and the hello alone.
@@ -172,8 +169,8 @@ int main(int argc, char** argv) {
 
   // The front door: a right answer followed by a BASP-sized header, a wrong answer, half of one.
   seed("front_door", "right_answer", std::string(1, '\1') + std::string(32, '\0'));
-  seed("front_door", "wrong_answer", std::string(1, '\0') + std::string(32, 'x'));
-  seed("front_door", "half_answer", std::string(1, '\0') + std::string(16, 'x'));
+  seed("front_door", "wrong_answer", std::string(1, '\0') + std::string(door::kAnswerSize, 'x'));
+  seed("front_door", "half_answer", std::string(1, '\0') + std::string(door::kAnswerSize / 2, 'x'));
   // Its client: an open door, a challenge from a door that knows the secret, one that refuses.
   door::Greeting open{}, challenge{};
   door::make_greeting(door::Mode::open, open);
