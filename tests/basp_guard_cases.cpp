@@ -176,6 +176,29 @@ TEST_F(BaspGuardTest, AClientAnswersOnlyActorsThatSpokeToIt) {
   EXPECT_NE(h.check(to_34.data(), to_34.size()), "");
 }
 
+// Requests whose answers the client does not read are bounded: the answers it reads (seen going
+// its way) free their places.
+TEST_F(BaspGuardTest, RequestsWithoutReadingTheAnswersAreBounded) {
+  const std::string hs = handshake(kClient);
+  BaspGuard g = guard();
+  ASSERT_EQ(g.check(hs.data(), hs.size()), "");
+  std::vector<caf::strong_actor_ptr> stack;
+  const std::string payload = serialized(stack, caf::make_message(std::string("get")));
+  auto request = [&](uint64_t id) { return frame(basp::message_type::direct_message, payload, 0, id, 42, kOrchActor); };
+  for (uint64_t id = 1; id <= BaspGuard::kMaxUnanswered; ++id) {
+    const std::string r = request(0x1000000000000000 | id);  // a normal message's request id
+    ASSERT_EQ(g.check(r.data(), r.size()), "") << id;
+  }
+  const std::string async = frame(basp::message_type::direct_message, payload, 0, 0x1000000000000000, 42, kOrchActor);
+  EXPECT_EQ(g.check(async.data(), async.size()), "") << "a message that asks nothing is not counted";
+  const std::string answer = frame(basp::message_type::direct_message, payload, 0, 0x9000000000000001, kOrchActor, 42);
+  g.observe(answer.data(), answer.size());  // one answer read: one more request may go
+  const std::string next = request(0x1000000000000000 | 1000);
+  EXPECT_EQ(g.check(next.data(), next.size()), "");
+  const std::string over = request(0x1000000000000000 | 1001);
+  EXPECT_EQ(g.check(over.data(), over.size()), "sent 257 requests without reading their answers");
+}
+
 TEST_F(BaspGuardTest, PayloadClaimsBeyondTheBoundAreRefusedAtTheHeader) {
   BaspGuard g = guard();
   const std::string hs = handshake(kClient);

@@ -27,6 +27,7 @@
 #include "testkit/process.hpp"
 #include "transport/door_handshake.hpp"
 #include "transport/door_passage.hpp"
+#include "transport/socket.hpp"
 
 namespace chorus {
 namespace {
@@ -379,6 +380,76 @@ TEST(OrchestratorFrontDoor, TheSecretNeverCrossesTheWire) {
   EXPECT_GT(wire.size(), 1000u) << "the proxy saw the joins";
   EXPECT_EQ(wire.find(secret), std::string::npos) << "the secret crossed the wire";
   EXPECT_EQ(wire.find(secret.substr(0, 12)), std::string::npos) << "part of the secret crossed the wire";
+}
+
+// A client with the secret that asks and never reads its answers (the 1 M `get`s added
+// 63 MB to the daemon) is closed once 256 answers wait for it; the daemon's memory stays put and it
+// admits a job afterwards.
+TEST(OrchestratorFrontDoor, AClientThatNeverReadsItsAnswersIsDropped) {
+  Daemon d;
+  ASSERT_GT(d.o.pid, 0) << d.o.error;
+  System sys;
+  const int fd = past_the_door(d.o.port);
+  ASSERT_GE(fd, 0);
+  // CAF's server handshake: its payload names the orchestrator's actor (node id, app ids, actor id).
+  std::vector<char> header(32);
+  ASSERT_TRUE(read_exact(fd, header.data(), header.size(), std::chrono::steady_clock::now() + 5s).is_ok());
+  uint32_t len = 0;
+  for (int i = 4; i < 8; ++i) len = len << 8 | static_cast<uint8_t>(header[i]);
+  std::vector<char> payload(len);
+  ASSERT_TRUE(read_exact(fd, payload.data(), payload.size(), std::chrono::steady_clock::now() + 5s).is_ok());
+  caf::node_id orch_node;
+  std::vector<std::string> app_ids;
+  caf::actor_id orch_actor = 0;
+  caf::binary_deserializer source{*sys, payload};
+  ASSERT_FALSE(source(orch_node, app_ids, orch_actor));
+  ASSERT_NE(orch_actor, 0u);
+  std::vector<char> get;
+  caf::binary_serializer sink{*sys, get};
+  std::vector<caf::strong_actor_ptr> stack;
+  auto msg = caf::make_message(caf::get_atom_v);
+  ASSERT_FALSE(sink(stack, msg));
+  auto gets = [&](uint64_t first, uint64_t n) {
+    std::string out;
+    for (uint64_t id = first; id < first + n; ++id)
+      out += basp_header_full(2, 0, static_cast<uint32_t>(get.size()), 0x1000000000000000 | id, 7, orch_actor) +
+             std::string(get.begin(), get.end());
+    return out;
+  };
+  auto send_all = [&](const std::string& bytes) {  // until the door closes the connection
+    for (std::size_t sent = 0; sent < bytes.size();) {
+      const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      sent += static_cast<std::size_t>(n);
+    }
+  };
+  // Asking and reading: 200 gets, 100 at a time, each answered (at least a header apiece).
+  send_all(client_handshake(4242));
+  for (uint64_t round = 0; round < 2; ++round) {
+    send_all(gets(1 + 100 * round, 100));
+    std::string answers;
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    char buf[65536];
+    while (answers.size() < 100 * 32 && std::chrono::steady_clock::now() < end) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      const ssize_t r = recv(fd, buf, sizeof buf, 0);
+      if (r <= 0) break;
+      answers.append(buf, static_cast<std::size_t>(r));
+    }
+    ASSERT_GE(answers.size(), 100u * 32) << "the orchestrator did not answer the gets of round " << round;
+  }
+  // Asking without reading: 20,000 gets.
+  const long rss0 = rss_kib(d.o.pid);
+  send_all(gets(1000, 20000));
+  std::string unread;
+  EXPECT_TRUE(read_until_closed(fd, unread, 5000ms)) << "the client that never read was not dropped";
+  ::close(fd);
+  const long rss1 = rss_kib(d.o.pid);
+  EXPECT_LT(rss1 - rss0, 20 * 1024) << "RSS " << rss0 << " -> " << rss1 << " KiB";
+  ASSERT_TRUE(d.alive());
+  expect_admitted(d.o.port);
+  std::cout << "[ figures ] RSS before " << rss0 << " KiB, after 20,000 unread gets " << rss1 << " KiB\n";
 }
 
 } // namespace

@@ -20,6 +20,10 @@ enum Op : uint8_t {
   heartbeat = 6
 };
 constexpr uint8_t kNamedReceiver = 0x01;
+// CAF's message ids (caf/message_id.hpp), carried in a message's operation data.
+constexpr uint64_t kResponseFlag = 0x8000000000000000;
+constexpr uint64_t kRequestIdMask = 0x0FFFFFFFFFFFFFFF;
+bool is_request(uint64_t id) { return (id & kRequestIdMask) != 0 && (id & kResponseFlag) == 0; }
 // Senders remembered per connection: a node answers a few (the orchestrator, CAF's helpers).
 constexpr std::size_t kMaxAnswerable = 1024;
 constexpr uint8_t kSelectConnection = 0x02;
@@ -93,6 +97,8 @@ std::string BaspGuard::on_header() {
       if (!named_ && dest_actor != server_.actor && !answerable_.count(dest_actor))
         return "sent a message to actor " + std::to_string(dest_actor) + ", not the orchestrator's";
       fits = len > 0 && (flags & ~kNamedReceiver) == 0 && (!named_ || (len == server_.info_request.size() && len > 1));
+      if (fits && is_request(operation_data) && ++unanswered_ > kMaxUnanswered)
+        return "sent " + std::to_string(unanswered_) + " requests without reading their answers";
       prefix_need_ = named_ ? len : 1;  // the whole request, or the forwarding stack's length
       break;
     case monitor_message:
@@ -149,6 +155,8 @@ void BaspGuard::observe(const char* data, std::size_t size) {
     seen_skip_ = big_endian(&seen_header_[4], 4);
     const uint8_t op = seen_header_[0];
     const uint64_t sender = big_endian(&seen_header_[16], 8);
+    if (op == direct_message && (big_endian(&seen_header_[8], 8) & kResponseFlag) != 0 && unanswered_ > 0)
+      --unanswered_;
     if ((op == direct_message || op == routed_message) && sender != 0 && answerable_.insert(sender).second) {
       answerable_order_.push_back(sender);
       if (answerable_order_.size() > kMaxAnswerable) {

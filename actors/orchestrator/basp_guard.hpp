@@ -12,7 +12,10 @@
 //    node to the orchestrator's; heartbeats;
 //  - never a routed message (a node forwards nothing, and its source node is only a claim) or a
 //    server handshake;
-//  - a payload where CAF reads one, never empty, at most max_payload bytes.
+//  - a payload where CAF reads one, never empty, at most max_payload bytes;
+//  - at most kMaxUnanswered requests whose answers it has not read: replies wait in the
+//    orchestrator's memory until the relay can pass them on, so a client that asks and never reads
+//    is dropped at that bound rather than let the daemon grow (1 M unread `get`s added 63 MB).
 // Anything else closes the connection (the door logs the reason with the client's address).
 #pragma once
 #include <array>
@@ -35,6 +38,9 @@ struct BaspServer {
 
 class BaspGuard : public StreamGuard {
  public:
+  // A node has a registration and a status answer or two outstanding, chorus-ctl one request.
+  static constexpr uint64_t kMaxUnanswered = 256;
+
   BaspGuard(BaspServer server, uint32_t max_payload);
   std::string check(const char* data, std::size_t size) override;
   // The orchestrator's frames to the client: their senders may be answered.
@@ -62,6 +68,7 @@ class BaspGuard : public StreamGuard {
   std::array<uint8_t, kHeaderSize> seen_header_{};
   std::size_t seen_got_ = 0;
   uint64_t seen_skip_ = 0;  // payload bytes to pass over
+  uint64_t unanswered_ = 0;  // requests sent minus responses passed on to the client
   std::unordered_set<uint64_t> answerable_;
   std::deque<uint64_t> answerable_order_;  // oldest first: the set is bounded
 };

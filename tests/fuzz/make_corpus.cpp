@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   js.complete = true;
   js.nodes = {ns};
   js.silent = {0};
-  seed("status_codec", "request", bytes(encode_status_request({"s3cret"})));
+  seed("status_codec", "request", bytes(encode_status_request({})));
   seed("status_codec", "node_status", bytes(encode_node_status(ns)));
   seed("status_codec", "job_status", bytes(encode_job_status(js)));
   JobStatusData refused;
