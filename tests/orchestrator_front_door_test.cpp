@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -76,6 +77,26 @@ bool wait_registered(uint16_t port, const std::string& secret, uint32_t n) {
   return false;
 }
 
+// Node 1 registers and waits; `disturb` runs meanwhile; the admission must still hold node 1
+// alone afterwards, and node 2 (data ports `data_port` and the next) then completes it.
+void admission_survives(uint16_t port, int data_port, const std::function<void()>& disturb) {
+  System first;
+  Result<std::shared_ptr<NodeSession>> ra = Status(Errc::internal, "not run");
+  const std::string a = "127.0.0.1:" + std::to_string(data_port), b = "127.0.0.1:" + std::to_string(data_port + 1);
+  std::thread t([&] { ra = NodeSession::join(*first.sys, "127.0.0.1", port, reg(2, 1, a), 15000ms); });
+  EXPECT_TRUE(wait_registered(port, "s3", 1));
+  disturb();
+  EXPECT_TRUE(wait_registered(port, "s3", 1)) << "the admission in progress was disturbed";
+  System second;
+  auto rb = NodeSession::join(*second.sys, "127.0.0.1", port, reg(2, 2, b), 10000ms);
+  t.join();
+  ASSERT_TRUE(ra) << ra.status().to_string();
+  ASSERT_TRUE(rb) << rb.status().to_string();
+  EXPECT_EQ((*ra)->topology().collective, (*rb)->topology().collective);
+  (*ra)->leave();
+  (*rb)->leave();
+}
+
 // The BASP header of the issue (a client handshake with an empty payload), the same for every
 // other operation, and a few other strings nobody should send: each is refused by the door
 // (a "wrong secret" verdict for a full answer's worth, the deadline otherwise), and none kills
@@ -110,11 +131,7 @@ TEST(OrchestratorFrontDoor, RawBytesNeverReachCafAndTheDaemonKeepsServing) {
 TEST(OrchestratorFrontDoor, AClientWithoutTheSecretCannotDisturbAnAdmission) {
   Daemon d;
   ASSERT_GT(d.o.pid, 0) << d.o.error;
-  System first;
-  Result<std::shared_ptr<NodeSession>> ra = Status(Errc::internal, "not run");
-  std::thread t([&] { ra = NodeSession::join(*first.sys, "127.0.0.1", d.o.port, reg(2, 1, "127.0.0.1:7201"), 15000ms); });
-  ASSERT_TRUE(wait_registered(d.o.port, "s3", 1));
-  {
+  admission_survives(d.o.port, 7201, [&] {
     System attacker;
     const auto t0 = std::chrono::steady_clock::now();
     auto raw = attacker->middleman().remote_actor("127.0.0.1", d.o.port);
@@ -122,16 +139,7 @@ TEST(OrchestratorFrontDoor, AClientWithoutTheSecretCannotDisturbAnAdmission) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
     auto guessed = connect_orchestrator(*attacker, "127.0.0.1", d.o.port, "guess", std::chrono::steady_clock::now() + 3s);
     EXPECT_EQ(guessed.status(), Status(Errc::auth_failed, "wrong secret"));
-  }
-  ASSERT_TRUE(wait_registered(d.o.port, "s3", 1)) << "the admission in progress was disturbed";
-  System second;
-  auto rb = NodeSession::join(*second.sys, "127.0.0.1", d.o.port, reg(2, 2, "127.0.0.1:7202"), 10000ms);
-  t.join();
-  ASSERT_TRUE(ra) << ra.status().to_string();
-  ASSERT_TRUE(rb) << rb.status().to_string();
-  EXPECT_EQ((*ra)->topology().collective, (*rb)->topology().collective);
-  (*ra)->leave();
-  (*rb)->leave();
+  });
 }
 
 // Without a secret (a trusted network: the daemon says so once) anyone reaches the actor. Its
@@ -319,28 +327,17 @@ TEST(OrchestratorFrontDoor, PastTheDoorTheEmptyHandshakeClosesOnlyItsConnection)
 TEST(OrchestratorFrontDoor, AClientWithTheSecretCannotSpeakForAnother) {
   Daemon d;
   ASSERT_GT(d.o.pid, 0) << d.o.error;
-  System first;
-  Result<std::shared_ptr<NodeSession>> ra = Status(Errc::internal, "not run");
-  std::thread t([&] { ra = NodeSession::join(*first.sys, "127.0.0.1", d.o.port, reg(2, 1, "127.0.0.1:7301"), 15000ms); });
-  ASSERT_TRUE(wait_registered(d.o.port, "s3", 1));
   caf::node_id::default_data::host_id_type host{};
   host.fill(0x11);
   const std::string other = node_id_bytes(caf::make_node_id(77, host));
   const std::string forged_stack(1, '\0');
   const std::string routed = basp_header_full(3, 0, 2 * 32 + 1, 0, 1, 1) + other + other + forged_stack;
   const std::string down = basp_header_full(5, 0, 2 * 32 + 1, 0, 1, 0) + other + other + std::string(1, '\0');
-  EXPECT_TRUE(closed_after(d.o.port, client_handshake(4242) + routed));
-  EXPECT_TRUE(closed_after(d.o.port, client_handshake(4242) + down));
-  EXPECT_TRUE(closed_after(d.o.port, client_handshake(4242) + client_handshake(4343)));
-  ASSERT_TRUE(wait_registered(d.o.port, "s3", 1)) << "the admission in progress was disturbed";
-  System second;
-  auto rb = NodeSession::join(*second.sys, "127.0.0.1", d.o.port, reg(2, 2, "127.0.0.1:7302"), 10000ms);
-  t.join();
-  ASSERT_TRUE(ra) << ra.status().to_string();
-  ASSERT_TRUE(rb) << rb.status().to_string();
-  EXPECT_EQ((*ra)->topology().collective, (*rb)->topology().collective);
-  (*ra)->leave();
-  (*rb)->leave();
+  admission_survives(d.o.port, 7301, [&] {
+    EXPECT_TRUE(closed_after(d.o.port, client_handshake(4242) + routed));
+    EXPECT_TRUE(closed_after(d.o.port, client_handshake(4242) + down));
+    EXPECT_TRUE(closed_after(d.o.port, client_handshake(4242) + client_handshake(4343)));
+  });
 }
 
 // Past the door, claims of 256 MiB payloads (the issue's 3, and more) are refused at their header:
