@@ -1,7 +1,8 @@
 // Setting up the data mesh while strangers knock on a node's data port: silent connections, a
 // slow talker and garbage are each turned away on their own (HelloGate), so the real nodes still
 // connect, long before the setup's deadline; a stranger's socket is closed within kHelloWait; a
-// node that never comes is named in the error with what the strangers were told.
+// node that never comes is named in the error with what the strangers were told. Connections
+// from an address that is no node's are closed at accept, unread.
 #include <gtest/gtest.h>
 
 #include <poll.h>
@@ -51,12 +52,13 @@ std::pair<Status, bool> set_up_node(const Config& cfg, uint32_t me, const DataLi
   return {s, conns.size() == 2 && conns[1 - me] != nullptr};
 }
 
-int connect_to(const DataListener& l) {
+// A connection to `l`, leaving from `from` (the system's choice when empty).
+int connect_to(const DataListener& l, const std::string& from = "") {
   std::string host;
   uint16_t port = 0;
   EXPECT_TRUE(split_host_port(l.address(), host, port));
   int fd = -1;
-  EXPECT_TRUE(tcp_connect(host, port, Clock::now() + 5s, fd).is_ok());
+  EXPECT_TRUE(tcp_connect(host, port, Clock::now() + 5s, fd, from).is_ok());
   return fd;
 }
 
@@ -188,6 +190,44 @@ TEST(DataMesh, NodesOfOneHostMapOneArenaOpenOnceBothHaveIt) {
   // Closing one node's view closes the arena for both (a lost node: nobody waits there).
   arenas[1]->arena.close();
   EXPECT_FALSE(arenas[0]->arena.usable());
+}
+
+// Strangers at an address that is no node's (127.0.0.2; the nodes are at 127.0.0.1): a flood of
+// them before the nodes is closed at accept, each unread and none taking a check's place, so the
+// setup goes on as if they were not there; the error of a setup whose node never comes counts them.
+TEST(DataMesh, ConnectionsFromNoNodesAddressAreClosedAtOnce) {
+  auto l0 = DataListener::open("127.0.0.1");
+  auto l1 = DataListener::open("127.0.0.1");
+  ASSERT_TRUE(l0.is_ok() && l1.is_ok());
+  Config cfg;
+  cfg.host_transport = HostTransport::network;
+  std::vector<int> strangers;
+  for (int i = 0; i < 300; ++i) strangers.push_back(connect_to(**l0, "127.0.0.2"));
+  for (int fd : strangers) ASSERT_GE(fd, 0);
+  const auto deadline = Clock::now() + 30s;
+  const auto t0 = Clock::now();
+  auto node = [&](uint32_t me) { return set_up_node(cfg, me, **l0, **l1, deadline); };
+  auto n0 = std::async(std::launch::async, node, 0);
+  auto r1 = node(1);
+  auto r0 = n0.get();
+  EXPECT_TRUE(r0.first.is_ok()) << r0.first.to_string();
+  EXPECT_TRUE(r1.first.is_ok()) << r1.first.to_string();
+  EXPECT_LT(Clock::now() - t0, 2s) << "the strangers held up the nodes";
+  for (int fd : strangers) {
+    EXPECT_TRUE(closed_by_peer(fd, Clock::now() + 1s)) << "a stranger's connection was left open";
+    close(fd);
+  }
+  // Node 0 alone, its node 1 never coming: the error counts what was closed at once.
+  const int one = connect_to(**l0, "127.0.0.2");
+  NullSink sink;
+  std::vector<std::unique_ptr<Connection>> conns;
+  std::shared_ptr<ArenaSeat> arena;
+  const Status s = connect_mesh(cfg, topology(0, **l0, **l1), **l0, &sink, Clock::now() + 1000ms, conns, arena);
+  close(one);
+  EXPECT_EQ(s.code(), Errc::timeout) << s.to_string();
+  EXPECT_NE(s.message().find("(1 connection(s) from addresses of no node closed at once; the first from 127.0.0.2)"),
+            std::string::npos)
+      << s.message();
 }
 
 } // namespace

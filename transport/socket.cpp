@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 namespace chorus {
 
@@ -32,7 +33,45 @@ void tune(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // small control frames go at once
 }
 
+// The numeric text of an address; an IPv4-mapped IPv6 address as IPv4.
+std::string numeric_text(const sockaddr* sa) {
+  char host[INET6_ADDRSTRLEN] = "";
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, host, sizeof host);
+  } else if (sa->sa_family == AF_INET6) {
+    const auto& a6 = reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) inet_ntop(AF_INET, &a6.s6_addr[12], host, sizeof host);
+    else inet_ntop(AF_INET6, &a6, host, sizeof host);
+  }
+  return host;
+}
+
 } // namespace
+
+bool is_wildcard_host(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]" || host == "*";
+}
+
+std::vector<std::string> numeric_addresses(const std::string& host) {
+  std::vector<std::string> out;
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    std::string t = numeric_text(a->ai_addr);
+    if (!t.empty() && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+std::string peer_ip(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "";
+  return numeric_text(reinterpret_cast<const sockaddr*>(&ss));
+}
 
 std::string peer_address(int fd) {
   sockaddr_storage ss{};
@@ -119,13 +158,32 @@ Status tcp_accept(int listen_fd, Clock::time_point deadline, int& fd) {
   return {Errc::timeout, "no connection arrived in time"};
 }
 
-Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point deadline, int& fd) {
+Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point deadline, int& fd,
+                   const std::string& from) {
   const std::string where = host + ":" + std::to_string(port);
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
     return {Errc::unreachable, "cannot resolve " + where + ": " + gai_strerror(rc)};
+  // The address to leave from, when given and numeric (a name is not resolved here).
+  addrinfo* source = nullptr;
+  if (!from.empty() && !is_wildcard_host(from)) {
+    addrinfo shints{};
+    shints.ai_family = AF_UNSPEC;
+    shints.ai_socktype = SOCK_STREAM;
+    shints.ai_flags = AI_NUMERICHOST;
+    if (getaddrinfo(from.c_str(), "0", &shints, &source) != 0) source = nullptr;
+  }
+  auto bind_source = [&](int s, int family) {
+    for (addrinfo* a = source; a; a = a->ai_next) {
+      if (a->ai_family != family) continue;
+      if (::bind(s, a->ai_addr, a->ai_addrlen) != 0)  // not an address of this host: left unbound
+        CHORUS_LOG(info, net, LogWhere{}, "cannot leave from " + from + " (" + err_text(errno) + "); connecting to " +
+                                              where + " from the address the system picks");
+      return;
+    }
+  };
   std::string last = "no address";
   fd = -1;
   auto backoff = std::chrono::milliseconds(20);
@@ -133,6 +191,7 @@ Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point dea
     for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
       int s = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
       if (s < 0) continue;
+      bind_source(s, a->ai_family);
       int rc = connect(s, a->ai_addr, a->ai_addrlen);
       if (rc != 0 && errno == EINPROGRESS) {
         pollfd p{s, POLLOUT, 0};
@@ -164,6 +223,7 @@ Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point dea
     }
   } while (fd < 0 && Clock::now() < deadline);
   freeaddrinfo(res);
+  if (source) freeaddrinfo(source);
   if (fd < 0) return {Errc::unreachable, "cannot connect to " + where + " in time: " + last};
   return Status::ok();
 }

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <chorus/status.hpp>
 #include "core/wait.hpp"
@@ -14,8 +15,17 @@ namespace chorus {
 Status tcp_listen(const std::string& host, uint16_t port, int& fd, uint16_t& bound);
 // Accepts one connection before the deadline (fd -1 and a timeout status otherwise).
 Status tcp_accept(int listen_fd, Clock::time_point deadline, int& fd);
-// Connects before the deadline, retrying while the other side is not listening yet.
-Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point deadline, int& fd);
+// Connects before the deadline, retrying while the other side is not listening yet. `from`: a
+// numeric address of this host to leave from (a node's advertised data address, which the other
+// side's data port admits), else the system picks; one this host lacks is not bound (logged).
+Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point deadline, int& fd,
+                   const std::string& from = "");
+// The numeric addresses `host` resolves to, IPv4-mapped ones as IPv4 (empty: it does not resolve).
+std::vector<std::string> numeric_addresses(const std::string& host);
+// The numeric address of a connected socket's other end ("" when it cannot be told).
+std::string peer_ip(int fd);
+// Whether `host` names every interface ("", 0.0.0.0, ::, *) rather than one address.
+bool is_wildcard_host(const std::string& host);
 // The other end of a connected socket, "host:port" ("an unknown address" when it cannot be told).
 std::string peer_address(int fd);
 // Splits "host:port"; false when malformed.

@@ -7,6 +7,7 @@
 
 #include "actors/global_client/data_hello.hpp"
 #include "actors/global_client/hello_gate.hpp"
+#include "core/env.hpp"
 #include "core/log.hpp"
 #include "strategies/tuning.hpp"
 #include "transport/socket.hpp"
@@ -124,14 +125,22 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   }
   std::vector<std::unique_ptr<TlsChannel>> channels(n);
   std::vector<std::unique_ptr<ShmChannel>> shm(n);
-  // Lower ids accept (the TLS servers), higher ids connect: every pair gets exactly one connection.
+  // Lower ids accept (the TLS servers), higher ids connect: every pair gets exactly one connection,
+  // which leaves from this node's advertised address (the only one the other's data port admits,
+  // unless CHORUS_DATA_PORT_FROM_ANY says the nodes connect from elsewhere, behind NAT).
+  auto from_any = env_number("CHORUS_DATA_PORT_FROM_ANY", 0, 1);
+  if (!from_any.is_ok()) return from_any.status();
+  const bool by_address = from_any->value_or(0) == 0;
+  std::string from;
+  uint16_t own_port = 0;
+  if (by_address && !split_host_port(topo.nodes[me].data_address, from, own_port)) from.clear();
   for (uint32_t j = 0; j < me; ++j) {
     const std::string name = "node " + std::to_string(j);
     std::string host;
     uint16_t port = 0;
     if (!split_host_port(topo.nodes[j].data_address, host, port))
       return fail({Errc::internal, name + " has data address '" + topo.nodes[j].data_address + "'"});
-    if (auto s = tcp_connect(host, port, deadline, fds[j]); !s.is_ok())
+    if (auto s = tcp_connect(host, port, deadline, fds[j], from); !s.is_ok())
       return fail({s.code(), "data connection to " + name + ": " + s.message()});
     if (tls) {
       auto ch = TlsChannel::handshake(*tls, fds[j], /*server=*/false, deadline);
@@ -145,8 +154,13 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
     if (auto s = send_hello(fds[j], channels[j].get(), topo, deadline); !s.is_ok())
       return fail({s.code(), "data hello to " + name + ": " + s.message()});
     // Under TLS 1.3 a node that refuses our certificate says so here (its alert), not in the handshake.
-    if (auto s = read_hello(fds[j], channels[j].get(), topo, deadline, who); !s.is_ok() || who != j)
+    // Only a wrong hello is auth_failed: a node kept busy (strangers on its port) or gone says so.
+    if (auto s = read_hello(fds[j], channels[j].get(), topo, deadline, who); !s.is_ok() || who != j) {
+      if (s.code() == Errc::timeout) return fail({Errc::timeout, name + " did not answer the data hello in time"});
+      if (s.code() == Errc::unreachable)
+        return fail({Errc::unreachable, name + " closed the data connection before its hello: " + s.message()});
       return fail({Errc::auth_failed, name + " answered the data hello wrongly" + (s.is_ok() ? "" : ": " + s.message())});
+    }
     if (share_memory(config, topo, j)) {  // the accepting side offers its segment
       std::string declined;
       auto ch = ShmChannel::accept(fds[j], channels[j].get(), topo.collective, topo.token, deadline, declined);
@@ -170,7 +184,7 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   }
   std::shared_ptr<SharedSegment> arena_segment;
   if (me == 0 && arena_slot > 0) arena_segment = make_arena(topo, arena_slot);
-  HelloGate gate(config, topo, tls, shares, arena_segment);
+  HelloGate gate(config, topo, tls, shares, arena_segment, by_address);
   std::vector<HelloGate::Admitted> admitted;
   if (auto s = gate.admit(listener.fd(), expected, deadline, admitted); !s.is_ok()) {
     for (auto& a : admitted)

@@ -20,12 +20,15 @@ struct HelloGate::Shared {
   std::shared_ptr<TlsContext> tls;
   std::vector<bool> share_memory;
   std::shared_ptr<const SharedSegment> arena;
+  std::vector<std::string> addresses;  // the expected nodes' (empty: every address may come)
   int wake = -1;  // eventfd: a check finished
   std::mutex mu;  // guards the three below
   std::vector<Admitted> done;
   std::size_t turned_away = 0;           // strangers turned away (a flood may bring many)
   std::string first_turned_away;         // and why the first was
   bool closed = false;                    // the gate is gone: checks close what they hold
+  std::size_t elsewhere = 0;              // closed at once: from no expected node's address
+  std::string first_elsewhere;            // the first such address
   std::size_t pending = 0;
   void turn_away(const std::string& why) {  // under mu
     if (turned_away++ == 0) first_turned_away = why;
@@ -37,9 +40,27 @@ struct HelloGate::Shared {
   }
 };
 
+namespace {
+// The addresses the nodes after `topo.node_id` connect from (their advertised data addresses);
+// empty when one of them cannot be told.
+std::vector<std::string> expected_addresses(const TopologyData& topo) {
+  std::vector<std::string> out;
+  for (uint32_t j = topo.node_id + 1; j < topo.num_nodes; ++j) {
+    std::string host;
+    uint16_t port = 0;
+    if (!split_host_port(topo.nodes[j].data_address, host, port) || is_wildcard_host(host)) return {};
+    const auto resolved = numeric_addresses(host);
+    if (resolved.empty()) return {};
+    out.insert(out.end(), resolved.begin(), resolved.end());
+  }
+  return out;
+}
+} // namespace
+
 HelloGate::HelloGate(const Config& config, const TopologyData& topo, std::shared_ptr<TlsContext> tls,
-                     std::vector<bool> share_memory, std::shared_ptr<const SharedSegment> arena)
+                     std::vector<bool> share_memory, std::shared_ptr<const SharedSegment> arena, bool by_address)
     : shared_(std::make_shared<Shared>()) {
+  if (by_address) shared_->addresses = expected_addresses(topo);
   shared_->arena = std::move(arena);
   shared_->config = config;
   shared_->topo = topo;
@@ -133,6 +154,9 @@ Status HelloGate::admit(int listen_fd, const std::vector<uint32_t>& expected, Cl
       if (sh.turned_away > 0)
         msg += " (" + std::to_string(sh.turned_away) + " other connection(s) turned away; the first: " +
                sh.first_turned_away + ")";
+      if (sh.elsewhere > 0)
+        msg += " (" + std::to_string(sh.elsewhere) + " connection(s) from addresses of no node closed at once; the first from " +
+               sh.first_elsewhere + ")";
       return {Errc::timeout, msg};
     }
     // While kMaxPending are being checked, nothing more is accepted: what comes waits in the
@@ -154,6 +178,19 @@ Status HelloGate::admit(int listen_fd, const std::vector<uint32_t>& expected, Cl
     if (full || !ps[0].revents) continue;
     int fd = -1;
     if (!tcp_accept(listen_fd, Clock::now() + std::chrono::milliseconds(50), fd).is_ok()) continue;  // readable: at once
+    if (!sh.addresses.empty()) {
+      const std::string from = peer_ip(fd);
+      if (std::find(sh.addresses.begin(), sh.addresses.end(), from) == sh.addresses.end()) {
+        ::close(fd);  // unread: a stranger's bytes are never looked at
+        std::lock_guard<std::mutex> lk(sh.mu);
+        if (sh.elsewhere++ == 0) {
+          sh.first_elsewhere = from.empty() ? "an unknown address" : from;
+          CHORUS_LOG(info, net, (LogWhere{me}), "data port: closed a connection from " + sh.first_elsewhere +
+                                                     ", the address of no node of the job (more are counted, not logged)");
+        }
+        continue;
+      }
+    }
     std::lock_guard<std::mutex> lk(sh.mu);
     ++sh.pending;
     std::thread(check, shared_, fd, deadline).detach();  // ends by its deadline; owns its socket

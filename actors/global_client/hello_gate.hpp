@@ -2,7 +2,9 @@
 // checked on a thread of its own (TLS handshake and hello within kHelloWait of its arrival), so a
 // silent, slow or garbled stranger never holds up the nodes still to come; at most kMaxPending are
 // checked at once (more wait in the listener's backlog for their turn). Strangers are turned away
-// and counted.
+// and counted. Before any of that, a connection from an address that is none of the expected
+// nodes' (each leaves from the data address it advertised) is closed at once, unread and
+// uncounted against the checks, so a flood from elsewhere cannot fill them.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -37,8 +39,11 @@ class HelloGate {
 
   // `share_memory(node)`: whether the pair with `node` goes through shared memory. `arena`: the
   // segment of the host's arena to offer every node after its pair's rings (null: none).
+  // `by_address`: close connections from addresses of no expected node at once (off when an
+  // expected node's address cannot be told: a wildcard, or a name that does not resolve).
   HelloGate(const Config& config, const TopologyData& topo, std::shared_ptr<TlsContext> tls,
-            std::vector<bool> share_memory, std::shared_ptr<const SharedSegment> arena = nullptr);
+            std::vector<bool> share_memory, std::shared_ptr<const SharedSegment> arena = nullptr,
+            bool by_address = true);
   ~HelloGate();  // closes what was not taken; checks still running close their own
 
   // Accepts on `listen_fd` until every node in `expected` has come or the deadline passes.
