@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "actors/orchestrator/orchestrator.hpp"
+#include "actors/unexpected_messages.hpp"
 #include "caf_deterministic.hpp"
 #include "messages/node_codec.hpp"
 #include "messages/peer_codec.hpp"
@@ -148,6 +149,21 @@ TEST_F(OrchestratorActor, StrangersAreAnsweredAtOnceAndDoNotDisturbTheOthers) {
   ASSERT_EQ(la->replies.size(), 1u);
   EXPECT_TRUE(la->replies[0].status.is_ok());
   EXPECT_EQ(lb->replies.at(0).topology.node_id, 1u);
+}
+
+// A message the orchestrator has no handler for (any client past the door can send one) is
+// dropped quietly: counted and logged at trace level, not printed (CAF's default printed one line
+// per message), and the actor goes on.
+TEST_F(OrchestratorActor, AnUnexpectedMessageIsDroppedQuietly) {
+  start(2);
+  const uint64_t before = unexpected_messages();
+  ::testing::internal::CaptureStdout();
+  for (int i = 0; i < 3; ++i) self->send(caf::actor_cast<caf::actor>(orch), std::string("hello"), i);
+  run_jobs();
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(unexpected_messages(), before + 3);
+  EXPECT_EQ(printed.find("unexpected message"), std::string::npos) << printed;
+  EXPECT_EQ(state(), std::make_tuple(uint64_t{1}, uint64_t{0}, false)) << "the actor goes on";
 }
 
 // A node of the job refused for its build or config ends the waiting nodes' admission at once,

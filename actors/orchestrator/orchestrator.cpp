@@ -4,6 +4,7 @@
 #include <memory>
 #include <random>
 
+#include "actors/unexpected_messages.hpp"
 #include "core/log.hpp"
 #include "messages/status_codec.hpp"
 
@@ -140,6 +141,7 @@ void orchestrator_self::enqueue(caf::mailbox_element_ptr what, caf::execution_un
 
 orchestrator_actor::behavior_type orchestrator(orchestrator_self* self, OrchestratorCore::Options opts) {
   auto st = std::make_shared<ShellState>(std::move(opts));
+  drop_unexpected_quietly(self, Subsys::orch);
   self->set_down_handler([self, st](caf::down_msg& dm) {
     auto it = st->keys.find(dm.source);
     if (it == st->keys.end()) return;

@@ -1,0 +1,19 @@
+// What a chorus actor that hears from the network does with a message it has no handler for.
+// CAF's default (print_and_drop) prints each one on standard output: anyone who can reach the
+// actor could fill a daemon's output at will. These actors log it at trace level instead, count
+// it, and answer a request with CAF's unexpected_message error, as CAF would.
+#pragma once
+#include <caf/scheduled_actor.hpp>
+
+#include <cstdint>
+
+#include "core/log.hpp"
+
+namespace chorus {
+
+// Installs the quiet handler on `self`; `subsys` is the log's subsystem for its lines.
+void drop_unexpected_quietly(caf::scheduled_actor* self, Subsys subsys);
+// Messages dropped so by every actor of this process.
+uint64_t unexpected_messages();
+
+} // namespace chorus
