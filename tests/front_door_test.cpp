@@ -230,6 +230,36 @@ double cpu_ms() {
 // Out of file descriptors with no handshake to evict: the door stops accepting for a moment
 // rather than spin on a listener it cannot serve, and serves the waiting clients once
 // descriptors are free again.
+// The door's connection budget from the descriptor limit: a low limit (the 64, where the
+// budget was one connection and no job was ever admitted) leaves room for a job; a usual one as
+// before.
+TEST(FrontDoor, TheConnectionBudgetOfALowDescriptorLimitStillAdmitsAJob) {
+  EXPECT_EQ(FrontDoor::connection_budget(64), 16u);
+  EXPECT_EQ(FrontDoor::connection_budget(20), FrontDoor::kMinConnections);
+  EXPECT_EQ(FrontDoor::connection_budget(1024), 320u);
+  EXPECT_EQ(FrontDoor::connection_budget(1 << 20), ((1u << 20) - 64) / 3);
+  // Under a limit of 64, ten clients pass the door at once.
+  Inner inner;
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  std::vector<Link> links;
+  {
+    rlimit low = old;
+    low.rlim_cur = 64;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    Door door(options(inner.port));
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);  // the door read the limit; the test needs room
+    for (int i = 0; i < 10; ++i) links.push_back(link_through(door, inner));
+    for (const Link& l : links) EXPECT_GE(l.inner, 0) << "a client was not let through";
+    EXPECT_EQ(door->stats().refused, 0u);
+    EXPECT_TRUE(eventually([&] { return door->relayed() == 10; })) << door->relayed();  // admitted after the verdict
+  }
+  for (const Link& l : links) {
+    ::close(l.client);
+    ::close(l.inner);
+  }
+}
+
 TEST(FrontDoor, OutOfDescriptorsTheDoorPausesInsteadOfSpinning) {
   Inner inner;
   Door door(options(inner.port));

@@ -29,9 +29,11 @@ namespace {
 
 constexpr uint64_t kListenTag = ~uint64_t{0};
 constexpr uint64_t kWakeTag = ~uint64_t{0} - 1;
-// File descriptors left to CAF and the rest of the process; each relayed connection costs three
-// (the client's, the door's to BASP, BASP's own).
+// File descriptors left to CAF and the rest of the process (a quarter of a small limit); each
+// relayed connection costs three (the client's, the door's to BASP, BASP's own).
 constexpr std::size_t kReservedFds = 64;
+// Below this budget the daemon says so at start: a job of more nodes would wait at the door.
+constexpr std::size_t kWarnBelow = 64;
 
 // One connection in its handshake.
 struct Guest {
@@ -76,8 +78,12 @@ struct FrontDoor::Impl {
   explicit Impl(Options o) : opts(std::move(o)), mode(opts.secret.empty() ? door::Mode::open : door::Mode::challenge) {
     rlimit lim{};
     if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
-      const std::size_t budget = lim.rlim_cur > kReservedFds + 3 ? (lim.rlim_cur - kReservedFds) / 3 : 1;
+      const std::size_t budget = FrontDoor::connection_budget(lim.rlim_cur);
       opts.max_connections = std::min(opts.max_connections, budget);
+      if (budget < kWarnBelow)
+        CHORUS_LOG(warn, orch, LogWhere{},
+                   "front door: the file descriptor limit (" + std::to_string(lim.rlim_cur) + ") leaves room for " +
+                       std::to_string(budget) + " connections at once; raise it (ulimit -n) for jobs of more nodes");
     }
     opts.max_connections = std::max<std::size_t>(opts.max_connections, 1);
     opts.max_pending = std::clamp<std::size_t>(opts.max_pending, 1, opts.max_connections);
@@ -364,6 +370,12 @@ struct FrontDoor::Impl {
     ::close(listener);
   }
 };
+
+std::size_t FrontDoor::connection_budget(std::size_t fd_limit) {
+  const std::size_t reserved = std::min(kReservedFds, fd_limit / 4);
+  const std::size_t budget = fd_limit > reserved ? (fd_limit - reserved) / 3 : 0;
+  return std::max(budget, kMinConnections);
+}
 
 Result<std::unique_ptr<FrontDoor>> FrontDoor::open(Options opts) {
   std::unique_ptr<FrontDoor> door(new FrontDoor);

@@ -59,8 +59,14 @@ class FrontDoor {
     uint64_t blocked = 0;    // admitted connections closed by their guard
   };
 
-  // Listens on host:port and starts serving.
+  // Listens on host:port and starts serving. max_connections is capped by connection_budget() of
+  // the descriptor limit (with a warning in the log below 64).
   static Result<std::unique_ptr<FrontDoor>> open(Options opts);
+  // How many connections a descriptor limit leaves room for: three descriptors each, after a
+  // reserve for the rest of the process (64, or a quarter of a small limit), and never fewer than
+  // kMinConnections, so a low limit (64: 16 connections) still admits a job.
+  static constexpr std::size_t kMinConnections = 8;
+  static std::size_t connection_budget(std::size_t fd_limit);
   // Stops accepting, closes every handshake and relayed connection, joins its threads.
   ~FrontDoor();
   FrontDoor(const FrontDoor&) = delete;
