@@ -52,6 +52,32 @@ std::pair<Status, bool> set_up_node(const Config& cfg, uint32_t me, const DataLi
   return {s, conns.size() == 2 && conns[1 - me] != nullptr};
 }
 
+// Both nodes of topology() set up their mesh at once (node `first` on a thread of its own, so it
+// starts first): whether each succeeded and holds its connection, as one failure message (empty:
+// both did).
+std::string both_set_up(const Config& cfg, const DataListener& l0, const DataListener& l1, Clock::time_point deadline,
+                        uint32_t first = 0) {
+  auto node = [&](uint32_t me) { return set_up_node(cfg, me, l0, l1, deadline); };
+  auto early = std::async(std::launch::async, node, first);
+  auto late = node(1 - first);
+  auto early_result = early.get();
+  std::string failed;
+  for (const auto& [r, who] : {std::pair{early_result, first}, std::pair{late, 1 - first}}) {
+    if (!r.first.is_ok()) failed += "node " + std::to_string(who) + ": " + r.first.to_string() + "; ";
+    else if (!r.second) failed += "node " + std::to_string(who) + " holds no connection; ";
+  }
+  return failed;
+}
+
+// Two listeners on 127.0.0.1 and a config of the network path: two nodes of two hosts.
+struct TwoNodes {
+  Result<std::unique_ptr<DataListener>> l0 = DataListener::open("127.0.0.1");
+  Result<std::unique_ptr<DataListener>> l1 = DataListener::open("127.0.0.1");
+  Config cfg;
+  TwoNodes() { cfg.host_transport = HostTransport::network; }
+  bool ok() const { return l0.is_ok() && l1.is_ok(); }
+};
+
 // A connection to `l`, leaving from `from` (the system's choice when empty).
 int connect_to(const DataListener& l, const std::string& from = "") {
   std::string host;
@@ -76,23 +102,14 @@ bool closed_by_peer(int fd, Clock::time_point deadline) {
 }
 
 TEST(DataMesh, StrangersOnTheDataPortDoNotHoldUpTheNodes) {
-  auto l0 = DataListener::open("127.0.0.1");
-  auto l1 = DataListener::open("127.0.0.1");
-  ASSERT_TRUE(l0.is_ok() && l1.is_ok());
-  Config cfg;
-  cfg.host_transport = HostTransport::network;
+  TwoNodes t;
+  ASSERT_TRUE(t.ok());
   // Strangers come first: two silent, one that sends garbage, one that sends half a header.
-  std::vector<int> strangers{connect_to(**l0), connect_to(**l0), connect_to(**l0), connect_to(**l0)};
+  std::vector<int> strangers{connect_to(**t.l0), connect_to(**t.l0), connect_to(**t.l0), connect_to(**t.l0)};
   ASSERT_EQ(write(strangers[2], "GET / HTTP/1.0\r\n\r\n0123456789abcdef0123456789", 45), 45);
   ASSERT_EQ(write(strangers[3], "\x43\x48", 2), 2);
-  const auto deadline = Clock::now() + 30s;  // the setup's; the strangers get kHelloWait each
-  auto node = [&](uint32_t me) { return set_up_node(cfg, me, **l0, **l1, deadline); };
-  auto n1 = std::async(std::launch::async, node, 1);
-  auto r0 = node(0);
-  auto r1 = n1.get();
-  EXPECT_TRUE(r0.first.is_ok()) << r0.first.to_string();
-  EXPECT_TRUE(r1.first.is_ok()) << r1.first.to_string();
-  EXPECT_TRUE(r0.second && r1.second);
+  // The setup's deadline; the strangers get kHelloWait each.
+  EXPECT_EQ(both_set_up(t.cfg, **t.l0, **t.l1, Clock::now() + 30s, 1), "");
   // Both nodes were connected while the strangers were still being waited for: the setup did
   // not wait for them. Each stranger is then closed within its own budget.
   for (int fd : strangers) {
@@ -106,21 +123,12 @@ TEST(DataMesh, StrangersOnTheDataPortDoNotHoldUpTheNodes) {
 // closed at once, the node's connection with them: the setup failed); the node gets its turn as
 // the first checks end, and the setup completes before its deadline.
 TEST(DataMesh, AFloodOfStrangersDelaysTheNodesButDoesNotFailTheSetup) {
-  auto l0 = DataListener::open("127.0.0.1");
-  auto l1 = DataListener::open("127.0.0.1");
-  ASSERT_TRUE(l0.is_ok() && l1.is_ok());
-  Config cfg;
-  cfg.host_transport = HostTransport::network;
+  TwoNodes t;
+  ASSERT_TRUE(t.ok());
   std::vector<int> strangers;
-  for (std::size_t i = 0; i < HelloGate::kMaxPending + 36; ++i) strangers.push_back(connect_to(**l0));
-  const auto deadline = Clock::now() + 30s;
-  auto node = [&](uint32_t me) { return set_up_node(cfg, me, **l0, **l1, deadline); };
-  auto n0 = std::async(std::launch::async, node, 0);  // node 0's gate takes the strangers first
-  auto r1 = node(1);
-  auto r0 = n0.get();
-  EXPECT_TRUE(r0.first.is_ok()) << r0.first.to_string();
-  EXPECT_TRUE(r1.first.is_ok()) << r1.first.to_string();
-  EXPECT_TRUE(r0.second && r1.second);
+  for (std::size_t i = 0; i < HelloGate::kMaxPending + 36; ++i) strangers.push_back(connect_to(**t.l0));
+  // Node 0's gate takes the strangers first.
+  EXPECT_EQ(both_set_up(t.cfg, **t.l0, **t.l1, Clock::now() + 30s), "");
   for (int fd : strangers) close(fd);
 }
 
@@ -196,22 +204,16 @@ TEST(DataMesh, NodesOfOneHostMapOneArenaOpenOnceBothHaveIt) {
 // them before the nodes is closed at accept, each unread and none taking a check's place, so the
 // setup goes on as if they were not there; the error of a setup whose node never comes counts them.
 TEST(DataMesh, ConnectionsFromNoNodesAddressAreClosedAtOnce) {
-  auto l0 = DataListener::open("127.0.0.1");
-  auto l1 = DataListener::open("127.0.0.1");
-  ASSERT_TRUE(l0.is_ok() && l1.is_ok());
-  Config cfg;
-  cfg.host_transport = HostTransport::network;
+  TwoNodes t;
+  ASSERT_TRUE(t.ok());
+  auto& l0 = t.l0;
+  auto& l1 = t.l1;
+  const Config& cfg = t.cfg;
   std::vector<int> strangers;
   for (int i = 0; i < 300; ++i) strangers.push_back(connect_to(**l0, "127.0.0.2"));
   for (int fd : strangers) ASSERT_GE(fd, 0);
-  const auto deadline = Clock::now() + 30s;
   const auto t0 = Clock::now();
-  auto node = [&](uint32_t me) { return set_up_node(cfg, me, **l0, **l1, deadline); };
-  auto n0 = std::async(std::launch::async, node, 0);
-  auto r1 = node(1);
-  auto r0 = n0.get();
-  EXPECT_TRUE(r0.first.is_ok()) << r0.first.to_string();
-  EXPECT_TRUE(r1.first.is_ok()) << r1.first.to_string();
+  EXPECT_EQ(both_set_up(cfg, **l0, **l1, Clock::now() + 30s), "");
   EXPECT_LT(Clock::now() - t0, 2s) << "the strangers held up the nodes";
   for (int fd : strangers) {
     EXPECT_TRUE(closed_by_peer(fd, Clock::now() + 1s)) << "a stranger's connection was left open";
