@@ -5,10 +5,23 @@
 
 #include <caf/io/basp_broker.hpp>
 
+#include <atomic>
+
 #include "actors/orchestrator/basp_server.hpp"
 #include "transport/front_door.hpp"
 
 namespace chorus {
+
+namespace {
+// The key BASP files a handed-over connection's actor under: its map of published actors is
+// keyed by port, and no port of CAF's is open in an actor system whose connections are handed
+// over; distinct per PublishedOrchestrator of the process all the same.
+uint16_t next_key() {
+  static std::atomic<uint16_t> key{0};
+  uint16_t k = ++key;
+  return k != 0 ? k : ++key;
+}
+} // namespace
 
 PublishedOrchestrator::PublishedOrchestrator(caf::actor_system& sys, orchestrator_actor orch)
     : sys_(sys), orch_(std::move(orch)) {}
@@ -30,6 +43,7 @@ Result<std::unique_ptr<PublishedOrchestrator>> PublishedOrchestrator::publish(ca
     d.inner_port = *inner;
   } else {
     p->basp_ = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+    p->key_ = next_key();  // set before the door's thread starts: it reads it
     PublishedOrchestrator* self = p.get();  // the door, which calls it, closes before p goes
     d.open_inner = [self] { return self->hand_over(); };
     d.make_guard = [server = basp_server(sys, orch.id()), max = opts.max_payload] {
@@ -47,10 +61,10 @@ int PublishedOrchestrator::hand_over() {
   int ends[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return -1;
   // BASP's own way to serve a connection it did not accept (CAF keeps it for tests): the broker
-  // writes its server handshake for the actor published under the key (the door's port, unique
-  // in this actor system) and reads the client from then on.
+  // writes its server handshake for the actor published under the key and reads the client from
+  // then on.
   caf::io::scribe_ptr scribe = sys_.middleman().backend().new_scribe(ends[0]);
-  caf::anon_send(basp_, caf::publish_atom::value, std::move(scribe), port_,
+  caf::anon_send(basp_, caf::publish_atom::value, std::move(scribe), key_,
                  caf::actor_cast<caf::strong_actor_ptr>(orch_), sys_.message_types(orch_));
   return ends[1];
 }
@@ -58,7 +72,7 @@ int PublishedOrchestrator::hand_over() {
 PublishedOrchestrator::~PublishedOrchestrator() {
   door_.reset();
   if (inner_port_ != 0) (void)sys_.middleman().unpublish(orch_, inner_port_);
-  if (basp_) caf::anon_send(basp_, caf::unpublish_atom::value, caf::actor_cast<caf::actor_addr>(orch_), port_);
+  if (basp_) caf::anon_send(basp_, caf::unpublish_atom::value, caf::actor_cast<caf::actor_addr>(orch_), key_);
 }
 
 } // namespace chorus

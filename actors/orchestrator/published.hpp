@@ -53,7 +53,8 @@ class PublishedOrchestrator {
   int hand_over();
   caf::actor_system& sys_;
   orchestrator_actor orch_;
-  caf::actor basp_;  // CAF's BASP broker, when connections are handed over
+  caf::actor basp_;   // CAF's BASP broker, when connections are handed over
+  uint16_t key_ = 0;  // what BASP files the actor under for them
   uint16_t inner_port_ = 0;
   uint16_t port_ = 0;
   std::unique_ptr<FrontDoor> door_;
