@@ -6,17 +6,18 @@
 #include <atomic>
 #include <string>
 
+#include "core/log.hpp"
+
 namespace chorus {
 
 namespace {
 std::atomic<uint64_t> dropped{0};
 } // namespace
 
-void drop_unexpected_quietly(caf::scheduled_actor* self, Subsys subsys) {
-  self->set_default_handler([subsys](caf::scheduled_actor* who, caf::message_view& x) -> caf::result<caf::message> {
+void drop_unexpected_quietly(caf::scheduled_actor* self) {
+  self->set_default_handler([](caf::scheduled_actor* who, caf::message_view& x) -> caf::result<caf::message> {
     const uint64_t n = ++dropped;
-    if (log_on(LogLevel::trace, subsys))
-      log_line(LogLevel::trace, subsys, LogWhere{},
+    CHORUS_LOG(trace, orch, LogWhere{},
                std::string(who->name()) + " dropped an unexpected message (" + std::to_string(n) +
                    " in this process so far): " + x.content().stringify());
     return caf::sec::unexpected_message;

@@ -7,12 +7,11 @@
 
 #include <cstdint>
 
-#include "core/log.hpp"
-
 namespace chorus {
 
-// Installs the quiet handler on `self`; `subsys` is the log's subsystem for its lines.
-void drop_unexpected_quietly(caf::scheduled_actor* self, Subsys subsys);
+// Installs the quiet handler on `self` (its lines in the log's orch subsystem: the actors that
+// hear from the network are the orchestrator's and the nodes' side of it).
+void drop_unexpected_quietly(caf::scheduled_actor* self);
 // Messages dropped so by every actor of this process.
 uint64_t unexpected_messages();
 

@@ -133,17 +133,11 @@ TEST(DataMesh, AFloodOfStrangersDelaysTheNodesButDoesNotFailTheSetup) {
 }
 
 TEST(DataMesh, ANodeThatNeverComesIsNamedWithWhatTheStrangersWereTold) {
-  auto l0 = DataListener::open("127.0.0.1");
-  auto l1 = DataListener::open("127.0.0.1");
-  ASSERT_TRUE(l0.is_ok() && l1.is_ok());
-  Config cfg;
-  cfg.host_transport = HostTransport::network;
-  int garbage = connect_to(**l0);
+  TwoNodes t;
+  ASSERT_TRUE(t.ok());
+  int garbage = connect_to(**t.l0);
   ASSERT_EQ(write(garbage, "not a chorus hello, not even close, 32 bytes+", 45), 45);
-  NullSink sink;
-  std::vector<std::unique_ptr<Connection>> conns;
-  std::shared_ptr<ArenaSeat> arena;
-  const Status s = connect_mesh(cfg, topology(0, **l0, **l1), **l0, &sink, Clock::now() + 1500ms, conns, arena);
+  const Status s = set_up_node(t.cfg, 0, **t.l0, **t.l1, Clock::now() + 1500ms).first;
   close(garbage);
   EXPECT_EQ(s.code(), Errc::timeout) << s.to_string();
   EXPECT_NE(s.message().find("node 0: no data connection from node 1 within the timeout (1 other connection(s) "
@@ -206,25 +200,19 @@ TEST(DataMesh, NodesOfOneHostMapOneArenaOpenOnceBothHaveIt) {
 TEST(DataMesh, ConnectionsFromNoNodesAddressAreClosedAtOnce) {
   TwoNodes t;
   ASSERT_TRUE(t.ok());
-  auto& l0 = t.l0;
-  auto& l1 = t.l1;
-  const Config& cfg = t.cfg;
   std::vector<int> strangers;
-  for (int i = 0; i < 300; ++i) strangers.push_back(connect_to(**l0, "127.0.0.2"));
+  for (int i = 0; i < 300; ++i) strangers.push_back(connect_to(**t.l0, "127.0.0.2"));
   for (int fd : strangers) ASSERT_GE(fd, 0);
   const auto t0 = Clock::now();
-  EXPECT_EQ(both_set_up(cfg, **l0, **l1, Clock::now() + 30s), "");
+  EXPECT_EQ(both_set_up(t.cfg, **t.l0, **t.l1, Clock::now() + 30s), "");
   EXPECT_LT(Clock::now() - t0, 2s) << "the strangers held up the nodes";
   for (int fd : strangers) {
     EXPECT_TRUE(closed_by_peer(fd, Clock::now() + 1s)) << "a stranger's connection was left open";
     close(fd);
   }
   // Node 0 alone, its node 1 never coming: the error counts what was closed at once.
-  const int one = connect_to(**l0, "127.0.0.2");
-  NullSink sink;
-  std::vector<std::unique_ptr<Connection>> conns;
-  std::shared_ptr<ArenaSeat> arena;
-  const Status s = connect_mesh(cfg, topology(0, **l0, **l1), **l0, &sink, Clock::now() + 1000ms, conns, arena);
+  const int one = connect_to(**t.l0, "127.0.0.2");
+  const Status s = set_up_node(t.cfg, 0, **t.l0, **t.l1, Clock::now() + 1000ms).first;
   close(one);
   EXPECT_EQ(s.code(), Errc::timeout) << s.to_string();
   EXPECT_NE(s.message().find("(1 connection(s) from addresses of no node closed at once; the first from 127.0.0.2)"),

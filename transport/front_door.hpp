@@ -1,8 +1,8 @@
 // The orchestrator's public port. CAF's BASP parses and acts on whatever a connection sends, so
-// the orchestrator is published on loopback only and this door stands in front of it: it accepts
-// connections, runs the handshake of door_handshake.hpp within a short deadline, and only then
-// connects to the loopback BASP port and relays the bytes both ways (transport/relay.hpp). A
-// stranger's bytes never reach CAF: the door reads the 64 of an answer and nothing else.
+// this door stands in front of it: it accepts connections, runs the handshake of
+// door_handshake.hpp within a short deadline, and only then opens the orchestrator's side of the
+// connection (below) and relays the bytes both ways (transport/relay.hpp). A stranger's bytes
+// never reach CAF: the door reads the 64 of an answer and nothing else.
 //
 // Bounds: at most max_pending handshakes (a new connection beyond evicts the oldest, so a flood
 // of silent connections cannot keep a node that answers at once from getting in) and

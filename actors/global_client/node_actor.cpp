@@ -91,7 +91,7 @@ Status join_error(const caf::error& err, const std::string& where, caf::timespan
 node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator_actor orch, std::string where,
                                           std::shared_ptr<NodeEvents> events) {
   auto st = std::make_shared<NodeState>();
-  drop_unexpected_quietly(self, Subsys::orch);
+  drop_unexpected_quietly(self);
   self->monitor(orch);
   // CAF fails no request to a node that is gone (it waits for its timeout): the loss answers the
   // join at once, and a join that comes after it (the connection closed right after CAF's

@@ -141,7 +141,7 @@ void orchestrator_self::enqueue(caf::mailbox_element_ptr what, caf::execution_un
 
 orchestrator_actor::behavior_type orchestrator(orchestrator_self* self, OrchestratorCore::Options opts) {
   auto st = std::make_shared<ShellState>(std::move(opts));
-  drop_unexpected_quietly(self, Subsys::orch);
+  drop_unexpected_quietly(self);
   self->set_down_handler([self, st](caf::down_msg& dm) {
     auto it = st->keys.find(dm.source);
     if (it == st->keys.end()) return;

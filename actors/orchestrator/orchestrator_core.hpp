@@ -2,7 +2,8 @@
 // version, configuration; the shared secret is the front door's to check, published.hpp, and never
 // crosses the wire), assigns node ids (the rank a launcher gave a node, else arrival order) and
 // hands every node the topology once all expected nodes are in. A refused node of a job ends its
-// partners' admission at once, naming it (see orchestrator_core.cpp for which refusals do not). It watches nodes (monitors) and never touches tensor data.
+// partners' admission at once, naming it (see orchestrator_core.cpp for which refusals do not).
+// It watches nodes (monitors) and never touches tensor data.
 //
 // This file: OrchestratorCore, the rules, free of CAF (message-level tests drive it directly).
 // actors/orchestrator/orchestrator.hpp is the actor shell that feeds it CAF messages, monitors
