@@ -79,12 +79,14 @@ class TimedOutput {
   }
   // Whether `node`'s output has ended (it exited, or closed it).
   bool ended(std::size_t node) const { return fds_[node] < 0; }
-  // Whether a line of `node` contains `part`.
-  bool said(std::size_t node, const std::string& part) const {
+  // The first line of `node` that contains `part`, or null.
+  const Line* line_of(std::size_t node, const std::string& part) const {
     for (const auto& l : lines_)
-      if (l.node == node && l.text.find(part) != std::string::npos) return true;
-    return false;
+      if (l.node == node && l.text.find(part) != std::string::npos) return &l;
+    return nullptr;
   }
+  // Whether a line of `node` contains `part`.
+  bool said(std::size_t node, const std::string& part) const { return line_of(node, part) != nullptr; }
   // Everything `node` printed so far.
   std::string output_of(std::size_t node) const {
     std::string s;

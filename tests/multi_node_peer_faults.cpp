@@ -107,7 +107,7 @@ int kill_or_freeze(Peer& p, const NodeContext& node) {
       say("PEER " + std::to_string(p.rank()) + " VICTIM");
       raise(a.scenario == "kill" ? SIGKILL : SIGSTOP);
     }
-    Tensor x = make_input(DType::f32, p.rank(), 50000, ReduceOp::sum);
+    Tensor x = make_input(DType::f32, p.rank(), a.elements, ReduceOp::sum);
     must(p.all_reduce(x, ReduceOp::sum));
     if (i > a.at_op + 1000) break;
   }

@@ -218,6 +218,54 @@ TEST_F(MultiNode, FrozenNodeIsReportedByEverySurvivor) {
   EXPECT_EQ(exited, 2) << dump(nodes);
 }
 
+// A node freezes inside 16 MiB all-reduces: the survivor sending to it finds the shared-memory ring
+// or the socket buffer full, and the receiver waits for bytes that will not come. The
+// orchestrator's announcement (heartbeats, a few seconds) must end both waits at once, not the
+// op's timeout (30 s). `how`: the flags that choose the path.
+class FreezeIn16MiB : public MultiNode {
+ protected:
+  void run(const std::vector<std::string>& how);
+};
+
+void FreezeIn16MiB::run(const std::vector<std::string>& how) {
+  start_orchestrator(3);
+  setenv("CHORUS_DEBUG", "warn", 1);  // each node logs "lost node 2" when it hears of it
+  std::vector<std::string> common{"--peers", "1", "--scenario", "freeze", "--victim", "2", "--at-op", "3",
+                                  "--elements", std::to_string(4u << 20), "--timeout-ms", "30000"};
+  common.insert(common.end(), how.begin(), how.end());
+  auto kids = spawn_nodes({{}, {}, {}}, common);
+  unsetenv("CHORUS_DEBUG");
+  std::vector<ChildGuard> guards(kids.size());
+  for (std::size_t i = 0; i < kids.size(); ++i) guards[i].pid = kids[i].pid;
+  TimedOutput out(kids);
+  auto ended = [&out] { return out.find("PEER 0 ERR ") && out.find("PEER 1 ERR "); };
+  ASSERT_TRUE(out.read_until(ended, Clock::now() + 25s)) << "the survivors waited on\n" << out.dump();
+  for (const std::string r : {"0", "1"}) {
+    const auto* err = out.find("PEER " + r + " ERR ");
+    const auto* heard = out.line_of(err->node, "lost node 2");
+    ASSERT_NE(heard, nullptr) << "rank " << r << "'s node did not hear of the loss\n" << out.dump();
+    const PeerLine p = status_line(err->text);
+    EXPECT_EQ(p.code, "node_lost") << "rank " << r << ": " << p.message;
+    EXPECT_NE(p.message.find("node 2"), std::string::npos) << "rank " << r << ": " << p.message;
+    const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(err->at - heard->at);
+    std::printf("rank %s ended %lld ms after its node heard of the loss\n", r.c_str(),
+                static_cast<long long>(after.count()));
+    EXPECT_LT(after, 100ms * kWorkSlowdown) << "rank " << r << " waited on after the announcement\n" << out.dump();
+  }
+  tell_nodes_to_exit();
+  for (std::size_t i = 0; i < kids.size(); ++i)
+    if (!out.said(i, "VICTIM")) {
+      EXPECT_GE(wait_or_kill(kids[i].pid, 10000ms), 0) << "node process " << i << " had to be killed";
+      guards[i].pid = -1;
+    }
+}
+
+TEST_F(FreezeIn16MiB, AllReducesOverSharedMemoryEndEveryWaitAtTheAnnouncement) { run({"--transport", "auto"}); }
+
+TEST_F(FreezeIn16MiB, RingsOverSocketsEndEveryWaitAtTheAnnouncement) {
+  run({"--transport", "network", "--strategy", "ring"});
+}
+
 TEST_F(MultiNode, WrongSecretIsRejectedAndDoesNotDisturbTheOthers) {
   start_orchestrator(2, {"--secret", "s3cret"});
   // Three processes, a collective of two (the later --nodes wins): the one with the wrong secret

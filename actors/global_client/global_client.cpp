@@ -64,6 +64,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
     c->close();
     return s;
   }
+  c->meshed_.store(true, std::memory_order_release);
   std::vector<Connection*> all;
   for (auto& conn : c->conns_)
     if (conn) all.push_back(conn.get());
@@ -202,6 +203,9 @@ void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
     job = nccl_;
   }
   if (job) job->abort_all(first.message());
+  // A send to the lost node (a frozen one reads nothing: its socket buffer is full) fails at once
+  // rather than at the op's timeout; the collective is over for this node anyway.
+  if (node < topo_.num_nodes && meshed_.load(std::memory_order_acquire) && conns_[node]) conns_[node]->kill();
   // The local server's waits for this node's own peers (ops not handed to us yet, and later ones).
   if (tell) tell(first);
 }
@@ -216,7 +220,9 @@ void GlobalClient::on_link_broken(uint32_t node, const std::string& saw) {
 
 void GlobalClient::on_link_notice(const LinkLostData& l) {
   on_node_lost(NodeEvents::kLinkNotice, link_lost_message(l));
-  if (l.other == topo_.node_id && l.reporter < conns_.size() && conns_[l.reporter]) conns_[l.reporter]->cut();
+  if (l.other == topo_.node_id && meshed_.load(std::memory_order_acquire) && l.reporter < conns_.size() &&
+      conns_[l.reporter])
+    conns_[l.reporter]->cut();
 }
 
 void GlobalClient::cut_off(uint32_t node, const std::string& why) {

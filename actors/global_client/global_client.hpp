@@ -147,6 +147,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::function<void(const LinkLostData&)> report_link_;  // to the orchestrator; set before any data flows
   TopologyData topo_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by node id; null for this node
+  // conns_ is complete (a loss may be told during the join, from the orchestrator's thread).
+  std::atomic<bool> meshed_{false};
   std::shared_ptr<ArenaSeat> arena_;                // set once, before any op
   Poller poller_;                                   // reads conns_; stopped before they go
   // Per node: the frame being read from it (only whoever pumps its connection touches it).
