@@ -169,6 +169,19 @@ struct JobStatus {
   complete @5 :Bool;
   nodes @6 :List(NodeStatus);
   silent @7 :List(UInt32);     # member nodes that did not answer in time
+  members @8 :List(JobMember); # once complete: every node as the orchestrator knows it
+}
+
+struct JobMember {
+  node @0 :UInt32;
+  state @1 :MemberState;
+  reason @2 :Text;             # lost: why (as the other nodes were told)
+}
+
+enum MemberState {
+  joined @0;                   # in the collective
+  left @1;                     # said goodbye
+  lost @2;                     # died, went silent, or dropped its connection
 }
 
 # ---- Multi-node data plane: global client <-> global client (actors/global_client/) ----

@@ -98,6 +98,12 @@ Envelope encode_job_status(const JobStatusData& j) {
   for (unsigned i = 0; i < j.nodes.size(); ++i) fill(ns[i], j.nodes[i]);
   auto s = b.initSilent(static_cast<unsigned>(j.silent.size()));
   for (unsigned i = 0; i < j.silent.size(); ++i) s.set(i, j.silent[i]);
+  auto ms = b.initMembers(static_cast<unsigned>(j.members.size()));
+  for (unsigned i = 0; i < j.members.size(); ++i) {
+    ms[i].setNode(j.members[i].node);
+    ms[i].setState(static_cast<wire::MemberState>(j.members[i].state));
+    ms[i].setReason(j.members[i].reason);
+  }
   return seal(mb);
 }
 
@@ -123,6 +129,12 @@ std::optional<JobStatusData> decode_job_status(const Envelope& e, std::string& e
     j.complete = m.getComplete();
     for (auto n : m.getNodes()) j.nodes.push_back(read(n));
     for (auto s : m.getSilent()) j.silent.push_back(s);
+    for (auto x : m.getMembers()) {
+      // A state this build does not know (a newer orchestrator's) reads as lost: not in the job.
+      const auto st = static_cast<uint16_t>(x.getState());
+      j.members.push_back({x.getNode(), st <= 2 ? static_cast<JobMemberData::State>(st) : JobMemberData::State::lost,
+                           x.getReason()});
+    }
     return j;
   });
   if (d && d->status.code() > last_errc) {
@@ -135,7 +147,20 @@ std::optional<JobStatusData> decode_job_status(const Envelope& e, std::string& e
 std::string job_status_report(const JobStatusData& j) {
   if (!j.status) return "refused: " + j.status.to_string() + "\n";
   std::string out = "collective " + std::to_string(j.collective) + ": " + std::to_string(j.registered_nodes) + " of " +
-                    std::to_string(j.expected_nodes) + " nodes " + (j.complete ? "joined" : "registered so far") + "\n";
+                    std::to_string(j.expected_nodes) + " nodes " + (j.complete ? "joined" : "registered so far");
+  // Since the join: who is still in, and each node that is not, with why.
+  uint32_t in = 0;
+  std::string gone;
+  for (const auto& m : j.members) {
+    if (m.state == JobMemberData::State::joined) {
+      ++in;
+      continue;
+    }
+    gone += "node " + std::to_string(m.node) +
+            (m.state == JobMemberData::State::left ? ": left\n" : ": lost" + (m.reason.empty() ? "" : ": " + m.reason) + "\n");
+  }
+  if (!gone.empty()) out += ", " + std::to_string(in) + " still in";
+  out += "\n" + gone;
   // Busy ranks by (group, seq, op, state, what they wait for); the longest wait of each line.
   using Key = std::tuple<uint32_t, uint64_t, std::string, std::string, std::string>;
   std::map<Key, std::pair<std::vector<uint32_t>, int64_t>> busy;

@@ -36,6 +36,15 @@ struct NodeStatusData {
   bool operator==(const NodeStatusData&) const = default;
 };
 
+// A member of a complete collective as the orchestrator knows it.
+struct JobMemberData {
+  enum class State : uint8_t { joined, left, lost };
+  uint32_t node = 0;
+  State state = State::joined;
+  std::string reason;  // lost: why
+  bool operator==(const JobMemberData&) const = default;
+};
+
 struct JobStatusData {
   Status status;  // not ok: the request was refused (the rest is empty)
   uint64_t collective = 0;
@@ -43,6 +52,7 @@ struct JobStatusData {
   bool complete = false;
   std::vector<NodeStatusData> nodes;
   std::vector<uint32_t> silent;  // nodes that did not answer in time
+  std::vector<JobMemberData> members;  // by node id, once complete
 };
 
 Envelope encode_status_request(const StatusRequestData& r);
@@ -54,7 +64,8 @@ std::optional<JobStatusData> decode_job_status(const Envelope& e, std::string& e
 
 // The report: a header line, then one line per group of ranks in the same op, state and wait
 // ("ranks 0-1,4-5: group 0 #3 all_reduce f32[4] sum, running for 1.2 s; waits for node 1 (not
-// called yet)"), the idle ranks with their last op, and the nodes that did not answer.
+// called yet)"), the idle ranks with their last op, the nodes lost or gone (with the
+// orchestrator's reason) and the nodes that did not answer.
 std::string job_status_report(const JobStatusData& j);
 
 // Ranks as people read them: "0-3,5,7-8" (sorted, repeats dropped).

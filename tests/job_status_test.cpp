@@ -118,6 +118,51 @@ TEST(JobStatusReport, GroupsRanksByOpAndWait) {
             "ranks 0-1: group 0 #9 barrier, running for 2.5 s; waits for node 1 (not called yet)\n"
             "rank 2: in no op; last done: group 0 #8 barrier\n"
             "node 3: did not answer\n");
+  // The membership as the orchestrator knows it: who is no longer in, and why.
+  using S = JobMemberData::State;
+  j.silent.clear();
+  j.nodes = {b};
+  j.members = {{0, S::lost, "node lost: silent for 4.0 s"}, {1, S::joined, ""}, {2, S::left, ""}};
+  back = decode_job_status(encode_job_status(j), error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(back->members, j.members);
+  EXPECT_EQ(job_status_report(*back),
+            "collective 4: 2 of 2 nodes joined, 1 still in\n"
+            "node 0: lost: node lost: silent for 4.0 s\n"
+            "node 2: left\n"
+            "rank 2: in no op; last done: group 0 #8 barrier\n");
+}
+
+// A node killed mid-job: the survivors stay in the collective, and the status says which node was
+// lost and why, asks only the two still in, and reports nobody as silent.
+TEST_F(MultiNode, StatusShowsALostNodeAsLostWithTheOrchestratorsReason) {
+  start_orchestrator(3);
+  auto kids = spawn_nodes({{}, {}, {}}, {"--peers", "1", "--scenario", "kill", "--victim", "2", "--at-op", "3",
+                                         "--timeout-ms", "30000"});
+  std::vector<ChildGuard> guards(kids.size());
+  for (std::size_t i = 0; i < kids.size(); ++i) guards[i].pid = kids[i].pid;
+  TimedOutput out(kids);
+  auto reported = [&out] { return out.find("PEER 0 ERR ") && out.find("PEER 1 ERR "); };
+  ASSERT_TRUE(out.read_until(reported, Clock::now() + 60s)) << out.dump();
+  auto j = query_job_status("127.0.0.1", port_, "", {}, 10000ms);
+  ASSERT_TRUE(j.is_ok()) << j.status().to_string();
+  const std::string report = job_status_report(*j);
+  std::printf("%s", report.c_str());
+  EXPECT_TRUE(has(report, "collective 1: 3 of 3 nodes joined, 2 still in\nnode 2: lost: ")) << report;
+  using S = JobMemberData::State;
+  ASSERT_EQ(j->members.size(), 3u) << report;
+  EXPECT_EQ(j->members[0].state, S::joined) << report;
+  EXPECT_EQ(j->members[1].state, S::joined) << report;
+  EXPECT_EQ(j->members[2].state, S::lost) << report;
+  EXPECT_FALSE(j->members[2].reason.empty()) << report;
+  EXPECT_EQ(j->nodes.size(), 2u) << report;
+  EXPECT_TRUE(j->silent.empty()) << report;
+  tell_nodes_to_exit();
+  for (std::size_t i = 0; i < kids.size(); ++i)
+    if (!out.said(i, "VICTIM")) {
+      EXPECT_GE(wait_or_kill(kids[i].pid, 10000ms), 0) << "node process " << i << " had to be killed";
+      guards[i].pid = -1;
+    }
 }
 
 } // namespace

@@ -248,8 +248,8 @@ void FreezeIn16MiB::run(const std::vector<std::string>& how) {
     EXPECT_EQ(p.code, "node_lost") << "rank " << r << ": " << p.message;
     EXPECT_NE(p.message.find("node 2"), std::string::npos) << "rank " << r << ": " << p.message;
     const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(err->at - heard->at);
-    std::printf("rank %s ended %lld ms after its node heard of the loss\n", r.c_str(),
-                static_cast<long long>(after.count()));
+    std::printf("rank %s ended %lld ms after its node heard of the loss: %s\n", r.c_str(),
+                static_cast<long long>(after.count()), err->text.c_str());
     EXPECT_LT(after, 100ms * kWorkSlowdown) << "rank " << r << " waited on after the announcement\n" << out.dump();
   }
   tell_nodes_to_exit();

@@ -253,6 +253,23 @@ Core running_core(uint32_t nodes) {
   return core;
 }
 
+// What chorus-ctl status shows: every member, joined, left (goodbye) or lost (with why).
+TEST(OrchestratorCore, MembershipSaysWhoIsInWhoLeftAndWhoWasLostAndWhy) {
+  auto core = make_core(3);
+  (void)core.on_register(1, reg(3, 1, "h:1"));
+  EXPECT_TRUE(core.membership().empty());  // not complete: no node ids yet
+  (void)core.on_register(2, reg(3, 1, "h:2"));
+  (void)core.on_register(3, reg(3, 1, "h:3"));
+  using S = JobMemberData::State;
+  EXPECT_EQ(core.membership(), (std::vector<JobMemberData>{{0, S::joined, ""}, {1, S::joined, ""}, {2, S::joined, ""}}));
+  (void)core.on_down(3, "node lost: frozen");
+  (void)core.on_leave(2);
+  EXPECT_EQ(core.membership(),
+            (std::vector<JobMemberData>{{0, S::joined, ""}, {1, S::left, ""}, {2, S::lost, "node lost: frozen"}}));
+  (void)core.on_leave(1);  // the last one: the next collective starts from nothing
+  EXPECT_TRUE(core.membership().empty());
+}
+
 TEST(OrchestratorCore, ABrokenLinkFromAMemberIsToldOnceToEveryOtherMember) {
   auto core = running_core(4);  // keys 1..4 are nodes 0..3
   ASSERT_TRUE(core.complete());

@@ -11,6 +11,14 @@
 namespace chorus {
 
 namespace {
+
+// Why a node's actor went down, in words (it is what every survivor reads): BASP says only that
+// the node's connection is gone, which is both an exit and heartbeats missed past the limit.
+std::string down_reason(const caf::error& reason) {
+  if (reason == caf::exit_reason::remote_link_unreachable)
+    return "its connection to the orchestrator ended (the process exited, or was silent past the heartbeat limit)";
+  return "its actor went down (" + caf::to_string(reason) + ")";
+}
 struct ShellState {
   explicit ShellState(OrchestratorCore::Options o) : core(with_random_tokens(std::move(o))) {}
   static OrchestratorCore::Options with_random_tokens(OrchestratorCore::Options o) {
@@ -85,8 +93,13 @@ caf::result<Envelope> job_status(orchestrator_actor::pointer self, ShellState& s
   j.expected_nodes = st.core.options().expected_nodes;
   j.registered_nodes = static_cast<uint32_t>(st.core.registered());
   j.complete = st.core.complete();
+  j.members = st.core.membership();
   const auto keys = st.core.member_keys();
-  if (keys.empty()) return encode_job_status(j);
+  // Asked: the nodes still in (a node lost or gone is reported as such, not as silent).
+  std::vector<uint32_t> ask;
+  for (uint32_t id = 0; id < keys.size(); ++id)
+    if (j.members.empty() || j.members[id].state == JobMemberData::State::joined) ask.push_back(id);
+  if (ask.empty()) return encode_job_status(j);
   struct Gather {
     JobStatusData job;
     std::size_t left;
@@ -98,8 +111,8 @@ caf::result<Envelope> job_status(orchestrator_actor::pointer self, ShellState& s
       rp.deliver(encode_job_status(job));
     }
   };
-  auto g = std::make_shared<Gather>(Gather{std::move(j), keys.size(), self->make_response_promise<Envelope>()});
-  for (uint32_t id = 0; id < keys.size(); ++id) {
+  auto g = std::make_shared<Gather>(Gather{std::move(j), ask.size(), self->make_response_promise<Envelope>()});
+  for (uint32_t id : ask) {
     auto it = st.nodes.find(keys[id]);
     if (it == st.nodes.end()) {
       g->job.silent.push_back(id);
@@ -145,7 +158,7 @@ orchestrator_actor::behavior_type orchestrator(orchestrator_self* self, Orchestr
   self->set_down_handler([self, st](caf::down_msg& dm) {
     auto it = st->keys.find(dm.source);
     if (it == st->keys.end()) return;
-    apply(self, *st, st->core.on_down(it->second, "node lost: " + caf::to_string(dm.reason)));
+    apply(self, *st, st->core.on_down(it->second, down_reason(dm.reason)));
   });
   // A key per distinct sender actor; a non-member's entry only lives while it waits for a reply.
   auto key_of = [self, st]() -> std::optional<OrchestratorCore::NodeKey> {

@@ -196,6 +196,7 @@ OrchestratorCore::Effects OrchestratorCore::on_down(NodeKey who, const std::stri
     return fx;
   }
   members_[i].left = true;
+  members_[i].lost = reason;
   fx.forget.push_back(who);
   NodeLostData lost{collective_, static_cast<uint32_t>(i), reason};
   lost_.push_back(lost);
@@ -236,6 +237,19 @@ OrchestratorCore::Effects OrchestratorCore::on_timeout(uint64_t timer) {
   for (const auto& m : members_) fx.replies.push_back({m.key, why, {}});
   reset(fx);
   return fx;
+}
+
+std::vector<JobMemberData> OrchestratorCore::membership() const {
+  std::vector<JobMemberData> out;
+  if (!complete_) return out;
+  for (std::size_t k = 0; k < members_.size(); ++k) {
+    const Member& m = members_[k];
+    const auto state = !m.left ? JobMemberData::State::joined
+                       : m.lost ? JobMemberData::State::lost
+                                : JobMemberData::State::left;
+    out.push_back({static_cast<uint32_t>(k), state, m.lost.value_or("")});
+  }
+  return out;
 }
 
 } // namespace chorus

@@ -30,6 +30,7 @@
 #include <chorus/status.hpp>
 #include "messages/link_codec.hpp"
 #include "messages/node_codec.hpp"
+#include "messages/status_codec.hpp"
 
 namespace chorus {
 
@@ -93,6 +94,8 @@ class OrchestratorCore {
   std::vector<NodeKey> member_keys() const;
   const std::vector<NodeLostData>& lost() const { return lost_; }  // of the current collective
   const std::optional<LinkLostData>& link_lost() const { return link_lost_; }  // its first broken link
+  // Once complete: every member by node id, joined, left or lost (with why); empty before.
+  std::vector<JobMemberData> membership() const;
   const Options& options() const { return opts_; }
 
  private:
@@ -104,7 +107,8 @@ class OrchestratorCore {
     std::string host_key;
     uint32_t gpus;
     int32_t rank = -1;  // the node id its launcher gave it (-1: any)
-    bool left = false;
+    bool left = false;  // no longer a member: said goodbye, or lost (below)
+    std::optional<std::string> lost;  // why, when it did not say goodbye
   };
   Status check(NodeKey who, const NodeRegisterData& r) const;
   void finish_admission(Effects& fx);
