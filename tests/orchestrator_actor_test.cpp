@@ -265,7 +265,7 @@ TEST_F(OrchestratorActor, ALostNodeIsNamedToEverySurvivor) {
   for (auto* l : {la.get(), lc.get()}) {
     ASSERT_EQ(l->lost.size(), 1u);
     EXPECT_EQ(l->lost[0].node_id, 1u);
-    EXPECT_NE(l->lost[0].reason.find("node lost"), std::string::npos) << l->lost[0].reason;
+    EXPECT_NE(l->lost[0].reason.find("its actor went down ("), std::string::npos) << l->lost[0].reason;
   }
   EXPECT_TRUE(lb->lost.empty());
 }
