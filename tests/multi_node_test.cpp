@@ -221,7 +221,8 @@ TEST_F(MultiNode, FrozenNodeIsReportedByEverySurvivor) {
 // A node freezes inside 16 MiB all-reduces: the survivor sending to it finds the shared-memory ring
 // or the socket buffer full, and the receiver waits for bytes that will not come. The
 // orchestrator's announcement (heartbeats, a few seconds) must end both waits at once, not the
-// op's timeout (30 s). `how`: the flags that choose the path.
+// op's timeout (30 s). Resumed, the frozen node says it stood still (it was dropped) and blames
+// none of the nodes that cut it off meanwhile. `how`: the flags that choose the path.
 class FreezeIn16MiB : public MultiNode {
  protected:
   void run(const std::vector<std::string>& how);
@@ -252,12 +253,22 @@ void FreezeIn16MiB::run(const std::vector<std::string>& how) {
                 static_cast<long long>(after.count()), err->text.c_str());
     EXPECT_LT(after, 100ms * kWorkSlowdown) << "rank " << r << " waited on after the announcement\n" << out.dump();
   }
+  // The frozen node resumes: it was dropped, and says so, blaming no one else.
+  const std::size_t frozen = out.find("PEER 2 VICTIM")->node;
+  kill(kids[frozen].pid, SIGCONT);
+  ASSERT_TRUE(out.read_until([&out] { return out.find("PEER 2 ERR ") != nullptr; }, Clock::now() + 20s))
+      << "the resumed node did not end its op\n" << out.dump();
+  const PeerLine resumed = status_line(out.find("PEER 2 ERR ")->text);
+  std::printf("the resumed node: %s\n", resumed.message.c_str());
+  EXPECT_EQ(resumed.code, "node_lost") << resumed.message;
+  EXPECT_NE(resumed.message.find("this node stood still for "), std::string::npos) << resumed.message;
+  EXPECT_EQ(resumed.message.find("node 0"), std::string::npos) << resumed.message;
+  EXPECT_EQ(resumed.message.find("node 1"), std::string::npos) << resumed.message;
   tell_nodes_to_exit();
-  for (std::size_t i = 0; i < kids.size(); ++i)
-    if (!out.said(i, "VICTIM")) {
-      EXPECT_GE(wait_or_kill(kids[i].pid, 10000ms), 0) << "node process " << i << " had to be killed";
-      guards[i].pid = -1;
-    }
+  for (std::size_t i = 0; i < kids.size(); ++i) {
+    EXPECT_GE(wait_or_kill(kids[i].pid, 10000ms), 0) << "node process " << i << " had to be killed";
+    guards[i].pid = -1;
+  }
 }
 
 TEST_F(FreezeIn16MiB, AllReducesOverSharedMemoryEndEveryWaitAtTheAnnouncement) { run({"--transport", "auto"}); }

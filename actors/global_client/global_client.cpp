@@ -58,6 +58,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
     return Status(Errc::internal, "the orchestrator made this node " + std::to_string(c->topo_.node_id) +
                                       ", not rank " + std::to_string(config.rank) + " as it asked");
   }
+  c->pause_.start();
   c->reading_.resize(c->topo_.num_nodes);
   c->unacked_since_.reset(new std::atomic<int64_t>[c->topo_.num_nodes]());
   if (auto s = connect_mesh(config, c->topo_, **listener, c.get(), deadline, c->conns_, c->arena_); !s.is_ok()) {
@@ -101,6 +102,7 @@ void GlobalClient::close() {
   for (auto& c : conns_)
     if (c) c->close();  // bye, drain, shut: later sends fail at once
   poller_.stop();
+  pause_.stop();
   // Nobody pumps any more: a frame still arriving (maybe into a caller's memory) fails now, so
   // its waiters let go. The connections themselves stay until the destructor, since ops still in
   // flight may send on them.
@@ -159,6 +161,12 @@ Topology GlobalClient::gpu_topology(const std::vector<uint32_t>& members) const 
   return t;
 }
 
+std::optional<std::string> GlobalClient::stood_still() const {
+  auto p = pause_.recent(kStoodStill, kStoodStillWithin);
+  if (!p) return std::nullopt;
+  return pause_words(*p) + ", long enough for the orchestrator to drop it from the job";
+}
+
 Status GlobalClient::lost() const {
   std::lock_guard<std::mutex> lk(mu_);
   return lost_.value_or(Status::ok());
@@ -175,10 +183,12 @@ void GlobalClient::on_first_loss(LossListener listener) {
   if (already && listener) listener(*already);
 }
 
-void GlobalClient::on_node_lost(uint32_t node, const std::string& why) {
-  // `why` names the node (or the link); the first loss is what every later op reports.
+void GlobalClient::on_node_lost(uint32_t node, const std::string& heard) {
+  // `heard` names the node (or the link); the first loss is what every later op reports. A node
+  // that stood still long enough to be dropped reports that instead: the others only cut it off.
   CHORUS_LOG(warn, net, (LogWhere{topo_.node_id}),
-             (node < topo_.num_nodes ? "lost node " + std::to_string(node) + ": " : "") + why);
+             (node < topo_.num_nodes ? "lost node " + std::to_string(node) + ": " : "") + heard);
+  const std::string why = stood_still().value_or(heard);
   std::vector<std::shared_ptr<NetOp>> ops;
   LossListener tell;  // only on the first loss
   Status first;

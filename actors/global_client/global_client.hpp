@@ -27,6 +27,7 @@
 #include "actors/global_client/announcements.hpp"
 #include "actors/global_client/orchestrator_join.hpp"
 #include "core/buffer_pool.hpp"
+#include "core/pause_watch.hpp"
 #include "strategies/arena.hpp"
 #include "strategies/executor.hpp"
 #include "strategies/tuning.hpp"
@@ -59,6 +60,11 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   uint32_t node_of(uint32_t rank) const;
   // Not ok once a node was lost: every later op fails with it.
   Status lost() const;
+  // When this process stood still long enough to be dropped (kStoodStill, ended at most
+  // kStoodStillWithin ago, or still going on as far as its watch knows), what to say instead of
+  // blaming the nodes that cut it off meanwhile: "this node stood still for 5.3 s (...)".
+  std::optional<std::string> stood_still() const;
+  static constexpr std::chrono::seconds kStoodStill{1}, kStoodStillWithin{5};
   // `listener` hears the first node loss ("node K lost: ...", as lost() then says) once, after the
   // client's locks are released: at once when a node is lost already, else when one is. The local
   // server's core registers it, so that its waits for this node's own peers end too. One listener:
@@ -115,8 +121,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // Every wait for something from another node goes through it (it reads the connections).
   Poller& poller() { return poller_; }
   void finished(uint32_t group, uint64_t seq);
-  // A node was lost (`why` names it), or told (node NodeEvents::kLinkNotice): every op fails.
-  void on_node_lost(uint32_t node, const std::string& why);
+  // A node was lost (`heard` names it), or told (node NodeEvents::kLinkNotice): every op fails
+  // (with `heard`, unless this node stood still: stood_still()).
+  void on_node_lost(uint32_t node, const std::string& heard);
   // This node's connection to `node` broke (`saw`: how): every op fails with the link named
   // (link_lost_message), and the orchestrator is told, so that every other node hears of it.
   void on_link_broken(uint32_t node, const std::string& saw);
@@ -147,6 +154,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::function<void(const LinkLostData&)> report_link_;  // to the orchestrator; set before any data flows
   TopologyData topo_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by node id; null for this node
+  PauseWatch pause_;                                // from the join on (stood_still)
   // conns_ is complete (a loss may be told during the join, from the orchestrator's thread).
   std::atomic<bool> meshed_{false};
   std::shared_ptr<ArenaSeat> arena_;                // set once, before any op

@@ -312,6 +312,10 @@ Status NetOp::conclude(int p, Status local) {
     if (result.is_ok()) result = std::move(local);
     last = ++concluded_ == local_peers_;
   }
+  // Whatever failed (a deadline passed, a node gone) after this node stood still long enough to be
+  // dropped: it was this node.
+  if (auto still = result.is_ok() ? std::nullopt : client_->stood_still())
+    result = Status(Errc::node_lost, label_ + ": " + *still);
   if (last) client_->finished(group_, seq_);
   return result;
 }

@@ -1,0 +1,70 @@
+#include "core/pause_watch.hpp"
+
+#include <cstdio>
+#include <ctime>
+
+namespace chorus {
+
+namespace {
+int64_t ns_of(PauseWatch::Clock::time_point t) { return t.time_since_epoch().count(); }
+PauseWatch::Clock::time_point at(int64_t ns) { return PauseWatch::Clock::time_point(PauseWatch::Clock::duration(ns)); }
+} // namespace
+
+void PauseWatch::start() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  last_wake_.store(ns_of(Clock::now()));
+  thread_ = std::thread([this] { run(); });
+}
+
+void PauseWatch::stop() {
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+    t.swap(thread_);
+  }
+  cv_.notify_all();
+  if (t.joinable()) t.join();
+}
+
+void PauseWatch::run() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lk, kTick);
+    const int64_t now = ns_of(Clock::now()), last = last_wake_.load();
+    // A wake far later than asked: the process stood still in between. The latest such one is kept.
+    if (now - last > 4 * std::chrono::duration_cast<std::chrono::nanoseconds>(kTick).count()) {
+      pause_from_.store(last);
+      pause_to_.store(now);
+    }
+    last_wake_.store(now);
+  }
+}
+
+std::optional<PauseWatch::Pause> PauseWatch::recent(Clock::duration at_least, Clock::duration within) const {
+  const int64_t last = last_wake_.load();
+  if (last == 0) return std::nullopt;
+  const auto now = Clock::now();
+  if (now - at(last) >= at_least) return Pause{at(last), now - at(last)};
+  const int64_t from = pause_from_.load(), to = pause_to_.load();
+  if (to != 0 && at(to) - at(from) >= at_least && now - at(to) <= within) return Pause{at(from), at(to) - at(from)};
+  return std::nullopt;
+}
+
+std::string pause_words(const PauseWatch::Pause& p) {
+  const auto ago = PauseWatch::Clock::now() - p.from;
+  const auto wall = std::chrono::system_clock::now() - std::chrono::duration_cast<std::chrono::system_clock::duration>(ago);
+  const std::time_t secs = std::chrono::system_clock::to_time_t(wall);
+  const auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char text[128];
+  std::snprintf(text, sizeof text, "this node stood still for %.1f s (stopped or starved, from %02d:%02d:%02d.%03lld UTC)",
+                std::chrono::duration<double>(p.length).count(), tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<long long>(millis));
+  return text;
+}
+
+} // namespace chorus
