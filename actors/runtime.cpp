@@ -172,11 +172,11 @@ Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::millisecon
   const Patience patience = patience_for(peers);
   (core.*enter)(std::move(call));
   // Half the timeout gone: say (warn, op) what the request still waits for, once for all its
-  // peers (the core tells the first of them).
-  if (!reply->done.wait_at_least(1, start + timeout / 2, patience) && log_on(LogLevel::warn, Subsys::op)) {
+  // peers (the core tells the first of them, and the op's other nodes which ranks are missing).
+  if (!reply->done.wait_at_least(1, start + timeout / 2, patience)) {
     LogWhere where;
-    const std::string what = core.waiting_for(reply->timer, where);
-    if (!what.empty())
+    const std::string what = core.at_half_time(reply->timer, where);
+    if (!what.empty() && log_on(LogLevel::warn, Subsys::op))
       log_line(LogLevel::warn, Subsys::op, where,
                what + " after " + std::to_string((timeout / 2).count()) + " ms, half the op's timeout");
   }

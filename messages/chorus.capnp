@@ -228,6 +228,12 @@ struct P2PHeader {
   failure @6 :Text;
 }
 
+# Half an op's timeout gone with ranks of this node not called yet (frame `stragglers`; the header
+# names the op): which, so that every node names them rather than this node when the op times out.
+struct Stragglers {
+  ranks @0 :List(UInt32);      # the op's group ranks
+}
+
 # The receiver's answer to a cross-node send: ok, or why the pair did not match.
 struct P2PAck {
   statusCode @0 :UInt16;

@@ -161,4 +161,19 @@ std::optional<P2PAckData> decode_p2p_ack(const void* data, std::size_t bytes, st
   });
 }
 
+std::string encode_stragglers(const std::vector<uint32_t>& ranks) {
+  capnp::MallocMessageBuilder mb(64);
+  auto l = mb.initRoot<wire::Stragglers>().initRanks(static_cast<unsigned>(ranks.size()));
+  for (unsigned i = 0; i < ranks.size(); ++i) l.set(i, ranks[i]);
+  return envelope_bytes(seal(mb));
+}
+
+std::optional<std::vector<uint32_t>> decode_stragglers(const void* data, std::size_t bytes, std::string& error) {
+  return open_bytes(data, bytes, "straggler note", error, [](EnvelopeReader& r) {
+    std::vector<uint32_t> ranks;
+    for (uint32_t k : r.root<wire::Stragglers>().getRanks()) ranks.push_back(k);
+    return ranks;
+  });
+}
+
 } // namespace chorus

@@ -106,6 +106,19 @@ TEST(DataCodecRoundTrip, Hello) {
   EXPECT_EQ(d->token, std::numeric_limits<uint64_t>::max());
 }
 
+TEST(DataCodecRoundTrip, StragglersKeepTheirRanksInOrder) {
+  std::string err;
+  for (const std::vector<uint32_t>& ranks : {std::vector<uint32_t>{}, {3}, {7, 2, 4000000000u}}) {
+    const std::string bytes = encode_stragglers(ranks);
+    auto d = decode_stragglers(bytes.data(), bytes.size(), err);
+    ASSERT_TRUE(d) << err;
+    EXPECT_EQ(*d, ranks);
+  }
+  const std::string cut = encode_stragglers({1, 2, 3}).substr(0, 12);
+  EXPECT_FALSE(decode_stragglers(cut.data(), cut.size(), err));
+  EXPECT_FALSE(err.empty());
+}
+
 TEST(DataCodecRoundTrip, AnnouncementWithEveryFieldSet) {
   const OpAnnouncement a = sample_announcement();
   const std::string bytes = encode_announcement(a);

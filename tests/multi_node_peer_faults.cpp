@@ -223,12 +223,29 @@ int soak(Peer& p, const NodeContext& node) {
   return static_cast<int>(node.args.ops);
 }
 
+// skip inside a group: ranks 1-5 make a group (rank 0 stays out, and so the group's ranks are the
+// global ones less one), and the victim (a global rank) stops calling the group's ops after --at-op.
+int skip_in_group(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  if (p.rank() == 0) return 0;
+  auto g = p.new_group({1, 2, 3, 4, 5});
+  must(g.status());
+  int done = 0;
+  for (uint32_t i = 0; i < a.at_op + 1; ++i, ++done) {
+    if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) throw Fail{Status(Errc::ok, "skipped")};
+    Tensor x = make_input(DType::f32, p.rank(), 100, ReduceOp::sum);
+    must(g->all_reduce(x, ReduceOp::sum));
+  }
+  return done;
+}
+
 Scenario fault_scenario(const std::string& name) {
   if (name == "mismatch") return mismatch;
   if (name == "local-mismatch" || name == "gpu-staging" || name == "gpu-staging-two") return node_cannot_run;
   if (name == "p2p-staging") return p2p_staging;
   if (name == "group-mismatch") return group_mismatch;
   if (name == "skip") return skip;
+  if (name == "skip-in-group") return skip_in_group;
   if (name == "stall") return stall;
   if (name == "soak") return soak;
   if (name == "kill" || name == "freeze") return kill_or_freeze;

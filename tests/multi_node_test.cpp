@@ -171,7 +171,10 @@ TEST_F(MultiNode, APeerWaitingForItsNodeMateHearsOfAKilledNodeAtOnce) {
   }
 }
 
-TEST_F(MultiNode, APeerThatNeverCallsIsNamedByItsNodeAndItsNodeByTheOthers) {
+// 3 nodes x 2 peers; rank 3 (node 1) never calls op #5, its node-mate rank 2 does. Half the
+// timeout gone, node 1 tells the others which of its ranks have not called, so every peer names
+// rank 3, not node 1 (whose rank 2 did call).
+TEST_F(MultiNode, APeerThatNeverCallsIsNamedAsTheRankByEveryNode) {
   start_orchestrator(3);
   setenv("CHORUS_DEBUG", "warn", 1);  // half the timeout gone, each node says what it waits for
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "skip", "--victim", "3", "--at-op", "5",
@@ -181,7 +184,11 @@ TEST_F(MultiNode, APeerThatNeverCallsIsNamedByItsNodeAndItsNodeByTheOthers) {
   EXPECT_NE(all.find("all_reduce #5: rank 2 waits for rank 3 (not called yet) after 750 ms, half the op's timeout"),
             std::string::npos)
       << all;
-  EXPECT_NE(all.find("all_reduce #5: waiting for node 1 (not called yet), half the op's timeout gone"), std::string::npos)
+  // The other nodes' own half-time warning races node 1's note: either name.
+  EXPECT_TRUE(all.find("all_reduce #5: waiting for node 1 (not called yet), half the op's timeout gone") !=
+                  std::string::npos ||
+              all.find("all_reduce #5: waiting for rank 3 (not called yet), half the op's timeout gone") !=
+                  std::string::npos)
       << all;
   auto lines = peer_lines(nodes);
   ASSERT_EQ(lines.size(), 6u) << dump(nodes);
@@ -191,8 +198,28 @@ TEST_F(MultiNode, APeerThatNeverCallsIsNamedByItsNodeAndItsNodeByTheOthers) {
     if (rank == "2")  // its node-mate waits in the local server for rank 3
       EXPECT_NE(p.message.find("peer 3 never called"), std::string::npos) << p.message;
     else
-      EXPECT_NE(p.message.find("node 1 never called"), std::string::npos) << "peer " << rank << ": " << p.message;
+      EXPECT_NE(p.message.find("all_reduce #5: rank 3 never called within the op's timeout"), std::string::npos)
+          << "peer " << rank << ": " << p.message;
   }
+}
+
+// The same inside a group of ranks 1-5: global rank 3 is the group's rank 2, and every node names
+// it so.
+TEST_F(MultiNode, APeerThatNeverCallsInAGroupIsNamedByItsGroupRank) {
+  start_orchestrator(3);
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "skip-in-group", "--victim", "3", "--at-op", "2",
+                                        "--timeout-ms", "1500"});
+  auto lines = peer_lines(nodes);
+  ASSERT_EQ(lines.size(), 6u) << dump(nodes);
+  for (const std::string r : {"1", "4", "5"}) {  // rank 0 is in no group op
+    const PeerLine& p = lines.at(r);
+    EXPECT_EQ(p.code, "timeout") << "peer " << r << ": " << p.message;
+    EXPECT_NE(p.message.find("#2: rank 2 never called within the op's timeout"), std::string::npos)
+        << "peer " << r << ": " << p.message;
+  }
+  // Its node-mate (global rank 2, the group's rank 1) waits for it in its node, and names it the same.
+  EXPECT_NE(lines.at("2").message.find("#2: peer 2 never called within 1500 ms"), std::string::npos)
+      << lines.at("2").message;
 }
 
 TEST_F(MultiNode, FrozenNodeIsReportedByEverySurvivor) {

@@ -28,6 +28,7 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
       return reinterpret_cast<std::byte*>(r.bytes.data());
     case FrameType::announce:
     case FrameType::p2p_ack:
+    case FrameType::stragglers:
       if (h.bytes > kMaxControl) return nullptr;
       r.bytes.resize(h.bytes);
       return reinterpret_cast<std::byte*>(r.bytes.data());
@@ -52,6 +53,12 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
         return on_node_lost(node, from + " sent a garbled announcement" +
                                       (a ? " (naming node " + std::to_string(a->node) + ")" : ": " + error));
       if (auto op = op_for(h.group, h.seq, true)) op->announced(*a, h, r.bytes);
+      return;
+    }
+    case FrameType::stragglers: {
+      auto ranks = decode_stragglers(r.bytes.data(), r.bytes.size(), error);
+      if (!ranks) return on_node_lost(node, from + " sent a garbled straggler note: " + error);
+      if (auto op = op_for(h.group, h.seq, true)) op->stragglers(node, std::move(*ranks));
       return;
     }
     case FrameType::p2p_data: {

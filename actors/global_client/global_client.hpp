@@ -72,6 +72,11 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   using LossListener = std::function<void(const Status& why)>;
   void on_first_loss(LossListener listener);
 
+  // Half of collective (group, seq)'s timeout gone with `ranks` (group ranks) of this node not
+  // called yet: tells every other node of the op (members: global ids by group rank; empty for
+  // the world), so that they name those ranks rather than this node.
+  void tell_stragglers(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
+                       const std::vector<uint32_t>& ranks);
   // What collective (group, seq) waits for from other nodes (NetOp::waiting_for), or "".
   std::string op_waits_for(uint32_t group, uint64_t seq);
   // What the node actor answers the orchestrator's status requests with (NodeEvents).

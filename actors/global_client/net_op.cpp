@@ -34,7 +34,8 @@ Status verdict(GlobalClient& client, Status fallback) {
 NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes,
              const std::optional<Status>& lost, const std::vector<std::pair<uint32_t, Status>>& left)
     : client_(std::move(client)), group_(group), seq_(seq), my_node_(client_->node_id()), ann_(num_nodes),
-      gone_(num_nodes, false), ann_frame_(num_nodes), sent_(std::size_t{num_nodes} * num_nodes, false) {
+      gone_(num_nodes, false), ann_frame_(num_nodes), sent_(std::size_t{num_nodes} * num_nodes, false),
+      stragglers_(num_nodes) {
   // What the node already knows, as node_lost() and node_left() would record it (nobody can wait
   // on the op yet, and it has nothing to send).
   if (lost) {
@@ -245,14 +246,11 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
     if (rec->started.load(std::memory_order_acquire) && rec->got.load(std::memory_order_acquire) >= upto)
       return rec->data;
     if (!await(rec->word, g + 1, bytes <= kSpinBytes)) {
-      bool never = false;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        never = !ann_[node];
-      }
-      error = Status(Errc::timeout, label_ + ": node " + std::to_string(node) +
-                                        (never ? " never called" : " sent too little") + " within the op's timeout (peer " +
-                                        std::to_string(peer) + ")");
+      std::lock_guard<std::mutex> lk(mu_);
+      error = Status(Errc::timeout, label_ + ": " +
+                                        (ann_[node] ? "node " + std::to_string(node) + " sent too little"
+                                                    : silent_names_locked({node}) + " never called") +
+                                        " within the op's timeout (peer " + std::to_string(peer) + ")");
       return nullptr;
     }
   }
@@ -296,9 +294,9 @@ Status NetOp::conclude(int p, Status local) {
   bool last = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    std::string missing;
+    std::vector<uint32_t> missing;
     for (uint32_t k = 0; k < nodes; ++k)
-      if (takes_part_[k] && !ann_[k]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+      if (takes_part_[k] && !ann_[k]) missing.push_back(k);
     if (missing.empty()) result = judge_announcements(ann_, takes_part_, seq_);
     // The first of: the announcements' verdict, a lost node, a node that left, a node that never
     // called, this peer's own error.
@@ -307,8 +305,7 @@ Status NetOp::conclude(int p, Status local) {
       result = label_.empty() ? *lost_ : Status(lost_->code(), label_ + ": " + lost_->message());
     if (result.is_ok() && !missing.empty() && left_status_) result = *left_status_;
     if (result.is_ok() && !missing.empty())
-      result = Status(Errc::timeout, label_ + ": node" + (missing.find(',') != std::string::npos ? "s " : " ") + missing +
-                                         " never called within the op's timeout");
+      result = Status(Errc::timeout, label_ + ": " + silent_names_locked(missing) + " never called within the op's timeout");
     if (result.is_ok()) result = std::move(local);
     last = ++concluded_ == local_peers_;
   }

@@ -49,6 +49,9 @@ class NetOp : public RemoteSteps {
   // `frame`: the announcement's body as it came (header h), to forward.
   void announced(const OpAnnouncement& a, const FrameHeader& h, const std::string& frame);
   void node_lost(const Status& why);
+  // `node`'s note, half its timeout gone: these ranks of the op (group ranks) have not called it
+  // there. A node that never announces is then named by those ranks.
+  void stragglers(uint32_t node, std::vector<uint32_t> ranks);
   // Sends our announcement to every node still owed it (before anyone waits, or at once when this
   // node's peers failed).
   void flush();
@@ -112,6 +115,9 @@ class NetOp : public RemoteSteps {
   // Stops the op and tells every node everything we know (a node that waits for our forwards
   // would wait in vain otherwise; sends on connections that are gone just fail).
   void stop(const Status& why);
+  // Nodes that have not announced, as the errors and the status name them: their ranks that never
+  // called where the node said which ("rank 3"), else the node ("node 1"); "rank 3 and node 2".
+  std::string silent_names_locked(const std::vector<uint32_t>& silent) const;
   // The announcements `node` has not had from us yet, as whole frames (never its own).
   std::string bundle_for_locked(uint32_t node);
   void spread_locked(Outbox& out);  // every known announcement to every node taking part
@@ -150,6 +156,7 @@ class NetOp : public RemoteSteps {
   std::vector<std::string> ann_frame_;  // by node: its announcement as a whole frame, once known
   std::vector<bool> sent_;  // [to node * nodes + origin]: that announcement went to that node
   std::vector<bool> to_tell_;        // by node: ours must go there directly and has not yet
+  std::vector<std::vector<uint32_t>> stragglers_;  // by node: its note (stragglers())
 };
 
 } // namespace chorus

@@ -8,6 +8,7 @@
 
 #include "actors/global_client/global_client.hpp"
 #include "core/log.hpp"
+#include "messages/status_codec.hpp"  // rank_phrase
 
 namespace chorus {
 
@@ -126,18 +127,36 @@ bool NetOp::await(WaitWord& w, uint32_t target, bool spin) {
   return false;
 }
 
+namespace {
+std::string node_phrase(const std::vector<uint32_t>& ns) {
+  std::string s = ns.size() == 1 ? "node " : "nodes ";
+  for (std::size_t i = 0; i < ns.size(); ++i) s += (i ? ", " : "") + std::to_string(ns[i]);
+  return s;
+}
+} // namespace
+
+std::string NetOp::silent_names_locked(const std::vector<uint32_t>& silent) const {
+  std::vector<uint32_t> ranks, nodes;
+  for (uint32_t n : silent) {
+    if (stragglers_[n].empty()) nodes.push_back(n);
+    ranks.insert(ranks.end(), stragglers_[n].begin(), stragglers_[n].end());
+  }
+  if (ranks.empty()) return node_phrase(nodes);
+  return rank_phrase(ranks) + (nodes.empty() ? "" : " and " + node_phrase(nodes));
+}
+
+void NetOp::stragglers(uint32_t node, std::vector<uint32_t> ranks) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (node < stragglers_.size()) stragglers_[node] = std::move(ranks);
+}
+
 std::string NetOp::waiting_for() const {
-  auto nodes = [](const std::vector<uint32_t>& ns) {
-    std::string s = ns.size() == 1 ? "node " : "nodes ";
-    for (std::size_t i = 0; i < ns.size(); ++i) s += (i ? ", " : "") + std::to_string(ns[i]);
-    return s;
-  };
   std::lock_guard<std::mutex> lk(mu_);
   if (!launched_ || abort_) return {};
   std::vector<uint32_t> silent, data;
   for (uint32_t n = 0; n < ann_.size(); ++n)
     if (takes_part_[n] && !ann_[n]) silent.push_back(n);
-  if (!silent.empty()) return nodes(silent) + " (not called yet)";
+  if (!silent.empty()) return silent_names_locked(silent) + " (not called yet)";
   for (const auto& [slot, rec] : in_) {
     const int64_t from = rec->awaited_from.load(std::memory_order_relaxed);
     const bool complete = rec->started.load() && rec->got.load() >= rec->bytes;
@@ -145,7 +164,7 @@ std::string NetOp::waiting_for() const {
       data.push_back(static_cast<uint32_t>(from));
   }
   std::sort(data.begin(), data.end());
-  return data.empty() ? std::string() : "data from " + nodes(data);
+  return data.empty() ? std::string() : "data from " + node_phrase(data);
 }
 
 void NetOp::stop(const Status& why) {

@@ -4,6 +4,7 @@
 #include "actors/global_client/global_client.hpp"
 
 #include "actors/global_client/net_op.hpp"
+#include "messages/data_codec.hpp"
 
 namespace chorus {
 
@@ -21,6 +22,22 @@ std::shared_ptr<NetOp> GlobalClient::op_for(uint32_t group, uint64_t seq, bool c
 std::string GlobalClient::op_waits_for(uint32_t group, uint64_t seq) {
   auto op = op_for(group, seq, false);
   return op ? op->waiting_for() : std::string();  // NetOp::mu_ without ours (the lock order)
+}
+
+void GlobalClient::tell_stragglers(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
+                                   const std::vector<uint32_t>& ranks) {
+  if (!meshed_.load(std::memory_order_acquire)) return;
+  FrameHeader h;
+  h.type = FrameType::stragglers;
+  h.group = group;
+  h.seq = seq;
+  const std::string body = encode_stragglers(ranks);
+  std::vector<bool> told(topo_.num_nodes, false);
+  for (uint32_t n : rank_nodes(members))
+    if (n != topo_.node_id && !told[n] && conns_[n]) {
+      told[n] = true;
+      conns_[n]->send(SendTicket::owning(h, body));
+    }
 }
 
 void GlobalClient::set_status_source(std::function<Envelope()> source) {

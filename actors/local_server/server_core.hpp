@@ -49,11 +49,13 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // waiter's timeout, which the error names (an op may have one of its own: OpOptions::timeout);
   // none: the config's.
   void on_timeout(uint64_t key, std::optional<std::chrono::milliseconds> bound = std::nullopt);
-  // The half-timeout warning of the request waiting with timer `key`: who waits for whom
-  // ("all_reduce #7: rank 0 waits for ranks 1-2 (not called yet)") and where (`where`: node,
-  // group, op). Said once per op or group: its peers all wait on one timer, and each asks; ""
-  // after the first, and when it waits no more or is not an op or group request.
-  std::string waiting_for(uint64_t key, LogWhere& where);
+  // Half the timeout of the request waiting with timer `key` gone: returns the warning, who waits
+  // for whom ("all_reduce #7: rank 0 waits for ranks 1-2 (not called yet)") and where (`where`:
+  // node, group, op), and in multi-node mode tells the op's other nodes which of its ranks here
+  // have not called (GlobalClient::tell_stragglers). Once per op or group: its peers all wait on
+  // one timer, and each asks; "" after the first, and when it waits no more or is not an op or
+  // group request.
+  std::string at_half_time(uint64_t key, LogWhere& where);
   // The same for collective (group, seq) as the status report words it ("peers 3, 4 of this node
   // (not called yet)"), or "" when it does not wait here (not pending, launched, or failed).
   std::string op_waits_for(uint32_t group, uint64_t seq) const;
@@ -110,7 +112,7 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
     Status failure;
     OpKind kind = OpKind::barrier;
     uint64_t timer = 0;
-    bool warned = false;  // waiting_for said it (once for all its peers)
+    bool warned = false;  // at_half_time said it (once for all its peers)
   };
   using P2PKey = std::tuple<uint32_t, uint32_t, uint32_t, uint64_t>;  // group, source, destination, tag
   using OpKey = std::pair<uint32_t, uint64_t>;                         // group, sequence number
@@ -179,7 +181,10 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // Under the lock: answers every peer of `op` that has called with `why` and leaves a tombstone
   // (late peers get `why` at once).
   static void fail_op(PendingOp& op, Status why);
-  // Under the lock: the peers that have not called op `key` (global ids in the world group), and
+  // Under the lock: the ranks an op's arrivals stand for, by arrival index: this process's members
+  // of the group in rank order (the world: global ids; a group: its ranks).
+  std::vector<int> arrival_ranks(uint32_t group) const;
+  // Under the lock: the peers that have not called op `key` (as arrival_ranks numbers them), and
   // the members that have not asked for a pending group.
   std::vector<int> missing_from(const OpKey& key, const PendingOp& op) const;
   std::vector<int> came_to(const OpKey& key, const PendingOp& op) const;  // those that have called

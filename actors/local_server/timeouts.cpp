@@ -41,19 +41,36 @@ void LocalServerCore::on_node_lost(const Status& why) {
     if (!op.failed) fail_op(op, lost_op(op.kind, key.second, why));
 }
 
+std::vector<int> LocalServerCore::arrival_ranks(uint32_t group) const {
+  const uint32_t n = config_ ? config_->num_devices : 0;
+  const uint32_t offset = global_ ? global_->offset() : 0;
+  std::vector<int> ranks;
+  if (group == 0) {
+    for (uint32_t p = 0; p < n; ++p) ranks.push_back(static_cast<int>(offset + p));
+    return ranks;
+  }
+  auto g = groups_.find(group);
+  if (g == groups_.end()) return ranks;
+  for (std::size_t r = 0; r < g->second.members.size(); ++r) {
+    const uint32_t m = g->second.members[r];
+    if (!global_ || (m >= offset && m < offset + n)) ranks.push_back(static_cast<int>(r));
+  }
+  return ranks;
+}
+
 std::vector<int> LocalServerCore::missing_from(const OpKey& key, const PendingOp& op) const {
-  const uint32_t offset = global_ && key.first == 0 ? global_->offset() : 0;
+  const std::vector<int> ranks = arrival_ranks(key.first);
   std::vector<int> missing;
   for (std::size_t p = 0; p < op.arrivals.size(); ++p)
-    if (!op.arrivals[p]) missing.push_back(static_cast<int>(p + offset));
+    if (!op.arrivals[p]) missing.push_back(p < ranks.size() ? ranks[p] : static_cast<int>(p));
   return missing;
 }
 
 std::vector<int> LocalServerCore::came_to(const OpKey& key, const PendingOp& op) const {
-  const uint32_t offset = global_ && key.first == 0 ? global_->offset() : 0;
+  const std::vector<int> ranks = arrival_ranks(key.first);
   std::vector<int> came;
   for (std::size_t p = 0; p < op.arrivals.size(); ++p)
-    if (op.arrivals[p]) came.push_back(static_cast<int>(p + offset));
+    if (op.arrivals[p]) came.push_back(p < ranks.size() ? ranks[p] : static_cast<int>(p));
   return came;
 }
 
@@ -72,17 +89,27 @@ std::string wait_phrase(const std::vector<int>& waiting, const std::vector<int>&
 }
 } // namespace
 
-std::string LocalServerCore::waiting_for(uint64_t key, LogWhere& where) {
-  std::lock_guard<std::mutex> lk(mu_);
+std::string LocalServerCore::at_half_time(uint64_t key, LogWhere& where) {
+  std::unique_lock<std::mutex> lk(mu_);
   where.node = global_ ? static_cast<int64_t>(global_->node_id()) : -1;
   if (auto t = op_timers_.find(key); t != op_timers_.end()) {
     auto it = ops_.find(t->second);
     if (it == ops_.end() || it->second.failed || it->second.warned) return {};
     it->second.warned = true;
-    where.group = t->second.first;
-    where.op = static_cast<int64_t>(t->second.second);
-    return op_label(it->second.kind, t->second.second) + ": " +
-           wait_phrase(came_to(t->second, it->second), missing_from(t->second, it->second)) + " (not called yet)";
+    const auto [group, seq] = t->second;
+    where.group = group;
+    where.op = static_cast<int64_t>(seq);
+    const std::vector<int> missing = missing_from(t->second, it->second);
+    std::string what = op_label(it->second.kind, seq) + ": " + wait_phrase(came_to(t->second, it->second), missing) +
+                       " (not called yet)";
+    if (!global_) return what;
+    // The other nodes of the op, told without the lock.
+    std::vector<uint32_t> members, ranks(missing.begin(), missing.end());
+    if (auto g = groups_.find(group); group != 0 && g != groups_.end()) members = g->second.members;
+    auto global = global_;
+    lk.unlock();
+    if (!ranks.empty()) global->tell_stragglers(group, seq, members, ranks);
+    return what;
   }
   if (auto t = group_timers_.find(key); t != group_timers_.end()) {
     auto pit = pending_groups_.find(t->second);
