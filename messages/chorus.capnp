@@ -234,6 +234,13 @@ struct Stragglers {
   ranks @0 :List(UInt32);      # the op's group ranks
 }
 
+# A node about to leave whose op failed (frame `leaving`, before its goodbye; the header names the
+# op): why, so that the nodes still waiting in that op report the cause, not the departure.
+struct Leaving {
+  code @0 :UInt16;
+  message @1 :Text;
+}
+
 # The receiver's answer to a cross-node send: ok, or why the pair did not match.
 struct P2PAck {
   statusCode @0 :UInt16;

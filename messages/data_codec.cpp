@@ -176,4 +176,19 @@ std::optional<std::vector<uint32_t>> decode_stragglers(const void* data, std::si
   });
 }
 
+std::string encode_leaving(const Status& why) {
+  capnp::MallocMessageBuilder mb(64);
+  auto b = mb.initRoot<wire::Leaving>();
+  b.setCode(static_cast<uint16_t>(why.code()));
+  b.setMessage(why.message());
+  return envelope_bytes(seal(mb));
+}
+
+std::optional<Status> decode_leaving(const void* data, std::size_t bytes, std::string& error) {
+  return open_bytes(data, bytes, "leaving note", error, [](EnvelopeReader& r) {
+    auto m = r.root<wire::Leaving>();
+    return status_from(m.getCode(), m.getMessage());
+  });
+}
+
 } // namespace chorus

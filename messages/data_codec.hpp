@@ -64,11 +64,13 @@ std::string encode_announcement(const OpAnnouncement& a);
 std::string encode_p2p_header(const P2PHeaderData& h);
 std::string encode_p2p_ack(const P2PAckData& a);
 std::string encode_stragglers(const std::vector<uint32_t>& ranks);
+std::string encode_leaving(const Status& why);
 
 std::optional<DataHello> decode_data_hello(const void* data, std::size_t bytes, std::string& error);
 std::optional<OpAnnouncement> decode_announcement(const void* data, std::size_t bytes, std::string& error);
 std::optional<P2PHeaderData> decode_p2p_header(const void* data, std::size_t bytes, std::string& error);
 std::optional<P2PAckData> decode_p2p_ack(const void* data, std::size_t bytes, std::string& error);
 std::optional<std::vector<uint32_t>> decode_stragglers(const void* data, std::size_t bytes, std::string& error);
+std::optional<Status> decode_leaving(const void* data, std::size_t bytes, std::string& error);
 
 } // namespace chorus

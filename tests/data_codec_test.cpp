@@ -119,6 +119,17 @@ TEST(DataCodecRoundTrip, StragglersKeepTheirRanksInOrder) {
   EXPECT_FALSE(err.empty());
 }
 
+TEST(DataCodecRoundTrip, ALeavingNoteCarriesItsStatus) {
+  std::string err;
+  for (const Status& s : {Status(Errc::timeout, "all_reduce #5: rank 3 never called within the op's timeout"),
+                          Status(Errc::node_lost, ""), Status::ok()}) {
+    const std::string bytes = encode_leaving(s);
+    auto d = decode_leaving(bytes.data(), bytes.size(), err);
+    ASSERT_TRUE(d) << err;
+    EXPECT_EQ(*d, s);
+  }
+}
+
 TEST(DataCodecRoundTrip, AnnouncementWithEveryFieldSet) {
   const OpAnnouncement a = sample_announcement();
   const std::string bytes = encode_announcement(a);

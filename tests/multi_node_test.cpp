@@ -203,6 +203,40 @@ TEST_F(MultiNode, APeerThatNeverCallsIsNamedAsTheRankByEveryNode) {
   }
 }
 
+// Node 0's timeout (1 s) is shorter than the others' (6 s), and it exits at once after its op
+// fails: the peers of node 2 still waiting in that op see node 0 leave, and report what node 0
+// found (the straggler and the op), not its departure, long before their own timeout.
+TEST_F(MultiNode, ANodeThatLeavesAfterATimeoutPassesTheCauseToThoseStillWaiting) {
+  start_orchestrator(3);
+  auto kids = spawn_nodes({{"--timeout-ms", "1000", "--exit-when-told", "0"}, {}, {}},
+                          {"--peers", "2", "--scenario", "skip", "--victim", "3", "--at-op", "5", "--timeout-ms", "6000"});
+  std::vector<ChildGuard> guards(kids.size());
+  for (std::size_t i = 0; i < kids.size(); ++i) guards[i].pid = kids[i].pid;
+  TimedOutput out(kids);
+  auto ended = [&out] {
+    for (const char* r : {"0", "1", "4", "5"})
+      if (!out.find(std::string("PEER ") + r + " ERR ")) return false;
+    return true;
+  };
+  ASSERT_TRUE(out.read_until(ended, Clock::now() + 30s)) << out.dump();
+  const auto* first = out.find("PEER 0 ERR ");
+  const PeerLine cause = status_line(first->text);
+  EXPECT_EQ(cause.code, "timeout") << cause.message;
+  EXPECT_EQ(cause.message.rfind("all_reduce #5: ", 0), 0u) << cause.message;
+  for (const char* r : {"4", "5"}) {
+    const auto* l = out.find(std::string("PEER ") + r + " ERR ");
+    const PeerLine p = status_line(l->text);
+    EXPECT_EQ(p.code, cause.code) << "rank " << r << ": " << p.message;
+    EXPECT_EQ(p.message, cause.message) << "rank " << r;
+    EXPECT_LT(l->at - first->at, 3s) << "rank " << r << " waited out its own timeout: " << p.message;
+  }
+  tell_nodes_to_exit();
+  for (std::size_t i = 0; i < kids.size(); ++i) {
+    EXPECT_GE(wait_or_kill(kids[i].pid, 20000ms), 0) << "node process " << i << " had to be killed";
+    guards[i].pid = -1;
+  }
+}
+
 // The same inside a group of ranks 1-5: global rank 3 is the group's rank 2, and every node names
 // it so.
 TEST_F(MultiNode, APeerThatNeverCallsInAGroupIsNamedByItsGroupRank) {

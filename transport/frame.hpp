@@ -10,7 +10,10 @@ namespace chorus {
 // p2p_data: payload = a P2PHeader message (`slot` bytes) then the data.
 // stragglers: payload = a Stragglers message (the ranks an op of the header's group and seq still
 // waits for at the sender's node, half its timeout gone).
-enum class FrameType : uint32_t { hello = 1, announce = 2, data = 3, p2p_data = 5, p2p_ack = 6, bye = 7, stragglers = 8 };
+// leaving: payload = a Leaving message (why the header's op failed at the sender, which leaves).
+enum class FrameType : uint32_t {
+  hello = 1, announce = 2, data = 3, p2p_data = 5, p2p_ack = 6, bye = 7, stragglers = 8, leaving = 9
+};
 
 struct FrameHeader {
   uint32_t magic = kMagic;

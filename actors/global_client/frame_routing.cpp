@@ -29,6 +29,7 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
     case FrameType::announce:
     case FrameType::p2p_ack:
     case FrameType::stragglers:
+    case FrameType::leaving:
       if (h.bytes > kMaxControl) return nullptr;
       r.bytes.resize(h.bytes);
       return reinterpret_cast<std::byte*>(r.bytes.data());
@@ -59,6 +60,13 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       auto ranks = decode_stragglers(r.bytes.data(), r.bytes.size(), error);
       if (!ranks) return on_node_lost(node, from + " sent a garbled straggler note: " + error);
       if (auto op = op_for(h.group, h.seq, true)) op->stragglers(node, std::move(*ranks));
+      return;
+    }
+    case FrameType::leaving: {
+      auto why = decode_leaving(r.bytes.data(), r.bytes.size(), error);
+      if (!why) return on_node_lost(node, from + " sent a garbled leaving note: " + error);
+      std::lock_guard<std::mutex> lk(mu_);
+      leaving_[node] = Failure{h.group, h.seq, std::move(*why)};
       return;
     }
     case FrameType::p2p_data: {
@@ -92,15 +100,28 @@ void GlobalClient::closed(uint32_t node, bool orderly, const std::string& why) {
   // breaks resets or stalls, see broken()).
   if (!orderly) return on_node_lost(node, "node " + std::to_string(node) + " lost: " + why);
   // Everything the node sent before its goodbye has arrived: ops that got all they need from it
-  // still complete; waits for more from it fail, and so does every later op.
-  const Status left(Errc::node_lost, "node " + std::to_string(node) + " left the collective");
+  // still complete; waits for more from it fail, and so does every later op. A node that left
+  // because an op failed there said why: that op stops here at once with the same cause (the
+  // straggler, the op; it cannot succeed without that node), and the later ones name it too.
   std::vector<std::shared_ptr<NetOp>> ops;
+  std::shared_ptr<NetOp> failed;
+  Status left(Errc::node_lost, "node " + std::to_string(node) + " left the collective");
+  std::optional<Failure> note;
   {
     std::lock_guard<std::mutex> lk(mu_);
+    note = node < leaving_.size() ? leaving_[node] : std::nullopt;
+    if (note) left = Status(Errc::node_lost, left.message() + " after its op failed (" + note->why.to_string() + ")");
     left_.emplace_back(node, left);
-    for (auto& [k, op] : ops_) ops.push_back(op);
+    for (auto& [k, op] : ops_) {
+      if (note && k == std::make_pair(note->group, note->seq)) failed = op;
+      else ops.push_back(op);
+    }
   }
   for (auto& op : ops) op->node_left(node, left);
+  if (failed) {
+    failed->node_left(node, note->why);
+    failed->node_lost(note->why);  // this op only: it ends every wait in it
+  }
   p2p_->node_left(node, left);
 }
 

@@ -60,6 +60,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   }
   c->pause_.start();
   c->reading_.resize(c->topo_.num_nodes);
+  c->leaving_.resize(c->topo_.num_nodes);
   c->unacked_since_.reset(new std::atomic<int64_t>[c->topo_.num_nodes]());
   if (auto s = connect_mesh(config, c->topo_, **listener, c.get(), deadline, c->conns_, c->arena_); !s.is_ok()) {
     c->close();
@@ -93,12 +94,24 @@ GlobalClient::~GlobalClient() {
 }
 
 void GlobalClient::close() {
+  std::optional<Failure> failed;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (closed_) return;
     closed_ = true;
+    failed = first_failure_;
   }
   if (arena_) arena_->arena.close();  // the other nodes' peers stop waiting there for ours
+  if (failed && meshed_.load(std::memory_order_acquire)) {
+    // Why we leave, ahead of the goodbye on every connection (see note_failure).
+    FrameHeader h;
+    h.type = FrameType::leaving;
+    h.group = failed->group;
+    h.seq = failed->seq;
+    const std::string body = encode_leaving(failed->why);
+    for (auto& c : conns_)
+      if (c) c->send(SendTicket::owning(h, body));
+  }
   for (auto& c : conns_)
     if (c) c->close();  // bye, drain, shut: later sends fail at once
   poller_.stop();

@@ -77,6 +77,10 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // the world), so that they name those ranks rather than this node.
   void tell_stragglers(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
                        const std::vector<uint32_t>& ranks);
+  // Collective (group, seq) failed here with `why`: the first such is what this node tells the
+  // others when it leaves (close()), so that those still waiting in that op report `why`, the
+  // cause, rather than this node's departure.
+  void note_failure(uint32_t group, uint64_t seq, const Status& why);
   // What collective (group, seq) waits for from other nodes (NetOp::waiting_for), or "".
   std::string op_waits_for(uint32_t group, uint64_t seq);
   // What the node actor answers the orchestrator's status requests with (NodeEvents).
@@ -197,6 +201,13 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::optional<Status> lost_;                     // a node died or froze: every op fails
   LossListener loss_listener_;                     // told of lost_ once, outside mu_
   std::vector<std::pair<uint32_t, Status>> left_;  // nodes that said goodbye
+  struct Failure {
+    uint32_t group = 0;
+    uint64_t seq = 0;
+    Status why;
+  };
+  std::optional<Failure> first_failure_;           // note_failure(): told when leaving
+  std::vector<std::optional<Failure>> leaving_;    // by node: what it told before its goodbye
   bool closed_ = false;
   std::unique_ptr<P2PMailbox> p2p_;
   BufferPool pool_;

@@ -302,7 +302,9 @@ Status NetOp::conclude(int p, Status local) {
     // called, this peer's own error.
     // The loss in the words every other way to it uses ("all_reduce #3: node 2 lost ...").
     if (result.is_ok() && lost_)
-      result = label_.empty() ? *lost_ : Status(lost_->code(), label_ + ": " + lost_->message());
+      result = label_.empty() || lost_->message().rfind(label_ + ": ", 0) == 0
+                   ? *lost_
+                   : Status(lost_->code(), label_ + ": " + lost_->message());
     if (result.is_ok() && !missing.empty() && left_status_) result = *left_status_;
     if (result.is_ok() && !missing.empty())
       result = Status(Errc::timeout, label_ + ": " + silent_names_locked(missing) + " never called within the op's timeout");
@@ -313,6 +315,7 @@ Status NetOp::conclude(int p, Status local) {
   // dropped: it was this node.
   if (auto still = result.is_ok() ? std::nullopt : client_->stood_still())
     result = Status(Errc::node_lost, label_ + ": " + *still);
+  if (!result.is_ok()) client_->note_failure(group_, seq_, result);
   if (last) client_->finished(group_, seq_);
   return result;
 }

@@ -40,6 +40,11 @@ void GlobalClient::tell_stragglers(uint32_t group, uint64_t seq, const std::vect
     }
 }
 
+void GlobalClient::note_failure(uint32_t group, uint64_t seq, const Status& why) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!first_failure_) first_failure_ = Failure{group, seq, why};
+}
+
 void GlobalClient::set_status_source(std::function<Envelope()> source) {
   if (orchestrator_.session) orchestrator_.session->set_status_source(std::move(source));
 }

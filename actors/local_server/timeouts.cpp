@@ -149,8 +149,10 @@ void LocalServerCore::on_timeout(uint64_t key, std::optional<std::chrono::millis
     auto it = ops_.find(ok);
     if (it == ops_.end() || it->second.failed) return;
     PendingOp& op = it->second;
-    return fail_op(op, Status(Errc::timeout, op_label(op.kind, seq) + ": " + peer_names(missing_from(ok, op)) + " never called within " +
-                                                 std::to_string(bound.count()) + " ms"));
+    fail_op(op, Status(Errc::timeout, op_label(op.kind, seq) + ": " + peer_names(missing_from(ok, op)) + " never called within " +
+                                          std::to_string(bound.count()) + " ms"));
+    if (global_) global_->note_failure(ok.first, seq, op.failure);  // a leaf lock: told when the node leaves
+    return;
   }
   auto t = p2p_timers_.find(key);
   if (t == p2p_timers_.end() || !config_) return;

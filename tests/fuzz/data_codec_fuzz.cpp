@@ -28,7 +28,7 @@ void round_trip(const std::optional<T>& v, const std::string& error, Encode enco
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
-  std::string e1, e2, e3, e4, e5;
+  std::string e1, e2, e3, e4, e5, e6;
   round_trip(decode_data_hello(data, size, e1), e1, encode_data_hello, decode_data_hello,
              [](const DataHello& a, const DataHello& b) {
                return a.protocol_version == b.protocol_version && a.collective == b.collective && a.node == b.node &&
@@ -49,5 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
              "send answer");
   round_trip(decode_stragglers(data, size, e5), e5, encode_stragglers, decode_stragglers,
              [](const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) { return a == b; }, "straggler note");
+  round_trip(decode_leaving(data, size, e6), e6, encode_leaving, decode_leaving,
+             [](const Status& a, const Status& b) { return a == b; }, "leaving note");
   return 0;
 }
