@@ -51,6 +51,7 @@ int parse(int argc, char** argv, Args& a) {
     else if (k == "--victim") a.victim_node = std::stoi(v);
     else if (k == "--at-op") a.at_op = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--elements") a.elements = std::stoul(v);
+    else if (k == "--freeze-after-ms") a.freeze_after_ms = std::stoll(v);
     else if (k == "--exit-when-told") a.exit_when_told = v == "1";
     else if (k == "--transport" && (v == "auto" || v == "network"))
       a.transport = v == "auto" ? HostTransport::automatic : HostTransport::network;

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <future>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -98,16 +99,24 @@ int skip(Peer& p, const NodeContext& node) {
   return done;
 }
 
-// Ops run until, at op --at-op, the victim node dies (or freezes) while the others are inside it.
+// Ops run until, at op --at-op, the victim node dies (or freezes) while the others are inside it;
+// with --freeze-after-ms, the victim freezes that long after entering the op itself (a thread of
+// its own stops the whole process), in the middle of the op's transfers.
 int kill_or_freeze(Peer& p, const NodeContext& node) {
   const Args& a = node.args;
   int done = 0;
   for (uint32_t i = 0;; ++i, ++done) {
+    Tensor x = make_input(DType::f32, p.rank(), a.elements, ReduceOp::sum);
     if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
       say("PEER " + std::to_string(p.rank()) + " VICTIM");
-      raise(a.scenario == "kill" ? SIGKILL : SIGSTOP);
+      if (a.scenario == "freeze" && a.freeze_after_ms >= 0)
+        std::thread([ms = a.freeze_after_ms] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the fault's moment, inside the op
+          raise(SIGSTOP);
+        }).detach();
+      else
+        raise(a.scenario == "kill" ? SIGKILL : SIGSTOP);
     }
-    Tensor x = make_input(DType::f32, p.rank(), a.elements, ReduceOp::sum);
     must(p.all_reduce(x, ReduceOp::sum));
     if (i > a.at_op + 1000) break;
   }

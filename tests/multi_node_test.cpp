@@ -5,6 +5,7 @@
 // the right error, naming the right peer or node, at once rather than after its timeout.
 #include <signal.h>
 
+#include "actors/ctl/status_query.hpp"
 #include "multi_node_fixture.hpp"
 
 namespace chorus::multi_node {
@@ -300,6 +301,43 @@ void FreezeIn16MiB::run(const std::vector<std::string>& how) {
   std::vector<ChildGuard> guards(kids.size());
   for (std::size_t i = 0; i < kids.size(); ++i) guards[i].pid = kids[i].pid;
   TimedOutput out(kids);
+  // Before the loss is announced (4 s of heartbeats), the status says what each survivor waits
+  // for: node 2, which froze before calling op #3, or its taking their data; never that node 0 or
+  // 1 has not called (both have: a rank blocked in a send still spreads its node's word).
+  ASSERT_TRUE(out.read_until([&out] { return out.find("PEER 2 VICTIM") != nullptr; }, Clock::now() + 60s)) << out.dump();
+  // Asked until ranks 0 and 1 have both been in op #3 for half a second (every node's word has
+  // spread by then: after 20 ms); each answer takes 2 s, node 2's silence.
+  auto settled = [](const JobStatusData& j) {
+    int in = 0;
+    for (const auto& n : j.nodes)
+      for (const auto& p : n.peers) in += p.busy && p.seq == 3 && p.waited_ns >= 500'000'000;
+    return in == 2;
+  };
+  std::string report;
+  JobStatusData status;
+  for (const auto give_up = Clock::now() + 3s; Clock::now() < give_up;) {
+    auto j = query_job_status("127.0.0.1", port_, "", {}, 5000ms);
+    ASSERT_TRUE(j.is_ok()) << j.status().to_string();
+    status = *j;
+    report = job_status_report(status);
+    if (settled(status)) break;
+  }
+  std::printf("%s", report.c_str());
+  EXPECT_TRUE(settled(status)) << "ranks 0 and 1 were not both in op #3 for half a second\n" << report;
+  // Each waits for what it truly waits for: node 2 (its word, its data, its taking ours), or, in
+  // a ring, the data of the survivor that itself waits for node 2; never for a node that has
+  // called as one that has not.
+  int asked = 0, on_node_2 = 0;
+  for (const auto& n : status.nodes)
+    for (const auto& p : n.peers) {
+      if (!p.busy) continue;
+      ++asked;
+      on_node_2 += p.waiting_for.find("node 2") != std::string::npos;
+      EXPECT_TRUE(p.waiting_for.find("(not called yet)") == std::string::npos || p.waiting_for == "node 2 (not called yet)")
+          << report;
+    }
+  EXPECT_EQ(asked, 2) << report;
+  EXPECT_GE(on_node_2, 1) << report;
   auto ended = [&out] { return out.find("PEER 0 ERR ") && out.find("PEER 1 ERR "); };
   ASSERT_TRUE(out.read_until(ended, Clock::now() + 25s)) << "the survivors waited on\n" << out.dump();
   for (const std::string r : {"0", "1"}) {
@@ -333,6 +371,14 @@ void FreezeIn16MiB::run(const std::vector<std::string>& how) {
 }
 
 TEST_F(FreezeIn16MiB, AllReducesOverSharedMemoryEndEveryWaitAtTheAnnouncement) { run({"--transport", "auto"}); }
+
+// Node 2 freezes 3 ms into op #3 itself (it has called it; transfers are under way), a 64 MiB
+// ring over sockets: a ring step's 21 MiB do not fit in the kernel's buffers, so the survivor
+// sending to node 2 is blocked in that send.
+TEST_F(FreezeIn16MiB, TheMiddleOfA64MiBRingOverSocketsEndsEveryWaitAtTheAnnouncement) {
+  run({"--transport", "network", "--strategy", "ring", "--freeze-after-ms", "3", "--elements",
+       std::to_string(16u << 20)});
+}
 
 TEST_F(FreezeIn16MiB, RingsOverSocketsEndEveryWaitAtTheAnnouncement) {
   run({"--transport", "network", "--strategy", "ring"});

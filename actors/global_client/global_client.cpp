@@ -44,7 +44,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   c->p2p_ = std::make_unique<P2PMailbox>();  // before joining: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
   auto on_lost = [weak](uint32_t node, const std::string& why) {
-    if (auto self = weak.lock()) self->on_node_lost(node, why);
+    if (auto self = weak.lock()) self->on_node_lost(node, why, true);
   };
   auto on_link = [weak](const LinkLostData& l) {
     if (auto self = weak.lock()) self->on_link_notice(l);
@@ -196,7 +196,7 @@ void GlobalClient::on_first_loss(LossListener listener) {
   if (already && listener) listener(*already);
 }
 
-void GlobalClient::on_node_lost(uint32_t node, const std::string& heard) {
+void GlobalClient::on_node_lost(uint32_t node, const std::string& heard, bool announced) {
   // `heard` names the node (or the link); the first loss is what every later op reports. A node
   // that stood still long enough to be dropped reports that instead: the others only cut it off.
   CHORUS_LOG(warn, net, (LogWhere{topo_.node_id}),
@@ -226,9 +226,11 @@ void GlobalClient::on_node_lost(uint32_t node, const std::string& heard) {
     job = nccl_;
   }
   if (job) job->abort_all(first.message());
-  // A send to the lost node (a frozen one reads nothing: its socket buffer is full) fails at once
-  // rather than at the op's timeout; the collective is over for this node anyway.
-  if (node < topo_.num_nodes && meshed_.load(std::memory_order_acquire) && conns_[node]) conns_[node]->kill();
+  // A send to a node the orchestrator announced lost (a frozen one reads nothing: its ring or
+  // socket buffer is full) fails at once rather than at the op's timeout; the collective is over
+  // for this node anyway. (A loss the data path saw itself has ended or garbled that connection.)
+  if (announced && node < topo_.num_nodes && meshed_.load(std::memory_order_acquire) && conns_[node])
+    conns_[node]->kill();
   // The local server's waits for this node's own peers (ops not handed to us yet, and later ones).
   if (tell) tell(first);
 }

@@ -131,8 +131,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   Poller& poller() { return poller_; }
   void finished(uint32_t group, uint64_t seq);
   // A node was lost (`heard` names it), or told (node NodeEvents::kLinkNotice): every op fails
-  // (with `heard`, unless this node stood still: stood_still()).
-  void on_node_lost(uint32_t node, const std::string& heard);
+  // (with `heard`, unless this node stood still: stood_still()). `announced`: the orchestrator
+  // said so (a frozen node's connection is then shut here, so that sends to it end).
+  void on_node_lost(uint32_t node, const std::string& heard, bool announced = false);
   // This node's connection to `node` broke (`saw`: how): every op fails with the link named
   // (link_lost_message), and the orchestrator is told, so that every other node hears of it.
   void on_link_broken(uint32_t node, const std::string& saw);

@@ -58,7 +58,8 @@ class NetOp : public RemoteSteps {
   // The node said goodbye: what it sent before is here; waits for anything more from it fail.
   void node_left(uint32_t node, const Status& why);
   // What this op waits for from other nodes, as the status report and the half-timeout warning
-  // word it: "node 1 (not called yet)", "data from nodes 0, 2", or "" (not launched, or stopped).
+  // word it: "node 1 (not called yet)", "data from nodes 0, 2", "node 2 to take our data" (a send
+  // whose bytes have not all left), or "" (not launched, or stopped).
   std::string waiting_for() const;
   // Every node's announcement, by node (one that has not come yet is empty). Once the op has
   // concluded without error, every node's is here and they agree.

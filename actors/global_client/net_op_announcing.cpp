@@ -113,7 +113,7 @@ bool NetOp::await(WaitWord& w, uint32_t target, bool spin) {
     out.send();
   }
   // Half the op's time gone: say once what it still waits for (the local phase says it for the
-  // node's own peers, LocalServerCore::waiting_for).
+  // node's own peers, LocalServerCore::at_half_time).
   if (!warned_.load() && Clock::now() < half_at_ && poller.wait(w, target, half_at_, spin)) return true;
   if (!warned_.load()) client_->note_unacked_links();  // once per op, give or take a racing peer
   if (!warned_.exchange(true) && log_on(LogLevel::warn, Subsys::op)) {
@@ -164,7 +164,14 @@ std::string NetOp::waiting_for() const {
       data.push_back(static_cast<uint32_t>(from));
   }
   std::sort(data.begin(), data.end());
-  return data.empty() ? std::string() : "data from " + node_phrase(data);
+  if (!data.empty()) return "data from " + node_phrase(data);
+  // Sends whose bytes have not all left: the receiver does not take them (busy, or frozen).
+  std::vector<uint32_t> takers;
+  for (const auto& [slot, o] : out_)
+    if (o.ticket->done.value.load() == 0 && std::find(takers.begin(), takers.end(), o.node) == takers.end())
+      takers.push_back(o.node);
+  std::sort(takers.begin(), takers.end());
+  return takers.empty() ? std::string() : node_phrase(takers) + " to take our data";
 }
 
 void NetOp::stop(const Status& why) {
