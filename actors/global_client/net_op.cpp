@@ -195,8 +195,9 @@ Status NetOp::wait_sent(uint32_t slot) {
   }
   // Waited for as a receive is (await): a send that takes long (its receiver busy or frozen)
   // spreads what we know to every node, so none takes this node for one that has not called.
-  // Past the deadline, await_sent cuts the receiver off as frozen.
-  const bool ended = await(o.ticket->done, 1, false);
+  // Past the deadline, await_sent cuts the receiver off as frozen. A send already out (most small
+  // ones, written by the calling thread) skips the wait altogether.
+  const bool ended = o.ticket->done.value.load() != 0 || await(o.ticket->done, 1, false);
   if ((ended || client_->await_sent(*o.ticket, o.node, deadline_)) && o.ticket->done.value.load() == 1)
     return Status::ok();
   return verdict(*client_, {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"});
