@@ -1,5 +1,7 @@
 #include <unistd.h>
 
+#include <atomic>
+
 #include <chorus/caf.hpp>
 #include <chorus/runtime.hpp>
 
@@ -14,6 +16,7 @@
 #include "core/host_names.hpp"
 #include "core/log.hpp"
 #include "core/secret.hpp"
+#include "cuda/gpu.hpp"
 #include "messages/peer_codec.hpp"
 #include "transport/rendezvous_file.hpp"
 #include "transport/socket.hpp"
@@ -36,14 +39,27 @@ void await_exits(caf::actor_system& sys, const std::vector<caf::actor>& actors, 
   }
 }
 
+// Runtimes alive in the process. When the last one ends, the GPU layer lets go of what it keeps
+// (device actors, their streams and scratch, NCCL communicators, pinned buffers): a program that
+// returns from main afterwards leaves nothing of ours running into CUDA's own exit.
+std::atomic<int>& live_runtimes() {
+  static std::atomic<int> n{0};
+  return n;
+}
+constexpr auto kGpuReleaseTime = std::chrono::seconds(5);
+
 } // namespace
 
-RuntimeImpl::RuntimeImpl() { core = std::make_shared<LocalServerCore>(); }
+RuntimeImpl::RuntimeImpl() {
+  core = std::make_shared<LocalServerCore>();
+  live_runtimes().fetch_add(1);
+}
 
 // In the host's system the data path is the same: peers enter the server's core directly and the
 // server and peer actors run on threads of their own, so the host's scheduler policy never sits
 // between a peer and its op.
 RuntimeImpl::RuntimeImpl(caf::actor_system& host) : sys(&host), in_host(true) {
+  live_runtimes().fetch_add(1);
   core = std::make_shared<LocalServerCore>();
   server = sys->spawn<caf::detached>(local_server, core);
 }
@@ -139,6 +155,7 @@ void RuntimeImpl::shutdown() {
     t = trace;
   }
   if (t) (void)t->write();  // the file, outside every lock (it logs a failure)
+  if (live_runtimes().fetch_sub(1) == 1) (void)gpu::release_all(Clock::now() + kGpuReleaseTime);
 }
 
 bool RuntimeImpl::own(const caf::actor& a) {

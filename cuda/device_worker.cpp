@@ -3,15 +3,19 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <new>
 #include <stdexcept>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/log.hpp"
 #include "cuda/copy_kernel.hpp"
 #include "cuda/cuda_error.hpp"
+#include "cuda/gpu.hpp"
 #include "cuda/poll.hpp"
 #include "cuda/reduce_kernel.hpp"
 
@@ -52,14 +56,27 @@ void release_scratch(void* p) { cudaFreeAsync(p, tl_worker_stream); }
 constexpr std::size_t kKeepAllScratch = SIZE_MAX / 2;
 } // namespace
 
-DeviceWorker& DeviceWorker::of(int device) {
-  // Never destroyed: a tensor freed during exit may still come here, and the worker threads live
-  // as long as the process.
+namespace {
+// Never destroyed: a tensor freed during exit may still come here, and a caller may hold a worker.
+std::mutex& workers_mu() {
   static auto* mu = new std::mutex;
-  static auto* workers = new std::map<int, DeviceWorker*>;
-  std::lock_guard<std::mutex> lk(*mu);
-  auto it = workers->find(device);
-  if (it != workers->end()) return *it->second;
+  return *mu;
+}
+std::map<int, DeviceWorker*>& workers() {
+  static auto* w = new std::map<int, DeviceWorker*>;
+  return *w;
+}
+
+// A program that exits with GPU work still kept (no Runtime was destroyed: tensors alone, or
+// exit() with a Runtime alive) releases it here. Registered after CUDA's first call, so it runs
+// before the CUDA runtime's own exit handlers unload it (handlers run in reverse order).
+void release_at_exit() { (void)release_all(Clock::now() + std::chrono::seconds(2)); }
+} // namespace
+
+DeviceWorker& DeviceWorker::of(int device) {
+  std::lock_guard<std::mutex> lk(workers_mu());
+  auto it = workers().find(device);
+  if (it != workers().end()) return *it->second;
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();
@@ -68,8 +85,10 @@ DeviceWorker& DeviceWorker::of(int device) {
   if (device < 0 || device >= n)
     throw std::out_of_range("cuda:" + std::to_string(device) + " does not exist (" + std::to_string(n) +
                             " CUDA device(s) here)");
+  static const bool at_exit = (std::atexit(release_at_exit), true);
+  (void)at_exit;
   auto* w = new DeviceWorker(device);
-  (*workers)[device] = w;
+  workers()[device] = w;
   return *w;
 }
 
@@ -82,13 +101,79 @@ DeviceWorker* DeviceWorker::find(int device, Status& error) {
   }
 }
 
-DeviceWorker::DeviceWorker(int device)
-    : device_(device), scratch_(std::make_unique<BufferPool>(kKeepAllScratch, allocate_scratch, release_scratch)),
-      queue_(std::make_shared<TaskQueue>("cuda:" + std::to_string(device))) {
-  std::thread([this] { loop(); }).detach();
+DeviceWorker* DeviceWorker::running(int device) {
+  DeviceWorker* w = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(workers_mu());
+    auto it = workers().find(device);
+    if (it == workers().end()) return nullptr;
+    w = it->second;
+  }
+  std::lock_guard<std::mutex> lk(w->life_mu_);
+  return w->running_ ? w : nullptr;
 }
 
+std::size_t DeviceWorker::running_count() {
+  std::vector<DeviceWorker*> all;
+  {
+    std::lock_guard<std::mutex> lk(workers_mu());
+    for (auto& [d, w] : workers()) all.push_back(w);
+  }
+  std::size_t n = 0;
+  for (DeviceWorker* w : all) {
+    std::lock_guard<std::mutex> lk(w->life_mu_);
+    n += w->running_;
+  }
+  return n;
+}
+
+bool DeviceWorker::stop_all(Clock::time_point deadline) {
+  std::vector<std::pair<DeviceWorker*, uint32_t>> stopping;
+  {
+    std::lock_guard<std::mutex> lk(workers_mu());
+    for (auto& [d, w] : workers()) stopping.emplace_back(w, 0);
+  }
+  for (auto& [w, ends] : stopping)
+    if (!w->stop(ends)) w = nullptr;
+  bool all = true;
+  for (auto& [w, ends] : stopping)
+    if (w && !w->ends_.wait_at_least(ends + 1, deadline)) {
+      CHORUS_LOG(warn, cuda, LogWhere{}, "GPU " + std::to_string(w->device_) +
+                                             ": device actor still busy at the GPU layer's teardown; left running");
+      all = false;
+    }
+  return all;
+}
+
+bool DeviceWorker::stop(uint32_t& ends_before) {
+  {
+    std::lock_guard<std::mutex> lk(life_mu_);
+    if (!running_) return false;
+    ends_before = ends_.value.load(std::memory_order_acquire);
+    stop_asked_.store(true, std::memory_order_release);
+  }
+  (void)queue_->submit([] { return Status::ok(); });  // wakes it: it ends once the queue is empty
+  return true;
+}
+
+DeviceWorker::DeviceWorker(int device)
+    : device_(device), scratch_(std::make_unique<BufferPool>(kKeepAllScratch, allocate_scratch, release_scratch)),
+      queue_(std::make_shared<TaskQueue>("cuda:" + std::to_string(device))) {}
+
 DeviceWorker::~DeviceWorker() = default;
+
+DeviceWorker::Ticket DeviceWorker::submit(Task task) {
+  std::lock_guard<std::mutex> lk(life_mu_);
+  if (!running_) launch_locked();
+  return queue_->submit(std::move(task));
+}
+
+void DeviceWorker::launch_locked() {
+  running_ = true;
+  stop_asked_.store(false, std::memory_order_relaxed);
+  // Detached: the worker object outlives it (it is never destroyed), and stop_all waits on ends_.
+  std::thread([this] { loop(); }).detach();
+}
 
 Status DeviceWorker::start() {
   if (auto e = cudaSetDevice(device_); e != cudaSuccess) return cuda_error("cudaSetDevice", e);
@@ -131,25 +216,51 @@ Status DeviceWorker::start() {
   return Status::ok();
 }
 
+void DeviceWorker::finish() {
+  scratch_->release_idle();  // cudaFreeAsync on the stream, which the sync below drains
+  if (stream_) cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  if (done_event_) cudaEventDestroy(static_cast<cudaEvent_t>(done_event_));
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  done_event_ = nullptr;
+  stream_ = nullptr;
+  tl_worker_stream = nullptr;
+  (void)cudaGetLastError();
+}
+
 void DeviceWorker::loop() {
   auto queue = queue_;
 #ifdef __linux__
   prctl(PR_SET_TIMERSLACK, 1000UL);  // a nap of the stream's poll is 20 us, not 70
 #endif
-  const Status started = in_context("cuda:" + std::to_string(device_), start());
-  if (started.is_ok())
-    CHORUS_LOG(info, cuda, LogWhere{}, "GPU " + std::to_string(device_) + ": device actor ready");
-  else
-    CHORUS_LOG(warn, cuda, LogWhere{}, "GPU " + std::to_string(device_) + ": device actor cannot start: " + started.message());
-  const std::function<Status(const Task&)> run = [&](const Task& task) -> Status {
-    if (!started.is_ok()) return started;
-    // Every task starts on this GPU with no stale error (NCCL's error paths may switch devices;
-    // a failed call earlier leaves its error behind).
-    cudaSetDevice(device_);
-    (void)cudaGetLastError();
-    return task();
-  };
-  for (;;) queue->serve_one(Clock::now() + kIdleLook, run);
+  for (;;) {
+    const Status started = in_context("cuda:" + std::to_string(device_), start());
+    if (started.is_ok())
+      CHORUS_LOG(info, cuda, LogWhere{}, "GPU " + std::to_string(device_) + ": device actor ready");
+    else
+      CHORUS_LOG(warn, cuda, LogWhere{}, "GPU " + std::to_string(device_) + ": device actor cannot start: " + started.message());
+    const std::function<Status(const Task&)> run = [&](const Task& task) -> Status {
+      if (!started.is_ok()) return started;
+      // Every task starts on this GPU with no stale error (NCCL's error paths may switch devices;
+      // a failed call earlier leaves its error behind).
+      cudaSetDevice(device_);
+      (void)cudaGetLastError();
+      return task();
+    };
+    while (!stop_asked_.load(std::memory_order_acquire)) queue->serve_one(Clock::now() + kIdleLook, run);
+    while (queue->serve_one(Clock::now(), run)) {
+    }
+    finish();
+    {
+      std::lock_guard<std::mutex> lk(life_mu_);
+      if (queue->empty()) {  // no submission can land now without starting a new thread
+        running_ = false;
+        CHORUS_LOG(info, cuda, LogWhere{}, "GPU " + std::to_string(device_) + ": device actor stopped");
+        ends_.set(ends_.value.load(std::memory_order_relaxed) + 1);
+        return;
+      }
+      stop_asked_.store(false, std::memory_order_relaxed);  // work came in meanwhile: serve it
+    }
+  }
 }
 
 Status DeviceWorker::call(Task task, Clock::time_point deadline, const std::string& what) {

@@ -1,7 +1,9 @@
 // The device actor of one GPU: a dedicated thread with a mailbox (cuda/task_queue.hpp) that owns
 // every CUDA call for that GPU (cudaSetDevice once at start, its own non-blocking stream, its
-// scratch memory, its NCCL communicators). One per GPU per process, made on first use and kept for
-// the process's life. It behaves like a detached actor: tasks run one at a time, in order.
+// scratch memory, its NCCL communicators). One per GPU per process, made on first use. It behaves
+// like a detached actor: tasks run one at a time, in order. stop_all() ends the threads and
+// releases their CUDA objects before CUDA unloads (the GPU layer's teardown, gpu::release_all); the
+// objects stay (callers may hold them), and the next task submitted starts the thread again.
 //
 // Why it is not a CAF actor (issue 12 asks for one "unless a measurement shows a cost"):
 // - Layering: cuda/ sits below actors/, where CAF lives; the GPU layer carries no CAF header.
@@ -15,7 +17,9 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <chorus/status.hpp>
@@ -34,10 +38,18 @@ class DeviceWorker {
   static DeviceWorker& of(int device);
   // The same, or nullptr and a device_error naming the device.
   static DeviceWorker* find(int device, Status& error);
+  // The worker of `device` if its thread runs now (none is started), else nullptr.
+  static DeviceWorker* running(int device);
+  // Ends every worker's thread once the tasks queued before have run, releasing its stream, event
+  // and scratch memory on that thread. False if a thread was still busy (or given new work) at
+  // `deadline`. Workers whose thread runs now.
+  static bool stop_all(Clock::time_point deadline);
+  static std::size_t running_count();
 
   int device() const { return device_; }
-  // Queues `task` (tasks run one at a time, in order); wait() collects its Status.
-  Ticket submit(Task task) { return queue_->submit(std::move(task)); }
+  // Queues `task` (tasks run one at a time, in order, starting the thread if it was stopped);
+  // wait() collects its Status.
+  Ticket submit(Task task);
   // The task's Status, or a timeout naming `what` and this GPU once `deadline` passes (see
   // TaskQueue::wait for `abandon`).
   Status wait(const Ticket& t, Clock::time_point deadline, const std::string& what, bool abandon = true) {
@@ -63,9 +75,18 @@ class DeviceWorker {
  private:
   explicit DeviceWorker(int device);
   Status start();  // on the worker thread: the device, stream, event and peer access
+  void finish();   // on the worker thread, at its end: what start() made, and the idle scratch
   void loop();
+  void launch_locked();  // with life_mu_ held: a new thread
+  bool stop(uint32_t& ends_before);  // asks a running thread to end; false when none runs
 
   int device_;
+  // life_mu_ guards running_ and the decision to end: a thread ends only with its queue empty
+  // under it, and a submission under it either lands before that check or starts a new thread.
+  std::mutex life_mu_;
+  bool running_ = false;
+  std::atomic<bool> stop_asked_{false};
+  WaitWord ends_;  // +1 each time a thread of this worker ends
   void* stream_ = nullptr;
   void* done_event_ = nullptr;
   std::unique_ptr<BufferPool> scratch_;

@@ -148,14 +148,24 @@ Status allocate(int device, std::size_t bytes, void** out) {
 
 void release(int device, void* p) noexcept {
   if (!p) return;
-  // Queued without waiting: a tensor's destructor must not block behind long device work, and
-  // cudaFree orders itself after the work already issued.
   try {
-    Status error;
-    if (DeviceWorker* w = DeviceWorker::find(device, error)) w->submit([p]() -> Status {
+    // Queued without waiting: a tensor's destructor must not block behind long device work, and
+    // cudaFree orders itself after the work already issued.
+    if (DeviceWorker* w = DeviceWorker::running(device)) {
+      w->submit([p]() -> Status {
         cudaFree(p);
         return Status::ok();
       });
+      return;
+    }
+    // No device actor runs (the GPU layer was released, or never used this GPU): no work of
+    // ours is in flight, and a thread started only to free would outlive the call. Here, on the
+    // caller's thread, whose current device is left as it was.
+    int was = -1;
+    const bool known = cudaGetDevice(&was) == cudaSuccess;
+    if (cudaSetDevice(device) == cudaSuccess) cudaFree(p);
+    if (known) cudaSetDevice(was);
+    (void)cudaGetLastError();  // "driver shutting down" at exit, say: nothing to do about it
   } catch (...) {  // a destructor's path: never throw (at worst the memory stays allocated)
   }
 }

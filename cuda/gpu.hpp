@@ -44,4 +44,21 @@ Status run_collective(const DeviceCollective& c, std::chrono::steady_clock::time
 // Whether NCCL can serve this op (dtype and reduce op supported, peers on distinct GPUs).
 bool nccl_supports(const DeviceCollective& c);
 
+// The GPU layer's teardown (cuda/teardown.cpp): releases what it keeps between ops (NCCL
+// communicators, mappings of other processes' buffers, the stream-ordered ops' events and words,
+// idle pinned staging buffers, and each device actor's stream, scratch memory and thread), so that
+// nothing of ours touches CUDA after its runtime unloads. Called when the last Runtime ends and
+// at exit (an atexit handler registered after CUDA's own); whatever is used later is made again.
+// False when something was still in use at `deadline` (it is left as it is).
+bool release_all(std::chrono::steady_clock::time_point deadline) noexcept;
+// What the GPU layer keeps now (the teardown's tests).
+struct Kept {
+  std::size_t device_actors = 0;  // device actor threads running
+  std::size_t nccl_sets = 0;      // GPU sets with NCCL communicators
+  std::size_t ipc_mappings = 0;   // other processes' buffers mapped
+  std::size_t staging_bytes = 0;  // idle pinned staging memory
+  bool stream_marks = false;      // the stream-ordered ops' events or page of words
+};
+Kept kept();
+
 } // namespace chorus::gpu

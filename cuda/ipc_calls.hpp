@@ -51,5 +51,9 @@ IpcCalls* ipc_calls();
 void set_ipc_calls(IpcCalls* calls);
 // CUDA itself (cuda/ipc_calls_real.cpp), or nullptr without CUDA (cuda/no_cuda.cpp).
 IpcCalls* real_ipc_calls();
+// CUDA's mappings of other processes' buffers: closes those no op holds (the GPU layer's
+// teardown), and counts those open (only with CUDA).
+std::size_t release_ipc_mappings();
+std::size_t ipc_mappings_kept();
 
 } // namespace chorus::gpu

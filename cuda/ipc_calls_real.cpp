@@ -127,6 +127,11 @@ class CudaIpc final : public IpcCalls {
     return Status::ok();
   }
 
+ public:
+  std::size_t release_idle() { return mappings_.close_idle(); }
+  std::size_t mapped() const { return mappings_.mapped(); }
+
+ private:
   struct Known {
     GpuUuid id{};
     Status status;
@@ -138,9 +143,15 @@ class CudaIpc final : public IpcCalls {
 
 } // namespace
 
-IpcCalls* real_ipc_calls() {
-  static CudaIpc calls;
-  return &calls;
+namespace {
+CudaIpc& cuda_ipc() {
+  static auto* calls = new CudaIpc;  // never destroyed: its mappings are closed by release_all
+  return *calls;
 }
+} // namespace
+
+IpcCalls* real_ipc_calls() { return &cuda_ipc(); }
+std::size_t release_ipc_mappings() { return cuda_ipc().release_idle(); }
+std::size_t ipc_mappings_kept() { return cuda_ipc().mapped(); }
 
 } // namespace chorus::gpu

@@ -78,6 +78,16 @@ void IpcMappings::close_all(const std::vector<std::pair<int, void*>>& victims) {
   for (auto [d, p] : victims) calls_.close(d, p);
 }
 
+std::size_t IpcMappings::close_idle() {
+  std::vector<std::pair<int, void*>> victims;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    victims = take_idle(-1, 0);
+  }
+  close_all(victims);
+  return victims.size();
+}
+
 std::size_t IpcMappings::mapped() const {
   std::lock_guard<std::mutex> g(mu_);
   return static_cast<std::size_t>(std::count_if(map_.begin(), map_.end(), [](auto& e) { return !e.second.opening; }));

@@ -40,6 +40,9 @@ class IpcMappings {
   Status acquire(int device, const IpcHandle& h, void** base, Clock::time_point deadline);
   void release(int device, const IpcHandle& h);
 
+  // Closes every mapping no op holds (the GPU layer's teardown); returns how many.
+  std::size_t close_idle();
+
   std::size_t mapped() const;        // mappings open now
   std::size_t held() const;          // of them, held by an op
   uint64_t stale_closed() const;     // mappings closed because a new handle's open collided

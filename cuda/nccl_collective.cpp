@@ -258,4 +258,28 @@ Status run_nccl(const DeviceCollective& c, Clock::time_point deadline) {
   return result;
 }
 
+std::size_t release_nccl_sets(Clock::time_point deadline) {
+  std::map<std::vector<int>, std::shared_ptr<Comms>> sets;
+  {
+    std::lock_guard<std::mutex> order(submit_mu());
+    std::lock_guard<std::mutex> lk(comms_mu());
+    sets.swap(comms_cache());
+  }
+  std::vector<std::pair<int, DeviceWorker::Ticket>> aborts;
+  for (auto& [devices, cs] : sets)
+    for (std::size_t r = 0; r < devices.size(); ++r)
+      aborts.emplace_back(devices[r], DeviceWorker::of(devices[r]).submit([cs = cs, r] {
+        abort_own(*cs, static_cast<int>(r));
+        return Status::ok();
+      }));
+  for (auto& [device, t] : aborts)
+    (void)DeviceWorker::of(device).wait(t, deadline, "releasing NCCL communicators", /*abandon=*/false);
+  return sets.size();
+}
+
+std::size_t nccl_sets_kept() {
+  std::lock_guard<std::mutex> lk(comms_mu());
+  return comms_cache().size();
+}
+
 } // namespace chorus::gpu

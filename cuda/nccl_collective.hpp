@@ -12,5 +12,10 @@
 namespace chorus::gpu {
 
 Status run_nccl(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline);
+// The GPU layer's teardown: every GPU set's communicators are aborted (ncclCommAbort frees them)
+// on their device actors, waiting until `deadline`. Returns the sets released; a later op makes
+// its set again.
+std::size_t release_nccl_sets(std::chrono::steady_clock::time_point deadline);
+std::size_t nccl_sets_kept();
 
 } // namespace chorus::gpu

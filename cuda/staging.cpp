@@ -38,6 +38,14 @@ Tensor pinned(DType dtype, const Shape& shape) {
 
 } // namespace
 
+std::size_t release_staging_buffers() {
+  const std::size_t bytes = pinned_pool().idle_bytes();
+  pinned_pool().release_idle();
+  return bytes;
+}
+
+std::size_t staging_bytes_kept() { return pinned_pool().idle_bytes(); }
+
 Status stage_to_host(const Tensor& t, Tensor& host) {
   if (!t.defined() || !t.is_cuda()) {
     host = t;

@@ -13,6 +13,11 @@ Status stage_to_host(const Tensor& t, Tensor& host);
 // dst = host's bytes when dst is a GPU tensor (no-op when dst is host or undefined).
 Status stage_back(const Tensor& host, const Tensor& dst);
 
+// The GPU layer's teardown: the idle pinned buffers kept for staging are freed (those in use come
+// back later and are kept again). Returns their bytes; kept_bytes() says how many are idle now.
+std::size_t release_staging_buffers();
+std::size_t staging_bytes_kept();
+
 // dst += src elementwise (same dtype, element count and device; on a GPU through its device actor).
 Status accumulate(const Tensor& dst, const Tensor& src);
 

@@ -42,5 +42,9 @@ class StreamCalls {
 StreamCalls* stream_calls();
 void set_stream_calls(StreamCalls* calls);  // nullptr: CUDA's again
 StreamCalls* real_stream_calls();
+// CUDA's events and page of words for stream-ordered ops: released (the GPU layer's teardown)
+// unless a mark is still out; kept() says whether any are held (only with CUDA).
+bool release_stream_marks();
+bool stream_marks_kept();
 
 } // namespace chorus::gpu

@@ -154,6 +154,29 @@ class CudaStreams final : public StreamCalls {
     m = StreamMark{};
   }
 
+ public:
+  // The GPU layer's teardown: the events and the page of words go, unless a mark is still out.
+  bool release() {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (page_ && words_.size() != kWords) return false;
+    for (auto& [device, events] : events_) {
+      DeviceScope scope(device);
+      for (cudaEvent_t e : events) cudaEventDestroy(e);
+    }
+    events_.clear();
+    started_.clear();  // a device actor started again preloads its kernels again
+    if (page_) cudaFreeHost(page_);
+    page_ = nullptr;
+    words_.clear();
+    (void)cudaGetLastError();
+    return true;
+  }
+  bool kept() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return page_ != nullptr || !events_.empty();
+  }
+
+ private:
   std::mutex mu_;
   std::map<int, std::vector<cudaEvent_t>> events_;
   std::set<int> started_;
@@ -163,10 +186,16 @@ class CudaStreams final : public StreamCalls {
 
 } // namespace
 
-StreamCalls* real_stream_calls() {
+namespace {
+CudaStreams& cuda_streams() {
   static auto* calls = new CudaStreams;  // never destroyed: lanes may release marks during exit
-  return calls;
+  return *calls;
 }
+} // namespace
+
+StreamCalls* real_stream_calls() { return &cuda_streams(); }
+bool release_stream_marks() { return cuda_streams().release(); }
+bool stream_marks_kept() { return cuda_streams().kept(); }
 
 Result<void*> make_stream(int device) {
   DeviceScope scope(device);

@@ -44,6 +44,11 @@ Status TaskQueue::wait(const Ticket& job, Clock::time_point deadline, const std:
   return {Errc::timeout, what + " on " + name_ + (skipped ? " did not start in time (skipped)" : " did not finish in time")};
 }
 
+bool TaskQueue::empty() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return jobs_.empty();
+}
+
 bool TaskQueue::serve_one(Clock::time_point until, const std::function<Status(const Task&)>& run) {
   Ticket job;
   for (;;) {

@@ -39,6 +39,8 @@ class TaskQueue {
   // exception out of `run` becomes a device_error. A task its caller abandoned is skipped. False
   // when no task came in time.
   bool serve_one(Clock::time_point until, const std::function<Status(const Task&)>& run);
+  // Whether no task waits to be served.
+  bool empty();
 
  private:
   const std::string name_;

@@ -10,7 +10,7 @@ out=${2:-.gpu}
 [ -x "$build/bin/device_tensors_test" ] || { echo "gpu_bundle: build first (scripts/setup.sh)"; exit 2; }
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-bins="device_tensors_on_gpu_test device_tensors_test device_plan_test device_queue_test cuda_device_test stream_order_test chorus-stream-bench chorus-bench chorus-gpu-example chorus-gpu-nodes-example chorus-orchestrator"
+bins="device_tensors_on_gpu_test gpu_teardown_test device_tensors_test device_plan_test device_queue_test cuda_device_test stream_order_test chorus-stream-bench chorus-bench chorus-gpu-example chorus-gpu-nodes-example chorus-orchestrator"
 for b in $bins; do cp "$build/bin/$b" "$out/bin/"; done
 for b in $bins; do
   ldd "$build/bin/$b" | awk '/=> \// {print $3}'

@@ -5,12 +5,15 @@
 #   1. the GPU test cases (device_tensors_on_gpu_test, device_tensors_test, cuda_device_test), the
 #      tests of the GPU layer's plain C++ (device_plan_test: the op plans; device_queue_test: the
 #      device actors' mailbox) and the GPU example (chorus-gpu-example);
-#   2. (run last, being the slowest) compute-sanitizer memcheck and racecheck over the GPU tests;
+#   2. (run last, being the slowest) compute-sanitizer memcheck and racecheck over the GPU tests,
+#      and its leak check over a Runtime's life and teardown;
 #   3. chorus-stream-bench (ops ordered in a CUDA stream: the host's cost, 1,000 in a row);
 #      chorus-bench --device cuda for every op (4 logical peers on GPU 0), the 256 MiB all_reduce
 #      against the memory-bound ideal (target: at most 1.25x), and the 1 KiB all_reduce between 2
 #      logical peers (target: median at most 30 us);
 #   4. with 2 or more GPUs: every op over distinct GPUs through NCCL and through the on-device plan;
+#   4b. the GPU layer's teardown: gpu_teardown_test, and 20 runs of the 256 MiB all_reduce that
+#      must each exit cleanly;
 #   5. node processes sharing GPU 0 (CUDA IPC, strategy cuda-ipc): the GPU nodes example twice on
 #      cuda:0, and chorus-bench --nodes 2 (1 and 2 peers each) for every op.
 set -uo pipefail
@@ -56,6 +59,8 @@ run gpu_stream_first "$bin/device_tensors_on_gpu_test" --gtest_filter='*OpsOrder
 run gpu_tests "$bin/device_tensors_on_gpu_test"
 no_skips gpu_tests "DeviceTensorsOnGpu\.\(CopiesRoundTrip\|EveryOp\|AllReduceEveryDtype\|ManyConsecutive\|OpsOrdered\|GradientSync\)"
 run stream_order_test "$bin/stream_order_test"
+run gpu_teardown_test "$bin/gpu_teardown_test"
+no_skips gpu_teardown_test "GpuTeardown\."
 run device_tensors_test "$bin/device_tensors_test"
 run cuda_device_test "$bin/cuda_device_test"
 no_skips cuda_device_test "CudaDevice\."
@@ -71,6 +76,17 @@ for op in all_reduce reduce broadcast all_gather reduce_scatter all_to_all gathe
   run "bench_$op" $bench --op $op --peers 4 -b 1K -e 64M -f 8 -n 20 -w 5
 done
 run bench_allreduce_256M $bench --op all_reduce --peers 4 -b 256M -e 256M -n 20 -w 5
+# The GPU layer's teardown at exit (a 256 MiB run once died at exit, 1 of 5, on an H100): 20 runs.
+teardown_runs() {
+  local crashed=0 i
+  for i in $(seq 20); do
+    $bench --op all_reduce --peers 4 -b 256M -e 256M -n 3 -w 1 >>"$out/teardown_runs.out" 2>&1 || { echo "run $i: exit $?"; crashed=$((crashed + 1)); }
+  done
+  echo "teardown: 20 runs of the 256 MiB all_reduce, $crashed ended badly"
+  [ $crashed = 0 ]
+}
+run teardown_runs teardown_runs
+grep -h "teardown:" "$out/teardown_runs.log" >>"$out/summary.txt" || true
 run bench_allreduce_1K $bench --op all_reduce --peers 2 -b 1K -e 1K -n 2000 -w 200
 # Stream-ordered ops (OpOptions::stream): the host's cost to enqueue one (target <= 5 us), and
 # 1,000 in a row against the same blocking (target >= 2x faster).
@@ -109,6 +125,8 @@ done
 if command -v compute-sanitizer >/dev/null; then
   run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/device_tensors_on_gpu_test" --gtest_filter='DeviceTensorsOnGpu.*'
   run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/device_tensors_on_gpu_test" --gtest_filter='DeviceTensorsOnGpu.*:-*Distinct*'
+  # Device memory still allocated when CUDA tears the context down (the GPU layer's teardown frees it).
+  run leakcheck compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 "$bin/gpu_teardown_test" --gtest_filter='GpuTeardown.ATensor*'
 else
   echo "== compute-sanitizer not found: memcheck and racecheck NOT run" | tee -a "$out/summary.txt"; status=1
 fi

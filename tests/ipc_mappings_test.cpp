@@ -147,5 +147,25 @@ TEST(IpcMappings, ConcurrentAcquiresOfOneHandleOpenItOnce) {
   EXPECT_EQ(m.held(), 0u);
 }
 
+// The GPU layer's teardown closes every mapping no op holds, and none an op holds.
+TEST(IpcMappings, CloseIdleClosesEveryMappingNoOpHolds) {
+  Driver d;
+  d.memory_of = {{1, 10}, {2, 20}, {3, 30}};
+  IpcMappings m(d.calls(), 8);
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  ASSERT_TRUE(m.acquire(0, handle(1), &a, soon()).is_ok());
+  ASSERT_TRUE(m.acquire(1, handle(2), &b, soon()).is_ok());
+  ASSERT_TRUE(m.acquire(0, handle(3), &c, soon()).is_ok());
+  m.release(0, handle(1));
+  m.release(1, handle(2));
+  EXPECT_EQ(m.close_idle(), 2u);
+  EXPECT_EQ(d.closed, (std::multiset<void*>{a, b}));
+  EXPECT_EQ(m.mapped(), 1u);
+  EXPECT_EQ(m.held(), 1u);
+  m.release(0, handle(3));
+  EXPECT_EQ(m.close_idle(), 1u);
+  EXPECT_EQ(m.mapped(), 0u);
+}
+
 } // namespace
 } // namespace chorus::gpu
