@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "core/wall_time.hpp"
+
 namespace chorus {
 
 namespace {
@@ -54,17 +56,9 @@ std::optional<PauseWatch::Pause> PauseWatch::recent(Clock::duration at_least, Cl
 }
 
 std::string pause_words(const PauseWatch::Pause& p) {
-  const auto ago = PauseWatch::Clock::now() - p.from;
-  const auto wall = std::chrono::system_clock::now() - std::chrono::duration_cast<std::chrono::system_clock::duration>(ago);
-  const std::time_t secs = std::chrono::system_clock::to_time_t(wall);
-  const auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char text[128];
-  std::snprintf(text, sizeof text, "this node stood still for %.1f s (stopped or starved, from %02d:%02d:%02d.%03lld UTC)",
-                std::chrono::duration<double>(p.length).count(), tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<long long>(millis));
-  return text;
+  char length[32];
+  std::snprintf(length, sizeof length, "%.1f", std::chrono::duration<double>(p.length).count());
+  return "this node stood still for " + std::string(length) + " s (stopped or starved, from " + utc_time_of(p.from) + ")";
 }
 
 } // namespace chorus

@@ -272,6 +272,8 @@ TEST_F(MultiNode, FrozenNodeIsReportedByEverySurvivor) {
     ++survivors;
     EXPECT_EQ(p.code, "node_lost") << "peer " << rank << ": " << p.message;
     EXPECT_NE(p.message.find("node 1"), std::string::npos) << p.message;
+    // In the orchestrator's words: the door saw the node go silent (it did not exit).
+    EXPECT_NE(p.message.find("silent for "), std::string::npos) << p.message;
   }
   EXPECT_EQ(survivors, 4) << dump(nodes);
   // The surviving processes exited by themselves (the frozen one was killed at the limit).

@@ -363,6 +363,7 @@ struct FrontDoor::Impl {
       return why;
     }
     void observe(const char* data, std::size_t size) override { checks->observe(data, size); }
+    void ended(bool by_guarded) override { checks->ended(by_guarded); }
   };
 
   void close_everything() {

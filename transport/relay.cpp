@@ -38,6 +38,7 @@ struct Pair {
   int fd[2];
   Direction dir[2];                  // dir[i]: from fd[i] to fd[1 - i]
   bool watched[2] = {true, true};    // in the epoll set
+  bool reset[2] = {false, false};    // fd[i] failed (its peer reset or closed the connection)
   std::chrono::milliseconds silence{0};  // > 0: fd[1] silent this long closes the pair
   Clock::time_point heard{};             // when fd[1] last sent something
   std::unique_ptr<StreamGuard> guard;    // checks what fd[0] sends, observes fd[1] (may be null)
@@ -243,7 +244,10 @@ struct Relay::Impl {
     if (r > 0 && side == 1 && p.guard) p.guard->observe(d.data.get() + d.end, static_cast<std::size_t>(r));
     if (r > 0) d.end += static_cast<std::size_t>(r);
     else if (r == 0) d.eof = true;
-    else if (errno != EAGAIN && errno != EINTR) return false;
+    else if (errno != EAGAIN && errno != EINTR) {
+      p.reset[side] = true;
+      return false;
+    }
     return true;
   }
 
@@ -252,6 +256,7 @@ struct Relay::Impl {
     Direction& d = p.dir[from];
     if (d.empty()) return true;
     const ssize_t w = send(p.fd[1 - from], d.data.get() + d.begin, d.end - d.begin, MSG_NOSIGNAL);
+    if (w < 0 && errno != EAGAIN && errno != EINTR) p.reset[1 - from] = true;  // its end is gone
     if (w < 0) return errno == EAGAIN || errno == EINTR;
     d.begin += static_cast<std::size_t>(w);
     if (d.empty()) d.begin = d.end = 0;
@@ -263,6 +268,7 @@ struct Relay::Impl {
     if (it == pairs.end()) return;  // closed earlier in this batch
     Pair& p = *it->second;
     bool ok = (events & EPOLLERR) == 0;
+    if (!ok) p.reset[side] = true;
     // A hang-up with a full buffer can never be read: left alone it would fire forever.
     if (ok && (events & EPOLLHUP) && p.dir[side].end == kRelayBuffer) ok = false;
     if (ok && (events & (EPOLLIN | EPOLLHUP)) && !p.closing()) ok = read_side(p, side) && write_to_other(p, side);
@@ -286,6 +292,7 @@ struct Relay::Impl {
 
   void close_pair(std::unordered_map<uint64_t, std::unique_ptr<Pair>>::iterator it) {
     if (it->second->silence.count() > 0) --watched_for_silence;
+    if (const Pair& p = *it->second; p.guard) p.guard->ended((p.dir[0].eof || p.reset[0]) && !p.dir[1].eof && !p.reset[1]);
     ::close(it->second->fd[0]);
     ::close(it->second->fd[1]);
     pairs.erase(it);

@@ -35,6 +35,9 @@ class StreamGuard {
   virtual ~StreamGuard() = default;
   virtual std::string check(const char* data, std::size_t size) = 0;
   virtual void observe(const char* /*data*/, std::size_t /*size*/) {}
+  // The pair is closing: `by_guarded` when the guarded side ended it (its end closed or reset the
+  // connection), else the other side did, or the guard refused what came.
+  virtual void ended(bool /*by_guarded*/) {}
 };
 
 class Relay {

@@ -45,6 +45,7 @@ uint64_t big_endian(const uint8_t* p, int bytes) {
 BaspGuard::BaspGuard(BaspServer server, uint32_t max_payload) : server_(std::move(server)), max_payload_(max_payload) {}
 
 std::string BaspGuard::check(const char* data, std::size_t size) {
+  if (heard_) heard_->heard_now();
   const auto* p = reinterpret_cast<const uint8_t*>(data);
   while (size > 0 && failed_.empty()) {
     if (header_got_ < kHeaderSize) {
@@ -64,6 +65,12 @@ std::string BaspGuard::check(const char* data, std::size_t size) {
     if (failed_.empty() && payload_left_ == 0) failed_ = on_frame_end();
   }
   return failed_;
+}
+
+void BaspGuard::ended(bool by_guarded) {
+  if (!heard_) return;
+  heard_->by_node.store(by_guarded, std::memory_order_relaxed);
+  heard_->ended.store(LastHeard::Clock::now().time_since_epoch().count(), std::memory_order_release);
 }
 
 // The header is whole: is this a frame the client may send, of a size it may send?
@@ -126,8 +133,12 @@ std::string BaspGuard::on_prefix() {
   switch (op_) {
     case client_handshake:
       if (prefix_.compare(0, 8, server_.node, 0, 8) != 0) return "sent a handshake with a node id of an unknown kind";
-      if (pinned_.empty()) pinned_ = prefix_;
-      else if (prefix_ != pinned_) return "sent a second handshake for another node";
+      if (pinned_.empty()) {
+        pinned_ = prefix_;
+        heard_ = last_heard().enter(pinned_);
+      } else if (prefix_ != pinned_) {
+        return "sent a second handshake for another node";
+      }
       return "";
     case direct_message:
       if (named_) return prefix_ == server_.info_request ? "" : "sent SpawnServ a message other than CAF's request for its info";

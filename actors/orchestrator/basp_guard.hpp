@@ -21,9 +21,11 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <unordered_set>
 
+#include "actors/orchestrator/last_heard.hpp"
 #include "transport/relay.hpp"
 
 namespace chorus {
@@ -45,6 +47,8 @@ class BaspGuard : public StreamGuard {
   std::string check(const char* data, std::size_t size) override;
   // The orchestrator's frames to the client: their senders may be answered.
   void observe(const char* data, std::size_t size) override;
+  // Its node's record in last_heard() (last_heard.hpp): when bytes last came, how it ended.
+  void ended(bool by_guarded) override;
 
   static constexpr std::size_t kHeaderSize = 32;
 
@@ -57,6 +61,7 @@ class BaspGuard : public StreamGuard {
   uint32_t max_payload_;
   bool named_ = false;  // the frame is a message to a named actor
   std::string pinned_;  // the client's node id, from its first handshake
+  std::shared_ptr<LastHeard::Entry> heard_;  // pinned_'s record, from the handshake on
   std::array<uint8_t, kHeaderSize> header_{};
   std::size_t header_got_ = 0;
   uint8_t op_ = 0;

@@ -4,6 +4,8 @@
 #include <memory>
 #include <random>
 
+#include "actors/orchestrator/basp_server.hpp"
+#include "actors/orchestrator/last_heard.hpp"
 #include "actors/unexpected_messages.hpp"
 #include "core/log.hpp"
 #include "messages/status_codec.hpp"
@@ -12,11 +14,14 @@ namespace chorus {
 
 namespace {
 
-// Why a node's actor went down, in words (it is what every survivor reads): BASP says only that
-// the node's connection is gone, which is both an exit and heartbeats missed past the limit.
-std::string down_reason(const caf::error& reason) {
-  if (reason == caf::exit_reason::remote_link_unreachable)
+// Why a node's actor went down, in words (it is what every survivor reads). BASP says only that
+// the node's connection is gone, which is both an exit and heartbeats missed past the limit; the
+// front door's relay saw which (last_heard.hpp), where it stands between them (not under TLS).
+std::string down_reason(const caf::error& reason, const caf::actor_addr& source) {
+  if (reason == caf::exit_reason::remote_link_unreachable) {
+    if (auto words = loss_words(last_heard().of(node_id_bytes(source.node())))) return *words;
     return "its connection to the orchestrator ended (the process exited, or was silent past the heartbeat limit)";
+  }
   return "its actor went down (" + caf::to_string(reason) + ")";
 }
 struct ShellState {
@@ -158,7 +163,7 @@ orchestrator_actor::behavior_type orchestrator(orchestrator_self* self, Orchestr
   self->set_down_handler([self, st](caf::down_msg& dm) {
     auto it = st->keys.find(dm.source);
     if (it == st->keys.end()) return;
-    apply(self, *st, st->core.on_down(it->second, down_reason(dm.reason)));
+    apply(self, *st, st->core.on_down(it->second, down_reason(dm.reason, dm.source)));
   });
   // A key per distinct sender actor; a non-member's entry only lives while it waits for a reply.
   auto key_of = [self, st]() -> std::optional<OrchestratorCore::NodeKey> {
