@@ -5,14 +5,14 @@
 namespace chorus::gpu {
 
 namespace {
-std::atomic<IpcCalls*> g_double{nullptr};
+std::atomic<IpcCalls*> g_ipc_double{nullptr};
 } // namespace
 
 IpcCalls* ipc_calls() {
-  if (IpcCalls* d = g_double.load(std::memory_order_acquire)) return d;
+  if (IpcCalls* d = g_ipc_double.load(std::memory_order_acquire)) return d;
   return real_ipc_calls();
 }
 
-void set_ipc_calls(IpcCalls* calls) { g_double.store(calls, std::memory_order_release); }
+void set_ipc_calls(IpcCalls* calls) { g_ipc_double.store(calls, std::memory_order_release); }
 
 } // namespace chorus::gpu

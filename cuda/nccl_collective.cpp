@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "cuda/byte_at.hpp"
 #include "cuda/device_status.hpp"
 #include "cuda/device_worker.hpp"
 #include "cuda/gpu.hpp"
@@ -122,8 +123,6 @@ std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, Status& error)
   return cs;
 }
 
-char* at(void* p, std::size_t off) { return static_cast<char*>(p) + off; }
-const char* at(const void* p, std::size_t off) { return static_cast<const char*>(p) + off; }
 
 bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
   auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
@@ -204,10 +203,10 @@ bool nccl_supports(const DeviceCollective& c) {
         if (p.in != p.out) return false;
         break;
       case OpKind::all_gather:
-        if (p.in != at(p.out, r * b)) return false;
+        if (p.in != byte_at(p.out, r * b)) return false;
         break;
       case OpKind::reduce_scatter:
-        if (p.out != at(p.in, r * b)) return false;
+        if (p.out != byte_at(p.in, r * b)) return false;
         break;
       default: return false;  // all_to_all, gather, scatter
     }

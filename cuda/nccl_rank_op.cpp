@@ -1,13 +1,12 @@
 #include "cuda/nccl_rank_op.hpp"
 
+#include "cuda/byte_at.hpp"
 #include "cuda/device_status.hpp"
 #include "cuda/poll.hpp"
 
 namespace chorus::gpu {
 
 namespace {
-char* at(void* p, std::size_t off) { return static_cast<char*>(p) + off; }
-const char* at(const void* p, std::size_t off) { return static_cast<const char*>(p) + off; }
 // A non-blocking NCCL call in progress is looked at this often (there is nothing to sleep on).
 constexpr PollPace kNcclPace{std::chrono::microseconds(0), std::chrono::microseconds(20)};
 const char* const kAborted = "aborted: ";
@@ -57,26 +56,26 @@ NcclState enqueue_rank(NcclCalls& calls, const NcclRankOp& op, NcclComm comm, St
     const std::size_t off = static_cast<std::size_t>(j) * block;
     if (op.kind == OpKind::all_to_all) {
       if (j == r) {
-        self_copy(at(op.out, off), at(op.in, off));
+        self_copy(byte_at(op.out, off), byte_at(op.in, off));
         continue;
       }
-      if (res = calls.send(at(op.in, off), count, t, j, comm, s); !res.ok()) break;
-      res = calls.recv(at(op.out, off), count, t, j, comm, s);
+      if (res = calls.send(byte_at(op.in, off), count, t, j, comm, s); !res.ok()) break;
+      res = calls.recv(byte_at(op.out, off), count, t, j, comm, s);
     } else if (op.kind == OpKind::gather) {
       if (r != root) {
         if (j == root) res = calls.send(op.in, count, t, root, comm, s);
       } else if (j == r) {
-        self_copy(at(op.out, off), op.in);
+        self_copy(byte_at(op.out, off), op.in);
       } else {
-        res = calls.recv(at(op.out, off), count, t, j, comm, s);
+        res = calls.recv(byte_at(op.out, off), count, t, j, comm, s);
       }
     } else {  // scatter
       if (r != root) {
         if (j == root) res = calls.recv(op.out, count, t, root, comm, s);
       } else if (j == r) {
-        self_copy(op.out, at(op.in, off));
+        self_copy(op.out, byte_at(op.in, off));
       } else {
-        res = calls.send(at(op.in, off), count, t, j, comm, s);
+        res = calls.send(byte_at(op.in, off), count, t, j, comm, s);
       }
     }
   }

@@ -5,14 +5,14 @@
 namespace chorus::gpu {
 
 namespace {
-std::atomic<StreamCalls*> g_double{nullptr};
+std::atomic<StreamCalls*> g_stream_double{nullptr};
 } // namespace
 
 StreamCalls* stream_calls() {
-  if (StreamCalls* d = g_double.load(std::memory_order_acquire)) return d;
+  if (StreamCalls* d = g_stream_double.load(std::memory_order_acquire)) return d;
   return real_stream_calls();
 }
 
-void set_stream_calls(StreamCalls* calls) { g_double.store(calls, std::memory_order_release); }
+void set_stream_calls(StreamCalls* calls) { g_stream_double.store(calls, std::memory_order_release); }
 
 } // namespace chorus::gpu

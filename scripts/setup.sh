@@ -14,6 +14,10 @@ cd "$(dirname "$0")/.."
 # lld: links the executables in well under half of GNU ld's time (the build uses it when present).
 packages=(cmake make g++ lld pkg-config libcaf-dev libcaf-openssl0.17 capnproto libcapnp-dev libgtest-dev libssl-dev openssl iproute2 nftables
           gnuplot-nox openmpi-bin python3-dev python3-pybind11 python3-torch libtorch-dev)
+# CHORUS_EXTRA_PACKAGES: more packages to install in the same apt run (CI: Slurm, clang for the
+# fuzz targets, curl for the TSan CAF), which saves each its own archive update.
+read -r -a extra <<<"${CHORUS_EXTRA_PACKAGES:-}"
+packages+=("${extra[@]}")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -23,11 +23,6 @@ namespace {
 
 std::string err_text(int e) { return std::strerror(e); }
 
-int remaining_ms(Clock::time_point deadline) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return ms < 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1000));
-}
-
 void tune(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // small control frames go at once
@@ -143,7 +138,7 @@ Status tcp_accept(int listen_fd, Clock::time_point deadline, int& fd) {
   fd = -1;
   while (Clock::now() < deadline) {
     pollfd p{listen_fd, POLLIN, 0};
-    int rc = poll(&p, 1, remaining_ms(deadline));
+    int rc = poll(&p, 1, poll_ms_until(deadline));
     if (rc < 0 && errno != EINTR) return {Errc::internal, "poll on the data listener: " + err_text(errno)};
     if (rc <= 0) continue;
     int s = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -195,7 +190,7 @@ Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point dea
       int rc = connect(s, a->ai_addr, a->ai_addrlen);
       if (rc != 0 && errno == EINPROGRESS) {
         pollfd p{s, POLLOUT, 0};
-        while ((rc = poll(&p, 1, remaining_ms(deadline))) == 0 && Clock::now() < deadline) {
+        while ((rc = poll(&p, 1, poll_ms_until(deadline))) == 0 && Clock::now() < deadline) {
         }
         int soerr = rc > 0 ? 0 : ETIMEDOUT;
         socklen_t len = sizeof soerr;
@@ -234,7 +229,7 @@ Status exact(int fd, std::size_t n, Clock::time_point deadline, short events, Op
   std::size_t done = 0;
   while (done < n) {
     pollfd p{fd, events, 0};
-    int rc = poll(&p, 1, remaining_ms(deadline));
+    int rc = poll(&p, 1, poll_ms_until(deadline));
     if (rc < 0 && errno != EINTR) return {Errc::unreachable, std::string(what) + ": " + err_text(errno)};
     if (rc == 0 && Clock::now() >= deadline) return {Errc::timeout, std::string(what) + " timed out"};
     if (rc <= 0) continue;
@@ -249,6 +244,11 @@ Status exact(int fd, std::size_t n, Clock::time_point deadline, short events, Op
   return Status::ok();
 }
 } // namespace
+
+int poll_ms_until(Clock::time_point deadline) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return ms < 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1000));
+}
 
 Status read_exact(int fd, void* p, std::size_t n, Clock::time_point deadline) {
   auto* b = static_cast<char*>(p);

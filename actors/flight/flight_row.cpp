@@ -1,5 +1,7 @@
 #include "actors/flight/flight_row.hpp"
 
+#include "actors/local_server/op_validation.hpp"  // reduces, rooted
+
 namespace chorus {
 
 std::string_view to_string(FlightState s) {
@@ -21,11 +23,6 @@ bool parse_flight_state(std::string_view text, FlightState& s) {
   return false;
 }
 
-namespace {
-bool has_root(OpKind k) { return k == OpKind::reduce || k == OpKind::broadcast || k == OpKind::gather || k == OpKind::scatter; }
-bool reduces(OpKind k) { return k == OpKind::all_reduce || k == OpKind::reduce || k == OpKind::reduce_scatter; }
-} // namespace
-
 std::string FlightRow::describe() const {
   std::string d(to_string(kind));
   if (has_data) {
@@ -41,7 +38,7 @@ std::string FlightRow::describe() const {
     d += name;
     d += std::to_string(v);
   };
-  if (has_root(kind)) field(" root ", root);
+  if (rooted(kind)) field(" root ", root);
   if (kind == OpKind::send) field(" to ", other);
   if (kind == OpKind::recv) field(" from ", other);
   if (kind == OpKind::send || kind == OpKind::recv) field(" tag ", tag);
@@ -52,7 +49,7 @@ bool FlightRow::same_call(const FlightRow& o) const {
   if (kind != o.kind || has_data != o.has_data) return false;
   if (has_data && (dtype != o.dtype || shape != o.shape)) return false;
   if (reduces(kind) && redop != o.redop) return false;
-  return !has_root(kind) || root == o.root;
+  return !rooted(kind) || root == o.root;
 }
 
 } // namespace chorus

@@ -1,7 +1,6 @@
 #include "actors/global_client/net_op.hpp"
 
 #include <cstring>
-#include <limits>
 #include <thread>
 
 #include "actors/global_client/global_client.hpp"
@@ -9,7 +8,6 @@
 namespace chorus {
 
 namespace {
-constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
 // A receive at most this large polls the sockets before it sleeps (small ops, whose time a wake-up
 // dominates); a larger one sleeps at once, leaving the cores to the copies that bring its bytes
 // (forced-network 64 MiB all-reduce on 2 cores: 45 ms, 50-55 ms when it polled).
@@ -40,7 +38,7 @@ NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq,
   // on the op yet, and it has nothing to send).
   if (lost) {
     lost_ = abort_ = *lost;
-    ann_word_.set(kTop);
+    ann_word_.set(kWordTop);
   }
   for (const auto& [node, why] : left)
     if (node < gone_.size()) {
@@ -51,7 +49,7 @@ NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq,
 
 void NetOp::wake_if_stopped_locked() {
   if (!abort_) return;
-  for (auto& [slot, rec] : in_) rec->word.set(kTop);
+  for (auto& [slot, rec] : in_) rec->word.set(kWordTop);
 }
 
 bool NetOp::is_remote(int peer) const { return rank_node_[static_cast<std::size_t>(peer)] != my_node_; }
@@ -60,7 +58,7 @@ std::shared_ptr<NetOp::Incoming>& NetOp::incoming_locked(uint32_t slot) {
   auto& rec = in_[slot];
   if (!rec) {
     rec = std::make_shared<Incoming>();
-    if (abort_) rec->word.set(kTop);  // an aborted op wakes whoever waits on it at once
+    if (abort_) rec->word.set(kWordTop);  // an aborted op wakes whoever waits on it at once
   }
   return rec;
 }
@@ -119,7 +117,7 @@ void NetOp::incoming_progress(uint32_t slot, std::size_t got) {
   }
   rec->got.store(got, std::memory_order_release);
   uint32_t v = rec->word.value.load();
-  if (v != kTop) rec->word.set(v + 1);
+  if (v != kWordTop) rec->word.set(v + 1);
 }
 
 void NetOp::incoming_failed(uint32_t slot) {
@@ -131,7 +129,7 @@ void NetOp::incoming_failed(uint32_t slot) {
     rec = it->second;
   }
   rec->failed.store(true);
-  rec->word.set(kTop);
+  rec->word.set(kWordTop);
 }
 
 void NetOp::release_offered(int p) {

@@ -13,6 +13,7 @@
 #pragma once
 #include <atomic>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,9 @@
 #include "transport/connection.hpp"
 
 namespace chorus {
+
+// A word raised to its top wakes every waiter for good: the op is over (or its announcement is).
+inline constexpr uint32_t kWordTop = std::numeric_limits<uint32_t>::max();
 
 class GlobalClient;
 

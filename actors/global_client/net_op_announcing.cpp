@@ -4,17 +4,12 @@
 #include "actors/global_client/net_op.hpp"
 
 #include <algorithm>
-#include <limits>
 
 #include "actors/global_client/global_client.hpp"
 #include "core/log.hpp"
 #include "messages/status_codec.hpp"  // rank_phrase
 
 namespace chorus {
-
-namespace {
-constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
-}
 
 void NetOp::Outbox::queue(Connection* c, std::shared_ptr<SendTicket> t) {
   c->queue(std::move(t));
@@ -93,7 +88,7 @@ void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::
     stop_if_doomed_locked(a, out);
     wake_if_stopped_locked();
     uint32_t v = ann_word_.value.load();
-    if (v != kTop) ann_word_.set(v + 1);
+    if (v != kWordTop) ann_word_.set(v + 1);
   }
   out.send();
 }
@@ -186,7 +181,7 @@ void NetOp::stop(const Status& why) {
     for (auto& [slot, rec] : in_) recs.push_back(rec);
   }
   out.send();
-  for (auto& r : recs) r->word.set(kTop);
+  for (auto& r : recs) r->word.set(kWordTop);
 }
 
 void NetOp::node_lost(const Status& why) {
@@ -195,7 +190,7 @@ void NetOp::node_lost(const Status& why) {
     if (!lost_) lost_ = why;
   }
   stop(why);
-  ann_word_.set(kTop);
+  ann_word_.set(kWordTop);
 }
 
 void NetOp::node_left(uint32_t node, const Status& why) {
@@ -209,10 +204,10 @@ void NetOp::node_left(uint32_t node, const Status& why) {
   }
   for (auto& r : recs) {
     uint32_t v = r->word.value.load();
-    if (v != kTop) r->word.set(v + 1);
+    if (v != kWordTop) r->word.set(v + 1);
   }
   uint32_t v = ann_word_.value.load();
-  if (v != kTop) ann_word_.set(v + 1);
+  if (v != kWordTop) ann_word_.set(v + 1);
 }
 
 void NetOp::flush() {

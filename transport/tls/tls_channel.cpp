@@ -48,17 +48,12 @@ std::string failure_text(SSL* ssl, int err) {
   return why;
 }
 
-int remaining_ms(Clock::time_point deadline) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return ms < 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1000));
-}
-
 // Some bytes from the socket before the deadline; `got` 0: the other side closed (or reset) it.
 Status recv_some(int fd, void* p, std::size_t n, Clock::time_point deadline, std::size_t& got) {
   got = 0;
   for (;;) {
     pollfd pf{fd, POLLIN, 0};
-    int rc = poll(&pf, 1, remaining_ms(deadline));
+    int rc = poll(&pf, 1, poll_ms_until(deadline));
     if (rc < 0 && errno != EINTR) return {Errc::unreachable, std::string("poll: ") + std::strerror(errno)};
     if (rc == 0 && Clock::now() >= deadline) return {Errc::timeout, "timed out"};
     if (rc <= 0) continue;
