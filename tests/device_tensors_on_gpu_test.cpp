@@ -17,6 +17,7 @@
 #include "cuda/gpu.hpp"
 #include "cuda/user_streams.hpp"
 #include "peer_harness.hpp"
+#include "require_gpus.hpp"
 #include "status_matchers.hpp"
 #include "strategies/reduce_kernels.hpp"
 
@@ -25,11 +26,6 @@ namespace {
 using namespace chorus;
 using harness::config_for;
 using harness::run_peers;
-
-#define REQUIRE_GPUS(k)                                                                                 \
-  if (gpu::device_count() < (k))                                                                        \
-  GTEST_SKIP() << "needs " << (k) << " CUDA device(s); this machine has " << gpu::device_count()        \
-               << (gpu::built_with_cuda() ? "" : " (built without CUDA)")
 
 // Peer p's input element k: small integers, exact in every dtype (f16/bf16 included) when summed.
 template <class T>

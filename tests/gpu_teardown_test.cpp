@@ -20,6 +20,7 @@
 #include "cuda/staging.hpp"
 #include "cuda/user_streams.hpp"
 #include "peer_harness.hpp"
+#include "require_gpus.hpp"
 
 extern char** environ;
 
@@ -28,11 +29,6 @@ namespace {
 using namespace chorus;
 using harness::config_for;
 using harness::run_peers;
-
-#define REQUIRE_GPUS(k)                                                                          \
-  if (gpu::device_count() < (k))                                                                 \
-  GTEST_SKIP() << "needs " << (k) << " CUDA device(s); this machine has " << gpu::device_count() \
-               << (gpu::built_with_cuda() ? "" : " (built without CUDA)")
 
 // A pool over a counting allocator: what release_idle gives back, and what it must not.
 int g_live = 0;
