@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <chorus/chorus.hpp>
@@ -79,6 +80,15 @@ int threads_now() {
   return -1;
 }
 
+// Whether this process's threads are at most `n` now or within a second.
+bool threads_back_to(int n) {
+  for (const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);;) {
+    if (threads_now() <= n) return true;
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::yield();
+  }
+}
+
 // One Runtime's life on GPU 0: 4 logical peers all-reduce GPU tensors, one in its own stream, one
 // input staged through pinned memory; every result checked.
 void one_cycle(int cycle) {
@@ -113,8 +123,10 @@ TEST(GpuTeardown, TheLastRuntimeReleasesWhatTheGpuLayerKeepsCycleAfterCycle) {
     if (HasFatalFailure()) return;
     EXPECT_TRUE(nothing_kept()) << "after cycle " << cycle << ": " << kept_text(gpu::kept());
     // No thread piles up from one Runtime to the next (CUDA keeps a few of its own after the first).
+    // A thread that has ended its work may still be leaving the kernel's list for a moment (seen
+    // once in 4 cycles on an H200): the count must come back within a second.
     if (cycle == 0) threads_after_first = threads_now();
-    else EXPECT_LE(threads_now(), threads_after_first) << "after cycle " << cycle;
+    else EXPECT_TRUE(threads_back_to(threads_after_first)) << "after cycle " << cycle << ": " << threads_now();
   }
 }
 
