@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <utility>
 
 namespace chorus {
 
@@ -25,24 +26,26 @@ class BufferPool {
     allocate_ = allocate;
   }
 
-  // A buffer of at least `bytes` bytes; it returns to the pool when released. Throws
-  // std::bad_alloc when the allocator has none.
   // Releases every idle buffer now (the GPU layer's teardown: pinned and device memory must go
-  // before CUDA unloads); buffers in use still come back to the pool later.
-  void release_idle() {
+  // before CUDA unloads) and returns their bytes; buffers in use still come back to the pool later.
+  std::size_t release_idle() {
     std::multimap<std::size_t, std::byte*> idle;
+    std::size_t bytes = 0;
     {
       std::lock_guard<std::mutex> lk(st_->mu);
       idle.swap(st_->free);
-      st_->kept = 0;
+      bytes = std::exchange(st_->kept, 0);
     }
     for (auto& [cap, p] : idle) st_->release(p);
+    return bytes;
   }
   std::size_t idle_bytes() const {
     std::lock_guard<std::mutex> lk(st_->mu);
     return st_->kept;
   }
 
+  // A buffer of at least `bytes` bytes; it returns to the pool when released. Throws
+  // std::bad_alloc when the allocator has none.
   std::shared_ptr<std::byte> take(std::size_t bytes) {
     std::size_t cap = 4096;
     while (cap < bytes) cap <<= 1;

@@ -1,7 +1,6 @@
 #include "core/pause_watch.hpp"
 
 #include <cstdio>
-#include <ctime>
 
 #include "core/wall_time.hpp"
 

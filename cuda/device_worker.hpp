@@ -14,10 +14,10 @@
 //   host thread and an actor costs ~9-15 us median with the sharing scheduler and ~105-110 us with
 //   the default work-stealing one, against ~4 us for the futex hand-off used here.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,9 +42,9 @@ class DeviceWorker {
   static DeviceWorker* running(int device);
   // Ends every worker's thread once the tasks queued before have run, releasing its stream, event
   // and scratch memory on that thread. False if a thread was still busy (or given new work) at
-  // `deadline`. Workers whose thread runs now.
+  // `deadline`.
   static bool stop_all(Clock::time_point deadline);
-  static std::size_t running_count();
+  static std::size_t running_count();  // workers whose thread runs now
 
   int device() const { return device_; }
   // Queues `task` (tasks run one at a time, in order, starting the thread if it was stopped);

@@ -12,6 +12,7 @@
 #include "core/device_memory.hpp"
 #include "cuda/copy_kernel.hpp"
 #include "cuda/cuda_error.hpp"
+#include "cuda/device_scope.hpp"
 #include "cuda/device_worker.hpp"
 #include "cuda/nccl_collective.hpp"
 #include "cuda/reduce_kernel.hpp"
@@ -161,10 +162,8 @@ void release(int device, void* p) noexcept {
     // No device actor runs (the GPU layer was released, or never used this GPU): no work of
     // ours is in flight, and a thread started only to free would outlive the call. Here, on the
     // caller's thread, whose current device is left as it was.
-    int was = -1;
-    const bool known = cudaGetDevice(&was) == cudaSuccess;
-    if (cudaSetDevice(device) == cudaSuccess) cudaFree(p);
-    if (known) cudaSetDevice(was);
+    DeviceScope scope(device);
+    cudaFree(p);
     (void)cudaGetLastError();  // "driver shutting down" at exit, say: nothing to do about it
   } catch (...) {  // a destructor's path: never throw (at worst the memory stays allocated)
   }

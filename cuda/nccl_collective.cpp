@@ -123,7 +123,6 @@ std::shared_ptr<Comms> comms_for(const std::vector<int>& devices, Status& error)
   return cs;
 }
 
-
 bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
   auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
   return na && nb && a && b && x < y + nb && y < x + na;
@@ -264,15 +263,16 @@ std::size_t release_nccl_sets(Clock::time_point deadline) {
     std::lock_guard<std::mutex> lk(comms_mu());
     sets.swap(comms_cache());
   }
-  std::vector<std::pair<int, DeviceWorker::Ticket>> aborts;
+  std::vector<std::pair<DeviceWorker*, DeviceWorker::Ticket>> aborts;
   for (auto& [devices, cs] : sets)
-    for (std::size_t r = 0; r < devices.size(); ++r)
-      aborts.emplace_back(devices[r], DeviceWorker::of(devices[r]).submit([cs = cs, r] {
+    for (std::size_t r = 0; r < devices.size(); ++r) {
+      DeviceWorker& w = DeviceWorker::of(devices[r]);
+      aborts.emplace_back(&w, w.submit([cs = cs, r] {
         abort_own(*cs, static_cast<int>(r));
         return Status::ok();
       }));
-  for (auto& [device, t] : aborts)
-    (void)DeviceWorker::of(device).wait(t, deadline, "releasing NCCL communicators", /*abandon=*/false);
+    }
+  for (auto& [w, t] : aborts) (void)w->wait(t, deadline, "releasing NCCL communicators", /*abandon=*/false);
   return sets.size();
 }
 

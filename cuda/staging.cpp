@@ -38,11 +38,7 @@ Tensor pinned(DType dtype, const Shape& shape) {
 
 } // namespace
 
-std::size_t release_staging_buffers() {
-  const std::size_t bytes = pinned_pool().idle_bytes();
-  pinned_pool().release_idle();
-  return bytes;
-}
+std::size_t release_staging_buffers() { return pinned_pool().release_idle(); }
 
 std::size_t staging_bytes_kept() { return pinned_pool().idle_bytes(); }
 

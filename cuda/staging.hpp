@@ -14,7 +14,7 @@ Status stage_to_host(const Tensor& t, Tensor& host);
 Status stage_back(const Tensor& host, const Tensor& dst);
 
 // The GPU layer's teardown: the idle pinned buffers kept for staging are freed (those in use come
-// back later and are kept again). Returns their bytes; kept_bytes() says how many are idle now.
+// back later and are kept again). Returns their bytes; staging_bytes_kept() says how many are idle now.
 std::size_t release_staging_buffers();
 std::size_t staging_bytes_kept();
 

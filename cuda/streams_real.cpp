@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda/cuda_error.hpp"
+#include "cuda/device_scope.hpp"
 #include "cuda/device_worker.hpp"
 #include "cuda/driver_entry.hpp"
 #include "cuda/poll.hpp"
@@ -29,19 +30,6 @@ constexpr PollPace kStartPace{std::chrono::microseconds(2000), std::chrono::micr
 // allocating pinned memory later would wait for the GPU, whose streams may be waiting for words
 // that only the ops behind that allocation would release (it hung so on an H100).
 constexpr std::size_t kWords = 1 << 16;
-
-// Restores the thread's current device (events are made on the stream's device).
-struct DeviceScope {
-  int before = -1;
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&before) != cudaSuccess) before = -1;
-    if (before != device) cudaSetDevice(device);
-  }
-  ~DeviceScope() {
-    int now = -1;
-    if (before >= 0 && cudaGetDevice(&now) == cudaSuccess && now != before) cudaSetDevice(before);
-  }
-};
 
 class CudaStreams final : public StreamCalls {
  public:

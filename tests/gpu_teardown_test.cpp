@@ -51,7 +51,7 @@ TEST(BufferPoolRelease, IdleBuffersGoAtOnceAndThoseInUseComeBackLater) {
   }
   EXPECT_EQ(g_live, 2);
   EXPECT_EQ(pool.idle_bytes(), 4096u);
-  pool.release_idle();
+  EXPECT_EQ(pool.release_idle(), 4096u);
   EXPECT_EQ(g_live, 1);  // the idle one went; the one in use did not
   EXPECT_EQ(pool.idle_bytes(), 0u);
   a.reset();  // it comes back and is kept again

@@ -30,9 +30,9 @@ bool is_wildcard_host(const std::string& host);
 std::string peer_address(int fd);
 // Splits "host:port"; false when malformed.
 bool split_host_port(const std::string& addr, std::string& host, uint16_t& port);
-// Reads or writes exactly n bytes on a blocking socket before the deadline (for handshakes).
 // The timeout for one poll() towards `deadline`: what is left, in ms, at most 1 s a call.
 int poll_ms_until(Clock::time_point deadline);
+// Reads or writes exactly n bytes on a blocking socket before the deadline (for handshakes).
 Status read_exact(int fd, void* p, std::size_t n, Clock::time_point deadline);
 Status write_exact(int fd, const void* p, std::size_t n, Clock::time_point deadline);
 

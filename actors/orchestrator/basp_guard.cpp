@@ -68,9 +68,7 @@ std::string BaspGuard::check(const char* data, std::size_t size) {
 }
 
 void BaspGuard::ended(bool by_guarded) {
-  if (!heard_) return;
-  heard_->by_node.store(by_guarded, std::memory_order_relaxed);
-  heard_->ended.store(LastHeard::Clock::now().time_since_epoch().count(), std::memory_order_release);
+  if (heard_) heard_->ended_now(by_guarded);
 }
 
 // The header is whole: is this a frame the client may send, of a size it may send?

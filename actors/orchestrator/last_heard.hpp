@@ -26,6 +26,11 @@ class LastHeard {
     std::atomic<int64_t> ended{0};  // steady clock, ns; 0 while the connection is open
     std::atomic<bool> by_node{false};  // the node's end closed the connection
     void heard_now() { heard.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+    // `by_node` first: whoever sees `ended` set sees it too.
+    void ended_now(bool by_the_node) {
+      by_node.store(by_the_node, std::memory_order_relaxed);
+      ended.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+    }
   };
   // A fresh entry for a connection of `node` (its id as BASP serializes it; CAF may open more
   // than one).
