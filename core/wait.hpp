@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 
 namespace chorus {
 
@@ -40,6 +41,10 @@ void signal_eventfd(int fd);
 // True on the thread that leads a Poller: the only word with a watcher is its own, and it looks
 // at it after every pump, so it need not signal itself.
 extern thread_local constinit bool tl_leads_poller;  // constinit: no TLS wrapper call (and none for UBSan to trip on)
+
+// A WaitWord raised to its top wakes every waiter for good (what it counted is over: an op
+// stopped, a connection gone); a word that counts progress stops rising there.
+inline constexpr uint32_t kWordTop = std::numeric_limits<uint32_t>::max();
 
 struct alignas(64) WaitWord {
   std::atomic<uint32_t> value{0};

@@ -13,7 +13,6 @@
 #pragma once
 #include <atomic>
 #include <functional>
-#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,9 +25,6 @@
 #include "transport/connection.hpp"
 
 namespace chorus {
-
-// A word raised to its top wakes every waiter for good: the op is over (or its announcement is).
-inline constexpr uint32_t kWordTop = std::numeric_limits<uint32_t>::max();
 
 class GlobalClient;
 

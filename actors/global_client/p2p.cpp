@@ -1,7 +1,6 @@
 #include "actors/global_client/p2p.hpp"
 
 #include <cstring>
-#include <limits>
 
 #include "actors/global_client/global_client.hpp"
 #include "messages/data_codec.hpp"
@@ -9,7 +8,6 @@
 namespace chorus {
 
 namespace {
-constexpr uint32_t kTop = std::numeric_limits<uint32_t>::max();
 
 std::string pair_label(uint32_t src, uint32_t dst, uint64_t tag) {
   return "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
@@ -20,7 +18,7 @@ std::string pair_label(uint32_t src, uint32_t dst, uint64_t tag) {
 
 void P2PMailbox::bump() {
   const uint32_t v = word_.value.load();
-  if (v != kTop) word_.set(v + 1);
+  if (v != kWordTop) word_.set(v + 1);
 }
 
 void P2PMailbox::deliver(const Key& k, Message m) {
@@ -44,7 +42,7 @@ void P2PMailbox::node_lost(const Status& why) {
     std::lock_guard<std::mutex> lk(mu_);
     if (!lost_) lost_ = why;
   }
-  word_.set(kTop);
+  word_.set(kWordTop);
 }
 
 void P2PMailbox::node_left(uint32_t node, const Status& why) {
