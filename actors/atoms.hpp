@@ -14,4 +14,5 @@ using node_lost_atom = caf::atom_constant<caf::atom("nodelost")>;
 using link_lost_atom = caf::atom_constant<caf::atom("linklost")>;
 using link_report_atom = caf::atom_constant<caf::atom("linkreport")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
+using newcomers_atom = caf::atom_constant<caf::atom("newcomers")>;
 } // namespace chorus

@@ -110,6 +110,12 @@ RuntimeImpl::~RuntimeImpl() {
 }
 
 void RuntimeImpl::shutdown() {
+  std::shared_ptr<RuntimeImpl> successor;
+  {
+    std::lock_guard<std::mutex> lk(global_mu);
+    successor = next;
+  }
+  if (successor) successor->shutdown();  // it runs in this one's actor system: first
   std::vector<caf::actor> ours;
   {
     std::lock_guard<std::mutex> lk(actors_mu);
@@ -156,6 +162,23 @@ void RuntimeImpl::shutdown() {
   }
   if (t) (void)t->write();  // the file, outside every lock (it logs a failure)
   if (live_runtimes().fetch_sub(1) == 1) (void)gpu::release_all(Clock::now() + kGpuReleaseTime);
+}
+
+void RuntimeImpl::retire(const Status& why) {
+  close_arena();
+  core->close(why);
+  std::shared_ptr<GlobalClient> g;
+  {
+    std::lock_guard<std::mutex> lk(global_mu);
+    g = global;
+  }
+  if (g) g->close();  // goodbye to the old epoch's nodes; the orchestrator forgot this actor already
+  caf::actor server_now;
+  {
+    std::lock_guard<std::mutex> lk(actors_mu);
+    server_now = caf::actor_cast<caf::actor>(server);
+  }
+  if (server_now) caf::anon_send_exit(server_now, caf::exit_reason::user_shutdown);
 }
 
 bool RuntimeImpl::own(const caf::actor& a) {
@@ -259,7 +282,12 @@ Result<std::shared_ptr<GlobalClient>> RuntimeImpl::join_collective(const Config&
   c.rendezvous_file.clear();
   c.join_timeout = std::max(std::chrono::milliseconds(1),
                             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-  return GlobalClient::start(c, sys);
+  RejoinData j;
+  {
+    std::lock_guard<std::mutex> lk(global_mu);
+    j = rejoin;
+  }
+  return GlobalClient::start(c, sys, j);
 }
 
 void RuntimeImpl::drop_hosted_orchestrator() {

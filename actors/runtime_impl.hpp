@@ -16,6 +16,7 @@
 #include "actors/orchestrator/hosted.hpp"
 #include "actors/local_server/server_core.hpp"
 #include "actors/peer/peer_state.hpp"
+#include "messages/node_codec.hpp"
 
 namespace chorus {
 
@@ -29,8 +30,8 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // Runs in the host app's actor system, which must outlive this runtime's shutdown().
   explicit RuntimeImpl(caf::actor_system& host);
   ~RuntimeImpl();
-  // Stops the actors and closes the server's core: peers still holding handles get an error at
-  // once instead of waiting out their timeout. In the host's system it waits (up to `grace`)
+  // Stops the actors and closes the server's core (a successor's first: see `next`): peers still
+  // holding handles get an error at once instead of waiting out their timeout. In the host's system it waits (up to `grace`)
   // until every actor it spawned there is gone, since the host's ~actor_system waits for them.
   // Then writes the trace, if there is one. Idempotent.
   void shutdown();
@@ -94,6 +95,16 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // rendezvous file), then starts the global client.
   Result<std::shared_ptr<GlobalClient>> join_collective(const Config& config, caf::actor_system& sys);
   void drop_hosted_orchestrator();  // and its rendezvous file; outside every lock
+
+  // Elastic membership (actors/peer/elastic.cpp). After a shrink or a grow the node runs on as a
+  // successor: a runtime of its own in this one's actor system, whose join presents `rejoin`
+  // (the member this node was). The first local peer that asks makes it; this one is then
+  // retired: its ops end with `why`, its connections close, and its actors stop, while its actor
+  // system, recorder, trace and any orchestrator it hosts live on for the successors. Under
+  // global_mu; a successor is shut down before the runtime it follows.
+  std::shared_ptr<RuntimeImpl> next;
+  RejoinData rejoin;
+  void retire(const Status& why);
 
   // Multi-node group ids, unique in the job whatever the leader: the k-th group (k from 0) that
   // the leader (a global rank below `total`) creates gets 1 + leader + k x total, so no two

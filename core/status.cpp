@@ -29,6 +29,7 @@ std::string_view to_string(Errc c) {
     case Errc::unreachable: return "unreachable";
     case Errc::device_mismatch: return "device_mismatch";
     case Errc::device_error: return "device_error";
+    case Errc::revoked: return "revoked";
   }
   return "unknown";
 }

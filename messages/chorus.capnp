@@ -43,6 +43,7 @@ struct Config {
   joinTimeoutMs @11 :UInt64;             # how long the join may take (0: timeoutMs)
   hostOrchestrator @12 :Bool;            # this process hosts the orchestrator
   rendezvousFile @13 :Text;              # rank 0's file naming the orchestrator (one host, no address)
+  elastic @14 :Bool;                     # the job admits newcomers after it starts (Peer::grow)
 }
 
 # Peer -> local server: join the collective.
@@ -76,6 +77,18 @@ struct NodeRegister {
                                # every node then decides alike whether auto runs an op through NCCL
   rank @8 :Int32 = -1;         # the node id its launcher gave it (-1: any; the orchestrator numbers
                                # such nodes in arrival order, around the ranks given)
+  rejoin @9 :Rejoin;           # set: a member's registration for its collective's next epoch
+}
+
+# A member of a running collective registering again, for the membership that follows a shrink or
+# a grow (Peer::shrink, Peer::grow; docs/elastic.md). It names the member it was and proves it with
+# that member's own ticket, so no member can speak for another.
+struct Rejoin {
+  kind @0 :UInt8;              # 0 none, 1 shrink, 2 grow
+  collective @1 :UInt64;       # the collective it is a member of
+  nodeId @2 :UInt32;           # its node id there
+  ticket @3 :UInt64;           # that node's ticket (Topology.ticket)
+  exclude @4 :List(UInt32);    # shrink: node ids left out although alive (ascending)
 }
 
 # One node of the topology, indexed by node id.
@@ -98,6 +111,9 @@ struct Topology {
   nodes @4 :List(NodeInfo);
   token @5 :UInt64;            # random per collective: data-plane connections present it (only
                                # nodes that passed the secret check learn it)
+  epoch @6 :UInt32;            # the membership epoch: 0 at admission, one more per shrink or grow
+  ticket @7 :UInt64;           # random, the receiver's alone: proves it is this node in a Rejoin
+  previous @8 :List(Int32);    # by node id: its id in the epoch before (-1: a newcomer); empty at 0
 }
 
 # Orchestrator -> node: the answer to NodeRegister.

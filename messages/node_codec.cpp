@@ -7,6 +7,15 @@
 
 namespace chorus {
 
+std::string_view to_string(RejoinData::Kind k) {
+  switch (k) {
+    case RejoinData::Kind::none: return "register";
+    case RejoinData::Kind::shrink: return "shrink";
+    case RejoinData::Kind::grow: return "grow";
+  }
+  return "unknown";
+}
+
 Envelope encode_node_register(const NodeRegisterData& r) {
   // The Config codec lives in messages/peer_codec.cpp: borrow it through a RegisterRequest and copy the
   // struct over (Cap'n Proto copies a struct reader into a builder field).
@@ -23,6 +32,15 @@ Envelope encode_node_register(const NodeRegisterData& r) {
   b.setHostKey(r.host_key);
   b.setGpus(r.gpus);
   b.setRank(r.rank);
+  if (r.rejoin.kind != RejoinData::Kind::none) {
+    auto j = b.initRejoin();
+    j.setKind(static_cast<uint8_t>(r.rejoin.kind));
+    j.setCollective(r.rejoin.collective);
+    j.setNodeId(r.rejoin.node_id);
+    j.setTicket(r.rejoin.ticket);
+    auto ex = j.initExclude(static_cast<unsigned>(r.rejoin.exclude.size()));
+    for (unsigned i = 0; i < ex.size(); ++i) ex.set(i, r.rejoin.exclude[i]);
+  }
   return seal(mb);
 }
 
@@ -37,6 +55,20 @@ std::optional<NodeRegisterData> decode_node_register(const Envelope& e, std::str
     d.host_key = m.getHostKey();
     d.gpus = m.getGpus();
     d.rank = m.getRank();
+    if (m.hasRejoin()) {
+      auto j = m.getRejoin();
+      if (j.getKind() > static_cast<uint8_t>(RejoinData::Kind::grow))
+        throw std::runtime_error("unknown rejoin kind " + std::to_string(j.getKind()));
+      d.rejoin.kind = static_cast<RejoinData::Kind>(j.getKind());
+      d.rejoin.collective = j.getCollective();
+      d.rejoin.node_id = j.getNodeId();
+      d.rejoin.ticket = j.getTicket();
+      for (uint32_t id : j.getExclude()) {
+        if (!d.rejoin.exclude.empty() && id <= d.rejoin.exclude.back())
+          throw std::runtime_error("rejoin exclude list not ascending");
+        d.rejoin.exclude.push_back(id);
+      }
+    }
     capnp::MallocMessageBuilder mb;
     auto b = mb.initRoot<wire::RegisterRequest>();
     b.setProtocolVersion(d.protocol_version);
@@ -62,6 +94,10 @@ Envelope encode_node_register_reply(const Status& s, const TopologyData& t) {
     tb.setNumNodes(t.num_nodes);
     tb.setTotalPeers(t.total_peers);
     tb.setToken(t.token);
+    tb.setEpoch(t.epoch);
+    tb.setTicket(t.ticket);
+    auto prev = tb.initPrevious(static_cast<unsigned>(t.previous.size()));
+    for (unsigned i = 0; i < prev.size(); ++i) prev.set(i, t.previous[i]);
     auto nodes = tb.initNodes(static_cast<unsigned>(t.nodes.size()));
     for (std::size_t i = 0; i < t.nodes.size(); ++i) {
       nodes[i].setNumPeers(t.nodes[i].num_peers);
@@ -90,6 +126,11 @@ std::optional<NodeRegisterReplyData> decode_node_register_reply(const Envelope& 
       d.topology.num_nodes = t.getNumNodes();
       d.topology.total_peers = t.getTotalPeers();
       d.topology.token = t.getToken();
+      d.topology.epoch = t.getEpoch();
+      d.topology.ticket = t.getTicket();
+      for (int32_t p : t.getPrevious()) d.topology.previous.push_back(p);
+      if (!d.topology.previous.empty() && d.topology.previous.size() != t.getNumNodes())
+        throw std::runtime_error("inconsistent topology (previous ids)");
       for (auto n : t.getNodes())
         d.topology.nodes.push_back({n.getNumPeers(), n.getPeerOffset(), n.getDataAddress(), n.getHardwareThreads(),
                                     n.getHost(), n.getGpus()});

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <chorus/config.hpp>
@@ -12,6 +13,18 @@
 #include "messages/envelope.hpp"
 
 namespace chorus {
+
+// A member's registration for its collective's next membership epoch (chorus.capnp: Rejoin).
+struct RejoinData {
+  enum class Kind : uint8_t { none = 0, shrink = 1, grow = 2 };
+  Kind kind = Kind::none;
+  uint64_t collective = 0;
+  uint32_t node_id = 0;
+  uint64_t ticket = 0;
+  std::vector<uint32_t> exclude;  // shrink: node ids left out although alive (ascending)
+  bool operator==(const RejoinData&) const = default;
+};
+std::string_view to_string(RejoinData::Kind k);
 
 struct NodeRegisterData {
   uint32_t protocol_version = 0;
@@ -23,6 +36,7 @@ struct NodeRegisterData {
   std::string host_key;  // which host the node is on (transport/host_identity.hpp)
   uint32_t gpus = 0;     // CUDA devices of the node's machine (0: none, or chorus without CUDA)
   int32_t rank = -1;     // the node id its launcher gave it (-1: any)
+  RejoinData rejoin;     // kind none: a first registration
 };
 
 struct NodeEntry {
@@ -42,6 +56,9 @@ struct TopologyData {
   uint32_t total_peers = 0;
   std::vector<NodeEntry> nodes;
   uint64_t token = 0;  // data-plane connections present it (see DataHello)
+  uint32_t epoch = 0;  // membership epoch: 0 at admission, one more per shrink or grow
+  uint64_t ticket = 0; // the receiver's own, for its Rejoin
+  std::vector<int32_t> previous;  // by node id: its id in the epoch before (-1: newcomer); empty at 0
   bool operator==(const TopologyData&) const = default;
 };
 

@@ -59,6 +59,7 @@ void put_config(wire::Config::Builder b, const Config& c) {
   b.setJoinTimeoutMs(non_negative(c.join_timeout.count()));
   b.setHostOrchestrator(c.host_orchestrator);
   b.setRendezvousFile(c.rendezvous_file);
+  b.setElastic(c.elastic);
 }
 
 Config get_config(wire::Config::Reader r) {
@@ -77,6 +78,7 @@ Config get_config(wire::Config::Reader r) {
   c.join_timeout = std::chrono::milliseconds(bounded<int64_t>(r.getJoinTimeoutMs(), 1ull << 40, "join_timeout_ms"));
   c.host_orchestrator = r.getHostOrchestrator();
   c.rendezvous_file = r.getRendezvousFile();
+  c.elastic = r.getElastic();
   return c;
 }
 

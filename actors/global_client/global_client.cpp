@@ -17,7 +17,8 @@ namespace {
 constexpr auto kGrace = std::chrono::seconds(5);
 } // namespace
 
-Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, caf::actor_system& sys) {
+Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, caf::actor_system& sys,
+                                                         const RejoinData& rejoin) {
   std::shared_ptr<GlobalClient> c(new GlobalClient);
   c->config_ = config;
   // The join (the orchestrator reached, every node in, the data connections made) has a limit of
@@ -41,6 +42,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   gpu::NcclCalls* nccl = gpu::nccl_calls();
   reg.gpus = nccl ? static_cast<uint32_t>(std::max(0, nccl->device_count())) : 0u;
   reg.rank = config.rank;
+  reg.rejoin = rejoin;
   c->p2p_ = std::make_unique<P2PMailbox>();  // before joining: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
   auto on_lost = [weak](uint32_t node, const std::string& why) {
@@ -52,6 +54,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   auto joined = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, on_link, c->orchestrator_);
   if (!joined.is_ok()) return joined;
   c->report_link_ = c->orchestrator_.session->link_reporter();
+  c->notices_ = c->orchestrator_.session;
   c->topo_ = c->orchestrator_.session->topology();
   if (config.rank >= 0 && c->topo_.node_id != static_cast<uint32_t>(config.rank)) {
     c->close();
@@ -86,6 +89,14 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
                  std::to_string(c->topo_.nodes[c->topo_.node_id].peer_offset) + ")");
   }
   return c;
+}
+
+uint32_t GlobalClient::newcomers() const {
+  return notices_ ? notices_->newcomers() : 0;
+}
+
+bool GlobalClient::wait_newcomers(uint32_t n, Clock::time_point deadline) const {
+  return notices_ && notices_->wait_newcomers(n, deadline);
 }
 
 GlobalClient::~GlobalClient() {

@@ -48,12 +48,18 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // config.node_address ("host" or "host:port"; port 0 or none picks a free one), and connects to
   // every other node. Everything within config.timeout. Its control side (the node actor) runs in
   // `sys`, the runtime's actor system, which must be configured for remoting and outlive it.
-  static Result<std::shared_ptr<GlobalClient>> start(const Config& config, caf::actor_system& sys);
+  // `rejoin`: this node is a member of a running collective joining its next epoch (shrink, grow).
+  static Result<std::shared_ptr<GlobalClient>> start(const Config& config, caf::actor_system& sys,
+                                                     const RejoinData& rejoin = {});
   ~GlobalClient() override;
   // Says goodbye to every node and leaves the orchestrator. Idempotent.
   void close();
 
   const TopologyData& topology() const { return topo_; }
+  const Config& config() const { return config_; }  // as it joined (the orchestrator's address found)
+  // An elastic job's newcomers waiting for a grow (NodeSession::newcomers); 0 once closed.
+  uint32_t newcomers() const;  // 0 before the join
+  bool wait_newcomers(uint32_t n, Clock::time_point deadline) const;
   uint32_t node_id() const { return topo_.node_id; }
   uint32_t offset() const { return topo_.nodes[topo_.node_id].peer_offset; }
   uint32_t total_peers() const { return topo_.total_peers; }
@@ -159,6 +165,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   GlobalClient() = default;
   std::shared_ptr<NetOp> op_for(uint32_t group, uint64_t seq, bool create);
 
+  // The session as joined, kept for reading its notices when close() has let go of it (fixed
+  // once start() returns).
+  std::shared_ptr<const NodeSession> notices_;
   Config config_;
   OrchestratorLink orchestrator_;
   std::function<void(const LinkLostData&)> report_link_;  // to the orchestrator; set before any data flows

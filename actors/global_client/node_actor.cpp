@@ -133,6 +133,10 @@ node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator
         garbled_notice(*st, *events, "LinkLost", where, error);
       },
       [self, orch](link_report_atom, Envelope& report) { self->send(orch, link_lost_atom::value, std::move(report)); },
+      [events](newcomers_atom, uint64_t, uint32_t waiting) {
+        events->newcomers.store(waiting);
+        events->newcomer_notices.set(events->newcomer_notices.value.load() + 1);
+      },
   };
 }
 

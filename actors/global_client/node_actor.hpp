@@ -15,9 +15,12 @@
 //   orch -> node     (link_lost_atom, LinkLost)     another member's connection broke
 //                                                   (NodeEvents::add_link; garbled: as above)
 //   orch -> node     request (status_atom, {})      => NodeStatus (NodeEvents::status)
+//   orch -> node     (newcomers_atom, collective, n) an elastic job's newcomers waiting for a grow
+//                                                   (two integers: nothing to decode)
 #pragma once
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -26,6 +29,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/orchestrator/orchestrator.hpp"
+#include "core/wait.hpp"
 #include "messages/envelope.hpp"
 #include "messages/link_codec.hpp"
 #include "messages/node_codec.hpp"
@@ -62,6 +66,10 @@ struct NodeEvents {
   void set_status_source(std::function<Envelope()> source);
   // The source's answer (a NodeStatus), or one saying the node is not running ops yet.
   Envelope status() const;
+  // An elastic job's newcomers waiting for a grow, as the orchestrator last told (it tells every
+  // member when one comes or goes, and after each grow), and a word that rises with each notice.
+  std::atomic<uint32_t> newcomers{0};
+  WaitWord newcomer_notices;
 
  private:
   mutable std::mutex mu_;

@@ -97,4 +97,13 @@ std::function<void(const LinkLostData&)> NodeSession::link_reporter() const {
 
 NodeSession::~NodeSession() { leave(); }
 
+bool NodeSession::wait_newcomers(uint32_t n, Clock::time_point deadline) const {
+  for (;;) {
+    const uint32_t seen = events_->newcomer_notices.value.load();
+    if (events_->newcomers.load() >= n) return true;
+    if (Clock::now() >= deadline) return false;
+    events_->newcomer_notices.sleep(seen, deadline);
+  }
+}
+
 } // namespace chorus

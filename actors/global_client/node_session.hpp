@@ -49,6 +49,10 @@ class NodeSession {
   // Tells the orchestrator that this node's data connection broke, through the node actor: from
   // any thread, never blocking, and harmless once the session has left (the report goes nowhere).
   std::function<void(const LinkLostData&)> link_reporter() const;
+  // An elastic job's newcomers waiting for a grow (NodeEvents::newcomers); waits until there are
+  // at least `n`, or `deadline` (false).
+  uint32_t newcomers() const { return events_->newcomers.load(); }
+  bool wait_newcomers(uint32_t n, Clock::time_point deadline) const;
   // What the node actor answers the orchestrator's status requests with (NodeEvents).
   void set_status_source(std::function<Envelope()> source) { events_->set_status_source(std::move(source)); }
 

@@ -71,6 +71,10 @@ void apply(orchestrator_actor::pointer self, ShellState& st, OrchestratorCore::E
     auto it = st.nodes.find(n.to);
     if (it != st.nodes.end()) self->send(it->second.handle, link_lost_atom::value, encode_link_lost(n.link));
   }
+  for (auto& n : fx.newcomer_notices) {
+    auto it = st.nodes.find(n.to);
+    if (it != st.nodes.end()) self->send(it->second.handle, newcomers_atom::value, n.collective, n.waiting);
+  }
   if (!fx.link_notices.empty())
     CHORUS_LOG(info, orch, (LogWhere{fx.link_notices[0].link.reporter}),
                "telling the others: " + link_lost_message(fx.link_notices[0].link));

@@ -41,6 +41,7 @@ using orchestrator_actor = caf::typed_actor<
 // offer more, see actors/global_client/).
 using node_notice_actor = caf::typed_actor<caf::reacts_to<node_lost_atom, Envelope>,
                                            caf::reacts_to<link_lost_atom, Envelope>,
+                                           caf::reacts_to<newcomers_atom, uint64_t, uint32_t>,
                                            caf::replies_to<status_atom, Envelope>::with<Envelope>>;
 
 // How long the orchestrator waits for each node's answer to a status request: a node that is

@@ -80,6 +80,8 @@ bool ends_the_admission(Errc refused) { return refused != Errc::register_twice &
 } // namespace
 
 OrchestratorCore::Effects OrchestratorCore::on_register(NodeKey who, const NodeRegisterData& r) {
+  if (r.rejoin.kind != RejoinData::Kind::none) return on_rejoin(who, r);
+  if (complete_ && config_ && config_->elastic && r.protocol_version == protocol_version()) return on_newcomer(who, r);
   Effects fx;
   if (auto s = check(who, r); !s) {
     if (!complete_ && !members_.empty() && ends_the_admission(s.code())) {
@@ -129,9 +131,16 @@ void OrchestratorCore::finish_admission(Effects& fx) {
     taken[next] = true;
   }
   members_ = std::move(by_id);
+  send_topology(fx, {});
+}
+
+void OrchestratorCore::send_topology(Effects& fx, const std::vector<int32_t>& previous) {
+  auto draw = [this] { return opts_.token_source ? opts_.token_source() : 0; };
   TopologyData t;
   t.collective = collective_;
-  t.token = opts_.token_source ? opts_.token_source() : 0;
+  t.token = draw();
+  t.epoch = epoch_;
+  t.previous = previous;
   t.num_nodes = static_cast<uint32_t>(members_.size());
   // Hosts are numbered in the order of their first node; an empty key (an older node, or one that
   // could not tell) is a host of its own.
@@ -145,11 +154,20 @@ void OrchestratorCore::finish_admission(Effects& fx) {
   }
   for (std::size_t i = 0; i < members_.size(); ++i) {
     t.node_id = static_cast<uint32_t>(i);
+    t.ticket = members_[i].ticket = draw();
     fx.replies.push_back({members_[i].key, Status::ok(), t});
   }
 }
 
 void OrchestratorCore::reset(Effects& fx) {
+  // Their job is gone: neither a rejoin nor a newcomer can be answered a topology now.
+  const Status ended(Errc::node_lost, "collective " + std::to_string(collective_) + " ended: every member left");
+  end_round(fx, ended);
+  for (const auto& m : newcomers_) {
+    fx.replies.push_back({m.key, ended, {}});
+    fx.forget.push_back(m.key);
+  }
+  newcomers_.clear();
   for (const auto& m : members_)
     if (!m.left) fx.forget.push_back(m.key);
   members_.clear();
@@ -158,6 +176,8 @@ void OrchestratorCore::reset(Effects& fx) {
   config_.reset();
   complete_ = false;
   admission_timer_ = 0;
+  epoch_ = 0;
+  past_.reset();
   ++collective_;
 }
 
@@ -169,6 +189,7 @@ void OrchestratorCore::maybe_next_collective(Effects& fx) {
 
 OrchestratorCore::Effects OrchestratorCore::on_leave(NodeKey who) {
   Effects fx;
+  if (drop_waiting(fx, who, Status(Errc::finished, "the node left before its topology came"))) return fx;
   int i = index_of(who);
   if (i < 0 || members_[i].left) return fx;
   if (!complete_) {
@@ -182,11 +203,13 @@ OrchestratorCore::Effects OrchestratorCore::on_leave(NodeKey who) {
   members_[i].left = true;
   fx.forget.push_back(who);
   maybe_next_collective(fx);
+  if (round_) maybe_finish_round(fx);
   return fx;
 }
 
 OrchestratorCore::Effects OrchestratorCore::on_down(NodeKey who, const std::string& reason) {
   Effects fx;
+  if (drop_waiting(fx, who, std::nullopt)) return fx;
   int i = index_of(who);
   if (i < 0 || members_[i].left) return fx;
   if (!complete_) {
@@ -203,6 +226,7 @@ OrchestratorCore::Effects OrchestratorCore::on_down(NodeKey who, const std::stri
   for (const auto& m : members_)
     if (!m.left) fx.notices.push_back({m.key, lost});
   maybe_next_collective(fx);
+  if (round_) maybe_finish_round(fx);  // it may have waited for this node alone
   return fx;
 }
 
@@ -230,6 +254,16 @@ OrchestratorCore::Effects OrchestratorCore::on_link_lost(NodeKey who, const Link
 
 OrchestratorCore::Effects OrchestratorCore::on_timeout(uint64_t timer) {
   Effects fx;
+  if (round_ && timer == round_->timer) {
+    std::string missing;
+    for (std::size_t k = 0; k < members_.size(); ++k)
+      if (!members_[k].left && !excluded(static_cast<uint32_t>(k)) && !round_->rejoined.count(static_cast<uint32_t>(k)))
+        missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    end_round(fx, Status(Errc::timeout, "the " + std::string(to_string(round_->kind)) + " of collective " +
+                                            std::to_string(collective_) + ": node(s) " + missing + " did not call it within " +
+                                            std::to_string(opts_.timeout.count()) + " ms"));
+    return fx;
+  }
   if (timer == 0 || timer != admission_timer_ || complete_) return fx;  // stale tick
   Status why(Errc::timeout, "collective " + std::to_string(collective_) + ": only " +
                                 std::to_string(members_.size()) + " of " + std::to_string(opts_.expected_nodes) +

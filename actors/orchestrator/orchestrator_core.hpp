@@ -17,6 +17,14 @@
 //   node -> orch  (link_lost_atom, LinkLost)             its data connection to another member broke
 //   orch -> node  (link_lost_atom, LinkLost)             the collective's first broken connection
 //   anyone -> orch request (get_atom) => (uint64 collective, uint64 registered, bool complete)
+//
+// Membership epochs (orchestrator_epochs.cpp; docs/elastic.md): a member of the complete
+// collective registers again, with NodeRegister.rejoin naming the member it was and proving it
+// with its ticket, to shrink (leave out the lost and the excluded) or grow (take in the newcomers
+// of an elastic job, who registered after it started and wait). Once every member still alive and
+// not excluded has done so, the next epoch forms: a new collective number and token, the members
+// in their old order (newcomers after), and each gets its topology as the answer. A member lost
+// meanwhile is left out; the round gives up after the admission timeout, naming who did not come.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -57,11 +65,17 @@ class OrchestratorCore {
     NodeKey to;
     LinkLostData link;
   };
+  struct NewcomerNotice {  // an elastic job's newcomers waiting for a grow: `waiting` of them
+    NodeKey to;
+    uint64_t collective;
+    uint32_t waiting;
+  };
   // What the host must do after an event.
   struct Effects {
     std::vector<Reply> replies;
     std::vector<Notice> notices;
     std::vector<LinkNotice> link_notices;
+    std::vector<NewcomerNotice> newcomer_notices;
     std::string ignored;           // why a message changed nothing (for the log), or ""
 
     std::vector<NodeKey> watch;    // start monitoring these nodes
@@ -71,6 +85,7 @@ class OrchestratorCore {
 
   explicit OrchestratorCore(Options o);
 
+  // A registration: a first one (admission, or a newcomer of a running elastic job) or a rejoin.
   Effects on_register(NodeKey who, const NodeRegisterData& r);
   // A register message that could not be decoded: answered "garbled registration" and nothing
   // more (the decoder's text, with Cap'n Proto's stack, is for the orchestrator's log only).
@@ -97,6 +112,10 @@ class OrchestratorCore {
   // Once complete: every member by node id, joined, left or lost (with why); empty before.
   std::vector<JobMemberData> membership() const;
   const Options& options() const { return opts_; }
+  uint32_t epoch() const { return epoch_; }  // of the running collective (0 at admission)
+  // Shrink or grow under way: the members (node ids) that sent their rejoin; none: empty.
+  std::vector<uint32_t> rejoined() const;
+  std::size_t newcomers() const { return newcomers_.size(); }  // waiting for a grow
 
  private:
   struct Member {
@@ -109,7 +128,34 @@ class OrchestratorCore {
     int32_t rank = -1;  // the node id its launcher gave it (-1: any)
     bool left = false;  // no longer a member: said goodbye, or lost (below)
     std::optional<std::string> lost;  // why, when it did not say goodbye
+    uint64_t ticket = 0;  // its alone (TopologyData::ticket): a rejoin presents it
   };
+  // A shrink or grow under way: the rejoins so far, by the node id they had.
+  struct Round {
+    RejoinData::Kind kind = RejoinData::Kind::none;
+    std::vector<uint32_t> exclude;
+    std::map<uint32_t, Member> rejoined;
+    uint64_t timer = 0;
+  };
+  // The epoch before the running one: what a member that came too late is told.
+  struct Past {
+    uint64_t collective = 0;
+    std::map<uint32_t, Status> dropped;  // node id -> why it is not in the next epoch
+  };
+  Effects on_rejoin(NodeKey who, const NodeRegisterData& r);
+  Effects on_newcomer(NodeKey who, const NodeRegisterData& r);
+  Status check_rejoin(NodeKey who, const NodeRegisterData& r) const;
+  void maybe_finish_round(Effects& fx);
+  void end_round(Effects& fx, const Status& why);
+  // Topology replies to every member (by node id), `previous` their ids in the epoch before.
+  void send_topology(Effects& fx, const std::vector<int32_t>& previous);
+  bool excluded(uint32_t id) const;
+  int rejoiner_of(NodeKey who) const;  // the old node id whose rejoin `who` sent, or -1
+  int newcomer_of(NodeKey who) const;
+  void tell_newcomers(Effects& fx) const;  // to every member still in
+  // `who` is a rejoin or a newcomer waiting for its topology: drops it (answering `why`, where
+  // given and it is still waiting) and returns true.
+  bool drop_waiting(Effects& fx, NodeKey who, const std::optional<Status>& why);
   Status check(NodeKey who, const NodeRegisterData& r) const;
   void finish_admission(Effects& fx);
   void maybe_next_collective(Effects& fx);
@@ -125,6 +171,10 @@ class OrchestratorCore {
   std::optional<LinkLostData> link_lost_;
   uint64_t next_timer_ = 1;
   uint64_t admission_timer_ = 0;       // the live admission timer (0: none)
+  uint32_t epoch_ = 0;
+  std::optional<Round> round_;
+  std::vector<Member> newcomers_;      // an elastic job's, in arrival order, waiting for a grow
+  std::optional<Past> past_;
 };
 
 // The config fields every node must agree on: per-node fields are blanked.

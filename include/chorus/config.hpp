@@ -73,6 +73,9 @@ struct Config {
   // writes it (with a secret it draws, when none is given) to this file of a directory only this
   // user may enter; the other ranks read it. orchestrator_address stays empty.
   std::string rendezvous_file;
+  // Elastic membership (docs/elastic.md): the job admits newcomers after it starts, which the
+  // members then take in with Peer::grow. Every node must agree. Shrink needs no such setting.
+  bool elastic = false;
 
   // A config from the environment a launcher sets: chorus-run's CHORUS_*, torchrun's, Slurm's or
   // Open MPI's (docs/launching.md lists each variable and which wins). Without a launcher: one

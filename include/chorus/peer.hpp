@@ -108,6 +108,24 @@ class Peer {
   Result<Peer> inter_node();
   uint32_t node() const;  // this peer's node id (0 in one process)
 
+  // Elastic membership (docs/elastic.md), multi-node collectives, on the world handle.
+  // Collective over the world's members still alive after a loss (node_lost): returns the world
+  // of the survivors, ranked in their old order, usable at once; this handle's ops then fail with
+  // Errc::revoked. `exclude`: ranks still alive to leave out too (with their node: a node's peers
+  // go together). A member lost during the shrink is left out of it. Every caller passes the same
+  // list; a member excluded gets Errc::revoked if it calls.
+  Result<Peer> shrink(std::vector<uint32_t> exclude = {});
+  // Collective over the world's members: returns the world grown by the nodes that registered
+  // since it started and wait (a job with Config::elastic; none: the same members, in a new
+  // epoch). Members keep their ranks; newcomers come after, and their register_peer returns
+  // their Peer in the grown world.
+  Result<Peer> grow();
+  uint32_t epoch() const;  // the membership epoch: 0 as admitted, one more per shrink or grow
+  // Newcomers waiting for a grow (an elastic job's), as the orchestrator last told this node; it
+  // tells every member when one registers or goes. Each member may see the change at its own
+  // moment: agree on when to grow (for example, all-reduce it with max) before calling grow().
+  uint32_t newcomers() const;
+
   // Object collectives: payloads of different lengths per peer.
   // Every peer gets every peer's bytes, in rank order.
   Result<std::vector<std::string>> all_gather_object(const std::string& mine);

@@ -33,8 +33,9 @@ enum class Errc : uint16_t {
   unreachable,         // the orchestrator or another node could not be reached in time
   device_mismatch,     // peers of one op pass tensors on different kinds of device (host vs GPU)
   device_error,        // a CUDA or NCCL failure, or no such GPU (the message carries CUDA's text)
+  revoked,             // the communicator was revoked or shrunk past (Peer::revoke, Peer::shrink)
 };
-inline constexpr Errc last_errc = Errc::device_error;
+inline constexpr Errc last_errc = Errc::revoked;
 
 std::string_view to_string(Errc c);
 

@@ -1,0 +1,178 @@
+// Elastic membership end to end, with nodes as Runtimes of this process joined through the
+// orchestrator daemon (one peer each; node ids by the order of joining, so tests go by rank):
+//  * a node leaves; the others shrink and all-reduce among themselves, with values checked, and
+//    their old handles fail with revoked;
+//  * a shrink that excludes a live node: the excluded node is told so when it calls;
+//  * the grow of an elastic job by a newcomer: every member and the newcomer get a world of
+//    three, ranks kept, and all-reduce in it; a newcomer with another config is refused alone.
+// The orchestrator's rules alone: orchestrator_epochs_cases.cpp. A SIGKILLed node process:
+// multi_node_test.cpp (Shrink...).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <chorus/runtime.hpp>
+#include "actors/global_client/global_client.hpp"
+#include "actors/runtime_impl.hpp"
+#include "status_matchers.hpp"
+#include "testkit/process.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Job {
+  explicit Job(uint32_t n, bool elastic = false)
+      : orch(testkit::start_orchestrator({"--port", "0", "--nodes", std::to_string(n), "--heartbeat-ms", "500"})),
+        daemon{orch.pid}, elastic(elastic) {
+    nodes.resize(n);
+    for (auto& r : nodes) r = std::make_unique<Runtime>();
+  }
+  Config config(uint32_t n) const {
+    Config c;
+    c.num_devices = 1;
+    c.num_nodes = n;
+    c.orchestrator_address = "127.0.0.1:" + std::to_string(orch.port);
+    c.node_address = "127.0.0.1";
+    c.timeout = 20s;
+    c.elastic = elastic;
+    return c;
+  }
+  // Registers every node at once; peers[i] is runtime i's peer (any rank).
+  ::testing::AssertionResult join() {
+    if (orch.pid <= 0) return ::testing::AssertionFailure() << orch.error;
+    peers.assign(nodes.size(), Status(Errc::internal, "not registered"));
+    std::vector<std::thread> t;
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      t.emplace_back([&, i] { peers[i] = nodes[i]->register_peer(0, config(static_cast<uint32_t>(nodes.size()))); });
+    for (auto& th : t) th.join();
+    for (auto& p : peers)
+      if (!p) return ::testing::AssertionFailure() << p.status().to_string();
+    return ::testing::AssertionSuccess();
+  }
+  // The runtime whose peer has world rank r.
+  std::size_t of_rank(uint32_t r) const {
+    for (std::size_t i = 0; i < peers.size(); ++i)
+      if (peers[i] && peers[i].value().rank() == r) return i;
+    return peers.size();
+  }
+  testkit::Orchestrator orch;
+  testkit::ChildGuard daemon;
+  bool elastic;
+  std::vector<std::unique_ptr<Runtime>> nodes;
+  std::vector<Result<Peer>> peers;
+};
+
+// Each of `world` all-reduces {rank + 1, 10 * (rank + 1)} at once; every one must get the sums.
+void expect_all_reduce(std::vector<Peer*> world) {
+  const auto n = static_cast<float>(world.size());
+  std::vector<Status> got(world.size());
+  std::vector<Tensor> t(world.size());
+  std::vector<std::thread> th;
+  for (std::size_t i = 0; i < world.size(); ++i) {
+    const auto v = static_cast<float>(world[i]->rank() + 1);
+    t[i] = Tensor::from(std::vector<float>{v, 10 * v});
+    th.emplace_back([&, i] { got[i] = world[i]->all_reduce(t[i], ReduceOp::sum); });
+  }
+  for (auto& x : th) x.join();
+  const float sum = n * (n + 1) / 2;
+  for (std::size_t i = 0; i < world.size(); ++i) {
+    ASSERT_TRUE(got[i].is_ok()) << got[i].to_string();
+    EXPECT_EQ(t[i].data_as<float>()[0], sum) << "rank " << world[i]->rank();
+    EXPECT_EQ(t[i].data_as<float>()[1], 10 * sum) << "rank " << world[i]->rank();
+  }
+}
+
+// Runs shrink (or grow) on every peer of `callers` at once.
+std::vector<Result<Peer>> all_at_once(const std::vector<Peer*>& callers, bool grow, std::vector<uint32_t> exclude = {}) {
+  std::vector<Result<Peer>> out(callers.size(), Status(Errc::internal, "not called"));
+  std::vector<std::thread> th;
+  for (std::size_t i = 0; i < callers.size(); ++i)
+    th.emplace_back([&, i] { out[i] = grow ? callers[i]->grow() : callers[i]->shrink(exclude); });
+  for (auto& x : th) x.join();
+  return out;
+}
+
+TEST(Elastic, SurvivorsShrinkAfterANodeLeavesAndGoOn) {
+  Job job(3);
+  ASSERT_TRUE(job.join());
+  const std::size_t gone = job.of_rank(1), a = job.of_rank(0), b = job.of_rank(2);
+  job.nodes[gone].reset();  // says goodbye: its rank is no member any more
+  auto next = all_at_once({&*job.peers[a], &*job.peers[b]}, false);
+  ASSERT_TRUE(next[0].is_ok()) << next[0].status().to_string();
+  ASSERT_TRUE(next[1].is_ok()) << next[1].status().to_string();
+  // The survivors in their old order: old rank 0 is rank 0, old rank 2 is rank 1.
+  EXPECT_EQ(next[0]->rank(), 0u);
+  EXPECT_EQ(next[1]->rank(), 1u);
+  EXPECT_EQ(next[0]->size(), 2u);
+  EXPECT_EQ(next[0]->epoch(), 1u);
+  EXPECT_EQ(job.peers[a]->epoch(), 0u);
+  expect_all_reduce({&*next[0], &*next[1]});
+  // The old world is revoked.
+  Tensor x = Tensor::from(std::vector<float>{1});
+  EXPECT_TRUE(has(job.peers[a]->all_reduce(x, ReduceOp::sum), Errc::revoked, {"next epoch by a shrink"}));
+  // A second shrink, of the shrunk world, after the next loss: one node alone goes on.
+  job.nodes[b].reset();
+  auto last = next[0]->shrink();
+  ASSERT_TRUE(last.is_ok()) << last.status().to_string();
+  EXPECT_EQ(last->size(), 1u);
+  EXPECT_EQ(last->epoch(), 2u);
+  expect_all_reduce({&*last});
+}
+
+TEST(Elastic, AShrinkMayExcludeALiveNodeWhichIsToldSo) {
+  Job job(3);
+  ASSERT_TRUE(job.join());
+  const std::size_t a = job.of_rank(0), b = job.of_rank(1), out = job.of_rank(2);
+  // A rank of the caller's own node cannot be excluded; a rank out of the world neither.
+  EXPECT_TRUE(has(job.peers[a]->shrink({0}).status(), Errc::invalid_argument, {"a peer of the caller's own node"}));
+  EXPECT_TRUE(has(job.peers[a]->shrink({7}).status(), Errc::invalid_argument, {"rank 7 is not one of the world's 3"}));
+  auto next = all_at_once({&*job.peers[a], &*job.peers[b]}, false, {2});
+  ASSERT_TRUE(next[0].is_ok()) << next[0].status().to_string();
+  ASSERT_TRUE(next[1].is_ok()) << next[1].status().to_string();
+  EXPECT_EQ(next[0]->size(), 2u);
+  expect_all_reduce({&*next[0], &*next[1]});
+  auto told = job.peers[out]->shrink();
+  EXPECT_TRUE(has(told.status(), Errc::revoked, {"the shrink of collective", "this node was excluded by the shrink"}));
+}
+
+TEST(Elastic, GrowTakesInANewcomerAndRefusesAStrangerAlone) {
+  Job job(2, true);
+  ASSERT_TRUE(job.join());
+  // A newcomer with another config is refused at once, and the job goes on.
+  Runtime stranger;
+  Config wrong = job.config(2);
+  wrong.auto_tree_arity = 5;
+  auto refused = stranger.register_peer(0, wrong);
+  EXPECT_TRUE(has(refused.status(), Errc::config_mismatch, {"newcomer", "auto_tree_arity"}));
+  // The newcomer registers and waits for the members' grow.
+  Runtime newcomer;
+  Result<Peer> joined = Status(Errc::internal, "not registered");
+  std::thread waits([&] { joined = newcomer.register_peer(0, job.config(2)); });
+  const std::size_t a = job.of_rank(0), b = job.of_rank(1);
+  // Every member is told of the newcomer (and the refused one was never one).
+  for (std::size_t i : {a, b})
+    ASSERT_TRUE(RuntimeAccess::impl(*job.nodes[i]).global->wait_newcomers(1, Clock::now() + 10s))
+        << "member " << i << " was never told of the newcomer";
+  EXPECT_EQ(job.peers[a]->newcomers(), 1u);
+  auto grown = all_at_once({&*job.peers[a], &*job.peers[b]}, true);
+  ASSERT_TRUE(grown[0].is_ok()) << grown[0].status().to_string();
+  ASSERT_TRUE(grown[1].is_ok()) << grown[1].status().to_string();
+  waits.join();
+  ASSERT_TRUE(joined.is_ok()) << joined.status().to_string();
+  ASSERT_EQ(grown[0]->size(), 3u);
+  EXPECT_EQ(grown[0]->rank(), 0u);
+  EXPECT_EQ(grown[1]->rank(), 1u);
+  EXPECT_EQ(joined->rank(), 2u);
+  EXPECT_EQ(joined->size(), 3u);
+  EXPECT_EQ(joined->epoch(), grown[0]->epoch());
+  expect_all_reduce({&*grown[0], &*grown[1], &*joined});
+  EXPECT_EQ(grown[0]->newcomers(), 0u);
+}
+
+} // namespace
+} // namespace chorus
