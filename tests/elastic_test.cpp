@@ -5,8 +5,9 @@
 //  * a shrink that excludes a live node: the excluded node is told so when it calls;
 //  * the grow of an elastic job by a newcomer: every member and the newcomer get a world of
 //    three, ranks kept, and all-reduce in it; a newcomer with another config is refused alone.
-// The orchestrator's rules alone: orchestrator_epochs_cases.cpp. A SIGKILLed node process:
-// multi_node_test.cpp (Shrink...).
+//  * node processes (chorus-test-node), one SIGKILLed mid-op, first, middle or last by rank, with
+//    one and two peers per node: the survivors shrink and run checked all-reduces.
+// The orchestrator's rules alone: orchestrator_epochs_cases.cpp.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -17,6 +18,7 @@
 #include <chorus/runtime.hpp>
 #include "actors/global_client/global_client.hpp"
 #include "actors/runtime_impl.hpp"
+#include "multi_node_fixture.hpp"
 #include "status_matchers.hpp"
 #include "testkit/process.hpp"
 
@@ -172,6 +174,57 @@ TEST(Elastic, GrowTakesInANewcomerAndRefusesAStrangerAlone) {
   EXPECT_EQ(joined->epoch(), grown[0]->epoch());
   expect_all_reduce({&*grown[0], &*grown[1], &*joined});
   EXPECT_EQ(grown[0]->newcomers(), 0u);
+}
+
+// The node processes' tests (MultiNode* is left to the ASan run, as the other suites of processes).
+class MultiNodeElastic : public multi_node::MultiNode {
+ protected:
+  // 3 node processes of `peers` peers; the peer of rank `victim` kills its process in op 5.
+  void kill_and_shrink(uint32_t peers, uint32_t victim) {
+    auto nodes = run_nodes({{}, {}, {}}, {"--peers", std::to_string(peers), "--scenario", "shrink-after-kill", "--victim",
+                                          std::to_string(victim), "--at-op", "5", "--ops", "20", "--elements", "1000",
+                                          "--timeout-ms", "10000"});
+    const uint32_t total = 3 * peers, first = victim / peers * peers;  // the victim node's ranks
+    auto lines = multi_node::peer_lines(nodes);
+    std::map<uint32_t, uint32_t> new_rank;  // old rank -> new
+    for (const auto& n : nodes) {
+      std::istringstream in(n.output);
+      std::string line;
+      while (std::getline(in, line)) {
+        std::istringstream l(line);
+        std::string tag, kind;
+        uint32_t old_rank = 0, rank = 0, size = 0, epoch = 0;
+        double ms = 0;
+        if (!(l >> tag >> old_rank >> kind >> rank >> size >> epoch >> ms) || kind != "SHRUNK") continue;
+        new_rank[old_rank] = rank;
+        EXPECT_EQ(size, total - peers) << line;
+        EXPECT_EQ(epoch, 1u) << line;
+        EXPECT_LT(ms, 5000) << line;
+      }
+    }
+    uint32_t next = 0;
+    for (uint32_t r = 0; r < total; ++r) {
+      if (r >= first && r < first + peers) continue;
+      auto it = lines.find(std::to_string(r));
+      ASSERT_NE(it, lines.end()) << "rank " << r << " said nothing\n" << dump(nodes);
+      EXPECT_TRUE(it->second.ok) << "rank " << r << ": " << it->second.code << " " << it->second.message;
+      EXPECT_EQ(it->second.ops, 20) << "rank " << r;
+      EXPECT_EQ(new_rank[r], next++) << "the survivors keep their order\n" << dump(nodes);
+    }
+  }
+};
+
+TEST_F(MultiNodeElastic, SurvivorsShrinkAfterTheKillOfTheFirstMiddleOrLastRank) {
+  start_orchestrator(3);
+  for (uint32_t victim : {0u, 1u, 2u}) {
+    SCOPED_TRACE("victim rank " + std::to_string(victim));
+    kill_and_shrink(1, victim);
+  }
+}
+
+TEST_F(MultiNodeElastic, NodesOfTwoPeersShrinkTogether) {
+  start_orchestrator(3);
+  kill_and_shrink(2, 3);  // node 1 (ranks 2 and 3) is killed
 }
 
 } // namespace

@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
   cfg.with_global_strategy(*choice);
   Scenario scenario = op_scenario(a.scenario);
   if (!scenario) scenario = fault_scenario(a.scenario);
+  if (!scenario) scenario = elastic_scenario(a.scenario);
   chorus::testing::EventCount entered;  // before rt: its local server raises it until rt is gone
   Runtime rt;
   chorus::testing::count_server_entries(rt, entered);

@@ -74,5 +74,6 @@ using Scenario = int (*)(Peer& p, const NodeContext& node);
 // The scenario of each family called `name`, or null.
 Scenario op_scenario(const std::string& name);
 Scenario fault_scenario(const std::string& name);
+Scenario elastic_scenario(const std::string& name);  // multi_node_peer_elastic.cpp
 
 } // namespace chorus::test_node

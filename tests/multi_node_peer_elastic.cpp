@@ -1,0 +1,57 @@
+// chorus-test-node's elastic scenarios (docs/elastic.md): a node killed mid-op, after which the
+// survivors shrink and go on in the world of the survivors, every result checked.
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+
+#include "multi_node_peer.hpp"
+
+namespace chorus::test_node {
+
+namespace {
+
+// All-reduces until, at op --at-op, the peer of rank --victim kills its own process inside the op
+// (SIGKILL). Every survivor gets node_lost, calls shrink(), prints
+//   PEER <old rank> SHRUNK <new rank> <new size> <epoch> <ms from the loss to its first op done>
+// and runs --ops all-reduces of --elements in the shrunk world, each checked.
+int shrink_after_kill(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  const std::string me = "PEER " + std::to_string(p.rank()) + " ";
+  for (uint32_t i = 0;; ++i) {
+    Tensor x = make_input(DType::f32, p.rank(), a.elements, ReduceOp::sum);
+    if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) raise(SIGKILL);
+    const Status s = p.all_reduce(x, ReduceOp::sum);
+    if (s.code() == Errc::node_lost) break;
+    must(s);
+    std::string why;
+    verify(check_reduced(x, DType::f32, ReduceOp::sum, p.size(), a.elements, 0, why), "all_reduce", why);
+    if (i > a.at_op + 1000) throw Fail{Status(Errc::internal, "no loss came 1000 ops after the kill")};
+  }
+  const auto lost = std::chrono::steady_clock::now();
+  auto next = p.shrink();
+  must(next.status());
+  Peer w = *next;
+  for (uint32_t i = 0; i < a.ops; ++i) {
+    Tensor x = make_input(DType::f32, w.rank(), a.elements, ReduceOp::sum, i % 5);
+    must(w.all_reduce(x, ReduceOp::sum));
+    std::string why;
+    verify(check_reduced(x, DType::f32, ReduceOp::sum, w.size(), a.elements, i % 5, why), "all_reduce after the shrink",
+           why);
+    if (i == 0) {
+      const auto ms = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - lost).count() / 1000.0;
+      say(me + "SHRUNK " + std::to_string(w.rank()) + " " + std::to_string(w.size()) + " " + std::to_string(w.epoch()) +
+          " " + std::to_string(ms));
+    }
+  }
+  return static_cast<int>(a.ops);
+}
+
+} // namespace
+
+Scenario elastic_scenario(const std::string& name) {
+  if (name == "shrink-after-kill") return shrink_after_kill;
+  return nullptr;
+}
+
+} // namespace chorus::test_node
