@@ -15,4 +15,5 @@ using link_lost_atom = caf::atom_constant<caf::atom("linklost")>;
 using link_report_atom = caf::atom_constant<caf::atom("linkreport")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
 using newcomers_atom = caf::atom_constant<caf::atom("newcomers")>;
+using revoke_atom = caf::atom_constant<caf::atom("revoke")>;
 } // namespace chorus

@@ -5,6 +5,8 @@
 //  * a shrink that excludes a live node: the excluded node is told so when it calls;
 //  * the grow of an elastic job by a newcomer: every member and the newcomer get a world of
 //    three, ranks kept, and all-reduce in it; a newcomer with another config is refused alone.
+//  * a revoke ends an op waiting at another node at once, and every later op, with revoked; a
+//    revoke racing with the ops' completion ends each one way or the other; the members then shrink;
 //  * node processes (chorus-test-node), one SIGKILLed mid-op, first, middle or last by rank, with
 //    one and two peers per node: the survivors shrink and run checked all-reduces.
 // The orchestrator's rules alone: orchestrator_epochs_cases.cpp.
@@ -20,6 +22,7 @@
 #include "actors/runtime_impl.hpp"
 #include "multi_node_fixture.hpp"
 #include "status_matchers.hpp"
+#include "test_events.hpp"
 #include "testkit/process.hpp"
 
 namespace chorus {
@@ -174,6 +177,71 @@ TEST(Elastic, GrowTakesInANewcomerAndRefusesAStrangerAlone) {
   EXPECT_EQ(joined->epoch(), grown[0]->epoch());
   expect_all_reduce({&*grown[0], &*grown[1], &*joined});
   EXPECT_EQ(grown[0]->newcomers(), 0u);
+}
+
+TEST(Elastic, ARevokeEndsTheOpsInFlightAtEveryMemberAndTheyShrinkAll) {
+  testing::EventCount entered;  // before the job: its runtimes' servers raise it
+  Job job(3);
+  ASSERT_TRUE(job.join());
+  const std::size_t a = job.of_rank(0), b = job.of_rank(1), c = job.of_rank(2);
+  testing::count_server_entries(*job.nodes[a], entered);
+  // Rank 0 waits in an all-reduce that the others never call (20 s timeout).
+  Tensor x = Tensor::from(std::vector<float>{1, 2});
+  Work waiting = job.peers[a]->all_reduce_async(x, ReduceOp::sum);
+  ASSERT_TRUE(entered.wait_for(1, 10s)) << "rank 0's all_reduce never reached its node";
+  const auto revoked_at = Clock::now();
+  ASSERT_TRUE(job.peers[c]->revoke().is_ok());
+  const std::string by = "was revoked by node " + std::to_string(job.peers[c]->node());
+  Status s = waiting.wait_for(10s);
+  EXPECT_LT(Clock::now() - revoked_at, 5s) << "the op waited out its timeout instead of hearing of the revoke";
+  EXPECT_TRUE(has(s, Errc::revoked, {"all_reduce #0", by})) << s.to_string();
+  for (std::size_t i : {a, b, c}) {
+    Tensor y = Tensor::from(std::vector<float>{1});
+    Status later = job.peers[i]->all_reduce(y, ReduceOp::sum);
+    EXPECT_TRUE(has(later, Errc::revoked, {by})) << i << ": " << later.to_string();
+  }
+  EXPECT_TRUE(job.peers[a]->revoke().is_ok());  // a second revoke changes nothing
+  // Revoked, every member is alive: the shrink keeps all three.
+  auto next = all_at_once({&*job.peers[a], &*job.peers[b], &*job.peers[c]}, false);
+  for (auto& n : next) ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+  EXPECT_EQ(next[0]->size(), 3u);
+  EXPECT_EQ(next[2]->rank(), 2u);
+  expect_all_reduce({&*next[0], &*next[1], &*next[2]});
+}
+
+// Each round: every member hands in an all-reduce while rank 1 revokes; each op ends ok (with
+// the right sum) or revoked, none waits out its timeout, and the shrink after it works.
+TEST(Elastic, ARevokeRacingWithTheOpsCompletionEndsEachOneWayOrTheOther) {
+  Job job(3);
+  ASSERT_TRUE(job.join());
+  std::vector<Peer> world;
+  for (uint32_t r = 0; r < 3; ++r) world.push_back(*job.peers[job.of_rank(r)]);
+  int completed = 0, revoked = 0;
+  for (int round = 0; round < 8; ++round) {
+    std::vector<Tensor> t;
+    std::vector<Work> w;
+    for (uint32_t r = 0; r < 3; ++r) t.push_back(Tensor::from(std::vector<float>{float(r + 1)}));
+    for (uint32_t r = 0; r < 3; ++r) w.push_back(world[r].all_reduce_async(t[r], ReduceOp::sum));
+    ASSERT_TRUE(world[1].revoke().is_ok());
+    for (uint32_t r = 0; r < 3; ++r) {
+      Status s = w[r].wait_for(10s);
+      if (s.is_ok()) {
+        ++completed;
+        EXPECT_EQ(t[r].to_vector<float>()[0], 6.f);
+      } else {
+        ++revoked;
+        EXPECT_EQ(s.code(), Errc::revoked) << s.to_string();
+      }
+    }
+    std::vector<Peer*> callers{&world[0], &world[1], &world[2]};
+    auto next = all_at_once(callers, false);
+    for (uint32_t r = 0; r < 3; ++r) {
+      ASSERT_TRUE(next[r].is_ok()) << next[r].status().to_string();
+      world[r] = *next[r];
+    }
+  }
+  EXPECT_EQ(completed + revoked, 24);
+  expect_all_reduce({&world[0], &world[1], &world[2]});
 }
 
 // The node processes' tests (MultiNode* is left to the ASan run, as the other suites of processes).

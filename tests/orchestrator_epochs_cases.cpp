@@ -239,5 +239,28 @@ TEST(OrchestratorEpochs, ANewcomerThatLeavesIsForgottenAndTheJobsEndAnswersTheRe
   EXPECT_FALSE(a.core.complete());
 }
 
+TEST(OrchestratorEpochs, ARevokeIsToldToTheOtherMembersOnceAndOnlyFromTheMemberItself) {
+  Admitted a(3);
+  const uint64_t c = a.core.collective();
+  // Another's ticket, another node id, another collective, a stranger: ignored.
+  EXPECT_TRUE(a.core.on_revoke(Admitted::key(1), c, 1, a.topo[0].ticket).revoke_notices.empty());
+  EXPECT_TRUE(a.core.on_revoke(Admitted::key(1), c, 0, a.topo[0].ticket).revoke_notices.empty());
+  EXPECT_TRUE(a.core.on_revoke(Admitted::key(1), c + 1, 1, a.topo[1].ticket).revoke_notices.empty());
+  EXPECT_FALSE(a.core.on_revoke(999, c, 1, a.topo[1].ticket).ignored.empty());
+  auto fx = a.core.on_revoke(Admitted::key(1), c, 1, a.topo[1].ticket);
+  ASSERT_EQ(fx.revoke_notices.size(), 2u);
+  EXPECT_EQ(fx.revoke_notices[0].to, Admitted::key(0));
+  EXPECT_EQ(fx.revoke_notices[1].to, Admitted::key(2));
+  EXPECT_EQ(fx.revoke_notices[0].by, 1u);
+  EXPECT_EQ(fx.revoke_notices[0].collective, c);
+  EXPECT_TRUE(a.core.on_revoke(Admitted::key(2), c, 2, a.topo[2].ticket).revoke_notices.empty());  // once
+  // The shrink that follows keeps every member; the new epoch may be revoked again.
+  (void)a.core.on_register(100, a.rejoin(0, Kind::shrink));
+  (void)a.core.on_register(101, a.rejoin(1, Kind::shrink));
+  auto formed = a.core.on_register(102, a.rejoin(2, Kind::shrink));
+  ASSERT_EQ(to(formed).size(), 3u);
+  EXPECT_EQ(a.core.on_revoke(100, c + 1, 0, formed.replies[0].topology.ticket).revoke_notices.size(), 2u);
+}
+
 } // namespace
 } // namespace chorus

@@ -208,18 +208,30 @@ void GlobalClient::on_first_loss(LossListener listener) {
 }
 
 void GlobalClient::on_node_lost(uint32_t node, const std::string& heard, bool announced) {
+  if (node == NodeEvents::kRevokeNotice) {
+    CHORUS_LOG(info, net, (LogWhere{topo_.node_id}), heard);
+    return end_every_op(node, Status(Errc::revoked, heard), false);
+  }
   // `heard` names the node (or the link); the first loss is what every later op reports. A node
   // that stood still long enough to be dropped reports that instead: the others only cut it off.
   CHORUS_LOG(warn, net, (LogWhere{topo_.node_id}),
              (node < topo_.num_nodes ? "lost node " + std::to_string(node) + ": " : "") + heard);
-  const std::string why = stood_still().value_or(heard);
+  end_every_op(node, Status(Errc::node_lost, stood_still().value_or(heard)), announced);
+}
+
+void GlobalClient::revoke() {
+  if (notices_) notices_->revoke(topo_.collective, topo_.node_id, topo_.ticket);
+  end_every_op(topo_.node_id, Status(Errc::revoked, revoked_message(topo_.collective, topo_.node_id)), false);
+}
+
+void GlobalClient::end_every_op(uint32_t node, const Status& why, bool announced) {
   std::vector<std::shared_ptr<NetOp>> ops;
   LossListener tell;  // only on the first loss
   Status first;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!lost_) {
-      lost_ = Status(Errc::node_lost, why);
+      lost_ = why;
       tell = loss_listener_;
     }
     first = *lost_;

@@ -140,6 +140,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // (with `heard`, unless this node stood still: stood_still()). `announced`: the orchestrator
   // said so (a frozen node's connection is then shut here, so that sends to it end).
   void on_node_lost(uint32_t node, const std::string& heard, bool announced = false);
+  // Peer::revoke: tells the orchestrator (which tells every other member), and every op of this
+  // node fails with Errc::revoked; the collective is then fit only for shrink or grow.
+  void revoke();
   // This node's connection to `node` broke (`saw`: how): every op fails with the link named
   // (link_lost_message), and the orchestrator is told, so that every other node hears of it.
   void on_link_broken(uint32_t node, const std::string& saw);
@@ -165,6 +168,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   GlobalClient() = default;
   std::shared_ptr<NetOp> op_for(uint32_t group, uint64_t seq, bool create);
 
+  // Every op fails with `why` (the first such is what every later op reports), every wait for
+  // another node ends; `announced`: the orchestrator said `node` is lost (its connection is shut).
+  void end_every_op(uint32_t node, const Status& why, bool announced);
   // The session as joined, kept for reading its notices when close() has let go of it (fixed
   // once start() returns).
   std::shared_ptr<const NodeSession> notices_;

@@ -75,6 +75,11 @@ void garbled_notice(NodeState& st, NodeEvents& events, const char* what, const s
 
 } // namespace
 
+std::string revoked_message(uint64_t collective, uint32_t by) {
+  return "collective " + std::to_string(collective) + " was revoked by node " + std::to_string(by) +
+         " (Peer::revoke): only shrink() or grow() go on from it";
+}
+
 Status join_error(const caf::error& err, const std::string& where, caf::timespan waited, const std::string& rendered) {
   if (err == caf::sec::request_timeout)
     return Status(Errc::timeout, "the orchestrator at " + where + " did not answer the registration within " +
@@ -133,6 +138,12 @@ node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator
         garbled_notice(*st, *events, "LinkLost", where, error);
       },
       [self, orch](link_report_atom, Envelope& report) { self->send(orch, link_lost_atom::value, std::move(report)); },
+      [self, orch](revoke_atom, uint64_t collective, uint32_t node, uint64_t ticket) {
+        self->send(orch, revoke_atom::value, collective, node, ticket);
+      },
+      [events](revoke_atom, uint64_t collective, uint32_t by) {
+        events->add({collective, NodeEvents::kRevokeNotice, revoked_message(collective, by)});
+      },
       [events](newcomers_atom, uint64_t, uint32_t waiting) {
         events->newcomers.store(waiting);
         events->newcomer_notices.set(events->newcomer_notices.value.load() + 1);

@@ -15,6 +15,9 @@
 //   orch -> node     (link_lost_atom, LinkLost)     another member's connection broke
 //                                                   (NodeEvents::add_link; garbled: as above)
 //   orch -> node     request (status_atom, {})      => NodeStatus (NodeEvents::status)
+//   runtime -> node  (revoke_atom, collective, node, ticket)  Peer::revoke: passed on to the orchestrator
+//   orch -> node     (revoke_atom, collective, by)  another member revoked the collective
+//                                                   (NodeEvents::kRevokeNotice)
 //   orch -> node     (newcomers_atom, collective, n) an elastic job's newcomers waiting for a grow
 //                                                   (two integers: nothing to decode)
 #pragma once
@@ -40,7 +43,8 @@ using join_atom = caf::atom_constant<caf::atom("join")>;
 
 using node_actor = node_notice_actor::extend<caf::replies_to<join_atom, Envelope, caf::timespan>::with<Envelope>,
                                              caf::reacts_to<node_leave_atom, Envelope>,
-                                             caf::reacts_to<link_report_atom, Envelope>>;
+                                             caf::reacts_to<link_report_atom, Envelope>,
+                                             caf::reacts_to<revoke_atom, uint64_t, uint32_t, uint64_t>>;
 
 // What the node actor learns, for whoever runs the node's data plane. add() runs on the node
 // actor's thread: the callback must be short and take no lock that a waiting peer holds.
@@ -55,6 +59,9 @@ struct NodeEvents {
   // A LinkLost notice (another member's data connection broke), as node id kLinkNotice with the
   // whole message (link_lost_message) as its reason.
   static constexpr uint32_t kLinkNotice = UINT32_MAX - 2;
+  // Another member revoked the collective (Peer::revoke), as node id kRevokeNotice with the
+  // sentence every op then reports as its reason.
+  static constexpr uint32_t kRevokeNotice = UINT32_MAX - 3;
   std::function<void(const NodeLostData&)> on_lost;
   std::function<void(const LinkLostData&)> on_link_lost;
   void add(NodeLostData d);
@@ -76,6 +83,9 @@ struct NodeEvents {
   std::vector<NodeLostData> lost_;
   std::function<Envelope()> status_;
 };
+
+// What every op of a revoked collective reports: "collective C was revoked by node K".
+std::string revoked_message(uint64_t collective, uint32_t by);
 
 // `where`: the orchestrator's host:port, named in every failure the node actor writes itself.
 node_actor::behavior_type node_actor_impl(node_actor::pointer self, orchestrator_actor orch, std::string where,

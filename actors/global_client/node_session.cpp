@@ -95,6 +95,10 @@ std::function<void(const LinkLostData&)> NodeSession::link_reporter() const {
   return [node = node_](const LinkLostData& l) { caf::anon_send(node, link_report_atom::value, encode_link_lost(l)); };
 }
 
+void NodeSession::revoke(uint64_t collective, uint32_t node, uint64_t ticket) const {
+  caf::anon_send(node_, revoke_atom::value, collective, node, ticket);
+}
+
 NodeSession::~NodeSession() { leave(); }
 
 bool NodeSession::wait_newcomers(uint32_t n, Clock::time_point deadline) const {

@@ -49,6 +49,9 @@ class NodeSession {
   // Tells the orchestrator that this node's data connection broke, through the node actor: from
   // any thread, never blocking, and harmless once the session has left (the report goes nowhere).
   std::function<void(const LinkLostData&)> link_reporter() const;
+  // Tells the orchestrator this node revokes `collective` (its node id and ticket prove it); never
+  // blocks, harmless once left.
+  void revoke(uint64_t collective, uint32_t node, uint64_t ticket) const;
   // An elastic job's newcomers waiting for a grow (NodeEvents::newcomers); waits until there are
   // at least `n`, or `deadline` (false).
   uint32_t newcomers() const { return events_->newcomers.load(); }

@@ -7,7 +7,9 @@ namespace chorus {
 
 std::optional<std::string> data_plane_loss(const NodeLostData& d) {
   if (d.node_id == NodeEvents::kOrchestrator) return std::nullopt;
-  if (d.node_id == NodeEvents::kGarbledNotice || d.node_id == NodeEvents::kLinkNotice) return d.reason;
+  if (d.node_id == NodeEvents::kGarbledNotice || d.node_id == NodeEvents::kLinkNotice ||
+      d.node_id == NodeEvents::kRevokeNotice)
+    return d.reason;
   return "node " + std::to_string(d.node_id) + " lost: " + d.reason;
 }
 

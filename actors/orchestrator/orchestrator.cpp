@@ -71,6 +71,13 @@ void apply(orchestrator_actor::pointer self, ShellState& st, OrchestratorCore::E
     auto it = st.nodes.find(n.to);
     if (it != st.nodes.end()) self->send(it->second.handle, link_lost_atom::value, encode_link_lost(n.link));
   }
+  for (auto& n : fx.revoke_notices) {
+    auto it = st.nodes.find(n.to);
+    if (it != st.nodes.end()) self->send(it->second.handle, revoke_atom::value, n.collective, n.by);
+  }
+  if (!fx.revoke_notices.empty())
+    CHORUS_LOG(info, orch, (LogWhere{fx.revoke_notices[0].by}), "revoked collective " +
+                                                                     std::to_string(fx.revoke_notices[0].collective) + ", telling the others");
   for (auto& n : fx.newcomer_notices) {
     auto it = st.nodes.find(n.to);
     if (it != st.nodes.end()) self->send(it->second.handle, newcomers_atom::value, n.collective, n.waiting);
@@ -227,6 +234,12 @@ orchestrator_actor::behavior_type orchestrator(orchestrator_self* self, Orchestr
           return;
         }
         apply(self, *st, st->core.on_link_lost(it->second, *l));
+      },
+      [self, st](revoke_atom, uint64_t collective, uint32_t node, uint64_t ticket) {
+        auto sender = self->current_sender();  // only a member's key counts, as for link reports
+        auto it = sender ? st->keys.find(sender->address()) : st->keys.end();
+        if (it == st->keys.end()) return;
+        apply(self, *st, st->core.on_revoke(it->second, collective, node, ticket));
       },
       [st](caf::get_atom) {
         return std::make_tuple(st->core.collective(), static_cast<uint64_t>(st->core.registered()),

@@ -33,6 +33,7 @@ using orchestrator_actor = caf::typed_actor<
     caf::replies_to<register_atom, Envelope>::with<Envelope>,
     caf::reacts_to<node_leave_atom, Envelope>,
     caf::reacts_to<link_lost_atom, Envelope>,
+    caf::reacts_to<revoke_atom, uint64_t, uint32_t, uint64_t>,  // collective, node id, its ticket
     caf::replies_to<caf::get_atom>::with<uint64_t, uint64_t, bool>,
     caf::replies_to<status_atom, Envelope>::with<Envelope>,
     caf::reacts_to<timeout_atom, uint64_t>>;
@@ -42,6 +43,7 @@ using orchestrator_actor = caf::typed_actor<
 using node_notice_actor = caf::typed_actor<caf::reacts_to<node_lost_atom, Envelope>,
                                            caf::reacts_to<link_lost_atom, Envelope>,
                                            caf::reacts_to<newcomers_atom, uint64_t, uint32_t>,
+                                           caf::reacts_to<revoke_atom, uint64_t, uint32_t>,  // collective, by node
                                            caf::replies_to<status_atom, Envelope>::with<Envelope>>;
 
 // How long the orchestrator waits for each node's answer to a status request: a node that is

@@ -178,6 +178,7 @@ void OrchestratorCore::reset(Effects& fx) {
   admission_timer_ = 0;
   epoch_ = 0;
   past_.reset();
+  revoked_ = false;
   ++collective_;
 }
 

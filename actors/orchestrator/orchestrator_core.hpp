@@ -17,6 +17,8 @@
 //   node -> orch  (link_lost_atom, LinkLost)             its data connection to another member broke
 //   orch -> node  (link_lost_atom, LinkLost)             the collective's first broken connection
 //   anyone -> orch request (get_atom) => (uint64 collective, uint64 registered, bool complete)
+//   node -> orch  (revoke_atom, collective, node id, ticket)  Peer::revoke: the member, proved
+//   orch -> node  (revoke_atom, collective, by node)          to every other member still in
 //
 // Membership epochs (orchestrator_epochs.cpp; docs/elastic.md): a member of the complete
 // collective registers again, with NodeRegister.rejoin naming the member it was and proving it
@@ -65,6 +67,11 @@ class OrchestratorCore {
     NodeKey to;
     LinkLostData link;
   };
+  struct RevokeNotice {
+    NodeKey to;
+    uint64_t collective;
+    uint32_t by;  // the node that revoked it
+  };
   struct NewcomerNotice {  // an elastic job's newcomers waiting for a grow: `waiting` of them
     NodeKey to;
     uint64_t collective;
@@ -76,6 +83,7 @@ class OrchestratorCore {
     std::vector<Notice> notices;
     std::vector<LinkNotice> link_notices;
     std::vector<NewcomerNotice> newcomer_notices;
+    std::vector<RevokeNotice> revoke_notices;
     std::string ignored;           // why a message changed nothing (for the log), or ""
 
     std::vector<NodeKey> watch;    // start monitoring these nodes
@@ -99,6 +107,9 @@ class OrchestratorCore {
   // first failure is what every op reports) and one whose other end is gone already (its loss
   // was told).
   Effects on_link_lost(NodeKey who, const LinkLostData& l);
+  // A member revokes the running collective (Peer::revoke), naming itself with its ticket: every
+  // other member still in is told, once (a later revoke, or one from anyone else, is ignored).
+  Effects on_revoke(NodeKey who, uint64_t collective, uint32_t node, uint64_t ticket);
 
   // Introspection (tests, daemon logs).
   uint64_t collective() const { return collective_; }
@@ -175,6 +186,7 @@ class OrchestratorCore {
   std::optional<Round> round_;
   std::vector<Member> newcomers_;      // an elastic job's, in arrival order, waiting for a grow
   std::optional<Past> past_;
+  bool revoked_ = false;               // the running collective's (a new epoch is not)
 };
 
 // The config fields every node must agree on: per-node fields are blanked.

@@ -195,6 +195,7 @@ void OrchestratorCore::maybe_finish_round(Effects& fx) {
   link_lost_.reset();
   ++collective_;
   ++epoch_;
+  revoked_ = false;
   send_topology(fx, previous);
   if (!newcomers_.empty()) tell_newcomers(fx);  // a shrink leaves them waiting: the new members hear of them
 }
@@ -208,6 +209,23 @@ void OrchestratorCore::end_round(Effects& fx, const Status& why) {
     round_.reset();
   }
   // Newcomers wait on through a failed round (the next grow may take them); reset() answers them.
+}
+
+OrchestratorCore::Effects OrchestratorCore::on_revoke(NodeKey who, uint64_t collective, uint32_t node, uint64_t ticket) {
+  Effects fx;
+  const int i = index_of(who);
+  if (i < 0 || !complete_ || members_[i].left) fx.ignored = "a revoke from a node that is no member of a running collective";
+  else if (collective != collective_)
+    fx.ignored = "a revoke of collective " + std::to_string(collective) + " (running: " + std::to_string(collective_) + ")";
+  else if (node != static_cast<uint32_t>(i) || members_[i].ticket != ticket)
+    fx.ignored = "node " + std::to_string(i) + " revoked as node " + std::to_string(node) + " or with another's ticket";
+  else if (revoked_)
+    fx.ignored = "collective " + std::to_string(collective_) + " is revoked already";
+  if (!fx.ignored.empty()) return fx;
+  revoked_ = true;
+  for (std::size_t k = 0; k < members_.size(); ++k)
+    if (!members_[k].left && k != static_cast<std::size_t>(i)) fx.revoke_notices.push_back({members_[k].key, collective_, node});
+  return fx;
 }
 
 bool OrchestratorCore::drop_waiting(Effects& fx, NodeKey who, const std::optional<Status>& why) {

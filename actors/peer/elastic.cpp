@@ -90,6 +90,14 @@ Result<Peer> Peer::shrink(std::vector<uint32_t> exclude) {
 
 Result<Peer> Peer::grow() { return next_epoch(state_, RejoinData::Kind::grow, {}); }
 
+Status Peer::revoke() {
+  if (!state_) return Status(Errc::not_registered, "revoke on an empty Peer handle");
+  if (!state_->global)
+    return Status(Errc::invalid_argument, "revoke is for multi-node collectives (num_nodes > 0)");
+  state_->global->revoke();
+  return Status::ok();
+}
+
 uint32_t Peer::newcomers() const { return state_ && state_->global ? state_->global->newcomers() : 0; }
 
 uint32_t Peer::epoch() const { return state_ && state_->global ? state_->global->topology().epoch : 0; }

@@ -120,6 +120,10 @@ class Peer {
   // epoch). Members keep their ranks; newcomers come after, and their register_peer returns
   // their Peer in the grown world.
   Result<Peer> grow();
+  // Ends every op in flight of the world and its groups, at every member, with Errc::revoked
+  // (the orchestrator tells the others at once); later ops fail alike. The world is then fit only
+  // for shrink() or grow(). From any member; a revoke after the first changes nothing.
+  Status revoke();
   uint32_t epoch() const;  // the membership epoch: 0 as admitted, one more per shrink or grow
   // Newcomers waiting for a grow (an elastic job's), as the orchestrator last told this node; it
   // tells every member when one registers or goes. Each member may see the change at its own
