@@ -118,8 +118,28 @@ Result<Config> Config::from_env() {
   if (!join) return join.status();
   if (*join) c.join_timeout = std::chrono::milliseconds(**join);
 
+  auto elastic = env_number("CHORUS_ELASTIC", 0, 1);
+  if (!elastic) return elastic.status();
+  c.elastic = elastic->value_or(0) == 1;
+  auto joining = env_number("CHORUS_JOIN", 0, 1);
+  if (!joining) return joining.status();
+
   auto n = numbering();
   if (!n) return n.status();
+  if (joining->value_or(0) == 1) {
+    // A newcomer to a running elastic job (chorus-run --join): the orchestrator is named, and it
+    // numbers the newcomers after the members when they grow (docs/elastic.md).
+    auto orch = env_text("CHORUS_ORCHESTRATOR");
+    if (!orch) return Status(Errc::invalid_config, "CHORUS_JOIN=1 needs CHORUS_ORCHESTRATOR (the running job's orchestrator)");
+    c.elastic = true;
+    c.num_nodes = n->world;
+    c.rank = -1;
+    c.orchestrator_address = *orch;
+    c.secret = secret_from_env();
+    c.node_address = env_text("CHORUS_NODE_ADDRESS").value_or("127.0.0.1");
+    if (auto s = c.validate(); !s) return Status(s.code(), "a newcomer (CHORUS_JOIN=1): " + s.message());
+    return c;
+  }
   if (n->world == 1) return c;  // one process: no orchestrator, no secret needed
 
   const std::string who = "rank " + std::to_string(n->rank) + " of " + std::to_string(n->world) + " (" + n->by->name + ")";

@@ -48,7 +48,7 @@ std::vector<BucketPlan> plan_buckets(const std::vector<ParamSpec>& params, std::
 }
 
 GradientSync::GradientSync(Peer& peer, GradSyncOptions options)
-    : peer_(peer), opts_(options), comm_([this] { comm_loop(); }) {}
+    : peer_(&peer), opts_(options), comm_([this] { comm_loop(); }) {}
 
 GradientSync::~GradientSync() {
   {
@@ -57,6 +57,14 @@ GradientSync::~GradientSync() {
   }
   cv_.notify_all();
   comm_.join();
+}
+
+Status GradientSync::set_peer(Peer& peer) {
+  std::lock_guard lk(mu_);
+  if (step_started_ || in_flight_)
+    return {Errc::invalid_argument, "set_peer: a step is in progress (call sync() first)"};
+  peer_ = &peer;
+  return Status::ok();
 }
 
 Status GradientSync::register_params(std::vector<ParamSpec> params) {
@@ -92,15 +100,15 @@ Status GradientSync::register_params(std::vector<ParamSpec> params) {
     } catch (const std::exception& e) {
       alloc_error = e.what();
     }
-  const uint32_t n = peer_.size();
-  const PeerId me = peer_.id();
+  const uint32_t n = peer_->size();
+  const PeerId me = peer_->id();
   // Header: list length, bucket_bytes, op, verdict (1 ok, 0 bad list, 2 no fusion buffers).
   Tensor hdr = Tensor::from(std::vector<int64_t>{static_cast<int64_t>(params.size()),
                                                  static_cast<int64_t>(opts_.bucket_bytes),
                                                  static_cast<int64_t>(opts_.op),
                                                  !local_error.empty() ? 0 : !alloc_error.empty() ? 2 : 1});
   Tensor all_hdr = Tensor::zeros(DType::i64, {static_cast<int64_t>(4 * n)});
-  if (Status s = peer_.all_gather(hdr, all_hdr); !s)
+  if (Status s = peer_->all_gather(hdr, all_hdr); !s)
     return {s.code(), "register_params: exchanging parameter lists: " + s.message()};
   const int64_t* H = all_hdr.data_as<int64_t>();
   std::vector<uint32_t> rejected, no_buffers;
@@ -143,7 +151,7 @@ Status GradientSync::register_params(std::vector<ParamSpec> params) {
   if (max_n > 0) {
     Tensor in = Tensor::from(mine);
     Tensor all = Tensor::zeros(DType::i64, {static_cast<int64_t>(4 * max_n * n)});
-    if (Status s = peer_.all_gather(in, all); !s)
+    if (Status s = peer_->all_gather(in, all); !s)
       return {s.code(), "register_params: exchanging parameter lists: " + s.message()};
     const int64_t* A = all.data_as<int64_t>();
     for (int64_t i = 0; i < max_n; ++i) {
@@ -237,8 +245,9 @@ void GradientSync::comm_loop() {
     const std::size_t k = next_bucket_;
     Tensor buf = buffers_[k];
     in_flight_ = true;
+    Peer* peer = peer_;  // set_peer changes it only between steps, under the lock
     lk.unlock();
-    Status s = peer_.all_reduce(buf, opts_.op);
+    Status s = peer->all_reduce(buf, opts_.op);
     lk.lock();
     in_flight_ = false;
     if (s) {
@@ -297,7 +306,7 @@ Status GradientSync::sync() {
       continue;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      Status err(Errc::timeout, "gradient sync: device " + std::to_string(peer_.id()) +
+      Status err(Errc::timeout, "gradient sync: device " + std::to_string(peer_->id()) +
                                     " never submitted parameter(s) " + missing_params_locked() +
                                     " within " + std::to_string(opts_.timeout.count()) + " ms");
       reset_step_locked();

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "actors/orchestrator/hosted.hpp"
+#include "core/env.hpp"
+#include "transport/rendezvous_file.hpp"
 #include "launch/free_port.hpp"
 #include "launch/job_secret.hpp"
 #include "launch/placement.hpp"
@@ -42,6 +44,56 @@ int fail(const std::string& what, int code) {
   return code;
 }
 
+// Where an elastic job says how to join it when --join-file names no file: a directory only this
+// user may enter (write_rendezvous makes it so), named for this process.
+std::string default_join_file() {
+  auto runtime = env_text("XDG_RUNTIME_DIR");
+  if (runtime && ::access(runtime->c_str(), W_OK | X_OK) != 0) runtime.reset();
+  const std::string dir = runtime ? *runtime + "/chorus" : env_text("TMPDIR").value_or("/tmp") + "/chorus-" + std::to_string(getuid());
+  return dir + "/chorus-run-" + std::to_string(getpid()) + ".join";
+}
+
+// chorus-run --join F: newcomers to a running elastic job, here, with the job's orchestrator and
+// secret as F says (docs/elastic.md); they wait in their join until the members grow.
+int join_job(const RunOptions& opts, const SignalWatch& watch) {
+  const auto limit = std::chrono::milliseconds(opts.join_timeout_ms.value_or(kDefaultAdmissionMs));
+  auto r = read_rendezvous(opts.join, Clock::now() + limit);
+  if (!r) return fail(r.status().message(), 1);
+  auto found = find_program(opts.program);
+  if (!found) return fail("cannot run " + found.status().message(), 127);
+  JobEnv job;
+  job.world_size = opts.processes;
+  job.peers = opts.peers;
+  job.orchestrator = "127.0.0.1:" + std::to_string(r->port);
+  job.join_timeout_ms = opts.join_timeout_ms.value_or(kDefaultAdmissionMs);
+  job.local_node_address = "127.0.0.1";
+  job.extra = {{"CHORUS_ELASTIC", "1"}, {"CHORUS_JOIN", "1"}};
+  std::vector<ProcessPlan> plans;
+  for (uint32_t k = 0; k < opts.processes; ++k) {
+    RankPlace place;
+    place.rank = k;
+    place.local_rank = k;
+    place.local_world_size = opts.processes;
+    place.host = "localhost";
+    place.local = true;
+    ProcessPlan plan;
+    plan.rank = k;
+    plan.host = place.host;
+    SpawnRequest& req = plan.request;
+    req.mask = watch.child_mask;
+    req.sigpipe_ignored = watch.sigpipe_ignored;
+    req.path = *found;
+    req.argv.push_back(opts.program);
+    req.argv.insert(req.argv.end(), opts.args.begin(), opts.args.end());
+    EnvVars env = rank_env(place, job);
+    env.emplace_back("CHORUS_SECRET", r->secret);
+    req.env = merged_environment(environ, env);
+    req.input = SpawnRequest::Input::null;
+    plans.push_back(std::move(plan));
+  }
+  return supervise(std::move(plans), watch.fd, opts.tag_output, true);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -54,6 +106,7 @@ int main(int argc, char** argv) {
   // Before the orchestrator's threads exist, so that they inherit the mask.
   auto watch = watch_signals();
   if (!watch) return fail(watch.status().message(), 1);
+  if (!opts->join.empty()) return join_job(*opts, *watch);
 
   auto secret = job_secret(opts->secret_file);
   if (!secret) return fail(secret.status().message(), secret.status().code() == Errc::invalid_argument ? 2 : 1);
@@ -120,6 +173,15 @@ int main(int argc, char** argv) {
   for (const auto& place : *places)
     if (place.rank == 0) job.master_addr = place.local ? here : place.host;
   job.master_port = free_port();
+  std::string join_file;
+  if (opts->elastic) {
+    job.extra.emplace_back("CHORUS_ELASTIC", "1");
+    join_file = opts->join_file.empty() ? default_join_file() : opts->join_file;
+    if (auto s = write_rendezvous(join_file, {(*orchestrator)->port(), *secret}); !s)
+      return fail("cannot write the join file: " + s.message(), 1);
+    std::cerr << "chorus-run: elastic job; newcomers join with: chorus-run --join " << join_file << " -n K "
+              << opts->program << "\n";
+  }
 
   std::vector<ProcessPlan> plans;
   for (const auto& place : *places) {
@@ -150,7 +212,8 @@ int main(int argc, char** argv) {
     }
     plans.push_back(std::move(plan));
   }
-  const int status = supervise(std::move(plans), watch->fd, opts->tag_output);
+  const int status = supervise(std::move(plans), watch->fd, opts->tag_output, opts->elastic);
+  if (!join_file.empty()) ::unlink(join_file.c_str());
   orchestrator->reset();  // the door closes, then the actor system stops
   return status;
 }

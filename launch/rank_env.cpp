@@ -14,6 +14,7 @@ EnvVars rank_env(const RankPlace& place, const JobEnv& job) {
       {"CHORUS_ORCHESTRATOR", job.orchestrator},
       {"CHORUS_NODE_ADDRESS", place.local ? job.local_node_address : place.host},
   };
+  env.insert(env.end(), job.extra.begin(), job.extra.end());
   if (job.peers) env.emplace_back("CHORUS_PEERS", std::to_string(*job.peers));
   if (job.join_timeout_ms) env.emplace_back("CHORUS_JOIN_TIMEOUT_MS", std::to_string(*job.join_timeout_ms));
   if (job.master_port) {

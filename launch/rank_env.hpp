@@ -25,6 +25,7 @@ struct JobEnv {
   // Port 0: torchrun's variables are not set.
   std::string master_addr;
   uint16_t master_port = 0;
+  EnvVars extra;  // CHORUS_ELASTIC, CHORUS_JOIN, ... for every process alike
 };
 
 // A process's variables, the secret aside: CHORUS_SECRET travels apart (in a local process's

@@ -57,9 +57,9 @@ Result<RunOptions> parse_run_options(const std::vector<std::string>& args) {
       o.help = true;
       return o;
     }
-    if (opt == "--tag-output") {
-      if (inline_value) return usage_error("--tag-output takes no value");
-      o.tag_output = true;
+    if (opt == "--tag-output" || opt == "--elastic") {
+      if (inline_value) return usage_error(opt + " takes no value");
+      (opt == "--elastic" ? o.elastic : o.tag_output) = true;
       continue;
     }
     auto v = value();
@@ -83,6 +83,9 @@ Result<RunOptions> parse_run_options(const std::vector<std::string>& args) {
       auto t = number("--join-timeout-ms", *v, 1, kMaxJoinTimeoutMs);
       if (!t) return t.status();
       o.join_timeout_ms = *t;
+    } else if (opt == "--join" || opt == "--join-file") {
+      if (v->empty()) return usage_error(opt + " needs a file name");
+      (opt == "--join" ? o.join : o.join_file) = *v;
     } else if (opt == "--orchestrator-address") {
       if (v->empty()) return usage_error("--orchestrator-address needs a host name or address");
       o.orchestrator_address = *v;
@@ -91,6 +94,10 @@ Result<RunOptions> parse_run_options(const std::vector<std::string>& args) {
     }
   }
   if (!have_n) return usage_error("-n is required (the number of processes)");
+  if (!o.join.empty() && (o.elastic || !o.join_file.empty() || have_hosts || !o.secret_file.empty()))
+    return usage_error("--join starts newcomers on this machine with the job's own secret: it takes none of --elastic, "
+                       "--join-file, --hosts, --secret-file");
+  if (!o.join_file.empty() && !o.elastic) return usage_error("--join-file is for --elastic jobs");
   if (i >= args.size()) return usage_error("no program to run");
   o.program = args[i];
   o.args.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
@@ -131,6 +138,14 @@ Options (before PROG; `--` ends them):
   --join-timeout-ms MS       CHORUS_JOIN_TIMEOUT_MS=MS for every process, and the orchestrator's
                              admission limit (default 60000)
   --tag-output               prefix every line a process prints with "[RANK] "
+  --elastic                  an elastic job (docs/elastic.md): CHORUS_ELASTIC=1 for every process;
+                             a process that fails or is killed ends only itself (the others shrink
+                             and go on); newcomers may join (--join). Exit status: 0 when no
+                             process failed by itself and one exited with 0
+  --join-file F              with --elastic: where to write how newcomers join (default:
+                             $XDG_RUNTIME_DIR/chorus/chorus-run-PID.join, else in /tmp/chorus-UID)
+  --join F                   start N newcomers to the running elastic job whose --join-file is F,
+                             on this machine (CHORUS_JOIN=1): no orchestrator of its own
   -h, --help                 this text
 
 Every process gets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_WORLD_SIZE,
@@ -138,7 +153,7 @@ CHORUS_ORCHESTRATOR (host:port), CHORUS_SECRET, CHORUS_NODE_ADDRESS, CHORUS_JOIN
 CHORUS_PEERS when given. The secret is never on a command line: a remote process reads it from
 ssh's standard input.
 
-Exit status: 0 when every process exits with 0; else the first failure's (its exit status, or
+Exit status (--elastic: see above): 0 when every process exits with 0; else the first failure's (its exit status, or
 128+N for signal N); 2 for a bad command line or secret file; 127 when PROG cannot be run; 1 when
 the orchestrator or a process cannot be started.
 )";

@@ -21,6 +21,9 @@ struct RunOptions {
   bool tag_output = false;                  // --tag-output
   std::string orchestrator_address;         // --orchestrator-address ("": this machine's name)
   bool help = false;                        // --help: print the usage and start nothing
+  bool elastic = false;                     // --elastic: an elastic job (docs/elastic.md)
+  std::string join_file;                    // --join-file: where --elastic writes how to join
+  std::string join;                         // --join F: newcomers to the elastic job F names
   std::string program;
   std::vector<std::string> args;            // the program's own arguments
 };

@@ -75,7 +75,8 @@ struct Process {
 
 class Supervision {
  public:
-  Supervision(std::vector<ProcessPlan> plans, int signal_fd, bool tag_output) : sigfd_(signal_fd), tag_(tag_output) {
+  Supervision(std::vector<ProcessPlan> plans, int signal_fd, bool tag_output, bool elastic)
+      : sigfd_(signal_fd), tag_(tag_output), elastic_(elastic) {
     for (auto& p : plans) {
       procs_.emplace_back();
       procs_.back().plan = std::move(p);
@@ -94,6 +95,7 @@ class Supervision {
     while (open_streams() > 0 && Clock::now() < drain_until) poll_once(drain_until);
     for (auto& p : procs_)
       for (auto& s : p.streams) close_stream(s);
+    if (elastic_) return failure_ ? *failure_ : finished_ > 0 ? 0 : killed_.value_or(0);
     return failure_.value_or(0);
   }
 
@@ -196,6 +198,15 @@ class Supervision {
     --running_;
     if (p.in >= 0) close(p.in), p.in = -1;
     const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (elastic_) {  // a loss the others survive (they shrink): it ends nobody else
+      if (!failed) ++finished_;
+      else if (WIFSIGNALED(status) && !killed_) killed_ = exit_code(status);
+      else if (!WIFSIGNALED(status) && !failure_) failure_ = exit_code(status);
+      if (failed)
+        write_all(STDERR_FILENO, "chorus-run: rank " + std::to_string(p.plan.rank) + " (host " + p.plan.host + ") " +
+                                     describe(status) + "; the elastic job goes on with the others\n");
+      return;
+    }
     if (!failed || failure_) return;
     failure_ = exit_code(status);
     std::string line = "chorus-run: rank " + std::to_string(p.plan.rank) + " (host " + p.plan.host + ") " + describe(status);
@@ -260,15 +271,18 @@ class Supervision {
   std::vector<Process> procs_;
   int sigfd_;
   bool tag_;
+  bool elastic_;
   std::size_t running_ = 0;
+  std::size_t finished_ = 0;          // elastic: processes that exited with 0
+  std::optional<int> killed_;         // elastic: the first one killed by a signal
   std::optional<int> failure_;  // the first failure's exit status
   std::optional<Clock::time_point> kill_at_, ssh_kill_at_;
 };
 
 } // namespace
 
-int supervise(std::vector<ProcessPlan> plans, int signal_fd, bool tag_output) {
-  return Supervision(std::move(plans), signal_fd, tag_output).run();
+int supervise(std::vector<ProcessPlan> plans, int signal_fd, bool tag_output, bool elastic) {
+  return Supervision(std::move(plans), signal_fd, tag_output, elastic).run();
 }
 
 } // namespace chorus::launch

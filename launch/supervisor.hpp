@@ -29,6 +29,9 @@ struct ProcessPlan {
 // chorus-run's exit status: 0 when all exited with 0, else the first failure's (its exit status,
 // 128+N for signal N, 127 when the program could not be run, 1 when no process could be made).
 // `signal_fd` is watch_signals()'s.
-int supervise(std::vector<ProcessPlan> plans, int signal_fd, bool tag_output);
+// `elastic` (chorus-run --elastic): a process that fails or is killed ends only itself (the others
+// shrink and go on); the status is then 0 when no process exited with a failure of its own and
+// one exited with 0, else the first such failure's (or the first signal's, when none exited).
+int supervise(std::vector<ProcessPlan> plans, int signal_fd, bool tag_output, bool elastic = false);
 
 } // namespace chorus::launch

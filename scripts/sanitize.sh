@@ -34,7 +34,7 @@ for f in tests/*_test.cpp; do
   [ "$t" = cuda_device_test ] && continue  # built with the CUDA layer only, which the presets leave off
   [[ " ${tsan_unbuilt[*]} " == *" $t "* ]] || targets+=(--target "$t")
 done
-for t in chorus-bench chorus-dp-example chorus-actor-demo chorus-demo chorus-node-example chorus-run; do
+for t in chorus-bench chorus-dp-example chorus-actor-demo chorus-demo chorus-node-example chorus-elastic-example chorus-run; do
   targets+=(--target "$t")
 done
 cmake --build "build-$kind" -j"${JOBS:-2}" "${targets[@]}"

@@ -86,6 +86,22 @@ TEST(ChorusRunOptions, ReadsEveryOption) {
   EXPECT_TRUE(help->help);
 }
 
+TEST(ChorusRunOptions, ReadsTheElasticOptionsAndRefusesTheirClashes) {
+  auto e = parse({"-n", "4", "--elastic", "--join-file", "/j", "prog"});
+  ASSERT_TRUE(e) << e.status().to_string();
+  EXPECT_TRUE(e->elastic);
+  EXPECT_EQ(e->join_file, "/j");
+  EXPECT_TRUE(e->join.empty());
+  auto j = parse({"-n", "1", "--join=/j", "prog"});
+  ASSERT_TRUE(j) << j.status().to_string();
+  EXPECT_EQ(j->join, "/j");
+  EXPECT_FALSE(j->elastic);
+  EXPECT_EQ(error_of({"-n", "1", "--join", "/j", "--elastic", "p"}).substr(0, 30), "--join starts newcomers on thi");
+  EXPECT_EQ(error_of({"-n", "1", "--join", "/j", "--hosts", "a", "p"}).substr(0, 30), "--join starts newcomers on thi");
+  EXPECT_EQ(error_of({"-n", "2", "--join-file", "/j", "p"}), "--join-file is for --elastic jobs");
+  EXPECT_EQ(error_of({"-n", "2", "--elastic=1", "p"}), "--elastic takes no value");
+}
+
 TEST(ChorusRunOptions, RejectsBadNumbers) {
   EXPECT_EQ(error_of({"-n", "0", "p"}), "bad -n 0 (1 to 65536)");
   EXPECT_EQ(error_of({"-n", "65537", "p"}), "bad -n 65537 (1 to 65536)");
@@ -432,7 +448,7 @@ TEST_F(ChorusRun, HelpNamesEveryOptionAndVariable) {
   auto r = run(dir_, {"--help"});
   ASSERT_TRUE(r.exited_with(0)) << r.why();
   for (const char* word : {"-n N", "--peers", "--hosts", "--orchestrator-address", "--secret-file", "--join-timeout-ms",
-                           "--tag-output", "CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_LOCAL_RANK",
+                           "--tag-output", "--elastic", "--join-file", "--join F", "CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_LOCAL_RANK",
                            "CHORUS_LOCAL_WORLD_SIZE", "CHORUS_ORCHESTRATOR", "CHORUS_SECRET", "CHORUS_NODE_ADDRESS",
                            "CHORUS_PEERS", "CHORUS_JOIN_TIMEOUT_MS", "CHORUS_RUN_SSH"})
     EXPECT_TRUE(contains(r.out, word)) << word << " is missing from --help:\n" << r.out;
@@ -523,6 +539,30 @@ TEST_F(ChorusRun, ProcessesThatIgnoreSigtermAreKilledAfterTheGrace) {
   EXPECT_LT(took, kGrace + 10s);
   const pid_t pid = std::stoi(read_file(dir_ / "pid.0"));
   EXPECT_FALSE(alive(pid)) << "rank 0 (pid " << pid << ") outlived chorus-run";
+}
+
+// --elastic: rank 1 is killed (SIGKILL) once the others run; they are not ended, and chorus-run
+// exits with 0 when they do. Every process has CHORUS_ELASTIC=1, and the join file names the
+// orchestrator's port and the secret, for this user only, until chorus-run ends.
+TEST_F(ChorusRun, ElasticJobsOutliveAKilledRank) {
+  const std::string join = dir_ / "job.join";
+  const std::string script = record(dir_, "env", kDumpEnv) + "if [ \"$CHORUS_RANK\" = 1 ]; then " +
+                             await(dir_, "env.0") + await(dir_, "env.2") + "kill -KILL $$; fi; " + await(dir_, "go");
+  auto l = start(dir_, {"-n", "3", "--elastic", "--join-file", join, "/bin/sh", "-c", script});
+  ChildGuard guard{l.pid};
+  ASSERT_TRUE(wait_for_files(per_rank(dir_, "env", 3))) << give_up(l, guard);
+  for (uint32_t r = 0; r < 3; ++r) EXPECT_EQ(read_env(dir_ / ("env." + std::to_string(r)))["CHORUS_ELASTIC"], "1");
+  struct stat st {};
+  ASSERT_EQ(stat(join.c_str(), &st), 0) << "no join file";
+  EXPECT_EQ(st.st_mode & 077, 0u) << "the join file is open to others";
+  EXPECT_TRUE(contains(read_file(join), read_env(dir_ / "env.0")["CHORUS_SECRET"]));
+  write_file(dir_ / "go", "");
+  auto f = finish(l);
+  guard.pid = -1;
+  EXPECT_TRUE(f.exited_with(0)) << f.why();
+  EXPECT_TRUE(contains(f.err, "chorus-run: rank 1 (host localhost) was killed by signal 9")) << f.err;
+  EXPECT_TRUE(contains(f.err, "the elastic job goes on with the others")) << f.err;
+  EXPECT_NE(stat(join.c_str(), &st), 0) << "the join file outlived the job";
 }
 
 TEST_F(ChorusRun, AProcessKilledBySignalGives128PlusTheSignal) {

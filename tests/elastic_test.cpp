@@ -12,6 +12,8 @@
 // The orchestrator's rules alone: orchestrator_epochs_cases.cpp.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <memory>
 #include <optional>
 #include <thread>
@@ -288,6 +290,48 @@ TEST_F(MultiNodeElastic, SurvivorsShrinkAfterTheKillOfTheFirstMiddleOrLastRank) 
     SCOPED_TRACE("victim rank " + std::to_string(victim));
     kill_and_shrink(1, victim);
   }
+}
+
+// chorus-elastic-example under chorus-run -n 4 --elastic: rank 2 is SIGKILLed mid-training; the
+// survivors shrink to 3 and go on; a newcomer started with chorus-run --join makes them grow to 4
+// and takes the model from rank 0; every process ends with the weights the rule gives, and both
+// chorus-runs exit with 0.
+TEST_F(MultiNodeElastic, TrainingGoesOnThroughAKillAndAJoin) {
+  using namespace testkit;
+  char dir[] = "/tmp/chorus-elastic-XXXXXX";  // the join file's directory must be this user's alone
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string join = std::string(dir) + "/job.join";
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() { ::rmdir(path.c_str()); }  // empty once chorus-run removed its file
+  } remove_dir{dir};
+  const std::vector<std::string> train{sibling("chorus-elastic-example"), "--steps", "1500", "--step-ms", "4"};
+  std::vector<std::string> args{"-n", "4", "--elastic", "--join-file", join, "--tag-output"};
+  args.insert(args.end(), train.begin(), train.end());
+  std::vector<Child> job{spawn(sibling("chorus-run"), args, Output::pipe_with_stderr)};
+  ChildGuard job_guard{job[0].pid};
+  multi_node::TimedOutput out(job);
+  const auto deadline = Clock::now() + 120s;
+  const std::string victim_line = "[2] elastic: rank 2 of 4, pid ";
+  ASSERT_TRUE(out.read_until([&] { return out.said(0, victim_line); }, deadline)) << out.dump();
+  const std::string& l = out.line_of(0, victim_line)->text;
+  ASSERT_EQ(kill(std::stoi(l.substr(l.find("pid ") + 4)), SIGKILL), 0);
+  ASSERT_TRUE(out.read_until([&] { return out.said(0, "elastic: shrink to 3 members in "); }, deadline)) << out.dump();
+  std::vector<std::string> join_args{"--join", join, "-n", "1"};
+  join_args.insert(join_args.end(), train.begin(), train.end());
+  std::vector<Child> newcomer{spawn(sibling("chorus-run"), join_args, Output::pipe_with_stderr)};
+  ChildGuard newcomer_guard{newcomer[0].pid};
+  multi_node::TimedOutput nout(newcomer);
+  ASSERT_TRUE(out.read_until([&] { return out.said(0, "elastic: grow to 4 members in "); }, deadline)) << out.dump();
+  ASSERT_TRUE(out.read_until([&] { return out.ended(0); }, deadline)) << out.dump();
+  ASSERT_TRUE(nout.read_until([&] { return nout.ended(0); }, deadline)) << nout.dump();
+  EXPECT_TRUE(out.said(0, "elastic: done steps=1500 members=4 shrinks=1 grows=1 weights ok")) << out.dump();
+  EXPECT_TRUE(out.said(0, "chorus-run: rank 2 (host localhost) was killed by signal 9")) << out.dump();
+  const auto job_status = wait_for(job[0].pid, 30s), newcomer_status = wait_for(newcomer[0].pid, 30s);
+  job_guard.pid = newcomer_guard.pid = -1;
+  ASSERT_TRUE(job_status && newcomer_status);
+  EXPECT_TRUE(WIFEXITED(*job_status) && WEXITSTATUS(*job_status) == 0) << out.dump();
+  EXPECT_TRUE(WIFEXITED(*newcomer_status) && WEXITSTATUS(*newcomer_status) == 0) << nout.dump();
 }
 
 TEST_F(MultiNodeElastic, NodesOfTwoPeersShrinkTogether) {

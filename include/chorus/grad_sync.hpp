@@ -94,6 +94,11 @@ class GradientSync {
   Status submit(uint64_t id, const Tensor& grad);
   // Waits until every bucket of the step is reduced; copies back; resets for the next step.
   Status sync();
+  // Between steps (after sync(), failed or not): runs the next steps on `peer`, the world after a
+  // shrink or a grow (docs/elastic.md); with op avg the average is then over its members. The
+  // registration stays; after a grow the members and the newcomers call register_params again
+  // (it is collective). `peer` must outlive this object, or the next set_peer.
+  Status set_peer(Peer& peer);
 
   // The reduced gradient of `id` after the last successful sync(): a view into the fusion buffer,
   // valid until the next submit of that parameter.
@@ -116,7 +121,7 @@ class GradientSync {
   void reset_step_locked();
   std::string missing_params_locked() const;
 
-  Peer& peer_;
+  Peer* peer_;
   GradSyncOptions opts_;
   bool registered_ = false;
   std::vector<BucketPlan> buckets_;
