@@ -28,7 +28,8 @@ class Env : public ::testing::Test {
       "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
       "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid", "PMI_RANK",
       "PMI_SIZE", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_NUM_NODES",
-      "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_RESTART_COUNT", "OMPI_MCA_orte_hnp_uri", "XDG_RUNTIME_DIR", "TMPDIR"};
+      "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_RESTART_COUNT", "OMPI_MCA_orte_hnp_uri", "XDG_RUNTIME_DIR", "TMPDIR",
+      "CHORUS_ELASTIC", "CHORUS_JOIN"};
   void SetUp() override {
     for (const char* v : kAll) {
       if (const char* was = std::getenv(v)) saved_[v] = was;
@@ -79,6 +80,29 @@ TEST_F(Env, ChorusRunsVariables) {
   EXPECT_EQ(c->join_limit(), 9000ms);
   EXPECT_FALSE(c->host_orchestrator);  // chorus-run serves it
   EXPECT_TRUE(c->rendezvous_file.empty());
+}
+
+// chorus-run --elastic and --join (docs/elastic.md): the members' config says elastic; a newcomer
+// names no rank (the orchestrator numbers it when the members grow), even alone.
+TEST_F(Env, ElasticJobsAndTheirNewcomers) {
+  set({{"CHORUS_RANK", "1"}, {"CHORUS_WORLD_SIZE", "3"}, {"CHORUS_ORCHESTRATOR", "127.0.0.1:4100"},
+       {"CHORUS_SECRET", "s3"}, {"CHORUS_NODE_ADDRESS", "127.0.0.1"}, {"CHORUS_ELASTIC", "1"}});
+  auto c = Config::from_env();
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_TRUE(c->elastic);
+  EXPECT_EQ(c->rank, 1);
+  set({{"CHORUS_RANK", "0"}, {"CHORUS_WORLD_SIZE", "1"}, {"CHORUS_JOIN", "1"}});
+  c = Config::from_env();
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_TRUE(c->elastic);
+  EXPECT_EQ(c->rank, -1);
+  EXPECT_EQ(c->num_nodes, 1u);
+  EXPECT_EQ(c->orchestrator_address, "127.0.0.1:4100");
+  EXPECT_EQ(c->secret, "s3");
+  ::unsetenv("CHORUS_ORCHESTRATOR");
+  EXPECT_TRUE(has(Config::from_env().status(), Errc::invalid_config, {"CHORUS_JOIN=1 needs CHORUS_ORCHESTRATOR"}));
+  set({{"CHORUS_ELASTIC", "2"}});
+  EXPECT_TRUE(has(Config::from_env().status(), Errc::invalid_config, {"CHORUS_ELASTIC"}));
 }
 
 // torchrun: rank 0 hosts the orchestrator at MASTER_ADDR, on the port after MASTER_PORT (which
