@@ -186,6 +186,8 @@ struct JobStatus {
   nodes @6 :List(NodeStatus);
   silent @7 :List(UInt32);     # member nodes that did not answer in time
   members @8 :List(JobMember); # once complete: every node as the orchestrator knows it
+  epoch @9 :UInt32;            # the membership epoch (0 as admitted; one more per shrink or grow)
+  newcomers @10 :UInt32;       # an elastic job's newcomers waiting for a grow
 }
 
 struct JobMember {

@@ -94,6 +94,8 @@ Envelope encode_job_status(const JobStatusData& j) {
   b.setExpectedNodes(j.expected_nodes);
   b.setRegisteredNodes(j.registered_nodes);
   b.setComplete(j.complete);
+  b.setEpoch(j.epoch);
+  b.setNewcomers(j.newcomers);
   auto ns = b.initNodes(static_cast<unsigned>(j.nodes.size()));
   for (unsigned i = 0; i < j.nodes.size(); ++i) fill(ns[i], j.nodes[i]);
   auto s = b.initSilent(static_cast<unsigned>(j.silent.size()));
@@ -127,6 +129,8 @@ std::optional<JobStatusData> decode_job_status(const Envelope& e, std::string& e
     j.expected_nodes = m.getExpectedNodes();
     j.registered_nodes = m.getRegisteredNodes();
     j.complete = m.getComplete();
+    j.epoch = m.getEpoch();
+    j.newcomers = m.getNewcomers();
     for (auto n : m.getNodes()) j.nodes.push_back(read(n));
     for (auto s : m.getSilent()) j.silent.push_back(s);
     for (auto x : m.getMembers()) {
@@ -146,8 +150,13 @@ std::optional<JobStatusData> decode_job_status(const Envelope& e, std::string& e
 
 std::string job_status_report(const JobStatusData& j) {
   if (!j.status) return "refused: " + j.status.to_string() + "\n";
-  std::string out = "collective " + std::to_string(j.collective) + ": " + std::to_string(j.registered_nodes) + " of " +
-                    std::to_string(j.expected_nodes) + " nodes " + (j.complete ? "joined" : "registered so far");
+  // After a shrink or grow the job's size is its epoch's, not the one it was admitted with.
+  std::string out = "collective " + std::to_string(j.collective) + ": " +
+                    (j.epoch > 0 ? "membership epoch " + std::to_string(j.epoch) + ", " + std::to_string(j.registered_nodes) +
+                                       " nodes joined"
+                                 : std::to_string(j.registered_nodes) + " of " + std::to_string(j.expected_nodes) + " nodes " +
+                                       (j.complete ? "joined" : "registered so far"));
+  if (j.newcomers > 0) out += ", " + std::to_string(j.newcomers) + " newcomer(s) waiting for a grow";
   // Since the join: who is still in, and each node that is not, with why.
   uint32_t in = 0;
   std::string gone;

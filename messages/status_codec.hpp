@@ -53,6 +53,8 @@ struct JobStatusData {
   std::vector<NodeStatusData> nodes;
   std::vector<uint32_t> silent;  // nodes that did not answer in time
   std::vector<JobMemberData> members;  // by node id, once complete
+  uint32_t epoch = 0;      // membership epoch (docs/elastic.md)
+  uint32_t newcomers = 0;  // waiting for a grow
 };
 
 Envelope encode_status_request(const StatusRequestData& r);

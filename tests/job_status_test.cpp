@@ -131,6 +131,16 @@ TEST(JobStatusReport, GroupsRanksByOpAndWait) {
             "node 0: lost: node lost: silent for 4.0 s\n"
             "node 2: left\n"
             "rank 2: in no op; last done: group 0 #8 barrier\n");
+  // After a shrink (docs/elastic.md): the epoch's members, and a newcomer waiting.
+  j.collective = 5;
+  j.epoch = 1;
+  j.newcomers = 1;
+  j.members = {{0, S::joined, ""}, {1, S::joined, ""}};
+  back = decode_job_status(encode_job_status(j), error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(back->epoch, 1u);
+  EXPECT_EQ(job_status_report(*back).substr(0, 80),
+            std::string("collective 5: membership epoch 1, 2 nodes joined, 1 newcomer(s) waiting for a grow\n").substr(0, 80));
 }
 
 // A node killed mid-job: the survivors stay in the collective, and the status says which node was

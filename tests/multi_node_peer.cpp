@@ -53,6 +53,8 @@ int parse(int argc, char** argv, Args& a) {
     else if (k == "--elements") a.elements = std::stoul(v);
     else if (k == "--freeze-after-ms") a.freeze_after_ms = std::stoll(v);
     else if (k == "--exit-when-told") a.exit_when_told = v == "1";
+    else if (k == "--elastic") a.elastic = v == "1";
+    else if (k == "--newcomer") a.newcomer = v == "1";
     else if (k == "--transport" && (v == "auto" || v == "network"))
       a.transport = v == "auto" ? HostTransport::automatic : HostTransport::network;
     else {
@@ -106,6 +108,7 @@ int main(int argc, char** argv) {
   cfg.tls_ca = a.tls_ca;
   cfg.timeout = std::chrono::milliseconds(a.timeout_ms);
   cfg.host_transport = a.transport;
+  cfg.elastic = a.elastic || a.newcomer;
   auto choice = parse_strategy(a.strategy);
   if (!choice) {
     std::cerr << "bad --strategy\n";
@@ -123,6 +126,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (uint32_t id = 0; id < a.peers; ++id)
     threads.emplace_back([&, id] {
+      const auto registering = std::chrono::steady_clock::now();
       auto reg = rt.register_peer(id, cfg);
       if (!reg) {
         say("PEER ? ERR " + std::string(to_string(reg.status().code())) + " " + reg.status().message());
@@ -130,6 +134,10 @@ int main(int argc, char** argv) {
       }
       Peer p = *reg;
       const std::string me = "PEER " + std::to_string(p.rank()) + " ";
+      if (a.newcomer)  // from its registration to its Peer in the grown world
+        say(me + "JOINED " + std::to_string(p.size()) + " " +
+            std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                                 registering).count() / 1000.0));
       try {
         if (!scenario) throw Fail{Status(Errc::invalid_argument, "unknown scenario " + a.scenario)};
         const int done = scenario(p, node);

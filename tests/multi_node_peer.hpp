@@ -27,6 +27,8 @@ struct Args {
   std::size_t elements = 50000;  // kill / freeze: f32 elements per all-reduce
   int64_t freeze_after_ms = -1;  // freeze: stop this long into op --at-op (inside it), not before it
   bool exit_when_told = false;  // after NODE DONE, stay in the collective until stdin closes
+  bool elastic = false;         // --elastic 1: Config::elastic (newcomers may join)
+  bool newcomer = false;        // --newcomer 1: join the running elastic job (says JOINED, see main)
   HostTransport transport = HostTransport::automatic;  // --transport auto|network
 };
 

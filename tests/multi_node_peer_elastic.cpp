@@ -47,10 +47,44 @@ int shrink_after_kill(Peer& p, const NodeContext& node) {
   return static_cast<int>(a.ops);
 }
 
+// The members (--elastic 1) all-reduce until every one knows of a newcomer (the max of what each
+// heard, in the same op), then grow and print
+//   PEER <old rank> GREW <new rank> <new size> <ms of the grow>
+// and all run --ops checked all-reduces in the grown world; the newcomer (--newcomer 1, started
+// once the members run) does the same ops after its register_peer returned (main says JOINED).
+int grow(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  const std::string me = "PEER " + std::to_string(p.rank()) + " ";
+  Peer w = p;
+  if (!a.newcomer) {
+    say(me + "READY");
+    for (uint32_t i = 0;; ++i) {
+      Tensor heard = Tensor::from(std::vector<float>{static_cast<float>(p.newcomers())});
+      must(p.all_reduce(heard, ReduceOp::max));
+      if (heard.data_as<float>()[0] > 0) break;
+      if (i > 1000000) throw Fail{Status(Errc::timeout, "no newcomer came")};
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto next = p.grow();
+    must(next.status());
+    w = *next;
+    const auto ms = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count() / 1000.0;
+    say(me + "GREW " + std::to_string(w.rank()) + " " + std::to_string(w.size()) + " " + std::to_string(ms));
+  }
+  for (uint32_t i = 0; i < a.ops; ++i) {
+    Tensor x = make_input(DType::f32, w.rank(), a.elements, ReduceOp::sum, i % 5);
+    must(w.all_reduce(x, ReduceOp::sum));
+    std::string why;
+    verify(check_reduced(x, DType::f32, ReduceOp::sum, w.size(), a.elements, i % 5, why), "all_reduce after the grow", why);
+  }
+  return static_cast<int>(a.ops);
+}
+
 } // namespace
 
 Scenario elastic_scenario(const std::string& name) {
   if (name == "shrink-after-kill") return shrink_after_kill;
+  if (name == "grow") return grow;
   return nullptr;
 }
 

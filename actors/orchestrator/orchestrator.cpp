@@ -108,6 +108,8 @@ caf::result<Envelope> job_status(orchestrator_actor::pointer self, ShellState& s
   j.collective = st.core.collective();
   j.expected_nodes = st.core.options().expected_nodes;
   j.registered_nodes = static_cast<uint32_t>(st.core.registered());
+  j.epoch = st.core.epoch();
+  j.newcomers = static_cast<uint32_t>(st.core.newcomers());
   j.complete = st.core.complete();
   j.members = st.core.membership();
   const auto keys = st.core.member_keys();
