@@ -170,7 +170,7 @@ void RuntimeImpl::retire(const Status& why) {
   std::shared_ptr<GlobalClient> g;
   {
     std::lock_guard<std::mutex> lk(global_mu);
-    g = global;
+    g = std::move(global);  // the old epoch's connections and rings go with the last handle of it
   }
   if (g) g->close();  // goodbye to the old epoch's nodes; the orchestrator forgot this actor already
   caf::actor server_now;
@@ -411,7 +411,12 @@ Result<Peer> RuntimeImpl::register_peer(PeerId id, const Config& config) {
   st->rank = id;
   uint32_t total = config.num_devices;
   if (config.num_nodes > 0) {
-    st->global = global;
+    {
+      std::lock_guard<std::mutex> lk(global_mu);
+      st->global = global;
+    }
+    if (!st->global)  // retired meanwhile (a shrink or grow of another local peer): its core says why
+      return core->closed().value_or(Status(Errc::revoked, "this node left the collective for its next epoch"));
     st->offset = st->global->offset();
     st->rank = st->offset + id;
     total = st->global->total_peers();

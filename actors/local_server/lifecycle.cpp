@@ -95,6 +95,7 @@ void LocalServerCore::close(Status why) {
   std::lock_guard<std::mutex> lk(mu_);
   fail_everyone(why);
   closed_ = std::move(why);
+  global_.reset();  // nothing reaches it once closed: a retired epoch's connections may go (elastic.cpp)
 }
 
 void LocalServerCore::fail_everyone(const Status& why) {
