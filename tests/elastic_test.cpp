@@ -246,6 +246,40 @@ TEST(Elastic, ARevokeRacingWithTheOpsCompletionEndsEachOneWayOrTheOther) {
   expect_all_reduce({&world[0], &world[1], &world[2]});
 }
 
+// Rank 0's runtime hosts the orchestrator (as under mpirun on one host: a rendezvous file names
+// it): when it goes, no next epoch can form, and the survivors' shrink says so at once rather
+// than at its join timeout.
+TEST(Elastic, WithoutItsHostedOrchestratorAShrinkFailsAtOnceSayingWhy) {
+  char dir[] = "/tmp/chorus-elastic-XXXXXX";  // the rendezvous file's directory: this user's alone
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  Config c;
+  c.num_devices = 1;
+  c.num_nodes = 3;
+  c.rendezvous_file = std::string(dir) + "/job.rendezvous";
+  c.node_address = "127.0.0.1";
+  c.timeout = 20s;
+  std::vector<std::unique_ptr<Runtime>> nodes(3);
+  for (auto& r : nodes) r = std::make_unique<Runtime>();
+  std::vector<Result<Peer>> peers(3, Status(Errc::internal, "not registered"));
+  std::vector<std::thread> t;
+  for (int i = 0; i < 3; ++i)
+    t.emplace_back([&, i] {
+      Config mine = c;
+      mine.host_orchestrator = i == 0;
+      mine.rank = i;
+      peers[i] = nodes[i]->register_peer(0, mine);
+    });
+  for (auto& th : t) th.join();
+  for (auto& p : peers) ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  nodes[0].reset();  // its orchestrator goes with it
+  const auto t0 = Clock::now();
+  auto next = all_at_once({&*peers[1], &*peers[2]}, false);
+  EXPECT_LT(Clock::now() - t0, 10s) << "the shrink waited for its join timeout";
+  for (auto& n : next) EXPECT_TRUE(has(n.status(), Errc::unreachable, {"orchestrator"})) << n.status().to_string();
+  nodes.clear();
+  ::rmdir(dir);  // rank 0 removed its file when it went
+}
+
 // The node processes' tests (MultiNode* is left to the ASan run, as the other suites of processes).
 class MultiNodeElastic : public multi_node::MultiNode {
  protected:

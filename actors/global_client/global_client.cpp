@@ -95,6 +95,13 @@ uint32_t GlobalClient::newcomers() const {
   return notices_ ? notices_->newcomers() : 0;
 }
 
+std::optional<std::string> GlobalClient::orchestrator_lost() const {
+  if (notices_)
+    for (const auto& d : notices_->lost())
+      if (d.node_id == NodeEvents::kOrchestrator) return d.reason;
+  return std::nullopt;
+}
+
 bool GlobalClient::wait_newcomers(uint32_t n, Clock::time_point deadline) const {
   return notices_ && notices_->wait_newcomers(n, deadline);
 }

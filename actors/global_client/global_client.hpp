@@ -59,6 +59,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   const Config& config() const { return config_; }  // as it joined (the orchestrator's address found)
   // An elastic job's newcomers waiting for a grow (NodeSession::newcomers); 0 once closed.
   uint32_t newcomers() const;  // 0 before the join
+  // The orchestrator's loss as the node actor heard it ("orchestrator lost: ..."), if it was.
+  std::optional<std::string> orchestrator_lost() const;
   bool wait_newcomers(uint32_t n, Clock::time_point deadline) const;
   uint32_t node_id() const { return topo_.node_id; }
   uint32_t offset() const { return topo_.nodes[topo_.node_id].peer_offset; }

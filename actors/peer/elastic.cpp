@@ -22,6 +22,11 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
   if (!s->global)
     return Status(Errc::invalid_argument, what + " is for multi-node collectives (num_nodes > 0): in one process no "
                                                 "member can be lost or join");
+  // The next epoch is the orchestrator's to form: without it (one hosted by a process that died)
+  // there is none, and waiting for the join's timeout would only say so later.
+  if (auto gone = s->global->orchestrator_lost())
+    return Status(Errc::unreachable, what + " needs the orchestrator, and " + *gone +
+                                         " (an orchestrator hosted by a rank dies with it: run chorus-run's or a daemon)");
   const auto start = Clock::now();
   RuntimeImpl& rt = *s->rt;
   const TopologyData& t = s->global->topology();
