@@ -7,8 +7,10 @@
    a chorus-orchestrator daemon; in trial t the rank t % nodes SIGKILLs itself inside an all-reduce.
    Each survivor says how long from the op's failure to its first all-reduce done in the shrunk
    world; a trial's time is its slowest survivor's. Every survivor must then finish its checked ops.
-2. relaunch: what the job would cost instead: chorus-run -n (nodes - 1) chorus-node-example,
-   from its start to its end (processes started, joined, one all-reduce and one broadcast, exit).
+2. relaunch: what the job would cost instead. The kill: a job of --nodes chorus-elastic-example
+   processes under chorus-run (not elastic), one SIGKILLed mid-training, until chorus-run has
+   ended the others and exited. The launch: chorus-run -n (nodes - 1) chorus-node-example, from its
+   start to its end (processes started, joined, one all-reduce and one broadcast, exit).
 3. grow: nodes - 1 members (scenario grow) all-reduce until they know of a newcomer, then grow;
    the newcomer says how long from its registration to its Peer in the grown world.
 """
@@ -48,6 +50,24 @@ def shrink(bin_dir, n, trials):
     finally:
         d.terminate()
         d.wait()
+    return times
+
+def teardown(bin_dir, n, trials):
+    times = []
+    for _ in range(trials):
+        job = subprocess.Popen([f"{bin_dir}/chorus-run", "-n", str(n), "--tag-output", f"{bin_dir}/chorus-elastic-example",
+                                "--steps", "1000000", "--step-ms", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        pids = []
+        for line in job.stdout:
+            m = re.search(r"elastic: rank \d+ of \d+, pid (\d+)", line)
+            if m:
+                pids.append(int(m.group(1)))
+                if len(pids) == n:
+                    break
+        t0 = time.monotonic()
+        os.kill(pids[n // 2], signal.SIGKILL)
+        job.communicate(timeout=60)
+        times.append((time.monotonic() - t0) * 1000)
     return times
 
 def relaunch(bin_dir, n, trials):
@@ -98,9 +118,12 @@ def main():
     o = a.parse_args()
     s = shrink(o.bin, o.nodes, o.trials)
     show(f"shrink of {o.nodes} after a SIGKILL, to the next op done", s)
+    k = teardown(o.bin, o.nodes, max(5, o.trials // 4))
+    show(f"kill of a job of {o.nodes}, to chorus-run's exit", k)
     r = relaunch(o.bin, o.nodes - 1, max(5, o.trials // 4))
-    show(f"relaunch of {o.nodes - 1} (chorus-run, join, one op, exit)", r)
-    print(f"{'relaunch / shrink (medians)':42s} {statistics.median(r) / statistics.median(s):8.1f}x")
+    show(f"launch of {o.nodes - 1} (chorus-run, join, one op, exit)", r)
+    both = statistics.median(k) + statistics.median(r)
+    print(f"{'kill and relaunch / shrink (medians)':42s} {both / statistics.median(s):8.1f}x")
     j, g = grow(o.bin, o.nodes - 1, max(5, o.trials // 4))
     show(f"grow of 1 into {o.nodes - 1}: registration to Peer", j)
     show(f"grow of 1 into {o.nodes - 1}: the members' grow()", g)

@@ -15,6 +15,7 @@ namespace chorus {
 
 namespace {
 constexpr auto kGrace = std::chrono::seconds(5);
+double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 } // namespace
 
 Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, caf::actor_system& sys,
@@ -51,7 +52,9 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   auto on_link = [weak](const LinkLostData& l) {
     if (auto self = weak.lock()) self->on_link_notice(l);
   };
+  const auto began = Clock::now();
   auto joined = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, on_link, c->orchestrator_);
+  const auto registered = Clock::now();
   if (!joined.is_ok()) return joined;
   c->report_link_ = c->orchestrator_.session->link_reporter();
   c->notices_ = c->orchestrator_.session;
@@ -70,6 +73,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
     return s;
   }
   c->meshed_.store(true, std::memory_order_release);
+  const auto meshed = Clock::now();
   std::vector<Connection*> all;
   for (auto& conn : c->conns_)
     if (conn) all.push_back(conn.get());
@@ -86,7 +90,8 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
              "joined collective " + std::to_string(c->topo_.collective) + " as node " + std::to_string(c->topo_.node_id) +
                  " of " + std::to_string(c->topo_.num_nodes) + " (" + std::to_string(c->topo_.total_peers) + " peers, " +
                  std::to_string(hosts) + " host(s); this node's peers from rank " +
-                 std::to_string(c->topo_.nodes[c->topo_.node_id].peer_offset) + ")");
+                 std::to_string(c->topo_.nodes[c->topo_.node_id].peer_offset) + "), after " + std::to_string(ms(registered - began)) +
+                 " ms at the orchestrator and " + std::to_string(ms(meshed - registered)) + " ms connecting");
   }
   return c;
 }
