@@ -6,7 +6,8 @@
 //   kill -9 <one of its processes>                  # the others shrink to 3 and go on
 //   build/bin/chorus-run --join /tmp/job.join -n 1 build/bin/chorus-elastic-example   # grow to 4
 //
-// Options: --steps S (default 300), --step-ms MS of simulated compute per step (default 10).
+// Options: --steps S (default 300), --step-ms MS of simulated compute per step (default 10),
+// --stop-file F: stop at the first step at which some member sees F (scripts/elastic_soak.py).
 // The model is w (4096 floats) pulled toward a fixed target; each rank's gradient is w - target
 // plus a noise that averages to zero over any set of ranks 0..M-1, so the result does not depend
 // on who was there: every process ends with the same weights, which it checks.
@@ -75,10 +76,17 @@ struct Trainer {
     return why;
   }
 
-  // One step, or a grow when newcomers wait (every member decides alike: the max of what each heard).
-  Status one(uint32_t step_ms) {
-    Tensor waiting = Tensor::from(std::vector<float>{static_cast<float>(world.newcomers())});
+  // One step, or a grow when newcomers wait, or the end when a member saw the stop file (every
+  // member decides alike: the max of what each saw).
+  bool stop = false;
+  Status one(uint32_t step_ms, const char* stop_file) {
+    const bool seen = stop_file && ::access(stop_file, F_OK) == 0;
+    Tensor waiting = Tensor::from(std::vector<float>{static_cast<float>(world.newcomers()), seen ? 1.f : 0.f});
     if (Status s = world.all_reduce(waiting, ReduceOp::max); !s) return s;
+    if (waiting.data_as<float>()[1] > 0) {
+      stop = true;
+      return Status::ok();
+    }
     if (waiting.data_as<float>()[0] > 0) {
       const auto t0 = std::chrono::steady_clock::now();
       auto next = world.grow();
@@ -115,9 +123,11 @@ double expected_error(uint32_t steps) {
 
 int main(int argc, char** argv) {
   uint32_t steps = 300, step_ms = 10;
+  const char* stop_file = nullptr;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--steps")) steps = static_cast<uint32_t>(std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--step-ms")) step_ms = static_cast<uint32_t>(std::atoi(argv[i + 1]));
+    else if (!std::strcmp(argv[i], "--stop-file")) stop_file = argv[i + 1];
   }
   auto cfg = Config::from_env();
   if (!cfg) return std::fprintf(stderr, "chorus-elastic-example: %s\n", cfg.status().to_string().c_str()), 2;
@@ -130,15 +140,15 @@ int main(int argc, char** argv) {
   std::printf("elastic: rank %u of %u, pid %d\n", t.world.rank(), t.world.size(), static_cast<int>(getpid()));
   std::fflush(stdout);
   s = t.recover(s);
-  while (s && t.step < steps) {
-    s = t.one(step_ms);
+  while (s && t.step < steps && !t.stop) {
+    s = t.one(step_ms, stop_file);
     if (!s) s = t.recover(s);
   }
   if (!s) return std::fprintf(stderr, "chorus-elastic-example: %s\n", s.to_string().c_str()), 1;
   // Every member holds the same weights, at the distance to the target the rule gives.
   double worst = 0;
   for (std::size_t k = 0; k < kWeights; ++k) {
-    const double want = target(k) * (1.0 - expected_error(steps));
+    const double want = target(k) * (1.0 - expected_error(t.step));
     worst = std::max(worst, std::fabs(t.w[k] - want));
   }
   const bool good = worst < 1e-3;

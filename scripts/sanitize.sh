@@ -58,7 +58,7 @@ case "$kind" in
     # suites run once per strategy, TSan runs ring and auto: the others share their
     # threads' code (the lanes, the arena, the connections) and differ in arithmetic only, which
     # the asan run covers.
-    exclude="$exclude|_NOT_BUILT|MultiNode|bench_nodes|bench_smoke|readme_quickstart|slurm_srun"
+    exclude="$exclude|_NOT_BUILT|MultiNode|bench_nodes|bench_smoke|readme_quickstart|slurm_srun|elastic_soak"
     exclude="$exclude|(Large|EveryOpAcrossNodes|BitIdentical)\\..*/(tree_2|tree_3|centralized|direct|dbtree)( |\$)"  # a parameterized name goes on with "  # GetParam() = ..."
     ;;
   *) echo "usage: scripts/sanitize.sh asan|tsan" >&2; exit 2 ;;
