@@ -112,7 +112,8 @@ RuntimeImpl::~RuntimeImpl() {
 void RuntimeImpl::shutdown() {
   std::shared_ptr<RuntimeImpl> successor;
   {
-    std::lock_guard<std::mutex> lk(global_mu);
+    std::lock_guard<std::mutex> lk(global_mu);  // elastic.cpp makes `next` under it, or not at all now
+    no_next = true;
     successor = next;
   }
   if (successor) successor->shutdown();  // it runs in this one's actor system: first
@@ -125,7 +126,7 @@ void RuntimeImpl::shutdown() {
     owned.clear();
     // Peers that outlive the runtime keep this object: it must not keep the server alive, or the
     // actor system could not end (it waits until every handle to a detached actor is gone).
-    ours.push_back(caf::actor_cast<caf::actor>(std::move(server)));
+    if (server) ours.push_back(caf::actor_cast<caf::actor>(std::move(server)));  // none once retired
     server = nullptr;
   }
   close_arena();  // a peer waiting there goes on to the closed server's answer at once
@@ -160,7 +161,9 @@ void RuntimeImpl::shutdown() {
     std::lock_guard<std::mutex> lk(global_mu);
     t = trace;
   }
-  if (t) (void)t->write();  // the file, outside every lock (it logs a failure)
+  // The file, outside every lock (it logs a failure); a successor shares its first runtime's
+  // trace, which that runtime writes last.
+  if (t && rejoin.kind == RejoinData::Kind::none) (void)t->write();
   if (live_runtimes().fetch_sub(1) == 1) (void)gpu::release_all(Clock::now() + kGpuReleaseTime);
 }
 
@@ -172,11 +175,12 @@ void RuntimeImpl::retire(const Status& why) {
     std::lock_guard<std::mutex> lk(global_mu);
     g = std::move(global);  // the old epoch's connections and rings go with the last handle of it
   }
-  if (g) g->close();  // goodbye to the old epoch's nodes; the orchestrator forgot this actor already
+  if (g) g->retire(why);  // goodbye to the old epoch's nodes; the orchestrator forgot this actor already
   caf::actor server_now;
   {
     std::lock_guard<std::mutex> lk(actors_mu);
-    server_now = caf::actor_cast<caf::actor>(server);
+    server_now = caf::actor_cast<caf::actor>(std::move(server));  // it stops now: shutdown() need not wait for it
+    server = nullptr;
   }
   if (server_now) caf::anon_send_exit(server_now, caf::exit_reason::user_shutdown);
 }

@@ -104,6 +104,7 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // global_mu; a successor is shut down before the runtime it follows.
   std::shared_ptr<RuntimeImpl> next;
   RejoinData rejoin;
+  bool no_next = false;  // shutdown() has begun: no successor may be made any more
   void retire(const Status& why);
 
   // Multi-node group ids, unique in the job whatever the leader: the k-th group (k from 0) that

@@ -132,10 +132,17 @@ Result<Config> Config::from_env() {
     auto orch = env_text("CHORUS_ORCHESTRATOR");
     if (!orch) return Status(Errc::invalid_config, "CHORUS_JOIN=1 needs CHORUS_ORCHESTRATOR (the running job's orchestrator)");
     c.elastic = true;
+    c.newcomer = true;
     c.num_nodes = n->world;
     c.rank = -1;
     c.orchestrator_address = *orch;
-    c.secret = secret_from_env();
+    if (auto file = env_text("CHORUS_SECRET_FILE")) {
+      auto secret = read_secret_file(*file);
+      if (!secret) return Status(Errc::invalid_config, "CHORUS_SECRET_FILE: " + secret.status().message());
+      c.secret = *secret;
+    } else {
+      c.secret = secret_from_env();
+    }
     c.node_address = env_text("CHORUS_NODE_ADDRESS").value_or("127.0.0.1");
     if (auto s = c.validate(); !s) return Status(s.code(), "a newcomer (CHORUS_JOIN=1): " + s.message());
     return c;

@@ -8,7 +8,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("chorus::wire");
 
-const protocolVersion :UInt32 = 6;  # 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields); 6: every node's GPU count (auto runs GPU tensors through NCCL where every node of an op has a GPU)
+const protocolVersion :UInt32 = 7;  # 7: membership epochs (Rejoin, tickets, revoke, newcomers); 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields); 6: every node's GPU count (auto runs GPU tensors through NCCL where every node of an op has a GPU)
 
 enum DType { f16 @0; bf16 @1; f32 @2; f64 @3; i8 @4; u8 @5; i32 @6; i64 @7; }
 enum ReduceOp { sum @0; prod @1; min @2; max @3; avg @4; band @5; bor @6; bxor @7; }
@@ -78,6 +78,8 @@ struct NodeRegister {
   rank @8 :Int32 = -1;         # the node id its launcher gave it (-1: any; the orchestrator numbers
                                # such nodes in arrival order, around the ranks given)
   rejoin @9 :Rejoin;           # set: a member's registration for its collective's next epoch
+  newcomer @10 :Bool;          # a newcomer to a running elastic job (chorus-run --join): never
+                               # admitted as one of the job's first nodes
 }
 
 # A member of a running collective registering again, for the membership that follows a shrink or

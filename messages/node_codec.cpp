@@ -32,6 +32,7 @@ Envelope encode_node_register(const NodeRegisterData& r) {
   b.setHostKey(r.host_key);
   b.setGpus(r.gpus);
   b.setRank(r.rank);
+  b.setNewcomer(r.newcomer);
   if (r.rejoin.kind != RejoinData::Kind::none) {
     auto j = b.initRejoin();
     j.setKind(static_cast<uint8_t>(r.rejoin.kind));
@@ -55,6 +56,7 @@ std::optional<NodeRegisterData> decode_node_register(const Envelope& e, std::str
     d.host_key = m.getHostKey();
     d.gpus = m.getGpus();
     d.rank = m.getRank();
+    d.newcomer = m.getNewcomer();
     if (m.hasRejoin()) {
       auto j = m.getRejoin();
       if (j.getKind() > static_cast<uint8_t>(RejoinData::Kind::grow))

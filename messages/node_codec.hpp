@@ -37,6 +37,7 @@ struct NodeRegisterData {
   uint32_t gpus = 0;     // CUDA devices of the node's machine (0: none, or chorus without CUDA)
   int32_t rank = -1;     // the node id its launcher gave it (-1: any)
   RejoinData rejoin;     // kind none: a first registration
+  bool newcomer = false; // a newcomer to a running elastic job (Config::newcomer)
 };
 
 struct NodeEntry {

@@ -95,6 +95,7 @@ TEST_F(Env, ElasticJobsAndTheirNewcomers) {
   c = Config::from_env();
   ASSERT_TRUE(c) << c.status().to_string();
   EXPECT_TRUE(c->elastic);
+  EXPECT_TRUE(c->newcomer);
   EXPECT_EQ(c->rank, -1);
   EXPECT_EQ(c->num_nodes, 1u);
   EXPECT_EQ(c->orchestrator_address, "127.0.0.1:4100");

@@ -119,9 +119,11 @@ TEST(Elastic, SurvivorsShrinkAfterANodeLeavesAndGoOn) {
   EXPECT_EQ(next[0]->epoch(), 1u);
   EXPECT_EQ(job.peers[a]->epoch(), 0u);
   expect_all_reduce({&*next[0], &*next[1]});
-  // The old world is revoked.
+  // The old world is revoked; a second shrink of it fails alone and leaves the new world be.
   Tensor x = Tensor::from(std::vector<float>{1});
   EXPECT_TRUE(has(job.peers[a]->all_reduce(x, ReduceOp::sum), Errc::revoked, {"next epoch by a shrink"}));
+  EXPECT_FALSE(job.peers[a]->shrink().is_ok());
+  expect_all_reduce({&*next[0], &*next[1]});
   // A second shrink, of the shrunk world, after the next loss: one node alone goes on.
   job.nodes[b].reset();
   auto last = next[0]->shrink();
@@ -154,12 +156,15 @@ TEST(Elastic, GrowTakesInANewcomerAndRefusesAStrangerAlone) {
   Runtime stranger;
   Config wrong = job.config(2);
   wrong.auto_tree_arity = 5;
+  wrong.newcomer = true;
   auto refused = stranger.register_peer(0, wrong);
   EXPECT_TRUE(has(refused.status(), Errc::config_mismatch, {"newcomer", "auto_tree_arity"}));
   // The newcomer registers and waits for the members' grow.
   Runtime newcomer;
   Result<Peer> joined = Status(Errc::internal, "not registered");
-  std::thread waits([&] { joined = newcomer.register_peer(0, job.config(2)); });
+  Config mine = job.config(2);
+  mine.newcomer = true;
+  std::thread waits([&] { joined = newcomer.register_peer(0, mine); });
   const std::size_t a = job.of_rank(0), b = job.of_rank(1);
   // Every member is told of the newcomer (and the refused one was never one).
   for (std::size_t i : {a, b})

@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
   cfg.timeout = std::chrono::milliseconds(a.timeout_ms);
   cfg.host_transport = a.transport;
   cfg.elastic = a.elastic || a.newcomer;
+  cfg.newcomer = a.newcomer;
   auto choice = parse_strategy(a.strategy);
   if (!choice) {
     std::cerr << "bad --strategy\n";

@@ -191,6 +191,7 @@ TEST(OrchestratorEpochs, GrowTakesInTheNewcomersOfAnElasticJob) {
   auto newcomer = reg(2, 2, "h:9");
   newcomer.config.elastic = true;
   newcomer.config.num_devices = 2;
+  newcomer.newcomer = true;
   auto w = a.core.on_register(90, newcomer);
   EXPECT_TRUE(w.replies.empty());
   EXPECT_EQ(w.watch, (std::vector<Core::NodeKey>{90}));
@@ -198,6 +199,7 @@ TEST(OrchestratorEpochs, GrowTakesInTheNewcomersOfAnElasticJob) {
   auto wrong = reg(2, 1, "h:8");
   wrong.config.elastic = true;
   wrong.config.auto_threshold_bytes = 1;
+  wrong.newcomer = true;
   auto refused = a.core.on_register(80, wrong);
   ASSERT_EQ(to(refused), (std::vector<Core::NodeKey>{80}));
   EXPECT_TRUE(has(refused.replies[0].status, Errc::config_mismatch, {"newcomer", "auto_threshold_bytes"}));
@@ -221,12 +223,55 @@ TEST(OrchestratorEpochs, GrowTakesInTheNewcomersOfAnElasticJob) {
   EXPECT_TRUE(has(busy.replies.at(0).status, Errc::busy, {"is complete and running"}));
 }
 
+// A newcomer (chorus-run --join) that comes while the job is still being admitted, or to a job
+// that is not elastic, is refused alone: it never takes a first node's place or ends the admission.
+TEST(OrchestratorEpochs, ANewcomerNeverJoinsOrEndsAnAdmission) {
+  Core core({3, 1000ms, {}});
+  auto first = reg(3, 1, "h:1");
+  first.config.elastic = true;
+  auto second = first;
+  second.data_address = "h:2";
+  (void)core.on_register(10, first);
+  (void)core.on_register(20, second);
+  auto early = reg(1, 1, "h:9");  // its own idea of the size: a newcomer's is never compared
+  early.config.elastic = true;
+  early.newcomer = true;
+  auto fx = core.on_register(90, early);
+  ASSERT_EQ(to(fx), (std::vector<Core::NodeKey>{90}));
+  EXPECT_TRUE(has(fx.replies[0].status, Errc::busy, {"a newcomer", "being admitted"}));
+  EXPECT_TRUE(fx.forget.empty());
+  EXPECT_EQ(core.registered(), 2u);
+  auto third = first;
+  third.data_address = "h:3";
+  EXPECT_EQ(core.on_register(30, third).replies.size(), 3u);  // the job forms as it would have
+  EXPECT_TRUE(core.on_register(91, early).replies.empty());   // now it waits for a grow
+  EXPECT_EQ(core.newcomers(), 1u);
+  Admitted fixed(2);
+  auto late = reg(2, 1, "h:9");
+  late.newcomer = true;
+  EXPECT_TRUE(has(fixed.core.on_register(90, late).replies.at(0).status, Errc::busy, {"not elastic"}));
+}
+
+// The round's exclude list is whoever came first's; a member that disagrees is told both lists,
+// and a grow excludes nobody.
+TEST(OrchestratorEpochs, DisagreeingExcludeListsAreNamedAndAGrowExcludesNobody) {
+  Admitted a(4, true);
+  (void)a.core.on_register(100, a.rejoin(0, Kind::shrink, {2, 3}));
+  auto other = a.core.on_register(101, a.rejoin(1, Kind::shrink));
+  EXPECT_TRUE(has(other.replies.at(0).status, Errc::invalid_argument, {"excludes nodes [], the others [2, 3]"}));
+  EXPECT_EQ(a.core.epoch(), 0u);  // the round waits for node 1 with the same list
+  Admitted b(3, true);
+  EXPECT_TRUE(has(b.core.on_register(100, b.rejoin(0, Kind::grow, {2})).replies.at(0).status, Errc::invalid_argument,
+                  {"a grow excludes nobody"}));
+}
+
 TEST(OrchestratorEpochs, ANewcomerThatLeavesIsForgottenAndTheJobsEndAnswersTheRest) {
   Admitted a(1, true);
   auto n1 = reg(1, 1, "h:8");
   n1.config.elastic = true;
-  auto n2 = reg(1, 1, "h:9");
-  n2.config.elastic = true;
+  n1.newcomer = true;
+  auto n2 = n1;
+  n2.data_address = "h:9";
   (void)a.core.on_register(80, n1);
   (void)a.core.on_register(90, n2);
   auto left = a.core.on_down(80, "killed");

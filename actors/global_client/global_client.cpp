@@ -44,6 +44,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   reg.gpus = nccl ? static_cast<uint32_t>(std::max(0, nccl->device_count())) : 0u;
   reg.rank = config.rank;
   reg.rejoin = rejoin;
+  reg.newcomer = config.newcomer && rejoin.kind == RejoinData::Kind::none;
   c->p2p_ = std::make_unique<P2PMailbox>();  // before joining: a loss notice may come at once
   std::weak_ptr<GlobalClient> weak = c;
   auto on_lost = [weak](uint32_t node, const std::string& why) {
@@ -234,6 +235,11 @@ void GlobalClient::on_node_lost(uint32_t node, const std::string& heard, bool an
 void GlobalClient::revoke() {
   if (notices_) notices_->revoke(topo_.collective, topo_.node_id, topo_.ticket);
   end_every_op(topo_.node_id, Status(Errc::revoked, revoked_message(topo_.collective, topo_.node_id)), false);
+}
+
+void GlobalClient::retire(const Status& why) {
+  end_every_op(topo_.node_id, why, false);
+  close();
 }
 
 void GlobalClient::end_every_op(uint32_t node, const Status& why, bool announced) {

@@ -145,6 +145,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // Peer::revoke: tells the orchestrator (which tells every other member), and every op of this
   // node fails with Errc::revoked; the collective is then fit only for shrink or grow.
   void revoke();
+  // The node left this collective for its next epoch (elastic.cpp): every op still in it fails
+  // with `why` (not with a shutdown), then the client closes.
+  void retire(const Status& why);
   // This node's connection to `node` broke (`saw`: how): every op fails with the link named
   // (link_lost_message), and the orchestrator is told, so that every other node hears of it.
   void on_link_broken(uint32_t node, const std::string& saw);

@@ -95,7 +95,11 @@ void LocalServerCore::close(Status why) {
   std::lock_guard<std::mutex> lk(mu_);
   fail_everyone(why);
   closed_ = std::move(why);
-  global_.reset();  // nothing reaches it once closed: a retired epoch's connections may go (elastic.cpp)
+  // Nothing reaches these once closed: a retired epoch (elastic.cpp) keeps no connections or
+  // compiled schedules for the Runtime's life.
+  global_.reset();
+  schedule_cache_.clear();
+  global_cache_.clear();
 }
 
 void LocalServerCore::fail_everyone(const Status& why) {

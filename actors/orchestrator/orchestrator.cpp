@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <memory>
-#include <random>
+#include <sys/random.h>
 
 #include "actors/orchestrator/basp_server.hpp"
 #include "actors/orchestrator/last_heard.hpp"
@@ -27,8 +27,17 @@ std::string down_reason(const caf::error& reason, const caf::actor_addr& source)
 struct ShellState {
   explicit ShellState(OrchestratorCore::Options o) : core(with_random_tokens(std::move(o))) {}
   static OrchestratorCore::Options with_random_tokens(OrchestratorCore::Options o) {
+    // Tokens and tickets prove membership: each drawn from the kernel's CSPRNG, never from a
+    // generator whose seed could be searched.
     if (!o.token_source)
-      o.token_source = [rng = std::make_shared<std::mt19937_64>(std::random_device{}())] { return (*rng)(); };
+      o.token_source = [] {
+        uint64_t v = 0;
+        for (std::size_t got = 0; got < sizeof v;) {
+          const ssize_t n = getrandom(reinterpret_cast<char*>(&v) + got, sizeof v - got, 0);
+          if (n > 0) got += static_cast<std::size_t>(n);
+        }
+        return v;
+      };
     return o;
   }
   OrchestratorCore core;

@@ -81,7 +81,20 @@ bool ends_the_admission(Errc refused) { return refused != Errc::register_twice &
 
 OrchestratorCore::Effects OrchestratorCore::on_register(NodeKey who, const NodeRegisterData& r) {
   if (r.rejoin.kind != RejoinData::Kind::none) return on_rejoin(who, r);
-  if (complete_ && config_ && config_->elastic && r.protocol_version == protocol_version()) return on_newcomer(who, r);
+  if (r.newcomer && r.protocol_version == protocol_version()) {
+    if (complete_ && config_ && config_->elastic) return on_newcomer(who, r);
+    // Refused alone: a newcomer never takes a first node's place, nor ends their admission.
+    Effects fx;
+    fx.replies.push_back({who,
+                          complete_ ? Status(Errc::busy, "a newcomer: collective " + std::to_string(collective_) +
+                                                             " runs and is not elastic (Config::elastic)")
+                                    : Status(Errc::busy, "a newcomer: no elastic job runs here yet (collective " +
+                                                             std::to_string(collective_) + " is " +
+                                                             (members_.empty() ? "not started" : "being admitted") +
+                                                             "); join once it runs"),
+                          {}});
+    return fx;
+  }
   Effects fx;
   if (auto s = check(who, r); !s) {
     if (!complete_ && !members_.empty() && ends_the_admission(s.code())) {

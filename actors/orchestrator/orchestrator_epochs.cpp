@@ -76,8 +76,8 @@ Status OrchestratorCore::check_rejoin(NodeKey who, const NodeRegisterData& r) co
     return {Errc::invalid_config, "the " + what + ": the job is not elastic (Config::elastic), so no newcomer can join it"};
   if (round_ && round_->kind != j.kind)
     return {Errc::op_mismatch, "the " + what + ": a " + std::string(to_string(round_->kind)) + " is under way"};
-  if (excluded(j.node_id))
-    return {Errc::revoked, "the " + what + ": this node is excluded from it"};
+  if (j.kind == RejoinData::Kind::grow && !j.exclude.empty())
+    return {Errc::invalid_argument, "the " + what + ": a grow excludes nobody (members keep their places)"};
   if (j.kind == RejoinData::Kind::shrink) {
     std::size_t staying = 0;
     for (uint32_t id : j.exclude) {
@@ -91,9 +91,12 @@ Status OrchestratorCore::check_rejoin(NodeKey who, const NodeRegisterData& r) co
         ++staying;
     if (staying == 0) return {Errc::invalid_argument, "the " + what + ": it would leave no node"};
   }
+  // Then the round's list: a caller that disagrees learns both, whoever came first.
   if (round_ && round_->exclude != j.exclude)
     return {Errc::invalid_argument, "the " + what + ": it excludes nodes " + ids(j.exclude) + ", the others " +
                                         ids(round_->exclude)};
+  if (excluded(j.node_id))
+    return {Errc::revoked, "the " + what + ": this node is excluded from it"};
   if (r.num_peers == 0 || r.num_peers > Config::kMaxDevices)
     return {Errc::invalid_argument, "the " + what + ": num_peers " + std::to_string(r.num_peers) + " is not 1 to " +
                                         std::to_string(Config::kMaxDevices)};

@@ -47,6 +47,7 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
   std::shared_ptr<RuntimeImpl> next;
   {
     std::lock_guard<std::mutex> lk(rt.global_mu);
+    if (rt.no_next) return Status(Errc::reset, what + ": the runtime is shutting down");
     if (!rt.next) {
       rt.next = std::make_shared<RuntimeImpl>(**sys);
       rt.next->rejoin = {kind, t.collective, t.node_id, t.ticket, nodes};
@@ -65,12 +66,22 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
   c.host_orchestrator = false;
   c.rendezvous_file.clear();
   c.rank = -1;
+  // The join may last as long as the first could (the client's config holds what was left of
+  // it then), and a little more: the orchestrator's own deadline for the round, the same limit
+  // under chorus-run, then answers first, naming who did not come.
+  c.join_timeout = s->config.join_limit() + RuntimeImpl::grace;
   auto p = next->register_peer(s->id, c);
   if (!p) {
-    // That epoch cannot be had (a round that timed out, a refusal): a later call may try again
-    // with a successor of its own, while this node stays in the old world.
-    bool drop = false;
+    // A join that failed (a round that timed out, a refusal): that epoch cannot be had, and a
+    // later call may try again with a successor of its own, while this node stays in the old
+    // world. Any other failure (this peer registered there already) leaves the successor be.
+    bool join_failed = false;
     {
+      std::lock_guard<std::mutex> lk(next->global_mu);
+      join_failed = next->join_outcome && !next->join_outcome->is_ok();
+    }
+    bool drop = false;
+    if (join_failed) {
       std::lock_guard<std::mutex> lk(rt.global_mu);
       if (rt.next == next) {
         rt.next.reset();

@@ -76,6 +76,10 @@ struct Config {
   // Elastic membership (docs/elastic.md): the job admits newcomers after it starts, which the
   // members then take in with Peer::grow. Every node must agree. Shrink needs no such setting.
   bool elastic = false;
+  // This process is a newcomer to a running elastic job (chorus-run --join, CHORUS_JOIN=1): it
+  // waits for the members' grow and is never taken as one of the job's first nodes. Per node,
+  // never compared.
+  bool newcomer = false;
 
   // A config from the environment a launcher sets: chorus-run's CHORUS_*, torchrun's, Slurm's or
   // Open MPI's (docs/launching.md lists each variable and which wins). Without a launcher: one
