@@ -1,6 +1,4 @@
 // Config::from_env: what a launcher passes a process, read into a Config (docs/launching.md).
-#include <unistd.h>
-
 #include <cctype>
 #include <cstdio>
 
@@ -104,6 +102,16 @@ bool plain(const std::string& s) {
   return !s.empty() && s.find("..") == std::string::npos;
 }
 
+// The orchestrator's secret: CHORUS_SECRET_FILE's first line, else CHORUS_SECRET.
+Result<std::string> job_secret_from_env() {
+  if (auto file = env_text("CHORUS_SECRET_FILE")) {
+    auto secret = read_secret_file(*file);
+    if (!secret) return Status(Errc::invalid_config, "CHORUS_SECRET_FILE: " + secret.status().message());
+    return *secret;
+  }
+  return secret_from_env();
+}
+
 } // namespace
 
 Result<Config> Config::from_env() {
@@ -136,13 +144,9 @@ Result<Config> Config::from_env() {
     c.num_nodes = n->world;
     c.rank = -1;
     c.orchestrator_address = *orch;
-    if (auto file = env_text("CHORUS_SECRET_FILE")) {
-      auto secret = read_secret_file(*file);
-      if (!secret) return Status(Errc::invalid_config, "CHORUS_SECRET_FILE: " + secret.status().message());
-      c.secret = *secret;
-    } else {
-      c.secret = secret_from_env();
-    }
+    auto secret = job_secret_from_env();
+    if (!secret) return secret.status();
+    c.secret = *secret;
     c.node_address = env_text("CHORUS_NODE_ADDRESS").value_or("127.0.0.1");
     if (auto s = c.validate(); !s) return Status(s.code(), "a newcomer (CHORUS_JOIN=1): " + s.message());
     return c;
@@ -152,13 +156,9 @@ Result<Config> Config::from_env() {
   const std::string who = "rank " + std::to_string(n->rank) + " of " + std::to_string(n->world) + " (" + n->by->name + ")";
   c.num_nodes = n->world;
   c.rank = static_cast<int32_t>(n->rank);
-  if (auto file = env_text("CHORUS_SECRET_FILE")) {
-    auto secret = read_secret_file(*file);
-    if (!secret) return Status(Errc::invalid_config, "CHORUS_SECRET_FILE: " + secret.status().message());
-    c.secret = *secret;
-  } else {
-    c.secret = secret_from_env();
-  }
+  auto secret = job_secret_from_env();
+  if (!secret) return secret.status();
+  c.secret = *secret;
 
   // Where the orchestrator is: named (a daemon, or chorus-run's), else rank 0 hosts it.
   if (auto orch = env_text("CHORUS_ORCHESTRATOR")) {
@@ -175,13 +175,7 @@ Result<Config> Config::from_env() {
     c.orchestrator_address = host_port(*addr, listen);
     c.host_orchestrator = n->rank == 0;
   } else if (n->one_host && plain(job_key(*n->by))) {
-    // This user's runtime directory when the session has one (no other user can take its name
-    // first), else a directory of this user's in TMPDIR.
-    auto runtime = env_text("XDG_RUNTIME_DIR");
-    if (runtime && ::access(runtime->c_str(), W_OK | X_OK) != 0) runtime.reset();  // named, but not there
-    const std::string dir = runtime ? *runtime + "/chorus"
-                                    : env_text("TMPDIR").value_or("/tmp") + "/chorus-" + std::to_string(getuid());
-    c.rendezvous_file = dir + "/" + job_key(*n->by) + ".rendezvous";
+    c.rendezvous_file = private_file_dir() + "/" + job_key(*n->by) + ".rendezvous";
     c.host_orchestrator = n->rank == 0;
   } else {
     return Status(Errc::invalid_config,

@@ -1,5 +1,7 @@
 #include "core/env.hpp"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdlib>
 
@@ -21,6 +23,12 @@ Result<std::optional<uint64_t>> env_number(const char* name, uint64_t min, uint6
     return Status(Errc::invalid_config, std::string(name) + "='" + *text + "' is not a whole number from " +
                                             std::to_string(min) + " to " + std::to_string(max));
   return std::optional<uint64_t>{v};
+}
+
+std::string private_file_dir() {
+  auto runtime = env_text("XDG_RUNTIME_DIR");
+  if (runtime && ::access(runtime->c_str(), W_OK | X_OK) != 0) runtime.reset();  // named, but not there
+  return runtime ? *runtime + "/chorus" : env_text("TMPDIR").value_or("/tmp") + "/chorus-" + std::to_string(getuid());
 }
 
 } // namespace chorus

@@ -14,5 +14,9 @@ std::optional<std::string> env_text(const char* name);
 // A whole number in [min, max]; nullopt when unset or empty; an error naming the variable, its
 // value and the range otherwise.
 Result<std::optional<uint64_t>> env_number(const char* name, uint64_t min, uint64_t max);
+// Where chorus keeps a file for this user alone (a rendezvous or join file): the session's runtime
+// directory when it has one (no other user can take its name first), else a directory of this
+// user's in TMPDIR (made private, or refused, by whoever writes there: rendezvous_file.hpp).
+std::string private_file_dir();
 
 } // namespace chorus

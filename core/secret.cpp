@@ -21,14 +21,20 @@ Result<std::string> read_secret_file(const std::string& path) {
   return secret;
 }
 
-Result<std::string> draw_secret() {
-  unsigned char bytes[32];
-  for (std::size_t got = 0; got < sizeof bytes;) {
-    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+Status random_bytes(void* out, std::size_t size) {
+  auto* bytes = static_cast<unsigned char*>(out);
+  for (std::size_t got = 0; got < size;) {
+    const ssize_t n = getrandom(bytes + got, size - got, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status(Errc::internal, std::string("no random bytes for a secret: ") + std::strerror(errno));
+    if (n < 0) return Status(Errc::internal, std::string("no random bytes: ") + std::strerror(errno));
     got += static_cast<std::size_t>(n);
   }
+  return Status::ok();
+}
+
+Result<std::string> draw_secret() {
+  unsigned char bytes[32];
+  if (auto s = random_bytes(bytes, sizeof bytes); !s) return Status(s.code(), "a secret: " + s.message());
   static const char* hex = "0123456789abcdef";
   std::string s;
   for (unsigned char b : bytes) {

@@ -46,11 +46,30 @@ int fail(const std::string& what, int code) {
 
 // Where an elastic job says how to join it when --join-file names no file: a directory only this
 // user may enter (write_rendezvous makes it so), named for this process.
-std::string default_join_file() {
-  auto runtime = env_text("XDG_RUNTIME_DIR");
-  if (runtime && ::access(runtime->c_str(), W_OK | X_OK) != 0) runtime.reset();
-  const std::string dir = runtime ? *runtime + "/chorus" : env_text("TMPDIR").value_or("/tmp") + "/chorus-" + std::to_string(getuid());
-  return dir + "/chorus-run-" + std::to_string(getpid()) + ".join";
+std::string default_join_file() { return private_file_dir() + "/chorus-run-" + std::to_string(getpid()) + ".join"; }
+
+// What every process's request starts from: its rank and host, and the signals it starts with.
+ProcessPlan plan_for(const RankPlace& place, const SignalWatch& watch) {
+  ProcessPlan plan;
+  plan.rank = place.rank;
+  plan.host = place.host;
+  plan.remote = !place.local;
+  plan.request.mask = watch.child_mask;
+  plan.request.sigpipe_ignored = watch.sigpipe_ignored;
+  return plan;
+}
+
+// A process started here: PROG with its arguments, chorus-run's environment with the job's
+// variables and the secret on top, and `input` as its standard input.
+void run_here(ProcessPlan& plan, const std::string& path, const RunOptions& opts, EnvVars env, const std::string& secret,
+              SpawnRequest::Input input) {
+  SpawnRequest& req = plan.request;
+  req.path = path;
+  req.argv.push_back(opts.program);
+  req.argv.insert(req.argv.end(), opts.args.begin(), opts.args.end());
+  env.emplace_back("CHORUS_SECRET", secret);
+  req.env = merged_environment(environ, env);
+  req.input = input;
 }
 
 // chorus-run --join F: newcomers to a running elastic job, here, with the job's orchestrator and
@@ -68,27 +87,12 @@ int join_job(const RunOptions& opts, const SignalWatch& watch) {
   job.join_timeout_ms = opts.join_timeout_ms.value_or(kDefaultAdmissionMs);
   job.local_node_address = "127.0.0.1";
   job.extra = {{"CHORUS_ELASTIC", "1"}, {"CHORUS_JOIN", "1"}};
+  auto places = place_ranks({}, opts.processes, this_hostname());  // every one here (--hosts is refused)
+  if (!places) return usage_error(places.status().message());
   std::vector<ProcessPlan> plans;
-  for (uint32_t k = 0; k < opts.processes; ++k) {
-    RankPlace place;
-    place.rank = k;
-    place.local_rank = k;
-    place.local_world_size = opts.processes;
-    place.host = "localhost";
-    place.local = true;
-    ProcessPlan plan;
-    plan.rank = k;
-    plan.host = place.host;
-    SpawnRequest& req = plan.request;
-    req.mask = watch.child_mask;
-    req.sigpipe_ignored = watch.sigpipe_ignored;
-    req.path = *found;
-    req.argv.push_back(opts.program);
-    req.argv.insert(req.argv.end(), opts.args.begin(), opts.args.end());
-    EnvVars env = rank_env(place, job);
-    env.emplace_back("CHORUS_SECRET", r->secret);
-    req.env = merged_environment(environ, env);
-    req.input = SpawnRequest::Input::null;
+  for (const auto& place : *places) {
+    ProcessPlan plan = plan_for(place, watch);
+    run_here(plan, *found, opts, rank_env(place, job), r->secret, SpawnRequest::Input::null);
     plans.push_back(std::move(plan));
   }
   return supervise(std::move(plans), watch.fd, opts.tag_output, true);
@@ -185,24 +189,15 @@ int main(int argc, char** argv) {
 
   std::vector<ProcessPlan> plans;
   for (const auto& place : *places) {
-    ProcessPlan plan;
-    plan.rank = place.rank;
-    plan.host = place.host;
-    plan.remote = !place.local;
+    ProcessPlan plan = plan_for(place, *watch);
     SpawnRequest& req = plan.request;
-    req.mask = watch->child_mask;
-    req.sigpipe_ignored = watch->sigpipe_ignored;
     req.nofile = given;
     req.restore_nofile = raised;
     EnvVars env = rank_env(place, job);
     if (place.local) {
-      req.path = program_path;
-      req.argv.push_back(opts->program);
-      req.argv.insert(req.argv.end(), opts->args.begin(), opts->args.end());
-      env.emplace_back("CHORUS_SECRET", *secret);
-      req.env = merged_environment(environ, env);
       // As mpirun: rank 0 reads chorus-run's standard input, the others read nothing.
-      req.input = place.rank == 0 ? SpawnRequest::Input::inherit : SpawnRequest::Input::null;
+      run_here(plan, program_path, *opts, std::move(env), *secret,
+               place.rank == 0 ? SpawnRequest::Input::inherit : SpawnRequest::Input::null);
     } else {
       req.path = ssh_path;
       req.argv = ssh_argv(ssh, place.host, remote_script(cwd, env, opts->program, opts->args));

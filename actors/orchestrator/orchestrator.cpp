@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <memory>
-#include <sys/random.h>
+#include <random>
 
 #include "actors/orchestrator/basp_server.hpp"
 #include "actors/orchestrator/last_heard.hpp"
 #include "actors/unexpected_messages.hpp"
 #include "core/log.hpp"
+#include "core/secret.hpp"
 #include "messages/status_codec.hpp"
 
 namespace chorus {
@@ -28,13 +29,13 @@ struct ShellState {
   explicit ShellState(OrchestratorCore::Options o) : core(with_random_tokens(std::move(o))) {}
   static OrchestratorCore::Options with_random_tokens(OrchestratorCore::Options o) {
     // Tokens and tickets prove membership: each drawn from the kernel's CSPRNG, never from a
-    // generator whose seed could be searched.
+    // generator whose seed could be searched (random_device, should the kernel have none).
     if (!o.token_source)
       o.token_source = [] {
         uint64_t v = 0;
-        for (std::size_t got = 0; got < sizeof v;) {
-          const ssize_t n = getrandom(reinterpret_cast<char*>(&v) + got, sizeof v - got, 0);
-          if (n > 0) got += static_cast<std::size_t>(n);
+        if (!random_bytes(&v, sizeof v)) {
+          std::random_device rd;
+          v = (uint64_t{rd()} << 32) | rd();
         }
         return v;
       };
@@ -72,25 +73,18 @@ void apply(orchestrator_actor::pointer self, ShellState& st, OrchestratorCore::E
   }
   for (auto& n : fx.notices)
     CHORUS_LOG(info, orch, (LogWhere{n.lost.node_id}), "node lost, telling the others: " + n.lost.reason);
-  for (auto& n : fx.notices) {
-    auto it = st.nodes.find(n.to);
-    if (it != st.nodes.end()) self->send(it->second.handle, node_lost_atom::value, encode_node_lost(n.lost));
-  }
-  for (auto& n : fx.link_notices) {
-    auto it = st.nodes.find(n.to);
-    if (it != st.nodes.end()) self->send(it->second.handle, link_lost_atom::value, encode_link_lost(n.link));
-  }
-  for (auto& n : fx.revoke_notices) {
-    auto it = st.nodes.find(n.to);
-    if (it != st.nodes.end()) self->send(it->second.handle, revoke_atom::value, n.collective, n.by);
-  }
+  // A notice to a node the shell still knows (one forgotten meanwhile gets none).
+  auto tell = [&](OrchestratorCore::NodeKey to, auto&&... message) {
+    auto it = st.nodes.find(to);
+    if (it != st.nodes.end()) self->send(it->second.handle, std::forward<decltype(message)>(message)...);
+  };
+  for (auto& n : fx.notices) tell(n.to, node_lost_atom::value, encode_node_lost(n.lost));
+  for (auto& n : fx.link_notices) tell(n.to, link_lost_atom::value, encode_link_lost(n.link));
+  for (auto& n : fx.revoke_notices) tell(n.to, revoke_atom::value, n.collective, n.by);
   if (!fx.revoke_notices.empty())
     CHORUS_LOG(info, orch, (LogWhere{fx.revoke_notices[0].by}), "revoked collective " +
                                                                      std::to_string(fx.revoke_notices[0].collective) + ", telling the others");
-  for (auto& n : fx.newcomer_notices) {
-    auto it = st.nodes.find(n.to);
-    if (it != st.nodes.end()) self->send(it->second.handle, newcomers_atom::value, n.collective, n.waiting);
-  }
+  for (auto& n : fx.newcomer_notices) tell(n.to, newcomers_atom::value, n.collective, n.waiting);
   if (!fx.link_notices.empty())
     CHORUS_LOG(info, orch, (LogWhere{fx.link_notices[0].link.reporter}),
                "telling the others: " + link_lost_message(fx.link_notices[0].link));

@@ -270,9 +270,7 @@ OrchestratorCore::Effects OrchestratorCore::on_timeout(uint64_t timer) {
   Effects fx;
   if (round_ && timer == round_->timer) {
     std::string missing;
-    for (std::size_t k = 0; k < members_.size(); ++k)
-      if (!members_[k].left && !excluded(static_cast<uint32_t>(k)) && !round_->rejoined.count(static_cast<uint32_t>(k)))
-        missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    for (uint32_t id : awaited()) missing += (missing.empty() ? "" : ", ") + std::to_string(id);
     end_round(fx, Status(Errc::timeout, "the " + std::string(to_string(round_->kind)) + " of collective " +
                                             std::to_string(collective_) + ": node(s) " + missing + " did not call it within " +
                                             std::to_string(opts_.timeout.count()) + " ms"));

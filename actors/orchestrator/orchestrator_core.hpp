@@ -161,6 +161,8 @@ class OrchestratorCore {
   // Topology replies to every member (by node id), `previous` their ids in the epoch before.
   void send_topology(Effects& fx, const std::vector<int32_t>& previous);
   bool excluded(uint32_t id) const;
+  // The round's members (node ids) still to come: alive, not excluded, not rejoined yet.
+  std::vector<uint32_t> awaited() const;
   int rejoiner_of(NodeKey who) const;  // the old node id whose rejoin `who` sent, or -1
   int newcomer_of(NodeKey who) const;
   void tell_newcomers(Effects& fx) const;  // to every member still in

@@ -26,6 +26,15 @@ bool OrchestratorCore::excluded(uint32_t id) const {
   return round_ && std::binary_search(round_->exclude.begin(), round_->exclude.end(), id);
 }
 
+std::vector<uint32_t> OrchestratorCore::awaited() const {
+  std::vector<uint32_t> out;
+  for (std::size_t k = 0; k < members_.size(); ++k) {
+    const auto id = static_cast<uint32_t>(k);
+    if (!members_[k].left && !excluded(id) && !round_->rejoined.count(id)) out.push_back(id);
+  }
+  return out;
+}
+
 int OrchestratorCore::rejoiner_of(NodeKey who) const {
   if (round_)
     for (const auto& [id, m] : round_->rejoined)
@@ -158,10 +167,7 @@ void OrchestratorCore::tell_newcomers(Effects& fx) const {
 }
 
 void OrchestratorCore::maybe_finish_round(Effects& fx) {
-  for (std::size_t k = 0; k < members_.size(); ++k) {
-    const auto id = static_cast<uint32_t>(k);
-    if (!members_[k].left && !excluded(id) && !round_->rejoined.count(id)) return;
-  }
+  if (!awaited().empty()) return;
   Round round = std::move(*round_);
   round_.reset();
   // The epoch before: who is not in the next one, and why (for a late rejoin); its actors are
