@@ -104,6 +104,9 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // global_mu; a successor is shut down before the runtime it follows.
   std::shared_ptr<RuntimeImpl> next;
   RejoinData rejoin;
+  // Each local peer's world handle in `next`, once it joined there (by local id): a second shrink
+  // of the same world returns it again, and a group's shrink finds its world's new epoch here.
+  std::map<PeerId, Peer> successors;
   bool no_next = false;  // shutdown() has begun: no successor may be made any more
   void retire(const Status& why);
 

@@ -3,12 +3,16 @@
 //  * a node leaves; the others shrink and all-reduce among themselves, with values checked, and
 //    their old handles fail with revoked;
 //  * a shrink that excludes a live node: the excluded node is told so when it calls;
-//  * the grow of an elastic job by a newcomer: every member and the newcomer get a world of
-//    three, ranks kept, and all-reduce in it; a newcomer with another config is refused alone.
+//  * the grow of an elastic job by a newcomer, and by three at once: every member and newcomer
+//    get the grown world, ranks kept, and all-reduce in it; a newcomer with another config is
+//    refused alone;
+//  * a group's shrink: the group of its members still in the world's next epoch, in their old
+//    order, with or without the world shrunk first at that peer, and excluding live members;
 //  * a revoke ends an op waiting at another node at once, and every later op, with revoked; a
 //    revoke racing with the ops' completion ends each one way or the other; the members then shrink;
-//  * node processes (chorus-test-node), one SIGKILLed mid-op, first, middle or last by rank, with
-//    one and two peers per node: the survivors shrink and run checked all-reduces.
+//  * node processes (chorus-test-node), one SIGKILLed or frozen (SIGSTOP) mid-op, first, middle
+//    or last by rank, with one and two peers per node: the survivors shrink and run checked
+//    all-reduces.
 // The orchestrator's rules alone: orchestrator_epochs_cases.cpp.
 #include <gtest/gtest.h>
 
@@ -16,6 +20,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -119,11 +124,16 @@ TEST(Elastic, SurvivorsShrinkAfterANodeLeavesAndGoOn) {
   EXPECT_EQ(next[0]->epoch(), 1u);
   EXPECT_EQ(job.peers[a]->epoch(), 0u);
   expect_all_reduce({&*next[0], &*next[1]});
-  // The old world is revoked; a second shrink of it fails alone and leaves the new world be.
+  // The old world is revoked; a second shrink of it returns the same new world, and a grow of
+  // it is told that the world left by a shrink.
   Tensor x = Tensor::from(std::vector<float>{1});
   EXPECT_TRUE(has(job.peers[a]->all_reduce(x, ReduceOp::sum), Errc::revoked, {"next epoch by a shrink"}));
-  EXPECT_FALSE(job.peers[a]->shrink().is_ok());
-  expect_all_reduce({&*next[0], &*next[1]});
+  auto again = job.peers[a]->shrink();
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_EQ(again->epoch(), 1u);
+  EXPECT_EQ(again->members(), next[0]->members());
+  EXPECT_TRUE(has(job.peers[a]->grow().status(), Errc::op_mismatch, {"by a shrink"}));
+  expect_all_reduce({&*again, &*next[1]});
   // A second shrink, of the shrunk world, after the next loss: one node alone goes on.
   job.nodes[b].reset();
   auto last = next[0]->shrink();
@@ -147,6 +157,88 @@ TEST(Elastic, AShrinkMayExcludeALiveNodeWhichIsToldSo) {
   expect_all_reduce({&*next[0], &*next[1]});
   auto told = job.peers[out]->shrink();
   EXPECT_TRUE(has(told.status(), Errc::revoked, {"the shrink of collective", "this node was excluded by the shrink"}));
+}
+
+// A group shrinks within the world's next epoch: its members still there, in their old order,
+// whether the world was shrunk first at that peer or not (then the group's shrink does it).
+TEST(Elastic, AGroupShrinksToItsSurvivorsInTheirOldOrder) {
+  Job job(4);
+  ASSERT_TRUE(job.join());
+  std::vector<Peer> world;
+  for (uint32_t r = 0; r < 4; ++r) world.push_back(*job.peers[job.of_rank(r)]);
+  // The group {3, 1, 0}: group ranks 0, 1, 2 are world ranks 3, 1, 0; rank 2 is out of it.
+  std::vector<Result<Peer>> group(4, Status(Errc::internal, "not made"));
+  {
+    std::vector<std::thread> th;
+    for (uint32_t r : {0u, 1u, 3u}) th.emplace_back([&, r] { group[r] = world[r].new_group({3, 1, 0}); });
+    for (auto& t : th) t.join();
+  }
+  for (uint32_t r : {0u, 1u, 3u}) ASSERT_TRUE(group[r].is_ok()) << group[r].status().to_string();
+  EXPECT_TRUE(has(group[0]->grow().status(), Errc::invalid_argument, {"grow runs on the world's handle"}));
+  EXPECT_TRUE(has(group[0]->shrink({3}).status(), Errc::invalid_argument, {"rank 3 is not one of group"}));
+  job.nodes[job.of_rank(1)].reset();  // world rank 1, group rank 1, leaves
+  // Rank 3 shrinks the world first, then its group; rank 0 shrinks its group alone; rank 2 the world.
+  std::vector<Result<Peer>> next_world(4, Status(Errc::internal, "not shrunk")), next_group(4, Status(Errc::internal, "not shrunk"));
+  {
+    std::vector<std::thread> th;
+    th.emplace_back([&] { next_group[0] = group[0]->shrink(); });
+    th.emplace_back([&] { next_world[2] = world[2].shrink(); });
+    th.emplace_back([&] {
+      next_world[3] = world[3].shrink();
+      if (next_world[3]) next_group[3] = group[3]->shrink();
+    });
+    for (auto& t : th) t.join();
+  }
+  for (uint32_t r : {2u, 3u}) ASSERT_TRUE(next_world[r].is_ok()) << next_world[r].status().to_string();
+  for (uint32_t r : {0u, 3u}) ASSERT_TRUE(next_group[r].is_ok()) << next_group[r].status().to_string();
+  // The world of three: old ranks 0, 2, 3 are 0, 1, 2; the group of two: old 3 then old 0.
+  EXPECT_EQ(next_world[3]->size(), 3u);
+  EXPECT_EQ(next_group[3]->members(), (std::vector<PeerId>{2, 0}));
+  EXPECT_EQ(next_group[0]->members(), (std::vector<PeerId>{2, 0}));
+  EXPECT_EQ(next_group[3]->rank(), 0u);
+  EXPECT_EQ(next_group[0]->rank(), 1u);
+  EXPECT_EQ(next_group[0]->epoch(), 1u);
+  expect_all_reduce({&*next_group[3], &*next_group[0]});
+  // Rank 0's world in that epoch is what its own world.shrink() gives now.
+  auto w0 = world[0].shrink();
+  ASSERT_TRUE(w0.is_ok()) << w0.status().to_string();
+  EXPECT_EQ(w0->epoch(), 1u);
+  expect_all_reduce({&*w0, &*next_world[2], &*next_world[3]});
+  // The old group's ops end with revoked.
+  Tensor x = Tensor::from(std::vector<float>{1});
+  EXPECT_TRUE(has(group[0]->all_reduce(x, ReduceOp::sum), Errc::revoked, {}));
+}
+
+// A group's shrink may leave out live members (ranks of the group): they are told so, and stay
+// in the world's next epoch.
+TEST(Elastic, AGroupShrinkMayExcludeLiveMembers) {
+  Job job(3);
+  ASSERT_TRUE(job.join());
+  std::vector<Peer> world;
+  for (uint32_t r = 0; r < 3; ++r) world.push_back(*job.peers[job.of_rank(r)]);
+  std::vector<Result<Peer>> group(3, Status(Errc::internal, "not made")), next(3, Status(Errc::internal, "not shrunk"));
+  {
+    std::vector<std::thread> th;
+    for (uint32_t r = 0; r < 3; ++r) th.emplace_back([&, r] { group[r] = world[r].split(0, static_cast<int>(2 - r)); });
+    for (auto& t : th) t.join();
+  }
+  for (auto& g : group) ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(group[0]->rank(), 2u);  // keyed in reverse
+  {
+    std::vector<std::thread> th;
+    for (uint32_t r = 0; r < 3; ++r) th.emplace_back([&, r] { next[r] = group[r]->shrink({1}); });  // group rank 1: world 1
+    for (auto& t : th) t.join();
+  }
+  EXPECT_TRUE(has(next[1].status(), Errc::revoked, {"rank 1 (this peer) is excluded"})) << next[1].status().to_string();
+  for (uint32_t r : {0u, 2u}) ASSERT_TRUE(next[r].is_ok()) << next[r].status().to_string();
+  EXPECT_EQ(next[0]->members(), (std::vector<PeerId>{2, 0}));
+  expect_all_reduce({&*next[0], &*next[2]});
+  // Nobody was lost: the world's next epoch keeps all three, rank 1 with them.
+  std::vector<Result<Peer>> w = all_at_once({&world[0], &world[1], &world[2]}, false);
+  for (auto& p : w) ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  EXPECT_EQ(w[1]->size(), 3u);
+  EXPECT_EQ(w[1]->epoch(), 1u);
+  expect_all_reduce({&*w[0], &*w[1], &*w[2]});
 }
 
 TEST(Elastic, GrowTakesInANewcomerAndRefusesAStrangerAlone) {
@@ -184,6 +276,42 @@ TEST(Elastic, GrowTakesInANewcomerAndRefusesAStrangerAlone) {
   EXPECT_EQ(joined->epoch(), grown[0]->epoch());
   expect_all_reduce({&*grown[0], &*grown[1], &*joined});
   EXPECT_EQ(grown[0]->newcomers(), 0u);
+}
+
+// Three newcomers at once: one grow takes them all in, after the members' ranks, each rank once.
+TEST(Elastic, GrowTakesInSeveralNewcomersAtOnce) {
+  Job job(2, true);
+  ASSERT_TRUE(job.join());
+  std::vector<std::unique_ptr<Runtime>> newcomers(3);
+  std::vector<Result<Peer>> joined(3, Status(Errc::internal, "not registered"));
+  std::vector<std::thread> waits;
+  for (std::size_t i = 0; i < newcomers.size(); ++i) {
+    newcomers[i] = std::make_unique<Runtime>();
+    waits.emplace_back([&, i] {
+      Config mine = job.config(2);
+      mine.newcomer = true;
+      joined[i] = newcomers[i]->register_peer(0, mine);
+    });
+  }
+  const std::size_t a = job.of_rank(0), b = job.of_rank(1);
+  for (std::size_t i : {a, b})
+    ASSERT_TRUE(RuntimeAccess::impl(*job.nodes[i]).global->wait_newcomers(3, Clock::now() + 10s))
+        << "member " << i << " was never told of the three newcomers";
+  auto grown = all_at_once({&*job.peers[a], &*job.peers[b]}, true);
+  for (auto& th : waits) th.join();
+  for (auto& g : grown) ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  std::vector<Peer*> everyone{&*grown[0], &*grown[1]};
+  std::set<uint32_t> ranks;
+  for (auto& j : joined) {
+    ASSERT_TRUE(j.is_ok()) << j.status().to_string();
+    EXPECT_EQ(j->size(), 5u);
+    EXPECT_EQ(j->epoch(), 1u);
+    ranks.insert(j->rank());
+    everyone.push_back(&*j);
+  }
+  EXPECT_EQ(ranks, (std::set<uint32_t>{2, 3, 4}));
+  EXPECT_EQ(grown[1]->rank(), 1u);
+  expect_all_reduce(everyone);
 }
 
 TEST(Elastic, ARevokeEndsTheOpsInFlightAtEveryMemberAndTheyShrinkAll) {
@@ -289,8 +417,10 @@ TEST(Elastic, WithoutItsHostedOrchestratorAShrinkFailsAtOnceSayingWhy) {
 class MultiNodeElastic : public multi_node::MultiNode {
  protected:
   // 3 node processes of `peers` peers; the peer of rank `victim` kills its process in op 5.
-  void kill_and_shrink(uint32_t peers, uint32_t victim) {
-    auto nodes = run_nodes({{}, {}, {}}, {"--peers", std::to_string(peers), "--scenario", "shrink-after-kill", "--victim",
+  // With `freeze`, the victim stops (SIGSTOP) instead: the orchestrator finds it silent.
+  void kill_and_shrink(uint32_t peers, uint32_t victim, bool freeze = false) {
+    auto nodes = run_nodes({{}, {}, {}}, {"--peers", std::to_string(peers), "--scenario",
+                                          freeze ? "shrink-after-freeze" : "shrink-after-kill", "--victim",
                                           std::to_string(victim), "--at-op", "5", "--ops", "20", "--elements", "1000",
                                           "--timeout-ms", "10000"});
     const uint32_t total = 3 * peers, first = victim / peers * peers;  // the victim node's ranks
@@ -328,6 +458,16 @@ TEST_F(MultiNodeElastic, SurvivorsShrinkAfterTheKillOfTheFirstMiddleOrLastRank) 
   for (uint32_t victim : {0u, 1u, 2u}) {
     SCOPED_TRACE("victim rank " + std::to_string(victim));
     kill_and_shrink(1, victim);
+  }
+}
+
+// The same after a freeze: the survivors hear of the silent node from the orchestrator (its
+// heartbeats: 500 ms here) and shrink without it.
+TEST_F(MultiNodeElastic, SurvivorsShrinkAfterTheFreezeOfTheFirstMiddleOrLastRank) {
+  start_orchestrator(3, {"--heartbeat-ms", "500"});
+  for (uint32_t victim : {0u, 1u, 2u}) {
+    SCOPED_TRACE("victim rank " + std::to_string(victim));
+    kill_and_shrink(1, victim, true);
   }
 }
 

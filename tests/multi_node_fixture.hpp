@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -217,7 +218,8 @@ class MultiNode : public ::testing::Test {
 
   // Runs the node processes of spawn_nodes and collects their output; processes still running
   // after `limit` are killed. Once every node is done (said NODE DONE, ended, or is a victim that
-  // will say nothing more: killed or frozen by its scenario), they are told to exit.
+  // will say nothing more: killed or frozen by its scenario), they are told to exit; a frozen
+  // victim is killed once the others have ended (status -1, as at the limit).
   std::vector<NodeResult> run_nodes(const std::vector<std::vector<std::string>>& per_node,
                                     const std::vector<std::string>& common,
                                     std::chrono::milliseconds limit = 60000ms) {
@@ -236,10 +238,16 @@ class MultiNode : public ::testing::Test {
                    }),
                    deadline);
     tell_nodes_to_exit();
-    out.read_until(every_node([&out](std::size_t i) { return out.ended(i); }), deadline);
+    out.read_until(every_node([&out](std::size_t i) { return out.ended(i) || out.said(i, " VICTIM"); }), deadline);
     std::vector<NodeResult> results(kids.size());
     for (std::size_t i = 0; i < kids.size(); ++i) {
       results[i].output = out.output_of(i);
+      if (!out.ended(i) && out.said(i, " VICTIM")) {  // frozen: it would wait out the limit
+        ::kill(kids[i].pid, SIGKILL);
+        (void)wait_or_kill(kids[i].pid, 5000ms);
+        results[i].status = -1;
+        continue;
+      }
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       results[i].status = wait_or_kill(kids[i].pid, std::max(left, 100ms));
     }

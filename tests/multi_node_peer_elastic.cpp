@@ -12,7 +12,8 @@ namespace chorus::test_node {
 namespace {
 
 // All-reduces until, at op --at-op, the peer of rank --victim kills its own process inside the op
-// (SIGKILL). Every survivor gets node_lost, calls shrink(), prints
+// (SIGKILL; shrink-after-freeze: says VICTIM and stops it, SIGSTOP, for the orchestrator's
+// heartbeats to find). Every survivor gets node_lost, calls shrink(), prints
 //   PEER <old rank> SHRUNK <new rank> <new size> <epoch> <ms from the loss to its first op done>
 // and runs --ops all-reduces of --elements in the shrunk world, each checked.
 int shrink_after_kill(Peer& p, const NodeContext& node) {
@@ -20,7 +21,13 @@ int shrink_after_kill(Peer& p, const NodeContext& node) {
   const std::string me = "PEER " + std::to_string(p.rank()) + " ";
   for (uint32_t i = 0;; ++i) {
     Tensor x = make_input(DType::f32, p.rank(), a.elements, ReduceOp::sum);
-    if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) raise(SIGKILL);
+    if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
+      if (a.scenario == "shrink-after-freeze") {
+        say(me + "VICTIM");
+        raise(SIGSTOP);
+      }
+      raise(SIGKILL);
+    }
     const Status s = p.all_reduce(x, ReduceOp::sum);
     if (s.code() == Errc::node_lost) break;
     must(s);
@@ -83,7 +90,7 @@ int grow(Peer& p, const NodeContext& node) {
 } // namespace
 
 Scenario elastic_scenario(const std::string& name) {
-  if (name == "shrink-after-kill") return shrink_after_kill;
+  if (name == "shrink-after-kill" || name == "shrink-after-freeze") return shrink_after_kill;
   if (name == "grow") return grow;
   return nullptr;
 }

@@ -1,8 +1,10 @@
 // Peer::shrink and Peer::grow (docs/elastic.md): the node joins the next membership epoch of its
 // collective as a successor runtime (runtime_impl.hpp, `next`) whose join presents the member it
 // was; the orchestrator forms the epoch once every member still alive has come
-// (actors/orchestrator/orchestrator_epochs.cpp). The old world is then retired here.
+// (actors/orchestrator/orchestrator_epochs.cpp). The old world is then retired here. A group
+// shrinks within its world's new epoch: the group of its members still there, in their old order.
 #include <algorithm>
+#include <optional>
 
 #include <chorus/peer.hpp>
 
@@ -14,11 +16,10 @@ namespace chorus {
 
 namespace {
 
+// The world of `s`'s epoch (s: the world's handle, or one of its groups: they share the node's
+// runtime, client and local peer) carried into the next epoch at this peer.
 Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind kind, std::vector<uint32_t> exclude) {
   const std::string what(to_string(kind));
-  if (!s) return Status(Errc::not_registered, what + " on an empty Peer handle");
-  if (s->group != 0)
-    return Status(Errc::invalid_argument, what + " runs on the world's handle; make the groups again in the world it returns");
   if (!s->global)
     return Status(Errc::invalid_argument, what + " is for multi-node collectives (num_nodes > 0): in one process no "
                                                 "member can be lost or join");
@@ -48,6 +49,11 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
   {
     std::lock_guard<std::mutex> lk(rt.global_mu);
     if (rt.no_next) return Status(Errc::reset, what + ": the runtime is shutting down");
+    if (auto done = rt.successors.find(s->id); done != rt.successors.end()) {
+      if (!rt.next || (rt.next->rejoin.kind == kind && rt.next->rejoin.exclude == nodes)) return done->second;
+      return Status(Errc::op_mismatch, what + ": this peer left the world for its next epoch already, by a " +
+                                           std::string(to_string(rt.next->rejoin.kind)) + " with other nodes excluded");
+    }
     if (!rt.next) {
       rt.next = std::make_shared<RuntimeImpl>(**sys);
       rt.next->rejoin = {kind, t.collective, t.node_id, t.ticket, nodes};
@@ -91,6 +97,10 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
     if (drop) next->shutdown();
     return p;
   }
+  {
+    std::lock_guard<std::mutex> lk(rt.global_mu);
+    rt.successors.emplace(s->id, *p);
+  }
   rt.retire(Status(Errc::revoked, "collective " + std::to_string(t.collective) + " was left for its next epoch by a " + what));
   CHORUS_LOG(info, init, (LogWhere{t.node_id}),
              what + " to " + std::to_string(p->size()) + " peers (epoch " + std::to_string(p->epoch()) + ") in " +
@@ -98,13 +108,85 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
   return p;
 }
 
+// `ids` (global ids of `from`'s epoch; nullopt: gone already) as the epoch after it numbers them:
+// a peer keeps its place on its node, and its node is the one whose `previous` names it.
+void carry(std::vector<std::optional<PeerId>>& ids, const GlobalClient& from, const TopologyData& to) {
+  const TopologyData& was = from.topology();
+  std::vector<int64_t> now(was.nodes.size(), -1);  // by old node id: its id in `to`
+  for (size_t n = 0; n < to.previous.size(); ++n)
+    if (to.previous[n] >= 0 && static_cast<size_t>(to.previous[n]) < now.size()) now[to.previous[n]] = static_cast<int64_t>(n);
+  for (auto& id : ids) {
+    if (!id) continue;
+    const uint32_t node = from.node_of(*id);
+    if (now[node] < 0) {
+      id.reset();
+      continue;
+    }
+    id = to.nodes[now[node]].peer_offset + (*id - was.nodes[node].peer_offset);
+  }
+}
+
+// A group's shrink: the world's newest epoch at this peer (made by the world's shrink or grow,
+// or here by a shrink of the world without exclusions when it has none newer than the group's),
+// then the group of the members still in it, less `exclude` (ranks of the group), in rank order.
+Result<Peer> shrink_group(const std::shared_ptr<PeerState>& s, const std::vector<uint32_t>& exclude) {
+  if (!s->global) return Status(Errc::invalid_argument, "shrink is for multi-node collectives (num_nodes > 0)");
+  if (s->destroyed) return Status(Errc::invalid_argument, "shrink of group " + std::to_string(s->group) + ", destroyed already");
+  for (uint32_t r : exclude)
+    if (r >= s->members.size())
+      return Status(Errc::invalid_argument, "shrink: rank " + std::to_string(r) + " is not one of group " +
+                                                std::to_string(s->group) + "'s " + std::to_string(s->members.size()));
+  std::vector<std::optional<PeerId>> ids(s->members.begin(), s->members.end());
+  std::shared_ptr<PeerState> at = s;  // a handle of the epoch `ids` are numbered in
+  Peer world;
+  for (;;) {
+    Peer after;
+    {
+      std::lock_guard<std::mutex> lk(at->rt->global_mu);
+      if (auto it = at->rt->successors.find(at->id); it != at->rt->successors.end()) after = it->second;
+    }
+    if (!PeerAccess::state(after)) break;
+    carry(ids, *at->global, PeerAccess::state(after)->global->topology());
+    at = PeerAccess::state(after);
+    world = after;
+  }
+  if (!PeerAccess::state(world)) {
+    auto w = next_epoch(s, RejoinData::Kind::shrink, {});
+    if (!w) return Status(w.status().code(), "shrink of group " + std::to_string(s->group) + ": " + w.status().message());
+    world = *w;
+    carry(ids, *s->global, PeerAccess::state(world)->global->topology());
+  }
+  if (std::find(exclude.begin(), exclude.end(), s->rank) != exclude.end())
+    return Status(Errc::revoked, "shrink of group " + std::to_string(s->group) + ": its rank " + std::to_string(s->rank) +
+                                     " (this peer) is excluded; the world's new epoch holds it still");
+  std::vector<PeerId> members;
+  for (uint32_t r = 0; r < ids.size(); ++r)
+    if (ids[r] && std::find(exclude.begin(), exclude.end(), r) == exclude.end()) members.push_back(*ids[r]);
+  auto g = world.new_group(std::move(members));
+  if (g)
+    CHORUS_LOG(info, init, (LogWhere{world.node()}),
+               "shrink of group " + std::to_string(s->group) + " to " + std::to_string(g->size()) + " of its " +
+                   std::to_string(s->members.size()) + " peers: group " + std::to_string(g->group()) + " (epoch " +
+                   std::to_string(world.epoch()) + ")");
+  return g;
+}
+
+Status empty_handle(const char* what) { return Status(Errc::not_registered, std::string(what) + " on an empty Peer handle"); }
+
 } // namespace
 
 Result<Peer> Peer::shrink(std::vector<uint32_t> exclude) {
+  if (!state_) return empty_handle("shrink");
+  if (state_->group != 0) return shrink_group(state_, exclude);
   return next_epoch(state_, RejoinData::Kind::shrink, std::move(exclude));
 }
 
-Result<Peer> Peer::grow() { return next_epoch(state_, RejoinData::Kind::grow, {}); }
+Result<Peer> Peer::grow() {
+  if (!state_) return empty_handle("grow");
+  if (state_->group != 0)
+    return Status(Errc::invalid_argument, "grow runs on the world's handle; make groups with the newcomers in the world it returns");
+  return next_epoch(state_, RejoinData::Kind::grow, {});
+}
 
 Status Peer::revoke() {
   if (!state_) return Status(Errc::not_registered, "revoke on an empty Peer handle");

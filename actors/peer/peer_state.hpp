@@ -59,6 +59,7 @@ struct PeerState {
 // The library's way into the public handle (its internals are private to host apps).
 struct PeerAccess {
   static Peer make(std::shared_ptr<PeerState> s) { return Peer(std::move(s)); }
+  static const std::shared_ptr<PeerState>& state(const Peer& p) { return p.state_; }
 };
 
 } // namespace chorus

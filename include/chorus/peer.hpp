@@ -113,7 +113,11 @@ class Peer {
   // of the survivors, ranked in their old order, usable at once; this handle's ops then fail with
   // Errc::revoked. `exclude`: ranks still alive to leave out too (with their node: a node's peers
   // go together). A member lost during the shrink is left out of it. Every caller passes the same
-  // list; a member excluded gets Errc::revoked if it calls.
+  // list; a member excluded gets Errc::revoked if it calls. Called again, it returns the same world.
+  // On a group's handle: collective over the group's members still alive, it returns the group of
+  // them in the world's next epoch (made by the world's shrink or grow at this peer, or else by a
+  // shrink of the world here, which every survivor of the world must join), in their old order;
+  // `exclude` then names ranks of the group.
   Result<Peer> shrink(std::vector<uint32_t> exclude = {});
   // Collective over the world's members: returns the world grown by the nodes that registered
   // since it started and wait (a job with Config::elastic; none: the same members, in a new
