@@ -168,6 +168,14 @@ void RuntimeImpl::shutdown() {
 }
 
 void RuntimeImpl::retire(const Status& why) {
+  // The runtime before keeps this epoch's world handles no more: they go with the user's.
+  std::map<PeerId, std::shared_ptr<PeerState>> handles;
+  if (auto before = prev.lock()) {
+    std::lock_guard<std::mutex> lk(before->global_mu);
+    handles.swap(before->successors);
+    before->successors_gone = true;
+  }
+  handles.clear();  // outside the lock
   close_arena();
   core->close(why);
   std::shared_ptr<GlobalClient> g;

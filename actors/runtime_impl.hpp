@@ -106,7 +106,11 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   RejoinData rejoin;
   // Each local peer's world handle in `next`, once it joined there (by local id): a second shrink
   // of the same world returns it again, and a group's shrink finds its world's new epoch here.
-  std::map<PeerId, Peer> successors;
+  // Dropped when `next` is retired in turn (its connections go with its last handle, while this
+  // runtime stays); `successors_gone` says so. `prev`: the runtime this one follows.
+  std::map<PeerId, std::shared_ptr<PeerState>> successors;
+  bool successors_gone = false;
+  std::weak_ptr<RuntimeImpl> prev;
   bool no_next = false;  // shutdown() has begun: no successor may be made any more
   void retire(const Status& why);
 

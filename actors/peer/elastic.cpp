@@ -49,8 +49,12 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
   {
     std::lock_guard<std::mutex> lk(rt.global_mu);
     if (rt.no_next) return Status(Errc::reset, what + ": the runtime is shutting down");
+    if (rt.successors_gone)
+      return Status(Errc::invalid_argument, what + ": this world's next epoch has been left for another already (epoch " +
+                                                std::to_string(t.epoch) + " is two behind)");
     if (auto done = rt.successors.find(s->id); done != rt.successors.end()) {
-      if (!rt.next || (rt.next->rejoin.kind == kind && rt.next->rejoin.exclude == nodes)) return done->second;
+      if (!rt.next || (rt.next->rejoin.kind == kind && rt.next->rejoin.exclude == nodes))
+        return PeerAccess::make(done->second);
       return Status(Errc::op_mismatch, what + ": this peer left the world for its next epoch already, by a " +
                                            std::string(to_string(rt.next->rejoin.kind)) + " with other nodes excluded");
     }
@@ -59,6 +63,7 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
       rt.next->rejoin = {kind, t.collective, t.node_id, t.ticket, nodes};
       rt.next->flight = rt.flight;  // one recorder and one trace per process, whatever the epoch
       rt.next->trace = rt.trace;
+      rt.next->prev = rt.shared_from_this();
     }
     next = rt.next;
   }
@@ -99,7 +104,7 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
   }
   {
     std::lock_guard<std::mutex> lk(rt.global_mu);
-    rt.successors.emplace(s->id, *p);
+    rt.successors[s->id] = PeerAccess::state(*p);
   }
   rt.retire(Status(Errc::revoked, "collective " + std::to_string(t.collective) + " was left for its next epoch by a " + what));
   CHORUS_LOG(info, init, (LogWhere{t.node_id}),
@@ -140,15 +145,19 @@ Result<Peer> shrink_group(const std::shared_ptr<PeerState>& s, const std::vector
   std::shared_ptr<PeerState> at = s;  // a handle of the epoch `ids` are numbered in
   Peer world;
   for (;;) {
-    Peer after;
+    std::shared_ptr<PeerState> after;
     {
       std::lock_guard<std::mutex> lk(at->rt->global_mu);
+      if (at->rt->successors_gone)
+        return Status(Errc::invalid_argument, "shrink of group " + std::to_string(s->group) + " of epoch " +
+                                                  std::to_string(at->global->topology().epoch) +
+                                                  ": the world has changed twice since (shrink groups before the world's next change)");
       if (auto it = at->rt->successors.find(at->id); it != at->rt->successors.end()) after = it->second;
     }
-    if (!PeerAccess::state(after)) break;
-    carry(ids, *at->global, PeerAccess::state(after)->global->topology());
-    at = PeerAccess::state(after);
-    world = after;
+    if (!after) break;
+    carry(ids, *at->global, after->global->topology());
+    at = after;
+    world = PeerAccess::make(after);
   }
   if (!PeerAccess::state(world)) {
     auto w = next_epoch(s, RejoinData::Kind::shrink, {});

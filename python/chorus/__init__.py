@@ -6,7 +6,8 @@
     import chorus
     dist.init_process_group("chorus")        # env:// (torchrun, chorus-run), tcp://, or a store
 
-Bagua's communication API is ``chorus.torch_api``. Every chorus failure raises a subclass of
+Bagua's communication API is ``chorus.torch_api``; elastic membership (shrink after a lost rank,
+grow by newcomers) is ``chorus.shrink``, ``chorus.grow``, ``chorus.join``, ``chorus.revoke``. Every chorus failure raises a subclass of
 ``chorus.Error`` (itself a RuntimeError) named after its kind, e.g. ``chorus.ShapeMismatch``, with
 the same message on every rank of the failed op. See docs/python.md.
 """
@@ -41,6 +42,8 @@ def _create(opts, pg_options=None):
     return _chorus._create_process_group(opts.store, opts.group_rank, opts.group_size, opts.timeout,
                                          list(opts.global_ranks_in_group))
 
+
+from .elastic import epoch, grow, join, new_group, newcomers, revoke, shrink  # noqa: E402,F401
 
 if not hasattr(_dist.Backend, "CHORUS"):
     _dist.Backend.register_backend("chorus", _create, extended_api=True)

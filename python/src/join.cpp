@@ -131,6 +131,43 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
   return w;
 }
 
+std::shared_ptr<World> World::join_newcomer(std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard<std::mutex> reg(registry_mu);
+    auto up = the_world.lock();
+    if ((up && !up->is_down()) || joining)
+      throw Error(Status(Errc::invalid_config, "this process is in a chorus collective already: a newcomer joins from none"));
+    joining = true;
+  }
+  struct Joined {
+    ~Joined() {
+      std::lock_guard<std::mutex> reg(registry_mu);
+      joining = false;
+    }
+  } joined;
+  Config c = value_of(Config::from_env());
+  if (!c.newcomer)
+    throw Error(Status(Errc::invalid_config, "chorus.join() is for a newcomer to a running elastic job: start it with "
+                                             "chorus-run --join (CHORUS_JOIN=1), or use init_process_group(\"chorus\")"));
+  if (c.num_devices != 1)
+    throw Error(Status(Errc::invalid_config, "torch.distributed runs one peer per process, but CHORUS_PEERS is " +
+                                                 std::to_string(c.num_devices)));
+  c.timeout = timeout;
+  c.join_timeout = timeout;
+  std::shared_ptr<World> w(new World);
+  w->timeout_ = timeout;
+  w->runtime_ = std::make_unique<Runtime>();
+  auto peer = w->runtime_->register_peer(0, c);
+  if (!peer) {
+    w->shutdown();
+    throw Error(peer.status());
+  }
+  w->peer_ = *peer;
+  std::lock_guard<std::mutex> reg(registry_mu);
+  the_world = w;
+  return w;
+}
+
 std::shared_ptr<World> World::current() {
   std::lock_guard<std::mutex> reg(registry_mu);
   auto w = the_world.lock();
@@ -156,7 +193,7 @@ Peer World::group(const std::vector<int64_t>& ranks) {
   check_up();
   std::vector<PeerId> members;
   for (int64_t r : ranks) members.push_back(static_cast<PeerId>(r));
-  return value_of(peer_.new_group(std::move(members)));
+  return value_of(peer().new_group(std::move(members)));
 }
 
 bool World::is_down() const {

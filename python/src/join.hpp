@@ -25,13 +25,25 @@ class World {
   // a second while one is up is an invalid_config Error.
   static std::shared_ptr<World> join(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                      std::chrono::milliseconds timeout);
+  // A newcomer to a running elastic job (chorus-run --join: CHORUS_JOIN=1 and the job's
+  // orchestrator in the environment): registers and waits, up to `timeout`, until the members
+  // grow; the World is then the grown world.
+  static std::shared_ptr<World> join_newcomer(std::chrono::milliseconds timeout);
   // The World up now, or an invalid_config Error saying why there is none.
   static std::shared_ptr<World> current();
   // Ends every World (the interpreter's exit; ops after it raise chorus.Finished).
   static void shutdown_all();
   ~World();
 
-  Peer peer() const { return peer_; }
+  Peer peer() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return peer_;
+  }
+  // The world's next epoch (chorus.shrink, chorus.grow): subgroups are made in it from now on.
+  void advance(Peer next) {
+    std::lock_guard<std::mutex> lk(mu_);
+    peer_ = std::move(next);
+  }
   // The group of these world ranks (ascending, this rank among them): every member asks.
   Peer group(const std::vector<int64_t>& ranks);
   // Raises chorus.Finished once the World is down.

@@ -30,6 +30,54 @@ c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(const c10::intrusive
   return c10::make_intrusive<ProcessGroupChorus>(std::move(world), std::move(peer));
 }
 
+// Elastic membership (docs/elastic.md): the group's next epoch as a new backend object, which
+// chorus/elastic.py puts in the old one's place in torch.distributed's tables.
+c10::intrusive_ptr<ProcessGroupChorus> next_group(const ProcessGroupChorus& pg, chorus::Result<chorus::Peer> next) {
+  pg.world()->check_up();
+  chorus::Peer p = value_of(std::move(next));
+  if (p.group() == 0) pg.world()->advance(p);
+  return c10::make_intrusive<ProcessGroupChorus>(pg.world(), std::move(p));
+}
+
+void bind_elastic(py::module_& m) {
+  m.def(
+      "_shrink",
+      [](const ProcessGroupChorus& pg, std::vector<uint32_t> exclude) {
+        pg.world()->check_up();
+        return next_group(pg, pg.peer().shrink(std::move(exclude)));
+      },
+      py::arg("pg"), py::arg("exclude"), py::call_guard<py::gil_scoped_release>(),
+      "Peer::shrink: the group (or world) of the members still alive, in its next epoch");
+  m.def(
+      "_grow",
+      [](const ProcessGroupChorus& pg) {
+        pg.world()->check_up();
+        return next_group(pg, pg.peer().grow());
+      },
+      py::arg("pg"), py::call_guard<py::gil_scoped_release>(), "Peer::grow: the world grown by the newcomers waiting");
+  m.def(
+      "_revoke", [](const ProcessGroupChorus& pg) { check(pg.peer().revoke()); }, py::arg("pg"),
+      py::call_guard<py::gil_scoped_release>(), "Peer::revoke: every op in flight ends with chorus.Revoked");
+  m.def(
+      "_epoch", [](const ProcessGroupChorus& pg) { return pg.peer().epoch(); }, py::arg("pg"),
+      "the membership epoch: 0 as admitted, one more per shrink or grow");
+  m.def(
+      "_newcomers", [](const ProcessGroupChorus& pg) { return pg.peer().newcomers(); }, py::arg("pg"),
+      "newcomers waiting for a grow, as this process was last told");
+  m.def(
+      "_members", [](const ProcessGroupChorus& pg) { return pg.peer().members(); }, py::arg("pg"),
+      "the group's members as ranks of the world");
+  m.def(
+      "_join_newcomer",
+      [](std::chrono::milliseconds timeout) {
+        auto world = World::join_newcomer(timeout);
+        chorus::Peer peer = world->peer();
+        return c10::make_intrusive<ProcessGroupChorus>(std::move(world), std::move(peer));
+      },
+      py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+      "A newcomer's registration (CHORUS_JOIN=1): waits until the members grow, then the grown world");
+}
+
 } // namespace
 
 PYBIND11_MODULE(_chorus, m) {
@@ -44,6 +92,7 @@ PYBIND11_MODULE(_chorus, m) {
 #endif
   py::class_<ProcessGroupChorus, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupChorus>>(
       m, "ProcessGroupChorus", "torch.distributed's \"chorus\" backend (made by init_process_group / new_group)");
+  bind_elastic(m);
   m.def("_create_process_group", &create_process_group, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout"), py::arg("global_ranks"), py::call_guard<py::gil_scoped_release>(),
         "The backend's constructor (torch.distributed calls it through chorus's registration)");

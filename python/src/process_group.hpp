@@ -27,6 +27,9 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
  public:
   ProcessGroupChorus(std::shared_ptr<World> world, Peer peer);
   const std::string getBackendName() const override { return "chorus"; }
+  // The chorus handle this group runs on, and the collective it is in (chorus.shrink and friends).
+  Peer peer() const { return peer_; }
+  const std::shared_ptr<World>& world() const { return world_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;

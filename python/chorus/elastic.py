@@ -1,0 +1,118 @@
+"""Elastic membership from Python (docs/elastic.md, docs/python.md): after a rank is lost the
+survivors shrink and go on; an elastic job (``chorus-run --elastic``) takes in newcomers started
+with ``chorus-run --join``::
+
+    try:
+        dist.all_reduce(grads)
+    except chorus.NodeLost:
+        chorus.shrink()                  # every survivor: torch's default group is now theirs
+        dist.all_reduce(grads)           # ranks 0..M-1, in their old order
+
+torch.distributed 1.13 has no reconfigure call: these functions put the new group in the old
+one's place in torch.distributed's tables (the default group, or the subgroup given), so
+``dist.get_rank()``, ``dist.get_world_size()`` and every op with ``group=`` see the new members.
+Objects that hold the old group (a DistributedDataParallel) are made again.
+"""
+from datetime import timedelta
+
+import torch.distributed as _dist
+from torch.distributed import distributed_c10d as _c10d
+
+from . import _chorus
+
+
+def _ours(group):
+    pg = _c10d._get_default_group() if group is None else group
+    if not isinstance(pg, _chorus.ProcessGroupChorus):
+        raise TypeError(f"chorus's elastic calls take a group of the \"chorus\" backend, not {type(pg).__name__}")
+    return pg
+
+
+def _replace(old, new, ranks):
+    """Puts `new` where `old` was in torch.distributed's tables; `ranks`: its members' world ranks."""
+    backend, store = _c10d._pg_map.get(old, ("chorus", None))
+    name = _c10d._pg_names.get(old, "")
+    for table in (_c10d._pg_map, _c10d._pg_names, _c10d._pg_group_ranks):
+        table.pop(old, None)
+    if store is None:
+        store = _dist.HashStore()  # a newcomer's: chorus's subgroups need no store
+    _c10d._pg_map[new] = (backend, store)
+    _c10d._pg_names[new] = name
+    _c10d._pg_group_ranks[new] = {r: i for i, r in enumerate(ranks)}
+
+
+def _install(old, new):
+    if old is None or old is _c10d.GroupMember.WORLD:
+        _replace(old, new, range(new.size()))
+        _c10d._update_default_pg(new)
+    else:
+        _replace(old, new, _chorus._members(new))
+    return new
+
+
+def shrink(exclude=(), group=None):
+    """Collective over the members still alive after a loss (chorus.NodeLost): returns the group
+    of the survivors, ranked in their old order, and puts it in place of the old one (the default
+    group when `group` is None). `exclude`: ranks (of that group) still alive to leave out too;
+    an excluded member that calls raises chorus.Revoked. A subgroup's shrink makes it in the
+    world's next epoch: every survivor of the world must shrink the world too (shrink()) or have
+    a subgroup's shrink do it; the order does not matter."""
+    old = _ours(group)
+    return _install(old, _chorus._shrink(old, [int(r) for r in exclude]))
+
+
+def grow():
+    """Collective over the world's members: the world grown by the newcomers waiting (see
+    newcomers()), members' ranks kept, newcomers after them; it becomes the default group."""
+    old = _ours(None)
+    return _install(old, _chorus._grow(old))
+
+
+def revoke(group=None):
+    """Ends every op in flight of the world and its groups, at every member, with chorus.Revoked;
+    the world is then fit only for shrink() or grow()."""
+    _chorus._revoke(_ours(group))
+
+
+def epoch(group=None):
+    """The membership epoch: 0 as admitted, one more per shrink or grow."""
+    return _chorus._epoch(_ours(group))
+
+
+def newcomers():
+    """Newcomers waiting for a grow, as this process was last told: ranks may hear at different
+    moments, so agree (all_reduce it with MAX) before calling grow()."""
+    return _chorus._newcomers(_ours(None))
+
+
+def new_group(ranks, timeout=None):
+    """torch.distributed.new_group for a world that shrank or grew (or a newcomer's): torch's own
+    waits on the store of the job's first launch (rank 0's), which may be gone and which a
+    newcomer never had. Called by the members alone (each passes the same `ranks`, world ranks):
+    the group's creation is chorus's collective over them; other ranks get NON_GROUP_MEMBER."""
+    ranks = sorted(int(r) for r in ranks)
+    me = _dist.get_rank()
+    if me not in ranks:
+        return _c10d.GroupMember.NON_GROUP_MEMBER
+    _ours(None)
+    store = _dist.HashStore()  # the backend's subgroups take none from it
+    pg = _chorus._create_process_group(store, ranks.index(me), len(ranks), timeout or _c10d.default_pg_timeout, ranks)
+    global _groups
+    _groups += 1
+    _c10d._pg_map[pg] = ("chorus", store)
+    _c10d._pg_names[pg] = f"chorus_elastic_group_{_groups}"
+    _c10d._pg_group_ranks[pg] = {r: i for i, r in enumerate(ranks)}
+    return pg
+
+
+_groups = 0
+
+
+def join(timeout=timedelta(minutes=30)):
+    """A newcomer's init_process_group (started by ``chorus-run --join``): registers with the
+    running elastic job and waits, up to `timeout`, until its members grow(); the grown world is
+    then torch's default group, this process ranked after the members."""
+    if _dist.is_initialized():
+        raise RuntimeError("chorus.join() makes the default group: this process has one already")
+    pg = _chorus._join_newcomer(timeout)
+    return _install(None, pg)
