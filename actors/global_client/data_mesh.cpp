@@ -134,47 +134,53 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   std::string from;
   uint16_t own_port = 0;
   if (by_address && !split_host_port(topo.nodes[me].data_address, from, own_port)) from.clear();
-  for (uint32_t j = 0; j < me; ++j) {
-    const std::string name = "node " + std::to_string(j);
-    std::string host;
-    uint16_t port = 0;
-    if (!split_host_port(topo.nodes[j].data_address, host, port))
-      return fail({Errc::internal, name + " has data address '" + topo.nodes[j].data_address + "'"});
-    if (auto s = tcp_connect(host, port, deadline, fds[j], from); !s.is_ok())
-      return fail({s.code(), "data connection to " + name + ": " + s.message()});
-    if (tls) {
-      auto ch = TlsChannel::handshake(*tls, fds[j], /*server=*/false, deadline);
-      if (!ch.is_ok()) {
-        const Errc code = ch.status().code() == Errc::timeout ? Errc::timeout : Errc::auth_failed;
-        return fail({code, "data connection to " + name + ": " + ch.status().message()});
+  // Lower ids, one after another, on a thread of its own while this one admits the higher ids:
+  // a node answers those who come to it while it still goes to those below it, so no node's
+  // setup waits for the whole chain of lower nodes' setups first.
+  auto connect_lower = [&]() -> Status {
+    for (uint32_t j = 0; j < me; ++j) {
+      const std::string name = "node " + std::to_string(j);
+      std::string host;
+      uint16_t port = 0;
+      if (!split_host_port(topo.nodes[j].data_address, host, port))
+        return Status{Errc::internal, name + " has data address '" + topo.nodes[j].data_address + "'"};
+      if (auto s = tcp_connect(host, port, deadline, fds[j], from); !s.is_ok())
+        return Status{s.code(), "data connection to " + name + ": " + s.message()};
+      if (tls) {
+        auto ch = TlsChannel::handshake(*tls, fds[j], /*server=*/false, deadline);
+        if (!ch.is_ok()) {
+          const Errc code = ch.status().code() == Errc::timeout ? Errc::timeout : Errc::auth_failed;
+          return Status{code, "data connection to " + name + ": " + ch.status().message()};
+        }
+        channels[j] = std::move(*ch);
       }
-      channels[j] = std::move(*ch);
+      uint32_t who = 0;
+      if (auto s = send_hello(fds[j], channels[j].get(), topo, deadline); !s.is_ok())
+        return Status{s.code(), "data hello to " + name + ": " + s.message()};
+      // Under TLS 1.3 a node that refuses our certificate says so here (its alert), not in the handshake.
+      // Only a wrong hello is auth_failed: a node kept busy (strangers on its port) or gone says so.
+      if (auto s = read_hello(fds[j], channels[j].get(), topo, deadline, who); !s.is_ok() || who != j) {
+        if (s.code() == Errc::timeout) return Status{Errc::timeout, name + " did not answer the data hello in time"};
+        if (s.code() == Errc::unreachable)
+          return Status{Errc::unreachable, name + " closed the data connection before its hello: " + s.message()};
+        return Status{Errc::auth_failed, name + " answered the data hello wrongly" + (s.is_ok() ? "" : ": " + s.message())};
+      }
+      if (share_memory(config, topo, j)) {  // the accepting side offers its segment
+        std::string declined;
+        auto ch = ShmChannel::accept(fds[j], channels[j].get(), topo.collective, topo.token, deadline, declined);
+        if (!ch.is_ok()) return Status{ch.status().code(), "shared memory with " + name + ": " + ch.status().message()};
+        shm[j] = std::move(*ch);
+        if (!shm[j]) note_declined(me, j, declined);
+        else CHORUS_LOG(info, shm, (LogWhere{me}), "node " + std::to_string(j) + ": data through shared memory");
+      }
+      if (j == 0 && arena_slot > 0) {
+        auto taken = take_arena(topo, fds[0], channels[0].get(), arena_slot, deadline);
+        if (!taken.is_ok()) return Status{taken.status().code(), "the host's arena from node 0: " + taken.status().message()};
+        arena = std::move(*taken);
+      }
     }
-    uint32_t who = 0;
-    if (auto s = send_hello(fds[j], channels[j].get(), topo, deadline); !s.is_ok())
-      return fail({s.code(), "data hello to " + name + ": " + s.message()});
-    // Under TLS 1.3 a node that refuses our certificate says so here (its alert), not in the handshake.
-    // Only a wrong hello is auth_failed: a node kept busy (strangers on its port) or gone says so.
-    if (auto s = read_hello(fds[j], channels[j].get(), topo, deadline, who); !s.is_ok() || who != j) {
-      if (s.code() == Errc::timeout) return fail({Errc::timeout, name + " did not answer the data hello in time"});
-      if (s.code() == Errc::unreachable)
-        return fail({Errc::unreachable, name + " closed the data connection before its hello: " + s.message()});
-      return fail({Errc::auth_failed, name + " answered the data hello wrongly" + (s.is_ok() ? "" : ": " + s.message())});
-    }
-    if (share_memory(config, topo, j)) {  // the accepting side offers its segment
-      std::string declined;
-      auto ch = ShmChannel::accept(fds[j], channels[j].get(), topo.collective, topo.token, deadline, declined);
-      if (!ch.is_ok()) return fail({ch.status().code(), "shared memory with " + name + ": " + ch.status().message()});
-      shm[j] = std::move(*ch);
-      if (!shm[j]) note_declined(me, j, declined);
-      else CHORUS_LOG(info, shm, (LogWhere{me}), "node " + std::to_string(j) + ": data through shared memory");
-    }
-    if (j == 0 && arena_slot > 0) {
-      auto taken = take_arena(topo, fds[0], channels[0].get(), arena_slot, deadline);
-      if (!taken.is_ok()) return fail({taken.status().code(), "the host's arena from node 0: " + taken.status().message()});
-      arena = std::move(*taken);
-    }
-  }
+    return Status::ok();
+  };
   // Higher ids come to us, each checked on its own (a stranger cannot hold up the nodes to come).
   std::vector<bool> shares(n);
   std::vector<uint32_t> expected;
@@ -185,11 +191,20 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   std::shared_ptr<SharedSegment> arena_segment;
   if (me == 0 && arena_slot > 0) arena_segment = make_arena(topo, arena_slot);
   HelloGate gate(config, topo, tls, shares, arena_segment, by_address);
+  Status lower_status = Status::ok();
+  std::thread lower;
+  if (me > 0)
+    lower = std::thread([&] {
+      lower_status = connect_lower();
+      if (!lower_status.is_ok()) gate.cancel(lower_status);  // no need to wait for the higher ids
+    });
   std::vector<HelloGate::Admitted> admitted;
-  if (auto s = gate.admit(listener.fd(), expected, deadline, admitted); !s.is_ok()) {
+  Status admitted_status = gate.admit(listener.fd(), expected, deadline, admitted);
+  if (lower.joinable()) lower.join();  // bounded: each step of it by the deadline
+  if (!admitted_status.is_ok() || !lower_status.is_ok()) {
     for (auto& a : admitted)
       if (a.fd >= 0) ::close(a.fd);
-    return fail(s);
+    return fail(lower_status.is_ok() ? admitted_status : lower_status);
   }
   if (arena_segment && arena_segment->mapped()) {
     std::string why;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "actors/global_client/data_hello.hpp"
@@ -30,6 +31,7 @@ struct HelloGate::Shared {
   std::size_t elsewhere = 0;              // closed at once: from no expected node's address
   std::string first_elsewhere;            // the first such address
   std::size_t pending = 0;
+  std::optional<Status> cancelled;  // cancel(): admit() returns it
   void turn_away(const std::string& why) {  // under mu
     if (turned_away++ == 0) first_turned_away = why;
   }
@@ -118,6 +120,15 @@ void HelloGate::check(std::shared_ptr<Shared> sh, int fd, Clock::time_point dead
   [[maybe_unused]] auto n = ::write(sh->wake, &one, sizeof one);
 }
 
+void HelloGate::cancel(Status why) {
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    shared_->cancelled = std::move(why);
+  }
+  const uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(shared_->wake, &one, sizeof one);
+}
+
 Status HelloGate::admit(int listen_fd, const std::vector<uint32_t>& expected, Clock::time_point deadline,
                         std::vector<Admitted>& admitted) {
   Shared& sh = *shared_;
@@ -132,6 +143,7 @@ Status HelloGate::admit(int listen_fd, const std::vector<uint32_t>& expected, Cl
   for (;;) {
     {  // what the checks found
       std::lock_guard<std::mutex> lk(sh.mu);
+      if (sh.cancelled) return *sh.cancelled;
       for (auto& a : sh.done) {
         if (admitted[a.node].fd >= 0) {  // a second connection claiming a node that came already
           ::close(a.fd);

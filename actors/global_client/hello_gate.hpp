@@ -51,6 +51,8 @@ class HelloGate {
   // what the strangers turned away were told.
   Status admit(int listen_fd, const std::vector<uint32_t>& expected, Clock::time_point deadline,
                std::vector<Admitted>& admitted);
+  // Ends an admit() under way (from another thread) with `why`: the setup failed elsewhere.
+  void cancel(Status why);
 
  private:
   struct Shared;  // what the checking threads and the gate share (outlives the gate)
