@@ -37,25 +37,29 @@ std::string host_name() {
 // The store's keys, under the prefix torch gives the group.
 const std::string kHostKey = "chorus/host/", kOrchestratorKey = "chorus/orchestrator", kSecretKey = "chorus/secret";
 
+// One join at a time, and none while a World is up: `busy` says why not.
+class JoinTurn {
+ public:
+  explicit JoinTurn(const char* busy) {
+    std::lock_guard<std::mutex> reg(registry_mu);
+    auto up = the_world.lock();
+    if ((up && !up->is_down()) || joining) throw Error(Status(Errc::invalid_config, busy));
+    joining = true;
+  }
+  ~JoinTurn() {
+    std::lock_guard<std::mutex> reg(registry_mu);
+    joining = false;
+  }
+  JoinTurn(const JoinTurn&) = delete;
+  JoinTurn& operator=(const JoinTurn&) = delete;
+};
+
 } // namespace
 
 std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    std::chrono::milliseconds timeout) {
-  {
-    std::lock_guard<std::mutex> reg(registry_mu);
-    auto up = the_world.lock();
-    if ((up && !up->is_down()) || joining)
-      throw Error(Status(Errc::invalid_config,
-                         "this process is in a chorus collective already (one default group at a time: "
-                         "destroy_process_group() first)"));
-    joining = true;
-  }
-  struct Joined {
-    ~Joined() {
-      std::lock_guard<std::mutex> reg(registry_mu);
-      joining = false;
-    }
-  } joined;
+  JoinTurn turn("this process is in a chorus collective already (one default group at a time: "
+                "destroy_process_group() first)");
   if (size < 1 || rank < 0 || rank >= size)
     throw Error(Status(Errc::invalid_config, "rank " + std::to_string(rank) + " of " + std::to_string(size)));
   std::shared_ptr<World> w(new World);
@@ -119,32 +123,11 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
                                                    " cannot tell its address toward the orchestrator at " +
                                                    c.orchestrator_address + "; set CHORUS_NODE_ADDRESS"));
   }
-  w->runtime_ = std::make_unique<Runtime>();
-  auto peer = w->runtime_->register_peer(0, c);
-  if (!peer) {
-    w->shutdown();
-    throw Error(peer.status());
-  }
-  w->peer_ = *peer;
-  std::lock_guard<std::mutex> reg(registry_mu);
-  the_world = w;
-  return w;
+  return enter(std::move(w), c);
 }
 
 std::shared_ptr<World> World::join_newcomer(std::chrono::milliseconds timeout) {
-  {
-    std::lock_guard<std::mutex> reg(registry_mu);
-    auto up = the_world.lock();
-    if ((up && !up->is_down()) || joining)
-      throw Error(Status(Errc::invalid_config, "this process is in a chorus collective already: a newcomer joins from none"));
-    joining = true;
-  }
-  struct Joined {
-    ~Joined() {
-      std::lock_guard<std::mutex> reg(registry_mu);
-      joining = false;
-    }
-  } joined;
+  JoinTurn turn("this process is in a chorus collective already: a newcomer joins from none");
   Config c = value_of(Config::from_env());
   if (!c.newcomer)
     throw Error(Status(Errc::invalid_config, "chorus.join() is for a newcomer to a running elastic job: start it with "
@@ -156,6 +139,10 @@ std::shared_ptr<World> World::join_newcomer(std::chrono::milliseconds timeout) {
   c.join_timeout = timeout;
   std::shared_ptr<World> w(new World);
   w->timeout_ = timeout;
+  return enter(std::move(w), c);
+}
+
+std::shared_ptr<World> World::enter(std::shared_ptr<World> w, const Config& c) {
   w->runtime_ = std::make_unique<Runtime>();
   auto peer = w->runtime_->register_peer(0, c);
   if (!peer) {

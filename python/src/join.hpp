@@ -56,6 +56,8 @@ class World {
 
  private:
   World() = default;
+  // Registers w's peer with config `c` and makes w the World up now (or throws, w shut down).
+  static std::shared_ptr<World> enter(std::shared_ptr<World> w, const Config& c);
   mutable std::mutex mu_;
   std::unique_ptr<HostedOrchestrator> hosted_;
   std::unique_ptr<Runtime> runtime_;
