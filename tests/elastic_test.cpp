@@ -278,6 +278,29 @@ TEST(Elastic, GrowTakesInANewcomerAndRefusesAStrangerAlone) {
   EXPECT_EQ(grown[0]->newcomers(), 0u);
 }
 
+// A newcomer whose job has ended (its orchestrator gone) is told so within the newcomer's reach
+// window (NodeSession::kNewcomerReach), not at its join timeout (60 s here).
+TEST(Elastic, ANewcomerWhoseJobIsGoneIsToldSoSoon) {
+  uint16_t port = 0;
+  {
+    Job job(1, true);  // a daemon's port, free again once it is gone
+    port = job.orch.port;
+  }
+  Runtime newcomer;
+  Config c;
+  c.num_devices = 1;
+  c.num_nodes = 1;
+  c.orchestrator_address = "127.0.0.1:" + std::to_string(port);
+  c.node_address = "127.0.0.1";
+  c.elastic = true;
+  c.newcomer = true;
+  c.join_timeout = 60s;
+  const auto t0 = Clock::now();
+  auto p = newcomer.register_peer(0, c);
+  EXPECT_LT(Clock::now() - t0, 20s) << "the newcomer waited out its join timeout";
+  EXPECT_TRUE(has(p.status(), Errc::unreachable, {"cannot reach the orchestrator", "has it ended?"})) << p.status().to_string();
+}
+
 // Three newcomers at once: one grow takes them all in, after the members' ranks, each rank once.
 TEST(Elastic, GrowTakesInSeveralNewcomersAtOnce) {
   Job job(2, true);

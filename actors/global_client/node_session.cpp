@@ -49,8 +49,16 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
                                                        std::function<void(const LinkLostData&)> on_link_lost) {
   const std::string where = host + ":" + std::to_string(port);
   const auto give_up = std::chrono::steady_clock::now() + timeout;
-  auto orch = connect_orchestrator(sys, host, port, reg.secret, give_up);
-  if (!orch) return orch.status();
+  // A newcomer's job runs already: its orchestrator is there, or gone with the job. A refused
+  // connection is tried again only briefly, where a first join waits for a launcher that starts
+  // it late; its timeout then bounds the wait for the members' grow alone.
+  const auto reach = reg.newcomer ? std::min(give_up, std::chrono::steady_clock::now() + kNewcomerReach) : give_up;
+  auto orch = connect_orchestrator(sys, host, port, reg.secret, reach);
+  if (!orch) {
+    if (reg.newcomer && orch.status().code() != Errc::auth_failed && orch.status().code() != Errc::version_mismatch)
+      return Status(orch.status().code(), orch.status().message() + " (a newcomer joins a running elastic job: has it ended?)");
+    return orch.status();
+  }
   std::shared_ptr<NodeSession> s(new NodeSession);
   s->events_ = std::make_shared<NodeEvents>();
   s->events_->on_lost = std::move(on_lost);

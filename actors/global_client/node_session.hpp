@@ -24,6 +24,8 @@ Result<orchestrator_actor> connect_orchestrator(caf::actor_system& sys, const st
 
 class NodeSession {
  public:
+  // How long a newcomer (NodeRegisterData::newcomer) tries to reach the orchestrator.
+  static constexpr std::chrono::milliseconds kNewcomerReach{5000};
   // Connects to host:port, registers `reg` and waits up to `timeout` for the topology (the
   // orchestrator answers once every expected node is in, or with an error naming the reason).
   // `sys` must be configured with configure_remoting() and outlive the session. `on_lost` runs on
