@@ -195,12 +195,27 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   std::thread lower;
   if (me > 0)
     lower = std::thread([&] {
-      lower_status = connect_lower();
+      try {
+        lower_status = connect_lower();
+      } catch (const std::exception& e) {
+        lower_status = Status(Errc::internal, std::string("connecting to the lower nodes: ") + e.what());
+      }
       if (!lower_status.is_ok()) gate.cancel(lower_status);  // no need to wait for the higher ids
     });
+  struct Joiner {  // whatever admit() does, the thread is joined (bounded: each step by the deadline)
+    std::thread& t;
+    ~Joiner() {
+      if (t.joinable()) t.join();
+    }
+  } joiner{lower};
   std::vector<HelloGate::Admitted> admitted;
-  Status admitted_status = gate.admit(listener.fd(), expected, deadline, admitted);
-  if (lower.joinable()) lower.join();  // bounded: each step of it by the deadline
+  Status admitted_status = Status::ok();
+  try {
+    admitted_status = gate.admit(listener.fd(), expected, deadline, admitted);
+  } catch (const std::exception& e) {
+    admitted_status = Status(Errc::internal, std::string("admitting the higher nodes: ") + e.what());
+  }
+  if (lower.joinable()) lower.join();
   if (!admitted_status.is_ok() || !lower_status.is_ok()) {
     for (auto& a : admitted)
       if (a.fd >= 0) ::close(a.fd);

@@ -56,7 +56,8 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
       if (!rt.next || (rt.next->rejoin.kind == kind && rt.next->rejoin.exclude == nodes))
         return PeerAccess::make(done->second);
       return Status(Errc::op_mismatch, what + ": this peer left the world for its next epoch already, by a " +
-                                           std::string(to_string(rt.next->rejoin.kind)) + " with other nodes excluded");
+                                           std::string(to_string(rt.next->rejoin.kind)) +
+                                           (rt.next->rejoin.exclude == nodes ? "" : " excluding other nodes"));
     }
     if (!rt.next) {
       rt.next = std::make_shared<RuntimeImpl>(**sys);
@@ -104,7 +105,7 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
   }
   {
     std::lock_guard<std::mutex> lk(rt.global_mu);
-    rt.successors[s->id] = PeerAccess::state(*p);
+    if (!rt.successors_gone) rt.successors[s->id] = PeerAccess::state(*p);  // not once that epoch is left too
   }
   rt.retire(Status(Errc::revoked, "collective " + std::to_string(t.collective) + " was left for its next epoch by a " + what));
   CHORUS_LOG(info, init, (LogWhere{t.node_id}),

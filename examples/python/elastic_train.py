@@ -79,6 +79,7 @@ def main():
             start = time.monotonic()
             chorus.shrink()
             shrinks += 1
+            take_model()  # a loss inside the second all_reduce may have ended it at some ranks only
             print(f"elastic: shrink to {dist.get_world_size()} members in {(time.monotonic() - start) * 1000:.1f} ms",
                   flush=True)
             continue  # redo the step among the survivors

@@ -54,10 +54,15 @@ def shrink(exclude=(), group=None):
     """Collective over the members still alive after a loss (chorus.NodeLost): returns the group
     of the survivors, ranked in their old order, and puts it in place of the old one (the default
     group when `group` is None). `exclude`: ranks (of that group) still alive to leave out too;
-    an excluded member that calls raises chorus.Revoked. A subgroup's shrink makes it in the
-    world's next epoch: every survivor of the world must shrink the world too (shrink()) or have
-    a subgroup's shrink do it; the order does not matter."""
+    an excluded member that calls raises chorus.Revoked. A subgroup shrinks into the world's next
+    epoch: every survivor shrinks the default group first (shrink()), then its subgroups; a rank
+    outside the subgroup (NON_GROUP_MEMBER) gets that back."""
+    if group is not None and group == _c10d.GroupMember.NON_GROUP_MEMBER:
+        return group
     old = _ours(group)
+    if group is not None and group is not _c10d.GroupMember.WORLD and _chorus._epoch(old) == epoch():
+        raise RuntimeError("shrink the default group first (chorus.shrink()), then its subgroups: torch.distributed's "
+                           "ranks are the default group's")
     return _install(old, _chorus._shrink(old, [int(r) for r in exclude]))
 
 

@@ -60,6 +60,12 @@ if role == "member":
         raise AssertionError("an op with a killed rank did not raise")
     except chorus.NodeLost as e:
         assert "node 1" in str(e), str(e)
+    try:  # subgroups follow the default group, not the other way round
+        chorus.shrink(group=pair)
+        raise AssertionError("a subgroup shrank before the default group")
+    except RuntimeError as e:
+        assert "shrink the default group first" in str(e), str(e)
+    assert chorus.shrink(group=dist.GroupMember.NON_GROUP_MEMBER) is dist.GroupMember.NON_GROUP_MEMBER
     start = time.monotonic()
     chorus.shrink()
     took = time.monotonic() - start
