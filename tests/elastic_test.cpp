@@ -494,6 +494,29 @@ TEST_F(MultiNodeElastic, SurvivorsShrinkAfterTheFreezeOfTheFirstMiddleOrLastRank
   }
 }
 
+// A member lost during the shrink: of 4 node processes, rank 1 dies in op 5, and rank 3 dies
+// when it hears of it instead of shrinking, as ranks 0 and 2 go into the shrink (the orchestrator
+// hears of it before their round forms or during it: either way it is left out). They form the
+// epoch of the two of them (ranks 0 and 1, old order) and run 20 checked all-reduces.
+TEST_F(MultiNodeElastic, AMemberLostDuringTheShrinkIsLeftOutOfIt) {
+  start_orchestrator(4);
+  auto nodes = run_nodes({{}, {}, {}, {}}, {"--peers", "1", "--scenario", "shrink-after-kill", "--victim", "1",
+                                            "--second-victim", "3", "--at-op", "5", "--ops", "20", "--elements",
+                                            "1000", "--timeout-ms", "10000"});
+  auto lines = multi_node::peer_lines(nodes);
+  for (const char* r : {"0", "2"}) {
+    auto it = lines.find(r);
+    ASSERT_NE(it, lines.end()) << "rank " << r << " said nothing\n" << dump(nodes);
+    EXPECT_TRUE(it->second.ok) << "rank " << r << ": " << it->second.code << " " << it->second.message;
+    EXPECT_EQ(it->second.ops, 20) << "rank " << r;
+  }
+  int shrunk = 0;
+  for (const auto& n : nodes) {
+    for (const char* want : {"PEER 0 SHRUNK 0 2 1 ", "PEER 2 SHRUNK 1 2 1 "}) shrunk += n.output.find(want) != std::string::npos;
+  }
+  EXPECT_EQ(shrunk, 2) << "both survivors shrink to a world of two, in their old order\n" << dump(nodes);
+}
+
 // chorus-elastic-example under chorus-run -n 4 --elastic: rank 2 is SIGKILLed mid-training; the
 // survivors shrink to 3 and go on; a newcomer started with chorus-run --join makes them grow to 4
 // and takes the model from rank 0; every process ends with the weights the rule gives, and both

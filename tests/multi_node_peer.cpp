@@ -52,6 +52,7 @@ int parse(int argc, char** argv, Args& a) {
     else if (k == "--at-op") a.at_op = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--elements") a.elements = std::stoul(v);
     else if (k == "--freeze-after-ms") a.freeze_after_ms = std::stoll(v);
+    else if (k == "--second-victim") a.second_victim = std::stoi(v);
     else if (k == "--exit-when-told") a.exit_when_told = v == "1";
     else if (k == "--elastic") a.elastic = v == "1";
     else if (k == "--newcomer") a.newcomer = v == "1";

@@ -25,6 +25,7 @@ struct Args {
   int victim_node = -1;  // kill / freeze / mismatch: which node misbehaves (by its first peer's rank)
   uint32_t at_op = 0;
   std::size_t elements = 50000;  // kill / freeze: f32 elements per all-reduce
+  int second_victim = -1;  // shrink-after-kill: the rank that dies when it hears of the first loss
   int64_t freeze_after_ms = -1;  // freeze: stop this long into op --at-op (inside it), not before it
   bool exit_when_told = false;  // after NODE DONE, stay in the collective until stdin closes
   bool elastic = false;         // --elastic 1: Config::elastic (newcomers may join)

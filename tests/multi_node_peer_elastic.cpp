@@ -13,7 +13,7 @@ namespace {
 
 // All-reduces until, at op --at-op, the peer of rank --victim kills its own process inside the op
 // (SIGKILL; shrink-after-freeze: says VICTIM and stops it, SIGSTOP, for the orchestrator's
-// heartbeats to find). Every survivor gets node_lost, calls shrink(), prints
+// heartbeats to find); --second-victim's rank then dies instead of shrinking. Every survivor gets node_lost, calls shrink(), prints
 //   PEER <old rank> SHRUNK <new rank> <new size> <epoch> <ms from the loss to its first op done>
 // and runs --ops all-reduces of --elements in the shrunk world, each checked.
 int shrink_after_kill(Peer& p, const NodeContext& node) {
@@ -36,6 +36,8 @@ int shrink_after_kill(Peer& p, const NodeContext& node) {
     if (i > a.at_op + 1000) throw Fail{Status(Errc::internal, "no loss came 1000 ops after the kill")};
   }
   const auto lost = std::chrono::steady_clock::now();
+  // --second-victim: that rank dies instead of joining the shrink, while the others are in it.
+  if (p.rank() == static_cast<uint32_t>(a.second_victim)) raise(SIGKILL);
   auto next = p.shrink();
   must(next.status());
   Peer w = *next;
