@@ -202,12 +202,6 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
       }
       if (!lower_status.is_ok()) gate.cancel(lower_status);  // no need to wait for the higher ids
     });
-  struct Joiner {  // whatever admit() does, the thread is joined (bounded: each step by the deadline)
-    std::thread& t;
-    ~Joiner() {
-      if (t.joinable()) t.join();
-    }
-  } joiner{lower};
   std::vector<HelloGate::Admitted> admitted;
   Status admitted_status = Status::ok();
   try {
@@ -215,7 +209,7 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   } catch (const std::exception& e) {
     admitted_status = Status(Errc::internal, std::string("admitting the higher nodes: ") + e.what());
   }
-  if (lower.joinable()) lower.join();
+  if (lower.joinable()) lower.join();  // bounded: each step of it by the deadline
   if (!admitted_status.is_ok() || !lower_status.is_ok()) {
     for (auto& a : admitted)
       if (a.fd >= 0) ::close(a.fd);

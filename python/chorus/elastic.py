@@ -20,6 +20,8 @@ from torch.distributed import distributed_c10d as _c10d
 
 from . import _chorus
 
+_groups = 0  # groups chorus.new_group made: their names in torch's tables
+
 
 def _ours(group):
     pg = _c10d._get_default_group() if group is None else group
@@ -28,17 +30,22 @@ def _ours(group):
     return pg
 
 
+def _register(pg, backend, store, name, ranks):
+    """Enters `pg` in torch.distributed's tables; `ranks`: its members' world ranks, in rank order."""
+    _c10d._pg_map[pg] = (backend, store)
+    _c10d._pg_names[pg] = name
+    _c10d._pg_group_ranks[pg] = {r: i for i, r in enumerate(ranks)}
+
+
 def _replace(old, new, ranks):
-    """Puts `new` where `old` was in torch.distributed's tables; `ranks`: its members' world ranks."""
+    """Puts `new` where `old` was in torch.distributed's tables."""
     backend, store = _c10d._pg_map.get(old, ("chorus", None))
     name = _c10d._pg_names.get(old, "")
     for table in (_c10d._pg_map, _c10d._pg_names, _c10d._pg_group_ranks):
         table.pop(old, None)
     if store is None:
         store = _dist.HashStore()  # a newcomer's: chorus's subgroups need no store
-    _c10d._pg_map[new] = (backend, store)
-    _c10d._pg_names[new] = name
-    _c10d._pg_group_ranks[new] = {r: i for i, r in enumerate(ranks)}
+    _register(new, backend, store, name, ranks)
 
 
 def _install(old, new):
@@ -104,13 +111,8 @@ def new_group(ranks, timeout=None):
     pg = _chorus._create_process_group(store, ranks.index(me), len(ranks), timeout or _c10d.default_pg_timeout, ranks)
     global _groups
     _groups += 1
-    _c10d._pg_map[pg] = ("chorus", store)
-    _c10d._pg_names[pg] = f"chorus_elastic_group_{_groups}"
-    _c10d._pg_group_ranks[pg] = {r: i for i, r in enumerate(ranks)}
+    _register(pg, "chorus", store, f"chorus_elastic_group_{_groups}", ranks)
     return pg
-
-
-_groups = 0
 
 
 def join(timeout=timedelta(minutes=30)):

@@ -37,6 +37,15 @@ std::string host_name() {
 // The store's keys, under the prefix torch gives the group.
 const std::string kHostKey = "chorus/host/", kOrchestratorKey = "chorus/orchestrator", kSecretKey = "chorus/secret";
 
+// What a launcher (chorus-run, a daemon's job) passes this process, which must run one peer.
+Config launcher_config() {
+  Config c = value_of(Config::from_env());
+  if (c.num_devices != 1)
+    throw Error(Status(Errc::invalid_config, "torch.distributed runs one peer per process, but CHORUS_PEERS is " +
+                                                 std::to_string(c.num_devices) + " (chorus-run --peers 1)"));
+  return c;
+}
+
 // One join at a time, and none while a World is up: `busy` says why not.
 class JoinTurn {
  public:
@@ -70,10 +79,7 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
   if (size > 1 && std::getenv("CHORUS_ORCHESTRATOR")) {
     // Launched by chorus-run (or beside a chorus-orchestrator daemon): its orchestrator, its
     // secret, its numbering, which must be torch's.
-    c = value_of(Config::from_env());
-    if (c.num_devices != 1)
-      throw Error(Status(Errc::invalid_config, "torch.distributed runs one peer per process, but CHORUS_PEERS is " +
-                                                   std::to_string(c.num_devices) + " (chorus-run --peers 1)"));
+    c = launcher_config();
     if (c.num_nodes != static_cast<uint32_t>(size) || c.rank != rank)
       throw Error(Status(Errc::invalid_config, "torch.distributed says rank " + std::to_string(rank) + " of " +
                                                    std::to_string(size) + ", chorus's launcher rank " +
@@ -128,13 +134,10 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
 
 std::shared_ptr<World> World::join_newcomer(std::chrono::milliseconds timeout) {
   JoinTurn turn("this process is in a chorus collective already: a newcomer joins from none");
-  Config c = value_of(Config::from_env());
+  Config c = launcher_config();
   if (!c.newcomer)
     throw Error(Status(Errc::invalid_config, "chorus.join() is for a newcomer to a running elastic job: start it with "
                                              "chorus-run --join (CHORUS_JOIN=1), or use init_process_group(\"chorus\")"));
-  if (c.num_devices != 1)
-    throw Error(Status(Errc::invalid_config, "torch.distributed runs one peer per process, but CHORUS_PEERS is " +
-                                                 std::to_string(c.num_devices)));
   c.timeout = timeout;
   c.join_timeout = timeout;
   std::shared_ptr<World> w(new World);

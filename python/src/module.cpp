@@ -33,7 +33,6 @@ c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(const c10::intrusive
 // Elastic membership (docs/elastic.md): the group's next epoch as a new backend object, which
 // chorus/elastic.py puts in the old one's place in torch.distributed's tables.
 c10::intrusive_ptr<ProcessGroupChorus> next_group(const ProcessGroupChorus& pg, chorus::Result<chorus::Peer> next) {
-  pg.world()->check_up();
   chorus::Peer p = value_of(std::move(next));
   if (p.group() == 0) pg.world()->advance(p);
   return c10::make_intrusive<ProcessGroupChorus>(pg.world(), std::move(p));
