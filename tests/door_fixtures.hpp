@@ -58,7 +58,8 @@ inline FrontDoor::Options options(uint16_t inner, const std::string& secret = "s
 // Passes the door with `secret`: the client's socket, or -1.
 inline int pass(Door& door, const std::string& secret = "s3") {
   int fd = -1;
-  const Status s = pass_door("127.0.0.1", door->port(), secret, in(3000ms), fd);
+  std::unique_ptr<TlsChannel> tls;
+  const Status s = pass_door("127.0.0.1", door->port(), secret, in(3000ms), fd, tls);
   EXPECT_TRUE(s.is_ok()) << s.to_string();
   return fd;
 }

@@ -52,7 +52,8 @@ TEST(DoorPassage, ADoorWithAWrongProofOrNoDoorAtAllIsRefused) {
       ::close(c);
     });
     int fd = -1;
-    const Status s = pass_door("127.0.0.1", port, "s3", in(3000ms), fd);
+    std::unique_ptr<TlsChannel> tls;
+    const Status s = pass_door("127.0.0.1", port, "s3", in(3000ms), fd, tls);
     if (greets) EXPECT_TRUE(has(s, Errc::auth_failed, {"does not know the secret"})) << s.to_string();
     else EXPECT_TRUE(has(s, Errc::version_mismatch, {"does not greet as a chorus front door"})) << s.to_string();
     EXPECT_EQ(fd, -1);
@@ -97,7 +98,8 @@ TEST(DoorPassage, AnImpostorReplayingARealDoorsGreetingAndProofIsRefused) {
     ::close(c);
   });
   int fd = -1;
-  const Status s = pass_door("127.0.0.1", port, "s3", in(3000ms), fd);
+  std::unique_ptr<TlsChannel> tls;
+  const Status s = pass_door("127.0.0.1", port, "s3", in(3000ms), fd, tls);
   impostor.join();
   EXPECT_TRUE(has(s, Errc::auth_failed, {"does not know the secret"})) << s.to_string();
   EXPECT_EQ(fd, -1);

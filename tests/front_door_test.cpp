@@ -58,14 +58,15 @@ TEST(FrontDoor, AWrongSecretIsRefusedAndReachesNothing) {
   Door door(options(inner.port));
   int fd = -1;
   const auto t0 = Clock::now();
-  const Status s = pass_door("127.0.0.1", door->port(), "guess", in(3000ms), fd);
+  std::unique_ptr<TlsChannel> tls;
+  const Status s = pass_door("127.0.0.1", door->port(), "guess", in(3000ms), fd, tls);
   EXPECT_EQ(s, Status(Errc::auth_failed, "wrong secret"));
   EXPECT_LT(Clock::now() - t0, 400ms) << "refused at once, not at the deadline";
   EXPECT_EQ(fd, -1);
   EXPECT_EQ(door->stats().rejected, 1u);
   EXPECT_EQ(door->stats().admitted, 0u);
   // No secret at all against a door that has one: refused alike.
-  EXPECT_EQ(pass_door("127.0.0.1", door->port(), "", in(3000ms), fd), Status(Errc::auth_failed, "wrong secret"));
+  EXPECT_EQ(pass_door("127.0.0.1", door->port(), "", in(3000ms), fd, tls), Status(Errc::auth_failed, "wrong secret"));
   EXPECT_EQ(door->stats().rejected, 2u);
   EXPECT_EQ(door->relayed(), 0u);
 }

@@ -24,6 +24,7 @@
 #include "actors/global_client/node_session.hpp"
 #include "hostile_clients.hpp"
 #include "orchestrator_fixtures.hpp"
+#include "sealed_link.hpp"
 #include "status_matchers.hpp"
 #include "testkit/process.hpp"
 #include "transport/door_handshake.hpp"
@@ -112,7 +113,7 @@ TEST(OrchestratorFrontDoor, RawBytesNeverReachCafAndTheDaemonKeepsServing) {
   inputs.push_back(std::string(4096, '\xff'));
   for (const auto& bytes : inputs) {
     const RawReply r = send_raw(d.o.port, bytes);
-    EXPECT_EQ(r.greeting_mode, int(door::Mode::challenge));
+    EXPECT_EQ(r.greeting_mode, int(door::Mode::sealed));
     EXPECT_EQ(r.after, std::string(1, char(door::kRejected))) << "a full answer's worth of junk is a wrong answer";
     EXPECT_TRUE(r.closed);
   }
@@ -276,13 +277,14 @@ TEST(OrchestratorFrontDoor, CafListensOnNoPortOfItsOwn) {
   EXPECT_EQ(listening_tcp_ports(d.o.pid), std::vector<uint16_t>{d.o.port});
 }
 
-// Passes the door with the right secret: the raw socket behind it (CAF's server handshake comes
-// next), or -1.
-int past_the_door(uint16_t port) {
-  int fd = -1;
-  const Status s = pass_door("127.0.0.1", port, "s3", std::chrono::steady_clock::now() + 5s, fd);
+// Passes the door with the right secret: the link behind it (sealed: TLS keyed by the secret;
+// CAF's server handshake comes next inside it), or an empty one.
+SealedLink past_the_door(uint16_t port) {
+  Status s;
+  SealedLink link = pass_sealed(port, "s3", &s);
   EXPECT_TRUE(s.is_ok()) << s.to_string();
-  return fd;
+  EXPECT_TRUE(link.tls) << "the daemon's door did not seal the link";
+  return link;
 }
 
 // A client handshake as CAF writes it, for a node id of its own.
@@ -296,17 +298,11 @@ std::string client_handshake(uint32_t pid) {
 // Sends `bytes` past the door (as many as it takes before it closes): true when the daemon then
 // closes the connection (within 5 s).
 bool closed_after(uint16_t port, const std::string& bytes) {
-  const int fd = past_the_door(port);
-  if (fd < 0) return false;
-  for (std::size_t sent = 0; sent < bytes.size();) {
-    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;  // closed already
-    sent += static_cast<std::size_t>(n);
-  }
+  SealedLink link = past_the_door(port);
+  if (!link) return false;
+  (void)link.send_all(bytes);  // as many as it takes before it closes
   std::string got;
-  const bool closed = read_until_closed(fd, got, 5000ms);
-  ::close(fd);
-  return closed;
+  return link.read_until_closed(got, 5000ms);
 }
 
 // The 32 bytes, and every other empty-payload header, sent by a client that knows the
@@ -361,7 +357,9 @@ TEST(OrchestratorFrontDoor, PastTheDoorHugePayloadClaimsAreRefusedAtTheHeader) {
 }
 
 // The secret never crosses the wire: two nodes join and chorus-ctl's status query is answered
-// through a proxy that keeps every byte, and the secret is nowhere in them.
+// through a proxy that keeps every byte, and the secret is nowhere in them. Nor is anything else
+// they said: the links are sealed (TLS keyed by the secret), so not even the names CAF writes in
+// its handshake and in every message are readable.
 TEST(OrchestratorFrontDoor, TheSecretNeverCrossesTheWire) {
   const std::string secret = "a-long-secret-nobody-would-guess-7f3a";
   Orchestrator o = start_orchestrator({"--port", "0", "--nodes", "2", "--secret", secret});
@@ -377,6 +375,9 @@ TEST(OrchestratorFrontDoor, TheSecretNeverCrossesTheWire) {
   EXPECT_GT(wire.size(), 1000u) << "the proxy saw the joins";
   EXPECT_EQ(wire.find(secret), std::string::npos) << "the secret crossed the wire";
   EXPECT_EQ(wire.find(secret.substr(0, 12)), std::string::npos) << "part of the secret crossed the wire";
+  // What CAF's handshake and every message carry in the clear when the link is not sealed.
+  EXPECT_EQ(wire.find("generic-caf-app"), std::string::npos) << "CAF's handshake crossed the wire readable";
+  EXPECT_EQ(wire.find("chorus::envelope"), std::string::npos) << "the messages crossed the wire readable";
 }
 
 // A client with the secret that asks and never reads its answers (the 1 M `get`s added
@@ -386,15 +387,15 @@ TEST(OrchestratorFrontDoor, AClientThatNeverReadsItsAnswersIsDropped) {
   Daemon d;
   ASSERT_GT(d.o.pid, 0) << d.o.error;
   System sys;
-  const int fd = past_the_door(d.o.port);
-  ASSERT_GE(fd, 0);
+  SealedLink link = past_the_door(d.o.port);
+  ASSERT_TRUE(link);
   // CAF's server handshake: its payload names the orchestrator's actor (node id, app ids, actor id).
   std::vector<char> header(32);
-  ASSERT_TRUE(read_exact(fd, header.data(), header.size(), std::chrono::steady_clock::now() + 5s).is_ok());
+  ASSERT_TRUE(link.read_exact(header.data(), header.size(), std::chrono::steady_clock::now() + 5s).is_ok());
   uint32_t len = 0;
   for (int i = 4; i < 8; ++i) len = len << 8 | static_cast<uint8_t>(header[i]);
   std::vector<char> payload(len);
-  ASSERT_TRUE(read_exact(fd, payload.data(), payload.size(), std::chrono::steady_clock::now() + 5s).is_ok());
+  ASSERT_TRUE(link.read_exact(payload.data(), payload.size(), std::chrono::steady_clock::now() + 5s).is_ok());
   caf::node_id orch_node;
   std::vector<std::string> app_ids;
   caf::actor_id orch_actor = 0;
@@ -413,35 +414,22 @@ TEST(OrchestratorFrontDoor, AClientThatNeverReadsItsAnswersIsDropped) {
              std::string(get.begin(), get.end());
     return out;
   };
-  auto send_all = [&](const std::string& bytes) {  // until the door closes the connection
-    for (std::size_t sent = 0; sent < bytes.size();) {
-      const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      sent += static_cast<std::size_t>(n);
-    }
-  };
+  auto send_all = [&](const std::string& bytes) { (void)link.send_all(bytes); };  // until the door closes it
   // Asking and reading: 200 gets, 100 at a time, each answered (at least a header apiece).
   send_all(client_handshake(4242));
   for (uint64_t round = 0; round < 2; ++round) {
     send_all(gets(1 + 100 * round, 100));
     std::string answers;
     const auto end = std::chrono::steady_clock::now() + 5s;
-    char buf[65536];
-    while (answers.size() < 100 * 32 && std::chrono::steady_clock::now() < end) {
-      pollfd p{fd, POLLIN, 0};
-      if (poll(&p, 1, 20) <= 0) continue;
-      const ssize_t r = recv(fd, buf, sizeof buf, 0);
-      if (r <= 0) break;
-      answers.append(buf, static_cast<std::size_t>(r));
-    }
+    while (answers.size() < 100 * 32 && std::chrono::steady_clock::now() < end)
+      if (link.read_some(answers, 20ms) < 0) break;
     ASSERT_GE(answers.size(), 100u * 32) << "the orchestrator did not answer the gets of round " << round;
   }
   // Asking without reading: 20,000 gets.
   const long rss0 = rss_kib(d.o.pid);
   send_all(gets(1000, 20000));
   std::string unread;
-  EXPECT_TRUE(read_until_closed(fd, unread, 5000ms)) << "the client that never read was not dropped";
-  ::close(fd);
+  EXPECT_TRUE(read_until_closed(link.fd, unread, 5000ms)) << "the client that never read was not dropped";
   const long rss1 = rss_kib(d.o.pid);
   EXPECT_LT(rss1 - rss0, 20 * 1024) << "RSS " << rss0 << " -> " << rss1 << " KiB";
   ASSERT_TRUE(d.alive());

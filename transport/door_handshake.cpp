@@ -20,21 +20,24 @@ bool make_greeting(Mode mode, Greeting& out) {
 bool read_greeting(const Greeting& g, Mode& mode) {
   if (!std::equal(kMagic.begin(), kMagic.end(), g.begin())) return false;
   const uint8_t m = g[kMagic.size()];
-  if (m != static_cast<uint8_t>(Mode::open) && m != static_cast<uint8_t>(Mode::challenge)) return false;
+  if (m != static_cast<uint8_t>(Mode::open) && m != static_cast<uint8_t>(Mode::challenge) &&
+      m != static_cast<uint8_t>(Mode::sealed))
+    return false;
   mode = static_cast<Mode>(m);
   return true;
 }
 
 bool make_nonce(Nonce& out) { return RAND_bytes(out.data(), static_cast<int>(out.size())) == 1; }
 
-bool make_proof(const std::string& secret, const Greeting& g, const Nonce& client_nonce, Role role, Proof& out) {
-  static constexpr char kClient[] = "client";
-  static constexpr char kServer[] = "server";
-  const char* tag = role == Role::client ? kClient : kServer;
-  std::array<uint8_t, kGreetingSize + kNonceSize + sizeof kClient - 1> msg{};
+namespace {
+
+// HMAC-SHA256(secret, greeting || client nonce || tag), for a tag of 6 letters.
+bool tagged_hmac(const std::string& secret, const Greeting& g, const Nonce& client_nonce, const char (&tag)[7],
+                 Proof& out) {
+  std::array<uint8_t, kGreetingSize + kNonceSize + sizeof tag - 1> msg{};
   std::copy(g.begin(), g.end(), msg.begin());
   std::copy(client_nonce.begin(), client_nonce.end(), msg.begin() + kGreetingSize);
-  std::copy(tag, tag + sizeof kClient - 1, msg.begin() + kGreetingSize + kNonceSize);
+  std::copy(tag, tag + sizeof tag - 1, msg.begin() + kGreetingSize + kNonceSize);
   // OpenSSL 3 takes an empty key only through a non-null pointer.
   static const uint8_t kNoKey = 0;
   const void* key = secret.empty() ? static_cast<const void*>(&kNoKey) : secret.data();
@@ -42,6 +45,17 @@ bool make_proof(const std::string& secret, const Greeting& g, const Nonce& clien
   return HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), msg.data(), msg.size(), out.data(), &len) !=
              nullptr &&
          len == out.size();
+}
+
+} // namespace
+
+bool make_proof(const std::string& secret, const Greeting& g, const Nonce& client_nonce, Role role, Proof& out) {
+  return role == Role::client ? tagged_hmac(secret, g, client_nonce, "client", out)
+                              : tagged_hmac(secret, g, client_nonce, "server", out);
+}
+
+bool make_psk(const std::string& secret, const Greeting& g, const Nonce& client_nonce, Proof& out) {
+  return tagged_hmac(secret, g, client_nonce, "sealed", out);
 }
 
 bool make_answer(const std::string& secret, const Greeting& g, const Nonce& nonce, Answer& out) {

@@ -7,7 +7,12 @@
 //                     HMAC-SHA256(secret, greeting || client nonce || "client")   (32 bytes)
 //   door   -> client  kAccepted, HMAC-SHA256(secret, greeting || client nonce || "server")
 //                     (1 + 32 bytes), or kRejected (1 byte), then the door closes
-//   then (either mode) the connection carries CAF's bytes, relayed to the orchestrator.
+//   with mode sealed: the same, then a TLS 1.3 handshake (the client connects, the door accepts)
+//                     keyed by an external PSK: HMAC-SHA256(secret, greeting || client nonce ||
+//                     "sealed"), fresh per connection like the nonces, so no certificates are
+//                     needed and a capture shows nothing of what follows.
+//   then (every mode) the connection carries CAF's bytes, relayed to the orchestrator (in sealed
+//   mode inside that TLS session).
 // Both ends' nonces are fresh per connection, so nothing seen on the wire is worth anything on
 // another: a client's answer does not open the door again, and a door's proof does not convince
 // another client (an impostor that replays a real door's greeting and proof is refused, since the
@@ -29,8 +34,10 @@ inline constexpr std::size_t kAnswerSize = kNonceSize + kProofSize;
 inline constexpr uint8_t kAccepted = 'Y';
 inline constexpr uint8_t kRejected = 'N';
 
-// open: no secret, the door checks nothing (TLS alone, or a trusted network).
-enum class Mode : uint8_t { open = 0, challenge = 1 };
+// open: no secret, the door checks nothing (TLS alone, or a trusted network). challenge: the
+// secret is proven, then CAF's bytes follow in the clear (or inside CAF's own certificate TLS).
+// sealed: the secret is proven, then the link is TLS keyed by it (make_psk).
+enum class Mode : uint8_t { open = 0, challenge = 1, sealed = 2 };
 enum class Role { client, server };
 
 using Greeting = std::array<uint8_t, kGreetingSize>;
@@ -48,6 +55,9 @@ bool make_nonce(Nonce& out);
 // What `role` sends to prove it knows `secret`, bound to this greeting and the client's nonce;
 // false when OpenSSL fails (never treat `out` as a proof then: two failures must not compare equal).
 bool make_proof(const std::string& secret, const Greeting& g, const Nonce& client_nonce, Role role, Proof& out);
+// The key of a sealed link's TLS session, bound to this greeting and the client's nonce: known
+// only to the two ends of this connection; false when OpenSSL fails.
+bool make_psk(const std::string& secret, const Greeting& g, const Nonce& client_nonce, Proof& out);
 // The client's answer: `nonce`, then its proof; false when OpenSSL fails.
 bool make_answer(const std::string& secret, const Greeting& g, const Nonce& nonce, Answer& out);
 // The nonce and the proof of an answer.

@@ -32,8 +32,9 @@ struct CloseOnError {
 
 // One try. `closed` says the door hung up before its verdict: worth another try.
 Status knock_once(const std::string& host, uint16_t port, const std::string& secret, Clock::time_point deadline,
-                  int& fd, bool& closed) {
+                  int& fd, std::unique_ptr<TlsChannel>& tls, bool& closed) {
   closed = false;
+  tls.reset();
   if (auto s = tcp_connect(host, port, deadline, fd); !s) return s;
   CloseOnError guard{fd};
   door::Greeting greeting{};
@@ -45,7 +46,7 @@ Status knock_once(const std::string& host, uint16_t port, const std::string& sec
   if (!door::read_greeting(greeting, mode))
     return {Errc::version_mismatch,
             "it does not greet as a chorus front door (an older orchestrator, or no orchestrator)"};
-  if (mode == door::Mode::challenge) {
+  if (mode != door::Mode::open) {
     door::Nonce mine{};
     door::Answer answer{};
     door::Proof expected{}, theirs{};
@@ -67,6 +68,15 @@ Status knock_once(const std::string& host, uint16_t port, const std::string& sec
     if (auto s = read_exact(fd, theirs.data(), theirs.size(), deadline); !s) return s;
     if (!door::same_proof(theirs, expected))
       return {Errc::auth_failed, "its front door does not know the secret (a wrong proof): not the orchestrator"};
+    if (mode == door::Mode::sealed) {
+      door::Proof key{};
+      if (!door::make_psk(secret, greeting, mine, key)) return {Errc::internal, "OpenSSL could not derive the link's key"};
+      auto ctx = TlsContext::psk();
+      if (!ctx) return ctx.status();
+      auto ch = TlsChannel::handshake(**ctx, fd, false, deadline, std::string(key.begin(), key.end()));
+      if (!ch) return {ch.status().code(), "sealing the link to the orchestrator: " + ch.status().message()};
+      tls = std::move(*ch);
+    }
   }
   guard.keep = true;
   return Status::ok();
@@ -75,10 +85,10 @@ Status knock_once(const std::string& host, uint16_t port, const std::string& sec
 } // namespace
 
 Status pass_door(const std::string& host, uint16_t port, const std::string& secret, Clock::time_point deadline,
-                 int& fd) {
+                 int& fd, std::unique_ptr<TlsChannel>& tls) {
   for (auto pause = std::chrono::milliseconds(50);; pause = std::min(pause * 2, std::chrono::milliseconds(400))) {
     bool closed = false;
-    Status s = knock_once(host, port, secret, deadline, fd, closed);
+    Status s = knock_once(host, port, secret, deadline, fd, tls, closed);
     if (s || !closed || Clock::now() + pause >= deadline) return s;
     std::this_thread::sleep_for(pause);
   }
@@ -87,14 +97,15 @@ Status pass_door(const std::string& host, uint16_t port, const std::string& secr
 Result<DoorPassage> DoorPassage::open(const std::string& host, uint16_t port, const std::string& secret,
                                       Clock::time_point deadline, std::chrono::milliseconds silence) {
   int door_fd = -1;
-  if (auto s = pass_door(host, port, secret, deadline, door_fd); !s) return s;
+  std::unique_ptr<TlsChannel> tls;
+  if (auto s = pass_door(host, port, secret, deadline, door_fd, tls); !s) return s;
   int listener = -1;
   DoorPassage p;
   if (auto s = tcp_listen("127.0.0.1", 0, listener, p.port_); !s) {
     ::close(door_fd);
     return s;
   }
-  p.token_ = passage_relay().add_after_accept(listener, door_fd, opened_by_this_process, silence);
+  p.token_ = passage_relay().add_after_accept(listener, door_fd, opened_by_this_process, silence, std::move(tls));
   return p;
 }
 

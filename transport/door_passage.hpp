@@ -1,6 +1,7 @@
 // The client's side of an orchestrator's front door (transport/front_door.hpp), for CAF: CAF can
 // only connect to a host and port, so the passage passes the door first (connects, answers the
-// challenge with the shared secret and checks the door's own proof), then listens on a loopback
+// challenge with the shared secret and checks the door's own proof, and with a sealed door runs
+// TLS keyed by the secret over it), then listens on a loopback
 // port of its own. CAF connects there; that one connection (from this process:
 // own_connection.hpp) is relayed through the door's socket by a relay shared by the process.
 // When either end closes, so does the other, and CAF reports the orchestrator lost as it would
@@ -11,6 +12,7 @@
 
 #include <chorus/result.hpp>
 #include "core/wait.hpp"
+#include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
 
@@ -19,9 +21,10 @@ namespace chorus {
 // answered (full: it evicts its oldest handshakes under a flood) is tried again, pausing 50 ms
 // doubling to 400 ms. Errors: auth_failed "wrong secret" (the door refused our answer) or
 // naming a door whose proof is wrong; version_mismatch for something that is no door;
-// unreachable or timeout.
+// unreachable or timeout. A sealed door's link is TLS from then on: `tls` is its channel (null
+// from any other door), through which everything on `fd` must go.
 Status pass_door(const std::string& host, uint16_t port, const std::string& secret, Clock::time_point deadline,
-                 int& fd);
+                 int& fd, std::unique_ptr<TlsChannel>& tls);
 
 class DoorPassage {
  public:

@@ -75,7 +75,11 @@ struct FrontDoor::Impl {
   Clock::time_point last_pause_warning{};
   std::thread thread;
 
-  explicit Impl(Options o) : opts(std::move(o)), mode(opts.secret.empty() ? door::Mode::open : door::Mode::challenge) {
+  std::shared_ptr<TlsContext> sealing;  // sealed mode's TLS context
+
+  explicit Impl(Options o)
+      : opts(std::move(o)),
+        mode(opts.secret.empty() ? door::Mode::open : opts.seal ? door::Mode::sealed : door::Mode::challenge) {
     rlimit lim{};
     if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
       const std::size_t budget = FrontDoor::connection_budget(lim.rlim_cur);
@@ -337,6 +341,19 @@ struct FrontDoor::Impl {
   // (Counted and forgotten first: whoever sees bytes relayed may look at the stats.)
   void admit(uint64_t id) {
     const int fd = guests[id].fd, inner = guests[id].inner;
+    std::unique_ptr<TlsChannel> tls;
+    if (mode == door::Mode::sealed) {
+      door::Proof key{};
+      auto begun = door::make_psk(opts.secret, guests[id].greeting, door::nonce_of(guests[id].answer), key)
+                       ? TlsChannel::begin(*sealing, true, std::string(key.begin(), key.end()))
+                       : Result<std::unique_ptr<TlsChannel>>(Status(Errc::internal, "OpenSSL could not derive the key"));
+      if (!begun) {
+        CHORUS_LOG(error, orch, LogWhere{}, "front door: cannot seal the link of " + peer_address(fd) + ": " +
+                                                begun.status().message() + "; connection closed");
+        return end(id);
+      }
+      tls = std::move(*begun);
+    }
     epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
     epoll_ctl(ep, EPOLL_CTL_DEL, inner, nullptr);
     count(&Stats::admitted);
@@ -345,7 +362,7 @@ struct FrontDoor::Impl {
     std::unique_ptr<StreamGuard> guard;
     if (opts.make_guard)
       if (auto checks = opts.make_guard()) guard = std::make_unique<LoggedGuard>(std::move(checks), peer_address(fd), *this);
-    relay.add(fd, inner, std::move(guard));
+    relay.add(fd, inner, std::move(guard), std::move(tls), opts.handshake_timeout);
   }
 
   // A client's guard that logs its reason once, with the client's address, and counts it.
@@ -389,8 +406,13 @@ Result<std::unique_ptr<FrontDoor>> FrontDoor::open(Options opts) {
   // The first nonce seeds OpenSSL's generator (half a millisecond here): now rather than on the
   // first node's connection.
   door::Greeting warm{};
-  if (d.mode == door::Mode::challenge && !door::make_greeting(d.mode, warm))
+  if (d.mode != door::Mode::open && !door::make_greeting(d.mode, warm))
     return Status(Errc::internal, "front door: OpenSSL's random generator does not work");
+  if (d.mode == door::Mode::sealed) {
+    auto ctx = TlsContext::psk();
+    if (!ctx) return ctx.status();
+    d.sealing = *ctx;
+  }
   d.watch(d.wake, kWakeTag, EPOLLIN, EPOLL_CTL_ADD);
   d.watch(d.listener, kListenTag, EPOLLIN, EPOLL_CTL_ADD);
   d.thread = std::thread([&d] { d.run(); });

@@ -42,6 +42,10 @@ class FrontDoor {
     // and is logged once with the client's address.
     std::function<std::unique_ptr<StreamGuard>()> make_guard;
     std::string secret;              // empty: no challenge (TLS is the check, or nothing is)
+    // With a secret: after the challenge, the link is TLS 1.3 keyed by the secret and both nonces
+    // (door_handshake.hpp's sealed mode), run by the door's relay; the guard sees what is inside.
+    // Off where CAF's own certificate TLS runs end to end through the door.
+    bool seal = false;
     std::chrono::milliseconds handshake_timeout{2000};
     std::size_t max_pending = 64;
     std::size_t max_connections = 1024;  // handshakes and relayed connections together

@@ -17,6 +17,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/log.hpp"
+#include "transport/socket.hpp"
+#include "transport/tls/tls_channel.hpp"
+
 namespace chorus {
 
 namespace {
@@ -42,6 +46,16 @@ struct Pair {
   std::chrono::milliseconds silence{0};  // > 0: fd[1] silent this long closes the pair
   Clock::time_point heard{};             // when fd[1] last sent something
   std::unique_ptr<StreamGuard> guard;    // checks what fd[0] sends, observes fd[1] (may be null)
+  // fd[i] carries TLS: dir[i] holds what was decrypted from it, sealed[i] the records still to
+  // be written to it (from sealed_at[i] on: handshake flights, then dir[1 - i] encrypted).
+  std::unique_ptr<TlsChannel> tls[2];
+  std::string sealed[2];
+  std::size_t sealed_at[2] = {0, 0};
+  Clock::time_point handshake_by{};  // a channel still in its handshake must be done by then
+  bool handshaking() const {
+    return (tls[0] && !tls[0]->established()) || (tls[1] && !tls[1]->established());
+  }
+  bool has_sealed(int side) const { return sealed_at[side] < sealed[side].size(); }
   // One side ended: only what it sent is still delivered (what was on its way to it has nobody
   // to read it), then the pair closes.
   bool closing() const { return dir[0].eof || dir[1].eof; }
@@ -50,17 +64,19 @@ struct Pair {
 struct Accepting {
   int listener;
   int other;
-  std::function<bool(int)> ok;
+  std::function<bool(int)> ok{};
   std::chrono::milliseconds silence;
+  std::unique_ptr<TlsChannel> other_tls;
 };
 
 struct Command {
   enum Kind { add, accept, cancel } kind;
   int a = -1, b = -1;
   uint64_t token = 0;
-  std::unique_ptr<StreamGuard> guard;
-  std::function<bool(int)> ok;
+  std::unique_ptr<StreamGuard> guard{};
+  std::function<bool(int)> ok{};
   std::chrono::milliseconds silence{0};
+  std::unique_ptr<TlsChannel> tls{};  // add: a's; accept: b's
 };
 
 void set_nonblocking(int fd) {
@@ -83,7 +99,7 @@ struct Relay::Impl {
   uint64_t next_id = 1;
   std::unordered_map<uint64_t, std::unique_ptr<Pair>> pairs;
   std::unordered_map<uint64_t, Accepting> accepting;
-  std::size_t watched_for_silence = 0;  // pairs with a silence limit
+  std::size_t watched_for_silence = 0;  // pairs with a silence limit or a handshake in progress
   std::thread thread;
 
   Impl() {
@@ -131,6 +147,17 @@ struct Relay::Impl {
     for (auto it = pairs.begin(); it != pairs.end();) {
       auto next = std::next(it);
       Pair& p = *it->second;
+      if (p.handshaking()) {
+        const auto left = p.handshake_by - now;
+        if (left <= Clock::duration::zero()) {
+          CHORUS_LOG(info, net, LogWhere{},
+                     "relay: " + peer_address(p.fd[p.tls[0] ? 0 : 1]) + " did not finish the TLS handshake in time");
+          close_pair(it);
+          it = next;
+          continue;
+        }
+        wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(left));
+      }
       if (p.silence.count() > 0) {
         if (p.dir[1].end == kRelayBuffer) p.heard = now;  // a full buffer: this end not reading
         const auto left = p.heard + p.silence - now;
@@ -154,9 +181,10 @@ struct Relay::Impl {
     }
     for (auto& c : todo) {
       if (c.kind == Command::add) {
-        start_pair(c.a, c.b, std::chrono::milliseconds{0}, std::move(c.guard));
+        start_pair(c.a, c.b, std::chrono::milliseconds{0}, std::move(c.guard), std::move(c.tls), nullptr,
+                   c.silence);
       } else if (c.kind == Command::accept) {
-        accepting[c.token] = {c.a, c.b, std::move(c.ok), c.silence};
+        accepting[c.token] = {c.a, c.b, std::move(c.ok), c.silence, std::move(c.tls)};
         epoll_event ev{};
         ev.events = EPOLLIN;
         ev.data.u64 = kListenerBit | c.token;
@@ -191,21 +219,27 @@ struct Relay::Impl {
     }
     const int other = it->second.other;
     const auto silence = it->second.silence;
+    auto other_tls = std::move(it->second.other_tls);
     ::close(it->second.listener);
     accepting.erase(it);
-    start_pair(c, other, silence);  // still counted: it was counted as a pair from add_after_accept
+    // Still counted: it was counted as a pair from add_after_accept.
+    start_pair(c, other, silence, nullptr, nullptr, std::move(other_tls));
   }
 
-  void start_pair(int a, int b, std::chrono::milliseconds silence = std::chrono::milliseconds{0},
-                  std::unique_ptr<StreamGuard> guard = nullptr) {
+  void start_pair(int a, int b, std::chrono::milliseconds silence, std::unique_ptr<StreamGuard> guard,
+                  std::unique_ptr<TlsChannel> a_tls, std::unique_ptr<TlsChannel> b_tls,
+                  std::chrono::milliseconds handshake_limit = std::chrono::milliseconds{0}) {
     const uint64_t id = next_id++;
     auto p = std::make_unique<Pair>();
     p->guard = std::move(guard);
     p->fd[0] = a;
     p->fd[1] = b;
+    p->tls[0] = std::move(a_tls);
+    p->tls[1] = std::move(b_tls);
     p->silence = silence;
     p->heard = Clock::now();
-    if (silence.count() > 0) ++watched_for_silence;
+    p->handshake_by = p->heard + handshake_limit;
+    if (silence.count() > 0 || p->handshaking()) ++watched_for_silence;
     for (int side = 0; side < 2; ++side) {
       set_nonblocking(p->fd[side]);
       epoll_event ev{};
@@ -213,16 +247,21 @@ struct Relay::Impl {
       ev.data.u64 = id << 1 | static_cast<uint64_t>(side);
       epoll_ctl(ep, EPOLL_CTL_ADD, p->fd[side], &ev);
     }
+    const bool sealed = p->tls[0] || p->tls[1];
     pairs.emplace(id, std::move(p));
+    // A channel may hold records that came with its handshake: no socket event would tell of them.
+    if (sealed) on_event(id, pairs[id]->tls[0] ? 0 : 1, EPOLLIN);
   }
 
   // Read from a side while its buffer has room and neither side ended; write to it while the
   // other side's buffer holds bytes (after an end, only those of the side that ended).
+  // A TLS side is written its records, and the other side's bytes once its handshake is done.
   static uint32_t interest(const Pair& p, int side) {
     uint32_t e = 0;
     if (!p.closing() && p.dir[side].end < kRelayBuffer) e |= EPOLLIN;
     const Direction& in = p.dir[1 - side];
-    if (!in.empty() && (!p.closing() || in.eof)) e |= EPOLLOUT;
+    const bool plain = !in.empty() && (!p.tls[side] || p.tls[side]->established());
+    if ((plain || p.has_sealed(side)) && (!p.closing() || in.eof)) e |= EPOLLOUT;
     return e;
   }
 
@@ -236,14 +275,10 @@ struct Relay::Impl {
       d.begin = 0;
     }
     if (d.end == kRelayBuffer) return true;
+    if (p.tls[side]) return read_sealed(p, side);
     const ssize_t r = recv(p.fd[side], d.data.get() + d.end, kRelayBuffer - d.end, 0);
-    if (r > 0 && side == 1 && p.silence.count() > 0) p.heard = Clock::now();
-    // The guard sees the read before any of it can be written on (its reason was its to log).
-    if (r > 0 && side == 0 && p.guard && !p.guard->check(d.data.get() + d.end, static_cast<std::size_t>(r)).empty())
-      return false;
-    if (r > 0 && side == 1 && p.guard) p.guard->observe(d.data.get() + d.end, static_cast<std::size_t>(r));
-    if (r > 0) d.end += static_cast<std::size_t>(r);
-    else if (r == 0) d.eof = true;
+    if (r > 0) return took(p, side, static_cast<std::size_t>(r));
+    if (r == 0) d.eof = true;
     else if (errno != EAGAIN && errno != EINTR) {
       p.reset[side] = true;
       return false;
@@ -251,12 +286,94 @@ struct Relay::Impl {
     return true;
   }
 
-  // Writes what dir[from] holds to the other side; false on an error.
+  // n bytes (plaintext) arrived at dir[side]'s end. The guard sees them before any of it can be
+  // written on (its reason was its to log).
+  static bool took(Pair& p, int side, std::size_t n) {
+    Direction& d = p.dir[side];
+    if (side == 1 && p.silence.count() > 0) p.heard = Clock::now();
+    if (side == 0 && p.guard && !p.guard->check(d.data.get() + d.end, n).empty()) return false;
+    if (side == 1 && p.guard) p.guard->observe(d.data.get() + d.end, n);
+    d.end += n;
+    return true;
+  }
+
+  // A TLS side: its handshake moves on with what came, then records are decrypted into dir[side]
+  // while there is room (the rest waits in the channel, taken once the other side drained some).
+  static bool read_sealed(Pair& p, int side) {
+    TlsChannel& tls = *p.tls[side];
+    Direction& d = p.dir[side];
+    bool fresh = !tls.established();  // ciphertext came that the handshake has not seen (or none yet)
+    for (;;) {
+      if (!tls.established() && fresh) {
+        bool done = false;
+        std::string flight;
+        const Status st = tls.step(flight, done);
+        p.sealed[side] += flight;
+        if (!st) {
+          CHORUS_LOG(info, net, LogWhere{}, "relay: TLS with " + peer_address(p.fd[side]) + ": " + st.message());
+          return false;
+        }
+        fresh = false;
+      }
+      if (tls.established()) {
+        if (d.end == kRelayBuffer) return true;
+        std::string why;
+        const long got = tls.decrypt(d.data.get() + d.end, kRelayBuffer - d.end, why);
+        if (got < 0) {
+          CHORUS_LOG(info, net, LogWhere{}, "relay: TLS from " + peer_address(p.fd[side]) + ": " + why);
+          return false;
+        }
+        if (got > 0) {
+          if (!took(p, side, static_cast<std::size_t>(got))) return false;
+          continue;
+        }
+      }
+      std::size_t room = 0;
+      char* at = tls.input(room);
+      if (room == 0) return true;  // not reached: 64 KiB always hold a whole record
+      const ssize_t r = recv(p.fd[side], at, room, 0);
+      if (r == 0) {
+        d.eof = true;
+        return true;
+      }
+      if (r < 0) {
+        if (errno == EAGAIN || errno == EINTR) return true;
+        p.reset[side] = true;
+        return false;
+      }
+      if (side == 1 && p.silence.count() > 0) p.heard = Clock::now();  // records count, whole or not
+      tls.received(static_cast<std::size_t>(r));
+      fresh = true;
+    }
+  }
+
+  // Writes what dir[from] holds to the other side (encrypted first when that side carries TLS,
+  // once its handshake is done); false on an error.
   static bool write_to_other(Pair& p, int from) {
+    const int to = 1 - from;
     Direction& d = p.dir[from];
+    if (p.tls[to]) {
+      std::string& out = p.sealed[to];
+      if (!p.has_sealed(to) && !d.empty() && p.tls[to]->established()) {
+        out.clear();
+        p.sealed_at[to] = 0;
+        std::string why;
+        if (!p.tls[to]->encrypt(d.data.get() + d.begin, d.end - d.begin, out, why)) {
+          CHORUS_LOG(warn, net, LogWhere{}, "relay: TLS to " + peer_address(p.fd[to]) + ": " + why);
+          return false;
+        }
+        d.begin = d.end = 0;
+      }
+      if (!p.has_sealed(to)) return true;
+      const ssize_t w = send(p.fd[to], out.data() + p.sealed_at[to], out.size() - p.sealed_at[to], MSG_NOSIGNAL);
+      if (w < 0 && errno != EAGAIN && errno != EINTR) p.reset[to] = true;
+      if (w < 0) return errno == EAGAIN || errno == EINTR;
+      p.sealed_at[to] += static_cast<std::size_t>(w);
+      return true;
+    }
     if (d.empty()) return true;
-    const ssize_t w = send(p.fd[1 - from], d.data.get() + d.begin, d.end - d.begin, MSG_NOSIGNAL);
-    if (w < 0 && errno != EAGAIN && errno != EINTR) p.reset[1 - from] = true;  // its end is gone
+    const ssize_t w = send(p.fd[to], d.data.get() + d.begin, d.end - d.begin, MSG_NOSIGNAL);
+    if (w < 0 && errno != EAGAIN && errno != EINTR) p.reset[to] = true;  // its end is gone
     if (w < 0) return errno == EAGAIN || errno == EINTR;
     d.begin += static_cast<std::size_t>(w);
     if (d.empty()) d.begin = d.end = 0;
@@ -271,10 +388,18 @@ struct Relay::Impl {
     if (!ok) p.reset[side] = true;
     // A hang-up with a full buffer can never be read: left alone it would fire forever.
     if (ok && (events & EPOLLHUP) && p.dir[side].end == kRelayBuffer) ok = false;
+    const bool was_handshaking = p.handshaking();
     if (ok && (events & (EPOLLIN | EPOLLHUP)) && !p.closing()) ok = read_side(p, side) && write_to_other(p, side);
     if (ok && (events & EPOLLOUT)) ok = write_to_other(p, 1 - side);
+    // A handshake flight, or the other side's bytes that waited for the handshake's end.
+    if (ok && p.tls[side]) ok = write_to_other(p, 1 - side);
+    // Records the channel holds beyond what dir had room for, now that the other side took some.
     for (int s = 0; s < 2 && ok; ++s)
-      if (p.dir[s].eof && p.dir[s].empty()) ok = false;  // all the ended side sent is delivered
+      if (p.tls[s] && p.tls[s]->established() && !p.closing() && p.dir[s].end < kRelayBuffer)
+        ok = read_side(p, s) && write_to_other(p, s);
+    if (was_handshaking && !p.handshaking() && p.silence.count() == 0) --watched_for_silence;
+    for (int s = 0; s < 2 && ok; ++s)
+      if (p.dir[s].eof && p.dir[s].empty() && !p.has_sealed(1 - s)) ok = false;  // all the ended side sent is delivered
     if (!ok) return close_pair(it);
     for (int s = 0; s < 2; ++s) {
       epoll_event ev{};
@@ -291,7 +416,7 @@ struct Relay::Impl {
   }
 
   void close_pair(std::unordered_map<uint64_t, std::unique_ptr<Pair>>::iterator it) {
-    if (it->second->silence.count() > 0) --watched_for_silence;
+    if (it->second->silence.count() > 0 || it->second->handshaking()) --watched_for_silence;
     if (const Pair& p = *it->second; p.guard) p.guard->ended((p.dir[0].eof || p.reset[0]) && !p.dir[1].eof && !p.reset[1]);
     ::close(it->second->fd[0]);
     ::close(it->second->fd[1]);
@@ -323,20 +448,24 @@ Relay::~Relay() {
   ::close(impl_->wake);
 }
 
-void Relay::add(int a, int b, std::unique_ptr<StreamGuard> guard) {
+void Relay::add(int a, int b, std::unique_ptr<StreamGuard> guard, std::unique_ptr<TlsChannel> a_tls,
+                std::chrono::milliseconds handshake_limit) {
   ++impl_->count;  // counted at once: the door's limits see it before the thread does
   Command c{Command::add, a, b, 0};
   c.guard = std::move(guard);
+  c.tls = std::move(a_tls);
+  c.silence = handshake_limit;  // (an add's pair has no silence limit)
   impl_->post(std::move(c));
 }
 
 uint64_t Relay::add_after_accept(int listener, int b, std::function<bool(int)> accept_ok,
-                                 std::chrono::milliseconds silence) {
+                                 std::chrono::milliseconds silence, std::unique_ptr<TlsChannel> b_tls) {
   const uint64_t token = impl_->next_token++;
   ++impl_->count;
   Command c{Command::accept, listener, b, token};
   c.ok = std::move(accept_ok);
   c.silence = silence;
+  c.tls = std::move(b_tls);
   impl_->post(std::move(c));
   return token;
 }

@@ -10,6 +10,10 @@
 // the relay (CAF then reports the node or orchestrator lost).
 // A pair can also be given a guard on what `a` sends (StreamGuard, below): the front door checks
 // every frame a client sends before any of it reaches the orchestrator.
+// One side of a pair can carry TLS (a TlsChannel, transport/tls/tls_channel.hpp): what comes from
+// it is decrypted before it is relayed (and guarded), what goes to it is encrypted. The channel
+// may still be in its handshake (the front door's sealed links: the relay's thread runs it, with
+// a deadline); the other side's bytes then wait until it is done.
 // A pair can also be given a silence limit for `b`: once `b` has sent nothing for that long, both
 // sides are closed, as if `b` had hung up (a door passage's watch on a frozen orchestrator).
 #pragma once
@@ -19,6 +23,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+
+#include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
 
@@ -49,14 +55,18 @@ class Relay {
   Relay& operator=(const Relay&) = delete;
 
   // Relays between the connected sockets a and b, which it owns from now on; `guard` (may be
-  // null) checks what a sends.
-  void add(int a, int b, std::unique_ptr<StreamGuard> guard = nullptr);
+  // null) checks what a sends. `a_tls` (may be null): a carries TLS through that channel, whose
+  // handshake, if not done yet, must be done within `handshake_limit` or the pair is closed.
+  void add(int a, int b, std::unique_ptr<StreamGuard> guard = nullptr, std::unique_ptr<TlsChannel> a_tls = nullptr,
+           std::chrono::milliseconds handshake_limit = std::chrono::milliseconds{2000});
   // Owns `listener` and the connected socket `b`: accepts connections on `listener` until one
   // passes `accept_ok` (called on the relay's thread; the others are closed), closes the listener
   // and relays that connection with `b`. Returns a token for cancel(). silence > 0: the pair is
-  // closed once `b` has sent nothing for that long (counted from the accept).
+  // closed once `b` has sent nothing for that long (counted from the accept). `b_tls` (may be
+  // null): b carries TLS through that channel, its handshake done.
   uint64_t add_after_accept(int listener, int b, std::function<bool(int)> accept_ok,
-                            std::chrono::milliseconds silence = std::chrono::milliseconds{0});
+                            std::chrono::milliseconds silence = std::chrono::milliseconds{0},
+                            std::unique_ptr<TlsChannel> b_tls = nullptr);
   // Closes the listener and `b` of add_after_accept(token) if no connection was accepted yet.
   void cancel(uint64_t token);
   // Pairs relayed or waiting for their accept.

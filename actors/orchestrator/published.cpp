@@ -42,6 +42,7 @@ Result<std::unique_ptr<PublishedOrchestrator>> PublishedOrchestrator::publish(ca
     p->inner_port_ = *inner;
     d.inner_port = *inner;
   } else {
+    d.seal = true;  // without CAF's TLS, the secret keys the link's
     p->basp_ = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
     p->key_ = next_key();  // set before the door's thread starts: it reads it
     PublishedOrchestrator* self = p.get();  // the door, which calls it, closes before p goes

@@ -1,8 +1,9 @@
 // The orchestrator as nodes reach it: the front door (transport/front_door.hpp) on the public
 // address, through which alone a connection reaches CAF: BASP parses nothing a stranger sends.
 // Behind it, each admitted connection is handed to CAF in-process as one end of a socket pair, so
-// CAF has no port at all that another local user could reach, and every frame the client sends
-// passes a BaspGuard (basp_guard.hpp) first. With TLS, CAF's TLS layer must see the connection
+// CAF has no port at all that another local user could reach, the link is sealed (TLS keyed by the
+// secret, the door's sealed mode), and every frame the client sends passes a BaspGuard
+// (basp_guard.hpp) first. With TLS, CAF's TLS layer must see the connection
 // itself: the actor is then published on 127.0.0.1 (where a connection must still complete TLS
 // with a certificate the CA signed) and the door relays the encrypted bytes unchecked.
 // Nodes and chorus-ctl pass the door with connect_orchestrator()

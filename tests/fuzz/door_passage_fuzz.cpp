@@ -61,9 +61,10 @@ class HostileDoor {
       }
       const auto deadline = Clock::now() + std::chrono::seconds(2);
       door::Greeting g{};
-      if (knows && greets(input, door::Mode::challenge, g)) {
+      if (knows && (greets(input, door::Mode::challenge, g) || greets(input, door::Mode::sealed, g))) {
         // A door that knows the secret: greeting, the client's answer checked, "Y" and its proof.
-        // (Its proof is bound to the client's nonce, read with the answer.)
+        // (Its proof is bound to the client's nonce, read with the answer.) A sealed one then
+        // sends the rest of the input where its TLS handshake should be.
         door::Proof expected{}, mine{};
         door::Answer answer{};
         std::string out = input.substr(0, g.size());
@@ -109,7 +110,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   // Shorter than pass_door's first pause before another try (50 ms): one try per input.
   const auto start = Clock::now();
   int fd = -1;
-  const Status s = pass_door("127.0.0.1", hostile->port(), fuzz::kSecret, start + std::chrono::milliseconds(45), fd);
+  std::unique_ptr<TlsChannel> tls;
+  const Status s = pass_door("127.0.0.1", hostile->port(), fuzz::kSecret, start + std::chrono::milliseconds(45), fd, tls);
   FUZZ_CHECK(Clock::now() - start < std::chrono::seconds(2), "pass_door overran its deadline");
   door::Greeting g{};
   if (s.is_ok()) {

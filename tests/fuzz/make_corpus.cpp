@@ -179,5 +179,10 @@ int main(int argc, char** argv) {
   seed("door_passage", "open", std::string(1, '\0') + open_bytes);
   seed("door_passage", "knows_secret", std::string(1, '\1') + challenge_bytes);
   seed("door_passage", "refuses", std::string(1, '\0') + challenge_bytes + "N");
+  // Past a sealed door: a BASP header encrypted; raw, an application data record's header with
+  // 16 bytes that are no record, and an alert.
+  seed("sealed_relay", "encrypted", std::string(1, '\0') + std::string(32, '\0'));
+  seed("sealed_relay", "raw_record", std::string(1, '\1') + std::string("\x17\x03\x03\x00\x10", 5) + std::string(16, 'x'));
+  seed("sealed_relay", "raw_alert", std::string(1, '\1') + std::string("\x15\x03\x03\x00\x02\x02\x28", 7));
   return 0;
 }

@@ -72,6 +72,7 @@ Status recv_some(int fd, void* p, std::size_t n, Clock::time_point deadline, std
 // for more with SSL_ERROR_WANT_READ).
 struct TlsBio {
   static TlsChannel& of(BIO* b) { return *static_cast<TlsChannel*>(BIO_get_data(b)); }
+  static const std::string& psk_of(const TlsChannel& c) { return c.psk_; }
   static int write(BIO* b, const char* p, std::size_t n, std::size_t* written) {
     TlsChannel& c = of(b);
     (c.out_ ? *c.out_ : c.stray_).append(p, n);
@@ -138,56 +139,145 @@ Result<std::shared_ptr<TlsContext>> TlsContext::load(const std::string& certific
   return c;
 }
 
+namespace {
+
+constexpr unsigned char kPskIdentity[] = "chorus";
+constexpr std::size_t kPskIdentitySize = sizeof kPskIdentity - 1;
+
+// A session that carries the channel's key as TLS 1.3's external PSK (AES-128-GCM, SHA-256).
+SSL_SESSION* psk_session(SSL* ssl) {
+  const auto* ch = static_cast<const TlsChannel*>(SSL_get_app_data(ssl));
+  static const unsigned char kAes128GcmSha256[] = {0x13, 0x01};
+  const SSL_CIPHER* cipher = SSL_CIPHER_find(ssl, kAes128GcmSha256);
+  SSL_SESSION* s = cipher && ch ? SSL_SESSION_new() : nullptr;
+  if (!s) return nullptr;
+  const std::string& key = TlsBio::psk_of(*ch);
+  if (SSL_SESSION_set1_master_key(s, reinterpret_cast<const unsigned char*>(key.data()), key.size()) != 1 ||
+      SSL_SESSION_set_cipher(s, cipher) != 1 || SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION) != 1) {
+    SSL_SESSION_free(s);
+    return nullptr;
+  }
+  return s;
+}
+
+int use_psk(SSL* ssl, const EVP_MD* md, const unsigned char** id, std::size_t* idlen, SSL_SESSION** sess) {
+  SSL_SESSION* s = psk_session(ssl);
+  if (!s) return 0;
+  // After a HelloRetryRequest the digest is fixed: a key for another one cannot be offered.
+  if (md && SSL_CIPHER_get_handshake_digest(SSL_SESSION_get0_cipher(s)) != md) {
+    SSL_SESSION_free(s);
+    *sess = nullptr;
+    return 1;
+  }
+  *id = kPskIdentity;
+  *idlen = kPskIdentitySize;
+  *sess = s;
+  return 1;
+}
+
+int find_psk(SSL* ssl, const unsigned char* id, std::size_t idlen, SSL_SESSION** sess) {
+  *sess = nullptr;  // an unknown identity: no key, the handshake then fails
+  if (idlen != kPskIdentitySize || std::memcmp(id, kPskIdentity, idlen) != 0) return 1;
+  *sess = psk_session(ssl);
+  return *sess ? 1 : 0;
+}
+
+} // namespace
+
+Result<std::shared_ptr<TlsContext>> TlsContext::psk() {
+  static std::mutex mu;
+  static std::shared_ptr<TlsContext> made;
+  std::lock_guard<std::mutex> lk(mu);
+  if (made) return made;
+  std::shared_ptr<TlsContext> c(new TlsContext);
+  ERR_clear_error();
+  c->ctx_ = SSL_CTX_new(TLS_method());
+  if (!c->ctx_) return Status(Errc::internal, "TLS: cannot create a context: " + openssl_errors());
+  c->psk_ = true;
+  SSL_CTX* ctx = c->ctx_;
+  SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+  SSL_CTX_set_num_tickets(ctx, 0);
+  SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
+  SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256");
+  SSL_CTX_set_psk_use_session_callback(ctx, use_psk);
+  SSL_CTX_set_psk_find_session_callback(ctx, find_psk);
+  made = c;
+  return c;
+}
+
 TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
 TlsChannel::~TlsChannel() { SSL_free(ssl_); }  // frees the BIO too
 
-Result<std::unique_ptr<TlsChannel>> TlsChannel::handshake(const TlsContext& ctx, int fd, bool server,
-                                                          Clock::time_point deadline) {
+Result<std::unique_ptr<TlsChannel>> TlsChannel::begin(const TlsContext& ctx, bool server, const std::string& psk) {
   std::unique_ptr<TlsChannel> ch(new TlsChannel);
   ERR_clear_error();
+  if (ctx.uses_psk() && psk.size() != kPskSize)
+    return Status(Errc::internal, "TLS: a pre-shared key of " + std::to_string(kPskSize) + " bytes is needed");
+  ch->psk_mode_ = ctx.uses_psk();
+  ch->psk_ = psk;
   ch->ssl_ = SSL_new(ctx.native());
   const BIO_METHOD* method = TlsBio::method();
   BIO* bio = ch->ssl_ && method ? BIO_new(method) : nullptr;
   if (!bio) return Status(Errc::internal, "TLS: cannot create a session: " + openssl_errors());
   BIO_set_data(bio, ch.get());
   SSL* ssl = ch->ssl_;
+  SSL_set_app_data(ssl, ch.get());  // the PSK callbacks find the key there
   SSL_set_bio(ssl, bio, bio);  // one BIO both ways: the SSL object owns its one reference
   if (server) SSL_set_accept_state(ssl);
   else SSL_set_connect_state(ssl);
+  return ch;
+}
+
+Status TlsChannel::step(std::string& flight, bool& done) {
+  std::lock_guard<std::mutex> lk(mu_);
+  done = false;
+  ERR_clear_error();
+  out_ = &flight;
+  const int rc = SSL_do_handshake(ssl_);
+  out_ = nullptr;
+  const int err = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl_, rc);
+  if (err == SSL_ERROR_WANT_READ) return Status::ok();
+  if (err != SSL_ERROR_NONE) return {Errc::auth_failed, "TLS handshake failed: " + failure_text(ssl_, err)};
+  // The handshake's own checks already failed it otherwise; checked again so that no setting can
+  // let an unauthenticated peer through.
+  if (psk_mode_ ? SSL_session_reused(ssl_) != 1
+                : SSL_get_verify_result(ssl_) != X509_V_OK || SSL_get0_peer_certificate(ssl_) == nullptr)
+    return {Errc::auth_failed, psk_mode_ ? "TLS handshake: the other side did not use the pre-shared key"
+                                         : "TLS handshake: the other side presented no valid certificate"};
+  established_ = done = true;
+  return Status::ok();
+}
+
+Result<std::unique_ptr<TlsChannel>> TlsChannel::handshake(const TlsContext& ctx, int fd, bool server,
+                                                          Clock::time_point deadline, const std::string& psk) {
+  auto begun = begin(ctx, server, psk);
+  if (!begun) return begun.status();
+  std::unique_ptr<TlsChannel> ch = std::move(*begun);
   for (;;) {
     std::string flight;
-    ERR_clear_error();
-    ch->out_ = &flight;
-    const int rc = SSL_do_handshake(ssl);
-    ch->out_ = nullptr;
-    const int err = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(ssl, rc);
-    const bool going = err == SSL_ERROR_NONE || err == SSL_ERROR_WANT_READ;
-    const std::string why = going ? std::string() : failure_text(ssl, err);
+    bool done = false;
+    const Status st = ch->step(flight, done);
     // What the handshake produced goes out first: our next flight, or on failure the alert that
     // tells the other side why we hang up (best effort, briefly).
     if (!flight.empty()) {
-      const auto until = going ? deadline : std::min(deadline, Clock::now() + std::chrono::milliseconds(500));
+      const auto until = st ? deadline : std::min(deadline, Clock::now() + std::chrono::milliseconds(500));
       Status s = write_exact(fd, flight.data(), flight.size(), until);
-      if (!s.is_ok() && going)
+      if (!s.is_ok() && st)
         return Status(s.code() == Errc::timeout ? Errc::timeout : Errc::auth_failed, "TLS handshake: " + s.message());
     }
-    if (err == SSL_ERROR_NONE) break;
-    if (!going) return Status(Errc::auth_failed, "TLS handshake failed: " + why);
+    if (!st) return st;
+    if (done) return ch;
     std::size_t room = 0, got = 0;
     char* at = ch->input(room);
     Status s = recv_some(fd, at, room, deadline, got);
     if (!s.is_ok()) return Status(s.code(), "TLS handshake: " + s.message());
     if (got == 0)
-      return Status(Errc::auth_failed,
-                    "TLS handshake failed: the other side closed the connection (no TLS there, or it refused our certificate)");
+      return Status(Errc::auth_failed, ch->psk_mode_
+                                           ? "TLS handshake failed: the other side closed the connection (no TLS there, or another key)"
+                                           : "TLS handshake failed: the other side closed the connection (no TLS there, or it refused our certificate)");
     ch->received(got);
   }
-  // SSL_VERIFY_PEER already failed the handshake otherwise; checked again so that no setting can
-  // let an unauthenticated peer through.
-  if (SSL_get_verify_result(ssl) != X509_V_OK || SSL_get0_peer_certificate(ssl) == nullptr)
-    return Status(Errc::auth_failed, "TLS handshake: the other side presented no valid certificate");
-  return ch;
 }
 
 bool TlsChannel::encrypt(const void* p, std::size_t n, std::string& out, std::string& why) {
