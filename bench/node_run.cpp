@@ -143,6 +143,7 @@ int run_node(const Options& o, const std::vector<std::size_t>& sizes) {
   cfg.tls_certificate = o.tls_cert;  // the nodes' own --tls-* flags (the launcher passes its own on)
   cfg.tls_key = o.tls_key;
   cfg.tls_ca = o.tls_ca;
+  cfg.seal_data = o.seal_data;
   if (cfg.secret.empty())
     if (const char* env = std::getenv("CHORUS_SECRET")) cfg.secret = env;
   if (Status s = cfg.validate(); !s) {

@@ -155,6 +155,8 @@ std::string usage(std::string_view program) {
     "  --tls-ca F         control channel and the data connections between nodes are then TLS,\n"
     "                     mutually authenticated; the launcher gives the same files to its\n"
     "                     orchestrator and to every node it starts\n"
+    "  --seal-data 0|1    1: without TLS files, the data connections between nodes are TLS keyed by\n"
+    "                     the secret (Config::seal_data; no certificates)\n"
     "\n"
     "Columns: size (B), count (elements), type, redop, root (-1: unrooted), time (us per iteration\n"
     "of the slowest peer, mean over ITERS), algbw = size / time (GB/s), busbw = algbw x factor\n"
@@ -200,7 +202,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
         "--op", "--peers", "--dtype", "--redop", "--strategy", "-b", "--minbytes", "-e", "--maxbytes",
         "-f", "--stepfactor", "-n", "--iters", "-w", "--warmup_iters", "--root", "-c", "--check",
         "--timeout-ms", "--device", "--gpus", "--group", "--nodes", "--orchestrator", "--node-address", "--secret", "--transport",
-        "--tls-cert", "--tls-key", "--tls-ca"};
+        "--tls-cert", "--tls-key", "--tls-ca", "--seal-data"};
     if (std::find(std::begin(known), std::end(known), flag) == std::end(known))
       return fail("unknown flag " + std::string(args[i]));
     auto v = next();
@@ -291,6 +293,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
       o.node_address = vs;
     } else if (flag == "--secret") {
       o.secret = vs;
+    } else if (flag == "--seal-data") {
+      if (vs != "0" && vs != "1") return fail("--seal-data " + vs + ": expected 0 or 1");
+      o.seal_data = vs == "1";
     } else if (flag == "--transport") {
       if (vs != "auto" && vs != "network") return fail("--transport " + vs + ": expected auto or network");
       o.transport = vs == "auto" ? HostTransport::automatic : HostTransport::network;
@@ -333,6 +338,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     if (!o.node_address.empty()) return fail("--node-address needs --nodes M and --orchestrator HOST:PORT");
     if (!o.secret.empty()) return fail("--secret needs --nodes M (it is the orchestrator's secret)");
     if (o.tls()) return fail("--tls-cert, --tls-key and --tls-ca need --nodes M (TLS between node processes)");
+    if (o.seal_data) return fail("--seal-data needs --nodes M (it seals the connections between node processes)");
   } else {
     if (!o.orchestrator.empty() && o.node_address.empty())
       return fail("--orchestrator needs --node-address HOST (where the other nodes reach this one)");

@@ -102,6 +102,7 @@ std::string Config::first_difference(const Config& o) const {
   if (rendezvous_file != o.rendezvous_file)
     return "rendezvous_file (" + rendezvous_file + " vs " + o.rendezvous_file + ")";
   if (elastic != o.elastic) return num("elastic", elastic, o.elastic);
+  if (seal_data != o.seal_data) return num("seal_data", seal_data, o.seal_data);
   if (host_transport != o.host_transport)
     return "host_transport (" + std::string(to_string(host_transport)) + " vs " + std::string(to_string(o.host_transport)) + ")";
   return {};

@@ -129,6 +129,9 @@ Result<Config> Config::from_env() {
   auto elastic = env_number("CHORUS_ELASTIC", 0, 1);
   if (!elastic) return elastic.status();
   c.elastic = elastic->value_or(0) == 1;
+  auto seal = env_number("CHORUS_SEAL_DATA", 0, 1);
+  if (!seal) return seal.status();
+  if (*seal) c.seal_data = **seal == 1;
   auto joining = env_number("CHORUS_JOIN", 0, 1);
   if (!joining) return joining.status();
 

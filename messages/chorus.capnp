@@ -44,6 +44,7 @@ struct Config {
   hostOrchestrator @12 :Bool;            # this process hosts the orchestrator
   rendezvousFile @13 :Text;              # rank 0's file naming the orchestrator (one host, no address)
   elastic @14 :Bool;                     # the job admits newcomers after it starts (Peer::grow)
+  sealData @15 :Bool;                    # data connections between hosts are TLS keyed by the secret
 }
 
 # Peer -> local server: join the collective.

@@ -60,6 +60,7 @@ void put_config(wire::Config::Builder b, const Config& c) {
   b.setHostOrchestrator(c.host_orchestrator);
   b.setRendezvousFile(c.rendezvous_file);
   b.setElastic(c.elastic);
+  b.setSealData(c.seal_data);
 }
 
 Config get_config(wire::Config::Reader r) {
@@ -79,6 +80,7 @@ Config get_config(wire::Config::Reader r) {
   c.host_orchestrator = r.getHostOrchestrator();
   c.rendezvous_file = r.getRendezvousFile();
   c.elastic = r.getElastic();
+  c.seal_data = r.getSealData();
   return c;
 }
 

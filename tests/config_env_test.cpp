@@ -29,7 +29,7 @@ class Env : public ::testing::Test {
       "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid", "PMI_RANK",
       "PMI_SIZE", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_NUM_NODES",
       "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_RESTART_COUNT", "OMPI_MCA_orte_hnp_uri", "XDG_RUNTIME_DIR", "TMPDIR",
-      "CHORUS_ELASTIC", "CHORUS_JOIN"};
+      "CHORUS_ELASTIC", "CHORUS_JOIN", "CHORUS_SEAL_DATA"};
   void SetUp() override {
     for (const char* v : kAll) {
       if (const char* was = std::getenv(v)) saved_[v] = was;
@@ -104,6 +104,20 @@ TEST_F(Env, ElasticJobsAndTheirNewcomers) {
   EXPECT_TRUE(has(Config::from_env().status(), Errc::invalid_config, {"CHORUS_JOIN=1 needs CHORUS_ORCHESTRATOR"}));
   set({{"CHORUS_ELASTIC", "2"}});
   EXPECT_TRUE(has(Config::from_env().status(), Errc::invalid_config, {"CHORUS_ELASTIC"}));
+}
+
+TEST_F(Env, SealDataFromTheEnvironment) {
+  set({{"CHORUS_RANK", "1"}, {"CHORUS_WORLD_SIZE", "3"}, {"CHORUS_ORCHESTRATOR", "127.0.0.1:4100"},
+       {"CHORUS_SECRET", "s3"}, {"CHORUS_NODE_ADDRESS", "127.0.0.1"}});
+  auto c = Config::from_env();
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_FALSE(c->seal_data);
+  set({{"CHORUS_SEAL_DATA", "1"}});
+  c = Config::from_env();
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_TRUE(c->seal_data);
+  set({{"CHORUS_SEAL_DATA", "yes"}});
+  EXPECT_TRUE(has(Config::from_env().status(), Errc::invalid_config, {"CHORUS_SEAL_DATA"}));
 }
 
 // torchrun: rank 0 hosts the orchestrator at MASTER_ADDR, on the port after MASTER_PORT (which

@@ -12,6 +12,7 @@
 #include <future>
 #include <thread>
 
+#include "actors/global_client/data_hello.hpp"
 #include "actors/global_client/data_mesh.hpp"
 #include "actors/global_client/hello_gate.hpp"
 #include "transport/socket.hpp"
@@ -218,6 +219,43 @@ TEST(DataMesh, ConnectionsFromNoNodesAddressAreClosedAtOnce) {
   EXPECT_NE(s.message().find("(1 connection(s) from addresses of no node closed at once; the first from 127.0.0.2)"),
             std::string::npos)
       << s.message();
+}
+
+// Sealed by the secret (Config::seal_data): nodes with the same secret connect through TLS keyed
+// by it and the job's token, a stranger who sends a plain hello (what an unsealed node would
+// send, with the right token even) is turned away; nodes with different secrets do not connect,
+// and the one that connects names the other and TLS; with no secret at all, it is a config error.
+TEST(DataMesh, SealedByTheSecretOnlyNodesWithItConnect) {
+  TwoNodes t;
+  ASSERT_TRUE(t.ok());
+  t.cfg.seal_data = true;
+  t.cfg.secret = "s3";
+  const int plain = connect_to(**t.l0);
+  ASSERT_TRUE(send_hello(plain, nullptr, topology(1, **t.l0, **t.l1), Clock::now() + 2s).is_ok());
+  EXPECT_EQ(both_set_up(t.cfg, **t.l0, **t.l1, Clock::now() + 30s), "");
+  EXPECT_TRUE(closed_by_peer(plain, Clock::now() + HelloGate::kHelloWait + 5s)) << "a plain hello was let in";
+  close(plain);
+
+  TwoNodes u;
+  ASSERT_TRUE(u.ok());
+  Config other = u.cfg;
+  u.cfg.seal_data = other.seal_data = true;
+  u.cfg.secret = "s3";
+  other.secret = "another secret";
+  auto accepting = std::async(std::launch::async, [&] { return set_up_node(u.cfg, 0, **u.l0, **u.l1, Clock::now() + 2s); });
+  const auto connecting = set_up_node(other, 1, **u.l0, **u.l1, Clock::now() + 2s);
+  const auto accepted = accepting.get();
+  EXPECT_FALSE(accepted.first.is_ok());
+  EXPECT_EQ(connecting.first.code(), Errc::auth_failed) << connecting.first.to_string();
+  EXPECT_NE(connecting.first.message().find("data connection to node 0: TLS handshake failed"), std::string::npos)
+      << connecting.first.to_string();
+
+  TwoNodes w;
+  ASSERT_TRUE(w.ok());
+  w.cfg.seal_data = true;
+  const Status none = set_up_node(w.cfg, 1, **w.l0, **w.l1, Clock::now() + 2s).first;
+  EXPECT_EQ(none.code(), Errc::invalid_config) << none.to_string();
+  EXPECT_NE(none.message().find("seal_data"), std::string::npos) << none.to_string();
 }
 
 } // namespace

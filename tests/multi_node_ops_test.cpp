@@ -162,6 +162,28 @@ TEST_F(MultiNode, TlsWithMutuallyAuthenticatedCertificates) {
   std::system(("rm -rf " + d).c_str());
 }
 
+// Data connections sealed by the secret (Config::seal_data), without certificates: three node
+// processes over the sockets run mixed ops through TLS keyed by the secret and the job's token; a
+// node that does not seal is refused, naming the setting.
+TEST_F(MultiNode, DataConnectionsSealedByTheSecret) {
+  start_orchestrator(3, {"--secret", "s3"});
+  const std::vector<std::string> common{"--peers", "1",        "--secret",   "s3",    "--transport",
+                                        "network", "--scenario", "mixed", "--ops", "50"};
+  auto sealed = common;
+  sealed.insert(sealed.end(), {"--seal-data", "1"});
+  auto nodes = run_nodes({{}, {}, {}}, sealed);
+  expect_all_ok(nodes, 3, 50);
+  // Registered against a sealed job's first node, a node that does not seal is turned away (and
+  // one that comes after the failed admission waits for a new one until its timeout).
+  auto quick = common;
+  quick.insert(quick.end(), {"--timeout-ms", "2000"});
+  auto mixed = run_nodes({{"--seal-data", "1"}, {"--seal-data", "0"}, {"--seal-data", "1"}}, quick);
+  bool named = false;
+  for (const auto& n : mixed) named = named || n.output.find("seal_data") != std::string::npos;
+  EXPECT_TRUE(named) << dump(mixed);
+  for (const auto& n : mixed) EXPECT_FALSE(n.exited_ok()) << dump(mixed);
+}
+
 // A job of two hosts with two node processes each: a network namespace per host plus one for the
 // orchestrator, joined by veth pairs on a bridge, each with its own address. The processes of a
 // host share memory, the hosts talk through the network. Needs root (and iproute2).

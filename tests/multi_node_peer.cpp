@@ -42,6 +42,7 @@ int parse(int argc, char** argv, Args& a) {
     else if (k == "--tls-cert") a.tls_cert = v;
     else if (k == "--tls-key") a.tls_key = v;
     else if (k == "--tls-ca") a.tls_ca = v;
+    else if (k == "--seal-data") a.seal_data = v == "1";
     else if (k == "--scenario") a.scenario = v;
     else if (k == "--strategy") a.strategy = v;
     else if (k == "--nodes") a.nodes = static_cast<uint32_t>(std::stoul(v));
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
   cfg.tls_certificate = a.tls_cert;
   cfg.tls_key = a.tls_key;
   cfg.tls_ca = a.tls_ca;
+  cfg.seal_data = a.seal_data;
   cfg.timeout = std::chrono::milliseconds(a.timeout_ms);
   cfg.host_transport = a.transport;
   cfg.elastic = a.elastic || a.newcomer;

@@ -19,6 +19,7 @@ namespace chorus::test_node {
 
 struct Args {
   std::string tls_cert, tls_key, tls_ca;
+  bool seal_data = false;       // --seal-data 1: Config::seal_data (data connections keyed by the secret)
   std::string orchestrator, address = "127.0.0.1", secret, scenario = "every-op", strategy = "auto";
   uint32_t nodes = 0, peers = 1, ops = 100;
   int64_t timeout_ms = 10000;

@@ -1,6 +1,8 @@
 // TLS handshakes that must fail, with a clear error within the deadline: a certificate from another
 // CA (either side), a plain peer, a silent peer; and certificate files that are missing or do not
-// match (tls_harness.hpp).
+// match (tls_harness.hpp). And the handshake keyed by a pre-shared key (TlsContext::psk: the
+// front door's sealed links, Config::seal_data): the same key seals, another key or a side with a
+// certificate instead does not.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -55,6 +57,49 @@ TEST(TlsTransport, RefusedClientCertificateShowsAtTheFirstRead) {
   }
   EXPECT_LT(Clock::now() - t0, 5s);
   ::close(p.client);
+}
+
+TEST(TlsTransport, ThePreSharedKeySealsAndNoOtherKeyDoes) {
+  auto psk = TlsContext::psk();
+  ASSERT_TRUE(psk) << psk.status().to_string();
+  const std::string key(TlsChannel::kPskSize, 'k'), other(TlsChannel::kPskSize, 'o');
+  const auto t0 = Clock::now();
+  Pair p = connect_pair(*psk, *psk, t0 + 10s, {}, key, key);
+  ASSERT_TRUE(p.client_status.is_ok() && p.server_status.is_ok())
+      << p.client_status.to_string() << " / " << p.server_status.to_string();
+  const std::string said = "the job's data, sealed";
+  ASSERT_TRUE(p.client_tls->write_all(p.client, said.data(), said.size(), t0 + 10s).is_ok());
+  std::string heard(said.size(), '\0');
+  ASSERT_TRUE(p.server_tls->read_exact(p.server, heard.data(), heard.size(), t0 + 10s).is_ok());
+  EXPECT_EQ(heard, said);
+  EXPECT_EQ(p.proxy->wire(0).find("sealed"), std::string::npos) << "the data crossed in the clear";
+  ::close(p.client);
+  ::close(p.server);
+
+  Pair q = connect_pair(*psk, *psk, Clock::now() + 10s, {}, key, other);
+  EXPECT_EQ(q.client_status.code(), Errc::auth_failed) << q.client_status.to_string();
+  EXPECT_EQ(q.server_status.code(), Errc::auth_failed) << q.server_status.to_string();
+  EXPECT_EQ(q.client_tls, nullptr);
+  EXPECT_EQ(q.server_tls, nullptr);
+  ::close(q.client);
+  ::close(q.server);
+  EXPECT_LT(Clock::now() - t0, 5s);
+}
+
+TEST(TlsTransport, AKeyAgainstACertificateDoesNotSeal) {
+  NEED_CERTS();
+  auto psk = TlsContext::psk();
+  ASSERT_TRUE(psk) << psk.status().to_string();
+  auto certified = Certs::get().context("b", "ca");
+  const std::string key(TlsChannel::kPskSize, 'k');
+  for (bool psk_connects : {true, false}) {
+    Pair p = psk_connects ? connect_pair(*psk, certified, Clock::now() + 10s, {}, key, {})
+                          : connect_pair(certified, *psk, Clock::now() + 10s, {}, {}, key);
+    EXPECT_EQ(p.client_status.code(), Errc::auth_failed) << psk_connects << " " << p.client_status.to_string();
+    EXPECT_EQ(p.server_status.code(), Errc::auth_failed) << psk_connects << " " << p.server_status.to_string();
+    ::close(p.client);
+    ::close(p.server);
+  }
 }
 
 TEST(TlsTransport, PlainPeerFails) {

@@ -223,8 +223,9 @@ inline std::string bytes_of(const std::vector<std::byte>& v, std::size_t n) {
 }
 
 // A connected pair through a proxy: `client` (connected to the proxy) and `server` (accepted),
-// after the TLS handshake on each side that has a context; a side without one runs `plain` on its
-// socket meanwhile (if given).
+// after the TLS handshake on each side that has a context (with a TlsContext::psk() context, the
+// side's key from `client_psk`/`server_psk`); a side without one runs `plain` on its socket
+// meanwhile (if given).
 struct Pair {
   std::unique_ptr<Proxy> proxy;
   int client = -1, server = -1;
@@ -234,7 +235,8 @@ struct Pair {
 };
 
 inline Pair connect_pair(const std::shared_ptr<TlsContext>& client_ctx, const std::shared_ptr<TlsContext>& server_ctx,
-                  Clock::time_point deadline, std::function<void(int)> plain = {}) {
+                  Clock::time_point deadline, std::function<void(int)> plain = {}, const std::string& client_psk = {},
+                  const std::string& server_psk = {}) {
   Pair p;
   int lfd = -1;
   uint16_t port = 0;
@@ -250,7 +252,7 @@ inline Pair connect_pair(const std::shared_ptr<TlsContext>& client_ctx, const st
       return;
     }
     const auto t0 = Clock::now();
-    auto r = TlsChannel::handshake(*ctx, fd, server, deadline);
+    auto r = TlsChannel::handshake(*ctx, fd, server, deadline, server ? server_psk : client_psk);
     (server ? p.server_took : p.client_took) = Clock::now() - t0;
     (server ? p.server_status : p.client_status) = r.status();
     if (r) (server ? p.server_tls : p.client_tls) = std::move(*r);

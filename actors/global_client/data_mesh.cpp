@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "actors/global_client/data_hello.hpp"
+#include "actors/global_client/data_seal.hpp"
 #include "actors/global_client/hello_gate.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
@@ -116,13 +117,11 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
     return s;
   };
   // With TLS files, every data connection is TLS with the same certificate, key and CA as the
-  // control channel (mutually authenticated); never a silent fallback to plain TCP.
-  std::shared_ptr<TlsContext> tls;
-  if (config.has_tls()) {
-    auto ctx = TlsContext::load(config.tls_certificate, config.tls_key, config.tls_ca);
-    if (!ctx.is_ok()) return ctx.status();
-    tls = std::move(*ctx);
-  }
+  // control channel (mutually authenticated); with seal_data, TLS keyed by the secret and the
+  // job's token; never a silent fallback to plain TCP.
+  auto sealing = data_seal(config, topo);
+  if (!sealing) return sealing.status();
+  const DataSeal& seal = *sealing;
   std::vector<std::unique_ptr<TlsChannel>> channels(n);
   std::vector<std::unique_ptr<ShmChannel>> shm(n);
   // Lower ids accept (the TLS servers), higher ids connect: every pair gets exactly one connection,
@@ -146,8 +145,8 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
         return Status{Errc::internal, name + " has data address '" + topo.nodes[j].data_address + "'"};
       if (auto s = tcp_connect(host, port, deadline, fds[j], from); !s.is_ok())
         return Status{s.code(), "data connection to " + name + ": " + s.message()};
-      if (tls) {
-        auto ch = TlsChannel::handshake(*tls, fds[j], /*server=*/false, deadline);
+      if (seal.context) {
+        auto ch = seal.handshake(fds[j], /*server=*/false, deadline);
         if (!ch.is_ok()) {
           const Errc code = ch.status().code() == Errc::timeout ? Errc::timeout : Errc::auth_failed;
           return Status{code, "data connection to " + name + ": " + ch.status().message()};
@@ -190,7 +189,7 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   }
   std::shared_ptr<SharedSegment> arena_segment;
   if (me == 0 && arena_slot > 0) arena_segment = make_arena(topo, arena_slot);
-  HelloGate gate(config, topo, tls, shares, arena_segment, by_address);
+  HelloGate gate(config, topo, seal, shares, arena_segment, by_address);
   Status lower_status = Status::ok();
   std::thread lower;
   if (me > 0)

@@ -18,7 +18,7 @@ namespace chorus {
 struct HelloGate::Shared {
   Config config;
   TopologyData topo;
-  std::shared_ptr<TlsContext> tls;
+  DataSeal seal;
   std::vector<bool> share_memory;
   std::shared_ptr<const SharedSegment> arena;
   std::vector<std::string> addresses;  // the expected nodes' (empty: every address may come)
@@ -59,14 +59,14 @@ std::vector<std::string> expected_addresses(const TopologyData& topo) {
 }
 } // namespace
 
-HelloGate::HelloGate(const Config& config, const TopologyData& topo, std::shared_ptr<TlsContext> tls,
+HelloGate::HelloGate(const Config& config, const TopologyData& topo, DataSeal seal,
                      std::vector<bool> share_memory, std::shared_ptr<const SharedSegment> arena, bool by_address)
     : shared_(std::make_shared<Shared>()) {
   if (by_address) shared_->addresses = expected_addresses(topo);
   shared_->arena = std::move(arena);
   shared_->config = config;
   shared_->topo = topo;
-  shared_->tls = std::move(tls);
+  shared_->seal = std::move(seal);
   shared_->share_memory = std::move(share_memory);
   shared_->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
@@ -83,8 +83,8 @@ void HelloGate::check(std::shared_ptr<Shared> sh, int fd, Clock::time_point dead
   Admitted a;
   a.fd = fd;
   std::string why;
-  if (sh->tls) {
-    auto r = TlsChannel::handshake(*sh->tls, fd, /*server=*/true, quick);
+  if (sh->seal.context) {
+    auto r = sh->seal.handshake(fd, /*server=*/true, quick);
     if (r.is_ok()) a.tls = std::move(*r);
     else why = "TLS: " + r.status().message();
   }

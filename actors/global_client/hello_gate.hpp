@@ -18,6 +18,7 @@
 #include <chorus/status.hpp>
 #include "messages/node_codec.hpp"
 #include "transport/shm/shm_channel.hpp"
+#include "actors/global_client/data_seal.hpp"
 #include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
@@ -37,11 +38,12 @@ class HelloGate {
     bool arena_attached = false;  // it mapped the host's arena (offered by node 0 only)
   };
 
-  // `share_memory(node)`: whether the pair with `node` goes through shared memory. `arena`: the
+  // `seal`: the TLS every connection runs first (none: plain). `share_memory(node)`: whether the
+  // pair with `node` goes through shared memory. `arena`: the
   // segment of the host's arena to offer every node after its pair's rings (null: none).
   // `by_address`: close connections from addresses of no expected node at once (off when an
   // expected node's address cannot be told: a wildcard, or a name that does not resolve).
-  HelloGate(const Config& config, const TopologyData& topo, std::shared_ptr<TlsContext> tls,
+  HelloGate(const Config& config, const TopologyData& topo, DataSeal seal,
             std::vector<bool> share_memory, std::shared_ptr<const SharedSegment> arena = nullptr,
             bool by_address = true);
   ~HelloGate();  // closes what was not taken; checks still running close their own

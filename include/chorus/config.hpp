@@ -42,6 +42,11 @@ struct Config {
   // TLS to the orchestrator (PEM files of this node; all three or none). Per node, never compared.
   std::string tls_certificate, tls_key, tls_ca;
   bool has_tls() const { return !tls_certificate.empty() || !tls_key.empty() || !tls_ca.empty(); }
+  // Without those files, the data connections between nodes of different hosts are TLS 1.3 keyed
+  // by the secret and the job's token (no certificates; needs a secret). Off: they are plain TCP,
+  // authenticated by the token. Encrypting costs (AES-GCM in user space: docs/multi-node.md).
+  // CHORUS_SEAL_DATA=0|1 sets it from the environment. Every node must agree.
+  bool seal_data = false;
   // Logging (per process, never compared): "error", "warn", "info", "trace" or "" (nothing), and
   // the subsystems ("init,op,net,shm,orch,cuda" or "" for all). CHORUS_DEBUG and
   // CHORUS_DEBUG_SUBSYS win over them.
