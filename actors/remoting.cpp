@@ -20,14 +20,12 @@ void load_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds hear
     cfg.set("middleman.connection-timeout", end == LinkEnd::accepting ? limit : caf::timespan{0});
     if (end == LinkEnd::connecting) caf::put(cfg.content, kPassageSilence, limit);
   }
+  // The files are kept where CAF keeps its own, but CAF's TLS module is not loaded: the front
+  // door and its passages end the links' TLS (transport/), and CAF speaks plain BASP to them.
   if (tls.enabled()) {
-    // Names the wrappers, so every executable that loads TLS remoting links them.
-    static const bool wrapped = tls_calls_clear_error_queue();
-    (void)wrapped;
     cfg.openssl_certificate = tls.certificate;
     cfg.openssl_key = tls.key;
     cfg.openssl_cafile = tls.ca;
-    cfg.load<caf::openssl::manager>();
   }
 }
 
@@ -55,6 +53,11 @@ std::string remoting_problem(caf::actor_system& sys, const TlsFiles& tls) {
 std::chrono::milliseconds passage_silence(const caf::actor_system& sys) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
       caf::get_or(sys.config(), kPassageSilence, caf::timespan{0}));
+}
+
+TlsFiles tls_files(caf::actor_system& sys) {
+  const auto& c = sys.config();
+  return {c.openssl_certificate, c.openssl_key, c.openssl_cafile};
 }
 
 bool uses_tls(caf::actor_system& sys) {

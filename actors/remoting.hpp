@@ -1,10 +1,10 @@
 // CAF remoting for the control plane (orchestrator <-> nodes): the actor-system settings, and
-// publishing / connecting with or without TLS (libcaf-openssl, mutually authenticated when a CA is
-// given: each side presents its certificate and checks the other's against the CA).
+// publishing / connecting. CAF speaks plain BASP, only on loopback or a socket pair: the links
+// between hosts go through the orchestrator's front door and the nodes' passages, which end their
+// TLS (keyed by the secret, or with the certificates of TlsFiles: transport/front_door.hpp).
 #pragma once
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <caf/openssl/all.hpp>
 
 #include <chrono>
 #include <string>
@@ -31,7 +31,7 @@ enum class LinkEnd { accepting, connecting };
 // heartbeat > 0: this side sends BASP heartbeats at that interval and drops a link silent for
 // `silence` (default 4 intervals), as `end` says.
 // Both sides must send heartbeats, or the checking side drops a healthy idle peer.
-// tls.enabled(): every connection of this actor system uses TLS (libcaf-openssl).
+// tls.enabled(): the system records its TLS files (tls_files()), which its door or passages use.
 void load_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds heartbeat = std::chrono::milliseconds{0},
                    const TlsFiles& tls = {}, std::chrono::milliseconds silence = std::chrono::milliseconds{0},
                    LinkEnd end = LinkEnd::connecting);
@@ -51,23 +51,23 @@ inline constexpr std::chrono::milliseconds kNodeLinkSilence{10000};
 // Whether the TLS calls CAF makes go through chorus's wrappers, which clear OpenSSL's error queue
 // first (actors/openssl_error_queue.cpp): true where chorus is linked into the executable.
 bool tls_calls_clear_error_queue();
-// Whether `sys` was configured with TLS.
+// Whether `sys` was configured with TLS files, and which.
 bool uses_tls(caf::actor_system& sys);
+TlsFiles tls_files(caf::actor_system& sys);
 // What is wrong with `sys` for talking to an orchestrator with `tls` (no middleman, chorus's
 // message type not registered, TLS files set on one side only), or "" when nothing is.
 std::string remoting_problem(caf::actor_system& sys, const TlsFiles& tls);
-// Publishes `a` on host:port (port 0: any free port) with TLS when `sys` uses it.
+// Publishes `a` on host:port (port 0: any free port). Plain BASP: the links that leave the host
+// are TLS at the front door and its passages (transport/), never in CAF.
 template <class Handle>
 caf::expected<uint16_t> publish_remote(caf::actor_system& sys, const Handle& a, uint16_t port,
                                        const std::string& host) {
-  if (uses_tls(sys)) return caf::openssl::publish(a, port, host.c_str(), true);
   return sys.middleman().publish(a, port, host.c_str(), true);
 }
-// Connects to the actor published on host:port, with TLS when `sys` uses it. A typed Handle is
-// checked against the interface the other side published.
+// Connects to the actor published on host:port (a door passage's loopback port). A typed Handle
+// is checked against the interface the other side published.
 template <class Handle = caf::actor>
 caf::expected<Handle> connect_remote(caf::actor_system& sys, const std::string& host, uint16_t port) {
-  if (uses_tls(sys)) return caf::openssl::remote_actor<Handle>(sys, host, port);
   return sys.middleman().remote_actor<Handle>(host, port);
 }
 

@@ -25,6 +25,7 @@
 #include "hostile_clients.hpp"
 #include "orchestrator_fixtures.hpp"
 #include "sealed_link.hpp"
+#include "tls_harness.hpp"
 #include "status_matchers.hpp"
 #include "testkit/process.hpp"
 #include "transport/door_handshake.hpp"
@@ -275,6 +276,44 @@ TEST(OrchestratorFrontDoor, CafListensOnNoPortOfItsOwn) {
   ASSERT_GT(d.o.pid, 0) << d.o.error;
   expect_admitted(d.o.port);  // every listener CAF would open is open by now
   EXPECT_EQ(listening_tcp_ports(d.o.pid), std::vector<uint16_t>{d.o.port});
+}
+
+// With certificates the door ends TLS itself too (where CAF's TLS module once took the link on a
+// port of its own on 127.0.0.1): the daemon listens on its door's port alone; a node with a
+// certificate the CA signed passes, and what it sends passes the guard decrypted (the empty
+// handshake closes its connection only); a node without certificates is told why it cannot pass.
+TEST(OrchestratorFrontDoor, WithCertificatesTheDoorEndsTlsAndCafListensOnNoPort) {
+  NEED_CERTS();
+  const Certs& c = Certs::get();
+  Daemon d({"--tls-cert", c.pem("a"), "--tls-key", c.key("a"), "--tls-ca", c.pem("ca")});
+  ASSERT_GT(d.o.pid, 0) << d.o.error;
+  EXPECT_EQ(listening_tcp_ports(d.o.pid), std::vector<uint16_t>{d.o.port});
+  auto node = c.context("b", "ca");
+  ASSERT_NE(node, nullptr);
+  SealedLink link;
+  Status s = pass_door("127.0.0.1", d.o.port, "s3", std::chrono::steady_clock::now() + 5s, link.fd, link.tls, node.get());
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  ASSERT_TRUE(link.tls) << "a certified door's link came back without TLS";
+  (void)link.send_all(basp_header(0, 0, 0));
+  std::string got;
+  EXPECT_TRUE(link.read_until_closed(got, 5000ms)) << "the empty handshake inside TLS was let through";
+  int fd = -1;
+  std::unique_ptr<TlsChannel> none;
+  s = pass_door("127.0.0.1", d.o.port, "s3", std::chrono::steady_clock::now() + 5s, fd, none);
+  EXPECT_EQ(s.code(), Errc::auth_failed) << s.to_string();
+  EXPECT_NE(s.message().find("uses TLS with certificates, and this process has no TLS files"), std::string::npos)
+      << s.to_string();
+  auto stranger = c.context("stranger", "ca");
+  SealedLink other;
+  s = pass_door("127.0.0.1", d.o.port, "s3", std::chrono::steady_clock::now() + 5s, other.fd, other.tls, stranger.get());
+  if (s.is_ok()) {  // TLS 1.3: the refusal of its certificate shows at its first read
+    std::string back;
+    EXPECT_TRUE(other.read_until_closed(back, 5000ms)) << "a certificate from another CA was let through";
+    EXPECT_EQ(back, "") << "the orchestrator spoke to a certificate from another CA";
+  } else {
+    EXPECT_EQ(s.code(), Errc::auth_failed) << s.to_string();
+  }
+  ASSERT_TRUE(d.alive());
 }
 
 // Passes the door with the right secret: the link behind it (sealed: TLS keyed by the secret;

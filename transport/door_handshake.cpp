@@ -13,7 +13,7 @@ bool make_greeting(Mode mode, Greeting& out) {
   out.fill(0);
   std::copy(kMagic.begin(), kMagic.end(), out.begin());
   out[kMagic.size()] = static_cast<uint8_t>(mode);
-  if (mode == Mode::open) return true;
+  if (!challenges(mode)) return true;
   return RAND_bytes(out.data() + kMagic.size() + 1, static_cast<int>(kNonceSize)) == 1;
 }
 
@@ -21,7 +21,8 @@ bool read_greeting(const Greeting& g, Mode& mode) {
   if (!std::equal(kMagic.begin(), kMagic.end(), g.begin())) return false;
   const uint8_t m = g[kMagic.size()];
   if (m != static_cast<uint8_t>(Mode::open) && m != static_cast<uint8_t>(Mode::challenge) &&
-      m != static_cast<uint8_t>(Mode::sealed))
+      m != static_cast<uint8_t>(Mode::sealed) && m != static_cast<uint8_t>(Mode::certified) &&
+      m != static_cast<uint8_t>(Mode::challenge_certified))
     return false;
   mode = static_cast<Mode>(m);
   return true;

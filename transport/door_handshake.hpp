@@ -11,8 +11,10 @@
 //                     keyed by an external PSK: HMAC-SHA256(secret, greeting || client nonce ||
 //                     "sealed"), fresh per connection like the nonces, so no certificates are
 //                     needed and a capture shows nothing of what follows.
-//   then (every mode) the connection carries CAF's bytes, relayed to the orchestrator (in sealed
-//   mode inside that TLS session).
+//   with mode certified (or challenge_certified: the challenge first): a TLS 1.3 handshake with
+//                     certificates, each side's signed by the CA the other holds.
+//   then (every mode) the connection carries CAF's bytes, relayed to the orchestrator (inside the
+//   TLS session of a sealed or certified link).
 // Both ends' nonces are fresh per connection, so nothing seen on the wire is worth anything on
 // another: a client's answer does not open the door again, and a door's proof does not convince
 // another client (an impostor that replays a real door's greeting and proof is refused, since the
@@ -34,10 +36,14 @@ inline constexpr std::size_t kAnswerSize = kNonceSize + kProofSize;
 inline constexpr uint8_t kAccepted = 'Y';
 inline constexpr uint8_t kRejected = 'N';
 
-// open: no secret, the door checks nothing (TLS alone, or a trusted network). challenge: the
-// secret is proven, then CAF's bytes follow in the clear (or inside CAF's own certificate TLS).
-// sealed: the secret is proven, then the link is TLS keyed by it (make_psk).
-enum class Mode : uint8_t { open = 0, challenge = 1, sealed = 2 };
+// open: no secret, the door checks nothing (a trusted network). challenge: the secret is proven,
+// then CAF's bytes follow in the clear. sealed: the secret is proven, then the link is TLS keyed
+// by it (make_psk). certified: TLS with certificates, no secret; challenge_certified: both.
+enum class Mode : uint8_t { open = 0, challenge = 1, sealed = 2, certified = 4, challenge_certified = 5 };
+// Whether a door in `mode` challenges its clients for the secret.
+inline bool challenges(Mode m) { return m == Mode::challenge || m == Mode::sealed || m == Mode::challenge_certified; }
+// Whether the link is TLS with certificates after the door's handshake.
+inline bool certified(Mode m) { return m == Mode::certified || m == Mode::challenge_certified; }
 enum class Role { client, server };
 
 using Greeting = std::array<uint8_t, kGreetingSize>;

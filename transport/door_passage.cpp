@@ -31,8 +31,8 @@ struct CloseOnError {
 };
 
 // One try. `closed` says the door hung up before its verdict: worth another try.
-Status knock_once(const std::string& host, uint16_t port, const std::string& secret, Clock::time_point deadline,
-                  int& fd, std::unique_ptr<TlsChannel>& tls, bool& closed) {
+Status knock_once(const std::string& host, uint16_t port, const std::string& secret, const TlsContext* certified,
+                  Clock::time_point deadline, int& fd, std::unique_ptr<TlsChannel>& tls, bool& closed) {
   closed = false;
   tls.reset();
   if (auto s = tcp_connect(host, port, deadline, fd); !s) return s;
@@ -46,7 +46,17 @@ Status knock_once(const std::string& host, uint16_t port, const std::string& sec
   if (!door::read_greeting(greeting, mode))
     return {Errc::version_mismatch,
             "it does not greet as a chorus front door (an older orchestrator, or no orchestrator)"};
-  if (mode != door::Mode::open) {
+  // A door that asks for no secret, and has no certificate to show, proves nothing: with a secret
+  // of ours, it is not the orchestrator we were given it for (an impostor would greet so).
+  if (!secret.empty() && !door::challenges(mode) && !door::certified(mode))
+    return {Errc::auth_failed,
+            "it asks for no secret and this process has one: not the orchestrator the secret is for (or one started without it)"};
+  // No fallback either way: certificates on one side only is a mistake to report, not to paper over.
+  if (door::certified(mode) && !certified)
+    return {Errc::auth_failed, "the orchestrator uses TLS with certificates, and this process has no TLS files"};
+  if (!door::certified(mode) && certified)
+    return {Errc::auth_failed, "this process has TLS files, and the orchestrator does not use TLS with certificates"};
+  if (door::challenges(mode)) {
     door::Nonce mine{};
     door::Answer answer{};
     door::Proof expected{}, theirs{};
@@ -78,6 +88,11 @@ Status knock_once(const std::string& host, uint16_t port, const std::string& sec
       tls = std::move(*ch);
     }
   }
+  if (door::certified(mode)) {
+    auto ch = TlsChannel::handshake(*certified, fd, false, deadline);
+    if (!ch) return {ch.status().code(), "TLS to the orchestrator: " + ch.status().message()};
+    tls = std::move(*ch);
+  }
   guard.keep = true;
   return Status::ok();
 }
@@ -85,20 +100,21 @@ Status knock_once(const std::string& host, uint16_t port, const std::string& sec
 } // namespace
 
 Status pass_door(const std::string& host, uint16_t port, const std::string& secret, Clock::time_point deadline,
-                 int& fd, std::unique_ptr<TlsChannel>& tls) {
+                 int& fd, std::unique_ptr<TlsChannel>& tls, const TlsContext* certified) {
   for (auto pause = std::chrono::milliseconds(50);; pause = std::min(pause * 2, std::chrono::milliseconds(400))) {
     bool closed = false;
-    Status s = knock_once(host, port, secret, deadline, fd, tls, closed);
+    Status s = knock_once(host, port, secret, certified, deadline, fd, tls, closed);
     if (s || !closed || Clock::now() + pause >= deadline) return s;
     std::this_thread::sleep_for(pause);
   }
 }
 
 Result<DoorPassage> DoorPassage::open(const std::string& host, uint16_t port, const std::string& secret,
-                                      Clock::time_point deadline, std::chrono::milliseconds silence) {
+                                      Clock::time_point deadline, std::chrono::milliseconds silence,
+                                      const TlsContext* certified) {
   int door_fd = -1;
   std::unique_ptr<TlsChannel> tls;
-  if (auto s = pass_door(host, port, secret, deadline, door_fd, tls); !s) return s;
+  if (auto s = pass_door(host, port, secret, deadline, door_fd, tls, certified); !s) return s;
   int listener = -1;
   DoorPassage p;
   if (auto s = tcp_listen("127.0.0.1", 0, listener, p.port_); !s) {

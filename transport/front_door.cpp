@@ -79,7 +79,10 @@ struct FrontDoor::Impl {
 
   explicit Impl(Options o)
       : opts(std::move(o)),
-        mode(opts.secret.empty() ? door::Mode::open : opts.seal ? door::Mode::sealed : door::Mode::challenge) {
+        mode(opts.certified ? (opts.secret.empty() ? door::Mode::certified : door::Mode::challenge_certified)
+             : opts.secret.empty() ? door::Mode::open
+             : opts.seal           ? door::Mode::sealed
+                                   : door::Mode::challenge) {
     rlimit lim{};
     if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
       const std::size_t budget = FrontDoor::connection_budget(lim.rlim_cur);
@@ -245,7 +248,7 @@ struct FrontDoor::Impl {
     if (g.stage == Guest::greet) {
       if (!write_some(id, g.greeting.data(), g.greeting.size())) return;
       if (g.sent < g.greeting.size()) return;
-      if (mode == door::Mode::open) return connect_inner(id);
+      if (!door::challenges(mode)) return connect_inner(id);
       g.stage = Guest::listen;
       watch(g.fd, id << 1, EPOLLIN, EPOLL_CTL_MOD);
     }
@@ -324,7 +327,7 @@ struct FrontDoor::Impl {
 
   void connected(uint64_t id) {
     Guest& g = guests[id];
-    if (mode == door::Mode::open) return admit(id);
+    if (!door::challenges(mode)) return admit(id);
     door::Proof mine{};
     if (!door::make_proof(opts.secret, g.greeting, door::nonce_of(g.answer), door::Role::server, mine)) return end(id);
     g.verdict[0] = door::kAccepted;
@@ -349,6 +352,14 @@ struct FrontDoor::Impl {
                        : Result<std::unique_ptr<TlsChannel>>(Status(Errc::internal, "OpenSSL could not derive the key"));
       if (!begun) {
         CHORUS_LOG(error, orch, LogWhere{}, "front door: cannot seal the link of " + peer_address(fd) + ": " +
+                                                begun.status().message() + "; connection closed");
+        return end(id);
+      }
+      tls = std::move(*begun);
+    } else if (door::certified(mode)) {
+      auto begun = TlsChannel::begin(*opts.certified, true);
+      if (!begun) {
+        CHORUS_LOG(error, orch, LogWhere{}, "front door: cannot start TLS with " + peer_address(fd) + ": " +
                                                 begun.status().message() + "; connection closed");
         return end(id);
       }
@@ -406,7 +417,7 @@ Result<std::unique_ptr<FrontDoor>> FrontDoor::open(Options opts) {
   // The first nonce seeds OpenSSL's generator (half a millisecond here): now rather than on the
   // first node's connection.
   door::Greeting warm{};
-  if (d.mode != door::Mode::open && !door::make_greeting(d.mode, warm))
+  if (door::challenges(d.mode) && !door::make_greeting(d.mode, warm))
     return Status(Errc::internal, "front door: OpenSSL's random generator does not work");
   if (d.mode == door::Mode::sealed) {
     auto ctx = TlsContext::psk();

@@ -23,6 +23,7 @@
 #include <string>
 
 #include <chorus/result.hpp>
+#include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
 
@@ -44,8 +45,10 @@ class FrontDoor {
     std::string secret;              // empty: no challenge (TLS is the check, or nothing is)
     // With a secret: after the challenge, the link is TLS 1.3 keyed by the secret and both nonces
     // (door_handshake.hpp's sealed mode), run by the door's relay; the guard sees what is inside.
-    // Off where CAF's own certificate TLS runs end to end through the door.
     bool seal = false;
+    // Certificates (TlsContext::load): after the challenge, if any, the link is TLS with them
+    // instead (the certified modes): every client must present one the CA signed.
+    std::shared_ptr<TlsContext> certified;
     std::chrono::milliseconds handshake_timeout{2000};
     std::size_t max_pending = 64;
     std::size_t max_connections = 1024;  // handshakes and relayed connections together

@@ -56,6 +56,7 @@ struct Pair {
     return (tls[0] && !tls[0]->established()) || (tls[1] && !tls[1]->established());
   }
   bool has_sealed(int side) const { return sealed_at[side] < sealed[side].size(); }
+  uint64_t taken[2] = {0, 0};  // bytes read (decrypted) from each side so far
   // One side ended: only what it sent is still delivered (what was on its way to it has nobody
   // to read it), then the pair closes.
   bool closing() const { return dir[0].eof || dir[1].eof; }
@@ -291,6 +292,7 @@ struct Relay::Impl {
   static bool took(Pair& p, int side, std::size_t n) {
     Direction& d = p.dir[side];
     if (side == 1 && p.silence.count() > 0) p.heard = Clock::now();
+    p.taken[side] += n;
     if (side == 0 && p.guard && !p.guard->check(d.data.get() + d.end, n).empty()) return false;
     if (side == 1 && p.guard) p.guard->observe(d.data.get() + d.end, n);
     d.end += n;
@@ -311,6 +313,10 @@ struct Relay::Impl {
         p.sealed[side] += flight;
         if (!st) {
           CHORUS_LOG(info, net, LogWhere{}, "relay: TLS with " + peer_address(p.fd[side]) + ": " + st.message());
+          // The alert that says why, best effort, before the close.
+          if (p.has_sealed(side))
+            (void)send(p.fd[side], p.sealed[side].data() + p.sealed_at[side], p.sealed[side].size() - p.sealed_at[side],
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
           return false;
         }
         fresh = false;
@@ -393,10 +399,18 @@ struct Relay::Impl {
     if (ok && (events & EPOLLOUT)) ok = write_to_other(p, 1 - side);
     // A handshake flight, or the other side's bytes that waited for the handshake's end.
     if (ok && p.tls[side]) ok = write_to_other(p, 1 - side);
-    // Records the channel holds beyond what dir had room for, now that the other side took some.
+    // Records the channel holds beyond what dir had room for (a read takes up to 64 KiB of
+    // records, dir holds 16 KiB of plaintext), for as long as the other side takes them: no
+    // socket event would tell of them.
     for (int s = 0; s < 2 && ok; ++s)
-      if (p.tls[s] && p.tls[s]->established() && !p.closing() && p.dir[s].end < kRelayBuffer)
+      while (ok && p.tls[s] && p.tls[s]->established() && !p.closing() && p.dir[s].end < kRelayBuffer &&
+             p.tls[s]->buffered()) {
+        const uint64_t before = p.taken[s];
         ok = read_side(p, s) && write_to_other(p, s);
+        if (p.taken[s] == before) break;  // only part of a record: the rest is still on the wire
+      }
+    // The orchestrator's end closed before the client's TLS was set up: nothing can reach either.
+    if (ok && p.closing() && p.handshaking()) ok = false;
     if (was_handshaking && !p.handshaking() && p.silence.count() == 0) --watched_for_silence;
     for (int s = 0; s < 2 && ok; ++s)
       if (p.dir[s].eof && p.dir[s].empty() && !p.has_sealed(1 - s)) ok = false;  // all the ended side sent is delivered

@@ -19,8 +19,16 @@ Result<orchestrator_actor> connect_orchestrator(caf::actor_system& sys, const st
   // is tried again (through the door again), after a pause that lets the orchestrator finish
   // with the one that was dropped.
   const auto silence = passage_silence(sys);
+  // With TLS files, the link is TLS with them (the door must be a certified one: no fallback).
+  std::shared_ptr<TlsContext> certified;
+  if (uses_tls(sys)) {
+    const TlsFiles files = tls_files(sys);
+    auto ctx = TlsContext::load(files.certificate, files.key, files.ca);
+    if (!ctx) return ctx.status();
+    certified = std::move(*ctx);
+  }
   for (auto pause = std::chrono::milliseconds(50);; pause = std::min(pause * 2, std::chrono::milliseconds(400))) {
-    auto passage = DoorPassage::open(host, port, secret, give_up, silence);
+    auto passage = DoorPassage::open(host, port, secret, give_up, silence, certified.get());
     if (!passage) {
       const Status& s = passage.status();
       if (s.code() == Errc::auth_failed) return s;  // "wrong secret", as the orchestrator itself says it

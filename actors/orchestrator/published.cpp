@@ -9,6 +9,7 @@
 
 #include "actors/orchestrator/basp_server.hpp"
 #include "transport/front_door.hpp"
+#include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
 
@@ -35,22 +36,23 @@ Result<std::unique_ptr<PublishedOrchestrator>> PublishedOrchestrator::publish(ca
   d.port = opts.port;
   d.secret = opts.secret;
   d.handshake_timeout = opts.handshake_timeout;
+  // The door ends the link's TLS: with certificates where the system has TLS files, else keyed
+  // by the secret. CAF speaks plain BASP behind it, through a socket pair.
   if (uses_tls(sys)) {
-    auto inner = publish_remote(sys, orch, 0, "127.0.0.1");
-    if (!inner)
-      return Status(Errc::unreachable, "cannot publish the orchestrator on 127.0.0.1: " + sys.render(inner.error()));
-    p->inner_port_ = *inner;
-    d.inner_port = *inner;
+    const TlsFiles files = tls_files(sys);
+    auto ctx = TlsContext::load(files.certificate, files.key, files.ca);
+    if (!ctx) return ctx.status();
+    d.certified = std::move(*ctx);
   } else {
-    d.seal = true;  // without CAF's TLS, the secret keys the link's
-    p->basp_ = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
-    p->key_ = next_key();  // set before the door's thread starts: it reads it
-    PublishedOrchestrator* self = p.get();  // the door, which calls it, closes before p goes
-    d.open_inner = [self] { return self->hand_over(); };
-    d.make_guard = [server = basp_server(sys, orch.id()), max = opts.max_payload] {
-      return std::make_unique<BaspGuard>(server, max);
-    };
+    d.seal = true;
   }
+  p->basp_ = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  p->key_ = next_key();  // set before the door's thread starts: it reads it
+  PublishedOrchestrator* self = p.get();  // the door, which calls it, closes before p goes
+  d.open_inner = [self] { return self->hand_over(); };
+  d.make_guard = [server = basp_server(sys, orch.id()), max = opts.max_payload] {
+    return std::make_unique<BaspGuard>(server, max);
+  };
   auto door = FrontDoor::open(std::move(d));
   if (!door) return door.status();  // p's destructor unpublishes
   p->door_ = std::move(*door);
@@ -72,7 +74,6 @@ int PublishedOrchestrator::hand_over() {
 
 PublishedOrchestrator::~PublishedOrchestrator() {
   door_.reset();
-  if (inner_port_ != 0) (void)sys_.middleman().unpublish(orch_, inner_port_);
   if (basp_) caf::anon_send(basp_, caf::unpublish_atom::value, caf::actor_cast<caf::actor_addr>(orch_), key_);
 }
 

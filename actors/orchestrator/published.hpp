@@ -1,11 +1,10 @@
 // The orchestrator as nodes reach it: the front door (transport/front_door.hpp) on the public
 // address, through which alone a connection reaches CAF: BASP parses nothing a stranger sends.
 // Behind it, each admitted connection is handed to CAF in-process as one end of a socket pair, so
-// CAF has no port at all that another local user could reach, the link is sealed (TLS keyed by the
-// secret, the door's sealed mode), and every frame the client sends passes a BaspGuard
-// (basp_guard.hpp) first. With TLS, CAF's TLS layer must see the connection
-// itself: the actor is then published on 127.0.0.1 (where a connection must still complete TLS
-// with a certificate the CA signed) and the door relays the encrypted bytes unchecked.
+// CAF has no port at all that another local user could reach, the link is TLS ended by the door
+// (with the system's certificates when it has TLS files, else keyed by the secret: the door's
+// certified and sealed modes), and every frame the client sends passes a BaspGuard
+// (basp_guard.hpp) first, decrypted.
 // Nodes and chorus-ctl pass the door with connect_orchestrator()
 // (actors/global_client/node_session.hpp).
 #pragma once
@@ -35,7 +34,7 @@ class PublishedOrchestrator {
     std::chrono::milliseconds handshake_timeout{2000};
     uint32_t max_payload = kDefaultMaxControlPayload;  // the bound on a client's BASP payloads
   };
-  // Publishes `orch` (with TLS when `sys` uses it) and opens its door.
+  // Publishes `orch` behind its door (TLS with the certificates of `sys` when it has TLS files).
   static Result<std::unique_ptr<PublishedOrchestrator>> publish(caf::actor_system& sys, const orchestrator_actor& orch,
                                                                 const Options& opts);
   // Closes the door (and every connection through it: the nodes hear the orchestrator is lost),
@@ -44,8 +43,7 @@ class PublishedOrchestrator {
   PublishedOrchestrator(const PublishedOrchestrator&) = delete;
   PublishedOrchestrator& operator=(const PublishedOrchestrator&) = delete;
 
-  uint16_t port() const { return port_; }              // the door's
-  uint16_t inner_port() const { return inner_port_; }  // CAF's on 127.0.0.1 with TLS, else 0
+  uint16_t port() const { return port_; }  // the door's
 
  private:
   PublishedOrchestrator(caf::actor_system& sys, orchestrator_actor orch);
@@ -54,9 +52,8 @@ class PublishedOrchestrator {
   int hand_over();
   caf::actor_system& sys_;
   orchestrator_actor orch_;
-  caf::actor basp_;   // CAF's BASP broker, when connections are handed over
+  caf::actor basp_;   // CAF's BASP broker, to which connections are handed over
   uint16_t key_ = 0;  // what BASP files the actor under for them
-  uint16_t inner_port_ = 0;
   uint16_t port_ = 0;
   std::unique_ptr<FrontDoor> door_;
 };

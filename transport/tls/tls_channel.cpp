@@ -309,6 +309,11 @@ char* TlsChannel::input(std::size_t& room) {
   return in_.data() + in_end_;
 }
 
+bool TlsChannel::buffered() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return in_end_ > in_pos_ || SSL_pending(ssl_) > 0;
+}
+
 void TlsChannel::received(std::size_t n) {
   std::lock_guard<std::mutex> lk(mu_);
   in_end_ += n;
@@ -326,6 +331,7 @@ long TlsChannel::decrypt(void* p, std::size_t n, std::string& why) {
     }
     const int err = SSL_get_error(ssl_, 0);
     if (err == SSL_ERROR_WANT_READ) break;  // the rest of the record is still on the wire
+    if (total > 0) break;  // what came before the failure is good: the failure shows at the next call
     why = failure_text(ssl_, err);
     return -1;
   }

@@ -80,6 +80,9 @@ class TlsChannel {
   long decrypt(void* p, std::size_t n, std::string& why);
   char* input(std::size_t& room);
   void received(std::size_t n);
+  // Whether records (whole or in part) or decrypted bytes wait in the channel: decrypt() may give
+  // more without another read from the socket.
+  bool buffered();
 
   // Blocking, with a deadline, for the messages right after the handshake (the data hello).
   Status write_all(int fd, const void* p, std::size_t n, Clock::time_point deadline);
