@@ -13,8 +13,10 @@
 #include <string>
 #include <thread>
 
+#include "transport/door_handshake.hpp"
 #include "transport/door_passage.hpp"
 #include "transport/front_door.hpp"
+#include "transport/relay.hpp"
 #include "transport/socket.hpp"
 
 namespace chorus::testing {
@@ -85,6 +87,22 @@ inline bool eventually(Pred pred, std::chrono::milliseconds limit = 3000ms) {
   }
   return true;
 }
+
+// A client's side of the challenge by hand on a raw connection `fd`: reads the greeting (into `g`),
+// answers it rightly with `secret`. False when a step fails.
+inline bool answer_challenge(int fd, door::Greeting& g, const std::string& secret = "s3") {
+  door::Nonce nonce{};
+  door::Answer answer{};
+  return read_exact(fd, g.data(), g.size(), in(2000ms)).is_ok() && door::make_nonce(nonce) &&
+         door::make_answer(secret, g, nonce, answer) && write_exact(fd, answer.data(), answer.size(), in(2000ms)).is_ok();
+}
+
+// A guard that refuses any read holding an 'X'.
+struct RefuseX : StreamGuard {
+  std::string check(const char* data, std::size_t size) override {
+    return std::string(data, size).find('X') == std::string::npos ? "" : "an X";
+  }
+};
 
 // A plain connection to the door; -1 when it fails.
 inline int raw_connect(uint16_t port) {

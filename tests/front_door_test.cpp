@@ -339,12 +339,6 @@ TEST(FrontDoor, OpenInnerServesAConnectionWithoutAnyPort) {
 
 // A guard that refuses the byte 'X': everything before the read that holds it gets through, none
 // of that read does, and both ends are closed; the door counts it.
-struct RefuseX : StreamGuard {
-  std::string check(const char* data, std::size_t size) override {
-    return std::string(data, size).find('X') == std::string::npos ? "" : "an X";
-  }
-};
-
 TEST(FrontDoor, AGuardClosesTheConnectionBeforeARefusedReadGetsThrough) {
   Inner inner;
   FrontDoor::Options o = options(inner.port);

@@ -100,15 +100,10 @@ TEST(SealedDoor, AClientThatSkipsTlsReachesNothing) {
   const int fd = raw_connect(door->port());
   ASSERT_GE(fd, 0);
   door::Greeting g{};
-  ASSERT_TRUE(read_exact(fd, g.data(), g.size(), in(2000ms)).is_ok());
+  ASSERT_TRUE(answer_challenge(fd, g));
   door::Mode mode{};
   ASSERT_TRUE(door::read_greeting(g, mode));
   EXPECT_EQ(mode, door::Mode::sealed);
-  door::Nonce nonce{};
-  door::Answer answer{};
-  ASSERT_TRUE(door::make_nonce(nonce));
-  ASSERT_TRUE(door::make_answer("s3", g, nonce, answer));
-  ASSERT_TRUE(write_exact(fd, answer.data(), answer.size(), in(2000ms)).is_ok());
   std::array<uint8_t, 1 + door::kProofSize> verdict{};
   ASSERT_TRUE(read_exact(fd, verdict.data(), verdict.size(), in(2000ms)).is_ok());
   ASSERT_EQ(verdict[0], door::kAccepted);
@@ -132,12 +127,7 @@ TEST(SealedDoor, AClientThatNeverStartsTlsIsClosedAtTheDeadline) {
   const int fd = raw_connect(door->port());
   ASSERT_GE(fd, 0);
   door::Greeting g{};
-  ASSERT_TRUE(read_exact(fd, g.data(), g.size(), in(2000ms)).is_ok());
-  door::Nonce nonce{};
-  door::Answer answer{};
-  ASSERT_TRUE(door::make_nonce(nonce));
-  ASSERT_TRUE(door::make_answer("s3", g, nonce, answer));
-  ASSERT_TRUE(write_exact(fd, answer.data(), answer.size(), in(2000ms)).is_ok());
+  ASSERT_TRUE(answer_challenge(fd, g));
   const auto t0 = Clock::now();
   std::string back;
   EXPECT_TRUE(read_to_eof(fd, back, 3000ms)) << "a link that never sealed stayed open";
@@ -148,12 +138,6 @@ TEST(SealedDoor, AClientThatNeverStartsTlsIsClosedAtTheDeadline) {
 }
 
 // The guard sees inside TLS: a refused byte closes the connection before it reaches the inner side.
-struct RefuseX : StreamGuard {
-  std::string check(const char* data, std::size_t size) override {
-    return std::string(data, size).find('X') == std::string::npos ? "" : "an X";
-  }
-};
-
 TEST(SealedDoor, TheGuardSeesInsideTheSeal) {
   Inner inner;
   FrontDoor::Options o = sealed(inner.port);

@@ -19,49 +19,10 @@
 
 using namespace chorus;
 
-namespace {
-
-struct Setup {
-  int inner = -1;
-  uint16_t inner_port = 0;
-  std::unique_ptr<FrontDoor> door;
-  Setup() {
-    FUZZ_CHECK(tcp_listen("127.0.0.1", 0, inner, inner_port).is_ok(), "inner listener");
-    FrontDoor::Options o;
-    o.inner_port = inner_port;
-    o.secret = fuzz::kSecret;
-    auto d = FrontDoor::open(o);
-    FUZZ_CHECK(d.is_ok(), d.status().to_string());
-    door = std::move(*d);
-  }
-};
-
-Setup& setup() {
-  static Setup s;
-  return s;
-}
-
-// Everything until the other end closes (a reset ends it too), before the deadline.
-std::string read_to_end(int fd, Clock::time_point deadline) {
-  std::string got;
-  char buf[16384];
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    FUZZ_CHECK(left > 0, "the connection did not end in time (" + std::to_string(got.size()) + " bytes read)");
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-    const ssize_t r = recv(fd, buf, sizeof buf, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return got;
-    got.append(buf, static_cast<std::size_t>(r));
-  }
-}
-
-} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   if (size < 1 || size > (std::size_t{64} << 10)) return 0;
-  Setup& s = setup();
+  static fuzz::DoorSetup s(false);
   const bool answer_right = data[0] & 1;
   ++data;
   --size;
@@ -86,13 +47,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   if (right) {
     int inner = -1;
     FUZZ_CHECK(tcp_accept(s.inner, deadline, inner).is_ok(), "a right answer reaches the orchestrator");
-    const std::string relayed = read_to_end(inner, deadline);
+    const std::string relayed = fuzz::read_to_end(inner, deadline);
     ::close(inner);
     FUZZ_CHECK(relayed == sent.substr(client.size()), "the orchestrator received " + std::to_string(relayed.size()) +
                                                            " bytes of the " + std::to_string(sent.size() - client.size()) +
                                                            " after the answer");
   }
-  const std::string verdict = read_to_end(fd, deadline);
+  const std::string verdict = fuzz::read_to_end(fd, deadline);
   ::close(fd);
   if (right) {
     std::string expected(1, static_cast<char>(door::kAccepted));

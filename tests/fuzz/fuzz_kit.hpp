@@ -3,6 +3,7 @@
 // memory, a TLS session between two sockets, and the frame check of the data plane's parser.
 #pragma once
 #include <fcntl.h>
+#include <poll.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -10,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,8 @@
 #include "messages/envelope.hpp"
 #include "messages/node_codec.hpp"
 #include "messages/peer_codec.hpp"
+#include "transport/front_door.hpp"
+#include "transport/socket.hpp"
 #include "transport/tls/tls_channel.hpp"
 
 namespace chorus::fuzz {
@@ -197,5 +201,39 @@ struct TlsPair {
     return out;
   }
 };
+
+// A front door with the fuzz secret in front of a loopback listener (its "orchestrator"), for the
+// door's targets: one per process, `seal` as the target asks.
+struct DoorSetup {
+  int inner = -1;
+  uint16_t inner_port = 0;
+  std::unique_ptr<FrontDoor> door;
+  explicit DoorSetup(bool seal) {
+    FUZZ_CHECK(tcp_listen("127.0.0.1", 0, inner, inner_port).is_ok(), "inner listener");
+    FrontDoor::Options o;
+    o.inner_port = inner_port;
+    o.secret = kSecret;
+    o.seal = seal;
+    auto d = FrontDoor::open(o);
+    FUZZ_CHECK(d.is_ok(), d.status().to_string());
+    door = std::move(*d);
+  }
+};
+
+// Everything until the other end closes (a reset ends it too), before the deadline.
+inline std::string read_to_end(int fd, Clock::time_point deadline) {
+  std::string got;
+  char buf[16384];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    FUZZ_CHECK(left > 0, "the connection did not end in time (" + std::to_string(got.size()) + " bytes read)");
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    const ssize_t r = recv(fd, buf, sizeof buf, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return got;
+    got.append(buf, static_cast<std::size_t>(r));
+  }
+}
 
 } // namespace chorus::fuzz

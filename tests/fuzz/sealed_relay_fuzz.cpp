@@ -16,50 +16,10 @@
 
 using namespace chorus;
 
-namespace {
-
-struct Setup {
-  int inner = -1;
-  uint16_t inner_port = 0;
-  std::unique_ptr<FrontDoor> door;
-  Setup() {
-    FUZZ_CHECK(tcp_listen("127.0.0.1", 0, inner, inner_port).is_ok(), "inner listener");
-    FrontDoor::Options o;
-    o.inner_port = inner_port;
-    o.secret = fuzz::kSecret;
-    o.seal = true;
-    auto d = FrontDoor::open(o);
-    FUZZ_CHECK(d.is_ok(), d.status().to_string());
-    door = std::move(*d);
-  }
-};
-
-Setup& setup() {
-  static Setup s;
-  return s;
-}
-
-// Everything until the other end closes (a reset ends it too), before the deadline.
-std::string read_to_end(int fd, Clock::time_point deadline) {
-  std::string got;
-  char buf[16384];
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    FUZZ_CHECK(left > 0, "the connection did not end in time (" + std::to_string(got.size()) + " bytes read)");
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-    const ssize_t r = recv(fd, buf, sizeof buf, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return got;
-    got.append(buf, static_cast<std::size_t>(r));
-  }
-}
-
-} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   if (size < 1 || size > (std::size_t{64} << 10)) return 0;
-  Setup& s = setup();
+  static fuzz::DoorSetup s(true);
   const bool raw = data[0] & 1;
   const std::string rest(reinterpret_cast<const char*>(data + 1), size - 1);
   const auto deadline = Clock::now() + std::chrono::seconds(5);
@@ -75,12 +35,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   else FUZZ_CHECK(tls->encrypt(rest.data(), rest.size(), wire, why), "encrypt: " + why);
   (void)write_exact(fd, wire.data(), wire.size(), deadline);  // the door may close first on garbage
   shutdown(fd, SHUT_WR);
-  const std::string relayed = read_to_end(inner, deadline);
+  const std::string relayed = fuzz::read_to_end(inner, deadline);
   ::close(inner);
   if (raw) FUZZ_CHECK(relayed.empty(), "raw bytes reached the orchestrator: " + std::to_string(relayed.size()));
   else FUZZ_CHECK(relayed == rest, "the orchestrator received " + std::to_string(relayed.size()) + " bytes of " +
                                        std::to_string(rest.size()));
-  (void)read_to_end(fd, deadline);
+  (void)fuzz::read_to_end(fd, deadline);
   ::close(fd);
   return 0;
 }
