@@ -23,19 +23,33 @@ namespace {
 using namespace std::chrono_literals;
 namespace tk = chorus::testkit;
 
-// A port nobody listens on now (the kernel's pick, let go at once).
-uint16_t free_port() {
+// Whether a listener could take 127.0.0.1:port now.
+bool bindable(uint16_t port) {
   const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
   a.sin_family = AF_INET;
+  a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  uint16_t port = 0;
-  if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
+  const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   ::close(s);
-  return port;
+  return ok;
+}
+
+// A port P that nobody holds now, nor P + 1 (where rank 0 hosts the orchestrator under torchrun's
+// variables). Drawn below the kernel's ephemeral range (32768 and up here), where no outgoing
+// connection of another suite takes a port between the draw and rank 0's listen: the kernel's
+// own pick of a free port lies in that range, and a flood of loopback connections (the fuzz
+// targets, a suite's node processes) once took P + 1 four times running.
+uint16_t free_port() {
+  static uint32_t seed = static_cast<uint32_t>(::getpid()) * 2654435761u;
+  for (int tries = 0; tries < 1000; ++tries) {
+    seed = seed * 1664525u + 1013904223u;
+    const auto port = static_cast<uint16_t>(20000 + (seed >> 8) % 12000);
+    if (bindable(port) && bindable(static_cast<uint16_t>(port + 1))) return port;
+  }
+  return 0;
 }
 
 struct Ran {
