@@ -54,7 +54,6 @@ int parse(int argc, char** argv, Args& a) {
     else if (k == "--elements") a.elements = std::stoul(v);
     else if (k == "--freeze-after-ms") a.freeze_after_ms = std::stoll(v);
     else if (k == "--second-victim") a.second_victim = std::stoi(v);
-    else if (k == "--op") a.op = v;
     else if (k == "--exit-when-told") a.exit_when_told = v == "1";
     else if (k == "--elastic") a.elastic = v == "1";
     else if (k == "--newcomer") a.newcomer = v == "1";

@@ -21,7 +21,6 @@ struct Args {
   std::string tls_cert, tls_key, tls_ca;
   bool seal_data = false;       // --seal-data 1: Config::seal_data (data connections keyed by the secret)
   std::string orchestrator, address = "127.0.0.1", secret, scenario = "every-op", strategy = "auto";
-  std::string op = "all_reduce";  // --op: the kill and freeze scenarios' op (all_reduce or broadcast from rank 0)
   uint32_t nodes = 0, peers = 1, ops = 100;
   int64_t timeout_ms = 10000;
   int victim_node = -1;  // kill / freeze / mismatch: which node misbehaves (by its first peer's rank)

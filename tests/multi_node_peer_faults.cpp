@@ -117,7 +117,7 @@ int kill_or_freeze(Peer& p, const NodeContext& node) {
       else
         raise(a.scenario == "kill" ? SIGKILL : SIGSTOP);
     }
-    must(a.op == "broadcast" ? p.broadcast(x, 0) : p.all_reduce(x, ReduceOp::sum));
+    must(p.all_reduce(x, ReduceOp::sum));
     if (i > a.at_op + 1000) break;
   }
   return done;
