@@ -3,6 +3,7 @@
 #include <typeindex>
 
 #include "messages/envelope.hpp"
+#include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
 
@@ -60,9 +61,12 @@ TlsFiles tls_files(caf::actor_system& sys) {
   return {c.openssl_certificate, c.openssl_key, c.openssl_cafile};
 }
 
-bool uses_tls(caf::actor_system& sys) {
-  const auto& c = sys.config();
-  return !c.openssl_certificate.empty() || !c.openssl_key.empty() || !c.openssl_cafile.empty();
+bool uses_tls(caf::actor_system& sys) { return tls_files(sys).enabled(); }
+
+Result<std::shared_ptr<TlsContext>> tls_context(caf::actor_system& sys) {
+  const TlsFiles files = tls_files(sys);
+  if (!files.enabled()) return std::shared_ptr<TlsContext>();
+  return TlsContext::load(files.certificate, files.key, files.ca);
 }
 
 } // namespace chorus

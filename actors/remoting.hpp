@@ -7,9 +7,14 @@
 #include <caf/io/all.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 
+#include <chorus/result.hpp>
+
 namespace chorus {
+
+class TlsContext;  // transport/tls/tls_channel.hpp
 
 struct TlsFiles {
   std::string certificate;  // PEM: this side's certificate
@@ -54,6 +59,9 @@ bool tls_calls_clear_error_queue();
 // Whether `sys` was configured with TLS files, and which.
 bool uses_tls(caf::actor_system& sys);
 TlsFiles tls_files(caf::actor_system& sys);
+// The TLS context of those files for the links the door or a passage ends (null: no files);
+// invalid_config naming a file that cannot be loaded.
+Result<std::shared_ptr<TlsContext>> tls_context(caf::actor_system& sys);
 // What is wrong with `sys` for talking to an orchestrator with `tls` (no middleman, chorus's
 // message type not registered, TLS files set on one side only), or "" when nothing is.
 std::string remoting_problem(caf::actor_system& sys, const TlsFiles& tls);

@@ -344,26 +344,11 @@ struct FrontDoor::Impl {
   // (Counted and forgotten first: whoever sees bytes relayed may look at the stats.)
   void admit(uint64_t id) {
     const int fd = guests[id].fd, inner = guests[id].inner;
-    std::unique_ptr<TlsChannel> tls;
-    if (mode == door::Mode::sealed) {
-      door::Proof key{};
-      auto begun = door::make_psk(opts.secret, guests[id].greeting, door::nonce_of(guests[id].answer), key)
-                       ? TlsChannel::begin(*sealing, true, std::string(key.begin(), key.end()))
-                       : Result<std::unique_ptr<TlsChannel>>(Status(Errc::internal, "OpenSSL could not derive the key"));
-      if (!begun) {
-        CHORUS_LOG(error, orch, LogWhere{}, "front door: cannot seal the link of " + peer_address(fd) + ": " +
-                                                begun.status().message() + "; connection closed");
-        return end(id);
-      }
-      tls = std::move(*begun);
-    } else if (door::certified(mode)) {
-      auto begun = TlsChannel::begin(*opts.certified, true);
-      if (!begun) {
-        CHORUS_LOG(error, orch, LogWhere{}, "front door: cannot start TLS with " + peer_address(fd) + ": " +
-                                                begun.status().message() + "; connection closed");
-        return end(id);
-      }
-      tls = std::move(*begun);
+    auto tls = start_tls(guests[id]);
+    if (!tls) {
+      CHORUS_LOG(error, orch, LogWhere{}, "front door: cannot start TLS with " + peer_address(fd) + ": " +
+                                              tls.status().message() + "; connection closed");
+      return end(id);
     }
     epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
     epoll_ctl(ep, EPOLL_CTL_DEL, inner, nullptr);
@@ -373,7 +358,18 @@ struct FrontDoor::Impl {
     std::unique_ptr<StreamGuard> guard;
     if (opts.make_guard)
       if (auto checks = opts.make_guard()) guard = std::make_unique<LoggedGuard>(std::move(checks), peer_address(fd), *this);
-    relay.add(fd, inner, std::move(guard), std::move(tls), opts.handshake_timeout);
+    relay.add(fd, inner, std::move(guard), std::move(*tls), opts.handshake_timeout);
+  }
+
+  // The door's side of the link's TLS, its handshake still to come (null: no TLS in this mode):
+  // keyed by the secret and this guest's nonces when sealed, with the certificates when certified.
+  Result<std::unique_ptr<TlsChannel>> start_tls(const Guest& g) {
+    if (door::certified(mode)) return TlsChannel::begin(*opts.certified, true);
+    if (mode != door::Mode::sealed) return std::unique_ptr<TlsChannel>();
+    door::Proof key{};
+    if (!door::make_psk(opts.secret, g.greeting, door::nonce_of(g.answer), key))
+      return Status(Errc::internal, "OpenSSL could not derive the key");
+    return TlsChannel::begin(*sealing, true, std::string(key.begin(), key.end()));
   }
 
   // A client's guard that logs its reason once, with the client's address, and counts it.

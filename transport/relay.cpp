@@ -78,6 +78,7 @@ struct Command {
   std::function<bool(int)> ok{};
   std::chrono::milliseconds silence{0};
   std::unique_ptr<TlsChannel> tls{};  // add: a's; accept: b's
+  std::chrono::milliseconds handshake_limit{0};  // add: for a's TLS handshake
 };
 
 void set_nonblocking(int fd) {
@@ -182,8 +183,7 @@ struct Relay::Impl {
     }
     for (auto& c : todo) {
       if (c.kind == Command::add) {
-        start_pair(c.a, c.b, std::chrono::milliseconds{0}, std::move(c.guard), std::move(c.tls), nullptr,
-                   c.silence);
+        start_pair(c.a, c.b, c.silence, std::move(c.guard), std::move(c.tls), nullptr, c.handshake_limit);
       } else if (c.kind == Command::accept) {
         accepting[c.token] = {c.a, c.b, std::move(c.ok), c.silence, std::move(c.tls)};
         epoll_event ev{};
@@ -370,20 +370,20 @@ struct Relay::Impl {
         }
         d.begin = d.end = 0;
       }
-      if (!p.has_sealed(to)) return true;
-      const ssize_t w = send(p.fd[to], out.data() + p.sealed_at[to], out.size() - p.sealed_at[to], MSG_NOSIGNAL);
-      if (w < 0 && errno != EAGAIN && errno != EINTR) p.reset[to] = true;
-      if (w < 0) return errno == EAGAIN || errno == EINTR;
-      p.sealed_at[to] += static_cast<std::size_t>(w);
-      return true;
+      return !p.has_sealed(to) || send_some(p, to, out.data(), out.size(), p.sealed_at[to]);
     }
     if (d.empty()) return true;
-    const ssize_t w = send(p.fd[to], d.data.get() + d.begin, d.end - d.begin, MSG_NOSIGNAL);
-    if (w < 0 && errno != EAGAIN && errno != EINTR) p.reset[to] = true;  // its end is gone
-    if (w < 0) return errno == EAGAIN || errno == EINTR;
-    d.begin += static_cast<std::size_t>(w);
+    if (!send_some(p, to, d.data.get(), d.end, d.begin)) return false;
     if (d.empty()) d.begin = d.end = 0;
     return true;
+  }
+
+  // Sends data[at, end) to fd[to] as far as it takes, moving `at`; false when its end is gone.
+  static bool send_some(Pair& p, int to, const char* data, std::size_t end, std::size_t& at) {
+    const ssize_t w = send(p.fd[to], data + at, end - at, MSG_NOSIGNAL);
+    if (w >= 0) at += static_cast<std::size_t>(w);
+    else if (errno != EAGAIN && errno != EINTR) p.reset[to] = true;
+    return w >= 0 || errno == EAGAIN || errno == EINTR;
   }
 
   void on_event(uint64_t id, int side, uint32_t events) {
@@ -468,7 +468,7 @@ void Relay::add(int a, int b, std::unique_ptr<StreamGuard> guard, std::unique_pt
   Command c{Command::add, a, b, 0};
   c.guard = std::move(guard);
   c.tls = std::move(a_tls);
-  c.silence = handshake_limit;  // (an add's pair has no silence limit)
+  c.handshake_limit = handshake_limit;
   impl_->post(std::move(c));
 }
 

@@ -20,15 +20,10 @@ Result<orchestrator_actor> connect_orchestrator(caf::actor_system& sys, const st
   // with the one that was dropped.
   const auto silence = passage_silence(sys);
   // With TLS files, the link is TLS with them (the door must be a certified one: no fallback).
-  std::shared_ptr<TlsContext> certified;
-  if (uses_tls(sys)) {
-    const TlsFiles files = tls_files(sys);
-    auto ctx = TlsContext::load(files.certificate, files.key, files.ca);
-    if (!ctx) return ctx.status();
-    certified = std::move(*ctx);
-  }
+  auto certified = tls_context(sys);
+  if (!certified) return certified.status();
   for (auto pause = std::chrono::milliseconds(50);; pause = std::min(pause * 2, std::chrono::milliseconds(400))) {
-    auto passage = DoorPassage::open(host, port, secret, give_up, silence, certified.get());
+    auto passage = DoorPassage::open(host, port, secret, give_up, silence, certified->get());
     if (!passage) {
       const Status& s = passage.status();
       if (s.code() == Errc::auth_failed) return s;  // "wrong secret", as the orchestrator itself says it

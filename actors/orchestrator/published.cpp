@@ -9,7 +9,6 @@
 
 #include "actors/orchestrator/basp_server.hpp"
 #include "transport/front_door.hpp"
-#include "transport/tls/tls_channel.hpp"
 
 namespace chorus {
 
@@ -38,14 +37,10 @@ Result<std::unique_ptr<PublishedOrchestrator>> PublishedOrchestrator::publish(ca
   d.handshake_timeout = opts.handshake_timeout;
   // The door ends the link's TLS: with certificates where the system has TLS files, else keyed
   // by the secret. CAF speaks plain BASP behind it, through a socket pair.
-  if (uses_tls(sys)) {
-    const TlsFiles files = tls_files(sys);
-    auto ctx = TlsContext::load(files.certificate, files.key, files.ca);
-    if (!ctx) return ctx.status();
-    d.certified = std::move(*ctx);
-  } else {
-    d.seal = true;
-  }
+  auto certified = tls_context(sys);
+  if (!certified) return certified.status();
+  d.certified = std::move(*certified);
+  d.seal = !d.certified;
   p->basp_ = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   p->key_ = next_key();  // set before the door's thread starts: it reads it
   PublishedOrchestrator* self = p.get();  // the door, which calls it, closes before p goes
