@@ -5,6 +5,7 @@
 #include <chorus/config.hpp>
 
 #include "core/env.hpp"
+#include "core/settings.hpp"
 #include "core/host_names.hpp"
 #include "core/secret.hpp"
 
@@ -104,7 +105,7 @@ bool plain(const std::string& s) {
 
 // The orchestrator's secret: CHORUS_SECRET_FILE's first line, else CHORUS_SECRET.
 Result<std::string> job_secret_from_env() {
-  if (auto file = env_text("CHORUS_SECRET_FILE")) {
+  if (auto file = setting_text(SettingId::secret_file)) {
     auto secret = read_secret_file(*file);
     if (!secret) return Status(Errc::invalid_config, "CHORUS_SECRET_FILE: " + secret.status().message());
     return *secret;
@@ -114,25 +115,27 @@ Result<std::string> job_secret_from_env() {
 
 } // namespace
 
+static_assert(Config::kMaxDevices == 4096, "CHORUS_PEERS's range (core/settings_table.cpp)");
+
 Result<Config> Config::from_env() {
   Config c;
-  auto peers = env_number("CHORUS_PEERS", 1, kMaxDevices);
+  auto peers = setting_number(SettingId::peers);
   if (!peers) return peers.status();
   if (*peers) c.num_devices = static_cast<uint32_t>(**peers);
-  auto timeout = env_number("CHORUS_TIMEOUT_MS", 1, 86400000);
+  auto timeout = setting_number(SettingId::timeout_ms);
   if (!timeout) return timeout.status();
   if (*timeout) c.timeout = std::chrono::milliseconds(**timeout);
-  auto join = env_number("CHORUS_JOIN_TIMEOUT_MS", 1, 86400000);
+  auto join = setting_number(SettingId::join_timeout_ms);
   if (!join) return join.status();
   if (*join) c.join_timeout = std::chrono::milliseconds(**join);
 
-  auto elastic = env_number("CHORUS_ELASTIC", 0, 1);
+  auto elastic = setting_number(SettingId::elastic);
   if (!elastic) return elastic.status();
   c.elastic = elastic->value_or(0) == 1;
-  auto seal = env_number("CHORUS_SEAL_DATA", 0, 1);
+  auto seal = setting_number(SettingId::seal_data);
   if (!seal) return seal.status();
   if (*seal) c.seal_data = **seal == 1;
-  auto joining = env_number("CHORUS_JOIN", 0, 1);
+  auto joining = setting_number(SettingId::join);
   if (!joining) return joining.status();
 
   auto n = numbering();
@@ -140,7 +143,7 @@ Result<Config> Config::from_env() {
   if (joining->value_or(0) == 1) {
     // A newcomer to a running elastic job (chorus-run --join): the orchestrator is named, and it
     // numbers the newcomers after the members when they grow (docs/elastic.md).
-    auto orch = env_text("CHORUS_ORCHESTRATOR");
+    auto orch = setting_text(SettingId::orchestrator);
     if (!orch) return Status(Errc::invalid_config, "CHORUS_JOIN=1 needs CHORUS_ORCHESTRATOR (the running job's orchestrator)");
     c.elastic = true;
     c.newcomer = true;
@@ -150,7 +153,7 @@ Result<Config> Config::from_env() {
     auto secret = job_secret_from_env();
     if (!secret) return secret.status();
     c.secret = *secret;
-    c.node_address = env_text("CHORUS_NODE_ADDRESS").value_or("127.0.0.1");
+    c.node_address = setting_text(SettingId::node_address).value_or("127.0.0.1");
     if (auto s = c.validate(); !s) return Status(s.code(), "a newcomer (CHORUS_JOIN=1): " + s.message());
     return c;
   }
@@ -164,7 +167,7 @@ Result<Config> Config::from_env() {
   c.secret = *secret;
 
   // Where the orchestrator is: named (a daemon, or chorus-run's), else rank 0 hosts it.
-  if (auto orch = env_text("CHORUS_ORCHESTRATOR")) {
+  if (auto orch = setting_text(SettingId::orchestrator)) {
     c.orchestrator_address = *orch;
   } else if (auto addr = env_text("MASTER_ADDR"), port = env_text("MASTER_PORT"); addr || port) {
     if (!addr || !port) return Status(Errc::invalid_config, std::string(addr ? "MASTER_PORT" : "MASTER_ADDR") +
@@ -188,7 +191,7 @@ Result<Config> Config::from_env() {
                       (n->one_host ? std::string() : " (the ranks may be on several hosts)"));
   }
 
-  if (auto node = env_text("CHORUS_NODE_ADDRESS")) {
+  if (auto node = setting_text(SettingId::node_address)) {
     c.node_address = *node;
   } else if (!c.rendezvous_file.empty()) {
     c.node_address = "127.0.0.1";

@@ -1,5 +1,7 @@
 #include "core/log.hpp"
 
+#include "core/settings.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -24,9 +26,9 @@ State& state() {
   static State* s = [] {
     auto* st = new State;  // never destroyed: threads may log during static destruction
     LogLevel l = LogLevel::none;
-    if (const char* e = std::getenv("CHORUS_DEBUG"); e && parse_log_level(e, l)) st->level = static_cast<uint8_t>(l);
+    if (auto e = setting_text(SettingId::debug); e && parse_log_level(*e, l)) st->level = static_cast<uint8_t>(l);
     uint32_t m = kAllSubsys;
-    if (const char* e = std::getenv("CHORUS_DEBUG_SUBSYS"); e && parse_log_subsys(e, m)) st->subsys = m;
+    if (auto e = setting_text(SettingId::debug_subsys); e && parse_log_subsys(*e, m)) st->subsys = m;
     return st;
   }();
   return *s;
@@ -129,8 +131,8 @@ std::string configure_log(std::string_view level, std::string_view subsys) {
   if (!parse_log_subsys(subsys, m))
     return "debug subsystems '" + std::string(subsys) + "' (expected a list of init, op, net, shm, orch, cuda, or all)";
   State& s = state();
-  if (!std::getenv("CHORUS_DEBUG") && !level.empty()) s.level = static_cast<uint8_t>(l);
-  if (!std::getenv("CHORUS_DEBUG_SUBSYS") && !subsys.empty()) s.subsys = m;
+  if (!setting_text(SettingId::debug) && !level.empty()) s.level = static_cast<uint8_t>(l);
+  if (!setting_text(SettingId::debug_subsys) && !subsys.empty()) s.subsys = m;
   return {};
 }
 

@@ -1,5 +1,7 @@
 #include "core/secret.hpp"
 
+#include "core/settings.hpp"
+
 #include <sys/random.h>
 
 #include <cerrno>
@@ -10,8 +12,7 @@
 namespace chorus {
 
 std::string secret_from_env() {
-  const char* env = std::getenv("CHORUS_SECRET");
-  return env ? env : "";
+  return setting_text(SettingId::secret).value_or("");
 }
 
 Result<std::string> read_secret_file(const std::string& path) {

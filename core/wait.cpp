@@ -1,10 +1,10 @@
 #include "core/wait.hpp"
 
 #include "core/futex.hpp"
+#include "core/settings.hpp"
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <thread>
 #include <unistd.h>
 
@@ -17,27 +17,18 @@
 
 namespace chorus {
 
-namespace {
-// Microseconds from the environment variable `name`, else `fallback` (negative: none).
-std::chrono::nanoseconds micros_from_env(const char* name, long fallback) {
-  const char* e = std::getenv(name);
-  const long us = e ? std::atol(e) : fallback;
-  return std::chrono::nanoseconds(us < 0 ? 0 : us * 1000);
-}
-} // namespace
-
 std::chrono::nanoseconds spin_budget() {
-  static const std::chrono::nanoseconds budget = micros_from_env("CHORUS_SPIN_US", 20);
+  static const std::chrono::nanoseconds budget = tuned_micros(SettingId::spin_us);
   return budget;
 }
 
 std::chrono::nanoseconds socket_spin_budget() {
-  static const std::chrono::nanoseconds budget = micros_from_env("CHORUS_SOCKET_SPIN_US", 200);
+  static const std::chrono::nanoseconds budget = tuned_micros(SettingId::socket_spin_us);
   return budget;
 }
 
 std::chrono::nanoseconds yield_budget() {
-  static const std::chrono::nanoseconds budget = micros_from_env("CHORUS_YIELD_US", 200);
+  static const std::chrono::nanoseconds budget = tuned_micros(SettingId::yield_us);
   return budget;
 }
 

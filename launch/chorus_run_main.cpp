@@ -15,6 +15,7 @@
 
 #include "actors/orchestrator/hosted.hpp"
 #include "core/env.hpp"
+#include "core/settings.hpp"
 #include "transport/rendezvous_file.hpp"
 #include "launch/free_port.hpp"
 #include "launch/job_secret.hpp"
@@ -132,7 +133,7 @@ int main(int argc, char** argv) {
 
   // What the processes run, found now: a program that cannot run starts no orchestrator and no process.
   std::string program_path, ssh_path, cwd;
-  const std::vector<std::string> ssh = ssh_program(std::getenv("CHORUS_RUN_SSH"));
+  const std::vector<std::string> ssh = ssh_program(chorus::setting_text(chorus::SettingId::run_ssh).value_or("").c_str());
   if (any_local) {
     auto found = find_program(opts->program);
     if (!found) return fail("cannot run " + found.status().message(), 127);

@@ -3,13 +3,13 @@
 #include <cstdlib>
 
 #include "core/secret.hpp"
+#include "core/settings.hpp"
 
 namespace chorus::launch {
 
 Result<std::string> job_secret(const std::string& secret_file) {
   // --secret-file, else CHORUS_SECRET_FILE, else CHORUS_SECRET: Config::from_env's order.
-  const char* env_file = std::getenv("CHORUS_SECRET_FILE");
-  const std::string file = !secret_file.empty() ? secret_file : (env_file != nullptr ? env_file : "");
+  const std::string file = !secret_file.empty() ? secret_file : setting_text(SettingId::secret_file).value_or("");
   if (!file.empty()) {
     auto s = read_secret_file(file);
     if (!s) return s.status();

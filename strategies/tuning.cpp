@@ -1,5 +1,7 @@
 #include "strategies/tuning.hpp"
 
+#include "core/settings.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -122,20 +124,10 @@ RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count
   return RunStrategy::flat(over_network(config, op, dtype, count, n, /*separate=*/nodes == n, crowd));
 }
 
-namespace {
-long env_number(const char* name, long fallback) {
-  const char* e = std::getenv(name);
-  if (!e || !*e) return fallback;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  return end && *end == '\0' && v >= 0 ? v : fallback;
-}
-} // namespace
-
 std::size_t arena_slot_bytes(uint32_t peers) {
-  static const long kib = env_number("CHORUS_ARENA_KIB", 64);
+  static const uint64_t kib = tuned_number(SettingId::arena_kib);
   if (kib == 0 || peers == 0) return 0;
-  const std::size_t wanted = static_cast<std::size_t>(std::min<long>(kib, 1 << 20)) << 10;
+  const std::size_t wanted = static_cast<std::size_t>(kib) << 10;
   const std::size_t share = (std::size_t{4} << 20) / (2 * std::size_t{peers});
   return std::max<std::size_t>(std::min(wanted, share), std::min<std::size_t>(wanted, 4096));
 }
@@ -147,8 +139,8 @@ bool arena_allowed(const Config& config, OpKind kind, bool across_nodes) {
 }
 
 std::chrono::milliseconds arena_wait(const Config& config) {
-  static const long ms = env_number("CHORUS_ARENA_WAIT_MS", 50);
-  return std::min(std::chrono::milliseconds(ms), config.timeout / 4);
+  static const auto ms = std::chrono::milliseconds(tuned_number(SettingId::arena_wait_ms));
+  return std::min(ms, config.timeout / 4);
 }
 
 bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, bool nccl_serves, const Topology& t) {

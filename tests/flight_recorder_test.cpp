@@ -332,7 +332,7 @@ TEST(FlightRecorder, NoneWhenTurnedOffAndABadSizeIsAConfigError) {
     auto p = rt.register_peer(0, config_for(1));
     ASSERT_FALSE(p.is_ok()) << bad;
     EXPECT_EQ(p.status().code(), Errc::invalid_config) << bad;
-    EXPECT_NE(p.status().message().find("CHORUS_FLIGHT_RECORDER '" + std::string(bad) + "'"), std::string::npos)
+    EXPECT_NE(p.status().message().find("CHORUS_FLIGHT_RECORDER='" + std::string(bad) + "'"), std::string::npos)
         << p.status().message();
   }
   if (before) setenv("CHORUS_FLIGHT_RECORDER", saved.c_str(), 1);

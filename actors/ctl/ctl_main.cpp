@@ -4,6 +4,8 @@
 //                                       where every node's peers stand, grouped by op and wait
 //                                       (the secret: --secret-file, --secret, else CHORUS_SECRET)
 //   chorus-ctl flight [--all] FILE...   flight recorders side by side, and the first divergence
+//   chorus-ctl settings [--markdown library|from_env|programs|tests|readme]
+//                                       every CHORUS_* variable, its default and its value here
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -15,6 +17,7 @@
 #include "actors/flight/flight_file.hpp"
 #include "actors/flight/flight_report.hpp"
 #include "core/secret.hpp"
+#include "core/settings.hpp"
 
 namespace {
 
@@ -25,7 +28,10 @@ int usage() {
                "         (the secret: the first line of F, else CHORUS_SECRET; --secret S shows it to ps)\n"
                "       chorus-ctl flight [--all] FILE...\n"
                "         flight recorders side by side (each process of a job writes its recorder on an op\n"
-               "         error, a timeout, a node loss, or SIGUSR1; --all: every recorded op, not the last 20)\n";
+               "         error, a timeout, a node loss, or SIGUSR1; --all: every recorded op, not the last 20)\n"
+               "       chorus-ctl settings [--markdown library|from_env|programs|tests|readme]\n"
+               "         every CHORUS_* variable: its default, what it takes, its value in this environment, and\n"
+               "         what is wrong with it (exit 1 when something is); --markdown: the docs' tables\n";
   return 2;
 }
 
@@ -96,6 +102,25 @@ int flight(const std::vector<std::string>& args) {
   return 0;
 }
 
+// Every setting and its value here; or one of the tables docs/settings.md and the README are made of.
+int settings(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    std::cout << chorus::settings_report();
+    for (const chorus::Setting& s : chorus::settings())
+      if (s.reader != chorus::SettingReader::tests && !chorus::setting_problem(s.id).empty()) return 1;
+    return 0;
+  }
+  if (args.size() != 2 || args[0] != "--markdown") return usage();
+  const std::string& which = args[1];
+  if (which == "readme") std::cout << chorus::settings_readme_markdown();
+  else if (which == "library") std::cout << chorus::settings_markdown(chorus::SettingReader::library);
+  else if (which == "from_env") std::cout << chorus::settings_markdown(chorus::SettingReader::from_env);
+  else if (which == "programs") std::cout << chorus::settings_markdown(chorus::SettingReader::programs);
+  else if (which == "tests") std::cout << chorus::settings_markdown(chorus::SettingReader::tests);
+  else return usage();
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -104,5 +129,6 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "flight") return flight(args);
   if (cmd == "status") return status(args);
+  if (cmd == "settings") return settings(args);
   return usage();
 }

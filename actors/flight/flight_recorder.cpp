@@ -13,7 +13,9 @@
 #include <chorus/config.hpp>
 #include "actors/flight/flight_clock.hpp"
 #include "actors/flight/flight_file.hpp"
+#include "core/env.hpp"
 #include "core/log.hpp"
+#include "core/settings.hpp"
 
 namespace chorus {
 
@@ -32,8 +34,7 @@ void to_unix(FlightRow& r, const flight_clock::ToUnix& conv) {
 }
 
 std::string default_dir() {
-  const char* t = std::getenv("TMPDIR");
-  return t && *t ? t : "/tmp";
+  return env_text("TMPDIR").value_or("/tmp");
 }
 
 } // namespace
@@ -51,18 +52,15 @@ FlightRecorder::FlightRecorder(uint32_t peers, uint32_t entries, std::string dir
 
 Result<std::shared_ptr<FlightRecorder>> FlightRecorder::for_config(const Config& config) {
   uint32_t entries = config.flight_recorder;  // validated with the config
-  if (const char* e = std::getenv("CHORUS_FLIGHT_RECORDER"); e && *e) {
-    const std::string_view v(e);
-    if (std::from_chars(v.data(), v.data() + v.size(), entries).ptr != v.data() + v.size() ||
-        entries > Config::kMaxFlightRecorder)
-      return Status(Errc::invalid_config, "CHORUS_FLIGHT_RECORDER '" + std::string(v) + "' is not a number of ops from 0 to " +
-                                              std::to_string(Config::kMaxFlightRecorder));
-  }
+  static_assert(Config::kMaxFlightRecorder == 1048576, "CHORUS_FLIGHT_RECORDER's range (core/settings_table.cpp)");
+  auto from_env = setting_number(SettingId::flight_recorder);
+  if (!from_env) return from_env.status();
+  if (*from_env) entries = static_cast<uint32_t>(**from_env);
   if (entries == 0) return std::shared_ptr<FlightRecorder>();
-  std::string dir = config.flight_dir;
-  if (const char* e = std::getenv("CHORUS_FLIGHT_DIR"); e && *e) dir = e;
-  bool signal = config.flight_signal;
-  if (const char* e = std::getenv("CHORUS_FLIGHT_SIGNAL"); e && *e) signal = std::string_view(e) != "0";
+  const std::string dir = setting_text(SettingId::flight_dir).value_or(config.flight_dir);
+  auto signal_env = setting_number(SettingId::flight_signal);
+  if (!signal_env) return signal_env.status();
+  const bool signal = *signal_env ? **signal_env == 1 : config.flight_signal;
   auto r = std::make_shared<FlightRecorder>(config.num_devices, entries, std::move(dir));
   if (config.num_nodes == 0) r->set_world(config.num_devices);  // one process: its peers are the job
   if (signal) watch_for_dump_signal(r);

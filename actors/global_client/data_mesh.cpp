@@ -10,6 +10,7 @@
 #include "actors/global_client/hello_gate.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
+#include "core/settings.hpp"
 #include "strategies/tuning.hpp"
 #include "transport/socket.hpp"
 #include "transport/tcp/tcp_connection.hpp"
@@ -127,7 +128,7 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   // Lower ids accept (the TLS servers), higher ids connect: every pair gets exactly one connection,
   // which leaves from this node's advertised address (the only one the other's data port admits,
   // unless CHORUS_DATA_PORT_FROM_ANY says the nodes connect from elsewhere, behind NAT).
-  auto from_any = env_number("CHORUS_DATA_PORT_FROM_ANY", 0, 1);
+  auto from_any = setting_number(SettingId::data_port_from_any);
   if (!from_any.is_ok()) return from_any.status();
   const bool by_address = from_any->value_or(0) == 0;
   std::string from;

@@ -9,6 +9,7 @@
 #include <chorus/config.hpp>
 #include "actors/trace/trace_json.hpp"
 #include "core/log.hpp"
+#include "core/settings.hpp"
 #include "core/trace_name.hpp"
 
 namespace chorus {
@@ -27,9 +28,9 @@ Trace::Trace(std::string pattern, uint32_t peers, bool multi_node, TraceBudget& 
 
 Result<std::shared_ptr<Trace>> Trace::for_config(const Config& config) {
   std::string pattern = config.trace_file;  // validated with the config
-  if (const char* e = std::getenv("CHORUS_TRACE"); e && *e) {
-    if (auto why = trace_pattern_problem(e); !why.empty()) return Status(Errc::invalid_config, "CHORUS_TRACE " + why);
-    pattern = e;
+  if (auto e = setting_text(SettingId::trace)) {
+    if (auto why = trace_pattern_problem(*e); !why.empty()) return Status(Errc::invalid_config, "CHORUS_TRACE " + why);
+    pattern = *e;
   }
   if (pattern.empty()) return std::shared_ptr<Trace>();
   return std::make_shared<Trace>(std::move(pattern), config.num_devices, config.num_nodes > 0);

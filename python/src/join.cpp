@@ -12,6 +12,7 @@
 #include "core/env.hpp"
 #include "core/host_names.hpp"
 #include "core/secret.hpp"
+#include "core/settings.hpp"
 #include "errors.hpp"
 
 namespace chorus::python {
@@ -76,7 +77,7 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
   Config c;
   c.num_devices = 1;
   c.timeout = timeout;
-  if (size > 1 && std::getenv("CHORUS_ORCHESTRATOR")) {
+  if (size > 1 && setting_text(SettingId::orchestrator)) {
     // Launched by chorus-run (or beside a chorus-orchestrator daemon): its orchestrator, its
     // secret, its numbering, which must be torch's.
     c = launcher_config();

@@ -1,6 +1,7 @@
 #include "transport/shm/shm_channel.hpp"
 
 #include "core/futex.hpp"
+#include "core/settings.hpp"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -43,12 +44,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t
 } // namespace
 
 std::size_t ShmChannel::ring_bytes() {
-  static const std::size_t bytes = [] {
-    std::size_t kib = 4096;
-    if (const char* e = std::getenv("CHORUS_SHM_RING_KIB"))
-      kib = std::clamp<std::size_t>(std::strtoull(e, nullptr, 10), 64, std::size_t{1} << 20);  // 64 KiB .. 1 GiB
-    return kib << 10;
-  }();
+  static const std::size_t bytes = static_cast<std::size_t>(tuned_number(SettingId::shm_ring_kib)) << 10;
   return bytes;
 }
 
