@@ -53,6 +53,8 @@ int parse(int argc, char** argv, Args& a) {
     else if (k == "--at-op") a.at_op = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--elements") a.elements = std::stoul(v);
     else if (k == "--freeze-after-ms") a.freeze_after_ms = std::stoll(v);
+    else if (k == "--freeze-when") a.freeze_when = v;
+    else if (k == "--op") a.op = v;
     else if (k == "--second-victim") a.second_victim = std::stoi(v);
     else if (k == "--exit-when-told") a.exit_when_told = v == "1";
     else if (k == "--elastic") a.elastic = v == "1";

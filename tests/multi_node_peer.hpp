@@ -28,6 +28,10 @@ struct Args {
   std::size_t elements = 50000;  // kill / freeze: f32 elements per all-reduce
   int second_victim = -1;  // shrink-after-kill: the rank that dies when it hears of the first loss
   int64_t freeze_after_ms = -1;  // freeze: stop this long into op --at-op (inside it), not before it
+  // --freeze-when receiving: freeze: stop inside op --at-op once this node waits there for data
+  // (its announcement has left by then), so the others go on sending to a node that takes nothing.
+  std::string freeze_when;
+  std::string op = "all_reduce";  // --op: the kill and freeze scenarios' op (all_reduce or broadcast from rank 0)
   bool exit_when_told = false;  // after NODE DONE, stay in the collective until stdin closes
   bool elastic = false;         // --elastic 1: Config::elastic (newcomers may join)
   bool newcomer = false;        // --newcomer 1: join the running elastic job (says JOINED, see main)

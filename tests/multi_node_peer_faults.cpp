@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <chorus/gpu.hpp>
+#include "actors/global_client/global_client.hpp"
 #include "actors/runtime_impl.hpp"
 #include "multi_node_peer.hpp"
 #include "test_events.hpp"
@@ -101,7 +102,9 @@ int skip(Peer& p, const NodeContext& node) {
 
 // Ops run until, at op --at-op, the victim node dies (or freezes) while the others are inside it;
 // with --freeze-after-ms, the victim freezes that long after entering the op itself (a thread of
-// its own stops the whole process), in the middle of the op's transfers.
+// its own stops the whole process), in the middle of the op's transfers; with --freeze-when
+// receiving, once its node waits in the op for data, which it does only after it has sent its
+// announcement of the op (an event the thread watches for, not a delay).
 int kill_or_freeze(Peer& p, const NodeContext& node) {
   const Args& a = node.args;
   int done = 0;
@@ -109,7 +112,13 @@ int kill_or_freeze(Peer& p, const NodeContext& node) {
     Tensor x = make_input(DType::f32, p.rank(), a.elements, ReduceOp::sum);
     if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
       say("PEER " + std::to_string(p.rank()) + " VICTIM");
-      if (a.scenario == "freeze" && a.freeze_after_ms >= 0)
+      if (a.scenario == "freeze" && a.freeze_when == "receiving")
+        std::thread([global = RuntimeAccess::impl(node.runtime).global, seq = uint64_t{a.at_op}] {
+          while (global->op_waits_for(0, seq).rfind("data from", 0) != 0)
+            std::this_thread::sleep_for(std::chrono::microseconds(200));  // a look at the op, not a guess at its timing
+          raise(SIGSTOP);
+        }).detach();
+      else if (a.scenario == "freeze" && a.freeze_after_ms >= 0)
         std::thread([ms = a.freeze_after_ms] {
           std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the fault's moment, inside the op
           raise(SIGSTOP);
@@ -117,7 +126,7 @@ int kill_or_freeze(Peer& p, const NodeContext& node) {
       else
         raise(a.scenario == "kill" ? SIGKILL : SIGSTOP);
     }
-    must(p.all_reduce(x, ReduceOp::sum));
+    must(a.op == "broadcast" ? p.broadcast(x, 0) : p.all_reduce(x, ReduceOp::sum));
     if (i > a.at_op + 1000) break;
   }
   return done;

@@ -386,6 +386,44 @@ TEST_F(FreezeIn16MiB, RingsOverSocketsEndEveryWaitAtTheAnnouncement) {
   run({"--transport", "network", "--strategy", "ring"});
 }
 
+// A 256 MiB broadcast from rank 0 down a tree of arity 2 (rank 0 sends to nodes 1 and 2 itself):
+// node 2 freezes inside op #3 once it waits there for data, by then its announcement has left (an
+// event, so the freeze never comes before the word, however slow the build), and rank 0
+// is left in a send that node 2 does not take. Its status says so (the one wait that is neither a
+// node's word nor data: `node 2 to take our data`), and the announcement of the loss ends that send.
+TEST_F(MultiNode, ASendToAFrozenNodeIsNamedAsItsTakingOurData) {
+  start_orchestrator(3);
+  auto kids = spawn_nodes({{}, {}, {}}, {"--peers", "1", "--scenario", "freeze", "--victim", "2", "--at-op", "3",
+                                         "--elements", std::to_string(64u << 20), "--transport", "network", "--op",
+                                         "broadcast", "--strategy", "tree:2", "--freeze-when", "receiving",
+                                         "--timeout-ms", "30000"});
+  std::vector<ChildGuard> guards(kids.size());
+  for (std::size_t i = 0; i < kids.size(); ++i) guards[i].pid = kids[i].pid;
+  TimedOutput out(kids);
+  ASSERT_TRUE(out.read_until([&out] { return out.find("PEER 2 VICTIM") != nullptr; }, Clock::now() + 60s)) << out.dump();
+  // Asked until rank 0 has been in op #3 for half a second (node 2 froze as its data began).
+  std::string report, root_waits;
+  for (const auto give_up = Clock::now() + 3s; Clock::now() < give_up && root_waits.empty();) {
+    auto j = query_job_status("127.0.0.1", port_, "", {}, 5000ms);
+    ASSERT_TRUE(j.is_ok()) << j.status().to_string();
+    report = job_status_report(*j);
+    for (const auto& n : j->nodes)
+      for (const auto& p : n.peers)
+        if (p.rank == 0 && p.busy && p.seq == 3 && p.waited_ns >= 500'000'000) root_waits = p.waiting_for;
+  }
+  std::printf("%s", report.c_str());
+  EXPECT_EQ(root_waits, "node 2 to take our data") << report;
+  ASSERT_TRUE(out.read_until([&out] { return out.find("PEER 0 ERR ") != nullptr; }, Clock::now() + 25s))
+      << "rank 0 waited on\n" << out.dump();
+  EXPECT_EQ(status_line(out.find("PEER 0 ERR ")->text).code, "node_lost") << out.dump();
+  kill(kids[out.find("PEER 2 VICTIM")->node].pid, SIGCONT);
+  tell_nodes_to_exit();
+  for (std::size_t i = 0; i < kids.size(); ++i) {
+    EXPECT_GE(wait_or_kill(kids[i].pid, 10000ms), 0) << "node process " << i << " had to be killed";
+    guards[i].pid = -1;
+  }
+}
+
 TEST_F(MultiNode, WrongSecretIsRejectedAndDoesNotDisturbTheOthers) {
   start_orchestrator(2, {"--secret", "s3cret"});
   // Three processes, a collective of two (the later --nodes wins): the one with the wrong secret
