@@ -5,14 +5,14 @@
 #include <chorus/caf.hpp>
 #include <chorus/runtime.hpp>
 
-#include "actors/flight/flight_recorder.hpp"
+#include "observability/flight/flight_recorder.hpp"
 #include "actors/global_client/global_client.hpp"
 #include "actors/global_client/node_status.hpp"
 #include "actors/local_server/local_server.hpp"
 #include "actors/remoting.hpp"
 #include "actors/runtime_impl.hpp"
 #include "actors/peer/arena_path.hpp"
-#include "actors/trace/trace.hpp"
+#include "observability/trace/trace.hpp"
 #include "core/host_names.hpp"
 #include "core/log.hpp"
 #include "core/secret.hpp"

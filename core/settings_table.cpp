@@ -26,22 +26,22 @@ constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSetti
      "the subsystems that log", "`core/log.cpp`"},
     {flight_recorder, "CHORUS_FLIGHT_RECORDER", R::library, K::number, 256, 0, 1048576, "256 (`Config::flight_recorder`)",
      "Ops the flight recorder keeps per local peer; `0` turns it off. Another value is an `invalid_config` error at "
-     "registration naming the variable. See [Flight recorder](observability.md#flight-recorder-actorsflight).",
-     "ops the flight recorder keeps per peer", "`actors/flight/flight_recorder.cpp`"},
+     "registration naming the variable. See [Flight recorder](observability.md#flight-recorder-observabilityflight).",
+     "ops the flight recorder keeps per peer", "`observability/flight/flight_recorder.cpp`"},
     {flight_dir, "CHORUS_FLIGHT_DIR", R::library, K::text, 0, 0, 0, "`Config::flight_dir`, else `$TMPDIR`, else `/tmp`",
      "Where a process writes its recorder (`chorus-flight-PID-K.txt`) when an op fails or on `SIGUSR1`. ctest sets it "
      "to `build/tests/flight-records`.",
-     "where flight recorders are written", "`actors/flight/flight_recorder.cpp`"},
+     "where flight recorders are written", "`observability/flight/flight_recorder.cpp`"},
     {flight_signal, "CHORUS_FLIGHT_SIGNAL", R::library, K::flag, 1, 0, 1, "1 (`Config::flight_signal`)",
      "`1`: `kill -USR1 PID` writes the recorders (unless the host app has its own `SIGUSR1` handler); `0`: it does "
      "not. Another value is an `invalid_config` error at registration naming the variable.",
-     "`0`: `SIGUSR1` does not write the recorders", "`actors/flight/flight_recorder.cpp`"},
+     "`0`: `SIGUSR1` does not write the recorders", "`observability/flight/flight_recorder.cpp`"},
     {trace, "CHORUS_TRACE", R::library, K::text, 0, 0, 0, "unset: no trace (or `Config::trace_file`)",
      "File each process writes its trace to when its `Runtime` shuts down (Chrome Trace Event Format): `%p` becomes "
      "the process id, `%n` the node id, `%%` a `%`; in multi-node mode a name with neither gets `.nodeN` before its "
      "extension. A `%` followed by anything else is an `invalid_config` error at registration naming `CHORUS_TRACE`. "
-     "See [Trace](observability.md#trace-actorstrace).",
-     "the trace file each process writes (Perfetto)", "`actors/trace/trace.cpp` (names: `core/trace_name.hpp`)"},
+     "See [Trace](observability.md#trace-observabilitytrace).",
+     "the trace file each process writes (Perfetto)", "`observability/trace/trace.cpp` (names: `core/trace_name.hpp`)"},
     {spin_us, "CHORUS_SPIN_US", R::library, K::number, 20, 0, kSecondUs, "20 (µs)",
      "How long a wait spins before it sleeps (between peer threads, on the shared-memory rings between processes of "
      "one host, in the arena), where threads do not outnumber the cores (else it does not spin at all: see "
@@ -143,8 +143,8 @@ constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSetti
      "put it into `Config::secret`. The library reads it in `Config::from_env()` only; otherwise a host app sets "
      "`Config::secret`. See [the front door](multi-node.md#reliability-and-security-the-front-door).",
      "the orchestrator's shared secret (never a command line); it also keys the TLS of the links to the orchestrator",
-     "`core/secret.cpp` (for `core/config_env.cpp`, `launch/job_secret.cpp`, `actors/orchestrator/daemon_main.cpp`, "
-     "`actors/ctl/ctl_main.cpp`), `bench/node_launcher.cpp`, `bench/node_run.cpp`, `examples/multi_node.cpp`, "
+     "`core/secret.cpp` (for `core/config_env.cpp`, `launch/job_secret.cpp`, `programs/daemon_main.cpp`, "
+     "`programs/ctl_main.cpp`), `bench/node_launcher.cpp`, `bench/node_run.cpp`, `examples/multi_node.cpp`, "
      "`examples/gpu_nodes.cpp`"},
     {run_ssh, "CHORUS_RUN_SSH", R::programs, K::text, 0, 0, 0, "`ssh`",
      "The command `chorus-run --hosts` starts processes on other hosts with, split at blanks (`CHORUS_RUN_SSH=\"ssh -p "

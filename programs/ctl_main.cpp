@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "actors/ctl/status_query.hpp"
-#include "actors/flight/flight_file.hpp"
-#include "actors/flight/flight_report.hpp"
+#include "observability/flight/flight_file.hpp"
+#include "observability/flight/flight_report.hpp"
 #include "core/secret.hpp"
 #include "core/settings.hpp"
 

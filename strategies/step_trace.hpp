@@ -1,5 +1,5 @@
 // What the executor tells a trace about the steps of one peer's program (the trace itself lives
-// in actors/trace/, above this layer). OpPlan::run takes one only for a traced op and picks a
+// in observability/trace/, above this layer). OpPlan::run takes one only for a traced op and picks a
 // program loop without any timing otherwise, so an op without a trace pays nothing per step.
 #pragma once
 #include <cstddef>

@@ -1,4 +1,4 @@
-// The flight recorder (actors/flight/): what a peer's op leaves in it, the ring forgetting the
+// The flight recorder (observability/flight/): what a peer's op leaves in it, the ring forgetting the
 // oldest, the file read back as written, the report naming the first divergence (a rank that did
 // not call, one that never called any op, a call that differs, a failure), a dump written on its
 // own after a timeout that names the op and the missing rank, and SIGUSR1 writing every recorder
@@ -12,9 +12,9 @@
 #include <thread>
 
 #include <chorus/chorus.hpp>
-#include "actors/flight/flight_file.hpp"
-#include "actors/flight/flight_recorder.hpp"
-#include "actors/flight/flight_report.hpp"
+#include "observability/flight/flight_file.hpp"
+#include "observability/flight/flight_recorder.hpp"
+#include "observability/flight/flight_report.hpp"
 #include "actors/runtime_impl.hpp"
 #include "core/wait.hpp"
 #include "peer_harness.hpp"

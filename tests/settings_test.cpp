@@ -12,7 +12,7 @@
 
 #include <chorus/config.hpp>
 
-#include "actors/flight/flight_recorder.hpp"
+#include "observability/flight/flight_recorder.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
 

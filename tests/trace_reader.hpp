@@ -1,4 +1,4 @@
-// A trace file (actors/trace/) read back for tests: checked to be strict JSON, its complete
+// A trace file (observability/trace/) read back for tests: checked to be strict JSON, its complete
 // events by thread, its metadata events by name and thread.
 #pragma once
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The trace (actors/trace/, CHORUS_TRACE / Config::trace_file): the file of a 3-peer run is
+// The trace (observability/trace/, CHORUS_TRACE / Config::trace_file): the file of a 3-peer run is
 // valid JSON with exactly the expected op spans per rank, their match and step sub-spans inside
 // them, and metadata naming the process and every rank; the executor's spans of remote steps;
 // the bound on records; the naming rule of the file; CHORUS_TRACE winning over the config; off
@@ -13,8 +13,8 @@
 
 #include <chorus/chorus.hpp>
 #include "actors/runtime_impl.hpp"
-#include "actors/trace/trace.hpp"
-#include "actors/trace/trace_json.hpp"
+#include "observability/trace/trace.hpp"
+#include "observability/trace/trace_json.hpp"
 #include "core/trace_name.hpp"
 #include "peer_harness.hpp"
 #include "strategies/executor.hpp"

@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "actors/flight/flight_recorder.hpp"
+#include "observability/flight/flight_recorder.hpp"
 #include "actors/global_client/global_client.hpp"
 #include "actors/local_server/op_validation.hpp"
 #include "actors/local_server/server_core.hpp"

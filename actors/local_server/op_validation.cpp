@@ -2,13 +2,6 @@
 
 namespace chorus {
 
-bool reduces(OpKind k) {
-  return k == OpKind::all_reduce || k == OpKind::reduce || k == OpKind::reduce_scatter;
-}
-bool rooted(OpKind k) {
-  return k == OpKind::reduce || k == OpKind::broadcast || k == OpKind::gather || k == OpKind::scatter;
-}
-
 namespace {
 
 bool by_data(const OpRequestData& r) {
@@ -32,10 +25,6 @@ std::string peer_list(const std::vector<int>& ps) {
 
 std::string peer_names(const std::vector<int>& peers) {
   return (peers.size() == 1 ? "peer " : "peers ") + peer_list(peers);
-}
-
-std::string op_label(OpKind kind, uint64_t seq) {
-  return std::string(to_string(kind)) + " #" + std::to_string(seq);
 }
 
 Status check_request(const OpRequestData& r, int n) {

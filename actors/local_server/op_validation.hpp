@@ -7,6 +7,7 @@
 
 #include <chorus/status.hpp>
 #include "actors/local_server/op_request.hpp"
+#include "core/op_kinds.hpp"  // reduces, rooted: what its checks ask of a kind
 
 namespace chorus {
 
@@ -20,12 +21,6 @@ struct OpShape {
   Shape out_shape;
   Shape agreed_shape;   // the shape every peer passed (by-root forms)
 };
-
-bool reduces(OpKind k);  // the op combines data with a reduce op
-bool rooted(OpKind k);   // the op has a root
-
-// "all_reduce #7"
-std::string op_label(OpKind kind, uint64_t seq);
 
 // "peer 3" or "peers 0, 4": the peers an error or a status report names.
 std::string peer_names(const std::vector<int>& peers);

@@ -1,11 +1,11 @@
 #include "actors/peer/run_op.hpp"
 
-#include "actors/flight/flight_recorder.hpp"
+#include "observability/flight/flight_recorder.hpp"
 #include "actors/global_client/global_client.hpp"
 #include "actors/peer/arena_path.hpp"
 #include "actors/peer/gpu_arena_path.hpp"
 #include "actors/runtime_impl.hpp"
-#include "actors/trace/peer_trace.hpp"
+#include "observability/trace/peer_trace.hpp"
 #include "core/log.hpp"
 #include "cuda/staging.hpp"
 #include "strategies/reduce_kernels.hpp"

@@ -9,7 +9,7 @@
 #include <chorus/peer.hpp>
 #include "actors/local_server/call.hpp"
 #include "actors/peer/peer_state.hpp"
-#include "actors/trace/peer_trace.hpp"
+#include "observability/trace/peer_trace.hpp"
 
 namespace chorus::peer_impl {
 

@@ -1,4 +1,4 @@
-#include "actors/flight/flight_clock.hpp"
+#include "observability/flight/flight_clock.hpp"
 
 #include <chrono>
 #include <fstream>

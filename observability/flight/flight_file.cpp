@@ -1,4 +1,4 @@
-#include "actors/flight/flight_file.hpp"
+#include "observability/flight/flight_file.hpp"
 
 #include <charconv>
 #include <map>

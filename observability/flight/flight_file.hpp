@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include <chorus/result.hpp>
-#include "actors/flight/flight_row.hpp"
+#include "observability/flight/flight_row.hpp"
 
 namespace chorus {
 

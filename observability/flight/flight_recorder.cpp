@@ -1,4 +1,4 @@
-#include "actors/flight/flight_recorder.hpp"
+#include "observability/flight/flight_recorder.hpp"
 
 #include <unistd.h>
 
@@ -11,8 +11,8 @@
 #include <fstream>
 
 #include <chorus/config.hpp>
-#include "actors/flight/flight_clock.hpp"
-#include "actors/flight/flight_file.hpp"
+#include "observability/flight/flight_clock.hpp"
+#include "observability/flight/flight_file.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"

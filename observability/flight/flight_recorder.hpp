@@ -21,7 +21,7 @@
 #include <chorus/status.hpp>
 #include <chorus/tensor.hpp>
 #include <chorus/types.hpp>
-#include "actors/flight/flight_row.hpp"
+#include "observability/flight/flight_row.hpp"
 #include "strategies/tuning.hpp"
 
 namespace chorus {

@@ -1,4 +1,4 @@
-#include "actors/flight/flight_report.hpp"
+#include "observability/flight/flight_report.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/flight/flight_row.hpp"
+#include "observability/flight/flight_row.hpp"
 #include "messages/status_codec.hpp"  // rank_list, rank_phrase
 
 namespace chorus {

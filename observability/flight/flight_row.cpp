@@ -1,6 +1,6 @@
-#include "actors/flight/flight_row.hpp"
+#include "observability/flight/flight_row.hpp"
 
-#include "actors/local_server/op_validation.hpp"  // reduces, rooted
+#include "core/op_kinds.hpp"
 
 namespace chorus {
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/flight/flight_recorder.hpp"
+#include "observability/flight/flight_recorder.hpp"
 #include "core/log.hpp"
 
 namespace chorus {

@@ -1,8 +1,8 @@
-#include "actors/trace/peer_trace.hpp"
+#include "observability/trace/peer_trace.hpp"
 
 #include <algorithm>
 
-#include "actors/flight/flight_clock.hpp"
+#include "observability/flight/flight_clock.hpp"
 
 namespace chorus {
 

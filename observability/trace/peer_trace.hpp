@@ -13,8 +13,8 @@
 
 #include <chorus/status.hpp>
 #include <chorus/types.hpp>
-#include "actors/flight/flight_recorder.hpp"
-#include "actors/trace/span_log.hpp"
+#include "observability/flight/flight_recorder.hpp"
+#include "observability/trace/span_log.hpp"
 #include "strategies/step_trace.hpp"
 #include "strategies/tuning.hpp"
 

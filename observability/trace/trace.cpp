@@ -1,4 +1,4 @@
-#include "actors/trace/trace.hpp"
+#include "observability/trace/trace.hpp"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include <chorus/config.hpp>
-#include "actors/trace/trace_json.hpp"
+#include "observability/trace/trace_json.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "core/trace_name.hpp"

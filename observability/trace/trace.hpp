@@ -12,7 +12,7 @@
 #include <vector>
 
 #include <chorus/result.hpp>
-#include "actors/trace/peer_trace.hpp"
+#include "observability/trace/peer_trace.hpp"
 
 namespace chorus {
 

@@ -1,10 +1,10 @@
-#include "actors/trace/trace_json.hpp"
+#include "observability/trace/trace_json.hpp"
 
 #include <string>
 #include <string_view>
 
-#include "actors/flight/flight_clock.hpp"
-#include "actors/local_server/op_validation.hpp"
+#include "observability/flight/flight_clock.hpp"
+#include "core/op_kinds.hpp"
 
 namespace chorus {
 

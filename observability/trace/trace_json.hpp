@@ -11,7 +11,7 @@
 #include <ostream>
 #include <vector>
 
-#include "actors/trace/peer_trace.hpp"
+#include "observability/trace/peer_trace.hpp"
 
 namespace chorus {
 
