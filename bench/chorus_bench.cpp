@@ -17,6 +17,7 @@
 
 #include <chorus/chorus.hpp>
 #include "cuda/gpu.hpp"
+#include "explain.hpp"
 #include "node_launcher.hpp"
 #include "node_run.hpp"
 #include "op_runner.hpp"
@@ -90,6 +91,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::vector<std::size_t> sizes = sweep(o);
+  if (o.explain) return explain(o, sizes);
   if (o.multi_node() && !o.launcher()) return run_node(o, sizes);
 
   Config cfg;

@@ -157,6 +157,9 @@ std::string usage(std::string_view program) {
     "                     orchestrator and to every node it starts\n"
     "  --seal-data 0|1    1: without TLS files, the data connections between nodes are TLS keyed by\n"
     "                     the secret (Config::seal_data; no certificates)\n"
+    "  --explain 0|1      1: run nothing; print, for each size, the planner's decision for these\n"
+    "                     options: where the op meets first (the arena), what runs it otherwise, the\n"
+    "                     rounds and messages of its schedule, and why (strategies/planner.hpp)\n"
     "\n"
     "Columns: size (B), count (elements), type, redop, root (-1: unrooted), time (us per iteration\n"
     "of the slowest peer, mean over ITERS), algbw = size / time (GB/s), busbw = algbw x factor\n"
@@ -202,7 +205,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
         "--op", "--peers", "--dtype", "--redop", "--strategy", "-b", "--minbytes", "-e", "--maxbytes",
         "-f", "--stepfactor", "-n", "--iters", "-w", "--warmup_iters", "--root", "-c", "--check",
         "--timeout-ms", "--device", "--gpus", "--group", "--nodes", "--orchestrator", "--node-address", "--secret", "--transport",
-        "--tls-cert", "--tls-key", "--tls-ca", "--seal-data"};
+        "--tls-cert", "--tls-key", "--tls-ca", "--seal-data", "--explain"};
     if (std::find(std::begin(known), std::end(known), flag) == std::end(known))
       return fail("unknown flag " + std::string(args[i]));
     auto v = next();
@@ -293,6 +296,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
       o.node_address = vs;
     } else if (flag == "--secret") {
       o.secret = vs;
+    } else if (flag == "--explain") {
+      if (vs != "0" && vs != "1") return fail("--explain " + vs + ": expected 0 or 1");
+      o.explain = vs == "1";
     } else if (flag == "--seal-data") {
       if (vs != "0" && vs != "1") return fail("--seal-data " + vs + ": expected 0 or 1");
       o.seal_data = vs == "1";

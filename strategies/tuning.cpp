@@ -35,9 +35,16 @@ std::size_t op_bytes(OpKind op, DType dtype, std::size_t count, int n) {
 // The size rule shared by both levels: latency bound below the threshold, bandwidth bound at or
 // above it (the README has the measurements).
 Strategy by_size(const StrategyChoice& c, const Config& config, bool shared_memory, OpKind op, std::size_t bytes,
-                 int n) {
-  if (!auto_or_nccl(c)) return c.fixed;
+                 int n, std::string* why) {
+  if (!auto_or_nccl(c)) {
+    if (why) *why += "the configured strategy";
+    return c.fixed;
+  }
   const bool small = bytes < config.auto_threshold_bytes || n < 2 || op == OpKind::barrier;
+  if (why)
+    *why += op == OpKind::barrier ? "a barrier" :
+            std::to_string(bytes) + " B " + (small ? "<" : ">=") + " the threshold (" +
+                std::to_string(config.auto_threshold_bytes) + " B)";
   if (shared_memory) return {small ? Algorithm::centralized : Algorithm::direct, 2};
   if (small) return {Algorithm::tree, config.auto_tree_arity};
   return {Algorithm::ring, 2};
@@ -45,7 +52,7 @@ Strategy by_size(const StrategyChoice& c, const Config& config, bool shared_memo
 
 // Over a network among n peers. `separate`: every one of them is on a node of its own.
 Strategy over_network(const Config& config, OpKind op, DType dtype, std::size_t count, int n, bool separate,
-                      bool crowded) {
+                      bool crowded, std::string* why) {
   const StrategyChoice& c = config.global[static_cast<std::size_t>(op)];
   const std::size_t bytes = op_bytes(op, dtype, count, n);
   // Every peer in its own process and a small buffer: one exchange in which every peer folds
@@ -57,10 +64,17 @@ Strategy over_network(const Config& config, OpKind op, DType dtype, std::size_t 
   const std::size_t inflow = bytes * static_cast<std::size_t>(n > 1 ? n - 1 : 1);
   const bool small = op == OpKind::all_reduce && n >= 2 && inflow < config.auto_threshold_bytes;
   if (auto_or_nccl(c) && separate && small) {
-    if (!crowded || n == 2) return {Algorithm::oneshot, 2};
-    if (n <= kStarPeers) return {Algorithm::centralized, 2};
+    const std::string inflow_is = "an inflow of " + std::to_string(inflow) + " B < the threshold, every peer a node";
+    if (!crowded || n == 2) {
+      if (why) *why += inflow_is;
+      return {Algorithm::oneshot, 2};
+    }
+    if (n <= kStarPeers) {
+      if (why) *why += inflow_is + ", crowding the cores, up to " + std::to_string(kStarPeers) + " peers";
+      return {Algorithm::centralized, 2};
+    }
   }
-  return by_size(c, config, /*shared_memory=*/false, op, bytes, n);
+  return by_size(c, config, /*shared_memory=*/false, op, bytes, n, why);
 }
 
 } // namespace
@@ -86,11 +100,12 @@ bool crowded(const Topology& t) {
   return false;
 }
 
-RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& t) {
+RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& t, std::string* why) {
   const int n = t.peers;
   if (t.shared_memory) {
     const StrategyChoice& c = config.local[static_cast<std::size_t>(op)];
-    return RunStrategy::flat(by_size(c, config, /*shared_memory=*/true, op, op_bytes(op, dtype, count, n), n));
+    if (why) *why += "one process: ";
+    return RunStrategy::flat(by_size(c, config, /*shared_memory=*/true, op, op_bytes(op, dtype, count, n), n, why));
   }
   std::vector<bool> seen;
   int nodes = 0;
@@ -117,11 +132,16 @@ RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count
   const bool hier_kind = op == OpKind::all_reduce || op == OpKind::all_gather || op == OpKind::reduce_scatter;
   // Several hosts, one of them with several node processes sharing its memory: one leader per
   // host, so that only the leaders' op crosses the network.
-  if (hier_kind && auto_or_nccl(config.global[static_cast<std::size_t>(op)]) && hosts >= 2 && hosts < nodes)
-    return RunStrategy::among_hosts(over_network(config, op, dtype, count, hosts, /*separate=*/true, crowd));
-  if (hier_kind && auto_or_nccl(config.global[static_cast<std::size_t>(op)]) && nodes >= 2 && nodes < n)
-    return RunStrategy::among_leaders(over_network(config, op, dtype, count, nodes, /*separate=*/true, crowd));
-  return RunStrategy::flat(over_network(config, op, dtype, count, n, /*separate=*/nodes == n, crowd));
+  if (hier_kind && auto_or_nccl(config.global[static_cast<std::size_t>(op)]) && hosts >= 2 && hosts < nodes) {
+    if (why) *why += std::to_string(hosts) + " hosts of " + std::to_string(nodes) + " nodes: one leader per host; among them, ";
+    return RunStrategy::among_hosts(over_network(config, op, dtype, count, hosts, /*separate=*/true, crowd, why));
+  }
+  if (hier_kind && auto_or_nccl(config.global[static_cast<std::size_t>(op)]) && nodes >= 2 && nodes < n) {
+    if (why) *why += std::to_string(n) + " peers on " + std::to_string(nodes) + " nodes: one leader per node; among them, ";
+    return RunStrategy::among_leaders(over_network(config, op, dtype, count, nodes, /*separate=*/true, crowd, why));
+  }
+  if (why) *why += std::to_string(nodes) + (nodes == 1 ? " node: " : " nodes: ");
+  return RunStrategy::flat(over_network(config, op, dtype, count, n, /*separate=*/nodes == n, crowd, why));
 }
 
 std::size_t arena_slot_bytes(uint32_t peers) {

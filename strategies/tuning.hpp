@@ -108,7 +108,9 @@ inline constexpr int kStarPeers = 8;
 //  - network otherwise: a tree of config.auto_tree_arity below the threshold, the ring above.
 // Crowded: node processes of the op that share one machine outnumber its hardware threads, so
 // every message costs CPU time they all wait for.
-RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& topology);
+// `why`, where given, is told the rule that decided, in words (strategies/planner.hpp's explanation).
+RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& topology,
+                 std::string* why = nullptr);
 
 // Whether the op's node processes crowd some machine (see tune); false in shared memory.
 bool crowded(const Topology& topology);

@@ -1,0 +1,119 @@
+// The planner (strategies/planner.hpp) as plain data: one op and where its peers are, in; the plan
+// and its reasons, out.
+#include <gtest/gtest.h>
+
+#include <chorus/config.hpp>
+
+#include "strategies/planner.hpp"
+
+namespace chorus {
+namespace {
+
+PlanQuery threads(int peers, OpKind kind, std::size_t count) {
+  PlanQuery q;
+  q.kind = kind;
+  q.count = count;
+  q.topology.peers = peers;
+  q.arena_slot = 64 << 10;
+  return q;
+}
+
+// `nodes` node processes of `per_node` peers each on one host of `cores` hardware threads.
+PlanQuery nodes(uint32_t nodes, uint32_t per_node, OpKind kind, std::size_t count, unsigned cores = 64) {
+  PlanQuery q;
+  q.kind = kind;
+  q.count = count;
+  q.topology.peers = static_cast<int>(nodes * per_node);
+  q.topology.shared_memory = false;
+  for (uint32_t r = 0; r < nodes * per_node; ++r) q.topology.rank_node.push_back(r / per_node);
+  for (uint32_t k = 0; k < nodes; ++k) {
+    q.topology.node_host.push_back("h");
+    q.topology.node_threads.push_back(cores);
+    q.topology.node_domain.push_back(100 + k);  // each its own: the network between them
+    q.topology.node_gpus.push_back(1);
+  }
+  return q;
+}
+
+std::string plan(const PlanQuery& q, const Config& c = Config{}) { return to_string(plan_op(c, q)); }
+
+TEST(Planner, SmallOpsOfThreadsMeetInTheArenaAndLargeOnesRunDirect) {
+  auto small = plan_op(Config{}, threads(4, OpKind::all_reduce, 256));
+  EXPECT_EQ(small.first, RunStrategy::Path::arena);
+  EXPECT_EQ(to_string(small.path), "centralized");
+  EXPECT_EQ(small.rounds, 2u);
+  EXPECT_EQ(small.messages, 6u);  // 3 peers hand in, the center hands 3 back
+  EXPECT_EQ(plan(threads(4, OpKind::all_reduce, 256)),
+            "arena, else centralized (2 rounds, 6 messages): 1024 B fit the arena's slot of 65536 B; one process: "
+            "1024 B < the threshold (262144 B)");
+  auto large = plan_op(Config{}, threads(4, OpKind::all_reduce, 1 << 20));
+  EXPECT_EQ(large.first, RunStrategy::Path::none);
+  EXPECT_EQ(to_string(large.path), "direct");
+  EXPECT_NE(large.why.find("4194304 B do not fit the arena's slot of 65536 B"), std::string::npos) << large.why;
+}
+
+TEST(Planner, TheArenaServesOnlyTheWorldsAutoOpsWhereOneIsMapped) {
+  auto q = threads(4, OpKind::all_reduce, 16);
+  q.world = false;
+  EXPECT_EQ(plan_op(Config{}, q).first, RunStrategy::Path::none);
+  q = threads(4, OpKind::broadcast, 16);
+  q.root_from_data = true;
+  EXPECT_EQ(plan_op(Config{}, q).first, RunStrategy::Path::none);
+  q = threads(4, OpKind::all_reduce, 16);
+  q.arena_slot = 0;  // CHORUS_ARENA_KIB=0
+  EXPECT_EQ(plan_op(Config{}, q).first, RunStrategy::Path::none);
+  Config ring;
+  ring.with_local_strategy(StrategyChoice{false, Strategy{Algorithm::ring, 2}});
+  const auto fixed = plan_op(ring, threads(4, OpKind::all_reduce, 16));
+  EXPECT_EQ(fixed.first, RunStrategy::Path::none) << "a strategy named in the config runs as named";
+  EXPECT_EQ(to_string(fixed.path), "ring");
+  EXPECT_NE(fixed.why.find("the configured strategy"), std::string::npos) << fixed.why;
+}
+
+TEST(Planner, ARootedOpFitsTheArenaByWhatItsRootPosts) {
+  // A scatter's root posts every block: 4 x 4 KiB of f32 is 64 KiB, the slot; one element more is not.
+  EXPECT_EQ(plan_op(Config{}, threads(4, OpKind::scatter, 4096)).first, RunStrategy::Path::arena);
+  EXPECT_EQ(plan_op(Config{}, threads(4, OpKind::scatter, 4097)).first, RunStrategy::Path::none);
+}
+
+TEST(Planner, AcrossNodesTheRulesOfTheNetworkDecide) {
+  // Every peer a node of its own, small: one exchange (one-shot); crowded cores: a star.
+  EXPECT_EQ(to_string(plan_op(Config{}, nodes(4, 1, OpKind::all_reduce, 64)).path), "oneshot");
+  EXPECT_EQ(to_string(plan_op(Config{}, nodes(4, 1, OpKind::all_reduce, 64, /*cores=*/2)).path), "centralized");
+  // Several peers per node: one leader per node.
+  const auto hier = plan_op(Config{}, nodes(2, 2, OpKind::all_reduce, 1 << 20));
+  EXPECT_EQ(to_string(hier.path), "hier+ring");
+  EXPECT_NE(hier.why.find("4 peers on 2 nodes: one leader per node"), std::string::npos) << hier.why;
+  EXPECT_GT(hier.rounds, 0u);
+  EXPECT_EQ(to_string(plan_op(Config{}, nodes(3, 1, OpKind::broadcast, 1 << 20)).path), "ring");
+  EXPECT_EQ(to_string(plan_op(Config{}, nodes(3, 1, OpKind::broadcast, 16)).path), "tree:2");
+}
+
+TEST(Planner, GpuTensorsAcrossNodesGoThroughNcclOrAreStaged) {
+  auto q = nodes(2, 1, OpKind::all_reduce, 1024);
+  q.on_device = true;
+  q.nccl_serves = true;
+  const auto nccl = plan_op(Config{}, q);
+  EXPECT_EQ(to_string(nccl.path), "nccl");
+  EXPECT_FALSE(nccl.staged);
+  q.topology.node_gpus[1] = 0;  // a node without a GPU: every node stages
+  const auto staged = plan_op(Config{}, q);
+  EXPECT_TRUE(staged.staged);
+  EXPECT_EQ(staged.path.path, RunStrategy::Path::schedule);
+  EXPECT_NE(staged.why.find("some node has no GPU"), std::string::npos) << staged.why;
+  q.topology.node_gpus[1] = 1;
+  q.nccl_serves = false;
+  EXPECT_NE(plan_op(Config{}, q).why.find("NCCL cannot serve the op"), std::string::npos);
+}
+
+TEST(Planner, SendAndRecvAreACopyBetweenThePair) {
+  EXPECT_EQ(plan(threads(2, OpKind::send, 100)), "p2p: a copy between the pair");
+  auto q = nodes(2, 1, OpKind::recv, 100);
+  q.on_device = true;
+  const auto d = plan_op(Config{}, q);
+  EXPECT_EQ(d.path.path, RunStrategy::Path::p2p);
+  EXPECT_TRUE(d.staged);
+}
+
+} // namespace
+} // namespace chorus
