@@ -8,7 +8,7 @@
 namespace chorus {
 
 namespace {
-constexpr const char* kPassageSilence = "chorus.passage-silence";
+constexpr char kPassageSilence[] = "chorus.passage-silence";  // an array: CAF 0.17's string_view takes one, not a pointer (clang)
 }
 
 void load_remoting(caf::actor_system_config& cfg, std::chrono::milliseconds heartbeat, const TlsFiles& tls,

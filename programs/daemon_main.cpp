@@ -16,6 +16,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -101,7 +102,7 @@ struct DaemonConfig : caf::actor_system_config {
     return "";
   }
 
-  bool has(const char* key) const { return content.count(key) != 0; }
+  bool has(const char* key) const { return content.count(caf::string_view{key, std::strlen(key)}) != 0; }
 };
 
 // "bad argument --nodes=abc (unexpected character)" rather than CAF's

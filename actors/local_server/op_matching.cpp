@@ -107,7 +107,8 @@ void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t i
                                     std::to_string(req.peer) + " called twice with one sequence number"});
   op.arrivals[rank] = Arrival{std::move(req), std::move(call)};
   if (++op.arrived == n) {
-    if (!prepare_launch(it->first, op, fx.op.emplace())) fx.op.reset();
+    Launch l;  // not fx.op.emplace(): clang, in some unity chunks, finds Launch not default-constructible there
+    if (prepare_launch(it->first, op, l)) fx.op = std::move(l);
     op_timers_.erase(op.timer);
     ops_.erase(it);
   }
