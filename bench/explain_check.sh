@@ -29,6 +29,7 @@ check --peers 4
 check --peers 3 --op broadcast --root 2
 check --peers 4 --op all_gather --strategy ring
 check --peers 2 --op reduce_scatter --group 1,0
+check --nodes 1 --peers 2
 check --nodes 2 --peers 2
 check --nodes 3 --peers 1 --transport network
 check --nodes 2 --peers 1 --op broadcast
