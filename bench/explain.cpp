@@ -76,6 +76,7 @@ int explain(const Options& o, const std::vector<std::size_t>& sizes) {
   if (!o.multi_node() || one_domain) q.arena_slot = arena_slot_bytes(o.multi_node() ? o.nodes * o.peers : o.peers);
   q.arena_across_nodes = one_domain;
   q.nccl_serves = q.on_device && gpu::nccl_serves(q.kind, q.dtype, q.redop);
+  q.distinct_gpus = q.on_device && o.gpus >= o.peers;  // peer r on GPU r mod --gpus
   std::printf("# chorus-bench --explain: op %s, %u peer(s)%s, dtype %s: the planner's decision for each size "
               "(strategies/planner.hpp); nothing runs\n",
               std::string(to_string(o.op)).c_str(), o.participants(),

@@ -91,7 +91,9 @@ std::string settings_report() {
   for (const Setting& s : settings()) {
     if (s.reader == SettingReader::tests) continue;
     auto text = env_text(s.name);
-    out += std::string(s.name) + " = " + (text ? *text : "(unset)");
+    // The secret is kept off command lines and out of logs: say only that it is set.
+    const bool hidden = s.id == SettingId::secret && text;
+    out += std::string(s.name) + " = " + (hidden ? "(set; not shown)" : text ? *text : "(unset)");
     out += std::string("   default: ") + s.shown_default + "; takes: " + takes(s);
     if (text)
       if (auto why = problem(s, *text); !why.empty()) out += "\n  ! " + why;

@@ -15,14 +15,14 @@ constexpr uint64_t kSecondUs = 1000000;
 
 constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSettings{{
     {debug, "CHORUS_DEBUG", R::library, K::text, 0, 0, 0, "unset: silent (or `Config::debug`)",
-     "Log level: `error`, `warn`, `info` or `trace` (`none` or empty: silent). Wins over `Config::debug`; a value "
-     "that is none of these leaves the log silent and makes the process ignore `Config::debug` too. See "
+     "Log level: `error`, `warn`, `info` or `trace` (`none`: silent). Wins over `Config::debug`; a value that is none "
+     "of these leaves the log silent and makes the process ignore `Config::debug` too (empty counts as unset). See "
      "[Logging](observability.md#logging-coreloghpp).",
      "log level ([observability](docs/observability.md))", "`core/log.cpp`"},
     {debug_subsys, "CHORUS_DEBUG_SUBSYS", R::library, K::text, 0, 0, 0, "all (or `Config::debug_subsys`)",
-     "Which subsystems log: a comma-separated list of `init`, `op`, `net`, `shm`, `orch`, `cuda`, or `all` (empty: "
-     "all). Wins over `Config::debug_subsys`; a list with an unknown name is ignored as a whole (all subsystems), and "
-     "so is `Config::debug_subsys`.",
+     "Which subsystems log: a comma-separated list of `init`, `op`, `net`, `shm`, `orch`, `cuda`, or `all`. Wins over "
+     "`Config::debug_subsys`; a list with an unknown name is ignored as a whole (all subsystems), and so is "
+     "`Config::debug_subsys` (empty counts as unset).",
      "the subsystems that log", "`core/log.cpp`"},
     {flight_recorder, "CHORUS_FLIGHT_RECORDER", R::library, K::number, 256, 0, 1048576, "256 (`Config::flight_recorder`)",
      "Ops the flight recorder keeps per local peer; `0` turns it off. Another value is an `invalid_config` error at "
@@ -32,9 +32,9 @@ constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSetti
      "Where a process writes its recorder (`chorus-flight-PID-K.txt`) when an op fails or on `SIGUSR1`. ctest sets it "
      "to `build/tests/flight-records`.",
      "where flight recorders are written", "`observability/flight/flight_recorder.cpp`"},
-    {flight_signal, "CHORUS_FLIGHT_SIGNAL", R::library, K::flag, 1, 0, 1, "1 (`Config::flight_signal`)",
-     "`1`: `kill -USR1 PID` writes the recorders (unless the host app has its own `SIGUSR1` handler); `0`: it does "
-     "not. Another value is an `invalid_config` error at registration naming the variable.",
+    {flight_signal, "CHORUS_FLIGHT_SIGNAL", R::library, K::text, 0, 0, 0, "on (`Config::flight_signal`)",
+     "`0`: `kill -USR1 PID` does not write the recorders; any other value: it does (unless the host app has its own "
+     "`SIGUSR1` handler).",
      "`0`: `SIGUSR1` does not write the recorders", "`observability/flight/flight_recorder.cpp`"},
     {trace, "CHORUS_TRACE", R::library, K::text, 0, 0, 0, "unset: no trace (or `Config::trace_file`)",
      "File each process writes its trace to when its `Runtime` shuts down (Chrome Trace Event Format): `%p` becomes "

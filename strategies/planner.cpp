@@ -59,7 +59,7 @@ PlanDecision plan_op(const Config& config, const PlanQuery& q) {
   PlanDecision d;
   const bool across = !q.topology.shared_memory;
   if (p2p(q.kind)) {
-    d.path = RunStrategy::of(q.on_device && !across ? RunStrategy::Path::device : RunStrategy::Path::p2p);
+    d.path = RunStrategy::of(RunStrategy::Path::p2p);
     d.staged = q.on_device && across;
     say(d, q.on_device ? (across ? "GPU tensors across nodes: staged through host memory, then a copy between the pair"
                                  : "GPU tensors of one process: a device copy between the pair")
@@ -93,8 +93,18 @@ PlanDecision plan_op(const Config& config, const PlanQuery& q) {
       d.first = RunStrategy::Path::device;
       say(d, "peers of one process meet first; where their buffers lie on one GPU a lead runs the op");
     }
-    d.path = RunStrategy::of(RunStrategy::Path::device);
-    say(d, "the on-device plan (NCCL where the peers' GPUs are distinct and NCCL serves the op)");
+    // The local server's device run (actors/local_server/device_run.cpp): NCCL where the strategy
+    // allows it, every peer has a GPU of its own and NCCL serves the op, else the on-device plan.
+    if (auto_or_nccl(config.local[static_cast<std::size_t>(q.kind)]) && q.distinct_gpus && q.nccl_serves) {
+      d.path = RunStrategy::of(RunStrategy::Path::nccl);
+      say(d, "every peer on a GPU of its own and NCCL serves the op (unless a peer's input and output overlap "
+             "other than in place: then the on-device plan)");
+    } else {
+      d.path = RunStrategy::of(RunStrategy::Path::device);
+      say(d, !q.distinct_gpus ? "peers share a GPU: the on-device plan"
+             : !q.nccl_serves ? "NCCL cannot serve the op: the on-device plan"
+                              : "a host strategy is configured: the on-device plan");
+    }
     return d;
   }
   if (arena_open(config, q)) {

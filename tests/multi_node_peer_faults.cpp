@@ -113,10 +113,21 @@ int kill_or_freeze(Peer& p, const NodeContext& node) {
     if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
       say("PEER " + std::to_string(p.rank()) + " VICTIM");
       if (a.scenario == "freeze" && a.freeze_when == "receiving")
-        std::thread([global = RuntimeAccess::impl(node.runtime).global, seq = uint64_t{a.at_op}] {
-          while (global->op_waits_for(0, seq).rfind("data from", 0) != 0)
-            std::this_thread::sleep_for(std::chrono::microseconds(200));  // a look at the op, not a guess at its timing
-          raise(SIGSTOP);
+        std::thread([weak = std::weak_ptr<GlobalClient>(RuntimeAccess::impl(node.runtime).global),
+                     seq = uint64_t{a.at_op}, give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60)] {
+          // A look at the op every 200 us, not a guess at its timing; bounded, should the op end
+          // (or fail) without ever waiting for data: then the test hears FREEZE MISSED.
+          while (std::chrono::steady_clock::now() < give_up) {
+            auto global = weak.lock();
+            if (!global) break;
+            if (global->op_waits_for(0, seq).rfind("data from", 0) == 0) {
+              raise(SIGSTOP);
+              return;
+            }
+            global.reset();
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+          }
+          say("FREEZE MISSED");
         }).detach();
       else if (a.scenario == "freeze" && a.freeze_after_ms >= 0)
         std::thread([ms = a.freeze_after_ms] {

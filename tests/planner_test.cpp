@@ -106,8 +106,24 @@ TEST(Planner, GpuTensorsAcrossNodesGoThroughNcclOrAreStaged) {
   EXPECT_NE(plan_op(Config{}, q).why.find("NCCL cannot serve the op"), std::string::npos);
 }
 
+TEST(Planner, GpuTensorsOfOneProcessGoThroughNcclWhereEveryPeerHasItsOwnGpu) {
+  auto q = threads(4, OpKind::all_reduce, 1024);
+  q.on_device = true;
+  q.nccl_serves = true;
+  q.distinct_gpus = true;
+  EXPECT_EQ(to_string(plan_op(Config{}, q).path), "nccl");
+  q.distinct_gpus = false;  // logical peers sharing one GPU
+  const auto shared = plan_op(Config{}, q);
+  EXPECT_EQ(to_string(shared.path), "device");
+  EXPECT_NE(shared.why.find("peers share a GPU"), std::string::npos) << shared.why;
+  EXPECT_EQ(shared.first, RunStrategy::Path::device);  // they meet first, where a lead runs the op
+}
+
 TEST(Planner, SendAndRecvAreACopyBetweenThePair) {
   EXPECT_EQ(plan(threads(2, OpKind::send, 100)), "p2p: a copy between the pair");
+  auto gpu = threads(2, OpKind::send, 100);
+  gpu.on_device = true;  // as the local server reports a pair of GPU tensors too
+  EXPECT_EQ(plan_op(Config{}, gpu).path.path, RunStrategy::Path::p2p);
   auto q = nodes(2, 1, OpKind::recv, 100);
   q.on_device = true;
   const auto d = plan_op(Config{}, q);

@@ -152,18 +152,28 @@ TEST(Settings, TheOncePerProcessReaderTakesTheDefaultForAWrongValueAndSaysSo) {
       << lines[1];
 }
 
-TEST(Settings, AWrongFlightSignalFailsRegistrationNamingIt) {
-  ScopedEnv e("CHORUS_FLIGHT_SIGNAL", "on");
+TEST(Settings, AWrongFlightRecorderSizeFailsRegistrationNamingIt) {
+  ScopedEnv n("CHORUS_FLIGHT_RECORDER", "lots");
+  ScopedEnv off("CHORUS_FLIGHT_SIGNAL", "0");  // (any other value: on, as it always was)
   Config c;
   auto r = FlightRecorder::for_config(c);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), Errc::invalid_config);
-  EXPECT_EQ(r.status().message(), "CHORUS_FLIGHT_SIGNAL='on' is not 0 or 1");
-  ScopedEnv off("CHORUS_FLIGHT_SIGNAL", "0");
-  ScopedEnv n("CHORUS_FLIGHT_RECORDER", "7");
+  EXPECT_EQ(r.status().message(), "CHORUS_FLIGHT_RECORDER='lots' is not a whole number from 0 to 1048576");
+  ScopedEnv seven("CHORUS_FLIGHT_RECORDER", "7");
   auto ok = FlightRecorder::for_config(c);
   ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
   ASSERT_NE(*ok, nullptr);
+}
+
+TEST(Settings, TheReportShowsEveryValueButTheSecret) {
+  ScopedEnv s("CHORUS_SECRET", "hunter2"), p("CHORUS_PEERS", "0");
+  const std::string report = settings_report();
+  EXPECT_EQ(report.find("hunter2"), std::string::npos) << report;
+  EXPECT_NE(report.find("CHORUS_SECRET = (set; not shown)"), std::string::npos) << report;
+  EXPECT_NE(report.find("CHORUS_PEERS = 0"), std::string::npos) << report;
+  EXPECT_NE(report.find("! CHORUS_PEERS='0' is not a whole number from 1 to 4096"), std::string::npos) << report;
+  EXPECT_EQ(report.find("CHORUS_FAULT_KIND"), std::string::npos) << "the tests' variables are not the user's";
 }
 
 // docs/settings.md and the README are made from the table (scripts/settings_doc.sh).
@@ -188,7 +198,8 @@ TEST(Settings, EveryVariableTheCodeNamesIsInTheTable) {
   std::set<std::string> missing;
   std::size_t files = 0, seen = 0;
   for (const char* dir : {"actors", "bench", "core", "cuda", "engine", "examples", "gradsync", "include", "launch",
-                          "messages", "python", "scripts", "strategies", "tests", "transport", ".ci"}) {
+                          "messages", "observability", "programs", "python", "scripts", "strategies", "tests",
+                          "transport", ".ci"}) {
     if (!fs::exists(kRoot / dir)) continue;
     for (const auto& f : fs::recursive_directory_iterator(kRoot / dir)) {
       if (!f.is_regular_file() || !kinds.count(f.path().extension().string()) && f.path().filename() != "run") continue;

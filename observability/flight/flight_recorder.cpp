@@ -58,9 +58,8 @@ Result<std::shared_ptr<FlightRecorder>> FlightRecorder::for_config(const Config&
   if (*from_env) entries = static_cast<uint32_t>(**from_env);
   if (entries == 0) return std::shared_ptr<FlightRecorder>();
   const std::string dir = setting_text(SettingId::flight_dir).value_or(config.flight_dir);
-  auto signal_env = setting_number(SettingId::flight_signal);
-  if (!signal_env) return signal_env.status();
-  const bool signal = *signal_env ? **signal_env == 1 : config.flight_signal;
+  const auto signal_env = setting_text(SettingId::flight_signal);
+  const bool signal = signal_env ? *signal_env != "0" : config.flight_signal;
   auto r = std::make_shared<FlightRecorder>(config.num_devices, entries, std::move(dir));
   if (config.num_nodes == 0) r->set_world(config.num_devices);  // one process: its peers are the job
   if (signal) watch_for_dump_signal(r);

@@ -103,7 +103,7 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
       // loopback; the door listens on every interface, as torch's store does.
       std::string host = "127.0.0.1";
       if (!one_host) {
-        host = env_text("CHORUS_NODE_ADDRESS").value_or(env_text("MASTER_ADDR").value_or(first_address(me, true)));
+        host = setting_text(SettingId::node_address).value_or(env_text("MASTER_ADDR").value_or(first_address(me, true)));
         if (host.empty())
           throw Error(Status(Errc::invalid_config, "rank 0 cannot tell an address of " + me +
                                                        " that the other hosts reach; set CHORUS_NODE_ADDRESS"));
@@ -123,7 +123,7 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
       c.secret = text_of(store->get(kSecretKey));
     }
     const std::string orch_host = host_of(c.orchestrator_address);
-    c.node_address = env_text("CHORUS_NODE_ADDRESS")
+    c.node_address = setting_text(SettingId::node_address)
                          .value_or(is_loopback_host(orch_host) ? std::string("127.0.0.1") : address_toward(orch_host, false));
     if (c.node_address.empty())
       throw Error(Status(Errc::invalid_config, "rank " + std::to_string(rank) +
