@@ -13,16 +13,22 @@ std::optional<std::string> env_text(const char* name) {
   return std::string(v);
 }
 
+std::optional<uint64_t> whole_number(std::string_view text, uint64_t min, uint64_t max) {
+  uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc{} || p != end || v < min || v > max) return std::nullopt;
+  return v;
+}
+
 Result<std::optional<uint64_t>> env_number(const char* name, uint64_t min, uint64_t max) {
   auto text = env_text(name);
   if (!text) return std::optional<uint64_t>{};
-  uint64_t v = 0;
-  const char* end = text->data() + text->size();
-  auto [p, ec] = std::from_chars(text->data(), end, v);
-  if (ec != std::errc{} || p != end || v < min || v > max)
+  auto v = whole_number(*text, min, max);
+  if (!v)
     return Status(Errc::invalid_config, std::string(name) + "='" + *text + "' is not a whole number from " +
                                             std::to_string(min) + " to " + std::to_string(max));
-  return std::optional<uint64_t>{v};
+  return std::optional<uint64_t>{*v};
 }
 
 std::string private_file_dir() {

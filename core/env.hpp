@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <chorus/result.hpp>
 
@@ -11,6 +12,8 @@ namespace chorus {
 
 // The variable's value; nullopt when it is unset or empty.
 std::optional<std::string> env_text(const char* name);
+// `text` as a whole number in [min, max] (digits only: no sign, blank or suffix); nullopt otherwise.
+std::optional<uint64_t> whole_number(std::string_view text, uint64_t min, uint64_t max);
 // A whole number in [min, max]; nullopt when unset or empty; an error naming the variable, its
 // value and the range otherwise.
 Result<std::optional<uint64_t>> env_number(const char* name, uint64_t min, uint64_t max);

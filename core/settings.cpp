@@ -3,7 +3,6 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 
-#include <charconv>
 
 namespace chorus {
 
@@ -17,15 +16,16 @@ std::string takes(const Setting& s) {
   return {};
 }
 
-// The problem with `text` as a value of `s`: empty when it is one.
-std::string problem(const Setting& s, const std::string& text) {
-  if (s.kind == SettingKind::text) return {};
-  uint64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (ec == std::errc{} && p == end && v >= s.min && v <= s.max) return {};
+// What is wrong with `text` as a value of the number or flag `s`.
+std::string problem_of(const Setting& s, const std::string& text) {
   return std::string(s.name) + "='" + text + "' is not " +
          (s.kind == SettingKind::flag ? std::string("0 or 1") : "a whole number from " + takes(s));
+}
+
+// The problem with `text` as a value of `s`: empty when it is one.
+std::string problem(const Setting& s, const std::string& text) {
+  if (s.kind == SettingKind::text || whole_number(text, s.min, s.max)) return {};
+  return problem_of(s, text);
 }
 } // namespace
 
@@ -47,8 +47,9 @@ Result<std::optional<uint64_t>> setting_number(SettingId id) {
     return Status(Errc::internal, std::string(setting(id).name) + " is text, not a number");
   auto text = setting_text(id);
   if (!text) return std::optional<uint64_t>{};
-  if (auto why = problem(setting(id), *text); !why.empty()) return Status(Errc::invalid_config, why);
-  return std::optional<uint64_t>{std::stoull(*text)};
+  auto v = whole_number(*text, setting(id).min, setting(id).max);
+  if (!v) return Status(Errc::invalid_config, problem_of(setting(id), *text));
+  return std::optional<uint64_t>{*v};
 }
 
 uint64_t tuned_number(SettingId id) {

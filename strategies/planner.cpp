@@ -30,19 +30,7 @@ std::size_t arena_need(const PlanQuery& q) {
 // The rounds and messages of the host schedule `s` runs (as the local server builds it).
 void count_schedule(const PlanQuery& q, const RunStrategy& s, PlanDecision& d) {
   const ScheduleParams p{q.kind, s.strategy, q.topology.peers, q.root, q.count, dtype_size(q.dtype)};
-  std::vector<Program> programs;
-  if (s.hierarchical) {
-    std::vector<int> group(q.topology.rank_node.begin(), q.topology.rank_node.end());
-    if (s.by_host)
-      for (auto& g : group)
-        g = static_cast<std::size_t>(g) < q.topology.node_domain.size()
-                ? static_cast<int>(q.topology.node_domain[static_cast<std::size_t>(g)])
-                : g;
-    programs = hierarchical_schedule(p, group);
-  } else {
-    programs = make_schedule(p);
-  }
-  for (const Program& prog : programs) {
+  for (const Program& prog : schedule_of(s, p, q.topology)) {
     d.rounds = std::max(d.rounds, prog.size());
     for (const Round& r : prog)
       for (const Step& st : r.steps) d.messages += st.kind == StepKind::send ? 1 : 0;
@@ -82,9 +70,8 @@ PlanDecision plan_op(const Config& config, const PlanQuery& q) {
       say(d, !auto_or_nccl(choice) ? "a host strategy is configured: staged through host memory"
              : !q.nccl_serves      ? "NCCL cannot serve the op: staged through host memory"
                                    : "some node has no GPU: staged through host memory");
-      Topology host = q.topology;
       std::string why;
-      d.path = tune(config, q.kind, q.dtype, q.count, host, &why);
+      d.path = tune(config, q.kind, q.dtype, q.count, q.topology, &why);
       say(d, why);
       count_schedule(q, d.path, d);
       return d;

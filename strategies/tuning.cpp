@@ -63,21 +63,27 @@ Strategy over_network(const Config& config, OpKind op, DType dtype, std::size_t 
   // one out; measured, 4 nodes on 2 cores, 1 KiB: about 105 us against 170-240 us).
   const std::size_t inflow = bytes * static_cast<std::size_t>(n > 1 ? n - 1 : 1);
   const bool small = op == OpKind::all_reduce && n >= 2 && inflow < config.auto_threshold_bytes;
-  if (auto_or_nccl(c) && separate && small) {
-    const std::string inflow_is = "an inflow of " + std::to_string(inflow) + " B < the threshold, every peer a node";
-    if (!crowded || n == 2) {
-      if (why) *why += inflow_is;
-      return {Algorithm::oneshot, 2};
+  const bool star = crowded && n != 2;
+  if (auto_or_nccl(c) && separate && small && (!star || n <= kStarPeers)) {
+    if (why) {
+      *why += "an inflow of " + std::to_string(inflow) + " B < the threshold, every peer a node";
+      if (star) *why += ", crowding the cores, up to " + std::to_string(kStarPeers) + " peers";
     }
-    if (n <= kStarPeers) {
-      if (why) *why += inflow_is + ", crowding the cores, up to " + std::to_string(kStarPeers) + " peers";
-      return {Algorithm::centralized, 2};
-    }
+    return {star ? Algorithm::centralized : Algorithm::oneshot, 2};
   }
   return by_size(c, config, /*shared_memory=*/false, op, bytes, n, why);
 }
 
 } // namespace
+
+std::vector<Program> schedule_of(const RunStrategy& s, const ScheduleParams& p, const Topology& t) {
+  if (!s.hierarchical) return make_schedule(p);
+  std::vector<int> group(t.rank_node.begin(), t.rank_node.end());
+  if (s.by_host)
+    for (auto& g : group)
+      if (static_cast<std::size_t>(g) < t.node_domain.size()) g = static_cast<int>(t.node_domain[static_cast<std::size_t>(g)]);
+  return hierarchical_schedule(p, group);
+}
 
 bool crowded(const Topology& t) {
   if (t.shared_memory) return false;

@@ -112,6 +112,10 @@ inline constexpr int kStarPeers = 8;
 RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& topology,
                  std::string* why = nullptr);
 
+// The host schedule a RunStrategy of Path::schedule runs: flat over every peer, or hierarchical
+// with the rank's node (by_host: its node's memory domain) as the local level.
+std::vector<Program> schedule_of(const RunStrategy& strategy, const ScheduleParams& params, const Topology& topology);
+
 // Whether the op's node processes crowd some machine (see tune); false in shared memory.
 bool crowded(const Topology& topology);
 

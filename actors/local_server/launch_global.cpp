@@ -39,11 +39,7 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const L
   }
   strategy = tune(*l.config, shape.kind, shape.dtype, shape.count, t);
   const ScheduleParams p{shape.kind, strategy.strategy, l.n, shape.root, shape.count, dtype_size(shape.dtype)};
-  // The local level of a hierarchical schedule: the rank's node, or its node's host.
-  std::vector<int> group(rank_node.begin(), rank_node.end());
-  if (strategy.by_host)
-    for (auto& g : group) g = static_cast<int>(t.node_domain[static_cast<std::size_t>(g)]);
-  auto cs = CompiledSchedule::compile(strategy.hierarchical ? hierarchical_schedule(p, group) : make_schedule(p));
+  auto cs = CompiledSchedule::compile(schedule_of(strategy, p, t));
   std::lock_guard<std::mutex> lk(mu_);
   if (global_cache_.size() >= 512) global_cache_.clear();  // bound memory; rebuilding is cheap
   global_cache_.emplace(std::move(key), std::make_pair(cs, strategy));
