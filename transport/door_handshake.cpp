@@ -7,7 +7,12 @@
 
 #include <algorithm>
 
+#include "transport/tls/openssl_init.hpp"
+
 namespace chorus::door {
+
+// Before main: see keep_openssl_until_exit().
+[[maybe_unused]] const bool kDoorHandshakeKeepsOpenssl = chorus::keep_openssl_until_exit();
 
 bool make_greeting(Mode mode, Greeting& out) {
   out.fill(0);

@@ -5,7 +5,12 @@
 
 #include <array>
 
+#include "transport/tls/openssl_init.hpp"
+
 namespace chorus {
+
+// Before main: see keep_openssl_until_exit().
+[[maybe_unused]] const bool kDataSealKeepsOpenssl = chorus::keep_openssl_until_exit();
 
 namespace {
 

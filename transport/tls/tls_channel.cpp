@@ -14,7 +14,12 @@
 
 #include "transport/socket.hpp"
 
+#include "transport/tls/openssl_init.hpp"
+
 namespace chorus {
+
+// Before main: see keep_openssl_until_exit().
+[[maybe_unused]] const bool kTlsChannelKeepsOpenssl = chorus::keep_openssl_until_exit();
 
 namespace {
 
