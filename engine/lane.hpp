@@ -3,6 +3,11 @@
 // ends after a while without any. A blocking call on an idle lane runs on its caller's thread
 // instead (no hand-off, so a blocking op costs what it did before there were lanes), holding the
 // lane meanwhile so that what is handed in after it waits its turn.
+// A lane whose tasks are claimed by their waiters right after they were handed in (a blocking
+// call made as an op and its wait, as torch.distributed makes every call) stops waking its thread
+// for each one, which would cost the caller a system call and a race for the task; its thread
+// then looks now and then (every millisecond) for a task nobody came for, and wakes at once again
+// after running one (lane.cpp says when exactly).
 // A Peer handle's collectives share one lane (call order is op order); its send/recv have one per
 // (direction, other peer, tag), so that an exchange of non-blocking sends and receives meets.
 #pragma once
@@ -54,6 +59,8 @@ class Lane {
   Hold enter();
   // Nothing queued or running (a lane that may be dropped from its owner's table).
   bool idle() const;
+  // False while the lane leaves tasks with a runner to their waiters (see above).
+  bool wakes_at_once() const;
 
  private:
   std::shared_ptr<Core> core_;  // shared with the lane's thread, which may outlive the Lane

@@ -1,6 +1,7 @@
 // The engine's lanes (engine/lane.hpp) on their own: hand-in order, a caller that holds the lane
 // keeps what comes after it waiting, a task that enters its own lane runs at once, and a lane's
-// thread starts again after it ended for lack of work.
+// thread starts again after it ended for lack of work; a lane whose tasks their waiters claim at
+// once stops waking its thread, and still runs a task nobody claims.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -98,6 +99,61 @@ TEST(Lane, AWaitRunsAnOpThatHasNotStartedOnTheWaitingThread) {
   EXPECT_EQ(ran_on, std::this_thread::get_id());
   EXPECT_EQ(s.code(), Errc::shape_mismatch);
   EXPECT_EQ(s.message(), "ran here");
+}
+
+TEST(Lane, ALaneWhoseWaitersClaimTheirTasksStopsWakingItsThreadYetRunsATaskNobodyClaims) {
+  Lane lane;
+  int keys[400];
+  int claimed = 0;
+  EventCount ran;
+  // Each task claimed by its "waiter" right after it was handed in, as a blocking call made as an
+  // op and its wait claims it. The lane's thread, woken for each, may take one first; then it runs
+  // there (counted all the same).
+  int i = 0;
+  for (; i < 400 && lane.wakes_at_once(); ++i) {
+    lane.submit([&] { ran.raise(); }, &keys[i]);
+    if (lane.runner(&keys[i])()) ++claimed;
+    ASSERT_TRUE(ran.wait_for(i + 1));
+  }
+  ASSERT_FALSE(lane.wakes_at_once()) << "still waking its thread after " << i << " tasks, " << claimed << " claimed";
+  EXPECT_GE(claimed, 4);
+  // A task nobody claims (its caller went on with work of its own) still runs, on the lane's
+  // thread, which then wakes at once again.
+  int lonely = 0;
+  std::thread::id ran_on;
+  EventCount ran_lonely;
+  lane.submit(
+      [&] {
+        ran_on = std::this_thread::get_id();
+        ran_lonely.raise();
+      },
+      &lonely);
+  ASSERT_TRUE(ran_lonely.wait_for(1));
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  EXPECT_TRUE(lane.wakes_at_once());
+}
+
+TEST(Lane, ATaskClaimedLongAfterItCameMakesALazyLaneWakeAtOnceAgain) {
+  Lane lane;
+  int keys[400];
+  EventCount ran;
+  for (int i = 0; i < 400 && lane.wakes_at_once(); ++i) {
+    lane.submit([&] { ran.raise(); }, &keys[i]);
+    (void)lane.runner(&keys[i])();
+    ASSERT_TRUE(ran.wait_for(i + 1));
+  }
+  ASSERT_FALSE(lane.wakes_at_once());
+  // Handed in, then claimed 200 us later (well under the thread's millisecond, over the 50 us of
+  // a quick claim): its waiter overlapped it with work of its own.
+  int late = 0;
+  EventCount ran_late;
+  lane.submit([&] { ran_late.raise(); }, &late);
+  const auto until = std::chrono::steady_clock::now() + 200us;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  if (lane.runner(&late)()) EXPECT_TRUE(lane.wakes_at_once()) << "a late claim kept the lane lazy";
+  ASSERT_TRUE(ran_late.wait_for(1));
+  EXPECT_TRUE(lane.wakes_at_once());
 }
 
 TEST(Lane, AThreadEndedForLackOfWorkIsStartedAgain) {
