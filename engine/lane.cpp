@@ -1,5 +1,6 @@
 #include "engine/lane.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -34,7 +35,8 @@ struct Lane::Core {
   bool thread_running = false;  // the lane's thread exists
   bool closed = false;          // the Lane is gone: the thread ends once the queue is empty
   bool lazy = false;            // see kLazyAge
-  int quick_claims = 0;         // tasks claimed by their waiters within kQuick, in a row
+  int quick_claims = 0;         // tasks claimed by their waiters within kQuick, in a row (capped)
+  Clock::time_point last_used;  // a task last ran, on the lane's thread or a waiter's
   std::chrono::milliseconds idle{0};
 };
 
@@ -80,18 +82,18 @@ bool thread_takes_front(Lane::Core& c, Clock::time_point& until) {
 
 void run_lane(std::shared_ptr<Lane::Core> c) {
   std::unique_lock<std::mutex> lk(c->mu);
-  auto last_work = Clock::now();
+  c->last_used = Clock::now();
   for (;;) {
     Clock::time_point until{};
     if (!thread_takes_front(*c, until)) {
       if (c->closed && c->queue.empty()) break;
-      // Idle that long with nothing queued: end (the next task starts a thread). Work queued
+      // Unused that long with nothing queued: end (the next task starts a thread). Work queued
       // behind a caller that holds the lane keeps it: the caller's release wakes it.
       const auto now = Clock::now();
-      if (c->queue.empty() && now - last_work >= c->idle) break;
+      if (c->queue.empty() && now - c->last_used >= c->idle) break;
       // Sleeps while a caller holds the lane or nothing is queued: until the idle time is up, a
       // lazy lane's task is due, or (lazy) kLazyAge, since a lazy lane's submit wakes no one.
-      auto wake = last_work + c->idle;
+      auto wake = c->queue.empty() ? c->last_used + c->idle : now + c->idle;
       if (until != Clock::time_point{}) wake = std::min(wake, until);
       if (c->lazy) wake = std::min(wake, now + kLazyAge);
       c->cv.wait_until(lk, wake);
@@ -108,7 +110,7 @@ void run_lane(std::shared_ptr<Lane::Core> c) {
       pop_held();
       lk.lock();
       c->busy = false;
-      last_work = Clock::now();
+      c->last_used = Clock::now();
     }
   }
   c->thread_running = false;
@@ -121,6 +123,20 @@ void ensure_thread(const std::shared_ptr<Lane::Core>& c) {
   }
   c->thread_running = true;
   std::thread(run_lane, c).detach();  // holds the core; ends by itself (idle, or closed and empty)
+}
+
+// Under c->mu: someone waits for the task `key` without running it (the lane is busy, the task is
+// not first in line, or the wait has a limit, polls or registered a callback): a lazy lane turns
+// eager, so that its thread takes the task as soon as it can rather than a millisecond after it came.
+void hurry(const std::shared_ptr<Lane::Core>& c, const void* key) {
+  if (!c->lazy) return;
+  for (const auto& q : c->queue) {
+    if (q.key != key) continue;
+    c->lazy = false;
+    c->quick_claims = 0;
+    ensure_thread(c);
+    return;
+  }
 }
 } // namespace
 
@@ -147,9 +163,14 @@ std::function<bool()> Lane::runner(const void* key) const {
     Lane::Task t;
     {
       std::lock_guard<std::mutex> lk(c->mu);
-      if (c->busy || c->queue.empty() || c->queue.front().key != key) return false;
-      const bool quick = Clock::now() - c->queue.front().at < kQuick;
-      c->quick_claims = quick ? c->quick_claims + 1 : 0;
+      if (c->busy || c->queue.empty() || c->queue.front().key != key) {
+        hurry(c, key);  // its waiter sleeps until the lane's thread has run it
+        return false;
+      }
+      const auto now = Clock::now();
+      const bool quick = now - c->queue.front().at < kQuick;
+      c->quick_claims = quick ? std::min(c->quick_claims + 1, kQuickClaimsToLazy) : 0;
+      c->last_used = now;
       c->lazy = quick && c->quick_claims >= kQuickClaimsToLazy;
       t = std::move(c->queue.front().task);
       c->queue.pop_front();
@@ -163,6 +184,15 @@ std::function<bool()> Lane::runner(const void* key) const {
     c->busy = false;
     if (!c->queue.empty()) ensure_thread(c);
     return true;
+  };
+}
+
+std::function<void()> Lane::hurrier(const void* key) const {
+  return [weak = std::weak_ptr<Core>(core_), key] {
+    if (auto c = weak.lock()) {
+      std::lock_guard<std::mutex> lk(c->mu);
+      hurry(c, key);
+    }
   };
 }
 

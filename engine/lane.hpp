@@ -36,6 +36,10 @@ class Lane {
   // outcome runs it itself rather than hand it to the lane's thread and be woken back (two
   // thread hand-offs, ~20 us each on a busy host). Valid after the Lane is gone.
   std::function<bool()> runner(const void* key) const;
+  // A call for whoever waits for the task `key` without running it (a wait with a limit, a poll, a
+  // callback): a lazy lane (below) turns eager, so that its thread takes the task as soon as it can.
+  // Valid after the Lane is gone.
+  std::function<void()> hurrier(const void* key) const;
 
   // The lane held by the calling thread while it runs a task itself (see enter()).
   class Hold {

@@ -46,13 +46,19 @@ Status Work::wait() const {
 
 Status Work::wait_for(std::chrono::milliseconds limit) const {
   if (!state_) return empty_work();
+  if (state_->hurry && !state_->is_done()) state_->hurry();
   if (!state_->done.wait_at_least(1, Clock::now() + limit, kNoSpin))
     return {Errc::timeout, "the op is still in flight after " + std::to_string(limit.count()) +
                                " ms (it goes on: wait for it again)"};
   return state_->status;
 }
 
-bool Work::test() const { return state_ && state_->is_done(); }
+bool Work::test() const {
+  if (!state_) return false;
+  if (state_->is_done()) return true;
+  if (state_->hurry) state_->hurry();  // polled: the op is wanted
+  return false;
+}
 
 namespace {
 Status not_done() { return {Errc::invalid_argument, "the op is still in flight: wait() for it first"}; }
@@ -77,6 +83,7 @@ void Work::on_complete(std::function<void(const Status&)> fn) const {
     fn(empty_work());
     return;
   }
+  if (state_->hurry && !state_->is_done()) state_->hurry();  // someone waits for it by callback
   state_->on_complete(std::move(fn));
 }
 

@@ -20,6 +20,9 @@ struct WorkState {
   // Runs the op on the calling thread when it has not started yet (Lane::runner); set before the
   // Work is handed out, never after. Work::wait() calls it before it sleeps.
   std::function<bool()> run_here;
+  // Says that someone waits for the op without running it (Work::wait_for, test, on_complete), so
+  // that its lane's thread takes it as soon as it can (Lane::hurrier). Set with run_here.
+  std::function<void()> hurry;
 
   // Sets the outcome (tensors and objects first, by whoever completes), wakes the waiters and
   // runs the callbacks, on this thread. Once only: a second call is a bug in chorus and is ignored.

@@ -1,8 +1,11 @@
 // The engine's lanes (engine/lane.hpp) on their own: hand-in order, a caller that holds the lane
 // keeps what comes after it waiting, a task that enters its own lane runs at once, and a lane's
 // thread starts again after it ended for lack of work; a lane whose tasks their waiters claim at
-// once stops waking its thread, and still runs a task nobody claims.
+// once stops waking its thread, still runs a task nobody claims, and wakes at once again for a
+// waiter that cannot run its task.
 #include <gtest/gtest.h>
+
+#include <time.h>
 
 #include <chrono>
 #include <mutex>
@@ -101,24 +104,29 @@ TEST(Lane, AWaitRunsAnOpThatHasNotStartedOnTheWaitingThread) {
   EXPECT_EQ(s.message(), "ran here");
 }
 
-TEST(Lane, ALaneWhoseWaitersClaimTheirTasksStopsWakingItsThreadYetRunsATaskNobodyClaims) {
-  Lane lane;
-  int keys[400];
+// Tasks claimed by their "waiter" right after they were handed in, as a blocking call made as an op
+// and its wait claims them, until the lane stops waking its thread for each. The lane's thread,
+// woken for each, may take one first; then it runs there (the next claims count from 0 again).
+// How many the waiter claimed.
+int make_lazy(Lane& lane) {
+  static int keys[400];
   int claimed = 0;
   EventCount ran;
-  // Each task claimed by its "waiter" right after it was handed in, as a blocking call made as an
-  // op and its wait claims it. The lane's thread, woken for each, may take one first; then it runs
-  // there (counted all the same).
-  int i = 0;
-  for (; i < 400 && lane.wakes_at_once(); ++i) {
+  for (int i = 0; i < 400 && lane.wakes_at_once(); ++i) {
     lane.submit([&] { ran.raise(); }, &keys[i]);
     if (lane.runner(&keys[i])()) ++claimed;
-    ASSERT_TRUE(ran.wait_for(i + 1));
+    EXPECT_TRUE(ran.wait_for(i + 1));
   }
-  ASSERT_FALSE(lane.wakes_at_once()) << "still waking its thread after " << i << " tasks, " << claimed << " claimed";
-  EXPECT_GE(claimed, 4);
+  EXPECT_FALSE(lane.wakes_at_once()) << "still waking its thread after 400 tasks, " << claimed << " claimed";
+  return claimed;
+}
+
+TEST(Lane, ALaneWhoseWaitersClaimTheirTasksStopsWakingItsThreadYetRunsATaskNobodyClaims) {
+  Lane lane(std::chrono::seconds(30));  // its thread would sleep 30 s if a lazy lane's looks failed
+  EXPECT_GE(make_lazy(lane), 4);
+  ASSERT_FALSE(lane.wakes_at_once());
   // A task nobody claims (its caller went on with work of its own) still runs, on the lane's
-  // thread, which then wakes at once again.
+  // thread, about a millisecond after it came, and the lane then wakes its thread at once again.
   int lonely = 0;
   std::thread::id ran_on;
   EventCount ran_lonely;
@@ -128,20 +136,60 @@ TEST(Lane, ALaneWhoseWaitersClaimTheirTasksStopsWakingItsThreadYetRunsATaskNobod
         ran_lonely.raise();
       },
       &lonely);
-  ASSERT_TRUE(ran_lonely.wait_for(1));
+  ASSERT_TRUE(ran_lonely.wait_for(1, 5s)) << "a lazy lane's unclaimed task did not run within 5 s";
   EXPECT_NE(ran_on, std::this_thread::get_id());
   EXPECT_TRUE(lane.wakes_at_once());
 }
 
+TEST(Lane, AWaiterThatCannotRunItsTaskMakesALazyLaneWakeAtOnce) {
+  Lane lane;
+  make_lazy(lane);
+  ASSERT_FALSE(lane.wakes_at_once());
+  int key = 0;
+  EventCount ran;
+  {
+    Lane::Hold hold = lane.enter();  // busy: the waiter below cannot run its task
+    ASSERT_TRUE(hold);
+    lane.submit([&] { ran.raise(); }, &key);
+    bool took = true;
+    std::thread waiter([&] { took = lane.runner(&key)(); });
+    waiter.join();
+    EXPECT_FALSE(took);
+    EXPECT_TRUE(lane.wakes_at_once()) << "a waiter that sleeps for its task left the lane lazy";
+  }
+  EXPECT_TRUE(ran.wait_for(1));
+  // A wait with a limit, a poll or a callback does not run the task: it hurries the lane.
+  make_lazy(lane);
+  ASSERT_FALSE(lane.wakes_at_once());
+  int other = 0;
+  {
+    Lane::Hold hold = lane.enter();  // keeps the task queued while the lane is hurried
+    lane.submit([&] { ran.raise(); }, &other);
+    lane.hurrier(&other)();
+    EXPECT_TRUE(lane.wakes_at_once());
+  }
+  EXPECT_TRUE(ran.wait_for(2));
+}
+
+TEST(Lane, AHeldLaneWithATaskQueuedDoesNotSpinItsThread) {
+  Lane lane(5ms);  // its idle time passes while the lane is held
+  EventCount ran;
+  timespec t0{}, t1{};
+  {
+    Lane::Hold hold = lane.enter();
+    lane.submit([&] { ran.raise(); });
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    std::this_thread::sleep_for(200ms);  // the hold's length, not an ordering
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+  }
+  EXPECT_TRUE(ran.wait_for(1));
+  const double cpu_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+  EXPECT_LT(cpu_ms, 100.0) << "the lane's thread spun while the lane was held";
+}
+
 TEST(Lane, ATaskClaimedLongAfterItCameMakesALazyLaneWakeAtOnceAgain) {
   Lane lane;
-  int keys[400];
-  EventCount ran;
-  for (int i = 0; i < 400 && lane.wakes_at_once(); ++i) {
-    lane.submit([&] { ran.raise(); }, &keys[i]);
-    (void)lane.runner(&keys[i])();
-    ASSERT_TRUE(ran.wait_for(i + 1));
-  }
+  make_lazy(lane);
   ASSERT_FALSE(lane.wakes_at_once());
   // Handed in, then claimed 200 us later (well under the thread's millisecond, over the 50 us of
   // a quick claim): its waiter overlapped it with work of its own.

@@ -135,6 +135,7 @@ Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& 
   s->lanes_used.store(true, std::memory_order_release);
   on_lane(*s, k, [&](Lane& lane) {
     ws->run_here = lane.runner(ws.get());
+    ws->hurry = lane.hurrier(ws.get());
     lane.submit([s, ws, o, order, body = std::move(body)] { run_body(s.get(), body, o, *ws, order.get()); }, ws.get());
     return 0;
   });
