@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -103,32 +104,23 @@ int skip(Peer& p, const NodeContext& node) {
 // Ops run until, at op --at-op, the victim node dies (or freezes) while the others are inside it;
 // with --freeze-after-ms, the victim freezes that long after entering the op itself (a thread of
 // its own stops the whole process), in the middle of the op's transfers; with --freeze-when
-// receiving, once its node waits in the op for data, which it does only after it has sent its
-// announcement of the op (an event the thread watches for, not a delay).
+// receiving, once its node is about to wait in the op for data, which it does only after it has
+// sent its announcement of the op (GlobalClient's data-wait hook: an event, not a delay).
 int kill_or_freeze(Peer& p, const NodeContext& node) {
   const Args& a = node.args;
   int done = 0;
+  auto froze = std::make_shared<std::atomic<bool>>(false);  // once only: after SIGCONT the op's waits go on
   for (uint32_t i = 0;; ++i, ++done) {
     Tensor x = make_input(DType::f32, p.rank(), a.elements, ReduceOp::sum);
     if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
       say("PEER " + std::to_string(p.rank()) + " VICTIM");
-      if (a.scenario == "freeze" && a.freeze_when == "receiving")
-        std::thread([weak = std::weak_ptr<GlobalClient>(RuntimeAccess::impl(node.runtime).global),
-                     seq = uint64_t{a.at_op}, give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60)] {
-          // A look at the op every 200 us, not a guess at its timing; bounded, should the op end
-          // (or fail) without ever waiting for data: then the test hears FREEZE MISSED.
-          while (std::chrono::steady_clock::now() < give_up) {
-            auto global = weak.lock();
-            if (!global) break;
-            if (global->op_waits_for(0, seq).rfind("data from", 0) == 0) {
-              raise(SIGSTOP);
-              return;
-            }
-            global.reset();
-            std::this_thread::sleep_for(std::chrono::microseconds(200));
-          }
-          say("FREEZE MISSED");
-        }).detach();
+      if (a.scenario == "freeze" && a.freeze_when == "receiving") {
+        // Stops the whole process on the op's own thread as it is about to wait for data in op
+        // --at-op (its announcement has left by then): the freeze is an event inside the op.
+        RuntimeAccess::impl(node.runtime).global->set_data_wait_hook([seq = uint64_t{a.at_op}, froze](uint32_t group, uint64_t s) {
+          if (group == 0 && s == seq && !froze->exchange(true)) raise(SIGSTOP);
+        });
+      }
       else if (a.scenario == "freeze" && a.freeze_after_ms >= 0)
         std::thread([ms = a.freeze_after_ms] {
           std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the fault's moment, inside the op
@@ -138,6 +130,10 @@ int kill_or_freeze(Peer& p, const NodeContext& node) {
         raise(a.scenario == "kill" ? SIGKILL : SIGSTOP);
     }
     must(a.op == "broadcast" ? p.broadcast(x, 0) : p.all_reduce(x, ReduceOp::sum));
+    if (i == a.at_op && a.freeze_when == "receiving" && p.rank() == static_cast<uint32_t>(a.victim_node)) {
+      if (!froze->load()) say("FREEZE MISSED");  // the op ended here without ever waiting for data
+      RuntimeAccess::impl(node.runtime).global->set_data_wait_hook({});
+    }
     if (i > a.at_op + 1000) break;
   }
   return done;

@@ -387,8 +387,9 @@ TEST_F(FreezeIn16MiB, RingsOverSocketsEndEveryWaitAtTheAnnouncement) {
 }
 
 // A 256 MiB broadcast from rank 0 down a tree of arity 2 (rank 0 sends to nodes 1 and 2 itself):
-// node 2 freezes inside op #3 once it waits there for data, by then its announcement has left (an
-// event, so the freeze never comes before the word, however slow the build), and rank 0
+// node 2 freezes inside op #3 as it is about to wait there for data (its global client's
+// data-wait hook, on the op's own thread), by then its announcement has left (an event, so the
+// freeze comes neither before the word nor after the op, however slow the build), and rank 0
 // is left in a send that node 2 does not take. Its status says so (the one wait that is neither a
 // node's word nor data: `node 2 to take our data`), and the announcement of the loss ends that send.
 TEST_F(MultiNode, ASendToAFrozenNodeIsNamedAsItsTakingOurData) {
@@ -412,6 +413,7 @@ TEST_F(MultiNode, ASendToAFrozenNodeIsNamedAsItsTakingOurData) {
         if (p.rank == 0 && p.busy && p.seq == 3 && p.waited_ns >= 500'000'000) root_waits = p.waiting_for;
   }
   std::printf("%s", report.c_str());
+  EXPECT_EQ(out.find("FREEZE MISSED"), nullptr) << "node 2's op #3 never waited for data";
   EXPECT_EQ(root_waits, "node 2 to take our data") << report;
   ASSERT_TRUE(out.read_until([&out] { return out.find("PEER 0 ERR ") != nullptr; }, Clock::now() + 25s))
       << "rank 0 waited on\n" << out.dump();

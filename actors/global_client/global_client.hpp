@@ -91,6 +91,12 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   void note_failure(uint32_t group, uint64_t seq, const Status& why);
   // What collective (group, seq) waits for from other nodes (NetOp::waiting_for), or "".
   std::string op_waits_for(uint32_t group, uint64_t seq);
+  // A test's hook: called on the thread of an op that is about to wait for data from another node,
+  // with the op's (group, seq), after its announcement has left. Tests freeze a node there, inside
+  // the op (an event, not a moment guessed from outside it). Empty: none.
+  using DataWaitHook = std::function<void(uint32_t group, uint64_t seq)>;
+  void set_data_wait_hook(DataWaitHook hook);
+  void before_data_wait(uint32_t group, uint64_t seq);
   // What the node actor answers the orchestrator's status requests with (NodeEvents).
   void set_status_source(std::function<Envelope()> source);
 
@@ -215,6 +221,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // the BufferPool's. So GlobalClient::mu_, NetOp::mu_ and P2PMailbox::mu_ are never held
   // together: whoever must tell the ops something collects them under mu_ and calls them after
   // releasing it.
+  std::atomic<bool> has_data_wait_hook_{false};  // checked first: no lock on an op's path without a hook
+  std::mutex hook_mu_;
+  DataWaitHook data_wait_hook_;
   mutable std::mutex mu_;
   std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<NetOp>> ops_;
   std::set<std::pair<uint32_t, uint64_t>> done_;  // finished ops: late frames are dropped

@@ -206,6 +206,7 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
   auto rec = incoming(slot);
   const uint32_t node = rank_node_[static_cast<std::size_t>(peer)];
   rec->awaited_from.store(node, std::memory_order_relaxed);
+  client_->before_data_wait(group_, seq_);
   for (;;) {
     const uint32_t g = rec->word.value.load();
     bool broke = false;

@@ -24,6 +24,22 @@ std::string GlobalClient::op_waits_for(uint32_t group, uint64_t seq) {
   return op ? op->waiting_for() : std::string();  // NetOp::mu_ without ours (the lock order)
 }
 
+void GlobalClient::set_data_wait_hook(DataWaitHook hook) {
+  std::lock_guard<std::mutex> lk(hook_mu_);
+  data_wait_hook_ = std::move(hook);
+  has_data_wait_hook_.store(static_cast<bool>(data_wait_hook_), std::memory_order_release);
+}
+
+void GlobalClient::before_data_wait(uint32_t group, uint64_t seq) {
+  if (!has_data_wait_hook_.load(std::memory_order_acquire)) return;
+  DataWaitHook hook;
+  {
+    std::lock_guard<std::mutex> lk(hook_mu_);
+    hook = data_wait_hook_;
+  }
+  if (hook) hook(group, seq);  // not under a lock: it may stop the process
+}
+
 void GlobalClient::tell_stragglers(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
                                    const std::vector<uint32_t>& ranks) {
   if (!meshed_.load(std::memory_order_acquire)) return;
