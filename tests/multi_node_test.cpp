@@ -405,6 +405,8 @@ TEST_F(MultiNode, ASendToAFrozenNodeIsNamedAsItsTakingOurData) {
   // Asked until rank 0 has been in op #3 for half a second (node 2 froze as its data began).
   std::string report, root_waits;
   for (const auto give_up = Clock::now() + 3s; Clock::now() < give_up && root_waits.empty();) {
+    out.read_until([&out] { return out.find("FREEZE MISSED") != nullptr; }, Clock::now() + 20ms);
+    ASSERT_EQ(out.find("FREEZE MISSED"), nullptr) << "node 2's op #3 never waited for data\n" << out.dump();
     auto j = query_job_status("127.0.0.1", port_, "", {}, 5000ms);
     ASSERT_TRUE(j.is_ok()) << j.status().to_string();
     report = job_status_report(*j);
@@ -413,7 +415,6 @@ TEST_F(MultiNode, ASendToAFrozenNodeIsNamedAsItsTakingOurData) {
         if (p.rank == 0 && p.busy && p.seq == 3 && p.waited_ns >= 500'000'000) root_waits = p.waiting_for;
   }
   std::printf("%s", report.c_str());
-  EXPECT_EQ(out.find("FREEZE MISSED"), nullptr) << "node 2's op #3 never waited for data";
   EXPECT_EQ(root_waits, "node 2 to take our data") << report;
   ASSERT_TRUE(out.read_until([&out] { return out.find("PEER 0 ERR ") != nullptr; }, Clock::now() + 25s))
       << "rank 0 waited on\n" << out.dump();

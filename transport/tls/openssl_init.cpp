@@ -1,12 +1,13 @@
 #include "transport/tls/openssl_init.hpp"
 
 #include <openssl/crypto.h>
-#include <openssl/ssl.h>
 
 namespace chorus {
 
 bool keep_openssl_until_exit() {
-  static const bool done = OPENSSL_init_ssl(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
+  // Only the choice of the exit cleanup: no configuration loaded here, so a program's own later
+  // initialisation (OPENSSL_CONF, its settings) still counts.
+  static const bool done = OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
   return done;
 }
 

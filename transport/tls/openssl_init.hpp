@@ -7,6 +7,9 @@ namespace chorus {
 // cleanup OpenSSL registers with atexit() would free its locks under them. The first OpenSSL call
 // of a process decides whether that cleanup is registered, so each file of chorus that calls
 // OpenSSL calls this from a static initializer, before main. True when OpenSSL initialised.
+// Where something else initialised OpenSSL first (Python's ssl module, before `import chorus`), its
+// cleanup stays registered; the Python package then stops chorus from Python's own atexit, which
+// runs before it.
 bool keep_openssl_until_exit();
 
 }  // namespace chorus
