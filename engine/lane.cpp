@@ -6,9 +6,9 @@
 #include <mutex>
 #include <thread>
 
-namespace chorus {
+#include "core/wait.hpp"  // chorus::Clock
 
-using Clock = std::chrono::steady_clock;
+namespace chorus {
 
 // Waking the lane's thread for a task costs its submitter a system call and, on a busy host, a
 // race with the caller who waits for the task at once and would run it itself (a blocking call from

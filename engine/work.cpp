@@ -30,6 +30,11 @@ void WorkState::on_complete(std::function<void(const Status&)> fn) {
 namespace {
 constexpr std::chrono::nanoseconds kNoSpin{0};
 Status empty_work() { return {Errc::invalid_argument, "this Work names no op (default-constructed)"}; }
+// Someone waits for an op that is not done without running it (a wait with a limit, a poll, a
+// callback): its lane's thread should take it as soon as it can (WorkState::hurry).
+void hurry_if_pending(WorkState& s) {
+  if (s.hurry && !s.is_done()) s.hurry();
+}
 } // namespace
 
 Status Work::wait() const {
@@ -46,7 +51,7 @@ Status Work::wait() const {
 
 Status Work::wait_for(std::chrono::milliseconds limit) const {
   if (!state_) return empty_work();
-  if (state_->hurry && !state_->is_done()) state_->hurry();
+  hurry_if_pending(*state_);
   if (!state_->done.wait_at_least(1, Clock::now() + limit, kNoSpin))
     return {Errc::timeout, "the op is still in flight after " + std::to_string(limit.count()) +
                                " ms (it goes on: wait for it again)"};
@@ -55,9 +60,8 @@ Status Work::wait_for(std::chrono::milliseconds limit) const {
 
 bool Work::test() const {
   if (!state_) return false;
-  if (state_->is_done()) return true;
-  if (state_->hurry) state_->hurry();  // polled: the op is wanted
-  return false;
+  hurry_if_pending(*state_);
+  return state_->is_done();
 }
 
 namespace {
@@ -83,7 +87,7 @@ void Work::on_complete(std::function<void(const Status&)> fn) const {
     fn(empty_work());
     return;
   }
-  if (state_->hurry && !state_->is_done()) state_->hurry();  // someone waits for it by callback
+  hurry_if_pending(*state_);
   state_->on_complete(std::move(fn));
 }
 

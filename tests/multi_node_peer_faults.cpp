@@ -112,7 +112,8 @@ int kill_or_freeze(Peer& p, const NodeContext& node) {
   auto froze = std::make_shared<std::atomic<bool>>(false);  // once only: after SIGCONT the op's waits go on
   for (uint32_t i = 0;; ++i, ++done) {
     Tensor x = make_input(DType::f32, p.rank(), a.elements, ReduceOp::sum);
-    if (i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node)) {
+    const bool fault_here = i == a.at_op && p.rank() == static_cast<uint32_t>(a.victim_node);
+    if (fault_here) {
       say("PEER " + std::to_string(p.rank()) + " VICTIM");
       if (a.scenario == "freeze" && a.freeze_when == "receiving") {
         // Stops the whole process on the op's own thread as it is about to wait for data in op
@@ -120,8 +121,7 @@ int kill_or_freeze(Peer& p, const NodeContext& node) {
         RuntimeAccess::impl(node.runtime).global->set_data_wait_hook([seq = uint64_t{a.at_op}, froze](uint32_t group, uint64_t s) {
           if (group == 0 && s == seq && !froze->exchange(true)) raise(SIGSTOP);
         });
-      }
-      else if (a.scenario == "freeze" && a.freeze_after_ms >= 0)
+      } else if (a.scenario == "freeze" && a.freeze_after_ms >= 0)
         std::thread([ms = a.freeze_after_ms] {
           std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the fault's moment, inside the op
           raise(SIGSTOP);
@@ -130,7 +130,7 @@ int kill_or_freeze(Peer& p, const NodeContext& node) {
         raise(a.scenario == "kill" ? SIGKILL : SIGSTOP);
     }
     must(a.op == "broadcast" ? p.broadcast(x, 0) : p.all_reduce(x, ReduceOp::sum));
-    if (i == a.at_op && a.freeze_when == "receiving" && p.rank() == static_cast<uint32_t>(a.victim_node)) {
+    if (fault_here && a.scenario == "freeze" && a.freeze_when == "receiving") {
       if (!froze->load()) say("FREEZE MISSED");  // the op ended here without ever waiting for data
       RuntimeAccess::impl(node.runtime).global->set_data_wait_hook({});
     }
