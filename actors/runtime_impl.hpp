@@ -80,6 +80,23 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
     return reply->status;
   }
 
+  // Enters the local server's core directly with a request it answers at once, under its own lock
+  // (a registration): no mailbox hop, which cost a shrink up to 3 ms on a loaded host.
+  template <class Enter>
+  Status enter(Enter on, Call& call, std::chrono::milliseconds timeout) {
+    auto reply = call.reply;
+    if (auto why = core->closed()) return *why;
+    {
+      std::lock_guard<std::mutex> lk(actors_mu);  // shutdown() drops the server: the runtime is gone
+      if (!server) return core->closed().value_or(Status(Errc::reset, "the runtime has been destroyed"));
+    }
+    ((*core).*on)(std::move(call));
+    if (!reply->done.wait_at_least(1, Clock::now() + timeout + grace))
+      return {Errc::timeout, "the local server did not answer within " +
+                                 std::to_string((timeout + grace).count()) + " ms"};
+    return reply->status;
+  }
+
   // Enters the local server's core directly with an op request (no mailbox hop, no thread wake)
   // and waits for the reply; when the deadline passes, expires the request itself.
   // `peers` threads take part in the op (it decides whether waiting may spin). The timeout counts

@@ -31,6 +31,7 @@
 #include "status_matchers.hpp"
 #include "test_events.hpp"
 #include "testkit/process.hpp"
+#include "transport/door_passage.hpp"
 
 namespace chorus {
 namespace {
@@ -114,9 +115,12 @@ TEST(Elastic, SurvivorsShrinkAfterANodeLeavesAndGoOn) {
   ASSERT_TRUE(job.join());
   const std::size_t gone = job.of_rank(1), a = job.of_rank(0), b = job.of_rank(2);
   job.nodes[gone].reset();  // says goodbye: its rank is no member any more
+  const uint64_t passages = DoorPassage::opened();
   auto next = all_at_once({&*job.peers[a], &*job.peers[b]}, false);
   ASSERT_TRUE(next[0].is_ok()) << next[0].status().to_string();
   ASSERT_TRUE(next[1].is_ok()) << next[1].status().to_string();
+  // Each survivor joined the new epoch over the link its node had: no door passed again.
+  EXPECT_EQ(DoorPassage::opened(), passages);
   // The survivors in their old order: old rank 0 is rank 0, old rank 2 is rank 1.
   EXPECT_EQ(next[0]->rank(), 0u);
   EXPECT_EQ(next[1]->rank(), 1u);
@@ -263,11 +267,13 @@ TEST(Elastic, GrowTakesInANewcomerAndRefusesAStrangerAlone) {
     ASSERT_TRUE(RuntimeAccess::impl(*job.nodes[i]).global->wait_newcomers(1, Clock::now() + 10s))
         << "member " << i << " was never told of the newcomer";
   EXPECT_EQ(job.peers[a]->newcomers(), 1u);
+  const uint64_t passages = DoorPassage::opened();  // the newcomer's is among them: it waits
   auto grown = all_at_once({&*job.peers[a], &*job.peers[b]}, true);
   ASSERT_TRUE(grown[0].is_ok()) << grown[0].status().to_string();
   ASSERT_TRUE(grown[1].is_ok()) << grown[1].status().to_string();
   waits.join();
   ASSERT_TRUE(joined.is_ok()) << joined.status().to_string();
+  EXPECT_EQ(DoorPassage::opened(), passages) << "the members grew over their nodes' links";
   ASSERT_EQ(grown[0]->size(), 3u);
   EXPECT_EQ(grown[0]->rank(), 0u);
   EXPECT_EQ(grown[1]->rank(), 1u);

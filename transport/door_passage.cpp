@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include "transport/door_handshake.hpp"
@@ -109,6 +110,12 @@ Status pass_door(const std::string& host, uint16_t port, const std::string& secr
   }
 }
 
+namespace {
+std::atomic<uint64_t> passages_opened{0};
+} // namespace
+
+uint64_t DoorPassage::opened() { return passages_opened.load(std::memory_order_relaxed); }
+
 Result<DoorPassage> DoorPassage::open(const std::string& host, uint16_t port, const std::string& secret,
                                       Clock::time_point deadline, std::chrono::milliseconds silence,
                                       const TlsContext* certified) {
@@ -122,6 +129,7 @@ Result<DoorPassage> DoorPassage::open(const std::string& host, uint16_t port, co
     return s;
   }
   p.token_ = passage_relay().add_after_accept(listener, door_fd, opened_by_this_process, silence, std::move(tls));
+  passages_opened.fetch_add(1, std::memory_order_relaxed);
   return p;
 }
 

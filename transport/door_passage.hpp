@@ -48,6 +48,9 @@ class DoorPassage {
 
   // Where CAF connects: 127.0.0.1 and this port.
   uint16_t port() const { return port_; }
+  // How many passages this process has opened (each one a door handshake and, behind it, a new
+  // CAF connection): a shrink or grow reuses its node's link, and the tests check it.
+  static uint64_t opened();
 
  private:
   uint16_t port_ = 0;

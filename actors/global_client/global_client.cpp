@@ -19,7 +19,7 @@ double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(
 } // namespace
 
 Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, caf::actor_system& sys,
-                                                         const RejoinData& rejoin) {
+                                                         const RejoinData& rejoin, orchestrator_actor via) {
   std::shared_ptr<GlobalClient> c(new GlobalClient);
   c->config_ = config;
   // The join (the orchestrator reached, every node in, the data connections made) has a limit of
@@ -54,7 +54,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
     if (auto self = weak.lock()) self->on_link_notice(l);
   };
   const auto began = Clock::now();
-  auto joined = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, on_link, c->orchestrator_);
+  auto joined = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, on_link, c->orchestrator_, via);
   const auto registered = Clock::now();
   if (!joined.is_ok()) return joined;
   c->report_link_ = c->orchestrator_.session->link_reporter();

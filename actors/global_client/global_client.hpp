@@ -48,15 +48,19 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // config.node_address ("host" or "host:port"; port 0 or none picks a free one), and connects to
   // every other node. Everything within config.timeout. Its control side (the node actor) runs in
   // `sys`, the runtime's actor system, which must be configured for remoting and outlive it.
-  // `rejoin`: this node is a member of a running collective joining its next epoch (shrink, grow).
+  // `rejoin`: this node is a member of a running collective joining its next epoch (shrink, grow);
+  // `via`: the previous epoch's orchestrator link (orchestrator_link()), which it registers over.
   static Result<std::shared_ptr<GlobalClient>> start(const Config& config, caf::actor_system& sys,
-                                                     const RejoinData& rejoin = {});
+                                                     const RejoinData& rejoin = {}, orchestrator_actor via = {});
   ~GlobalClient() override;
   // Says goodbye to every node and leaves the orchestrator. Idempotent.
   void close();
 
   const TopologyData& topology() const { return topo_; }
   const Config& config() const { return config_; }  // as it joined (the orchestrator's address found)
+  // The orchestrator as this client's session reached it (null: never, or known lost); it stays
+  // usable for the next epoch's join after this client has closed.
+  orchestrator_actor orchestrator_link() const { return notices_ ? notices_->orchestrator() : orchestrator_actor{}; }
   // An elastic job's newcomers waiting for a grow (NodeSession::newcomers); 0 once closed.
   uint32_t newcomers() const;  // 0 before the join
   // The orchestrator's loss as the node actor heard it ("orchestrator lost: ..."), if it was.

@@ -49,14 +49,15 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
                                                        uint16_t port, const NodeRegisterData& reg,
                                                        std::chrono::milliseconds timeout,
                                                        std::function<void(const NodeLostData&)> on_lost,
-                                                       std::function<void(const LinkLostData&)> on_link_lost) {
+                                                       std::function<void(const LinkLostData&)> on_link_lost,
+                                                       orchestrator_actor via) {
   const std::string where = host + ":" + std::to_string(port);
   const auto give_up = std::chrono::steady_clock::now() + timeout;
   // A newcomer's job runs already: its orchestrator is there, or gone with the job. A refused
   // connection is tried again only briefly, where a first join waits for a launcher that starts
   // it late; its timeout then bounds the wait for the members' grow alone.
   const auto reach = reg.newcomer ? std::min(give_up, std::chrono::steady_clock::now() + kNewcomerReach) : give_up;
-  auto orch = connect_orchestrator(sys, host, port, reg.secret, reach);
+  auto orch = via ? Result<orchestrator_actor>(via) : connect_orchestrator(sys, host, port, reg.secret, reach);
   if (!orch) {
     if (reg.newcomer && orch.status().code() != Errc::auth_failed && orch.status().code() != Errc::version_mismatch)
       return Status(orch.status().code(), orch.status().message() + " (a newcomer joins a running elastic job: has it ended?)");
@@ -66,6 +67,7 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
   s->events_ = std::make_shared<NodeEvents>();
   s->events_->on_lost = std::move(on_lost);
   s->events_->on_link_lost = std::move(on_link_lost);
+  s->orch_ = *orch;
   s->node_ = sys.spawn(node_actor_impl, *orch, where, s->events_);
   timeout = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now()),
                      std::chrono::milliseconds(1));
@@ -94,6 +96,12 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
     return status;
   }
   return s;
+}
+
+orchestrator_actor NodeSession::orchestrator() const {
+  for (const auto& d : events_->lost())
+    if (d.node_id == NodeEvents::kOrchestrator) return {};
+  return orch_;
 }
 
 void NodeSession::leave() {

@@ -30,12 +30,15 @@ class NodeSession {
   // orchestrator answers once every expected node is in, or with an error naming the reason).
   // `sys` must be configured with configure_remoting() and outlive the session. `on_lost` runs on
   // the node actor's thread for every NodeLost notice (and the orchestrator's own loss), and
-  // `on_link_lost` for every LinkLost notice.
+  // `on_link_lost` for every LinkLost notice. `via`: an orchestrator this process reached already
+  // (a session of the collective's previous epoch): the registration goes over that link, with no
+  // new door passage or CAF handshake.
   static Result<std::shared_ptr<NodeSession>> join(caf::actor_system& sys, const std::string& host,
                                                    uint16_t port, const NodeRegisterData& reg,
                                                    std::chrono::milliseconds timeout,
                                                    std::function<void(const NodeLostData&)> on_lost = {},
-                                                   std::function<void(const LinkLostData&)> on_link_lost = {});
+                                                   std::function<void(const LinkLostData&)> on_link_lost = {},
+                                                   orchestrator_actor via = {});
   ~NodeSession();
   NodeSession(const NodeSession&) = delete;
   NodeSession& operator=(const NodeSession&) = delete;
@@ -48,6 +51,8 @@ class NodeSession {
   void leave();
   // The node's actor (the orchestrator monitors it).
   const node_actor& actor() const { return node_; }
+  // The orchestrator as this session reached it; null once it is known to be lost.
+  orchestrator_actor orchestrator() const;
   // Tells the orchestrator that this node's data connection broke, through the node actor: from
   // any thread, never blocking, and harmless once the session has left (the report goes nowhere).
   std::function<void(const LinkLostData&)> link_reporter() const;
@@ -64,6 +69,7 @@ class NodeSession {
  private:
   NodeSession() = default;
   node_actor node_;
+  orchestrator_actor orch_;
   TopologyData topology_;
   std::shared_ptr<NodeEvents> events_;
   bool left_ = false;

@@ -17,7 +17,8 @@ std::optional<std::string> data_plane_loss(const NodeLostData& d) {
 Status join_orchestrator(const Config& /*config*/, caf::actor_system& sys, const std::string& host, uint16_t port,
                          const NodeRegisterData& reg, Clock::time_point deadline,
                          std::function<void(uint32_t, const std::string&)> on_node_lost,
-                         std::function<void(const LinkLostData&)> on_link_lost, OrchestratorLink& link) {
+                         std::function<void(const LinkLostData&)> on_link_lost, OrchestratorLink& link,
+                         orchestrator_actor via) {
   // The orchestrator's front door is reached first (connect_orchestrator, node_session.cpp), within
   // the deadline: an unreachable host fails within our timeout rather than the operating system's.
   auto on_lost = [on_node_lost = std::move(on_node_lost)](const NodeLostData& d) {
@@ -28,7 +29,7 @@ Status join_orchestrator(const Config& /*config*/, caf::actor_system& sys, const
   };
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   auto session = NodeSession::join(sys, host, port, reg, std::max(left, std::chrono::milliseconds(1)), on_lost,
-                                  std::move(on_link_lost));
+                                  std::move(on_link_lost), std::move(via));
   if (!session.is_ok()) return session.status();
   link.session = std::move(*session);
   return Status::ok();
