@@ -46,7 +46,11 @@ def _create(opts, pg_options=None):
 from .elastic import epoch, grow, join, new_group, newcomers, revoke, shrink  # noqa: E402,F401
 
 if not hasattr(_dist.Backend, "CHORUS"):
-    _dist.Backend.register_backend("chorus", _create, extended_api=True)
+    if int(_torch.__version__.split(".")[0]) >= 2:  # a c10d::Backend per device type
+        _dist.Backend.register_backend("chorus", _create, extended_api=True,
+                                       devices=["cpu", "cuda"] if _chorus.cuda else ["cpu"])
+    else:
+        _dist.Backend.register_backend("chorus", _create, extended_api=True)
 
 # Before the interpreter goes: this process's node leaves, rank 0's orchestrator waits for the
 # others to leave, then closes. Nothing runs until a group is made.

@@ -13,14 +13,28 @@ one's place in torch.distributed's tables (the default group, or the subgroup gi
 ``dist.get_rank()``, ``dist.get_world_size()`` and every op with ``group=`` see the new members.
 Objects that hold the old group (a DistributedDataParallel) are made again.
 """
+import functools
 from datetime import timedelta
 
+import torch as _torch
 import torch.distributed as _dist
 from torch.distributed import distributed_c10d as _c10d
 
 from . import _chorus
 
 _groups = 0  # groups chorus.new_group made: their names in torch's tables
+
+
+def _torch1(call):
+    """These calls rewrite torch 1.x's tables of process groups; torch 2.x's hold ProcessGroups
+    that dispatch to a chorus c10d::Backend, which they do not know yet: said at once, by name."""
+    @functools.wraps(call)
+    def checked(*args, **kwargs):
+        if int(_torch.__version__.split(".")[0]) >= 2:
+            raise NotImplementedError(f"chorus.{call.__name__} from Python is written for torch 1.x's process groups; "
+                                      f"torch {_torch.__version__} is not supported yet (from C++: docs/elastic.md)")
+        return call(*args, **kwargs)
+    return checked
 
 
 def _ours(group):
@@ -57,6 +71,7 @@ def _install(old, new):
     return new
 
 
+@_torch1
 def shrink(exclude=(), group=None):
     """Collective over the members still alive after a loss (chorus.NodeLost): returns the group
     of the survivors, ranked in their old order, and puts it in place of the old one (the default
@@ -73,6 +88,7 @@ def shrink(exclude=(), group=None):
     return _install(old, _chorus._shrink(old, [int(r) for r in exclude]))
 
 
+@_torch1
 def grow():
     """Collective over the world's members: the world grown by the newcomers waiting (see
     newcomers()), members' ranks kept, newcomers after them; it becomes the default group."""
@@ -80,23 +96,27 @@ def grow():
     return _install(old, _chorus._grow(old))
 
 
+@_torch1
 def revoke(group=None):
     """Ends every op in flight of the world and its groups, at every member, with chorus.Revoked;
     the world is then fit only for shrink() or grow()."""
     _chorus._revoke(_ours(group))
 
 
+@_torch1
 def epoch(group=None):
     """The membership epoch: 0 as admitted, one more per shrink or grow."""
     return _chorus._epoch(_ours(group))
 
 
+@_torch1
 def newcomers():
     """Newcomers waiting for a grow, as this process was last told: ranks may hear at different
     moments, so agree (all_reduce it with MAX) before calling grow()."""
     return _chorus._newcomers(_ours(None))
 
 
+@_torch1
 def new_group(ranks, timeout=None):
     """torch.distributed.new_group for a world that shrank or grew (or a newcomer's): torch's own
     waits on the store of the job's first launch (rank 0's), which may be gone and which a
@@ -115,6 +135,7 @@ def new_group(ranks, timeout=None):
     return pg
 
 
+@_torch1
 def join(timeout=timedelta(minutes=30)):
     """A newcomer's init_process_group (started by ``chorus-run --join``): registers with the
     running elastic job and waits, up to `timeout`, until its members grow(); the grown world is

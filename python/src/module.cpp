@@ -17,7 +17,7 @@ namespace {
 
 // torch.distributed's default group (`global_ranks` empty) joins the collective; a subgroup is a
 // group of its peer.
-c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+c10::intrusive_ptr<C10dBase> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                             int size, std::chrono::milliseconds timeout,
                                                             const std::vector<int64_t>& global_ranks) {
   if (global_ranks.empty()) {
@@ -89,7 +89,7 @@ PYBIND11_MODULE(_chorus, m) {
 #else
   m.attr("cuda") = false;
 #endif
-  py::class_<ProcessGroupChorus, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupChorus>>(
+  py::class_<ProcessGroupChorus, C10dBase, c10::intrusive_ptr<ProcessGroupChorus>>(
       m, "ProcessGroupChorus", "torch.distributed's \"chorus\" backend (made by init_process_group / new_group)");
   bind_elastic(m);
   m.def("_create_process_group", &create_process_group, py::arg("store"), py::arg("rank"), py::arg("size"),

@@ -80,7 +80,7 @@ c10::intrusive_ptr<c10d::Work> work(int rank, c10d::OpType type, std::vector<cho
 } // namespace
 
 ProcessGroupChorus::ProcessGroupChorus(std::shared_ptr<World> world, Peer peer)
-    : c10d::ProcessGroup(static_cast<int>(peer.rank()), static_cast<int>(peer.size())),
+    : C10dBase(static_cast<int>(peer.rank()), static_cast<int>(peer.size())),
       world_(std::move(world)),
       peer_(std::move(peer)) {}
 

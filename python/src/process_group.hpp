@@ -11,10 +11,16 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/version.h>
 
-// torch 2.x moved backends to c10d::Backend, under a ProcessGroup that dispatches to them; this
-// class is the 1.x form (the CMake build does not build it for 2.x).
-#if TORCH_VERSION_MAJOR >= 2
-#error "chorus's torch.distributed backend is written for torch 1.x's c10d::ProcessGroup, not torch 2.x's c10d::Backend"
+// torch 1.x runs a backend that is a c10d::ProcessGroup; torch 2.x runs c10d::Backend objects, one
+// per device type, under a ProcessGroup that dispatches to them. The class is the same over both
+// bases, whose ops have the same signatures. CHORUS_C10D_BACKEND asks for the Backend form under
+// 1.13, whose c10d::Backend already has 2.x's interface: the build compiles it so (a check; 1.13's
+// Python cannot run a Backend).
+#if TORCH_VERSION_MAJOR >= 2 || defined(CHORUS_C10D_BACKEND)
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#define CHORUS_C10D_BASE c10d::Backend
+#else
+#define CHORUS_C10D_BASE c10d::ProcessGroup
 #endif
 
 #include <chorus/peer.hpp>
@@ -23,7 +29,9 @@
 
 namespace chorus::python {
 
-class ProcessGroupChorus : public c10d::ProcessGroup {
+using C10dBase = CHORUS_C10D_BASE;
+
+class ProcessGroupChorus : public C10dBase {
  public:
   ProcessGroupChorus(std::shared_ptr<World> world, Peer peer);
   const std::string getBackendName() const override { return "chorus"; }
