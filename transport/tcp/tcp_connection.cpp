@@ -37,12 +37,17 @@ std::size_t ticket_span(const SendTicket& t, std::size_t at, const char*& p) {
 
 TcpConnection::TcpConnection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls,
                              std::unique_ptr<ShmChannel> shm)
-    : Connection(node), fd_(fd), sink_(sink), tls_(std::move(tls)), shm_(std::move(shm)), in_(kIn), hole_(kIn) {
-  // Named so that profiles and debuggers tell the data plane's threads apart.
-  writer_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), ("chorus-wr" + std::to_string(this->node())).c_str());
-    writer_loop();
+    : Connection(node), fd_(fd), sink_(sink), tls_(std::move(tls)), shm_(std::move(shm)), in_(new std::byte[kIn]), hole_(new std::byte[kIn]) {}
+
+void TcpConnection::wake_writer() {
+  std::call_once(writer_once_, [this] {
+    // Named so that profiles and debuggers tell the data plane's threads apart.
+    writer_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), ("chorus-wr" + std::to_string(this->node())).c_str());
+      writer_loop();
+    });
   });
+  cv_.notify_one();
 }
 
 TcpConnection::~TcpConnection() {
@@ -87,7 +92,7 @@ void TcpConnection::push_locked(std::unique_lock<std::mutex>& lk) {
   if (writing_ || queue_.empty()) return;  // whoever writes takes what is queued next
   if (queue_.front()->total() > kInline) {
     lk.unlock();
-    cv_.notify_one();
+    wake_writer();
     return;
   }
   std::shared_ptr<SendTicket> t = std::move(queue_.front());
@@ -110,7 +115,7 @@ void TcpConnection::push_locked(std::unique_lock<std::mutex>& lk) {
   } else if (whole) {
     t->done.set(1);
   }
-  if (wake) cv_.notify_one();  // an idle writer is not woken for nothing
+  if (wake) wake_writer();  // an idle writer is not woken (or started) for nothing
 }
 
 bool TcpConnection::write_ticket(SendTicket& t, bool wait) {
@@ -373,14 +378,14 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
         if (drained) return waiting(1);
         if (taken >= budget) return Pumped::more;  // only before a read: what is buffered is parsed
         if (pos_ > 0) {  // keep the partial header at the front
-          std::memmove(in_.data(), in_.data() + pos_, end_ - pos_);
+          std::memmove(in_.get(), in_.get() + pos_, end_ - pos_);
           end_ -= pos_;
           pos_ = 0;
         }
         // From a ring, only the header: the payload then goes straight to its destination (a
         // batch costs a system call per read on a socket, and only a copy on a ring).
         const std::size_t want = shm_ ? sizeof(FrameHeader) - end_ : kIn - end_;
-        ssize_t r = read_some(in_.data() + end_, want);
+        ssize_t r = read_some(in_.get() + end_, want);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return waiting(1);
         if (r <= 0) return read_failed(r, end_ > pos_);
@@ -389,7 +394,7 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
         taken += static_cast<std::size_t>(r);
         continue;
       }
-      std::memcpy(&cur_, in_.data() + pos_, sizeof cur_);
+      std::memcpy(&cur_, in_.get() + pos_, sizeof cur_);
       pos_ += sizeof cur_;
       if (cur_.magic != FrameHeader::kMagic || cur_.bytes > kMaxPayload)
         return end_reading("garbled frame on the data connection", true);
@@ -403,7 +408,7 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
       // What is already buffered first.
       const std::size_t first = std::min<std::size_t>(cur_.bytes, end_ - pos_);
       if (first > 0) {
-        if (dst_) std::memcpy(dst_, in_.data() + pos_, first);
+        if (dst_) std::memcpy(dst_, in_.get() + pos_, first);
         pos_ += first;
         got_ = first;
         if (dst_ && got_ < cur_.bytes) sink_->progress(node(), cur_, got_);
@@ -413,8 +418,8 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
       if (drained) return waiting(std::min(cur_.bytes - got_, kWakeBytes));
       if (taken >= budget) return Pumped::more;
       std::size_t want = std::min<std::size_t>(cur_.bytes - got_, kReadPiece);
-      std::byte* at = dst_ ? dst_ + got_ : hole_.data();
-      if (!dst_) want = std::min(want, hole_.size());
+      std::byte* at = dst_ ? dst_ + got_ : hole_.get();
+      if (!dst_) want = std::min(want, kIn);
       ssize_t r = read_some(at, want);
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return waiting(std::min(cur_.bytes - got_, kWakeBytes));

@@ -54,6 +54,7 @@ class TcpConnection final : public Connection {
   // else wakes the writer if it has work; then, without the lock, writes what it took.
   void push_locked(std::unique_lock<std::mutex>& lk);
   void writer_loop();
+  void wake_writer();  // starts the writer thread if need be, and wakes it
   // Ended, after telling the sink (unless ours): `broke` the connection failed (FrameSink::broken),
   // else the other side's stream ended without a bye.
   Pumped end_reading(const std::string& why, bool broke);
@@ -83,11 +84,16 @@ class TcpConnection final : public Connection {
   bool writing_ = false;  // someone (the writer thread or an inline sender) is writing a frame
   std::atomic<bool> dead_{false};
   std::atomic<bool> got_bye_{false};
+  // Started the first time a frame cannot be written inline (wake_writer): most of a host's
+  // connections never need it, and a mesh of N nodes would start N - 1 threads in every process.
   std::thread writer_;
+  std::once_flag writer_once_;
 
   // Reading state, kept between pumps: buffered bytes in_[pos_, end_), and the frame whose payload
   // is being read (dst_ null: dropped into hole_).
-  std::vector<std::byte> in_, hole_;
+  // Not zeroed (new T[], not a vector): a mesh makes a connection per node, and zeroing them cost
+  // a shrink's 7 processes ~0.6 ms of CPU each.
+  std::unique_ptr<std::byte[]> in_, hole_;
   std::size_t pos_ = 0, end_ = 0;
   bool in_frame_ = false, ended_ = false;
   FrameHeader cur_{};
