@@ -58,8 +58,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
 
   const TopologyData& topology() const { return topo_; }
   const Config& config() const { return config_; }  // as it joined (the orchestrator's address found)
-  // The orchestrator as this client's session reached it (null: never, or known lost); it stays
-  // usable for the next epoch's join after this client has closed.
+  // The orchestrator as this client's session reached it (null: never, or known lost): the next
+  // epoch's join registers over it while this client, not yet retired, still watches the link.
   orchestrator_actor orchestrator_link() const { return notices_ ? notices_->orchestrator() : orchestrator_actor{}; }
   // An elastic job's newcomers waiting for a grow (NodeSession::newcomers); 0 once closed.
   uint32_t newcomers() const;  // 0 before the join

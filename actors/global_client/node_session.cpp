@@ -99,8 +99,8 @@ Result<std::shared_ptr<NodeSession>> NodeSession::join(caf::actor_system& sys, c
 }
 
 orchestrator_actor NodeSession::orchestrator() const {
-  for (const auto& d : events_->lost())
-    if (d.node_id == NodeEvents::kOrchestrator) return {};
+  for (const auto& d : events_->lost())  // a link that garbled a notice is not trusted either
+    if (d.node_id == NodeEvents::kOrchestrator || d.node_id == NodeEvents::kGarbledNotice) return {};
   return orch_;
 }
 

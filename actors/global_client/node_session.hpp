@@ -51,7 +51,8 @@ class NodeSession {
   void leave();
   // The node's actor (the orchestrator monitors it).
   const node_actor& actor() const { return node_; }
-  // The orchestrator as this session reached it; null once it is known to be lost.
+  // The orchestrator as this session reached it; null once it is known to be lost or its link
+  // garbled a notice (what the node actor heard while it ran: ask before leave()).
   orchestrator_actor orchestrator() const;
   // Tells the orchestrator that this node's data connection broke, through the node actor: from
   // any thread, never blocking, and harmless once the session has left (the report goes nowhere).

@@ -12,6 +12,7 @@ grow by newcomers) is ``chorus.shrink``, ``chorus.grow``, ``chorus.join``, ``cho
 the same message on every rank of the failed op. See docs/python.md.
 """
 import atexit as _atexit
+import inspect as _inspect
 
 import torch as _torch
 import torch.distributed as _dist  # registers c10d's types, which the module's classes build on
@@ -46,11 +47,10 @@ def _create(opts, pg_options=None):
 from .elastic import epoch, grow, join, new_group, newcomers, revoke, shrink  # noqa: E402,F401
 
 if not hasattr(_dist.Backend, "CHORUS"):
-    if int(_torch.__version__.split(".")[0]) >= 2:  # a c10d::Backend per device type
-        _dist.Backend.register_backend("chorus", _create, extended_api=True,
-                                       devices=["cpu", "cuda"] if _chorus.cuda else ["cpu"])
-    else:
-        _dist.Backend.register_backend("chorus", _create, extended_api=True)
+    # torch 2.x keeps a c10d::Backend per device type, where its register_backend takes devices
+    _devices = {"devices": ["cpu", "cuda"] if _chorus.cuda else ["cpu"]} \
+        if "devices" in _inspect.signature(_dist.Backend.register_backend).parameters else {}
+    _dist.Backend.register_backend("chorus", _create, extended_api=True, **_devices)
 
 # Before the interpreter goes: this process's node leaves, rank 0's orchestrator waits for the
 # others to leave, then closes. Nothing runs until a group is made.

@@ -1,5 +1,7 @@
 #include "transport/tcp/tcp_connection.hpp"
 
+#include <system_error>
+
 #include <linux/sockios.h>
 #include <linux/tcp.h>  // tcp_info with tcpi_snd_wnd (glibc's netinet/tcp.h lacks it)
 #include <netinet/in.h>
@@ -40,13 +42,19 @@ TcpConnection::TcpConnection(int fd, uint32_t node, FrameSink* sink, std::unique
     : Connection(node), fd_(fd), sink_(sink), tls_(std::move(tls)), shm_(std::move(shm)), in_(new std::byte[kIn]), hole_(new std::byte[kIn]) {}
 
 void TcpConnection::wake_writer() {
-  std::call_once(writer_once_, [this] {
-    // Named so that profiles and debuggers tell the data plane's threads apart.
-    writer_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), ("chorus-wr" + std::to_string(this->node())).c_str());
-      writer_loop();
-    });
+  bool started = true;
+  std::call_once(writer_once_, [this, &started] {
+    try {
+      // Named so that profiles and debuggers tell the data plane's threads apart.
+      writer_ = std::thread([this] {
+        pthread_setname_np(pthread_self(), ("chorus-wr" + std::to_string(this->node())).c_str());
+        writer_loop();
+      });
+    } catch (const std::system_error&) {
+      started = false;  // out of threads: nobody could write what is queued
+    }
   });
+  if (!started) return kill();  // its tickets fail now, rather than wait out their ops' timeouts
   cv_.notify_one();
 }
 

@@ -25,7 +25,8 @@ namespace chorus {
 class TcpConnection final : public Connection {
  public:
   // Takes ownership of a connected socket (and of its TLS session, if any: then every byte is
-  // encrypted). Starts the writer thread; reading is pump()'s.
+  // encrypted). The writer thread starts with the first frame that cannot be written inline (a
+  // connection that cannot start it ends, failing what was queued); reading is pump()'s.
   TcpConnection(int fd, uint32_t node, FrameSink* sink, std::unique_ptr<TlsChannel> tls = nullptr,
                 std::unique_ptr<ShmChannel> shm = nullptr);
   ~TcpConnection() override;
