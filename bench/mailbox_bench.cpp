@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   }
   caf::actor_system_config cfg;
   cfg.set("scheduler.policy", policy == "stealing" ? caf::atom("stealing") : caf::atom("sharing"));
-  cfg.set("scheduler.max-threads", 2);  // as the runtime sets it (actors/runtime.cpp)
+  cfg.set("scheduler.max-threads", 2);  // as the runtime sets it (runtime/runtime.cpp)
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};
   auto event_based = sys.spawn(echo);

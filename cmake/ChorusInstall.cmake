@@ -11,7 +11,7 @@
 include(CMakePackageConfigHelpers)
 
 set(CHORUS_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/chorus)
-set(CHORUS_LAYERS chorus_core chorus_strategies chorus_messages chorus_transport chorus_cuda chorus_engine chorus_observability chorus_actors
+set(CHORUS_LAYERS chorus_core chorus_strategies chorus_messages chorus_transport chorus_cuda chorus_engine chorus_observability chorus_mesh chorus_actors chorus_runtime
                   chorus_gradsync chorus_peer_actor)
 
 # Host apps' headers need C++20; users of chorus::chorus get it without asking.
@@ -64,7 +64,7 @@ if(NOT CAF_INCLUDE_DIR IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
   string(APPEND CHORUS_PC_CFLAGS " -I${CAF_INCLUDE_DIR}")  # chorus/caf.hpp includes CAF
 endif()
 set(CHORUS_PC_LIBS "")
-foreach(layer peer_actor gradsync actors observability engine cuda transport messages strategies core)
+foreach(layer peer_actor gradsync runtime actors mesh observability engine cuda transport messages strategies core)
   string(APPEND CHORUS_PC_LIBS " -lchorus_${layer}")
 endforeach()
 chorus_pc_libdir_flag(caf_dir "${CAF_CORE_LIBRARY}")

@@ -62,7 +62,7 @@ constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSetti
      "than the data addresses they advertised); the hello still checks each. `0`: a connection from an address that is "
      "none of the expected nodes' is closed at once, unread (and each node connects from its advertised address). "
      "Another value fails the setup, naming the variable.",
-     "`1`: data ports admit any address (NAT)", "`actors/global_client/data_mesh.cpp`"},
+     "`1`: data ports admit any address (NAT)", "`mesh/data_mesh.cpp`"},
     {arena_kib, "CHORUS_ARENA_KIB", R::library, K::number, 64, 0, 1048576, "64 (KiB)",
      "The arena slot of each peer, in KiB: small ops of the world on host tensors whose input fits run in the arena "
      "(see [the arena](api.md#small-ops-where-peers-share-memory-the-arena-strategiesarenahpp)). `0` turns the arena "

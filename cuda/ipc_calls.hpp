@@ -1,4 +1,4 @@
-// The seam between the GPU arena (actors/peer/gpu_arena_path.hpp) and CUDA's interprocess memory:
+// The seam between the GPU arena (runtime/peer/gpu_arena_path.hpp) and CUDA's interprocess memory:
 // node processes of one host whose tensors lie on one GPU hand each other their buffers as CUDA
 // IPC handles, and one of them (the op's lead) runs the op's fused plan (cuda/device_plan.hpp)
 // over every process's buffers, as for logical peers of one process. ipc_calls() is CUDA

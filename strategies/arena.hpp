@@ -85,7 +85,7 @@ class Arena {
   // The peers that have not posted op `seq` yet: whom a status report names while it waits here.
   std::vector<uint32_t> not_posted(uint64_t seq) const;
 
-  // Ops one peer runs for all (GPU tensors, actors/peer/gpu_arena_path.hpp): after a go the others
+  // Ops one peer runs for all (GPU tensors, runtime/peer/gpu_arena_path.hpp): after a go the others
   // post nothing more and wait until that peer, the op's lead, says how the op ended. The lead's
   // slot for `seq` then carries the error's text (its post is read by nobody any more).
   void conclude(uint32_t lead, uint64_t seq, const Status& how);

@@ -2,7 +2,7 @@
 // first (the arena), the path that runs it otherwise, the algorithm, its rounds and messages, and
 // why, in words. Its rules are the tuning module's (tuning.hpp: the algorithm, NCCL or staging
 // across nodes, the arena's kinds and slot), composed here in the order the op path applies them
-// (actors/peer/run_op.cpp asks them one at a time, the local server asks tune()), so what the
+// (runtime/peer/run_op.cpp asks them one at a time, the local server asks tune()), so what the
 // planner says for an op is what runs it. chorus-bench --explain prints it for each size.
 #pragma once
 #include <cstddef>

@@ -1,4 +1,4 @@
-// GPU tensors of node processes that share one GPU (actors/peer/gpu_arena_path.hpp), end to end
+// GPU tensors of node processes that share one GPU (runtime/peer/gpu_arena_path.hpp), end to end
 // from the public API on a machine without a GPU: three nodes (Runtimes of this process, so one
 // host, joined through an orchestrator daemon) of two peers each, CUDA IPC played by the double of
 // tests/fake_ipc.hpp (handles name registered buffers; the lead's plan runs on host memory), the
@@ -17,7 +17,7 @@
 
 #include <chorus/runtime.hpp>
 #include "actors/global_client/global_client.hpp"
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "fake_ipc.hpp"
 #include "fake_nccl.hpp"
 #include "node_runtimes.hpp"

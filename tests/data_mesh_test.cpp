@@ -12,9 +12,9 @@
 #include <future>
 #include <thread>
 
-#include "actors/global_client/data_hello.hpp"
-#include "actors/global_client/data_mesh.hpp"
-#include "actors/global_client/hello_gate.hpp"
+#include "mesh/data_hello.hpp"
+#include "mesh/data_mesh.hpp"
+#include "mesh/hello_gate.hpp"
 #include "transport/socket.hpp"
 
 namespace chorus {

@@ -26,7 +26,7 @@
 
 #include <chorus/runtime.hpp>
 #include "actors/global_client/global_client.hpp"
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "multi_node_fixture.hpp"
 #include "status_matchers.hpp"
 #include "test_events.hpp"

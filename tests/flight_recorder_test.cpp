@@ -15,7 +15,7 @@
 #include "observability/flight/flight_file.hpp"
 #include "observability/flight/flight_recorder.hpp"
 #include "observability/flight/flight_report.hpp"
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "core/wait.hpp"
 #include "peer_harness.hpp"
 #include "test_events.hpp"

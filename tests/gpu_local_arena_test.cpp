@@ -1,5 +1,5 @@
 // GPU tensors of the logical peers of one process meeting in the process's arena
-// (actors/peer/gpu_arena_path.hpp), end to end from the public API on a machine without a GPU:
+// (runtime/peer/gpu_arena_path.hpp), end to end from the public API on a machine without a GPU:
 // CUDA's calls played by the double of tests/fake_ipc.hpp (the lead's plan runs on host memory),
 // the GPU tensors borrowed host memory tagged with a CUDA device. Checked: every op kind runs once,
 // by its lead, over every peer's buffers as they are (nothing exported or opened), with the

@@ -16,7 +16,7 @@
 #include <chorus/caf.hpp>
 #include "actors/orchestrator/orchestrator.hpp"
 #include "actors/orchestrator/published.hpp"
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "orchestrator_fixtures.hpp"
 #include "peer_harness.hpp"
 #include "status_matchers.hpp"

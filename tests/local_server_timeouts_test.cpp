@@ -13,7 +13,7 @@
 
 #include <chorus/config.hpp>
 #include <chorus/runtime.hpp>
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "local_server_fixtures.hpp"
 #include "strategies/work_buffer.hpp"
 #include "testkit/process.hpp"

@@ -15,7 +15,7 @@
 
 #include <chorus/gpu.hpp>
 #include "actors/global_client/global_client.hpp"
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "multi_node_peer.hpp"
 #include "test_events.hpp"
 

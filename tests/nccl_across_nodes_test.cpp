@@ -18,7 +18,7 @@
 
 #include <chorus/runtime.hpp>
 #include "actors/global_client/global_client.hpp"
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "cuda/nccl_calls.hpp"
 #include "fake_nccl.hpp"
 #include "node_runtimes.hpp"

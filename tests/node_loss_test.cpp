@@ -19,7 +19,7 @@
 #include <chorus/runtime.hpp>
 #include "actors/global_client/global_client.hpp"
 #include "actors/local_server/server_core.hpp"
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "messages/peer_codec.hpp"
 #include "status_matchers.hpp"
 #include "test_events.hpp"

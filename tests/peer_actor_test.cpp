@@ -9,7 +9,7 @@
 #include <chorus/chorus.hpp>
 #include <chorus/caf.hpp>
 #include "actors/local_server/local_server.hpp"
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "peer_harness.hpp"
 #include "status_matchers.hpp"
 

@@ -56,7 +56,7 @@ TEST(SendRecv, TagsAreMatchedIndependently) {
 // FIFO per (source, destination, tag): sends posted in order X, Y (from two threads, Y once X
 // waits at the server) are received in that order; likewise two recvs posted in order get the
 // sends in order. A peer's calls of one (direction, other peer, tag) share a lane
-// (actors/peer/op_lanes.hpp), so Y reaches the server once X is received: the server's own FIFO
+// (runtime/peer/op_lanes.hpp), so Y reaches the server once X is received: the server's own FIFO
 // with both queued is CoreTest.SendRecvAreMatchedFifoPerTag's.
 TEST(SendRecv, FifoPerTagFromSeveralThreads) {
   Runtime rt;

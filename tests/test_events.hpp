@@ -9,7 +9,7 @@
 #include <thread>
 
 #include <chorus/runtime.hpp>
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "core/wait.hpp"
 
 namespace chorus::testing {

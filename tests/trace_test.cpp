@@ -12,7 +12,7 @@
 #include <cstdio>
 
 #include <chorus/chorus.hpp>
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "observability/trace/trace.hpp"
 #include "observability/trace/trace_json.hpp"
 #include "core/trace_name.hpp"

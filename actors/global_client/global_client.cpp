@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "actors/global_client/data_mesh.hpp"
+#include "mesh/data_mesh.hpp"
 #include "actors/global_client/net_op.hpp"
 #include "actors/global_client/p2p.hpp"
 #include "core/log.hpp"

@@ -145,8 +145,8 @@ class Peer {
   Result<std::vector<Tensor>> gather_v(const Tensor& in, PeerId root);
 
  private:
-  friend struct PeerAccess;  // the library's own code (actors/peer/peer_state.hpp)
-  // The bodies of the calls above that run on the handle's lane (actors/peer/groups.cpp, finish.cpp).
+  friend struct PeerAccess;  // the library's own code (runtime/peer/peer_state.hpp)
+  // The bodies of the calls above that run on the handle's lane (runtime/peer/groups.cpp, finish.cpp).
   Result<Peer> new_group_now(std::vector<PeerId> members);
   Result<Peer> split_now(int color, int key);
   Result<Peer> intra_node_now();

@@ -39,7 +39,7 @@ class Runtime {
   // Drops every registration and fails every op in flight with Errc::reset.
   Status reset();
  private:
-  friend struct RuntimeAccess;  // the library's own code (actors/runtime_impl.hpp)
+  friend struct RuntimeAccess;  // the library's own code (runtime/runtime_impl.hpp)
   std::shared_ptr<RuntimeImpl> impl_;
 };
 

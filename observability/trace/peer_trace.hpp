@@ -1,6 +1,6 @@
 // One local peer's part of the process's trace (trace.hpp): a span per op, with the wait for its
 // plan and the steps the executor ran inside it, written through the hooks of
-// actors/peer/run_op.hpp beside the flight recorder's; the Runtime reads it when it writes the
+// runtime/peer/run_op.hpp beside the flight recorder's; the Runtime reads it when it writes the
 // file. A peer's calls may overlap (send and recv from several threads, a group handle's op beside
 // the world's): each call fills its own OpSpan, and what lands in the logs goes in under a lock
 // that only the trace, when on, takes.

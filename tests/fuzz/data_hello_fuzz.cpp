@@ -1,9 +1,9 @@
-// The hello that opens a data connection (actors/global_client/data_hello.cpp, read_hello), as a
+// The hello that opens a data connection (mesh/data_hello.cpp, read_hello), as a
 // node's data port reads it from whoever connects: the input's first byte chooses plain TCP (even)
 // or TLS (odd: a real session, the rest of the input its plaintext); the rest is all the stranger
 // sends before it closes. read_hello must answer at once (the stream has ended) with a Status:
 // ok only for a hello of this collective (its id and token) from another node of it.
-#include "actors/global_client/data_hello.hpp"
+#include "mesh/data_hello.hpp"
 #include "fuzz_kit.hpp"
 #include "messages/data_codec.hpp"
 #include "messages/peer_codec.hpp"

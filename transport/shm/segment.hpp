@@ -8,7 +8,7 @@
 // open it any more. The offer goes only to a process that proved it belongs to the job first (the
 // data hello).
 // Used by the rings of a pair of nodes (shm_channel.hpp) and by the arena of a host's nodes
-// (strategies/arena.hpp, set up in actors/global_client/data_mesh.cpp).
+// (strategies/arena.hpp, set up in mesh/data_mesh.cpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>

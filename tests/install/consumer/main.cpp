@@ -13,7 +13,7 @@
 #endif
 
 // Only the public headers are installed: no layer's internal header is reachable.
-#if __has_include("core/wait.hpp") || __has_include("actors/runtime_impl.hpp") || __has_include("strategies/tuning.hpp")
+#if __has_include("core/wait.hpp") || __has_include("runtime/runtime_impl.hpp") || __has_include("strategies/tuning.hpp")
 #error "an internal chorus header is visible to a user of the installed package"
 #endif
 

@@ -1,4 +1,4 @@
-#include "actors/peer/peer_actor_calls.hpp"
+#include "host_actors/peer_actor_calls.hpp"
 
 namespace chorus {
 

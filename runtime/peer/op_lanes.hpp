@@ -13,7 +13,7 @@
 #include <type_traits>
 
 #include <chorus/work.hpp>
-#include "actors/peer/peer_state.hpp"
+#include "runtime/peer/peer_state.hpp"
 #include "cuda/stream_calls.hpp"
 #include "engine/lane.hpp"
 #include "engine/work_state.hpp"

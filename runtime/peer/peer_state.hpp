@@ -44,7 +44,7 @@ struct PeerState {
   std::shared_ptr<FlightRecorder> flight;  // the process's recorder (null: none)
   PeerTrace* trace = nullptr;      // this local peer's part of the process's trace (null: none)
   std::shared_ptr<ArenaSeat> arena;  // the world's small ops meet here first (null: none)
-  // Where this handle's ops run (actors/peer/op_lanes.hpp): its collectives in call order, and
+  // Where this handle's ops run (runtime/peer/op_lanes.hpp): its collectives in call order, and
   // send/recv per (is send, other rank, tag), made on first use under p2p_mu.
   Lane ops_lane;
   // Set by the first non-blocking op of the handle, never cleared. Until then a blocking call runs

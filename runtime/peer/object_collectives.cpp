@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include <chorus/peer.hpp>
-#include "actors/peer/op_lanes.hpp"
+#include "runtime/peer/op_lanes.hpp"
 #include "cuda/staging.hpp"
 
 namespace chorus {

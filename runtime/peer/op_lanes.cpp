@@ -1,10 +1,10 @@
-#include "actors/peer/op_lanes.hpp"
+#include "runtime/peer/op_lanes.hpp"
 
 #include <exception>
 #include <string>
 #include <utility>
 
-#include "actors/peer/run_op.hpp"
+#include "runtime/peer/run_op.hpp"
 #include "cuda/device_status.hpp"
 #include "cuda/stream_calls.hpp"
 

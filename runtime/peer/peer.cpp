@@ -5,8 +5,8 @@
 #include <chorus/peer.hpp>
 
 #include "actors/global_client/global_client.hpp"
-#include "actors/peer/op_lanes.hpp"
-#include "actors/peer/run_op.hpp"
+#include "runtime/peer/op_lanes.hpp"
+#include "runtime/peer/run_op.hpp"
 
 namespace chorus {
 

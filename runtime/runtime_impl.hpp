@@ -15,7 +15,7 @@
 #include "actors/local_server/local_server.hpp"
 #include "actors/orchestrator/hosted.hpp"
 #include "actors/local_server/server_core.hpp"
-#include "actors/peer/peer_state.hpp"
+#include "runtime/peer/peer_state.hpp"
 #include "messages/node_codec.hpp"
 
 namespace chorus {
@@ -110,7 +110,7 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   Result<std::shared_ptr<GlobalClient>> join_collective(const Config& config, caf::actor_system& sys);
   void drop_hosted_orchestrator();  // and its rendezvous file; outside every lock
 
-  // Elastic membership (actors/peer/elastic.cpp). After a shrink or a grow the node runs on as a
+  // Elastic membership (runtime/peer/elastic.cpp). After a shrink or a grow the node runs on as a
   // successor: a runtime of its own in this one's actor system, whose join presents `rejoin`
   // (the member this node was). The first local peer that asks makes it; this one is then
   // retired: its ops end with `why`, its connections close, and its actors stop, while its actor
@@ -165,7 +165,7 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // The process's trace (CHORUS_TRACE, Config::trace_file; null: none), made and fixed like the
   // recorder; each peer handle points at its local peer's part. shutdown() writes it.
   std::shared_ptr<Trace> trace;
-  // One process's arena (actors/peer/arena_path.hpp), for the peers of registration generation
+  // One process's arena (runtime/peer/arena_path.hpp), for the peers of registration generation
   // `arena_epoch`; made by its first registration, closed by a reset or shutdown (a peer of an
   // older generation then takes the ordinary path, which refuses it). Under global_mu.
   std::shared_ptr<ArenaSeat> arena;

@@ -1,4 +1,4 @@
-#include "actors/peer/arena_path.hpp"
+#include "runtime/peer/arena_path.hpp"
 
 #include <cstdlib>
 #include <cstring>

@@ -9,7 +9,7 @@
 #include <chorus/peer.hpp>
 
 #include "actors/global_client/global_client.hpp"
-#include "actors/runtime_impl.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "core/log.hpp"
 
 namespace chorus {

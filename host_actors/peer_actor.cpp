@@ -3,8 +3,8 @@
 // and releases the peer when it exits.
 #include <chorus/peer_actor.hpp>
 
-#include "actors/peer/peer_actor_calls.hpp"
-#include "actors/runtime_impl.hpp"
+#include "host_actors/peer_actor_calls.hpp"
+#include "runtime/runtime_impl.hpp"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "actors/peer/gpu_arena_path.hpp"
+#include "runtime/peer/gpu_arena_path.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 
 #include "actors/global_client/global_client.hpp"
 #include "actors/local_server/op_validation.hpp"
-#include "actors/peer/arena_path.hpp"
+#include "runtime/peer/arena_path.hpp"
 #include "cuda/device_status.hpp"
 #include "cuda/ipc_calls.hpp"
 #include "strategies/tuning.hpp"

@@ -1,8 +1,8 @@
 // Broadcast and scatter by data: exactly one peer passes the data and becomes the root; every
 // peer gets the result back. In one process the server sees who passed data and tells the
 // receivers the shape to allocate; across nodes the peers first exchange what they hold.
-#include "actors/peer/op_lanes.hpp"
-#include "actors/peer/run_op.hpp"
+#include "runtime/peer/op_lanes.hpp"
+#include "runtime/peer/run_op.hpp"
 
 namespace chorus {
 

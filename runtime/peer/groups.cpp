@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "actors/global_client/global_client.hpp"
-#include "actors/peer/op_lanes.hpp"
-#include "actors/peer/run_op.hpp"
-#include "actors/runtime_impl.hpp"
+#include "runtime/peer/op_lanes.hpp"
+#include "runtime/peer/run_op.hpp"
+#include "runtime/runtime_impl.hpp"
 
 namespace chorus {
 

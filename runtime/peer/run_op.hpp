@@ -1,4 +1,4 @@
-// How a Peer handle runs one op, shared by the files of actors/peer/: hand the request to the
+// How a Peer handle runs one op, shared by the files of runtime/peer/: hand the request to the
 // local server's core, wait for the plan, run this peer's part of it. The public entry points
 // (peer.cpp, by_data.cpp, groups.cpp, finish.cpp) are built from these.
 #pragma once
@@ -8,7 +8,7 @@
 
 #include <chorus/peer.hpp>
 #include "actors/local_server/call.hpp"
-#include "actors/peer/peer_state.hpp"
+#include "runtime/peer/peer_state.hpp"
 #include "observability/trace/peer_trace.hpp"
 
 namespace chorus::peer_impl {

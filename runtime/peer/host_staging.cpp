@@ -3,7 +3,7 @@
 // result copied back into the caller's GPU tensor (cuda/staging.hpp); a copy that fails still
 // takes this peer's place in the op, so every peer gets the error instead of a timeout.
 #include "actors/global_client/global_client.hpp"
-#include "actors/peer/run_op.hpp"
+#include "runtime/peer/run_op.hpp"
 #include "cuda/staging.hpp"
 
 namespace chorus::peer_impl {

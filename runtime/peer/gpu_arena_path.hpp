@@ -17,7 +17,7 @@
 #pragma once
 #include <optional>
 
-#include "actors/peer/run_op.hpp"
+#include "runtime/peer/run_op.hpp"
 
 namespace chorus::peer_impl {
 

@@ -1,4 +1,4 @@
-#include "actors/global_client/data_seal.hpp"
+#include "mesh/data_seal.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>

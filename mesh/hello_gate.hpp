@@ -18,7 +18,7 @@
 #include <chorus/status.hpp>
 #include "messages/node_codec.hpp"
 #include "transport/shm/shm_channel.hpp"
-#include "actors/global_client/data_seal.hpp"
+#include "mesh/data_seal.hpp"
 #include "transport/tls/tls_channel.hpp"
 
 namespace chorus {

@@ -1,13 +1,13 @@
-#include "actors/global_client/data_mesh.hpp"
+#include "mesh/data_mesh.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <mutex>
 
-#include "actors/global_client/data_hello.hpp"
-#include "actors/global_client/data_seal.hpp"
-#include "actors/global_client/hello_gate.hpp"
+#include "mesh/data_hello.hpp"
+#include "mesh/data_seal.hpp"
+#include "mesh/hello_gate.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"

@@ -1,3 +1,6 @@
+// The process's Runtime (chorus/runtime.hpp): its actor system (its own or the host app's), the local
+// server and, in multi-node mode, the global client it spawns there; registration, the join (hosting
+// rank 0's orchestrator or reading its rendezvous file), and shutdown.
 #include <unistd.h>
 
 #include <atomic>
@@ -10,8 +13,8 @@
 #include "actors/global_client/node_status.hpp"
 #include "actors/local_server/local_server.hpp"
 #include "actors/remoting.hpp"
-#include "actors/runtime_impl.hpp"
-#include "actors/peer/arena_path.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "runtime/peer/arena_path.hpp"
 #include "observability/trace/trace.hpp"
 #include "core/host_names.hpp"
 #include "core/log.hpp"

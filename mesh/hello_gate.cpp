@@ -1,4 +1,4 @@
-#include "actors/global_client/hello_gate.hpp"
+#include "mesh/hello_gate.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -9,7 +9,7 @@
 #include <optional>
 #include <thread>
 
-#include "actors/global_client/data_hello.hpp"
+#include "mesh/data_hello.hpp"
 #include "core/log.hpp"
 #include "transport/socket.hpp"
 

@@ -1,4 +1,4 @@
-#include "actors/global_client/data_hello.hpp"
+#include "mesh/data_hello.hpp"
 
 #include "messages/data_codec.hpp"
 #include "messages/peer_codec.hpp"

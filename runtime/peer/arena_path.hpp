@@ -6,7 +6,7 @@
 #include <memory>
 #include <optional>
 
-#include "actors/peer/run_op.hpp"
+#include "runtime/peer/run_op.hpp"
 #include "strategies/arena.hpp"
 #include "strategies/arena_ops.hpp"
 

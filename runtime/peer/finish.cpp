@@ -1,8 +1,8 @@
 // Leaving the collective: the world handle tells the local server this peer is done. Once every
 // peer has finished, the collective is over and a new one may register.
-#include "actors/peer/op_lanes.hpp"
-#include "actors/peer/run_op.hpp"
-#include "actors/runtime_impl.hpp"
+#include "runtime/peer/op_lanes.hpp"
+#include "runtime/peer/run_op.hpp"
+#include "runtime/runtime_impl.hpp"
 #include "messages/peer_codec.hpp"
 
 namespace chorus {
