@@ -48,8 +48,8 @@ install(FILES ${PROJECT_BINARY_DIR}/package/chorusConfig.cmake
 
 # pkg-config: Requires names what pkg-config knows (capnp brings kj; openssl brings ssl and
 # crypto); CAF, the CUDA runtime and NCCL have no .pc file, so they go into Libs. Static
-# libraries, so the layers are listed users first: gradsync, actors, cuda, transport, messages,
-# strategies, core.
+# libraries, so the layers are listed users first: peer_actor, gradsync, runtime, actors, mesh,
+# observability, engine, cuda, transport, messages, strategies, core.
 function(chorus_pc_libdir_flag out lib)
   get_filename_component(dir "${lib}" DIRECTORY)
   if(dir IN_LIST CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES)

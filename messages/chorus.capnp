@@ -205,7 +205,7 @@ enum MemberState {
   lost @2;                     # died, went silent, or dropped its connection
 }
 
-# ---- Multi-node data plane: global client <-> global client (actors/global_client/) ----
+# ---- Multi-node data plane: global client <-> global client (mesh/ for the hello, actors/global_client/ for the rest) ----
 # Frames on a data connection are a fixed 32-byte header (transport/frame.hpp) and a payload; the
 # payloads below are Cap'n Proto messages, tensor bytes travel raw. Codecs: messages/data_codec.hpp.
 

@@ -1,6 +1,6 @@
 // The global client: one per node process in multi-node mode. It registers the node with the
 // orchestrator (orchestrator_join.hpp), opens one data connection to every other node
-// (data_mesh.hpp), and runs the inter-node part of every op: it announces what this node's peers
+// (mesh/data_mesh.hpp), and runs the inter-node part of every op: it announces what this node's peers
 // called, carries the schedule's transfers whose other side is on another node (net_op.hpp), and
 // turns a lost node, a frozen node or a disagreement into the same error on every peer.
 //
@@ -131,7 +131,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // and `error` where there is no NCCL (chorus built without CUDA, and no test double in place).
   // A node loss aborts every one of them.
   gpu::NcclJob* nccl(Status& error);
-  // The job's arena, where every node lies on one host (data_mesh.hpp); null otherwise. Closed
+  // The job's arena, where every node lies on one host (mesh/data_mesh.hpp); null otherwise. Closed
   // at the first loss and when this node closes, so no peer waits in it for a node gone.
   std::shared_ptr<ArenaSeat> arena() const { return arena_; }
 
@@ -155,7 +155,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // Peer::revoke: tells the orchestrator (which tells every other member), and every op of this
   // node fails with Errc::revoked; the collective is then fit only for shrink or grow.
   void revoke();
-  // The node left this collective for its next epoch (elastic.cpp): every op still in it fails
+  // The node left this collective for its next epoch (runtime/peer/elastic.cpp): every op still in it fails
   // with `why` (not with a shutdown), then the client closes.
   void retire(const Status& why);
   // This node's connection to `node` broke (`saw`: how): every op fails with the link named

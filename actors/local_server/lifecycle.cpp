@@ -95,7 +95,7 @@ void LocalServerCore::close(Status why) {
   std::lock_guard<std::mutex> lk(mu_);
   fail_everyone(why);
   closed_ = std::move(why);
-  // Nothing reaches these once closed: a retired epoch (elastic.cpp) keeps no connections or
+  // Nothing reaches these once closed: a retired epoch (runtime/peer/elastic.cpp) keeps no connections or
   // compiled schedules for the Runtime's life.
   global_.reset();
   schedule_cache_.clear();
