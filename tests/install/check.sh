@@ -17,7 +17,7 @@ for f in include/chorus/chorus.hpp bin/chorus-orchestrator bin/chorus-run lib/pk
          lib/cmake/chorus/FindCAF.cmake; do
   [ -e "$prefix/$f" ] || { echo "install: $f is missing" >&2; exit 1; }
 done
-for layer in core strategies messages transport cuda engine observability mesh actors runtime gradsync; do
+for layer in core strategies messages transport cuda engine observability mesh actors runtime gradsync peer_actor; do
   [ -e "$prefix/lib/libchorus_$layer.a" ] || { echo "install: libchorus_$layer.a is missing" >&2; exit 1; }
 done
 # Only public headers: include/ holds chorus/ and nothing else.
