@@ -48,9 +48,7 @@ Result<Tensor> staged_by_data(PeerState& s, OpKind kind, const Tensor& data) {
 Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   const PeerId me = s.offset + s.id;
   if (s.finished) return already_finished(me);
-  OpRequestData req = make_op(OpKind::send);
-  req.other = dst;
-  req.tag = tag;
+  const OpRequestData req = make_p2p(OpKind::send, dst, tag);
   OpRecord rec;
   record_begin(s, rec, req, t);
   // Where this side cannot take part (its stream's earlier work not done), the receiver is told
@@ -66,9 +64,7 @@ Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
 Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
   const PeerId me = s.offset + s.id;
   if (s.finished) return already_finished(me);
-  OpRequestData req = make_op(OpKind::recv);
-  req.other = src;
-  req.tag = tag;
+  const OpRequestData req = make_p2p(OpKind::recv, src, tag);
   OpRecord rec;
   record_begin(s, rec, req, t);
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::p2p));

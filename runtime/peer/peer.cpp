@@ -13,6 +13,7 @@ namespace chorus {
 using peer_impl::bytes;
 using peer_impl::collective;
 using peer_impl::make_op;
+using peer_impl::make_p2p;
 
 PeerId Peer::id() const { return state_ ? state_->offset + state_->id : 0; }
 uint32_t Peer::size() const { return state_ ? static_cast<uint32_t>(state_->members.size()) : 0; }
@@ -124,9 +125,7 @@ bool on_other_node(const PeerState& s, PeerId other) {
 
 Status send_now(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   if (on_other_node(s, dst)) return peer_impl::send_to_node(s, t, dst, tag);
-  OpRequestData req = make_op(OpKind::send);
-  req.other = dst;
-  req.tag = tag;
+  OpRequestData req = make_p2p(OpKind::send, dst, tag);
   Status st;
   peer_impl::OpRecord rec;
   auto reply = peer_impl::request(s, rec, req, t, Tensor(), st);
@@ -137,9 +136,7 @@ Status send_now(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
 
 Status recv_now(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
   if (on_other_node(s, src)) return peer_impl::recv_from_node(s, t, src, tag);
-  OpRequestData req = make_op(OpKind::recv);
-  req.other = src;
-  req.tag = tag;
+  OpRequestData req = make_p2p(OpKind::recv, src, tag);
   Status st;
   peer_impl::OpRecord rec;
   auto reply = peer_impl::request(s, rec, req, Tensor(), t, st);

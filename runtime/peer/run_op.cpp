@@ -26,6 +26,13 @@ OpRequestData make_op(OpKind k, ReduceOp op, PeerId root) {
   return r;
 }
 
+OpRequestData make_p2p(OpKind k, PeerId other, uint64_t tag) {
+  OpRequestData r = make_op(k);
+  r.other = other;
+  r.tag = tag;
+  return r;
+}
+
 std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
                                const Tensor& out, Status& status, Status local_error) {
   if (s.finished) {

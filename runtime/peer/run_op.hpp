@@ -27,6 +27,8 @@ Status already_finished(PeerId who);
 inline std::byte* bytes(const Tensor& t) { return static_cast<std::byte*>(t.data()); }
 
 OpRequestData make_op(OpKind k, ReduceOp op = ReduceOp::sum, PeerId root = 0);
+// A send's or a receive's request: the peer at the other end and the tag.
+OpRequestData make_p2p(OpKind k, PeerId other, uint64_t tag);
 
 // One call's notes while it runs: the flight recorder's ticket and the trace's span. A peer's
 // calls may overlap (send and recv from several threads, a group handle's op beside the
