@@ -5,6 +5,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/python.h>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2  // torch 2.x runs a c10d::Backend under its ProcessGroup
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+using NullBase = c10d::Backend;
+#else
+using NullBase = c10d::ProcessGroup;
+#endif
 
 #include <pybind11/chrono.h>
 
@@ -22,9 +29,9 @@ class DoneWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
 };
 
-class NullProcessGroup : public c10d::ProcessGroup {
+class NullProcessGroup : public NullBase {
  public:
-  NullProcessGroup(int rank, int size) : c10d::ProcessGroup(rank, size) {}
+  NullProcessGroup(int rank, int size) : NullBase(rank, size) {}
   const std::string getBackendName() const override { return "null"; }
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& t, const c10d::AllreduceOptions&) override {
     return c10::make_intrusive<DoneWork>(c10d::OpType::ALLREDUCE, t);
@@ -38,6 +45,6 @@ class NullProcessGroup : public c10d::ProcessGroup {
 
 PYBIND11_MODULE(_null_backend, m) {
   m.def("create", [](const c10::intrusive_ptr<c10d::Store>&, int rank, int size, std::chrono::milliseconds) {
-    return c10::intrusive_ptr<c10d::ProcessGroup>(c10::make_intrusive<NullProcessGroup>(rank, size));
+    return c10::intrusive_ptr<NullBase>(c10::make_intrusive<NullProcessGroup>(rank, size));
   });
 }

@@ -15,7 +15,9 @@
 #   4b. the GPU layer's teardown: gpu_teardown_test, and 20 runs of the 256 MiB all_reduce that
 #      must each exit cleanly;
 #   5. node processes sharing GPU 0 (CUDA IPC, strategy cuda-ipc): the GPU nodes example twice on
-#      cuda:0, and chorus-bench --nodes 2 (1 and 2 peers each) for every op.
+#      cuda:0, and chorus-bench --nodes 2 (1 and 2 peers each) for every op;
+#   (after step 1, the bundle's kit given and a python3 that imports torch found) the Python package
+#      compiled against that torch (gpu_python.sh), and the Python suites with it, CUDA tensors too.
 set -uo pipefail
 root=${1:-build}
 bin=$root/bin
@@ -70,6 +72,14 @@ run gpu_example "$bin/chorus-gpu-example"
 if [ "$gpus" -lt 1 ]; then
   echo "== no GPU visible (nvidia-smi): the GPU checks cannot run here" | tee -a "$out/summary.txt"
   exit 1
+fi
+# The Python package against this machine's torch (2.x on the lent machines), its suites at once.
+if [ -d "$root/py" ]; then
+  python_suites() { GPU_CHECK_STEP_S=$step_s bash "$(dirname "$0")/gpu_python.sh" "$root" "$out"; }
+  run python python_suites
+  grep -h "^python \|^torch \|gpu_python" "$out/python.log" >>"$out/summary.txt" || true
+else
+  echo "== the bundle has no py/ kit: the Python suites NOT run" | tee -a "$out/summary.txt"
 fi
 bench="$bin/chorus-bench --device cuda --timeout-ms 60000"
 for op in all_reduce reduce broadcast all_gather reduce_scatter all_to_all gather scatter send_recv barrier; do
