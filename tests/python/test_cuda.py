@@ -5,6 +5,7 @@ between the processes through CUDA IPC). Where torch sees no GPU, or chorus was 
 every rank says SKIPPED and exits 0. Run by launch_ranks.py with 2 or more ranks."""
 import datetime
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -31,7 +32,18 @@ def on_gpu(t):
 def compare(what, got, want):
     global cases
     torch.cuda.current_stream().synchronize()
-    check(what, got.cpu(), want, world)
+    try:
+        check(what, got.cpu(), want, world)
+    except AssertionError as e:
+        # Whether the result came late (the op said done before its writes landed) or never.
+        torch.cuda.synchronize()
+        time.sleep(0.5)
+        try:
+            check(what, got.cpu(), want, world)
+            later = "right after a device-wide sync and 0.5 s: the op said done before its writes landed"
+        except AssertionError:
+            later = "still wrong after a device-wide sync and 0.5 s"
+        raise AssertionError(f"{e}; {later}") from None
     cases += 1
 
 
