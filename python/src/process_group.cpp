@@ -35,12 +35,19 @@ at::Tensor& one(std::vector<at::Tensor>& ts, const char* op) {
   return ts[0];
 }
 
-// The op's own timeout: torch's unset (-1) leaves the group's.
-OpOptions options_for(std::chrono::milliseconds timeout, const at::Tensor& t) {
+// An op's options: its own timeout (torch's unset, -1, leaves the group's) and the stream it is
+// ordered in; made inside the call that hands the op in, whose whole expression it outlives, so
+// that the tensor's GPU stays the current device while the op's place in the stream is taken.
+struct Ordered {
   OpOptions o;
-  if (timeout.count() > 0) o.timeout = timeout;
-  o.stream = stream_of(t);
-  return o;
+  std::shared_ptr<void> on_device;
+  operator OpOptions() const { return o; }
+};
+Ordered options_for(std::chrono::milliseconds timeout, const at::Tensor& t) {
+  Ordered r{{}, on_device_of(t)};
+  if (timeout.count() > 0) r.o.timeout = timeout;
+  r.o.stream = stream_of(t);
+  return r;
 }
 
 // A list of `n` tensors shaped like `like`, for one staged buffer of n blocks.

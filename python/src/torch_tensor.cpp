@@ -3,7 +3,9 @@
 #include <memory>
 
 #ifdef CHORUS_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 #include "errors.hpp"
@@ -47,7 +49,18 @@ Tensor view_of(const at::Tensor& t, const std::string& what) {
 
 void* stream_of(const at::Tensor& t) {
 #ifdef CHORUS_TORCH_CUDA
-  if (t.is_cuda()) return c10::cuda::getCurrentCUDAStream(t.get_device()).stream();
+  if (t.is_cuda()) {
+    cudaStream_t s = c10::cuda::getCurrentCUDAStream(t.get_device()).stream();
+    return s ? static_cast<void*>(s) : static_cast<void*>(cudaStreamLegacy);
+  }
+#endif
+  (void)t;
+  return nullptr;
+}
+
+std::shared_ptr<void> on_device_of(const at::Tensor& t) {
+#ifdef CHORUS_TORCH_CUDA
+  if (t.is_cuda()) return std::make_shared<c10::cuda::CUDAGuard>(t.device());
 #endif
   (void)t;
   return nullptr;

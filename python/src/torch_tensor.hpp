@@ -1,6 +1,7 @@
 // Torch tensors as chorus tensors: the same memory, never copied. The chorus tensor holds a
 // reference to the torch tensor, so an op in flight keeps its memory alive.
 #pragma once
+#include <memory>
 #include <string>
 
 #include <ATen/core/Tensor.h>
@@ -19,7 +20,13 @@ DType dtype_of(c10::ScalarType t);
 Tensor view_of(const at::Tensor& t, const std::string& what);
 
 // The stream an op on `t` is ordered in, as torch's own GPU backends do: the current stream of
-// t's GPU; nullptr for a CPU tensor.
+// t's GPU; nullptr for a CPU tensor. torch's default stream, whose handle is null (CUDA's legacy
+// stream), is named cudaStreamLegacy: a null OpOptions::stream would mean "no stream", and the op
+// would run without waiting for the kernels queued before it.
 void* stream_of(const at::Tensor& t);
+
+// For a CUDA tensor, t's GPU made the calling thread's current device until the result is dropped
+// (the legacy stream is the current device's); nothing for a CPU tensor.
+std::shared_ptr<void> on_device_of(const at::Tensor& t);
 
 } // namespace chorus::python

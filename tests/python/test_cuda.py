@@ -94,20 +94,21 @@ for n in (1, 1001, 1 << 20):
             r.wait()
         compare(f"send/recv {dt} n={n}", got, input_of(left, n, dt, salt=3))
 
-# Stream order: on a side stream, a kernel still running (torch.cuda._sleep) and then the fill that
-# makes the input; the all_reduce must wait for both, and the multiply after it must wait for it.
+# Stream order: a kernel still running (torch.cuda._sleep) and then the fill that makes the input;
+# the all_reduce must wait for both, and the multiply after it must wait for it. On torch's default
+# stream (its handle is null: CUDA's legacy stream) and on a side stream.
 n = 1 << 22
-side = torch.cuda.Stream()
-with torch.cuda.stream(side):
-    t = torch.empty(n, device=dev)
-    torch.cuda._sleep(50_000_000)  # ~25 ms of a busy GPU clock
-    t.fill_(rank + 1.0)
-    dist.all_reduce(t)
-    t.mul_(2.0)
-side.synchronize()
-want = 2.0 * sum(r + 1.0 for r in range(world))
-assert bool((t == want).all()), f"stream order: {t[:4].tolist()}, want {want}"
-cases += 1
+for name, stream in (("the default stream", torch.cuda.default_stream(dev)), ("a side stream", torch.cuda.Stream())):
+    with torch.cuda.stream(stream):
+        t = torch.empty(n, device=dev)
+        torch.cuda._sleep(50_000_000)  # ~25 ms of a busy GPU clock
+        t.fill_(rank + 1.0)
+        dist.all_reduce(t)
+        t.mul_(2.0)
+    stream.synchronize()
+    want = 2.0 * sum(r + 1.0 for r in range(world))
+    assert bool((t == want).all()), f"stream order on {name}: {t[:4].tolist()}, want {want}"
+    cases += 1
 
 # Non-blocking: Works waited out of order, then the tensors read on the current stream.
 ts = [torch.full((4096,), float(rank + k), device=dev) for k in range(4)]
