@@ -29,7 +29,8 @@ struct OpOptions {
   // the op, while the calling thread goes on at once. Work::wait() still waits on the host. Any op
   // may be ordered so (its tensors may live anywhere); the waiting is bounded by `timeout` like
   // the op's, and the stream goes on past the op however it ends (check the Work for the outcome).
-  // Null: none. An op given a stream in a build without CUDA fails with Errc::device_error.
+  // Null: none (CUDA's default stream, whose handle is null, is named cudaStreamLegacy here). An op
+  // given a stream in a build without CUDA fails with Errc::device_error.
   void* stream = nullptr;
 };
 
