@@ -4,7 +4,8 @@
 # (scripts/gpu_bundle.sh packs python/'s sources, chorus's static libraries and the headers they
 # need) as torch's own extensions are compiled, then runs the Python suites with it, the CUDA
 # tensor suite included. gpu_checks.sh runs it; alone: scripts/gpu_python.sh BUNDLE [OUT [SUITE...]]
-# (the suites named, else every one).
+# (the suites named, else every one). Each compile, the link and each suite is bounded by
+# GPU_CHECK_STEP_S; exit 3 where no python3 imports torch (nothing run).
 #   Exit 0 when the module builds and every suite passes; the logs are in OUT/python_*.log.
 set -uo pipefail
 root=$(cd "${1:-.gpu}" && pwd)
@@ -16,6 +17,7 @@ for c in $(command -v python3) /usr/bin/python3; do
   [ -z "$py" ] && "$c" -c "import torch" 2>/dev/null && py=$c
 done
 [ -n "$py" ] || { echo "gpu_python: no python3 here imports torch: the Python suites NOT run"; exit 3; }
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 step_s=${GPU_CHECK_STEP_S:-150}
 [ -d "$kit" ] || { echo "gpu_python: no kit in $root (scripts/gpu_bundle.sh packs it)"; exit 2; }
 pkg=$root/pybuild/chorus
@@ -44,6 +46,8 @@ EOF
 eval "$facts"
 echo "torch $TORCH_VERSION (CUDA: $TORCH_CUDA), $("$py" -V), $(${CXX:-g++} --version | head -1)" | tee "$out/python_build.log"
 [ -e "$PY_INC/Python.h" ] || { echo "gpu_python: no Python.h in $PY_INC" | tee -a "$out/python_build.log"; exit 2; }
+# The bundle's static libraries use the C++11 ABI of std::string; a torch built with the old one cannot take them.
+[ "$TORCH_ABI" = 1 ] || { echo "gpu_python: torch $TORCH_VERSION uses the pre-C++11 ABI; the bundle's libraries do not" | tee -a "$out/python_build.log"; exit 2; }
 
 defs="-DCHORUS_VERSION=\"$(cat "$kit/version")\" -DCHORUS_TORCH_VERSION=\"$TORCH_VERSION\" -DTORCH_API_INCLUDE_EXTENSION_H -D_GLIBCXX_USE_CXX11_ABI=$TORCH_ABI $PYBIND_ABI"
 libs="-L$TORCH_LIB -Wl,-rpath,$TORCH_LIB -lc10 -ltorch -ltorch_cpu -ltorch_python"
@@ -53,6 +57,8 @@ if [ -e "$kit/lib/libchorus_cuda.a" ]; then  # chorus built with its CUDA layer:
   [ -n "$cudart" ] || cudart=$(find /usr/local /opt /usr/lib -name 'libcudart_static.a' 2>/dev/null | head -1)
   nccl=$(ls /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/lib/libnccl.so.2 2>/dev/null | head -1)
   [ -n "$nccl" ] || nccl=$("$py" -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+  [ -n "$cudart" ] && [ -e "$nccl" ] ||
+    { echo "gpu_python: CUDA's static runtime (libcudart_static.a: '$cudart') or NCCL (libnccl.so.2: '$nccl') not found" | tee -a "$out/python_build.log"; exit 2; }
   cuda_libs="$cudart -ldl -lrt $nccl -Wl,-rpath,$(dirname "$nccl")"
   if [ "$TORCH_CUDA" = 1 ]; then  # and torch's CUDA tensors, ordered on its current stream
     defs="$defs -DCHORUS_TORCH_CUDA"
@@ -66,11 +72,11 @@ objs=()
 pids=()
 mkdir -p "$root/pybuild/obj"
 for s in module errors torch_tensor work process_group join; do
-  ${CXX:-g++} $flags $defs $incs -c "$kit/src/python/src/$s.cpp" -o "$root/pybuild/obj/$s.o" >"$root/pybuild/obj/$s.log" 2>&1 &
+  timeout -k 5 "$step_s" ${CXX:-g++} $flags $defs $incs -c "$kit/src/python/src/$s.cpp" -o "$root/pybuild/obj/$s.o" >"$root/pybuild/obj/$s.log" 2>&1 &
   pids+=($!)
   objs+=("$root/pybuild/obj/$s.o")
 done
-${CXX:-g++} $flags $defs -isystem $kit/sys $TORCH_INC -isystem $PY_INC -shared "$kit/src/bench/torch_null_backend.cpp" \
+timeout -k 5 "$step_s" ${CXX:-g++} $flags $defs -isystem $kit/sys $TORCH_INC -isystem $PY_INC -shared "$kit/src/bench/torch_null_backend.cpp" \
   -o "$root/pybuild/_null_backend$EXT" $libs >"$root/pybuild/obj/null.log" 2>&1 &
 pids+=($!)
 built=0
@@ -82,7 +88,7 @@ chorus_libs="actors core gradsync runtime actors observability mesh messages tra
 link=""
 for l in $chorus_libs; do [ -e "$kit/lib/libchorus_$l.a" ] && link="$link $kit/lib/libchorus_$l.a"; done
 sys_libs="$(ls "$root"/lib/libcaf_openssl.so* "$root"/lib/libcaf_io.so* "$root"/lib/libcaf_core.so* "$root"/lib/libcapnp-*.so "$root"/lib/libkj-*.so "$root"/lib/libssl.so* "$root"/lib/libcrypto.so* 2>/dev/null | tr '\n' ' ')"
-${CXX:-g++} -shared -o "$pkg/_chorus$EXT" "${objs[@]}" -Wl,--exclude-libs,ALL -Wl,--undefined=chorus_cuda_layer $link \
+timeout -k 5 "$step_s" ${CXX:-g++} -shared -o "$pkg/_chorus$EXT" "${objs[@]}" -Wl,--exclude-libs,ALL -Wl,--undefined=chorus_cuda_layer $link \
   $sys_libs $cuda_libs $libs -Wl,-rpath,"$root/lib" >>"$out/python_build.log" 2>&1 ||
   { echo "gpu_python: linking failed (python_build.log)"; tail -20 "$out/python_build.log"; exit 1; }
 echo "gpu_python: built $pkg/_chorus$EXT against torch $TORCH_VERSION" | tee -a "$out/python_build.log"
@@ -99,7 +105,7 @@ launch="$py $t/launch_ranks.py --pythonpath $root/pybuild"
 declare -A suites=(
   [import_only]="$py $t/test_import_only.py"
   [collectives_2]="$launch -n 2 $t/test_collectives.py"
-  [collectives_4]="$launch -n 4 --limit 240 $t/test_collectives.py"
+  [collectives_4]="$launch -n 4 --limit $((step_s > 10 ? step_s - 5 : step_s)) $t/test_collectives.py"
   [ddp]="$launch -n 3 $t/test_ddp.py"
   [torch_api]="$launch -n 3 $t/test_torch_api.py"
   [shape_mismatch]="$launch -n 3 $t/test_errors.py mismatch"
@@ -130,6 +136,10 @@ done
 status=0
 for name in $(printf '%s\n' "${!suites[@]}" | sort); do
   if wait "${spid[$name]}"; then r="ok"; else r="FAILED (exit $?)"; status=1; fi
+  # With a GPU present, the CUDA suite must run, not skip.
+  if [[ $name == cuda_* ]] && [ "${gpus:-0}" -ge 1 ] && grep -q "SKIPPED" "$out/python_$name.log"; then
+    r="FAILED (skipped although nvidia-smi lists $gpus GPU(s))"; status=1
+  fi
   echo "python $name: $r; $(grep -hE 'match|SKIPPED|chorus over|step|Error' "$out/python_$name.log" | tail -2 | tr '\n' ' ')"
 done
 exit $status

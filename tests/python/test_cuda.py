@@ -1,6 +1,6 @@
 """The "chorus" backend on CUDA tensors, against a reference computed from every rank's inputs: every
-collective over the dtypes, an op ordered on a side stream between kernels that are still running,
-and non-blocking Work. Rank r takes GPU r % count (on one GPU every rank shares it, and chorus runs
+collective over the dtypes, an op ordered between kernels on the default stream and on a side
+stream, non-blocking Work, and DDP on the GPU. Rank r takes GPU r % count (on one GPU every rank shares it, and chorus runs
 between the processes through CUDA IPC). Where torch sees no GPU, or chorus was built without CUDA,
 every rank says SKIPPED and exits 0. Run by launch_ranks.py with 2 or more ranks."""
 import datetime
@@ -15,7 +15,8 @@ from common import OPS, check, input_of, rank_env, reduce_ref
 
 rank, world = rank_env()
 if not torch.cuda.is_available() or not chorus._chorus.cuda:
-    why = "torch sees no GPU" if not torch.cuda.is_available() else "chorus was built without CUDA"
+    why = "torch sees no GPU" if not torch.cuda.is_available() else \
+        "this chorus module takes no CUDA tensors (chorus or its torch built without CUDA)"
     print(f"rank {rank}: SKIPPED: the CUDA tensor tests need a GPU ({why})")
     sys.exit(0)
 
@@ -95,7 +96,8 @@ for n in (1, 1001, 1 << 20):
         compare(f"send/recv {dt} n={n}", got, input_of(left, n, dt, salt=3))
 
 # Stream order: a kernel still running (torch.cuda._sleep) and then the fill that makes the input;
-# the all_reduce must wait for both, and the multiply after it must wait for it. On torch's default
+# the all_reduce (non-blocking: the host does not wait) must wait for both, and the add queued after
+# it must wait for it (an add before the sum would be counted world times). On torch's default
 # stream (its handle is null: CUDA's legacy stream) and on a side stream.
 n = 1 << 22
 for name, stream in (("the default stream", torch.cuda.default_stream(dev)), ("a side stream", torch.cuda.Stream())):
@@ -103,10 +105,11 @@ for name, stream in (("the default stream", torch.cuda.default_stream(dev)), ("a
         t = torch.empty(n, device=dev)
         torch.cuda._sleep(50_000_000)  # ~25 ms of a busy GPU clock
         t.fill_(rank + 1.0)
-        dist.all_reduce(t)
-        t.mul_(2.0)
+        w = dist.all_reduce(t, async_op=True)
+        t.add_(1.0)
     stream.synchronize()
-    want = 2.0 * sum(r + 1.0 for r in range(world))
+    w.wait()
+    want = sum(r + 1.0 for r in range(world)) + 1.0
     assert bool((t == want).all()), f"stream order on {name}: {t[:4].tolist()}, want {want}"
     cases += 1
 
