@@ -44,12 +44,11 @@ def _create(opts, pg_options=None):
                                          list(opts.global_ranks_in_group))
 
 
-from .elastic import epoch, grow, join, new_group, newcomers, revoke, shrink  # noqa: E402,F401
+from .elastic import _DEVICES, epoch, grow, join, new_group, newcomers, revoke, shrink  # noqa: E402,F401
 
 if not hasattr(_dist.Backend, "CHORUS"):
     # torch 2.x keeps a c10d::Backend per device type, where its register_backend takes devices
-    _devices = {"devices": ["cpu", "cuda"] if _chorus.cuda else ["cpu"]} \
-        if "devices" in _inspect.signature(_dist.Backend.register_backend).parameters else {}
+    _devices = {"devices": _DEVICES} if "devices" in _inspect.signature(_dist.Backend.register_backend).parameters else {}
     _dist.Backend.register_backend("chorus", _create, extended_api=True, **_devices)
 
 # Before the interpreter goes: this process's node leaves, rank 0's orchestrator waits for the

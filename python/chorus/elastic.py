@@ -25,7 +25,7 @@ from torch.distributed import distributed_c10d as _c10d
 from . import _chorus
 
 _TORCH2 = int(_torch.__version__.split(".")[0]) >= 2
-_DEVICES = ["cpu", "cuda"] if _chorus.cuda else ["cpu"]  # as chorus/__init__.py registers the backend
+_DEVICES = ["cpu", "cuda"] if _chorus.cuda else ["cpu"]  # the backend's devices (chorus/__init__.py registers it so)
 _groups = 0  # groups chorus.new_group made: their names in torch's tables
 
 
