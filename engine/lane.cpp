@@ -17,7 +17,17 @@ namespace chorus {
 // turns lazy: it hands tasks that have a waiter's runner to no thread at once, and its thread
 // looks every kLazyAge for one nobody came for, which it runs, turning eager again. A task
 // claimed kQuick or later after it was handed in (its caller overlapped it with work of its own)
-// turns the lane eager as well: such a caller wants the op running meanwhile.
+// turns the lane eager as well: such a caller wants the op running meanwhile. Both ages count
+// from when the lane was last free, if later than the hand-in: a task queued behind others is not
+// late for having waited its turn.
+//
+// Ops issued in a burst and then waited one by one (K async ops, then K waits) would cost a
+// wake-up of the waiter per op if the lane's thread ran them all: on a busy host each such wake
+// takes a core from the lane's thread or from its partner's. So a waiter whose op has others
+// ahead of it (queued, or the one running) drains the lane instead: the lane turns lazy, the lane's
+// thread finishes what it runs and lets the waiter run what follows, up to its own op, on its own
+// thread; the waits after that find their ops first in line and run them at once (one wake-up in
+// all, not one per op).
 constexpr auto kQuick = std::chrono::microseconds(50);
 constexpr auto kLazyAge = std::chrono::milliseconds(1);
 constexpr int kQuickClaimsToLazy = 4;
@@ -35,9 +45,11 @@ struct Lane::Core {
   bool thread_running = false;  // the lane's thread exists
   bool closed = false;          // the Lane is gone: the thread ends once the queue is empty
   bool lazy = false;            // see kLazyAge
+  int claimants = 0;            // waiters sleeping on cv until the lane is free, to drain it
   int quick_claims = 0;         // tasks claimed by their waiters within kQuick, in a row (capped)
   Clock::time_point last_used;  // a task last ran, on the lane's thread or a waiter's
   std::chrono::milliseconds idle{0};
+  Clock::duration lazy_age = kLazyAge;
 };
 
 namespace {
@@ -73,7 +85,7 @@ bool thread_takes_front(Lane::Core& c, Clock::time_point& until) {
     c.quick_claims = 0;  // taken before its waiter came: the lane's ops run beside their callers
     return true;
   }
-  until = front.at + kLazyAge;
+  until = std::max(front.at, c.last_used) + c.lazy_age;
   if (Clock::now() < until) return false;
   c.lazy = false;  // nobody came for it: wake the thread at once again
   c.quick_claims = 0;
@@ -95,7 +107,7 @@ void run_lane(std::shared_ptr<Lane::Core> c) {
       // lazy lane's task is due, or (lazy) kLazyAge, since a lazy lane's submit wakes no one.
       auto wake = c->queue.empty() ? c->last_used + c->idle : now + c->idle;
       if (until != Clock::time_point{}) wake = std::min(wake, until);
-      if (c->lazy) wake = std::min(wake, now + kLazyAge);
+      if (c->lazy) wake = std::min(wake, now + c->lazy_age);
       c->cv.wait_until(lk, wake);
       continue;
     }
@@ -111,6 +123,7 @@ void run_lane(std::shared_ptr<Lane::Core> c) {
       lk.lock();
       c->busy = false;
       c->last_used = Clock::now();
+      if (c->claimants > 0) c->cv.notify_all();  // a waiter drains what follows
     }
   }
   c->thread_running = false;
@@ -123,6 +136,20 @@ void ensure_thread(const std::shared_ptr<Lane::Core>& c) {
   }
   c->thread_running = true;
   std::thread(run_lane, c).detach();  // holds the core; ends by itself (idle, or closed and empty)
+}
+
+// Under c->mu, after a task ran on a caller's thread: the queue's next task to whoever runs it. A
+// lazy lane's thread looks by itself (a wake-up now would only find the task too young), and a
+// waiter that drains the lane is woken instead.
+void pass_on(const std::shared_ptr<Lane::Core>& c) {
+  if (c->claimants > 0) c->cv.notify_all();
+  if (c->queue.empty() || (c->lazy && c->thread_running && c->queue.front().key)) return;
+  ensure_thread(c);
+}
+
+// Under c->mu: where the task `key` is queued (queue.end(): not queued: it runs or ran).
+std::deque<Lane::Core::Queued>::iterator find_key(Lane::Core& c, const void* key) {
+  return std::find_if(c.queue.begin(), c.queue.end(), [key](const Lane::Core::Queued& q) { return q.key == key; });
 }
 
 // Under c->mu: someone waits for the task `key` without running it (the lane is busy, the task is
@@ -140,7 +167,10 @@ void hurry(const std::shared_ptr<Lane::Core>& c, const void* key) {
 }
 } // namespace
 
-Lane::Lane(std::chrono::milliseconds idle) : core_(std::make_shared<Core>()) { core_->idle = idle; }
+Lane::Lane(std::chrono::milliseconds idle, std::chrono::milliseconds lazy_age) : core_(std::make_shared<Core>()) {
+  core_->idle = idle;
+  if (lazy_age.count() > 0) core_->lazy_age = lazy_age;
+}
 
 Lane::~Lane() {
   std::lock_guard<std::mutex> lk(core_->mu);
@@ -160,29 +190,51 @@ std::function<bool()> Lane::runner(const void* key) const {
   return [weak = std::weak_ptr<Core>(core_), key] {
     auto c = weak.lock();  // the lane's core outlives the Lane while tasks are queued
     if (!c || tl_held.has(c.get())) return false;  // this thread runs one of the lane's tasks: not now
-    Lane::Task t;
-    {
-      std::lock_guard<std::mutex> lk(c->mu);
-      if (c->busy || c->queue.empty() || c->queue.front().key != key) {
+    // A thread inside another lane's task does not wait for this lane to be free (that lane's
+    // tasks wait for it meanwhile): it sleeps for its task as before, the lane hurried.
+    const bool may_drain = tl_held.n == 0;
+    std::unique_lock<std::mutex> lk(c->mu);
+    for (;;) {
+      auto at = find_key(*c, key);
+      const bool behind = at != c->queue.end() && (c->busy || at != c->queue.begin());
+      if (!may_drain || c->queue.empty() || (at == c->queue.end() && !c->busy)) {
         hurry(c, key);  // its waiter sleeps until the lane's thread has run it
         return false;
       }
+      if (!behind && at != c->queue.end()) break;  // first in line on a free lane: run it
+      // Others are ahead of it: this waiter runs the lane from the moment it is free.
+      c->lazy = true;
+      c->quick_claims = kQuickClaimsToLazy;
+      if (at == c->queue.end()) return false;  // it runs now: wait for it, then run what follows
+      if (!c->busy) break;                     // tasks ahead, none running: run them, then it
+      ++c->claimants;
+      c->cv.wait_until(lk, Clock::now() + std::chrono::seconds(1));  // the running task is bounded
+      --c->claimants;
+    }
+    // Run the queue up to and including `key`, in order, on this thread.
+    for (bool last = false; !last;) {
       const auto now = Clock::now();
-      const bool quick = now - c->queue.front().at < kQuick;
-      c->quick_claims = quick ? std::min(c->quick_claims + 1, kQuickClaimsToLazy) : 0;
+      auto& front = c->queue.front();
+      last = front.key == key;
+      if (last && c->queue.size() == 1) {  // with more behind it, the drain goes on: stay lazy
+        const bool quick = now - std::max(front.at, c->last_used) < kQuick;
+        c->quick_claims = quick ? std::min(c->quick_claims + 1, kQuickClaimsToLazy) : 0;
+        c->lazy = quick && c->quick_claims >= kQuickClaimsToLazy;
+      }
       c->last_used = now;
-      c->lazy = quick && c->quick_claims >= kQuickClaimsToLazy;
-      t = std::move(c->queue.front().task);
+      Lane::Task t = std::move(front.task);
       c->queue.pop_front();
       c->busy = true;
+      lk.unlock();
+      push_held(c.get());
+      t();
+      t = nullptr;  // what the task held goes now, not under the lock
+      pop_held();
+      lk.lock();
+      c->busy = false;
+      c->last_used = Clock::now();
     }
-    push_held(c.get());
-    t();
-    t = nullptr;  // what the task held goes now, not under the lock
-    pop_held();
-    std::lock_guard<std::mutex> lk(c->mu);
-    c->busy = false;
-    if (!c->queue.empty()) ensure_thread(c);
+    pass_on(c);
     return true;
   };
 }
@@ -210,12 +262,18 @@ Lane::Hold::~Hold() {
   pop_held();
   std::lock_guard<std::mutex> lk(core_->mu);
   core_->busy = false;
-  if (!core_->queue.empty()) ensure_thread(core_);
+  core_->last_used = Clock::now();
+  pass_on(core_);
 }
 
 bool Lane::wakes_at_once() const {
   std::lock_guard<std::mutex> lk(core_->mu);
   return !core_->lazy;
+}
+
+int Lane::waiters_to_drain() const {
+  std::lock_guard<std::mutex> lk(core_->mu);
+  return core_->claimants;
 }
 
 bool Lane::idle() const {

@@ -8,6 +8,8 @@
 // for each one, which would cost the caller a system call and a race for the task; its thread
 // then looks now and then (every millisecond) for a task nobody came for, and wakes at once again
 // after running one (lane.cpp says when exactly).
+// A waiter whose op has others ahead of it (a burst of non-blocking ops waited one by one) drains
+// the lane itself once it is free, rather than be woken once per op (lane.cpp).
 // A Peer handle's collectives share one lane (call order is op order); its send/recv have one per
 // (direction, other peer, tag), so that an exchange of non-blocking sends and receives meets.
 #pragma once
@@ -22,8 +24,10 @@ class Lane {
   using Task = std::function<void()>;
   struct Core;
 
-  // A thread with nothing to do for `idle` ends (the next task starts another).
-  explicit Lane(std::chrono::milliseconds idle = std::chrono::milliseconds(2000));
+  // A thread with nothing to do for `idle` ends (the next task starts another). `lazy_age`: how long
+  // a lazy lane's thread leaves a task to its waiter (0: the default, 1 ms; tests set it long).
+  explicit Lane(std::chrono::milliseconds idle = std::chrono::milliseconds(2000),
+                std::chrono::milliseconds lazy_age = std::chrono::milliseconds(0));
   ~Lane();  // queued tasks still run (each holds what it needs); the thread then ends
   Lane(const Lane&) = delete;
   Lane& operator=(const Lane&) = delete;
@@ -31,10 +35,13 @@ class Lane {
   // Runs `t` after every task handed in before it. Never blocks. `key` names the task for
   // run_now() (nullptr: none).
   void submit(Task t, const void* key = nullptr);
-  // A call that runs the task `key` on the calling thread, if it is still queued, first in line,
-  // and the lane is free (else it does nothing and returns false): whoever waits for a task's
-  // outcome runs it itself rather than hand it to the lane's thread and be woken back (two
-  // thread hand-offs, ~20 us each on a busy host). Valid after the Lane is gone.
+  // A call that runs the task `key` on the calling thread if it is still queued (and returns true):
+  // whoever waits for a task's outcome runs it itself rather than hand it to the lane's thread and
+  // be woken back (two thread hand-offs, ~20 us each on a busy host). With tasks ahead of it, it
+  // runs those first, after waiting for the lane to be free if a task runs; where its task runs
+  // already, with others queued, it returns false, leaving what follows to the waits to come.
+  // Either way the lane turns lazy. A thread inside another lane's task only runs its task first
+  // in line on a free lane. Valid after the Lane is gone.
   std::function<bool()> runner(const void* key) const;
   // A call for whoever waits for the task `key` without running it (a wait with a limit, a poll, a
   // callback): a lazy lane (below) turns eager, so that its thread takes the task as soon as it can.
@@ -65,6 +72,8 @@ class Lane {
   bool idle() const;
   // False while the lane leaves tasks with a runner to their waiters (see above).
   bool wakes_at_once() const;
+  // Waiters sleeping until the lane is free, to drain it (a hook for tests).
+  int waiters_to_drain() const;
 
  private:
   std::shared_ptr<Core> core_;  // shared with the lane's thread, which may outlive the Lane

@@ -66,26 +66,90 @@ TEST(Lane, ATaskEnteringItsOwnLaneRunsAtOnce) {
   EXPECT_TRUE(inner.wait_for(1));
 }
 
-TEST(Lane, ARunnerTakesOnlyItsOwnTaskFirstInLineOnAFreeLane) {
+TEST(Lane, ARunnerRunsNothingThatIsNotQueued) {
   Lane lane;
-  int a = 0, b = 0;
-  EventCount ran_a, ran_b;
+  int a = 0;
+  EventCount ran;
   EXPECT_FALSE(lane.runner(&a)()) << "nothing is queued";
+  lane.submit([&] { ran.raise(); }, &a);
+  ASSERT_TRUE(ran.wait_for(1));
+  EXPECT_FALSE(lane.runner(&a)()) << "a task that ran is not run again";
+}
+
+// Ops issued in a burst and then waited one by one: the waiter of an op queued behind a busy lane
+// waits for the lane to be free, then runs the tasks ahead of its own and its own, in order, on its
+// thread; what follows is left to its waiters (the lane, lazy now, does not take it meanwhile).
+TEST(Lane, AWaiterWhoseTaskIsQueuedBehindABusyLaneRunsItAndTheTasksAheadOfItOnceTheLaneIsFree) {
+  Lane lane(std::chrono::seconds(30), std::chrono::seconds(30));  // its thread leaves a lazy lane's tasks 30 s
+  int a = 0, b = 0, c = 0;
+  std::mutex mu;
+  std::vector<std::pair<int, std::thread::id>> ran;  // which task ran, on which thread
+  auto task = [&](int which) {
+    return [&, which] {
+      std::lock_guard<std::mutex> lk(mu);
+      ran.emplace_back(which, std::this_thread::get_id());
+    };
+  };
+  std::thread::id waiter_id;
+  bool took = false;
+  std::thread waiter;
   {
-    Lane::Hold hold = lane.enter();  // the lane is busy: what is handed in stays queued
+    Lane::Hold hold = lane.enter();  // busy: what is handed in stays queued
     ASSERT_TRUE(hold);
-    lane.submit([&] { ran_a.raise(); }, &a);
-    lane.submit([&] { ran_b.raise(); }, &b);
-    bool took = true;
-    std::thread other([&] { took = lane.runner(&a)(); });
-    other.join();
-    EXPECT_FALSE(took) << "a runner took a task of a busy lane";
-    EXPECT_FALSE(lane.runner(&a)()) << "the holder's own thread runs the lane's task already";
-    EXPECT_FALSE(ran_a.wait_for(1, 20ms));
+    lane.submit(task(1), &a);
+    lane.submit(task(2), &b);
+    lane.submit(task(3), &c);
+    waiter = std::thread([&] {
+      waiter_id = std::this_thread::get_id();
+      took = lane.runner(&b)();
+    });
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (lane.waiters_to_drain() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    ASSERT_EQ(lane.waiters_to_drain(), 1) << "the waiter did not wait for the held lane";
+    EXPECT_FALSE(lane.wakes_at_once()) << "a lane with a waiter to drain it still wakes its thread";
   }
-  EXPECT_TRUE(ran_a.wait_for(1));  // the lane's thread runs both, in order
-  EXPECT_TRUE(ran_b.wait_for(1));
-  EXPECT_FALSE(lane.runner(&b)()) << "a task that ran is not run again";
+  waiter.join();
+  EXPECT_TRUE(took);
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    ASSERT_EQ(ran.size(), 2u) << "the waiter ran more or less than the tasks up to its own";
+    EXPECT_EQ(ran[0], std::make_pair(1, waiter_id));
+    EXPECT_EQ(ran[1], std::make_pair(2, waiter_id));
+  }
+  EXPECT_TRUE(lane.runner(&c)()) << "the next task was not left first in line for its waiter";
+  std::lock_guard<std::mutex> lk(mu);
+  ASSERT_EQ(ran.size(), 3u);
+  EXPECT_EQ(ran[2], std::make_pair(3, std::this_thread::get_id()));
+}
+
+// The waiter of an op that runs already leaves the lane as it is when nothing is queued behind it (a
+// caller that overlapped one op with its work), and turns it lazy when ops are: it will run them.
+TEST(Lane, AWaiterForARunningTaskTurnsTheLaneLazyOnlyWithTasksQueuedBehindIt) {
+  Lane lane(std::chrono::seconds(30), std::chrono::seconds(30));
+  int a = 0, b = 0;
+  EventCount started, gate, ran_b;
+  std::thread::id b_on;
+  lane.submit(
+      [&] {
+        started.raise();
+        ASSERT_TRUE(gate.wait_for(1, 30s));
+      },
+      &a);
+  ASSERT_TRUE(started.wait_for(1));
+  EXPECT_FALSE(lane.runner(&a)()) << "a runner took a running task";
+  EXPECT_TRUE(lane.wakes_at_once()) << "a waiter for the lane's only op turned it lazy";
+  lane.submit(
+      [&] {
+        b_on = std::this_thread::get_id();
+        ran_b.raise();
+      },
+      &b);
+  EXPECT_FALSE(lane.runner(&a)());
+  EXPECT_FALSE(lane.wakes_at_once()) << "a waiter with an op queued behind its own left the lane eager";
+  gate.raise();
+  EXPECT_TRUE(lane.runner(&b)()) << "the waiter did not run the op after its own";
+  ASSERT_TRUE(ran_b.wait_for(1));
+  EXPECT_EQ(b_on, std::this_thread::get_id());
 }
 
 TEST(Lane, AWaitRunsAnOpThatHasNotStartedOnTheWaitingThread) {
@@ -143,17 +207,24 @@ TEST(Lane, ALaneWhoseWaitersClaimTheirTasksStopsWakingItsThreadYetRunsATaskNobod
 
 TEST(Lane, AWaiterThatCannotRunItsTaskMakesALazyLaneWakeAtOnce) {
   Lane lane;
+  EventCount ran;
+  // A wait inside a task of another lane (which it holds) does not wait for this lane to be
+  // free: it sleeps for its task, and the lane's thread should take it at once.
   make_lazy(lane);
   ASSERT_FALSE(lane.wakes_at_once());
   int key = 0;
-  EventCount ran;
   {
     Lane::Hold hold = lane.enter();  // busy: the waiter below cannot run its task
     ASSERT_TRUE(hold);
     lane.submit([&] { ran.raise(); }, &key);
+    Lane outer;
+    EventCount asked;
     bool took = true;
-    std::thread waiter([&] { took = lane.runner(&key)(); });
-    waiter.join();
+    outer.submit([&] {
+      took = lane.runner(&key)();
+      asked.raise();
+    });
+    ASSERT_TRUE(asked.wait_for(1));
     EXPECT_FALSE(took);
     EXPECT_TRUE(lane.wakes_at_once()) << "a waiter that sleeps for its task left the lane lazy";
   }

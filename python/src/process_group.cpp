@@ -79,6 +79,17 @@ std::function<void()> copy_out(at::Tensor flat, std::vector<at::Tensor> list) {
   };
 }
 
+// The copy of a staged result into the caller's tensors. A CPU op's runs once the op is done
+// (settle(), on whichever thread sees it first). A CUDA op's is queued now, on the op's stream
+// right behind it, as the op is (`o` still holds the tensor's GPU current): work queued after the
+// call sees the result, and the copy does not run on whatever stream a later thread has current.
+// The Work keeps the buffer.
+std::function<void()> then_copy_out(const Ordered& o, at::Tensor flat, std::vector<at::Tensor> list) {
+  if (!o.o.stream) return copy_out(std::move(flat), std::move(list));
+  copy_out(flat, std::move(list))();
+  return [flat] {};
+}
+
 c10::intrusive_ptr<c10d::Work> work(int rank, c10d::OpType type, std::vector<chorus::Work> parts,
                                     std::vector<at::Tensor> outputs, std::function<void()> after = {}) {
   return c10::make_intrusive<ChorusWork>(rank, type, std::move(parts), std::move(outputs), std::move(after));
@@ -146,9 +157,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::ve
   Tensor vin = view_of(in, "allgather's input");
   at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
   Tensor vflat = view_of(flat, "allgather's buffer");
+  const Ordered o = options_for(opts.timeout, in);
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::ALLGATHER, {peer_.all_gather_async(vin, vflat, options_for(opts.timeout, in))},
-              outputs[0], copy_out(flat, outputs[0]));
+  auto part = peer_.all_gather_async(vin, vflat, o);
+  return work(rank_, c10d::OpType::ALLGATHER, {std::move(part)}, outputs[0], then_copy_out(o, flat, outputs[0]));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -179,10 +191,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vecto
   } else if (!outputs.empty() && !outputs[0].empty()) {
     invalid("gather takes no output list on a rank other than the root (" + std::to_string(opts.rootRank) + ")");
   }
+  const Ordered o = options_for(opts.timeout, in);
   std::lock_guard<std::mutex> lk(issue_mu_);
-  auto part = peer_.gather_async(vin, vflat, static_cast<PeerId>(opts.rootRank), options_for(opts.timeout, in));
+  auto part = peer_.gather_async(vin, vflat, static_cast<PeerId>(opts.rootRank), o);
   if (!root) return work(rank_, c10d::OpType::GATHER, {std::move(part)}, {});
-  return work(rank_, c10d::OpType::GATHER, {std::move(part)}, list, copy_out(flat, list));
+  return work(rank_, c10d::OpType::GATHER, {std::move(part)}, list, then_copy_out(o, flat, list));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tensor>& outputs,

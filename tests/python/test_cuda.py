@@ -113,6 +113,28 @@ for name, stream in (("the default stream", torch.cuda.default_stream(dev)), ("a
     assert bool((t == want).all()), f"stream order on {name}: {t[:4].tolist()}, want {want}"
     cases += 1
 
+# A staged result (all_gather and gather into a list) is copied into the list on the op's stream,
+# right behind the op: an add queued after the call, on a side stream, sees the gathered values
+# before the host has waited on the Work.
+side = torch.cuda.Stream()
+with torch.cuda.stream(side):
+    part = torch.full((n,), rank + 1.0, device=dev)
+    torch.cuda._sleep(50_000_000)
+    lists = {"all_gather": [torch.zeros(n, device=dev) for _ in range(world)],
+             "gather": [torch.zeros(n, device=dev) for _ in range(world)] if rank == 0 else None}
+    w_ag = dist.all_gather(lists["all_gather"], part, async_op=True)
+    w_g = dist.gather(part, lists["gather"], dst=0, async_op=True)
+    for out in lists.values():
+        for t in out or []:
+            t.add_(1.0)
+side.synchronize()
+for w in (w_ag, w_g):
+    w.wait()
+for what, out in lists.items():
+    for r, t in enumerate(out or []):
+        assert bool((t == r + 2.0).all()), f"{what} on a side stream: block {r} is {t[:4].tolist()}, want {r + 2.0}"
+        cases += 1
+
 # Non-blocking: Works waited out of order, then the tensors read on the current stream.
 ts = [torch.full((4096,), float(rank + k), device=dev) for k in range(4)]
 works = [dist.all_reduce(t, async_op=True) for t in ts]
