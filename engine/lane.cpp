@@ -31,6 +31,11 @@ namespace chorus {
 constexpr auto kQuick = std::chrono::microseconds(50);
 constexpr auto kLazyAge = std::chrono::milliseconds(1);
 constexpr int kQuickClaimsToLazy = 4;
+// A lane turned lazy by a waiter that drains it leaves a task to the waiters that long after the
+// lane was last free, then takes it: long enough for a woken waiter to come for the next op of a
+// burst, short enough that a caller who overlapped its ops with work ("issue the next, wait the
+// last, compute") loses little when it does not come.
+constexpr auto kDrainGrace = std::chrono::microseconds(200);
 
 struct Lane::Core {
   std::mutex mu;
@@ -45,11 +50,15 @@ struct Lane::Core {
   bool thread_running = false;  // the lane's thread exists
   bool closed = false;          // the Lane is gone: the thread ends once the queue is empty
   bool lazy = false;            // see kLazyAge
+  bool draining = false;        // lazy because a waiter drains the lane: kDrainGrace, not kLazyAge
   int claimants = 0;            // waiters sleeping on cv until the lane is free, to drain it
   int quick_claims = 0;         // tasks claimed by their waiters within kQuick, in a row (capped)
   Clock::time_point last_used;  // a task last ran, on the lane's thread or a waiter's
   std::chrono::milliseconds idle{0};
   Clock::duration lazy_age = kLazyAge;
+  Clock::duration drain_grace = kDrainGrace;
+  // How long the lane's thread leaves a task with a waiter to it, once the lane is free.
+  Clock::duration leave_for() const { return draining ? drain_grace : lazy_age; }
 };
 
 namespace {
@@ -85,9 +94,9 @@ bool thread_takes_front(Lane::Core& c, Clock::time_point& until) {
     c.quick_claims = 0;  // taken before its waiter came: the lane's ops run beside their callers
     return true;
   }
-  until = std::max(front.at, c.last_used) + c.lazy_age;
+  until = std::max(front.at, c.last_used) + c.leave_for();
   if (Clock::now() < until) return false;
-  c.lazy = false;  // nobody came for it: wake the thread at once again
+  c.lazy = c.draining = false;  // nobody came for it: wake the thread at once again
   c.quick_claims = 0;
   return true;
 }
@@ -107,7 +116,7 @@ void run_lane(std::shared_ptr<Lane::Core> c) {
       // lazy lane's task is due, or (lazy) kLazyAge, since a lazy lane's submit wakes no one.
       auto wake = c->queue.empty() ? c->last_used + c->idle : now + c->idle;
       if (until != Clock::time_point{}) wake = std::min(wake, until);
-      if (c->lazy) wake = std::min(wake, now + c->lazy_age);
+      if (c->lazy) wake = std::min(wake, now + c->leave_for());
       c->cv.wait_until(lk, wake);
       continue;
     }
@@ -147,6 +156,15 @@ void pass_on(const std::shared_ptr<Lane::Core>& c) {
   ensure_thread(c);
 }
 
+// Under c->mu: a waiter drains the lane from now on. A thread asleep with an eager lane's deadline
+// (its idle time) is woken to look again at the drain's shorter one.
+void drain_from_now(const std::shared_ptr<Lane::Core>& c) {
+  const bool was_lazy = c->lazy;
+  c->lazy = c->draining = true;
+  c->quick_claims = kQuickClaimsToLazy;
+  if (!was_lazy && c->thread_running) c->cv.notify_all();
+}
+
 // Under c->mu: where the task `key` is queued (queue.end(): not queued: it runs or ran).
 std::deque<Lane::Core::Queued>::iterator find_key(Lane::Core& c, const void* key) {
   return std::find_if(c.queue.begin(), c.queue.end(), [key](const Lane::Core::Queued& q) { return q.key == key; });
@@ -159,7 +177,7 @@ void hurry(const std::shared_ptr<Lane::Core>& c, const void* key) {
   if (!c->lazy) return;
   for (const auto& q : c->queue) {
     if (q.key != key) continue;
-    c->lazy = false;
+    c->lazy = c->draining = false;
     c->quick_claims = 0;
     ensure_thread(c);
     return;
@@ -169,7 +187,7 @@ void hurry(const std::shared_ptr<Lane::Core>& c, const void* key) {
 
 Lane::Lane(std::chrono::milliseconds idle, std::chrono::milliseconds lazy_age) : core_(std::make_shared<Core>()) {
   core_->idle = idle;
-  if (lazy_age.count() > 0) core_->lazy_age = lazy_age;
+  if (lazy_age.count() > 0) core_->lazy_age = core_->drain_grace = lazy_age;
 }
 
 Lane::~Lane() {
@@ -196,15 +214,14 @@ std::function<bool()> Lane::runner(const void* key) const {
     std::unique_lock<std::mutex> lk(c->mu);
     for (;;) {
       auto at = find_key(*c, key);
-      const bool behind = at != c->queue.end() && (c->busy || at != c->queue.begin());
+      const bool first_on_free_lane = at == c->queue.begin() && at != c->queue.end() && !c->busy;
+      if (first_on_free_lane) break;  // run it
       if (!may_drain || c->queue.empty() || (at == c->queue.end() && !c->busy)) {
         hurry(c, key);  // its waiter sleeps until the lane's thread has run it
         return false;
       }
-      if (!behind && at != c->queue.end()) break;  // first in line on a free lane: run it
       // Others are ahead of it: this waiter runs the lane from the moment it is free.
-      c->lazy = true;
-      c->quick_claims = kQuickClaimsToLazy;
+      drain_from_now(c);
       if (at == c->queue.end()) return false;  // it runs now: wait for it, then run what follows
       if (!c->busy) break;                     // tasks ahead, none running: run them, then it
       ++c->claimants;
@@ -220,6 +237,7 @@ std::function<bool()> Lane::runner(const void* key) const {
         const bool quick = now - std::max(front.at, c->last_used) < kQuick;
         c->quick_claims = quick ? std::min(c->quick_claims + 1, kQuickClaimsToLazy) : 0;
         c->lazy = quick && c->quick_claims >= kQuickClaimsToLazy;
+        c->draining = false;
       }
       c->last_used = now;
       Lane::Task t = std::move(front.task);
@@ -227,7 +245,16 @@ std::function<bool()> Lane::runner(const void* key) const {
       c->busy = true;
       lk.unlock();
       push_held(c.get());
-      t();
+      try {
+        t();
+      } catch (...) {  // (an op's task catches its own; this keeps the lane usable regardless)
+        t = nullptr;
+        pop_held();
+        lk.lock();
+        c->busy = false;
+        pass_on(c);
+        throw;
+      }
       t = nullptr;  // what the task held goes now, not under the lock
       pop_held();
       lk.lock();

@@ -25,7 +25,8 @@ class Lane {
   struct Core;
 
   // A thread with nothing to do for `idle` ends (the next task starts another). `lazy_age`: how long
-  // a lazy lane's thread leaves a task to its waiter (0: the default, 1 ms; tests set it long).
+  // a lazy lane's thread leaves a task to its waiter (0: the defaults, 1 ms, and 200 us where a
+  // waiter drains the lane; tests set both long).
   explicit Lane(std::chrono::milliseconds idle = std::chrono::milliseconds(2000),
                 std::chrono::milliseconds lazy_age = std::chrono::milliseconds(0));
   ~Lane();  // queued tasks still run (each holds what it needs); the thread then ends
