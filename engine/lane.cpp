@@ -103,7 +103,6 @@ bool thread_takes_front(Lane::Core& c, Clock::time_point& until) {
 
 void run_lane(std::shared_ptr<Lane::Core> c) {
   std::unique_lock<std::mutex> lk(c->mu);
-  c->last_used = Clock::now();
   for (;;) {
     Clock::time_point until{};
     if (!thread_takes_front(*c, until)) {
@@ -144,6 +143,10 @@ void ensure_thread(const std::shared_ptr<Lane::Core>& c) {
     return;
   }
   c->thread_running = true;
+  // Its idle time counts from here: set when the thread starts running, which may be much later
+  // on a busy host, it would make the lane look just used to a waiter's claim (a late claim
+  // would pass for a quick one).
+  c->last_used = std::max(c->last_used, Clock::now());
   std::thread(run_lane, c).detach();  // holds the core; ends by itself (idle, or closed and empty)
 }
 
