@@ -101,6 +101,29 @@ bool thread_takes_front(Lane::Core& c, Clock::time_point& until) {
   return true;
 }
 
+// Under `lk` (held again on return, a throw's included): pops the first queued task and runs it
+// with the lock let go, the lane busy and held by this thread meanwhile, whichever thread this is
+// (the lane's own, or a waiter's).
+void run_front(Lane::Core& c, std::unique_lock<std::mutex>& lk) {
+  struct Ran {
+    Lane::Core& c;
+    std::unique_lock<std::mutex>& lk;
+    Lane::Task t;
+    ~Ran() {
+      t = nullptr;  // what the task held goes now, not under the lock (it may own the Lane)
+      pop_held();
+      lk.lock();
+      c.busy = false;
+      c.last_used = Clock::now();
+    }
+  } ran{c, lk, std::move(c.queue.front().task)};
+  c.queue.pop_front();
+  c.busy = true;
+  lk.unlock();
+  push_held(&c);
+  ran.t();
+}
+
 void run_lane(std::shared_ptr<Lane::Core> c) {
   std::unique_lock<std::mutex> lk(c->mu);
   for (;;) {
@@ -119,20 +142,8 @@ void run_lane(std::shared_ptr<Lane::Core> c) {
       c->cv.wait_until(lk, wake);
       continue;
     }
-    {
-      Lane::Task t = std::move(c->queue.front().task);
-      c->queue.pop_front();
-      c->busy = true;
-      lk.unlock();
-      push_held(c.get());
-      t();
-      t = nullptr;  // what the task held goes now, not under the lock (it may own the Lane)
-      pop_held();
-      lk.lock();
-      c->busy = false;
-      c->last_used = Clock::now();
-      if (c->claimants > 0) c->cv.notify_all();  // a waiter drains what follows
-    }
+    run_front(*c, lk);
+    if (c->claimants > 0) c->cv.notify_all();  // a waiter drains what follows
   }
   c->thread_running = false;
 }
@@ -243,26 +254,12 @@ std::function<bool()> Lane::runner(const void* key) const {
         c->draining = false;
       }
       c->last_used = now;
-      Lane::Task t = std::move(front.task);
-      c->queue.pop_front();
-      c->busy = true;
-      lk.unlock();
-      push_held(c.get());
       try {
-        t();
+        run_front(*c, lk);
       } catch (...) {  // (an op's task catches its own; this keeps the lane usable regardless)
-        t = nullptr;
-        pop_held();
-        lk.lock();
-        c->busy = false;
         pass_on(c);
         throw;
       }
-      t = nullptr;  // what the task held goes now, not under the lock
-      pop_held();
-      lk.lock();
-      c->busy = false;
-      c->last_used = Clock::now();
     }
     pass_on(c);
     return true;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -66,6 +67,25 @@ TEST(Lane, ATaskEnteringItsOwnLaneRunsAtOnce) {
   EXPECT_TRUE(inner.wait_for(1));
 }
 
+// Hands in a task (named `key`) that runs until `gate` is raised; returns once it has started.
+void submit_running_until(Lane& lane, const void* key, EventCount& gate) {
+  auto started = std::make_shared<EventCount>();  // the task's: it may still be raising it on return
+  lane.submit(
+      [started, &gate] {
+        started->raise();
+        ASSERT_TRUE(gate.wait_for(1, 30s));
+      },
+      key);
+  ASSERT_TRUE(started->wait_for(1));
+}
+
+// Whether a waiter came to drain the lane within 10 s.
+bool a_waiter_drains(const Lane& lane) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (lane.waiters_to_drain() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  return lane.waiters_to_drain() > 0;
+}
+
 TEST(Lane, ARunnerRunsNothingThatIsNotQueued) {
   Lane lane;
   int a = 0;
@@ -103,9 +123,8 @@ TEST(Lane, AWaiterWhoseTaskIsQueuedBehindABusyLaneRunsItAndTheTasksAheadOfItOnce
       waiter_id = std::this_thread::get_id();
       took = lane.runner(&b)();
     });
-    const auto until = std::chrono::steady_clock::now() + 10s;
-    while (lane.waiters_to_drain() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-    EXPECT_EQ(lane.waiters_to_drain(), 1) << "the waiter did not wait for the held lane";
+    EXPECT_TRUE(a_waiter_drains(lane)) << "the waiter did not wait for the held lane";
+    EXPECT_EQ(lane.waiters_to_drain(), 1);
     EXPECT_FALSE(lane.wakes_at_once()) << "a lane with a waiter to drain it still wakes its thread";
   }
   waiter.join();
@@ -127,19 +146,12 @@ TEST(Lane, AWaiterWhoseTaskIsQueuedBehindABusyLaneRunsItAndTheTasksAheadOfItOnce
 TEST(Lane, ATaskLeftBehindADrainRunsWithoutAWaiter) {
   Lane lane;
   int a = 0, b = 0, c = 0;
-  EventCount started, gate, ran;
-  lane.submit(
-      [&] {
-        started.raise();
-        ASSERT_TRUE(gate.wait_for(1, 30s));
-      },
-      &a);
-  ASSERT_TRUE(started.wait_for(1));
+  EventCount gate, ran;
+  submit_running_until(lane, &a, gate);
   lane.submit([&] { ran.raise(); }, &b);
   lane.submit([&] { ran.raise(); }, &c);
   std::thread waiter([&] { (void)lane.runner(&b)(); });  // b: drained here, or by the lane's thread
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while (lane.waiters_to_drain() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  EXPECT_TRUE(a_waiter_drains(lane)) << "the waiter did not wait for the busy lane";
   EXPECT_FALSE(lane.wakes_at_once());
   gate.raise();
   waiter.join();
@@ -151,15 +163,9 @@ TEST(Lane, ATaskLeftBehindADrainRunsWithoutAWaiter) {
 TEST(Lane, AWaiterForARunningTaskTurnsTheLaneLazyOnlyWithTasksQueuedBehindIt) {
   Lane lane(std::chrono::seconds(30), std::chrono::seconds(30));
   int a = 0, b = 0;
-  EventCount started, gate, ran_b;
+  EventCount gate, ran_b;
   std::thread::id b_on;
-  lane.submit(
-      [&] {
-        started.raise();
-        ASSERT_TRUE(gate.wait_for(1, 30s));
-      },
-      &a);
-  ASSERT_TRUE(started.wait_for(1));
+  submit_running_until(lane, &a, gate);
   EXPECT_FALSE(lane.runner(&a)()) << "a runner took a running task";
   EXPECT_TRUE(lane.wakes_at_once()) << "a waiter for the lane's only op turned it lazy";
   lane.submit(
