@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,40 +61,88 @@ ProcessPlan plan_for(const RankPlace& place, const SignalWatch& watch) {
   return plan;
 }
 
-// A process started here: PROG with its arguments, chorus-run's environment with the job's
-// variables and the secret on top, and `input` as its standard input.
-void run_here(ProcessPlan& plan, const std::string& path, const RunOptions& opts, EnvVars env, const std::string& secret,
-              SpawnRequest::Input input) {
-  SpawnRequest& req = plan.request;
-  req.path = path;
-  req.argv.push_back(opts.program);
-  req.argv.insert(req.argv.end(), opts.args.begin(), opts.args.end());
-  env.emplace_back("CHORUS_SECRET", secret);
-  req.env = merged_environment(environ, env);
-  req.input = input;
+// How the processes start: PROG found here for the local ones, ssh (CHORUS_RUN_SSH) and the
+// working directory for the remote ones; found before anything starts, so that a program that
+// cannot run starts no orchestrator and no process.
+struct Starter {
+  std::string program_path, ssh_path, cwd;
+  std::vector<std::string> ssh;
+};
+// The error is the exit status and what to say.
+struct StartError {
+  int status;
+  std::string what;
+};
+std::optional<StartError> find_starter(const RunOptions& opts, const std::vector<RankPlace>& places, Starter& s) {
+  bool any_remote = false, any_local = false;
+  for (const auto& p : places) (p.local ? any_local : any_remote) = true;
+  s.ssh = ssh_program(chorus::setting_text(chorus::SettingId::run_ssh).value_or("").c_str());
+  if (any_local) {
+    auto found = find_program(opts.program);
+    if (!found) return StartError{127, "cannot run " + found.status().message()};
+    s.program_path = *found;
+  }
+  if (any_remote) {
+    auto found = find_program(s.ssh.front());
+    if (!found) return StartError{127, "cannot run " + found.status().message()};
+    s.ssh_path = *found;
+    char dir[PATH_MAX];
+    if (getcwd(dir, sizeof dir) == nullptr) return StartError{1, "cannot tell the working directory for the remote hosts"};
+    s.cwd = dir;
+  }
+  return std::nullopt;
 }
 
-// chorus-run --join F: newcomers to a running elastic job, here, with the job's orchestrator and
-// secret as F says (docs/elastic.md); they wait in their join until the members grow.
+// The request that starts one process: here, PROG with chorus-run's environment, the job's
+// variables and the secret on top, and `input` as its standard input; on another host, ssh with
+// the remote script, the secret on its input's first line.
+void start_request(ProcessPlan& plan, const Starter& s, const RunOptions& opts, EnvVars env, const std::string& secret,
+                   SpawnRequest::Input input) {
+  SpawnRequest& req = plan.request;
+  if (!plan.remote) {
+    req.path = s.program_path;
+    req.argv.push_back(opts.program);
+    req.argv.insert(req.argv.end(), opts.args.begin(), opts.args.end());
+    env.emplace_back("CHORUS_SECRET", secret);
+    req.env = merged_environment(environ, env);
+    req.input = input;
+  } else {
+    req.path = s.ssh_path;
+    req.argv = ssh_argv(s.ssh, plan.host, remote_script(s.cwd, env, opts.program, opts.args));
+    req.env = merged_environment(environ, {});
+    req.input = SpawnRequest::Input::pipe;
+    plan.first_input = secret + "\n";
+  }
+}
+
+// chorus-run --join F: newcomers to a running elastic job, with the job's orchestrator and secret
+// as F says (docs/elastic.md), here or on the hosts --hosts names; they wait in their join until
+// the members grow. F is read where the job's chorus-run wrote it (it names that process).
 int join_job(const RunOptions& opts, const SignalWatch& watch) {
   const auto limit = std::chrono::milliseconds(opts.join_timeout_ms.value_or(kDefaultAdmissionMs));
   auto r = read_rendezvous(opts.join, Clock::now() + limit);
   if (!r) return fail(r.status().message(), 1);
-  auto found = find_program(opts.program);
-  if (!found) return fail("cannot run " + found.status().message(), 127);
+  auto places = place_ranks(opts.hosts, opts.processes, this_hostname());
+  if (!places) return usage_error(places.status().message());
+  for (const auto& place : *places)
+    if (!place.local && r->host.empty())
+      return usage_error("the job of " + opts.join + " is reached on loopback only, so newcomers on other hosts (" +
+                         place.host + ") cannot join it: start the elastic job with --hosts or --orchestrator-address");
+  Starter starter;
+  if (auto e = find_starter(opts, *places, starter)) return fail(e->what, e->status);
+  // The newcomers here are named as the job's own processes here are.
+  const std::string here = r->host.empty() ? "127.0.0.1" : r->host;
   JobEnv job;
   job.world_size = opts.processes;
   job.peers = opts.peers;
-  job.orchestrator = "127.0.0.1:" + std::to_string(r->port);
+  job.orchestrator = here + ":" + std::to_string(r->port);
   job.join_timeout_ms = opts.join_timeout_ms.value_or(kDefaultAdmissionMs);
-  job.local_node_address = "127.0.0.1";
+  job.local_node_address = here;
   job.extra = {{"CHORUS_ELASTIC", "1"}, {"CHORUS_JOIN", "1"}};
-  auto places = place_ranks({}, opts.processes, this_hostname());  // every one here (--hosts is refused)
-  if (!places) return usage_error(places.status().message());
   std::vector<ProcessPlan> plans;
   for (const auto& place : *places) {
     ProcessPlan plan = plan_for(place, watch);
-    run_here(plan, *found, opts, rank_env(place, job), r->secret, SpawnRequest::Input::null);
+    start_request(plan, starter, opts, rank_env(place, job), r->secret, SpawnRequest::Input::null);
     plans.push_back(std::move(plan));
   }
   return supervise(std::move(plans), watch.fd, opts.tag_output, true);
@@ -122,8 +171,8 @@ int main(int argc, char** argv) {
   const std::string hostname = this_hostname();
   auto places = place_ranks(opts->hosts, opts->processes, hostname);
   if (!places) return usage_error(places.status().message());
-  bool any_remote = false, any_local = false;
-  for (const auto& p : *places) (p.local ? any_local : any_remote) = true;
+  bool any_remote = false;
+  for (const auto& p : *places) any_remote = any_remote || !p.local;
 
   // Where the processes reach this machine: loopback while they all run here, else a name that
   // other hosts resolve to it.
@@ -131,22 +180,8 @@ int main(int argc, char** argv) {
   if (here.empty()) here = any_remote ? hostname : "127.0.0.1";
   if (here.empty()) return usage_error("cannot tell this machine's name: give --orchestrator-address");
 
-  // What the processes run, found now: a program that cannot run starts no orchestrator and no process.
-  std::string program_path, ssh_path, cwd;
-  const std::vector<std::string> ssh = ssh_program(chorus::setting_text(chorus::SettingId::run_ssh).value_or("").c_str());
-  if (any_local) {
-    auto found = find_program(opts->program);
-    if (!found) return fail("cannot run " + found.status().message(), 127);
-    program_path = *found;
-  }
-  if (any_remote) {
-    auto found = find_program(ssh.front());
-    if (!found) return fail("cannot run " + found.status().message(), 127);
-    ssh_path = *found;
-    char dir[PATH_MAX];
-    if (getcwd(dir, sizeof dir) == nullptr) return fail("cannot tell the working directory for the remote hosts", 1);
-    cwd = dir;
-  }
+  Starter starter;
+  if (auto e = find_starter(*opts, *places, starter)) return fail(e->what, e->status);
 
   // Every node's connection costs the orchestrator's door three descriptors (as for the daemon):
   // take what the system allows rather than a shell's default soft limit. The processes get the
@@ -182,10 +217,12 @@ int main(int argc, char** argv) {
   if (opts->elastic) {
     job.extra.emplace_back("CHORUS_ELASTIC", "1");
     join_file = opts->join_file.empty() ? default_join_file() : opts->join_file;
-    if (auto s = write_rendezvous(join_file, {(*orchestrator)->port(), *secret}); !s)
+    // Newcomers on other hosts reach the orchestrator where this job's remote processes do.
+    const std::string reached = here == "127.0.0.1" ? "" : here;
+    if (auto s = write_rendezvous(join_file, {(*orchestrator)->port(), *secret, reached}); !s)
       return fail("cannot write the join file: " + s.message(), 1);
     std::cerr << "chorus-run: elastic job; newcomers join with: chorus-run --join " << join_file << " -n K "
-              << opts->program << "\n";
+              << (reached.empty() ? "" : "[--hosts H1,H2,...] ") << opts->program << "\n";
   }
 
   std::vector<ProcessPlan> plans;
@@ -194,18 +231,9 @@ int main(int argc, char** argv) {
     SpawnRequest& req = plan.request;
     req.nofile = given;
     req.restore_nofile = raised;
-    EnvVars env = rank_env(place, job);
-    if (place.local) {
-      // As mpirun: rank 0 reads chorus-run's standard input, the others read nothing.
-      run_here(plan, program_path, *opts, std::move(env), *secret,
-               place.rank == 0 ? SpawnRequest::Input::inherit : SpawnRequest::Input::null);
-    } else {
-      req.path = ssh_path;
-      req.argv = ssh_argv(ssh, place.host, remote_script(cwd, env, opts->program, opts->args));
-      req.env = merged_environment(environ, {});
-      req.input = SpawnRequest::Input::pipe;
-      plan.first_input = *secret + "\n";
-    }
+    // As mpirun: rank 0 reads chorus-run's standard input, the others read nothing.
+    start_request(plan, starter, *opts, rank_env(place, job), *secret,
+                  place.rank == 0 ? SpawnRequest::Input::inherit : SpawnRequest::Input::null);
     plans.push_back(std::move(plan));
   }
   const int status = supervise(std::move(plans), watch->fd, opts->tag_output, opts->elastic);

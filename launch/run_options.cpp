@@ -94,9 +94,9 @@ Result<RunOptions> parse_run_options(const std::vector<std::string>& args) {
     }
   }
   if (!have_n) return usage_error("-n is required (the number of processes)");
-  if (!o.join.empty() && (o.elastic || !o.join_file.empty() || have_hosts || !o.secret_file.empty()))
-    return usage_error("--join starts newcomers on this machine with the job's own secret: it takes none of --elastic, "
-                       "--join-file, --hosts, --secret-file");
+  if (!o.join.empty() && (o.elastic || !o.join_file.empty() || !o.secret_file.empty() || !o.orchestrator_address.empty()))
+    return usage_error("--join starts newcomers with the job's own orchestrator and secret: it takes none of --elastic, "
+                       "--join-file, --secret-file, --orchestrator-address");
   if (!o.join_file.empty() && !o.elastic) return usage_error("--join-file is for --elastic jobs");
   if (i >= args.size()) return usage_error("no program to run");
   o.program = args[i];
@@ -144,8 +144,11 @@ Options (before PROG; `--` ends them):
                              process failed by itself and one exited with 0
   --join-file F              with --elastic: where to write how newcomers join (default:
                              $XDG_RUNTIME_DIR/chorus/chorus-run-PID.join, else in /tmp/chorus-UID)
-  --join F                   start N newcomers to the running elastic job whose --join-file is F,
-                             on this machine (CHORUS_JOIN=1): no orchestrator of its own
+  --join F                   start N newcomers to the running elastic job whose --join-file is F
+                             (CHORUS_JOIN=1): no orchestrator of its own. Run it where the job's
+                             chorus-run runs; with --hosts the newcomers start there (the job
+                             started with --hosts or --orchestrator-address, so that other hosts
+                             reach it)
   -h, --help                 this text
 
 Every process gets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_WORLD_SIZE,

@@ -6,7 +6,12 @@ resident memory is read after the first and the last cycle (it must stay flat: a
 lets its connections and rings go). At the end every process checks its weights
 (the example's `weights ok`), and both chorus-runs must exit with 0.
 
-  scripts/elastic_soak.py [--kills 100] [--procs 4] [--bin build/bin]
+  scripts/elastic_soak.py [--kills 100] [--procs 4] [--bin build/bin] [--join-host H]
+
+With --join-host, the job is reached at 127.0.0.2 (--orchestrator-address) and every newcomer is
+started on host H by chorus-run --join --hosts H, through a stand-in for ssh that runs the remote
+command here (H an address of loopback, e.g. 127.0.0.3, so that the newcomer's node address is
+one the members reach).
 """
 import argparse, os, random, re, signal, subprocess, sys, tempfile, threading, time
 
@@ -46,12 +51,20 @@ def main():
     a.add_argument("--kills", type=int, default=100)
     a.add_argument("--procs", type=int, default=4)
     a.add_argument("--bin", default="build/bin")
+    a.add_argument("--join-host", default="")
     o = a.parse_args()
     d = tempfile.mkdtemp(prefix="chorus-soak-")  # mode 0700: the join file's directory
     join = os.path.join(d, "job.join")
     stop = os.path.join(d, "stop")
-    example = [f"{o.bin}/chorus-elastic-example", "--steps", "100000000", "--step-ms", "1", "--stop-file", stop]
-    job = subprocess.Popen([f"{o.bin}/chorus-run", "-n", str(o.procs), "--elastic", "--join-file", join] + example,
+    example = [os.path.abspath(f"{o.bin}/chorus-elastic-example"), "--steps", "100000000", "--step-ms", "1", "--stop-file", stop]
+    named, joining, env = [], [], dict(os.environ)
+    if o.join_host:
+        ssh = os.path.join(d, "fake-ssh")  # runs the remote command (its last argument) here, input and all
+        with open(ssh, "w") as f:
+            f.write('#!/bin/sh\nfor last; do :; done\nexec /bin/sh -c "$last"\n')
+        os.chmod(ssh, 0o700)
+        named, joining, env["CHORUS_RUN_SSH"] = ["--orchestrator-address", "127.0.0.2"], ["--hosts", o.join_host], ssh
+    job = subprocess.Popen([f"{o.bin}/chorus-run", "-n", str(o.procs), "--elastic", "--join-file", join] + named + example,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = Lines(job)
     out.wait(r"elastic: rank \d+ of \d+, pid", o.procs)
@@ -65,8 +78,8 @@ def main():
         live.remove(victim)
         killed.add(victim)
         out.wait(r"elastic: shrink to", k + 1)
-        j = subprocess.Popen([f"{o.bin}/chorus-run", "--join", join, "-n", "1"] + example,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        j = subprocess.Popen([f"{o.bin}/chorus-run", "--join", join, "-n", "1"] + joining + example,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         jl = Lines(j)
         jl.wait(r"elastic: rank \d+ of \d+, pid", 1)
         live += jl.pids()
@@ -84,6 +97,8 @@ def main():
     if status != 0 or wrong:
         raise SystemExit(f"chorus-run exited with {status}, the joiners with {joined}:\n" + "\n".join(l for l in out.lines if l))
     os.unlink(stop)
+    if o.join_host:
+        os.unlink(ssh)
     os.rmdir(d)
     shrinks, grows = out.count(r"elastic: shrink to"), out.count(r"elastic: grow to")
     times = [float(m.group(1)) for l in out.lines if l for m in [re.search(r"shrink to \d+ members in (\S+) ms", l)] if m]

@@ -33,6 +33,7 @@
 #include "launch/ssh_command.hpp"
 #include "launch/supervisor.hpp"
 #include "testkit/process.hpp"
+#include "transport/rendezvous_file.hpp"
 #include "transport/socket.hpp"
 
 namespace chorus::launch {
@@ -96,8 +97,14 @@ TEST(ChorusRunOptions, ReadsTheElasticOptionsAndRefusesTheirClashes) {
   ASSERT_TRUE(j) << j.status().to_string();
   EXPECT_EQ(j->join, "/j");
   EXPECT_FALSE(j->elastic);
-  EXPECT_EQ(error_of({"-n", "1", "--join", "/j", "--elastic", "p"}).substr(0, 30), "--join starts newcomers on thi");
-  EXPECT_EQ(error_of({"-n", "1", "--join", "/j", "--hosts", "a", "p"}).substr(0, 30), "--join starts newcomers on thi");
+  // Newcomers may go on other hosts; the job's orchestrator and secret are the file's.
+  auto h = parse({"-n", "2", "--join", "/j", "--hosts", "a,b", "prog"});
+  ASSERT_TRUE(h) << h.status().to_string();
+  EXPECT_EQ(h->hosts.size(), 2u);
+  for (const char* clash : {"--elastic", "--secret-file=/s", "--orchestrator-address=x", "--join-file=/k"})
+    EXPECT_EQ(error_of({"-n", "1", "--join", "/j", clash, "p"}).substr(0, 52),
+              "--join starts newcomers with the job's own orchestra")
+        << clash;
   EXPECT_EQ(error_of({"-n", "2", "--join-file", "/j", "p"}), "--join-file is for --elastic jobs");
   EXPECT_EQ(error_of({"-n", "2", "--elastic=1", "p"}), "--elastic takes no value");
 }
@@ -556,6 +563,7 @@ TEST_F(ChorusRun, ElasticJobsOutliveAKilledRank) {
   ASSERT_EQ(stat(join.c_str(), &st), 0) << "no join file";
   EXPECT_EQ(st.st_mode & 077, 0u) << "the join file is open to others";
   EXPECT_TRUE(contains(read_file(join), read_env(dir_ / "env.0")["CHORUS_SECRET"]));
+  EXPECT_FALSE(contains(read_file(join), "\nhost ")) << "a job on loopback names no host for newcomers elsewhere";
   write_file(dir_ / "go", "");
   auto f = finish(l);
   guard.pid = -1;
@@ -737,6 +745,54 @@ TEST_F(ChorusRun, OrchestratorAddressNamesThisMachine) {
   auto f = finish(l);
   guard.pid = -1;
   EXPECT_TRUE(f.exited_with(0)) << f.why();
+}
+
+// chorus-run --join with --hosts: newcomers here and on other hosts, with the orchestrator where
+// the job's join file says other hosts reach it (the job's --orchestrator-address), the newcomers
+// here named as the job's own processes here are, the remote ones by their host, the secret on
+// ssh's input only, and CHORUS_JOIN=1 for each.
+TEST_F(ChorusRun, JoinsNewcomersOnOtherHosts) {
+  const std::string ssh = write_fake_ssh(dir_);
+  const std::string join = dir_ / "jobdir/job.join";
+  const std::string secret = "j0in s3cret";
+  ASSERT_TRUE(write_rendezvous(join, {4711, secret, "head.example.org"}).is_ok());  // as a job's chorus-run does
+  const std::string script = record(dir_, "env", kDumpEnv);
+  auto f = run(dir_, {"--join", join, "-n", "3", "--hosts", "localhost,nodeA:2", "/bin/sh", "-c", script},
+               {"CHORUS_RUN_SSH=" + ssh});
+  ASSERT_TRUE(f.exited_with(0)) << f.why();
+  const std::string want_node[] = {"head.example.org", "nodeA", "nodeA"};
+  for (uint32_t r = 0; r < 3; ++r) {
+    SCOPED_TRACE("newcomer " + std::to_string(r));
+    auto env = read_env(dir_ / ("env." + std::to_string(r)));
+    EXPECT_EQ(env["CHORUS_ORCHESTRATOR"], "head.example.org:4711");
+    EXPECT_EQ(env["CHORUS_NODE_ADDRESS"], want_node[r]);
+    EXPECT_EQ(env["CHORUS_JOIN"], "1");
+    EXPECT_EQ(env["CHORUS_ELASTIC"], "1");
+    EXPECT_EQ(env["CHORUS_SECRET"], secret);
+  }
+  const auto argvs = files_starting(dir_, "ssh-argv.");
+  ASSERT_EQ(argvs.size(), 2u);
+  for (const auto& path : argvs) {
+    const std::string raw = read_file(path);
+    EXPECT_FALSE(contains(raw, "s3cret")) << "the secret is in ssh's arguments";
+    EXPECT_EQ(split_nul(raw).at(2), "nodeA");
+  }
+  for (const auto& path : files_starting(dir_, "ssh-stdin.")) EXPECT_EQ(read_file(path), secret + "\n");
+}
+
+// A job reached on loopback only (all its processes here, no --orchestrator-address) cannot take
+// newcomers from other hosts: chorus-run --join says so, starting nothing.
+TEST_F(ChorusRun, RefusesNewcomersOnOtherHostsForALoopbackJob) {
+  const std::string ssh = write_fake_ssh(dir_);
+  const std::string join = dir_ / "jobdir/job.join";
+  ASSERT_TRUE(write_rendezvous(join, {4712, "s"}).is_ok());
+  auto f = run(dir_, {"--join", join, "-n", "2", "--hosts", "localhost,nodeB", "/bin/sh", "-c", record(dir_, "env", kDumpEnv)},
+               {"CHORUS_RUN_SSH=" + ssh});
+  EXPECT_TRUE(f.exited_with(2)) << f.why();
+  EXPECT_TRUE(contains(f.err, "is reached on loopback only, so newcomers on other hosts (nodeB) cannot join it: start "
+                              "the elastic job with --hosts or --orchestrator-address")) << f.err;
+  EXPECT_TRUE(files_starting(dir_, "ssh-argv.").empty());
+  EXPECT_TRUE(files_starting(dir_, "env.").empty());
 }
 
 // Remote processes are signalled through their ssh's input: a forwarded SIGUSR1 reaches both,

@@ -76,6 +76,22 @@ TEST_F(RendezvousFile, ASecretWithSpacesComesBackWhole) {
   EXPECT_EQ(r->secret, "a b  c");
 }
 
+// chorus-run's join file names where other hosts reach the orchestrator; without it the host is
+// empty (loopback only), as in a rank 0's file.
+TEST_F(RendezvousFile, AHostComesBackWhenOneIsNamed) {
+  ASSERT_TRUE(write_rendezvous(path_, {6002, "s e", "node7.example.org"}).is_ok());
+  auto r = read_rendezvous(path_, Clock::now() + 1s);
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ(r->port, 6002);
+  EXPECT_EQ(r->secret, "s e");
+  EXPECT_EQ(r->host, "node7.example.org");
+  ASSERT_TRUE(write_rendezvous(path_, {6003, "s"}).is_ok());
+  r = read_rendezvous(path_, Clock::now() + 1s);
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ(r->secret, "s");
+  EXPECT_EQ(r->host, "");
+}
+
 TEST_F(RendezvousFile, NoWriterIsATimeoutNamingTheFile) {
   auto r = read_rendezvous(path_, Clock::now() + 100ms);
   EXPECT_TRUE(has(r.status(), Errc::timeout, {"rank 0 did not write the rendezvous file " + path_}));

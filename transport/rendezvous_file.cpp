@@ -59,7 +59,7 @@ Status write_rendezvous(const std::string& path, const Rendezvous& r) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return {Errc::invalid_config, "cannot write " + tmp + ": " + std::strerror(errno)};
   const std::string text = std::to_string(r.port) + " " + std::to_string(::getpid()) + " " + started(::getpid()) + " " +
-                           r.secret + "\n";
+                           r.secret + "\n" + (r.host.empty() ? "" : "host " + r.host + "\n");
   const bool wrote = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(fd);
   if (!wrote || ::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -84,6 +84,7 @@ Result<Rendezvous> read_rendezvous(const std::string& path, Clock::time_point de
       if (!(f >> port >> pid >> start) || port == 0 || port > 65535 || pid <= 0)
         return Status(Errc::invalid_config, "the rendezvous file " + path + " is garbled");
       std::getline(f >> std::ws, r.secret);
+      if (std::string line; std::getline(f, line) && line.rfind("host ", 0) == 0) r.host = line.substr(5);
       r.port = static_cast<uint16_t>(port);
       if (started(pid) == start) return r;
       // Its writer is gone: an earlier job's; this job's rank 0 will write it anew.

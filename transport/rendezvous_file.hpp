@@ -18,6 +18,9 @@ namespace chorus {
 struct Rendezvous {
   uint16_t port = 0;
   std::string secret;
+  // Where the orchestrator is reached from other hosts ("": loopback only). chorus-run's join file
+  // names it, so that newcomers on other hosts (chorus-run --join --hosts) find the job.
+  std::string host{};
 };
 
 // Written whole or not at all (a temporary file renamed into place), readable by this user only,
