@@ -16,6 +16,7 @@
 
 #include "actors/orchestrator/hosted.hpp"
 #include "core/env.hpp"
+#include "core/host_names.hpp"
 #include "core/settings.hpp"
 #include "transport/rendezvous_file.hpp"
 #include "launch/free_port.hpp"
@@ -119,23 +120,27 @@ void start_request(ProcessPlan& plan, const Starter& s, const RunOptions& opts, 
 // as F says (docs/elastic.md), here or on the hosts --hosts names; they wait in their join until
 // the members grow. F is read where the job's chorus-run wrote it (it names that process).
 int join_job(const RunOptions& opts, const SignalWatch& watch) {
+  // The newcomers get the file's secret itself; a file named for chorus-run would win over it.
+  unsetenv("CHORUS_SECRET_FILE");
   const auto limit = std::chrono::milliseconds(opts.join_timeout_ms.value_or(kDefaultAdmissionMs));
   auto r = read_rendezvous(opts.join, Clock::now() + limit);
   if (!r) return fail(r.status().message(), 1);
+  // Where the job's own processes reach the orchestrator (a file of an older chorus-run names none:
+  // loopback); the newcomers here are named as those processes here are.
+  const std::string here = r->host.empty() ? "127.0.0.1" : r->host;
   auto places = place_ranks(opts.hosts, opts.processes, this_hostname());
   if (!places) return usage_error(places.status().message());
   for (const auto& place : *places)
-    if (!place.local && r->host.empty())
-      return usage_error("the job of " + opts.join + " is reached on loopback only, so newcomers on other hosts (" +
-                         place.host + ") cannot join it: start the elastic job with --hosts or --orchestrator-address");
+    if (!place.local && is_loopback_host(here) && !is_loopback_host(place.host))
+      return usage_error("the job of " + opts.join + " is reached on loopback only (" + here + "), so newcomers on " +
+                         place.host + " cannot join it: start the elastic job with --hosts naming another host, or "
+                         "with --orchestrator-address and a name other hosts reach this machine by");
   Starter starter;
   if (auto e = find_starter(opts, *places, starter)) return fail(e->what, e->status);
-  // The newcomers here are named as the job's own processes here are.
-  const std::string here = r->host.empty() ? "127.0.0.1" : r->host;
   JobEnv job;
   job.world_size = opts.processes;
   job.peers = opts.peers;
-  job.orchestrator = here + ":" + std::to_string(r->port);
+  job.orchestrator = host_port(here, r->port);
   job.join_timeout_ms = opts.join_timeout_ms.value_or(kDefaultAdmissionMs);
   job.local_node_address = here;
   job.extra = {{"CHORUS_ELASTIC", "1"}, {"CHORUS_JOIN", "1"}};
@@ -205,7 +210,7 @@ int main(int argc, char** argv) {
   JobEnv job;
   job.world_size = opts->processes;
   job.peers = opts->peers;
-  job.orchestrator = here + ":" + std::to_string((*orchestrator)->port());
+  job.orchestrator = host_port(here, (*orchestrator)->port());
   // Every process waits for its join as long as the orchestrator admits (not its op timeout).
   job.join_timeout_ms = opts->join_timeout_ms.value_or(kDefaultAdmissionMs);
   job.local_node_address = here;
@@ -217,12 +222,12 @@ int main(int argc, char** argv) {
   if (opts->elastic) {
     job.extra.emplace_back("CHORUS_ELASTIC", "1");
     join_file = opts->join_file.empty() ? default_join_file() : opts->join_file;
-    // Newcomers on other hosts reach the orchestrator where this job's remote processes do.
-    const std::string reached = here == "127.0.0.1" ? "" : here;
-    if (auto s = write_rendezvous(join_file, {(*orchestrator)->port(), *secret, reached}); !s)
+    // Newcomers reach the orchestrator where this job's processes do (on other hosts too, unless
+    // that is loopback).
+    if (auto s = write_rendezvous(join_file, {(*orchestrator)->port(), *secret, here}); !s)
       return fail("cannot write the join file: " + s.message(), 1);
     std::cerr << "chorus-run: elastic job; newcomers join with: chorus-run --join " << join_file << " -n K "
-              << (reached.empty() ? "" : "[--hosts H1,H2,...] ") << opts->program << "\n";
+              << (is_loopback_host(here) ? "" : "[--hosts H1,H2,...] ") << opts->program << "\n";
   }
 
   std::vector<ProcessPlan> plans;

@@ -130,8 +130,9 @@ Options (before PROG; `--` ends them):
                              processes here; any other host through ssh (CHORUS_RUN_SSH, else ssh,
                              with -o BatchMode=yes), in the same working directory.
                              Without --hosts every process runs here.
-  --orchestrator-address A   the name other hosts reach this machine by (default: its hostname);
-                             only with remote hosts
+  --orchestrator-address A   the name other hosts reach this machine by (default: its hostname
+                             with remote hosts, else 127.0.0.1); given to an --elastic job, it
+                             lets newcomers on other hosts join (--join --hosts)
   --secret-file F            the orchestrator's secret: the first line of F (default:
                              CHORUS_SECRET_FILE's, else CHORUS_SECRET, else 32 random bytes
                              in hex)
@@ -147,8 +148,8 @@ Options (before PROG; `--` ends them):
   --join F                   start N newcomers to the running elastic job whose --join-file is F
                              (CHORUS_JOIN=1): no orchestrator of its own. Run it where the job's
                              chorus-run runs; with --hosts the newcomers start there (the job
-                             started with --hosts or --orchestrator-address, so that other hosts
-                             reach it)
+                             started with --hosts naming another host, or --orchestrator-address
+                             with a name other hosts reach this machine by)
   -h, --help                 this text
 
 Every process gets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_WORLD_SIZE,

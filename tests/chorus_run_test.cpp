@@ -33,6 +33,7 @@
 #include "launch/ssh_command.hpp"
 #include "launch/supervisor.hpp"
 #include "testkit/process.hpp"
+#include "core/host_names.hpp"
 #include "transport/rendezvous_file.hpp"
 #include "transport/socket.hpp"
 
@@ -563,7 +564,7 @@ TEST_F(ChorusRun, ElasticJobsOutliveAKilledRank) {
   ASSERT_EQ(stat(join.c_str(), &st), 0) << "no join file";
   EXPECT_EQ(st.st_mode & 077, 0u) << "the join file is open to others";
   EXPECT_TRUE(contains(read_file(join), read_env(dir_ / "env.0")["CHORUS_SECRET"]));
-  EXPECT_FALSE(contains(read_file(join), "\nhost ")) << "a job on loopback names no host for newcomers elsewhere";
+  EXPECT_TRUE(contains(read_file(join), "\nhost 127.0.0.1\n")) << "the join file names where the job is reached";
   write_file(dir_ / "go", "");
   auto f = finish(l);
   guard.pid = -1;
@@ -777,7 +778,32 @@ TEST_F(ChorusRun, JoinsNewcomersOnOtherHosts) {
     EXPECT_FALSE(contains(raw, "s3cret")) << "the secret is in ssh's arguments";
     EXPECT_EQ(split_nul(raw).at(2), "nodeA");
   }
-  for (const auto& path : files_starting(dir_, "ssh-stdin.")) EXPECT_EQ(read_file(path), secret + "\n");
+  const auto inputs = files_starting(dir_, "ssh-stdin.");
+  EXPECT_EQ(inputs.size(), 2u);
+  for (const auto& path : inputs) EXPECT_EQ(read_file(path), secret + "\n");
+}
+
+// An elastic job with a host elsewhere names this machine in its join file, as its processes reach
+// the orchestrator, and says that newcomers may go on other hosts.
+TEST_F(ChorusRun, AnElasticJobsJoinFileNamesWhereItIsReached) {
+  const std::string ssh = write_fake_ssh(dir_);
+  const std::string join = dir_ / "jobdir/job.join";
+  const std::string script = record(dir_, "env", kDumpEnv) + await(dir_, "go");
+  auto l = start(dir_, {"-n", "2", "--elastic", "--join-file", join, "--hosts", "localhost,nodeA", "/bin/sh", "-c", script},
+                 {"CHORUS_RUN_SSH=" + ssh});
+  ChildGuard guard{l.pid};
+  ASSERT_TRUE(wait_for_files(per_rank(dir_, "env", 2))) << give_up(l, guard);
+  auto r = read_rendezvous(join, Clock::now() + 5s);
+  ASSERT_TRUE(r) << r.status().to_string();
+  const auto env = read_env(dir_ / "env.0");
+  EXPECT_EQ(r->host, this_hostname());
+  EXPECT_EQ(host_port(r->host, r->port), env.at("CHORUS_ORCHESTRATOR"));
+  EXPECT_EQ(r->secret, env.at("CHORUS_SECRET"));
+  write_file(dir_ / "go", "");
+  auto f = finish(l);
+  guard.pid = -1;
+  EXPECT_TRUE(f.exited_with(0)) << f.why();
+  EXPECT_TRUE(contains(f.err, "newcomers join with: chorus-run --join " + join + " -n K [--hosts H1,H2,...] /bin/sh")) << f.err;
 }
 
 // A job reached on loopback only (all its processes here, no --orchestrator-address) cannot take
@@ -785,12 +811,12 @@ TEST_F(ChorusRun, JoinsNewcomersOnOtherHosts) {
 TEST_F(ChorusRun, RefusesNewcomersOnOtherHostsForALoopbackJob) {
   const std::string ssh = write_fake_ssh(dir_);
   const std::string join = dir_ / "jobdir/job.join";
-  ASSERT_TRUE(write_rendezvous(join, {4712, "s"}).is_ok());
+  ASSERT_TRUE(write_rendezvous(join, {4712, "s", "localhost"}).is_ok());  // a job named by a loopback name
   auto f = run(dir_, {"--join", join, "-n", "2", "--hosts", "localhost,nodeB", "/bin/sh", "-c", record(dir_, "env", kDumpEnv)},
                {"CHORUS_RUN_SSH=" + ssh});
   EXPECT_TRUE(f.exited_with(2)) << f.why();
-  EXPECT_TRUE(contains(f.err, "is reached on loopback only, so newcomers on other hosts (nodeB) cannot join it: start "
-                              "the elastic job with --hosts or --orchestrator-address")) << f.err;
+  EXPECT_TRUE(contains(f.err, "is reached on loopback only (localhost), so newcomers on nodeB cannot join it: start "
+                              "the elastic job with --hosts naming another host, or with --orchestrator-address")) << f.err;
   EXPECT_TRUE(files_starting(dir_, "ssh-argv.").empty());
   EXPECT_TRUE(files_starting(dir_, "env.").empty());
 }

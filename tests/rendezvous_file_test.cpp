@@ -90,6 +90,16 @@ TEST_F(RendezvousFile, AHostComesBackWhenOneIsNamed) {
   ASSERT_TRUE(r) << r.status().to_string();
   EXPECT_EQ(r->secret, "s");
   EXPECT_EQ(r->host, "");
+  // Blanks at either end of a secret are the secret's; a secret of blanks too.
+  ASSERT_TRUE(write_rendezvous(path_, {6004, "  ", "h"}).is_ok());
+  r = read_rendezvous(path_, Clock::now() + 1s);
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ(r->secret, "  ");
+  EXPECT_EQ(r->host, "h");
+  ASSERT_TRUE(write_rendezvous(path_, {6005, " x "}).is_ok());
+  r = read_rendezvous(path_, Clock::now() + 1s);
+  ASSERT_TRUE(r) << r.status().to_string();
+  EXPECT_EQ(r->secret, " x ");
 }
 
 TEST_F(RendezvousFile, NoWriterIsATimeoutNamingTheFile) {

@@ -83,8 +83,10 @@ Result<Rendezvous> read_rendezvous(const std::string& path, Clock::time_point de
       std::string start;
       if (!(f >> port >> pid >> start) || port == 0 || port > 65535 || pid <= 0)
         return Status(Errc::invalid_config, "the rendezvous file " + path + " is garbled");
-      std::getline(f >> std::ws, r.secret);
+      f.get();  // the one blank before the secret: the rest of the line is the secret, blanks and all
+      std::getline(f, r.secret);
       if (std::string line; std::getline(f, line) && line.rfind("host ", 0) == 0) r.host = line.substr(5);
+      if (!r.host.empty() && r.host.back() == '\r') r.host.pop_back();
       r.port = static_cast<uint16_t>(port);
       if (started(pid) == start) return r;
       // Its writer is gone: an earlier job's; this job's rank 0 will write it anew.

@@ -18,8 +18,8 @@ namespace chorus {
 struct Rendezvous {
   uint16_t port = 0;
   std::string secret;
-  // Where the orchestrator is reached from other hosts ("": loopback only). chorus-run's join file
-  // names it, so that newcomers on other hosts (chorus-run --join --hosts) find the job.
+  // Where the job's processes reach the orchestrator ("": not said, loopback). chorus-run's join
+  // file names it, so that newcomers (chorus-run --join, --hosts too) reach it as the job does.
   std::string host{};
 };
 
