@@ -19,6 +19,17 @@ void PauseWatch::start() {
   thread_ = std::thread([this] { run(); });
 }
 
+std::shared_ptr<PauseWatch> PauseWatch::shared() {
+  static std::mutex mu;
+  static std::weak_ptr<PauseWatch> current;
+  std::lock_guard<std::mutex> lk(mu);  // only the start (a thread's creation) runs under it
+  if (auto w = current.lock()) return w;
+  auto w = std::make_shared<PauseWatch>();
+  w->start();
+  current = w;
+  return w;
+}
+
 void PauseWatch::stop() {
   std::thread t;
   {

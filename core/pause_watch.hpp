@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -26,6 +27,10 @@ class PauseWatch {
 
   void start();
   void stop();  // idempotent
+
+  // The process's watch, started: every epoch's client holds it, so a shrink or grow starts and
+  // joins no thread for it; it stops with the last holder.
+  static std::shared_ptr<PauseWatch> shared();
 
   struct Pause {
     Clock::time_point from;

@@ -38,6 +38,7 @@ Poller::Poller() {
 
 Poller::~Poller() {
   stop();
+  if (bg_.joinable()) bg_.join();
   ::close(ep_);
   ::close(efd_);
 }
@@ -68,8 +69,10 @@ void Poller::stop() {
   if (stopping_.exchange(true)) return;
   signal_eventfd(efd_);
   standby_.set(standby_.value.load() + 1);
-  if (bg_.joinable()) bg_.join();
-  std::lock_guard<std::mutex> lk(lead_mu_);  // a leading waiter notices stopping_ within a slice
+  // Whoever leads (the background thread too) notices stopping_ within a slice and lets go; no
+  // lead after this pumps. The background thread then ends by itself: the destructor joins it, so
+  // a retiring epoch does not wait here for a thread to be scheduled on a busy host.
+  std::lock_guard<std::mutex> lk(lead_mu_);
   stopped_ = true;
 }
 

@@ -32,7 +32,8 @@ class Poller {
   // sockets again the same way (reading a lone socket directly) for socket_spin_budget().
   void start(const std::vector<Connection*>& conns, Patience patience = {});
   // After stop() nothing pumps any more (the connections may then be destroyed); waits still end
-  // by their words or deadlines. Idempotent.
+  // by their words or deadlines. It does not wait for the background thread to end (the
+  // destructor does). Idempotent.
   void stop();
 
   // Until w.value >= target (true) or the deadline (false), leading the reading meanwhile when

@@ -65,7 +65,8 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
     return Status(Errc::internal, "the orchestrator made this node " + std::to_string(c->topo_.node_id) +
                                       ", not rank " + std::to_string(config.rank) + " as it asked");
   }
-  c->pause_.start();
+  c->pause_ = PauseWatch::shared();
+  c->watched_from_ = PauseWatch::Clock::now();
   c->reading_.resize(c->topo_.num_nodes);
   c->leaving_.resize(c->topo_.num_nodes);
   c->unacked_since_.reset(new std::atomic<int64_t>[c->topo_.num_nodes]());
@@ -139,7 +140,6 @@ void GlobalClient::close() {
   for (auto& c : conns_)
     if (c) c->close();  // bye, drain, shut: later sends fail at once
   poller_.stop();
-  pause_.stop();
   // Nobody pumps any more: a frame still arriving (maybe into a caller's memory) fails now, so
   // its waiters let go. The connections themselves stay until the destructor, since ops still in
   // flight may send on them.
@@ -199,8 +199,8 @@ Topology GlobalClient::gpu_topology(const std::vector<uint32_t>& members) const 
 }
 
 std::optional<std::string> GlobalClient::stood_still() const {
-  auto p = pause_.recent(kStoodStill, kStoodStillWithin);
-  if (!p) return std::nullopt;
+  auto p = pause_ ? pause_->recent(kStoodStill, kStoodStillWithin) : std::nullopt;
+  if (!p || p->from + p->length < watched_from_) return std::nullopt;
   return pause_words(*p) + ", long enough for the orchestrator to drop it from the job";
 }
 

@@ -194,7 +194,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::function<void(const LinkLostData&)> report_link_;  // to the orchestrator; set before any data flows
   TopologyData topo_;
   std::vector<std::unique_ptr<Connection>> conns_;  // by node id; null for this node
-  PauseWatch pause_;                                // from the join on (stood_still)
+  std::shared_ptr<PauseWatch> pause_;               // the process's (stood_still)
+  PauseWatch::Clock::time_point watched_from_;      // the join: pauses ended before it are not ours
   // conns_ is complete (a loss may be told during the join, from the orchestrator's thread).
   std::atomic<bool> meshed_{false};
   std::shared_ptr<ArenaSeat> arena_;                // set once, before any op
