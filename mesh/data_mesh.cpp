@@ -134,12 +134,17 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   std::string from;
   uint16_t own_port = 0;
   if (by_address && !split_host_port(topo.nodes[me].data_address, from, own_port)) from.clear();
-  // Lower ids, one after another, on a thread of its own while this one admits the higher ids:
-  // a node answers those who come to it while it still goes to those below it, so no node's
-  // setup waits for the whole chain of lower nodes' setups first.
+  // Lower ids, on a thread of its own while this one admits the higher ids: a node answers those
+  // who come to it while it still goes to those below it, so no node's setup waits for the whole
+  // chain of lower nodes' setups first. In two passes: first every lower node is reached and
+  // greeted, then each one's answer (hello, shared memory, arena) is taken in turn. Their gates
+  // thus answer side by side: node k waits about one round trip for its k answers, not k of them
+  // one after another (over a network, the setup's length; on one loaded host it changes little,
+  // since there the CPU, not the waiting, bounds it).
   auto connect_lower = [&]() -> Status {
+    auto name_of = [](uint32_t j) { return "node " + std::to_string(j); };
     for (uint32_t j = 0; j < me; ++j) {
-      const std::string name = "node " + std::to_string(j);
+      const std::string name = name_of(j);
       std::string host;
       uint16_t port = 0;
       if (!split_host_port(topo.nodes[j].data_address, host, port))
@@ -154,9 +159,12 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
         }
         channels[j] = std::move(*ch);
       }
-      uint32_t who = 0;
       if (auto s = send_hello(fds[j], channels[j].get(), topo, deadline); !s.is_ok())
         return Status{s.code(), "data hello to " + name + ": " + s.message()};
+    }
+    for (uint32_t j = 0; j < me; ++j) {
+      const std::string name = name_of(j);
+      uint32_t who = 0;
       // Under TLS 1.3 a node that refuses our certificate says so here (its alert), not in the handshake.
       // Only a wrong hello is auth_failed: a node kept busy (strangers on its port) or gone says so.
       if (auto s = read_hello(fds[j], channels[j].get(), topo, deadline, who); !s.is_ok() || who != j) {
