@@ -8,11 +8,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include <chorus/config.hpp>
 #include "observability/flight/flight_clock.hpp"
 #include "observability/flight/flight_file.hpp"
+#include "observability/flight/flight_writer.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
@@ -149,13 +149,10 @@ void FlightRecorder::dump_on_failure(const FlightRow& row) const {
   }
   const std::string reason = row.describe() + (row.collective() ? " #" + std::to_string(row.seq) : "") +
                              " failed at rank " + std::to_string(row.peer) + ": " + row.error;
-  auto written = dump(reason);
   LogWhere where{node(), static_cast<int64_t>(row.peer), static_cast<int64_t>(row.group),
                  row.collective() ? static_cast<int64_t>(row.seq) : -1};
-  if (written)
-    CHORUS_LOG(warn, op, where, "flight recorder written to " + *written);
-  else
-    CHORUS_LOG(warn, op, where, "flight recorder not written: " + written.status().message());
+  // The rows as they are now; the file is the writer's (flight_writer.hpp), off the op's path.
+  write_flight_file_later(path_, snapshot(reason), where);
 }
 
 std::vector<FlightRow> FlightRecorder::rows() const {
@@ -189,7 +186,7 @@ std::vector<std::optional<FlightRow>> FlightRecorder::newest() const {
   return out;
 }
 
-Result<std::string> FlightRecorder::dump(std::string_view reason) const {
+FlightDump FlightRecorder::snapshot(std::string_view reason) const {
   FlightDump d;
   d.pid = ::getpid();
   d.node = node();
@@ -199,20 +196,9 @@ Result<std::string> FlightRecorder::dump(std::string_view reason) const {
   d.written_ns = now_ns();
   d.world = world_.load(std::memory_order_relaxed);
   d.rows = rows();
-  const std::string text = write_flight_dump(d);
-  std::lock_guard<std::mutex> lk(dump_mu_);
-  // Written beside, then renamed: a reader never sees half a file.
-  const std::string tmp = path_ + ".part";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << text;
-    if (!f.flush()) return Status(Errc::invalid_config, "the flight recorder cannot write " + tmp + " (flight_dir, CHORUS_FLIGHT_DIR)");
-  }
-  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status(Errc::invalid_config, "the flight recorder cannot rename " + tmp + " to " + path_);
-  }
-  return path_;
+  return d;
 }
+
+Result<std::string> FlightRecorder::dump(std::string_view reason) const { return write_flight_file(path_, snapshot(reason)); }
 
 } // namespace chorus

@@ -53,15 +53,19 @@ class FlightRecorder {
   // Its op was matched (every peer of this process came; the data phase begins).
   void matched(uint32_t local_peer, uint64_t ticket, const RunStrategy& strategy);
   // Its op ended. A failure writes a dump (the first failure of an op, at most one a second, so a
-  // loop of failing calls does not write a file each time) and logs where, at warn (op).
+  // loop of failing calls does not write a file each time) and logs where, at warn (op): the
+  // rows are taken now, the file is written by the process's writer (flight_writer.hpp; wait for
+  // it with flush_flight_files).
   void end(uint32_t local_peer, uint64_t ticket, const Status& status);
 
   // Every recorded op of every local peer, oldest first (by entry time).
   std::vector<FlightRow> rows() const;
   // Each local peer's newest op (by local peer id; none before its first).
   std::vector<std::optional<FlightRow>> newest() const;
-  // Writes the recorder to its file (overwritten by the next dump) and returns the path.
+  // Writes the recorder to its file (overwritten by the next dump), now, and returns the path.
   Result<std::string> dump(std::string_view reason) const;
+  // What a dump holds: the process, the job's size, `reason` and every row, as they are now.
+  FlightDump snapshot(std::string_view reason) const;
   // The file dumps go to: DIR/chorus-flight-PID-K.txt (K: this recorder's number in the process).
   const std::string& path() const { return path_; }
   // Multi-node: the node's id, written in the dump's header (-1 until known).
@@ -96,7 +100,7 @@ class FlightRecorder {
   std::string path_;
   std::atomic<int64_t> node_{-1};
   std::atomic<int64_t> world_{-1};
-  mutable std::mutex dump_mu_;  // one dump at a time; guards the two below
+  mutable std::mutex dump_mu_;  // guards the two below (a failure's dump or not)
   mutable int64_t last_failure_dump_ns_ = 0;
   mutable std::pair<uint32_t, uint64_t> last_failure_op_{UINT32_MAX, kNoSeq};
 };
