@@ -18,7 +18,6 @@
 #include "observability/trace/trace.hpp"
 #include "core/host_names.hpp"
 #include "core/log.hpp"
-#include "observability/flight/flight_writer.hpp"
 #include "core/secret.hpp"
 #include "cuda/gpu.hpp"
 #include "messages/peer_codec.hpp"
@@ -161,17 +160,13 @@ void RuntimeImpl::shutdown() {
     await_exits(*host, ours, grace);
   }
   std::shared_ptr<Trace> t;
-  bool recorded = false;
   {
     std::lock_guard<std::mutex> lk(global_mu);
     t = trace;
-    recorded = flight != nullptr;
   }
   // The file, outside every lock (it logs a failure); a successor shares its first runtime's
   // trace, which that runtime writes last.
   if (t && rejoin.kind == RejoinData::Kind::none) (void)t->write();
-  // A failed op's flight recorder is written off its path: on disk before the Runtime is gone.
-  if (recorded && rejoin.kind == RejoinData::Kind::none) (void)flush_flight_files(Clock::now() + grace);
   if (live_runtimes().fetch_sub(1) == 1) (void)gpu::release_all(Clock::now() + kGpuReleaseTime);
 }
 
@@ -200,7 +195,6 @@ void RuntimeImpl::retire(const Status& why) {
   }
   if (server_now) caf::anon_send_exit(server_now, caf::exit_reason::user_shutdown);
 }
-
 
 bool RuntimeImpl::own(const caf::actor& a) {
   bool taken = false;

@@ -46,6 +46,8 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   reg.rejoin = rejoin;
   reg.newcomer = config.newcomer && rejoin.kind == RejoinData::Kind::none;
   c->p2p_ = std::make_unique<P2PMailbox>();  // before joining: a loss notice may come at once
+  c->pause_ = PauseWatch::shared();  // the same: a loss notice asks whether we stood still
+  c->watched_from_ = PauseWatch::Clock::now();
   std::weak_ptr<GlobalClient> weak = c;
   auto on_lost = [weak](uint32_t node, const std::string& why) {
     if (auto self = weak.lock()) self->on_node_lost(node, why, true);
@@ -65,8 +67,6 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
     return Status(Errc::internal, "the orchestrator made this node " + std::to_string(c->topo_.node_id) +
                                       ", not rank " + std::to_string(config.rank) + " as it asked");
   }
-  c->pause_ = PauseWatch::shared();
-  c->watched_from_ = PauseWatch::Clock::now();
   c->reading_.resize(c->topo_.num_nodes);
   c->leaving_.resize(c->topo_.num_nodes);
   c->unacked_since_.reset(new std::atomic<int64_t>[c->topo_.num_nodes]());

@@ -1,6 +1,9 @@
 #include "observability/flight/flight_file.hpp"
 
+#include <atomic>
 #include <charconv>
+#include <cstdio>
+#include <fstream>
 #include <map>
 
 namespace chorus {
@@ -185,6 +188,28 @@ Result<FlightDump> parse_flight_dump(std::string_view text_in) {
   if (!header) return Status(Errc::invalid_argument, "empty: not a chorus flight recorder");
   if (!process) return Status(Errc::invalid_argument, "no process line");
   return d;
+}
+
+namespace {
+std::atomic<uint64_t> part_number{0};
+} // namespace
+
+Result<std::string> write_flight_file(const std::string& path, const FlightDump& d) {
+  const std::string text = write_flight_dump(d);
+  const std::string tmp = path + ".part" + std::to_string(part_number.fetch_add(1));
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+    if (!f.flush()) {
+      std::remove(tmp.c_str());
+      return Status(Errc::invalid_config, "the flight recorder cannot write " + tmp + " (flight_dir, CHORUS_FLIGHT_DIR)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status(Errc::invalid_config, "the flight recorder cannot rename " + tmp + " to " + path);
+  }
+  return path;
 }
 
 } // namespace chorus

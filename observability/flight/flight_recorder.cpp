@@ -12,7 +12,6 @@
 #include <chorus/config.hpp>
 #include "observability/flight/flight_clock.hpp"
 #include "observability/flight/flight_file.hpp"
-#include "observability/flight/flight_writer.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
@@ -151,8 +150,13 @@ void FlightRecorder::dump_on_failure(const FlightRow& row) const {
                              " failed at rank " + std::to_string(row.peer) + ": " + row.error;
   LogWhere where{node(), static_cast<int64_t>(row.peer), static_cast<int64_t>(row.group),
                  row.collective() ? static_cast<int64_t>(row.seq) : -1};
-  // The rows as they are now; the file is the writer's (flight_writer.hpp), off the op's path.
-  write_flight_file_later(path_, snapshot(reason), where);
+  // On disk before the op's error returns (a launcher may end the process right after), and
+  // outside every lock: the rows are taken first.
+  auto written = write_flight_file(path_, snapshot(reason));
+  if (written)
+    CHORUS_LOG(warn, op, where, "flight recorder written to " + *written);
+  else
+    CHORUS_LOG(warn, op, where, "flight recorder not written: " + written.status().message());
 }
 
 std::vector<FlightRow> FlightRecorder::rows() const {

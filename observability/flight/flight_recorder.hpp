@@ -53,9 +53,8 @@ class FlightRecorder {
   // Its op was matched (every peer of this process came; the data phase begins).
   void matched(uint32_t local_peer, uint64_t ticket, const RunStrategy& strategy);
   // Its op ended. A failure writes a dump (the first failure of an op, at most one a second, so a
-  // loop of failing calls does not write a file each time) and logs where, at warn (op): the
-  // rows are taken now, the file is written by the process's writer (flight_writer.hpp; wait for
-  // it with flush_flight_files).
+  // loop of failing calls does not write a file each time) before it returns, outside every lock,
+  // and logs where, at warn (op).
   void end(uint32_t local_peer, uint64_t ticket, const Status& status);
 
   // Every recorded op of every local peer, oldest first (by entry time).
