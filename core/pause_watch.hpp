@@ -5,9 +5,9 @@
 #pragma once
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>

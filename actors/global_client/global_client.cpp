@@ -199,7 +199,7 @@ Topology GlobalClient::gpu_topology(const std::vector<uint32_t>& members) const 
 }
 
 std::optional<std::string> GlobalClient::stood_still() const {
-  auto p = pause_ ? pause_->recent(kStoodStill, kStoodStillWithin) : std::nullopt;
+  auto p = pause_->recent(kStoodStill, kStoodStillWithin);  // set by start(), before any notice
   if (!p || p->from + p->length < watched_from_) return std::nullopt;
   return pause_words(*p) + ", long enough for the orchestrator to drop it from the job";
 }

@@ -99,7 +99,7 @@ class FlightRecorder {
   std::string path_;
   std::atomic<int64_t> node_{-1};
   std::atomic<int64_t> world_{-1};
-  mutable std::mutex dump_mu_;  // guards the two below (a failure's dump or not)
+  mutable std::mutex dump_mu_;  // guards the two below: whether a failure writes a dump
   mutable int64_t last_failure_dump_ns_ = 0;
   mutable std::pair<uint32_t, uint64_t> last_failure_op_{UINT32_MAX, kNoSeq};
 };
