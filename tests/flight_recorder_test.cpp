@@ -7,6 +7,9 @@
 
 #include <signal.h>
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -15,6 +18,7 @@
 #include "observability/flight/flight_file.hpp"
 #include "observability/flight/flight_recorder.hpp"
 #include "observability/flight/flight_report.hpp"
+#include "observability/flight/flight_spare.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "core/wait.hpp"
 #include "peer_harness.hpp"
@@ -86,6 +90,48 @@ TEST(FlightRecorder, AFailuresDumpHoldsTheRowsOfItsMoment) {
   EXPECT_EQ(d->rows[1].state, FlightState::failed);
   EXPECT_NE(d->rows[1].error.find("node 3 lost"), std::string::npos) << d->rows[1].error;
   std::remove(r.path().c_str());
+}
+
+// A dump made ahead: written and named, over an older dump too, and another spare made behind
+// each; the files hold what was written, and no spare is left beside them under another name.
+TEST(FlightRecorder, ADumpIsWrittenIntoTheFileMadeAhead) {
+  const std::string dir = ::testing::TempDir() + "/spare-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0) << dir;
+  const std::string path = dir + "/chorus-flight-test.txt";
+  FlightSpare spare(dir);
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(spare.wait_ready(std::chrono::steady_clock::now() + std::chrono::seconds(10)))
+        << "no O_TMPFILE spare in " << dir;
+    const int fd = spare.take();
+    ASSERT_GE(fd, 0);
+    FlightDump d;
+    d.pid = 7;
+    d.node = round;
+    d.reason = "round " + std::to_string(round);
+    auto written = write_flight_file(path, d, fd);
+    ASSERT_TRUE(written.is_ok()) << written.status().to_string();
+    auto back = parse_flight_dump(read_file(path));
+    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+    EXPECT_EQ(back->reason, "round " + std::to_string(round));
+    EXPECT_EQ(back->node, round);
+  }
+  EXPECT_TRUE(spare.wait_ready(std::chrono::steady_clock::now() + std::chrono::seconds(10))) << "none made behind";
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u) << "only the dump, named";
+  std::filesystem::remove_all(dir);
+}
+
+// Without a spare (the file system has no O_TMPFILE, or none is ready) the dump makes its file.
+TEST(FlightRecorder, ADumpWithoutASpareMakesItsFile) {
+  const std::string path = ::testing::TempDir() + "/chorus-flight-nospare-" + std::to_string(::getpid()) + ".txt";
+  FlightDump d;
+  d.reason = "no spare";
+  ASSERT_TRUE(write_flight_file(path, d, -1).is_ok());
+  auto back = parse_flight_dump(read_file(path));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->reason, "no spare");
+  std::remove(path.c_str());
 }
 
 TEST(FlightRecorder, TheFileReadsBackAsWritten) {

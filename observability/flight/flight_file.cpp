@@ -6,6 +6,10 @@
 #include <fstream>
 #include <map>
 
+#include <unistd.h>
+
+#include "observability/flight/flight_spare.hpp"
+
 namespace chorus {
 
 namespace {
@@ -194,8 +198,24 @@ namespace {
 std::atomic<uint64_t> part_number{0};
 } // namespace
 
-Result<std::string> write_flight_file(const std::string& path, const FlightDump& d) {
+namespace {
+bool write_all(int fd, const std::string& text) {
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+} // namespace
+
+Result<std::string> write_flight_file(const std::string& path, const FlightDump& d, int spare) {
   const std::string text = write_flight_dump(d);
+  if (spare >= 0) {
+    const bool named = write_all(spare, text) && name_spare(spare, path);
+    ::close(spare);
+    if (named) return path;
+  }
   const std::string tmp = path + ".part" + std::to_string(part_number.fetch_add(1));
   {
     std::ofstream f(tmp, std::ios::trunc);

@@ -19,7 +19,8 @@ std::string write_flight_dump(const FlightDump& d);
 // Reads a dump back; an error names the line that does not parse.
 Result<FlightDump> parse_flight_dump(std::string_view text);
 // Writes `d` to `path` (under a name of its own beside it first, then renamed: a reader never
-// sees half a file, and two dumps at once do not mix) and returns the path.
-Result<std::string> write_flight_file(const std::string& path, const FlightDump& d);
+// sees half a file, and two dumps at once do not mix) and returns the path. `spare`: a file made
+// ahead (flight_spare.hpp; -1: none) that is written and named instead; closed here.
+Result<std::string> write_flight_file(const std::string& path, const FlightDump& d, int spare = -1);
 
 } // namespace chorus

@@ -12,6 +12,7 @@
 #include <chorus/config.hpp>
 #include "observability/flight/flight_clock.hpp"
 #include "observability/flight/flight_file.hpp"
+#include "observability/flight/flight_spare.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
@@ -45,9 +46,12 @@ FlightRecorder::FlightRecorder(uint32_t peers, uint32_t entries, std::string dir
     r->slots.resize(entries_);
     rings_.push_back(std::move(r));
   }
-  path_ = (dir.empty() ? default_dir() : dir) + "/chorus-flight-" + std::to_string(::getpid()) + "-" +
-          std::to_string(++count) + ".txt";
+  if (dir.empty()) dir = default_dir();
+  path_ = dir + "/chorus-flight-" + std::to_string(::getpid()) + "-" + std::to_string(++count) + ".txt";
+  spare_ = std::make_unique<FlightSpare>(dir);
 }
+
+FlightRecorder::~FlightRecorder() = default;
 
 Result<std::shared_ptr<FlightRecorder>> FlightRecorder::for_config(const Config& config) {
   uint32_t entries = config.flight_recorder;  // validated with the config
@@ -142,7 +146,7 @@ void FlightRecorder::dump_on_failure(const FlightRow& row) const {
     std::lock_guard<std::mutex> lk(dump_mu_);
     const std::pair<uint32_t, uint64_t> op{row.group, row.seq};
     if (row.collective() && op == last_failure_op_) return;  // the op's other peers fail alike
-    if (row.exit_ns - last_failure_dump_ns_ < 1'000'000'000) return;
+    if (row.exit_ns - last_failure_dump_ns_ < std::chrono::nanoseconds(kDumpEvery).count()) return;
     last_failure_dump_ns_ = row.exit_ns;
     last_failure_op_ = op;
   }
@@ -151,8 +155,8 @@ void FlightRecorder::dump_on_failure(const FlightRow& row) const {
   LogWhere where{node(), static_cast<int64_t>(row.peer), static_cast<int64_t>(row.group),
                  row.collective() ? static_cast<int64_t>(row.seq) : -1};
   // On disk before the op's error returns (a launcher may end the process right after), and
-  // outside every lock: the rows are taken first.
-  auto written = write_flight_file(path_, snapshot(reason));
+  // outside every lock: the rows are taken first. Into the file made ahead, when there is one.
+  auto written = write_flight_file(path_, snapshot(reason), spare_->take());
   if (written)
     CHORUS_LOG(warn, op, where, "flight recorder written to " + *written);
   else

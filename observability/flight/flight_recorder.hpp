@@ -27,6 +27,7 @@
 namespace chorus {
 
 struct Config;
+class FlightSpare;
 
 // What a peer knows of its op when it enters it.
 struct FlightOp {
@@ -47,6 +48,7 @@ class FlightRecorder {
   // `peers`: the local peers (ids 0 .. peers-1); `entries`: ops kept per peer (> 0); `dir`: where
   // dumps go.
   FlightRecorder(uint32_t peers, uint32_t entries, std::string dir);
+  ~FlightRecorder();
 
   // A peer enters an op: returns the ticket its later calls name (0: `local_peer` out of range).
   uint64_t begin(uint32_t local_peer, const FlightOp& op);
@@ -97,6 +99,7 @@ class FlightRecorder {
   std::vector<std::unique_ptr<Ring>> rings_;
   uint32_t entries_;
   std::string path_;
+  std::unique_ptr<FlightSpare> spare_;  // the next failure's file, made ahead
   std::atomic<int64_t> node_{-1};
   std::atomic<int64_t> world_{-1};
   mutable std::mutex dump_mu_;  // guards the two below: whether a failure writes a dump
