@@ -116,11 +116,18 @@ TEST(Elastic, SurvivorsShrinkAfterANodeLeavesAndGoOn) {
   const std::size_t gone = job.of_rank(1), a = job.of_rank(0), b = job.of_rank(2);
   job.nodes[gone].reset();  // says goodbye: its rank is no member any more
   const uint64_t passages = DoorPassage::opened();
+  auto data_port = [](const RuntimeImpl& rt) {
+    const TopologyData& t = rt.global->topology();
+    return t.nodes[t.node_id].data_address;
+  };
+  const std::string port_a = data_port(RuntimeAccess::impl(*job.nodes[a]));
   auto next = all_at_once({&*job.peers[a], &*job.peers[b]}, false);
   ASSERT_TRUE(next[0].is_ok()) << next[0].status().to_string();
   ASSERT_TRUE(next[1].is_ok()) << next[1].status().to_string();
-  // Each survivor joined the new epoch over the link its node had: no door passed again.
+  // Each survivor joined the new epoch over the link its node had: no door passed again; and
+  // it listens on the data port it had, rather than binding another.
   EXPECT_EQ(DoorPassage::opened(), passages);
+  EXPECT_EQ(data_port(*RuntimeAccess::impl(*job.nodes[a]).next), port_a);
   // The survivors in their old order: old rank 0 is rank 0, old rank 2 is rank 1.
   EXPECT_EQ(next[0]->rank(), 0u);
   EXPECT_EQ(next[1]->rank(), 1u);

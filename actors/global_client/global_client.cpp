@@ -19,7 +19,8 @@ double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(
 } // namespace
 
 Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, caf::actor_system& sys,
-                                                         const RejoinData& rejoin, orchestrator_actor via) {
+                                                         const RejoinData& rejoin, orchestrator_actor via,
+                                                         std::shared_ptr<DataListener> listener) {
   std::shared_ptr<GlobalClient> c(new GlobalClient);
   c->config_ = config;
   // The join (the orchestrator reached, every node in, the data connections made) has a limit of
@@ -29,14 +30,18 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   uint16_t oport = 0;
   if (!split_host_port(config.orchestrator_address, ohost, oport))
     return Status(Errc::invalid_config, "orchestrator_address '" + config.orchestrator_address + "' is not host:port");
-  auto listener = DataListener::open(config.node_address);
-  if (!listener.is_ok()) return listener.status();
+  if (!listener) {
+    auto opened = DataListener::open(config.node_address);
+    if (!opened.is_ok()) return opened.status();
+    listener = std::move(*opened);
+  }
+  c->listener_ = listener;
   NodeRegisterData reg;
   reg.protocol_version = protocol_version();
   reg.secret = config.secret;
   reg.config = config;
   reg.num_peers = config.num_devices;
-  reg.data_address = (*listener)->address();
+  reg.data_address = listener->address();
   reg.hardware_threads = hardware_threads();
   reg.host_key = host_key();
   // Every node reads every node's count to decide alike whether auto runs an op through NCCL.
@@ -70,7 +75,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   c->reading_.resize(c->topo_.num_nodes);
   c->leaving_.resize(c->topo_.num_nodes);
   c->unacked_since_.reset(new std::atomic<int64_t>[c->topo_.num_nodes]());
-  if (auto s = connect_mesh(config, c->topo_, **listener, c.get(), deadline, c->conns_, c->arena_); !s.is_ok()) {
+  if (auto s = connect_mesh(config, c->topo_, *listener, c.get(), deadline, c->conns_, c->arena_); !s.is_ok()) {
     c->close();
     return s;
   }
@@ -96,6 +101,11 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
                  " ms at the orchestrator and " + std::to_string(ms(meshed - registered)) + " ms connecting");
   }
   return c;
+}
+
+std::shared_ptr<DataListener> GlobalClient::data_listener() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return listener_;
 }
 
 uint32_t GlobalClient::newcomers() const {
@@ -125,6 +135,7 @@ void GlobalClient::close() {
     if (closed_) return;
     closed_ = true;
     failed = first_failure_;
+    listener_.reset();  // closed with the last epoch that holds it
   }
   if (arena_) arena_->arena.close();  // the other nodes' peers stop waiting there for ours
   if (failed && meshed_.load(std::memory_order_acquire)) {
