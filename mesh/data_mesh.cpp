@@ -11,6 +11,7 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
+#include "core/spare_threads.hpp"
 #include "strategies/tuning.hpp"
 #include "transport/socket.hpp"
 #include "transport/tcp/tcp_connection.hpp"
@@ -200,9 +201,9 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   if (me == 0 && arena_slot > 0) arena_segment = make_arena(topo, arena_slot);
   HelloGate gate(config, topo, seal, shares, arena_segment, by_address);
   Status lower_status = Status::ok();
-  std::thread lower;
+  SpareJob lower;
   if (me > 0)
-    lower = std::thread([&] {
+    lower = run_on_spare_thread([&] {
       try {
         lower_status = connect_lower();
       } catch (const std::exception& e) {

@@ -7,10 +7,10 @@
 
 #include <algorithm>
 #include <optional>
-#include <thread>
 
 #include "mesh/data_hello.hpp"
 #include "core/log.hpp"
+#include "core/spare_threads.hpp"
 #include "transport/socket.hpp"
 
 namespace chorus {
@@ -205,7 +205,7 @@ Status HelloGate::admit(int listen_fd, const std::vector<uint32_t>& expected, Cl
     }
     std::lock_guard<std::mutex> lk(sh.mu);
     ++sh.pending;
-    std::thread(check, shared_, fd, deadline).detach();  // ends by its deadline; owns its socket
+    run_on_spare_thread([sh = shared_, fd, deadline] { check(sh, fd, deadline); });  // ends by its deadline; owns its socket
   }
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <stdexcept>
+#include <thread>
 
 namespace chorus {
 
@@ -59,7 +60,7 @@ void Poller::start(const std::vector<Connection*>& conns, Patience patience) {
     ev.data.ptr = c;
     epoll_ctl(ep_, EPOLL_CTL_ADD, c->wait_fd(), &ev);
   }
-  bg_ = std::thread([this] {
+  bg_ = run_on_spare_thread([this] {
     pthread_setname_np(pthread_self(), "chorus-poll");
     background();
   });

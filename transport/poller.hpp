@@ -10,9 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
-#include <thread>
 #include <vector>
 
+#include "core/spare_threads.hpp"
 #include "core/wait.hpp"
 #include "transport/connection.hpp"
 
@@ -69,7 +69,7 @@ class Poller {
   std::mutex sleepers_mu_;
   std::vector<WaitWord*> sleepers_;       // words of waiting threads that do not lead
   WaitWord standby_;                      // the background thread sleeps on it
-  std::thread bg_;
+  SpareJob bg_;  // the background thread's work
 };
 
 } // namespace chorus

@@ -1,0 +1,104 @@
+#include "core/spare_threads.hpp"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace chorus {
+
+struct SpareJob::Done {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+};
+
+void SpareJob::join() {
+  std::unique_lock<std::mutex> lk(done_->mu);
+  done_->cv.wait(lk, [&] { return done_->done; });  // bounded by the job, as a thread's join
+  lk.unlock();
+  done_.reset();
+}
+
+namespace {
+
+// A thread between jobs, on its own stack: whoever hands it a job takes it off the idle list.
+struct Idle {
+  std::condition_variable cv;
+  std::function<void()> job;
+  std::shared_ptr<SpareJob::Done> done;
+  bool given = false;
+};
+
+// Never destroyed: a thread may still wait in it while static objects go away.
+struct Pool {
+  std::mutex mu;  // a leaf; guards the two below
+  std::vector<Idle*> idle;
+  pid_t pid = ::getpid();  // a forked child has none of its parent's threads
+};
+
+Pool& pool() {
+  static Pool* p = new Pool;
+  return *p;
+}
+
+void finish(const std::shared_ptr<SpareJob::Done>& d) {
+  std::lock_guard<std::mutex> lk(d->mu);
+  d->done = true;
+  d->cv.notify_all();
+}
+
+void serve(std::function<void()> job, std::shared_ptr<SpareJob::Done> done) {
+  Pool& p = pool();
+  Idle me;
+  for (;;) {
+    job();
+    job = nullptr;  // what the job held goes now, not when the thread next works
+    pthread_setname_np(pthread_self(), "chorus-spare");
+    std::unique_lock<std::mutex> lk(p.mu);
+    if (p.pid != ::getpid()) return finish(done);
+    p.idle.push_back(&me);  // before the join returns: a job run after it takes this thread
+    lk.unlock();
+    finish(done);
+    done.reset();
+    lk.lock();
+    if (!me.cv.wait_for(lk, kSpareIdle, [&] { return me.given; })) {
+      p.idle.erase(std::find(p.idle.begin(), p.idle.end(), &me));
+      return;
+    }
+    me.given = false;
+    job = std::move(me.job);
+    done = std::move(me.done);
+  }
+}
+
+} // namespace
+
+SpareJob run_on_spare_thread(std::function<void()> job) {
+  auto done = std::make_shared<SpareJob::Done>();
+  Pool& p = pool();
+  {
+    std::lock_guard<std::mutex> lk(p.mu);
+    if (p.pid != ::getpid()) {  // a forked child: its parent's idle threads are not here
+      p.idle.clear();
+      p.pid = ::getpid();
+    }
+    if (!p.idle.empty()) {
+      Idle* w = p.idle.back();
+      p.idle.pop_back();
+      w->job = std::move(job);
+      w->done = done;
+      w->given = true;
+      w->cv.notify_one();
+      return SpareJob(done);
+    }
+  }
+  std::thread(serve, std::move(job), done).detach();
+  return SpareJob(done);
+}
+
+} // namespace chorus
