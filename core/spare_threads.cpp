@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -15,10 +16,26 @@ struct SpareJob::Done {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
+  std::thread::id runner;  // the thread running the job (set before it starts)
 };
 
+SpareJob& SpareJob::operator=(SpareJob&& o) noexcept {
+  if (this != &o) {
+    if (joinable()) join();
+    done_ = std::move(o.done_);
+  }
+  return *this;
+}
+
+SpareJob::~SpareJob() {
+  if (joinable()) join();
+}
+
 void SpareJob::join() {
+  if (!done_) throw std::system_error(std::make_error_code(std::errc::invalid_argument), "SpareJob::join: no job");
   std::unique_lock<std::mutex> lk(done_->mu);
+  if (done_->runner == std::this_thread::get_id())
+    throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur), "SpareJob::join from the job");
   done_->cv.wait(lk, [&] { return done_->done; });  // bounded by the job, as a thread's join
   lk.unlock();
   done_.reset();
@@ -52,11 +69,20 @@ void finish(const std::shared_ptr<SpareJob::Done>& d) {
   d->cv.notify_all();
 }
 
+void run(std::function<void()>& job, const std::shared_ptr<SpareJob::Done>& done) {
+  {
+    std::lock_guard<std::mutex> lk(done->mu);
+    done->runner = std::this_thread::get_id();
+  }
+  job();
+}
+
 void serve(std::function<void()> job, std::shared_ptr<SpareJob::Done> done) {
   Pool& p = pool();
   Idle me;
+  pthread_setname_np(pthread_self(), "chorus-spare");  // not its creator's name
   for (;;) {
-    job();
+    run(job, done);
     job = nullptr;  // what the job held goes now, not when the thread next works
     pthread_setname_np(pthread_self(), "chorus-spare");
     std::unique_lock<std::mutex> lk(p.mu);

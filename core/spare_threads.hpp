@@ -12,12 +12,20 @@ namespace chorus {
 
 inline constexpr std::chrono::seconds kSpareIdle{30};
 
-// A job's end, to wait for as std::thread::join waits for a thread's.
+// A job's end, to wait for as std::thread::join waits for a thread's. As std::jthread, a job
+// still joinable is joined when its handle goes or is assigned another, so a job that reads the
+// caller's frame never outlives it.
 class SpareJob {
  public:
   SpareJob() = default;
+  SpareJob(SpareJob&&) noexcept = default;
+  SpareJob& operator=(SpareJob&& o) noexcept;
+  ~SpareJob();
   bool joinable() const { return static_cast<bool>(done_); }
-  void join();  // until the job has returned; then no longer joinable
+  // Until the job has returned; then no longer joinable. From the job's own thread it throws
+  // std::system_error (resource_deadlock_would_occur), as std::thread::join does.
+  void join();
+  void detach() { done_.reset(); }  // the job goes on unwatched
   struct Done;
 
  private:
@@ -28,6 +36,6 @@ class SpareJob {
 
 // Runs `job` on an idle kept thread, or on a new one (std::system_error, as std::thread, when
 // none can be had). The thread is named "chorus-spare" between jobs; a job may name it.
-SpareJob run_on_spare_thread(std::function<void()> job);
+[[nodiscard]] SpareJob run_on_spare_thread(std::function<void()> job);
 
 } // namespace chorus

@@ -205,7 +205,8 @@ Status HelloGate::admit(int listen_fd, const std::vector<uint32_t>& expected, Cl
     }
     std::lock_guard<std::mutex> lk(sh.mu);
     ++sh.pending;
-    run_on_spare_thread([sh = shared_, fd, deadline] { check(sh, fd, deadline); });  // ends by its deadline; owns its socket
+    // Ends by its deadline; owns its socket.
+    run_on_spare_thread([sh = shared_, fd, deadline] { check(sh, fd, deadline); }).detach();
   }
 }
 

@@ -306,14 +306,14 @@ Result<std::shared_ptr<GlobalClient>> RuntimeImpl::join_collective(const Config&
   }
   // The next epoch registers over the link the previous one reached the orchestrator by: no new
   // door passage or CAF handshake (a third of a shrink's time on a loaded host); and listens on
-  // its data port.
+  // the data port it had.
   std::shared_ptr<GlobalClient> was;
   if (before) {
     std::lock_guard<std::mutex> lk(before->global_mu);
     was = before->global;
   }
   return GlobalClient::start(c, sys, j, was ? was->orchestrator_link() : orchestrator_actor{},
-                             was ? was->data_listener() : nullptr);
+                             was ? was->data_address() : std::string());
 }
 
 void RuntimeImpl::drop_hosted_orchestrator() {

@@ -1,9 +1,12 @@
 // Threads kept for reuse (core/spare_threads.hpp): a job run after another has been joined takes
-// the same thread; jobs at once each get a thread; a job's join waits for its end.
+// the same thread; jobs at once each get a thread; a job's join waits for its end, cannot be
+// called from the job, and comes with its handle's end.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <system_error>
 #include <thread>
 
 #include "core/spare_threads.hpp"
@@ -54,6 +57,36 @@ TEST(SpareThreads, JoinWaitsForTheJobsEnd) {
   go.set(1);
   j.join();
   EXPECT_EQ(step.load(), 2);
+}
+
+TEST(SpareThreads, AJobCannotJoinItself) {
+  auto handle = std::make_shared<SpareJob>();
+  WaitWord handed;
+  std::atomic<bool> threw{false};
+  *handle = run_on_spare_thread([&] {
+    handed.wait_at_least(1, Clock::now() + std::chrono::seconds(10));
+    try {
+      handle->join();
+    } catch (const std::system_error& e) {
+      threw = e.code() == std::errc::resource_deadlock_would_occur;
+    }
+  });
+  handed.set(1);
+  handle->join();
+  EXPECT_TRUE(threw.load()) << "a job's join of itself would wait forever";
+}
+
+TEST(SpareThreads, AHandleThatGoesJoinsItsJob) {
+  WaitWord go;
+  std::atomic<bool> ended{false};
+  {
+    SpareJob j = run_on_spare_thread([&] {
+      go.wait_at_least(1, Clock::now() + std::chrono::seconds(10));
+      ended = true;
+    });
+    go.set(1);
+  }
+  EXPECT_TRUE(ended.load()) << "the job outlived its handle";
 }
 
 } // namespace

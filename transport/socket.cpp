@@ -176,8 +176,10 @@ Status tcp_connect(const std::string& host, uint16_t port, Clock::time_point dea
       // The port is picked by connect(), knowing the destination, rather than by bind(), which
       // must find one no socket holds: with thousands in TIME_WAIT (a host that made many
       // connections) that search took milliseconds of CPU per connection.
+#ifdef IP_BIND_ADDRESS_NO_PORT
       int one = 1;
       setsockopt(s, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+#endif
       if (::bind(s, a->ai_addr, a->ai_addrlen) != 0)  // not an address of this host: left unbound
         CHORUS_LOG(info, net, LogWhere{}, "cannot leave from " + from + " (" + err_text(errno) + "); connecting to " +
                                               where + " from the address the system picks");

@@ -20,7 +20,7 @@ double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(
 
 Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, caf::actor_system& sys,
                                                          const RejoinData& rejoin, orchestrator_actor via,
-                                                         std::shared_ptr<DataListener> listener) {
+                                                         const std::string& data_port) {
   std::shared_ptr<GlobalClient> c(new GlobalClient);
   c->config_ = config;
   // The join (the orchestrator reached, every node in, the data connections made) has a limit of
@@ -30,12 +30,15 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   uint16_t oport = 0;
   if (!split_host_port(config.orchestrator_address, ohost, oport))
     return Status(Errc::invalid_config, "orchestrator_address '" + config.orchestrator_address + "' is not host:port");
+  // Closed once the mesh is made (a port nobody accepts on refuses connections).
+  std::unique_ptr<DataListener> listener;
+  if (!data_port.empty())
+    if (auto again = DataListener::open(data_port); again.is_ok()) listener = std::move(*again);
   if (!listener) {
     auto opened = DataListener::open(config.node_address);
     if (!opened.is_ok()) return opened.status();
     listener = std::move(*opened);
   }
-  c->listener_ = listener;
   NodeRegisterData reg;
   reg.protocol_version = protocol_version();
   reg.secret = config.secret;
@@ -103,11 +106,6 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   return c;
 }
 
-std::shared_ptr<DataListener> GlobalClient::data_listener() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return listener_;
-}
-
 uint32_t GlobalClient::newcomers() const {
   return notices_ ? notices_->newcomers() : 0;
 }
@@ -135,7 +133,6 @@ void GlobalClient::close() {
     if (closed_) return;
     closed_ = true;
     failed = first_failure_;
-    listener_.reset();  // closed with the last epoch that holds it
   }
   if (arena_) arena_->arena.close();  // the other nodes' peers stop waiting there for ours
   if (failed && meshed_.load(std::memory_order_acquire)) {

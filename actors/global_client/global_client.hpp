@@ -39,7 +39,6 @@ namespace chorus {
 namespace gpu {
 class NcclJob;
 }
-class DataListener;
 class NetOp;
 class P2PMailbox;
 
@@ -51,10 +50,12 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // `sys`, the runtime's actor system, which must be configured for remoting and outlive it.
   // `rejoin`: this node is a member of a running collective joining its next epoch (shrink, grow);
   // `via`: the previous epoch's orchestrator link (orchestrator_link()), which it registers over;
-  // `listener`: the previous epoch's data listener (data_listener()), which it listens on.
+  // `data_port`: the previous epoch's data address (data_address()), which it listens on again
+  // when it can (binding a given port skips the search for a free one: with many sockets in
+  // TIME_WAIT that search took milliseconds), else on a port of config.node_address's.
   static Result<std::shared_ptr<GlobalClient>> start(const Config& config, caf::actor_system& sys,
                                                      const RejoinData& rejoin = {}, orchestrator_actor via = {},
-                                                     std::shared_ptr<DataListener> listener = nullptr);
+                                                     const std::string& data_port = "");
   ~GlobalClient() override;
   // Says goodbye to every node and leaves the orchestrator. Idempotent.
   void close();
@@ -64,9 +65,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // The orchestrator as this client's session reached it (null: never, or known lost): the next
   // epoch's join registers over it while this client, not yet retired, still watches the link.
   orchestrator_actor orchestrator_link() const { return notices_ ? notices_->orchestrator() : orchestrator_actor{}; }
-  // This node's data port (null once closed): the next epoch listens on it too, rather than
-  // binding another (with many sockets in TIME_WAIT, finding a free port costs milliseconds).
-  std::shared_ptr<DataListener> data_listener() const;
+  // This node's data address as the other nodes reach it ("host:port").
+  const std::string& data_address() const { return topo_.nodes[topo_.node_id].data_address; }
   // An elastic job's newcomers waiting for a grow (NodeSession::newcomers); 0 once closed.
   uint32_t newcomers() const;  // 0 before the join
   // The orchestrator's loss as the node actor heard it ("orchestrator lost: ..."), if it was.
@@ -205,7 +205,6 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // conns_ is complete (a loss may be told during the join, from the orchestrator's thread).
   std::atomic<bool> meshed_{false};
   std::shared_ptr<ArenaSeat> arena_;                // set once, before any op
-  std::shared_ptr<DataListener> listener_;          // under mu_; kept for the next epoch until closed
   Poller poller_;                                   // reads conns_; stopped before they go
   // Per node: the frame being read from it (only whoever pumps its connection touches it).
   struct Reading {

@@ -1,8 +1,7 @@
 #include "observability/flight/flight_spare.hpp"
 
 #include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -66,7 +65,7 @@ void FlightSpare::refill(bool after_use) {
     if (after_use) {
       // A failure just came: the job's recovery goes first. No dump comes within kDumpEvery of
       // the last, so the next spare waits that long (the making is a long kernel path, which a
-      // lower priority alone does not keep out of the recovery), then yields to every other thread.
+      // lower priority alone does not keep out of the recovery), then yields to other threads.
       {
         std::unique_lock<std::mutex> lk(st->mu);
         if (st->ready.wait_for(lk, kDumpEvery, [&] { return st->gone; })) {
@@ -75,9 +74,9 @@ void FlightSpare::refill(bool after_use) {
           return;
         }
       }
-      sched_param none{};
-      none.sched_priority = 0;
-      pthread_setschedparam(pthread_self(), SCHED_IDLE, &none);  // lowering needs no privilege
+      // The lowest nice rather than SCHED_IDLE: a thread held off the core inside the file
+      // system (ext4's journal, its orphan list) would hold up every process that uses it.
+      setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);  // lowering needs no privilege
     }
     const int fd = ::open(st->dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
     std::lock_guard<std::mutex> lk(st->mu);

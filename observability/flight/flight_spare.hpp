@@ -4,7 +4,7 @@
 // directory's lock, and every process of a job fails at once, so each queued behind the others
 // on the failing op's path, which the job's recovery (a shrink) waits for. A short-lived thread
 // makes the spare when the recorder starts, and again kDumpEvery after each use (no failure's
-// dump comes sooner) at idle priority; where the file system has no O_TMPFILE (NFS), none is
+// dump comes sooner) at the lowest priority; where the file system has no O_TMPFILE (NFS), none is
 // made and a dump makes its file as before.
 #pragma once
 #include <chrono>
