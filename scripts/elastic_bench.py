@@ -14,7 +14,7 @@
 3. grow: nodes - 1 members (scenario grow) all-reduce until they know of a newcomer, then grow;
    the newcomer says how long from its registration to its Peer in the grown world.
 """
-import argparse, os, re, signal, statistics, subprocess, sys, time
+import argparse, os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 def pct(values, p):
     s = sorted(values)
@@ -116,6 +116,16 @@ def main():
     a.add_argument("--trials", type=int, default=20)
     a.add_argument("--bin", default="build/bin")
     o = a.parse_args()
+    # The flight recorders every failing op writes (7 a trial) go to a folder of the bench's own,
+    # removed at the end, rather than piling up in /tmp.
+    flights = tempfile.mkdtemp(prefix="chorus-elastic-bench-")
+    os.environ["CHORUS_FLIGHT_DIR"] = flights
+    try:
+        run(o)
+    finally:
+        shutil.rmtree(flights, ignore_errors=True)
+
+def run(o):
     s = shrink(o.bin, o.nodes, o.trials)
     show(f"shrink of {o.nodes} after a SIGKILL, to the next op done", s)
     k = teardown(o.bin, o.nodes, max(5, o.trials // 4))
