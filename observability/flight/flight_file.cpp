@@ -4,12 +4,10 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
-#include <fstream>
 #include <map>
 
+#include <fcntl.h>
 #include <unistd.h>
-
-#include "observability/flight/flight_spare.hpp"
 
 namespace chorus {
 
@@ -196,10 +194,13 @@ Result<FlightDump> parse_flight_dump(std::string_view text_in) {
 }
 
 namespace {
-std::atomic<uint64_t> part_number{0};
-} // namespace
 
-namespace {
+std::atomic<uint64_t> part_number{0};
+
+// A name of its own beside `path`, renamed over it once whole: a reader never sees half a file,
+// and two dumps at once do not mix.
+std::string beside(const std::string& path) { return path + ".part" + std::to_string(part_number.fetch_add(1)); }
+
 bool write_all(int fd, const std::string& text) {
   for (std::size_t done = 0; done < text.size();) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -209,6 +210,20 @@ bool write_all(int fd, const std::string& text) {
   }
   return true;
 }
+
+// Gives the written spare (a file with no name) the name `path`, through its /proc entry
+// (linkat's AT_EMPTY_PATH needs a capability before Linux 6.10); false when it cannot.
+bool name_spare(int fd, const std::string& path) {
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) return true;
+  if (errno != EEXIST) return false;  // an older dump: beside it, then over it
+  const std::string tmp = beside(path);
+  if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) return false;
+  if (std::rename(tmp.c_str(), path.c_str()) == 0) return true;
+  std::remove(tmp.c_str());
+  return false;
+}
+
 } // namespace
 
 Result<std::string> write_flight_file(const std::string& path, const FlightDump& d, int spare) {
@@ -218,14 +233,13 @@ Result<std::string> write_flight_file(const std::string& path, const FlightDump&
     ::close(spare);
     if (named) return path;
   }
-  const std::string tmp = path + ".part" + std::to_string(part_number.fetch_add(1));
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << text;
-    if (!f.flush()) {
-      std::remove(tmp.c_str());
-      return Status(Errc::invalid_config, "the flight recorder cannot write " + tmp + " (flight_dir, CHORUS_FLIGHT_DIR)");
-    }
+  const std::string tmp = beside(path);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  const bool written = fd >= 0 && write_all(fd, text);
+  if (fd >= 0) ::close(fd);
+  if (!written) {
+    std::remove(tmp.c_str());
+    return Status(Errc::invalid_config, "the flight recorder cannot write " + tmp + " (flight_dir, CHORUS_FLIGHT_DIR)");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

@@ -4,10 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
 #include <condition_variable>
-#include <cstdio>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -96,23 +93,6 @@ void FlightSpare::refill(bool after_use) {
     st_->making = false;
     st_->ready.notify_all();
   }
-}
-
-namespace {
-std::atomic<uint64_t> spare_number{0};
-} // namespace
-
-bool name_spare(int fd, const std::string& path) {
-  // A file with no name is linked through its /proc entry (linkat's AT_EMPTY_PATH needs a
-  // capability).
-  const std::string self = "/proc/self/fd/" + std::to_string(fd);
-  if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) return true;
-  if (errno != EEXIST) return false;
-  const std::string tmp = path + ".spare" + std::to_string(spare_number.fetch_add(1));
-  if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) return false;
-  if (std::rename(tmp.c_str(), path.c_str()) == 0) return true;
-  std::remove(tmp.c_str());
-  return false;
 }
 
 } // namespace chorus

@@ -23,8 +23,8 @@ class FlightSpare {
   FlightSpare(const FlightSpare&) = delete;
   FlightSpare& operator=(const FlightSpare&) = delete;
 
-  // The spare's descriptor, now the caller's to write, name (name_spare) and close; -1 when none
-  // is ready. The next one is made kDumpEvery later.
+  // The spare's descriptor, now the caller's to write, name and close (write_flight_file); -1
+  // when none is ready. The next one is made kDumpEvery later.
   int take();
   // Whether a spare is ready by `deadline` (tests; a dump never waits for one).
   bool wait_ready(std::chrono::steady_clock::time_point deadline) const;
@@ -34,10 +34,5 @@ class FlightSpare {
   void refill(bool after_use);
   std::shared_ptr<State> st_;  // shared with the thread making a spare, which may outlive us
 };
-
-// Gives the written spare `fd` the name `path` (beside it first, then renamed over an older
-// dump, so that a reader never sees half a file); false when it cannot (the caller then writes
-// the file as usual). Does not close fd.
-bool name_spare(int fd, const std::string& path);
 
 } // namespace chorus
