@@ -1,6 +1,5 @@
 #include "mesh/data_mesh.hpp"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -12,7 +11,6 @@
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "core/spare_threads.hpp"
-#include "strategies/tuning.hpp"
 #include "transport/socket.hpp"
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tls/tls_channel.hpp"
@@ -37,56 +35,6 @@ void note_declined(uint32_t me, uint32_t j, const std::string& why) {
   });
 }
 
-// The job's nodes all lie on one host and share memory: its arena spans every peer.
-bool one_memory_domain(const Config& config, const TopologyData& t) {
-  if (config.host_transport != HostTransport::automatic || t.num_nodes < 2) return false;
-  for (const auto& n : t.nodes)
-    if (n.host != t.nodes[0].host) return false;
-  return true;
-}
-
-// What an attaching node checks the arena against: this collective's id and token.
-uint64_t arena_tag(const TopologyData& t) { return t.collective * 0x9E3779B97F4A7C15ull ^ t.token; }
-
-// The arena's memory as peer handles hold it: unmapped with the last of them.
-std::shared_ptr<ArenaSeat> seat_of(Arena arena, SharedSegment& segment) {
-  auto seat = std::make_shared<ArenaSeat>();
-  const std::size_t bytes = segment.bytes();
-  seat->memory = std::shared_ptr<void>(segment.release_mapping(), [bytes](void* p) { munmap(p, bytes); });
-  seat->arena = arena;
-  seat->across_nodes = true;
-  return seat;
-}
-
-// Node 0: a new arena for every peer of the job (an empty segment, offered as none, where it
-// cannot be made: the others then decline and nobody uses an arena).
-std::shared_ptr<SharedSegment> make_arena(const TopologyData& t, std::size_t slot) {
-  auto seg = SharedSegment::make("chorus-arena", Arena::region_bytes(t.total_peers, slot));
-  if (!seg.is_ok()) {
-    CHORUS_LOG(warn, shm, (LogWhere{t.node_id}), "no arena for the host's small ops: " + seg.status().message());
-    return std::make_shared<SharedSegment>();
-  }
-  auto made = std::make_shared<SharedSegment>(std::move(*seg));
-  Arena::create(made->base(), t.total_peers, slot, arena_tag(t));
-  return made;
-}
-
-// Another node: maps the arena node 0 offers on `fd` and answers; null where it cannot.
-Result<std::shared_ptr<ArenaSeat>> take_arena(const TopologyData& t, int fd, TlsChannel* tls, std::size_t slot,
-                                              Clock::time_point deadline) {
-  std::string why;
-  auto taken = SharedSegment::take_offer(fd, tls, Arena::region_bytes(t.total_peers, slot), deadline, why);
-  if (!taken.is_ok()) return taken.status();
-  Arena arena;
-  if (taken->mapped()) arena = Arena::attach(taken->base(), taken->bytes(), arena_tag(t), why);
-  if (auto s = SharedSegment::answer(fd, tls, arena.valid(), deadline); !s.is_ok()) return s;
-  if (!arena.valid()) {
-    CHORUS_LOG(warn, shm, (LogWhere{t.node_id}), "no arena for the host's small ops (" + why + ")");
-    return std::shared_ptr<ArenaSeat>{};
-  }
-  return seat_of(arena, *taken);
-}
-
 } // namespace
 
 Result<std::unique_ptr<DataListener>> DataListener::open(const std::string& node_address) {
@@ -108,10 +56,11 @@ DataListener::~DataListener() {
 }
 
 Status connect_mesh(const Config& config, const TopologyData& topo, const DataListener& listener, FrameSink* sink,
-                    Clock::time_point deadline, std::vector<std::unique_ptr<Connection>>& conns,
-                    std::shared_ptr<ArenaSeat>& arena) {
+                    Clock::time_point deadline, std::vector<std::shared_ptr<Connection>>& conns) {
   const uint32_t me = topo.node_id, n = topo.num_nodes;
-  const std::size_t arena_slot = one_memory_domain(config, topo) ? arena_slot_bytes(topo.total_peers) : 0;
+  conns.resize(n);
+  // Only the pairs without a link kept from the epoch before.
+  auto fresh = [&](uint32_t j) { return j != me && !conns[j]; };
   std::vector<int> fds(n, -1);
   auto fail = [&](Status s) {
     for (int fd : fds)
@@ -138,13 +87,14 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   // Lower ids, on a thread of its own while this one admits the higher ids: a node answers those
   // who come to it while it still goes to those below it, so no node's setup waits for the whole
   // chain of lower nodes' setups first. In two passes: first every lower node is reached and
-  // greeted, then each one's answer (hello, shared memory, arena) is taken in turn. Their gates
+  // greeted, then each one's answer (hello, shared memory) is taken in turn. Their gates
   // thus answer side by side: node k waits about one round trip for its k answers, not k of them
   // one after another (over a network, the setup's length; on one loaded host it changes little,
   // since there the CPU, not the waiting, bounds it).
   auto connect_lower = [&]() -> Status {
     auto name_of = [](uint32_t j) { return "node " + std::to_string(j); };
     for (uint32_t j = 0; j < me; ++j) {
+      if (!fresh(j)) continue;
       const std::string name = name_of(j);
       std::string host;
       uint16_t port = 0;
@@ -164,6 +114,7 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
         return Status{s.code(), "data hello to " + name + ": " + s.message()};
     }
     for (uint32_t j = 0; j < me; ++j) {
+      if (!fresh(j)) continue;
       const std::string name = name_of(j);
       uint32_t who = 0;
       // Under TLS 1.3 a node that refuses our certificate says so here (its alert), not in the handshake.
@@ -182,11 +133,6 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
         if (!shm[j]) note_declined(me, j, declined);
         else CHORUS_LOG(info, shm, (LogWhere{me}), "node " + std::to_string(j) + ": data through shared memory");
       }
-      if (j == 0 && arena_slot > 0) {
-        auto taken = take_arena(topo, fds[0], channels[0].get(), arena_slot, deadline);
-        if (!taken.is_ok()) return Status{taken.status().code(), "the host's arena from node 0: " + taken.status().message()};
-        arena = std::move(*taken);
-      }
     }
     return Status::ok();
   };
@@ -195,14 +141,14 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
   std::vector<uint32_t> expected;
   for (uint32_t j = 0; j < n; ++j) {
     shares[j] = share_memory(config, topo, j);
-    if (j > me) expected.push_back(j);
+    if (j > me && fresh(j)) expected.push_back(j);
   }
-  std::shared_ptr<SharedSegment> arena_segment;
-  if (me == 0 && arena_slot > 0) arena_segment = make_arena(topo, arena_slot);
-  HelloGate gate(config, topo, seal, shares, arena_segment, by_address);
+  HelloGate gate(config, topo, seal, shares, by_address);
   Status lower_status = Status::ok();
   SpareJob lower;
-  if (me > 0)
+  bool below = false;
+  for (uint32_t j = 0; j < me; ++j) below = below || fresh(j);
+  if (below)
     lower = run_on_spare_thread([&] {
       try {
         lower_status = connect_lower();
@@ -224,25 +170,6 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
       if (a.fd >= 0) ::close(a.fd);
     return fail(lower_status.is_ok() ? admitted_status : lower_status);
   }
-  if (arena_segment && arena_segment->mapped()) {
-    std::string why;
-    Arena made = Arena::attach(arena_segment->base(), arena_segment->bytes(), arena_tag(topo), why);
-    std::vector<uint32_t> without;
-    for (uint32_t who : expected)
-      if (!admitted[who].arena_attached) without.push_back(who);
-    // Every node has it mapped, or it is never used: a peer skips a closed arena.
-    if (without.empty()) {
-      made.open();
-      CHORUS_LOG(info, shm, (LogWhere{me}), "the host's small ops meet in an arena of " +
-                                                std::to_string(arena_segment->bytes() >> 10) + " KiB");
-    } else {
-      made.close();
-      CHORUS_LOG(warn, shm, (LogWhere{me}), "no arena for the host's small ops: node " + std::to_string(without[0]) +
-                                                " could not map it");
-    }
-    arena_segment->forget_descriptor();  // every node answered: nobody else may open it any more
-    if (without.empty()) arena = seat_of(made, *arena_segment);
-  }
   for (uint32_t who : expected) {
     HelloGate::Admitted& a = admitted[who];
     if (a.shm_declined) note_declined(me, who, "node " + std::to_string(who) + " could not attach");
@@ -251,11 +178,12 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
     channels[who] = std::move(a.tls);
     shm[who] = std::move(a.shm);
   }
-  conns.resize(n);
   for (uint32_t j = 0; j < n; ++j)
-    if (j != me)
+    if (fresh(j)) {
       conns[j] = shm[j] ? shm_connection(fds[j], j, sink, std::move(shm[j]))
                         : tcp_connection(fds[j], j, sink, std::move(channels[j]));
+      conns[j]->rehome(j, FrameHeader::magic_of(topo.epoch), sink);  // this epoch's stamp
+    }
   return Status::ok();
 }
 

@@ -3,7 +3,8 @@
 // authenticated by TLS when the configuration has TLS files, and proved to belong to this
 // collective by a hello each way (messages/data_codec.hpp: DataHello). Between two nodes of one
 // host (and unless Config::host_transport says network) the bytes then go through shared memory
-// (transport/shm/), the socket staying as the pair's wake-up and liveness channel.
+// (transport/shm/), the socket staying as the pair's wake-up and liveness channel. A shrink or
+// grow keeps the links between members (Connection::rehome) and connects only the new pairs.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -13,7 +14,6 @@
 #include <chorus/config.hpp>
 #include <chorus/result.hpp>
 #include "messages/node_codec.hpp"
-#include "strategies/arena.hpp"
 #include "transport/connection.hpp"
 
 namespace chorus {
@@ -37,13 +37,10 @@ class DataListener {
 };
 
 // Connects this node (topo.node_id) to every other node before config.timeout, turning strangers
-// away. conns: by node id, null for this node; every connection delivers its frames to `sink`.
-// Where every node of the job lies on one host and shares memory, `arena` is the job's arena
-// (strategies/arena.hpp): node 0 makes it and offers it to every other node after their pair's
-// rings, and opens it once every node has mapped it (closes it for good where one could not).
-// Null otherwise, and where the arena is turned off.
+// away. conns: by node id, null for this node; it comes in holding the links kept from the epoch
+// before (null where there is none: only those pairs are connected) and leaves complete. Every new
+// connection delivers its frames to `sink`, stamped as topo.epoch's (FrameHeader::magic_of).
 Status connect_mesh(const Config& config, const TopologyData& topo, const DataListener& listener, FrameSink* sink,
-                    Clock::time_point deadline, std::vector<std::unique_ptr<Connection>>& conns,
-                    std::shared_ptr<ArenaSeat>& arena);
+                    Clock::time_point deadline, std::vector<std::shared_ptr<Connection>>& conns);
 
 } // namespace chorus

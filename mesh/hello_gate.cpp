@@ -20,7 +20,6 @@ struct HelloGate::Shared {
   TopologyData topo;
   DataSeal seal;
   std::vector<bool> share_memory;
-  std::shared_ptr<const SharedSegment> arena;
   std::vector<std::string> addresses;  // the expected nodes' (empty: every address may come)
   int wake = -1;  // eventfd: a check finished
   std::mutex mu;  // guards the three below
@@ -60,10 +59,9 @@ std::vector<std::string> expected_addresses(const TopologyData& topo) {
 } // namespace
 
 HelloGate::HelloGate(const Config& config, const TopologyData& topo, DataSeal seal,
-                     std::vector<bool> share_memory, std::shared_ptr<const SharedSegment> arena, bool by_address)
+                     std::vector<bool> share_memory, bool by_address)
     : shared_(std::make_shared<Shared>()) {
   if (by_address) shared_->addresses = expected_addresses(topo);
-  shared_->arena = std::move(arena);
   shared_->config = config;
   shared_->topo = topo;
   shared_->seal = std::move(seal);
@@ -103,9 +101,6 @@ void HelloGate::check(std::shared_ptr<Shared> sh, int fd, Clock::time_point dead
       why = "shared memory with node " + std::to_string(a.node) + ": " + ch.status().message();
     }
   }
-  if (why.empty() && sh->arena)
-    if (auto s = sh->arena->offer(fd, a.tls.get(), deadline, a.arena_attached); !s.is_ok())
-      why = "the host's arena, offered to node " + std::to_string(a.node) + ": " + s.message();
   if (!why.empty())
     CHORUS_LOG(info, net, (LogWhere{sh->topo.node_id}), "data port: a connection turned away (" + why + ")");
   std::lock_guard<std::mutex> lk(sh->mu);

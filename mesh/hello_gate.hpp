@@ -35,17 +35,13 @@ class HelloGate {
     std::unique_ptr<TlsChannel> tls;
     std::unique_ptr<ShmChannel> shm;
     bool shm_declined = false;  // same host, but the other side could not attach
-    bool arena_attached = false;  // it mapped the host's arena (offered by node 0 only)
   };
 
   // `seal`: the TLS every connection runs first (none: plain). `share_memory(node)`: whether the
-  // pair with `node` goes through shared memory. `arena`: the
-  // segment of the host's arena to offer every node after its pair's rings (null: none).
-  // `by_address`: close connections from addresses of no expected node at once (off when an
+  // pair with `node` goes through shared memory. `by_address`: close connections from addresses of no expected node at once (off when an
   // expected node's address cannot be told: a wildcard, or a name that does not resolve).
   HelloGate(const Config& config, const TopologyData& topo, DataSeal seal,
-            std::vector<bool> share_memory, std::shared_ptr<const SharedSegment> arena = nullptr,
-            bool by_address = true);
+            std::vector<bool> share_memory, bool by_address = true);
   ~HelloGate();  // closes what was not taken; checks still running close their own
 
   // Accepts on `listen_fd` until every node in `expected` has come or the deadline passes.

@@ -305,15 +305,14 @@ Result<std::shared_ptr<GlobalClient>> RuntimeImpl::join_collective(const Config&
     if (j.kind != RejoinData::Kind::none) before = prev.lock();
   }
   // The next epoch registers over the link the previous one reached the orchestrator by: no new
-  // door passage or CAF handshake (a third of a shrink's time on a loaded host); and listens on
-  // the data port it had.
+  // door passage or CAF handshake (a third of a shrink's time on a loaded host), listens on the
+  // data port it had, and in a shrink keeps its links to the members that stay.
   std::shared_ptr<GlobalClient> was;
   if (before) {
     std::lock_guard<std::mutex> lk(before->global_mu);
     was = before->global;
   }
-  return GlobalClient::start(c, sys, j, was ? was->orchestrator_link() : orchestrator_actor{},
-                             was ? was->data_address() : std::string());
+  return GlobalClient::start(c, sys, j, was.get());
 }
 
 void RuntimeImpl::drop_hosted_orchestrator() {

@@ -8,7 +8,6 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <future>
 #include <thread>
 
@@ -46,10 +45,8 @@ TopologyData topology(uint32_t me, const DataListener& l0, const DataListener& l
 std::pair<Status, bool> set_up_node(const Config& cfg, uint32_t me, const DataListener& l0, const DataListener& l1,
                                     Clock::time_point deadline) {
   NullSink sink;
-  std::vector<std::unique_ptr<Connection>> conns;
-  std::shared_ptr<ArenaSeat> arena;
-  Status s = connect_mesh(cfg, topology(me, l0, l1), me == 0 ? l0 : l1, &sink, deadline, conns, arena);
-  EXPECT_EQ(arena, nullptr) << "two hosts share no arena";
+  std::vector<std::shared_ptr<Connection>> conns;
+  Status s = connect_mesh(cfg, topology(me, l0, l1), me == 0 ? l0 : l1, &sink, deadline, conns);
   return {s, conns.size() == 2 && conns[1 - me] != nullptr};
 }
 
@@ -145,54 +142,6 @@ TEST(DataMesh, ANodeThatNeverComesIsNamedWithWhatTheStrangersWereTold) {
                              "turned away; the first: hello: garbled hello frame)"),
             std::string::npos)
       << s.message();
-}
-
-// Two nodes of one host: node 0 makes the job's arena and offers it after the pair's rings; both
-// map the same memory (what one posts the other reads), it is open once both have it, and no
-// descriptor of it is left open for another process to find through /proc.
-TEST(DataMesh, NodesOfOneHostMapOneArenaOpenOnceBothHaveIt) {
-  auto l0 = DataListener::open("127.0.0.1");
-  auto l1 = DataListener::open("127.0.0.1");
-  ASSERT_TRUE(l0.is_ok() && l1.is_ok());
-  Config cfg;  // host_transport automatic
-  const auto deadline = Clock::now() + 10s;
-  std::shared_ptr<ArenaSeat> arenas[2];
-  std::vector<std::unique_ptr<Connection>> conns[2];
-  NullSink sinks[2];
-  auto node = [&](uint32_t me) {
-    TopologyData t = topology(me, **l0, **l1);
-    for (auto& n : t.nodes) n.host = 0;
-    return connect_mesh(cfg, t, me == 0 ? **l0 : **l1, &sinks[me], deadline, conns[me], arenas[me]);
-  };
-  auto n1 = std::async(std::launch::async, node, 1);
-  const Status s0 = node(0);
-  const Status s1 = n1.get();
-  ASSERT_TRUE(s0.is_ok()) << s0.to_string();
-  ASSERT_TRUE(s1.is_ok()) << s1.to_string();
-  ASSERT_NE(arenas[0], nullptr);
-  ASSERT_NE(arenas[1], nullptr);
-  EXPECT_TRUE(arenas[0]->arena.usable());
-  EXPECT_TRUE(arenas[1]->arena.usable());
-  EXPECT_EQ(arenas[1]->arena.peers(), 2u);  // every peer of the job
-  EXPECT_NE(arenas[0]->memory.get(), arenas[1]->memory.get()) << "two mappings";
-  // Rank 0 posts through node 0's mapping, rank 1 through node 1's: they meet.
-  ArenaCall c;
-  c.kind = OpKind::barrier;
-  c.fits = true;
-  auto other = std::async(std::launch::async, [&] {
-    return arenas[1]->arena.meet(1, 0, c, nullptr, 0, Clock::now() + 5s, Patience{});
-  });
-  EXPECT_EQ(arenas[0]->arena.meet(0, 0, c, nullptr, 0, Clock::now() + 5s, Patience{}), Arena::Verdict::go);
-  EXPECT_EQ(other.get(), Arena::Verdict::go);
-  // The segment is mapped, but no descriptor names it any more.
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    const auto target = std::filesystem::read_symlink(e.path(), ec).string();
-    EXPECT_EQ(target.find("chorus-arena"), std::string::npos) << e.path() << " -> " << target;
-  }
-  // Closing one node's view closes the arena for both (a lost node: nobody waits there).
-  arenas[1]->arena.close();
-  EXPECT_FALSE(arenas[0]->arena.usable());
 }
 
 // Strangers at an address that is no node's (127.0.0.2; the nodes are at 127.0.0.1): a flood of

@@ -153,6 +153,62 @@ TEST(ShmTransport, FramesOfEverySizeGoBothWaysIntact) {
   EXPECT_EQ(dev_shm(), before) << "a segment was left in /dev/shm";
 }
 
+// A link kept into the next membership epoch (a shrink): rehomed while nobody reads it, it names
+// the other node by its new id and hands its new sink only frames stamped with the new epoch; an
+// old epoch's frame half read is dropped (its old sink told), and so is one still on the way.
+TEST(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
+  ConnectedPair pair(11);
+  ASSERT_TRUE(pair.a && pair.b) << pair.declined;
+  auto& [sink_a, sink_b, a, b, declined] = pair;
+  FrameHeader h;  // epoch 0's stamp
+  h.type = FrameType::data;
+  h.slot = 1;
+  a->send(SendTicket::owning(h, "epoch 0"));
+  while (sink_b.frames().size() < 1) ASSERT_NE(b->pump(), Connection::Pumped::ended);
+  // A large frame of epoch 0, of which the reader takes only a piece before the epoch ends.
+  const std::string big = pattern(200 << 10, 3);
+  h.slot = 2;
+  h.bytes = big.size();
+  auto t2 = a->send(SendTicket::of(h, reinterpret_cast<const std::byte*>(big.data())));
+  while (sink_b.frames().count(2) == 0) ASSERT_NE(b->pump(1024), Connection::Pumped::ended);
+  ASSERT_FALSE(sink_b.frames()[2].complete);
+  Sink next;
+  ASSERT_TRUE(b->rehome(5, FrameHeader::magic_of(1), &next));
+  EXPECT_EQ(b->node(), 5u);
+  EXPECT_TRUE(sink_b.frames()[2].failed) << "the old sink lets go of the frame it was reading";
+  h.slot = 3;
+  h.bytes = 0;
+  a->send(SendTicket::owning(h, "epoch 0, late"));
+  FrameHeader h1 = h;
+  h1.magic = FrameHeader::magic_of(1);
+  h1.slot = 4;
+  a->send(SendTicket::owning(h1, "epoch 1"));
+  Poller poll_b;
+  poll_b.start({b.get()});
+  ASSERT_TRUE(next.wait_frames(1, 10s));
+  EXPECT_TRUE(t2->done.wait_at_least(1, Clock::now() + 5s) && t2->done.value.load() == 1);
+  const auto got = next.frames();
+  ASSERT_EQ(got.size(), 1u) << "only the new epoch's frame";
+  ASSERT_EQ(got.begin()->first, 4u);
+  EXPECT_EQ(bytes_of(got.begin()->second.data, 7), "epoch 1");
+  EXPECT_EQ(next.last_node(), 5u);
+  EXPECT_EQ(sink_b.frames().size(), 2u) << "the old sink got nothing after the rehome";
+  // A bye of the old epoch does not end the new one's link; the new one's does.
+  FrameHeader bye;
+  bye.type = FrameType::bye;
+  a->send(SendTicket::owning(bye, {}));
+  h1.slot = 6;
+  a->send(SendTicket::owning(h1, "after"));
+  ASSERT_TRUE(next.wait_frames(2, 10s));
+  a->rehome(0, FrameHeader::magic_of(1), &sink_a);
+  a->close();
+  EXPECT_TRUE(next.wait_closed(5s));
+  EXPECT_TRUE(next.orderly());
+  poll_b.stop();
+  // An ended link cannot be kept.
+  EXPECT_FALSE(b->rehome(0, FrameHeader::magic_of(2), &next));
+}
+
 TEST(ShmTransport, AKilledSideEndsTheOthersReadingAndItsWaitingWriter) {
   ConnectedPair pair(5);
   ASSERT_TRUE(pair.a && pair.b) << pair.declined;

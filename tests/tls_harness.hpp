@@ -146,8 +146,9 @@ class Sink : public FrameSink {
     std::vector<std::byte> data;
     bool complete = false, failed = false;
   };
-  std::byte* begin_frame(uint32_t, const FrameHeader& h) override {
+  std::byte* begin_frame(uint32_t node, const FrameHeader& h) override {
     std::lock_guard<std::mutex> lk(mu_);
+    last_node_ = node;
     Frame& f = frames_[h.slot];
     f.h = h;
     f.data.assign(std::max<std::size_t>(h.bytes, 1), std::byte{0});  // never null: 0 bytes is a frame too
@@ -191,6 +192,10 @@ class Sink : public FrameSink {
     std::lock_guard<std::mutex> lk(mu_);
     return why_;
   }
+  uint32_t last_node() {  // the node the connection named for its last frame
+    std::lock_guard<std::mutex> lk(mu_);
+    return last_node_;
+  }
 
  private:
   std::mutex mu_;
@@ -199,6 +204,7 @@ class Sink : public FrameSink {
   std::size_t complete_ = 0;
   bool closed_ = false, orderly_ = false;
   std::string why_;
+  uint32_t last_node_ = 0;
 };
 
 // Pseudo-random bytes (so that a lost, repeated or reordered piece shows) with the marker planted

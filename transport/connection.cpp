@@ -56,6 +56,7 @@ std::shared_ptr<SendTicket> SendTicket::frames(std::string frames) {
 
 void Connection::close(std::chrono::milliseconds drain) {
   FrameHeader bye;
+  bye.magic = magic();
   bye.type = FrameType::bye;
   auto t = send(SendTicket::owning(bye, {}));
   t->done.wait_at_least(1, Clock::now() + drain);

@@ -9,6 +9,7 @@
 // by piece, so a consumer can reduce the first megabytes of a large frame while the rest is still
 // on the way. One virtual call per frame sent and per pump, never per byte.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -59,7 +60,18 @@ class Connection {
   virtual ~Connection() = default;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
-  uint32_t node() const { return node_; }  // the node at the other end
+  uint32_t node() const { return node_.load(std::memory_order_relaxed); }  // the node at the other end
+  // The stamp of the membership epoch the connection serves (FrameHeader::magic_of): frames with
+  // another one arrive from an earlier epoch and are dropped.
+  uint32_t magic() const { return magic_.load(std::memory_order_relaxed); }
+
+  // The connection goes on into its collective's next membership epoch (a shrink or grow keeps
+  // the links between members), where the other end is node `node`, frames carry `magic` and go
+  // to `sink`. Only while nobody pumps it (the earlier epoch's poller stopped, the next one's not
+  // started): a frame half read is dropped (its old sink told, frame_failed), and so is every
+  // frame still to come from an earlier epoch. False when the connection has ended or been
+  // killed: it cannot be kept.
+  virtual bool rehome(uint32_t node, uint32_t magic, FrameSink* sink) = 0;
 
   // Queues the ticket and gets it moving; small frames may be written by the calling thread
   // (never blocking) when the line is free. Returns the ticket.
@@ -104,8 +116,15 @@ class Connection {
   // waits for it lets go.
   virtual void stop_reading() = 0;
 
+ protected:
+  void set_home(uint32_t node, uint32_t magic) {
+    node_.store(node, std::memory_order_relaxed);
+    magic_.store(magic, std::memory_order_relaxed);
+  }
+
  private:
-  const uint32_t node_;
+  std::atomic<uint32_t> node_;
+  std::atomic<uint32_t> magic_{FrameHeader::kMagic};
 };
 
 } // namespace chorus

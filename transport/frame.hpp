@@ -11,8 +11,11 @@ namespace chorus {
 // stragglers: payload = a Stragglers message (the ranks an op of the header's group and seq still
 // waits for at the sender's node, half its timeout gone).
 // leaving: payload = a Leaving message (why the header's op failed at the sender, which leaves).
+// arena_offer: payload = a SharedSegment::Offer (node 0's arena for a job on one host);
+// arena_answer: payload = one byte, 1 when the sender mapped it (mesh/host_arena.hpp).
 enum class FrameType : uint32_t {
-  hello = 1, announce = 2, data = 3, p2p_data = 5, p2p_ack = 6, bye = 7, stragglers = 8, leaving = 9
+  hello = 1, announce = 2, data = 3, p2p_data = 5, p2p_ack = 6, bye = 7, stragglers = 8, leaving = 9,
+  arena_offer = 10, arena_answer = 11
 };
 
 struct FrameHeader {
@@ -22,7 +25,12 @@ struct FrameHeader {
   uint32_t slot = 0;   // data: the schedule's slot id; p2p: the pair's sequence number
   uint64_t seq = 0;    // the op's sequence number (p2p: source << 32 | destination)
   uint64_t bytes = 0;  // payload length
-  static constexpr uint32_t kMagic = 0x43484f52;  // "CHOR"
+  static constexpr uint32_t kMagic = 0x43484f52;  // "CHOR": a collective's first membership epoch
+  // Each membership epoch stamps its frames apart (the low half counts epochs): a connection kept
+  // across a shrink or grow hands on only its current epoch's frames, and drops what an earlier
+  // epoch still had on the way (transport/connection.hpp: rehome).
+  static constexpr uint32_t magic_of(uint32_t epoch) { return (kMagic & 0xffff0000u) | ((kMagic + epoch) & 0xffffu); }
+  static constexpr bool ours(uint32_t magic) { return (magic & 0xffff0000u) == (kMagic & 0xffff0000u); }
 };
 static_assert(sizeof(FrameHeader) == 32);
 

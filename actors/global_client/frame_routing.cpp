@@ -1,7 +1,8 @@
 // GlobalClient as the FrameSink of every data connection: where each arriving frame goes (called by
 // whoever leads the poller, one frame of a connection at a time). Data frames go to their op's
 // NetOp (straight into its buffer, piece by piece); announcements to their op; point-to-point
-// messages and answers to the P2PMailbox; a connection's end to every op and the mailbox.
+// messages and answers to the P2PMailbox; the host arena's offer and answers to share_arena; a
+// connection's end to every op and the mailbox.
 #include "actors/global_client/global_client.hpp"
 
 #include "actors/global_client/net_op.hpp"
@@ -30,6 +31,8 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
     case FrameType::p2p_ack:
     case FrameType::stragglers:
     case FrameType::leaving:
+    case FrameType::arena_offer:
+    case FrameType::arena_answer:
       if (h.bytes > kMaxControl) return nullptr;
       r.bytes.resize(h.bytes);
       return reinterpret_cast<std::byte*>(r.bytes.data());
@@ -78,6 +81,8 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       r.bytes = std::string();
       return;
     }
+    case FrameType::arena_offer:
+    case FrameType::arena_answer: return arena_frame(node, h, r.bytes);
     case FrameType::p2p_ack: {
       auto ack = decode_p2p_ack(r.bytes.data(), r.bytes.size(), error);
       if (!ack) return on_node_lost(node, from + " sent a garbled send answer");

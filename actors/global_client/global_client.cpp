@@ -19,8 +19,7 @@ double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(
 } // namespace
 
 Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, caf::actor_system& sys,
-                                                         const RejoinData& rejoin, orchestrator_actor via,
-                                                         const std::string& data_port) {
+                                                         const RejoinData& rejoin, GlobalClient* before) {
   std::shared_ptr<GlobalClient> c(new GlobalClient);
   c->config_ = config;
   // The join (the orchestrator reached, every node in, the data connections made) has a limit of
@@ -32,8 +31,8 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
     return Status(Errc::invalid_config, "orchestrator_address '" + config.orchestrator_address + "' is not host:port");
   // Closed once the mesh is made (a port nobody accepts on refuses connections).
   std::unique_ptr<DataListener> listener;
-  if (!data_port.empty())
-    if (auto again = DataListener::open(data_port); again.is_ok()) listener = std::move(*again);
+  if (before)
+    if (auto again = DataListener::open(before->data_address()); again.is_ok()) listener = std::move(*again);
   if (!listener) {
     auto opened = DataListener::open(config.node_address);
     if (!opened.is_ok()) return opened.status();
@@ -63,8 +62,15 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   auto on_link = [weak](const LinkLostData& l) {
     if (auto self = weak.lock()) self->on_link_notice(l);
   };
+  // A shrink keeps the links between the members that stay: the old epoch lets go of them now,
+  // before this one registers, since only then can a frame of this epoch come.
+  std::vector<std::shared_ptr<Connection>> kept;
+  if (before && rejoin.kind == RejoinData::Kind::shrink)
+    kept = before->hand_over_links(Status(Errc::revoked, "collective " + std::to_string(before->topo_.collective) +
+                                                            " was left for its next epoch by a shrink"));
   const auto began = Clock::now();
-  auto joined = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, on_link, c->orchestrator_, via);
+  auto joined = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, on_link, c->orchestrator_,
+                                  before ? before->orchestrator_link() : orchestrator_actor{});
   const auto registered = Clock::now();
   if (!joined.is_ok()) return joined;
   c->report_link_ = c->orchestrator_.session->link_reporter();
@@ -78,7 +84,20 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   c->reading_.resize(c->topo_.num_nodes);
   c->leaving_.resize(c->topo_.num_nodes);
   c->unacked_since_.reset(new std::atomic<int64_t>[c->topo_.num_nodes]());
-  if (auto s = connect_mesh(config, c->topo_, *listener, c.get(), deadline, c->conns_, c->arena_); !s.is_ok()) {
+  c->arena_answers_.resize(c->topo_.num_nodes);
+  c->conns_.resize(c->topo_.num_nodes);
+  uint32_t kept_links = 0;
+  for (uint32_t j = 0; j < c->topo_.num_nodes; ++j) {
+    const int32_t was = j < c->topo_.previous.size() ? c->topo_.previous[j] : -1;
+    if (j == c->topo_.node_id || was < 0 || static_cast<size_t>(was) >= kept.size() || !kept[was]) continue;
+    // Frames of the epoch before still on the way are dropped from here on.
+    if (kept[was]->rehome(j, FrameHeader::magic_of(c->topo_.epoch), c.get())) {
+      c->conns_[j] = std::move(kept[was]);
+      ++kept_links;
+    }
+  }
+  kept.clear();  // what is not kept stays the old epoch's, closed with it
+  if (auto s = connect_mesh(config, c->topo_, *listener, c.get(), deadline, c->conns_); !s.is_ok()) {
     c->close();
     return s;
   }
@@ -93,6 +112,10 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   for (const auto& n : c->topo_.nodes)
     if (n.host == c->topo_.nodes[c->topo_.node_id].host) host_peers += n.num_peers;
   c->poller_.start(all, patience_for(host_peers));
+  if (auto s = c->share_arena(deadline); !s.is_ok()) {
+    c->close();
+    return s;
+  }
   if (log_on(LogLevel::info, Subsys::init)) {
     uint32_t hosts = 0;
     for (const auto& n : c->topo_.nodes) hosts = std::max(hosts, n.host + 1);
@@ -101,7 +124,8 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
                  " of " + std::to_string(c->topo_.num_nodes) + " (" + std::to_string(c->topo_.total_peers) + " peers, " +
                  std::to_string(hosts) + " host(s); this node's peers from rank " +
                  std::to_string(c->topo_.nodes[c->topo_.node_id].peer_offset) + "), after " + std::to_string(ms(registered - began)) +
-                 " ms at the orchestrator and " + std::to_string(ms(meshed - registered)) + " ms connecting");
+                 " ms at the orchestrator and " + std::to_string(ms(meshed - registered)) + " ms connecting" +
+                 (kept_links ? " (" + std::to_string(kept_links) + " links kept)" : std::string()));
   }
   return c;
 }
@@ -134,25 +158,24 @@ void GlobalClient::close() {
     closed_ = true;
     failed = first_failure_;
   }
-  if (arena_) arena_->arena.close();  // the other nodes' peers stop waiting there for ours
+  if (auto seat = arena()) seat->arena.close();  // the other nodes' peers stop waiting there for ours
   if (failed && meshed_.load(std::memory_order_acquire)) {
     // Why we leave, ahead of the goodbye on every connection (see note_failure).
-    FrameHeader h;
-    h.type = FrameType::leaving;
+    FrameHeader h = frame_header(FrameType::leaving);
     h.group = failed->group;
     h.seq = failed->seq;
     const std::string body = encode_leaving(failed->why);
     for (auto& c : conns_)
-      if (c) c->send(SendTicket::owning(h, body));
+      if (c && ours(*c)) c->send(SendTicket::owning(h, body));
   }
   for (auto& c : conns_)
-    if (c) c->close();  // bye, drain, shut: later sends fail at once
+    if (c && ours(*c)) c->close();  // bye, drain, shut: later sends fail at once
   poller_.stop();
   // Nobody pumps any more: a frame still arriving (maybe into a caller's memory) fails now, so
   // its waiters let go. The connections themselves stay until the destructor, since ops still in
   // flight may send on them.
   for (auto& c : conns_)
-    if (c) c->stop_reading();
+    if (c && ours(*c)) c->stop_reading();
   reading_.clear();
   std::map<std::pair<uint32_t, uint64_t>, std::shared_ptr<NetOp>> ops;
   {
@@ -245,6 +268,17 @@ void GlobalClient::revoke() {
   end_every_op(topo_.node_id, Status(Errc::revoked, revoked_message(topo_.collective, topo_.node_id)), false);
 }
 
+std::vector<std::shared_ptr<Connection>> GlobalClient::hand_over_links(const Status& why) {
+  end_every_op(topo_.node_id, why, false);
+  poller_.stop();  // nothing reads them here any more (nor drops a later epoch's frames)
+  std::vector<std::shared_ptr<Connection>> links;
+  if (!meshed_.load(std::memory_order_acquire)) return links;
+  links.resize(conns_.size());
+  for (size_t j = 0; j < conns_.size(); ++j)
+    if (conns_[j] && ours(*conns_[j])) links[j] = conns_[j];
+  return links;
+}
+
 void GlobalClient::retire(const Status& why) {
   end_every_op(topo_.node_id, why, false);
   close();
@@ -264,8 +298,9 @@ void GlobalClient::end_every_op(uint32_t node, const Status& why, bool announced
     for (auto& [k, op] : ops_) ops.push_back(op);
   }
   // A peer waiting in the arena for the lost node's peers goes on at once to the ordinary
-  // path, which reports the loss.
-  if (arena_) arena_->arena.close();
+  // path, which reports the loss; so does a join waiting for the arena's offer or answers.
+  if (auto seat = arena()) seat->arena.close();
+  arena_word_.set(kWordTop);
   for (auto& op : ops) op->node_lost(first);
   p2p_->node_lost(first);
   // An op inside NCCL stops at once (no kernel waits for the lost node).
@@ -278,7 +313,8 @@ void GlobalClient::end_every_op(uint32_t node, const Status& why, bool announced
   // A send to a node the orchestrator announced lost (a frozen one reads nothing: its ring or
   // socket buffer is full) fails at once rather than at the op's timeout; the collective is over
   // for this node anyway. (A loss the data path saw itself has ended or garbled that connection.)
-  if (announced && node < topo_.num_nodes && meshed_.load(std::memory_order_acquire) && conns_[node])
+  if (announced && node < topo_.num_nodes && meshed_.load(std::memory_order_acquire) && conns_[node] &&
+      ours(*conns_[node]))
     conns_[node]->kill();
   // The local server's waits for this node's own peers (ops not handed to us yet, and later ones).
   if (tell) tell(first);
@@ -295,13 +331,13 @@ void GlobalClient::on_link_broken(uint32_t node, const std::string& saw) {
 void GlobalClient::on_link_notice(const LinkLostData& l) {
   on_node_lost(NodeEvents::kLinkNotice, link_lost_message(l));
   if (l.other == topo_.node_id && meshed_.load(std::memory_order_acquire) && l.reporter < conns_.size() &&
-      conns_[l.reporter])
+      conns_[l.reporter] && ours(*conns_[l.reporter]))
     conns_[l.reporter]->cut();
 }
 
 void GlobalClient::cut_off(uint32_t node, const std::string& why) {
   on_link_broken(node, why);
-  conns_[node]->cut();
+  if (ours(*conns_[node])) conns_[node]->cut();
 }
 
 void GlobalClient::note_unacked_links() {

@@ -33,6 +33,7 @@
 #include "strategies/tuning.hpp"
 #include "transport/connection.hpp"
 #include "transport/poller.hpp"
+#include "transport/shm/segment.hpp"
 
 namespace chorus {
 
@@ -48,23 +49,25 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // config.node_address ("host" or "host:port"; port 0 or none picks a free one), and connects to
   // every other node. Everything within config.timeout. Its control side (the node actor) runs in
   // `sys`, the runtime's actor system, which must be configured for remoting and outlive it.
-  // `rejoin`: this node is a member of a running collective joining its next epoch (shrink, grow);
-  // `via`: the previous epoch's orchestrator link (orchestrator_link()), which it registers over;
-  // `data_port`: the previous epoch's data address (data_address()), which it listens on again
-  // when it can (binding a given port skips the search for a free one: with many sockets in
-  // TIME_WAIT that search took milliseconds), else on a port of config.node_address's.
+  // `rejoin`: this node is a member of a running collective joining its next epoch (shrink, grow),
+  // whose client before is `before`. The join registers over its orchestrator link (no new door
+  // passage), listens on the data port it had when it can (binding a given port skips the search
+  // for a free one: with many sockets in TIME_WAIT that search took milliseconds), and a shrink
+  // keeps its links to the members that stay (hand_over_links): only new pairs connect.
   static Result<std::shared_ptr<GlobalClient>> start(const Config& config, caf::actor_system& sys,
-                                                     const RejoinData& rejoin = {}, orchestrator_actor via = {},
-                                                     const std::string& data_port = "");
+                                                     const RejoinData& rejoin = {},
+                                                     GlobalClient* before = nullptr);
   ~GlobalClient() override;
-  // Says goodbye to every node and leaves the orchestrator. Idempotent.
+  // Says goodbye to every node and leaves the orchestrator. Idempotent. A link kept by a later
+  // epoch (its stamp changed: Connection::rehome) is that epoch's: left alone.
   void close();
+  // For the next epoch, before it registers (so that no frame of it can come while this epoch still
+  // reads): every op fails with `why`, nothing reads the connections any more, and they are
+  // returned by node id (null: none, or ended). The next epoch rehomes those to its members.
+  std::vector<std::shared_ptr<Connection>> hand_over_links(const Status& why);
 
   const TopologyData& topology() const { return topo_; }
   const Config& config() const { return config_; }  // as it joined (the orchestrator's address found)
-  // The orchestrator as this client's session reached it (null: never, or known lost): the next
-  // epoch's join registers over it while this client, not yet retired, still watches the link.
-  orchestrator_actor orchestrator_link() const { return notices_ ? notices_->orchestrator() : orchestrator_actor{}; }
   // This node's data address as the other nodes reach it ("host:port").
   const std::string& data_address() const { return topo_.nodes[topo_.node_id].data_address; }
   // An elastic job's newcomers waiting for a grow (NodeSession::newcomers); 0 once closed.
@@ -139,7 +142,10 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   gpu::NcclJob* nccl(Status& error);
   // The job's arena, where every node lies on one host (mesh/data_mesh.hpp); null otherwise. Closed
   // at the first loss and when this node closes, so no peer waits in it for a node gone.
-  std::shared_ptr<ArenaSeat> arena() const { return arena_; }
+  std::shared_ptr<ArenaSeat> arena() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return arena_;
+  }
 
   // FrameSink (whoever leads the poller).
   std::byte* begin_frame(uint32_t node, const FrameHeader& h) override;
@@ -150,6 +156,15 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
 
   // Used by NetOp.
   Connection* connection(uint32_t node) { return conns_[node].get(); }
+  // Whether `c` still serves this epoch (a later one may have kept it: rehome).
+  bool ours(const Connection& c) const { return c.magic() == FrameHeader::magic_of(topo_.epoch); }
+  // A frame of this epoch (FrameHeader::magic_of): a connection kept into a later epoch drops it.
+  FrameHeader frame_header(FrameType type) const {
+    FrameHeader h;
+    h.magic = FrameHeader::magic_of(topo_.epoch);
+    h.type = type;
+    return h;
+  }
   BufferPool& pool() { return pool_; }
   // Every wait for something from another node goes through it (it reads the connections).
   Poller& poller() { return poller_; }
@@ -188,6 +203,13 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
  private:
   GlobalClient() = default;
   std::shared_ptr<NetOp> op_for(uint32_t group, uint64_t seq, bool create);
+  // The orchestrator as this client's session reached it (null: never, or known lost): the next
+  // epoch's join registers over it while this client, not yet retired, still watches the link.
+  orchestrator_actor orchestrator_link() const { return notices_ ? notices_->orchestrator() : orchestrator_actor{}; }
+  // The host's arena (mesh/host_arena.hpp), offered by node 0 and answered in frames on the links
+  // once the poller reads them; arena_frame() takes those frames (frame_routing.cpp).
+  Status share_arena(Clock::time_point deadline);
+  void arena_frame(uint32_t node, const FrameHeader& h, const std::string& bytes);
 
   // Every op fails with `why` (the first such is what every later op reports), every wait for
   // another node ends; `announced`: the orchestrator said `node` is lost (its connection is shut).
@@ -199,12 +221,14 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   OrchestratorLink orchestrator_;
   std::function<void(const LinkLostData&)> report_link_;  // to the orchestrator; set before any data flows
   TopologyData topo_;
-  std::vector<std::unique_ptr<Connection>> conns_;  // by node id; null for this node
+  std::vector<std::shared_ptr<Connection>> conns_;  // by node id; null for this node; shared with
+                                                    // the epochs that keep them
   std::shared_ptr<PauseWatch> pause_;               // the process's (stood_still)
   PauseWatch::Clock::time_point watched_from_;      // the join: pauses ended before it are not ours
   // conns_ is complete (a loss may be told during the join, from the orchestrator's thread).
   std::atomic<bool> meshed_{false};
-  std::shared_ptr<ArenaSeat> arena_;                // set once, before any op
+  std::shared_ptr<ArenaSeat> arena_;                // set once (under mu_), before any op
+  WaitWord arena_word_;                             // share_arena: offers or answers come (top: lost)
   Poller poller_;                                   // reads conns_; stopped before they go
   // Per node: the frame being read from it (only whoever pumps its connection touches it).
   struct Reading {
@@ -250,6 +274,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::optional<Failure> first_failure_;           // note_failure(): told when leaving
   std::vector<std::optional<Failure>> leaving_;    // by node: what it told before its goodbye
   bool closed_ = false;
+  std::optional<SharedSegment::Offer> arena_offer_;  // node 0's, as it came
+  std::vector<uint8_t> arena_answers_;               // node 0: by node, 1 mapped, 2 declined
+  uint32_t arena_answered_ = 0;
   std::unique_ptr<P2PMailbox> p2p_;
   BufferPool pool_;
   std::mutex nccl_mu_;  // a leaf: guards the making of nccl_ (never replaced once made)

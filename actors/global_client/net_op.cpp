@@ -159,8 +159,7 @@ void NetOp::release_offered(int p) {
 
 void NetOp::post_send(uint32_t slot, int peer, const std::byte* data, std::size_t bytes) {
   const uint32_t node = rank_node_[static_cast<std::size_t>(peer)];
-  FrameHeader h;
-  h.type = FrameType::data;
+  FrameHeader h = client_->frame_header(FrameType::data);
   h.group = group_;
   h.seq = seq_;
   h.slot = slot;

@@ -43,8 +43,7 @@ void GlobalClient::before_data_wait(uint32_t group, uint64_t seq) {
 void GlobalClient::tell_stragglers(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
                                    const std::vector<uint32_t>& ranks) {
   if (!meshed_.load(std::memory_order_acquire)) return;
-  FrameHeader h;
-  h.type = FrameType::stragglers;
+  FrameHeader h = frame_header(FrameType::stragglers);
   h.group = group;
   h.seq = seq;
   const std::string body = encode_stragglers(ranks);
@@ -102,8 +101,7 @@ std::shared_ptr<RemoteSteps> GlobalClient::begin_op(uint32_t group, uint64_t seq
       if (!(n < reached.size() && reached[n]) || failed) tell.push_back(n);
     }
   mine.node = topo_.node_id;
-  FrameHeader h;
-  h.type = FrameType::announce;
+  FrameHeader h = frame_header(FrameType::announce);
   h.group = group;
   h.seq = seq;
   std::string body = encode_announcement(mine);

@@ -104,8 +104,7 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
                                                                " could not send its tensor: " + failed.message());
   // One frame: the header (its length in `slot`) and the data, so that concurrent senders on this
   // connection never split a header from its data.
-  FrameHeader h;
-  h.type = FrameType::p2p_data;
+  FrameHeader h = frame_header(FrameType::p2p_data);
   h.seq = (uint64_t{src} << 32) | dst;
   std::string head = encode_p2p_header({src, dst, tag, t.dtype(), t.numel(), cannot});
   h.slot = static_cast<uint32_t>(head.size());
@@ -146,8 +145,7 @@ Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, C
     s = Status(Errc::shape_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
   else
     std::memcpy(t.data(), m.bytes.data() + m.offset, t.nbytes());
-  FrameHeader h;
-  h.type = FrameType::p2p_ack;
+  FrameHeader h = frame_header(FrameType::p2p_ack);
   h.seq = (uint64_t{src} << 32) | dst;
   conns_[node]->send(SendTicket::owning(h, encode_p2p_ack({src, dst, tag, s})));
   return s;

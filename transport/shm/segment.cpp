@@ -66,13 +66,18 @@ void* SharedSegment::release_mapping() {
   return std::exchange(base_, nullptr);
 }
 
-Status SharedSegment::offer(int fd, TlsChannel* tls, Clock::time_point deadline, bool& attached) const {
+SharedSegment::Offer SharedSegment::describe() const {
   Offer o;
   o.pid = getpid();
   o.fd = memfd_;
   o.bytes = bytes_;
   o.dev = dev_;
   o.inode = inode_;
+  return o;
+}
+
+Status SharedSegment::offer(int fd, TlsChannel* tls, Clock::time_point deadline, bool& attached) const {
+  const Offer o = describe();
   if (auto s = TlsChannel::write_all(fd, tls, &o, sizeof o, deadline); !s.is_ok()) return s;
   uint8_t answer = 0;
   if (auto s = TlsChannel::read_exact(fd, tls, &answer, 1, deadline); !s.is_ok()) return s;
@@ -89,6 +94,10 @@ Result<SharedSegment> SharedSegment::take_offer(int fd, TlsChannel* tls, std::si
                                                 Clock::time_point deadline, std::string& why) {
   Offer o;
   if (auto s = TlsChannel::read_exact(fd, tls, &o, sizeof o, deadline); !s.is_ok()) return s;
+  return take(o, max_bytes, why);
+}
+
+Result<SharedSegment> SharedSegment::take(const Offer& o, std::size_t max_bytes, std::string& why) {
   if (o.magic == Offer{}.magic && o.bytes == 0) {
     why = "the other side offered no segment (it could not make one)";
     return SharedSegment{};

@@ -35,6 +35,11 @@ class SharedSegment {
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;
 
+  // The other side of an offer that came some other way (a frame on a data connection).
+  struct Offer;
+  static Result<SharedSegment> take(const Offer& o, std::size_t max_bytes, std::string& why);
+  // What offer() sends: this segment, for take() (an empty segment offers none).
+  Offer describe() const;
   // Offers this segment over `fd`; `attached` says what the other side answered. An empty
   // segment offers none (the other side declines), so that both keep to the protocol.
   Status offer(int fd, TlsChannel* tls, Clock::time_point deadline, bool& attached) const;

@@ -359,6 +359,17 @@ void TcpConnection::stop_reading() {
   in_frame_ = false;
 }
 
+bool TcpConnection::rehome(uint32_t node, uint32_t magic, FrameSink* sink) {
+  if (ended_ || dead_.load()) return false;
+  if (in_frame_ && dst_) {  // an earlier epoch's frame: its rest is dropped
+    sink_->frame_failed(this->node(), cur_);
+    dst_ = nullptr;
+  }
+  set_home(node, magic);
+  sink_ = sink;
+  return true;
+}
+
 Connection::Pumped TcpConnection::pump(std::size_t budget) {
   if (ended_) return Pumped::ended;
   try {
@@ -404,13 +415,15 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
       }
       std::memcpy(&cur_, in_.get() + pos_, sizeof cur_);
       pos_ += sizeof cur_;
-      if (cur_.magic != FrameHeader::kMagic || cur_.bytes > kMaxPayload)
+      if (!FrameHeader::ours(cur_.magic) || cur_.bytes > kMaxPayload)
         return end_reading("garbled frame on the data connection", true);
-      if (cur_.type == FrameType::bye) {
+      // A frame of an earlier membership epoch (this connection was kept): read and dropped.
+      const bool current = cur_.magic == magic();
+      if (current && cur_.type == FrameType::bye) {
         got_bye_ = true;
         continue;
       }
-      dst_ = sink_->begin_frame(node(), cur_);
+      dst_ = current ? sink_->begin_frame(node(), cur_) : nullptr;
       in_frame_ = true;
       got_ = 0;
       // What is already buffered first.

@@ -48,6 +48,7 @@ class TcpConnection final : public Connection {
   bool spins() const override { return shm_ != nullptr; }
   Pumped pump(std::size_t budget) override;
   void stop_reading() override;
+  bool rehome(uint32_t node, uint32_t magic, FrameSink* sink) override;
 
  private:
   bool queue_locked(const std::shared_ptr<SendTicket>& t);  // false: the connection is closed
