@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "mesh/data_hello.hpp"
@@ -35,7 +36,11 @@ void note_declined(uint32_t me, uint32_t j, const std::string& why) {
   });
 }
 
+std::atomic<uint64_t> links_made{0};
+
 } // namespace
+
+uint64_t mesh_links_made() { return links_made.load(); }
 
 Result<std::unique_ptr<DataListener>> DataListener::open(const std::string& node_address) {
   std::string host;
@@ -183,6 +188,7 @@ Status connect_mesh(const Config& config, const TopologyData& topo, const DataLi
       conns[j] = shm[j] ? shm_connection(fds[j], j, sink, std::move(shm[j]))
                         : tcp_connection(fds[j], j, sink, std::move(channels[j]));
       conns[j]->rehome(j, FrameHeader::magic_of(topo.epoch), sink);  // this epoch's stamp
+      links_made.fetch_add(1);
     }
   return Status::ok();
 }

@@ -42,5 +42,8 @@ class DataListener {
 // connection delivers its frames to `sink`, stamped as topo.epoch's (FrameHeader::magic_of).
 Status connect_mesh(const Config& config, const TopologyData& topo, const DataListener& listener, FrameSink* sink,
                     Clock::time_point deadline, std::vector<std::shared_ptr<Connection>>& conns);
+// How many data connections connect_mesh has made in this process (a test's check that a shrink
+// kept the members' links).
+uint64_t mesh_links_made();
 
 } // namespace chorus

@@ -26,6 +26,7 @@
 
 #include <chorus/runtime.hpp>
 #include "actors/global_client/global_client.hpp"
+#include "mesh/data_mesh.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "multi_node_fixture.hpp"
 #include "status_matchers.hpp"
@@ -121,12 +122,15 @@ TEST(Elastic, SurvivorsShrinkAfterANodeLeavesAndGoOn) {
     return t.nodes[t.node_id].data_address;
   };
   const std::string port_a = data_port(RuntimeAccess::impl(*job.nodes[a]));
+  const uint64_t links = mesh_links_made();
   auto next = all_at_once({&*job.peers[a], &*job.peers[b]}, false);
   ASSERT_TRUE(next[0].is_ok()) << next[0].status().to_string();
   ASSERT_TRUE(next[1].is_ok()) << next[1].status().to_string();
-  // Each survivor joined the new epoch over the link its node had: no door passed again; and
-  // it listens on the data port it had, rather than binding another.
+  // Each survivor joined the new epoch over the link its node had: no door passed again; it
+  // kept its data connection to the other survivor rather than making one; and it listens on
+  // the data port it had, rather than binding another.
   EXPECT_EQ(DoorPassage::opened(), passages);
+  EXPECT_EQ(mesh_links_made(), links) << "the survivors' link was made again";
   EXPECT_EQ(data_port(*RuntimeAccess::impl(*job.nodes[a]).next), port_a);
   // The survivors in their old order: old rank 0 is rank 0, old rank 2 is rank 1.
   EXPECT_EQ(next[0]->rank(), 0u);
