@@ -58,8 +58,16 @@ struct Pool {
   pid_t pid = ::getpid();  // a forked child has none of its parent's threads
 };
 
+Pool* the_pool = nullptr;
+
 Pool& pool() {
-  static Pool* p = new Pool;
+  static Pool* p = [] {
+    the_pool = new Pool;
+    // A fork while another thread holds the lock would leave it held for good in the child (whose
+    // next job would wait forever): the fork waits for it, and parent and child let go after.
+    pthread_atfork([] { the_pool->mu.lock(); }, [] { the_pool->mu.unlock(); }, [] { the_pool->mu.unlock(); });
+    return the_pool;
+  }();
   return *p;
 }
 

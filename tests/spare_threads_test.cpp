@@ -1,7 +1,10 @@
 // Threads kept for reuse (core/spare_threads.hpp): a job run after another has been joined takes
 // the same thread; jobs at once each get a thread; a job's join waits for its end, cannot be
-// called from the job, and comes with its handle's end.
+// called from the job, and comes with its handle's end; a process forked while other threads use
+// the pool runs jobs of its own.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -87,6 +90,36 @@ TEST(SpareThreads, AHandleThatGoesJoinsItsJob) {
     go.set(1);
   }
   EXPECT_TRUE(ended.load()) << "the job outlived its handle";
+}
+
+// Forks while another thread keeps taking and giving back spare threads (so the pool's lock is
+// often held at the fork): each child must still run a job of its own, on a thread of its own;
+// one that cannot is ended by its alarm, and the test fails rather than hangs.
+TEST(SpareThreads, AForkedChildRunsJobsWhileTheParentsThreadsUseThePool) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "TSan does not support threads started in a child forked from a threaded process";
+#else
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    while (!stop.load()) run_on_spare_thread([] {}).join();
+  });
+  for (int i = 0; i < 20; ++i) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      alarm(10);
+      std::atomic<bool> ran{false};
+      run_on_spare_thread([&] { ran = true; }).join();
+      _exit(ran.load() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "child " << i << (WIFSIGNALED(status) ? " was ended by signal " + std::to_string(WTERMSIG(status)) : "");
+  }
+  stop = true;
+  busy.join();
+#endif
 }
 
 } // namespace
