@@ -24,10 +24,15 @@ std::shared_ptr<ArenaSeat> seat_of(Arena arena, SharedSegment& segment) {
 
 } // namespace
 
-std::size_t host_arena_slot(const Config& config, const TopologyData& t) {
-  if (config.host_transport != HostTransport::automatic || t.num_nodes < 2) return 0;
+bool one_host(const TopologyData& t) {
+  if (t.num_nodes < 2) return false;
   for (const auto& n : t.nodes)
-    if (n.host != t.nodes[0].host) return 0;
+    if (n.host != t.nodes[0].host) return false;
+  return true;
+}
+
+std::size_t host_arena_slot(const Config& config, const TopologyData& t) {
+  if (config.host_transport != HostTransport::automatic || !one_host(t)) return 0;
   return arena_slot_bytes(t.total_peers);
 }
 
@@ -44,6 +49,10 @@ std::shared_ptr<SharedSegment> make_host_arena(const TopologyData& t, std::size_
 
 std::shared_ptr<ArenaSeat> take_host_arena(const TopologyData& t, const SharedSegment::Offer& offer, std::size_t slot,
                                            std::string& why) {
+  if (slot == 0) {
+    why = "the arena or shared memory is turned off in this process";
+    return nullptr;
+  }
   auto taken = SharedSegment::take(offer, Arena::region_bytes(t.total_peers, slot), why);
   if (!taken.is_ok()) {
     why = taken.status().message();

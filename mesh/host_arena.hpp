@@ -16,8 +16,12 @@
 
 namespace chorus {
 
-// The slot size of the job's arena: 0 where it has none (its nodes on several hosts, the host's
-// transport forced onto the network, a single node, or the arena turned off).
+// Whether the job's nodes (two or more) all lie on one host: then node 0 offers an arena (maybe
+// none) and every other node answers, whatever its own settings, so that nobody waits for a frame
+// that never comes.
+bool one_host(const TopologyData& t);
+// The slot size of the arena this node takes part in: 0 where it takes none (not one_host, the
+// host's transport forced onto the network, or the arena turned off in this process).
 std::size_t host_arena_slot(const Config& config, const TopologyData& t);
 // Node 0: a new arena for every peer of the job; an empty segment (offered as none, so the others
 // decline) where it cannot be made.

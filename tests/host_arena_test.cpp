@@ -16,7 +16,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TopologyData one_host(uint32_t me, uint64_t collective = 7) {
+TopologyData on_one_host(uint32_t me, uint64_t collective = 7) {
   TopologyData t;
   t.collective = collective;
   t.node_id = me;
@@ -37,14 +37,14 @@ bool segment_open_here() {
 
 TEST(HostArena, OneArenaMappedByBothOpenOnceBothHaveIt) {
   Config cfg;  // host_transport automatic
-  const std::size_t slot = host_arena_slot(cfg, one_host(0));
+  const std::size_t slot = host_arena_slot(cfg, on_one_host(0));
   ASSERT_GT(slot, 0u);
-  auto segment = make_host_arena(one_host(0), slot);
+  auto segment = make_host_arena(on_one_host(0), slot);
   ASSERT_TRUE(segment->mapped());
   std::string why;
-  auto theirs = take_host_arena(one_host(1), segment->describe(), slot, why);
+  auto theirs = take_host_arena(on_one_host(1), segment->describe(), slot, why);
   ASSERT_NE(theirs, nullptr) << why;
-  auto ours = settle_host_arena(one_host(0), *segment, {});
+  auto ours = settle_host_arena(on_one_host(0), *segment, {});
   ASSERT_NE(ours, nullptr);
   EXPECT_FALSE(segment_open_here()) << "settled: nobody may open the segment any more";
   EXPECT_TRUE(ours->arena.usable());
@@ -63,35 +63,38 @@ TEST(HostArena, OneArenaMappedByBothOpenOnceBothHaveIt) {
 
 TEST(HostArena, ANodeThatCouldNotMapItClosesItForEveryone) {
   Config cfg;
-  const std::size_t slot = host_arena_slot(cfg, one_host(0));
-  auto segment = make_host_arena(one_host(0), slot);
+  const std::size_t slot = host_arena_slot(cfg, on_one_host(0));
+  auto segment = make_host_arena(on_one_host(0), slot);
   std::string why;
-  auto theirs = take_host_arena(one_host(1), segment->describe(), slot, why);
+  auto theirs = take_host_arena(on_one_host(1), segment->describe(), slot, why);
   ASSERT_NE(theirs, nullptr) << why;
-  EXPECT_EQ(settle_host_arena(one_host(0), *segment, {1}), nullptr);
+  EXPECT_EQ(settle_host_arena(on_one_host(0), *segment, {1}), nullptr);
   EXPECT_FALSE(theirs->arena.usable()) << "the node that has it mapped skips it";
   EXPECT_FALSE(segment_open_here());
 }
 
 TEST(HostArena, AnOfferOfAnotherCollectiveOrOfNothingIsDeclined) {
   Config cfg;
-  const std::size_t slot = host_arena_slot(cfg, one_host(0));
-  auto segment = make_host_arena(one_host(0), slot);
+  const std::size_t slot = host_arena_slot(cfg, on_one_host(0));
+  auto segment = make_host_arena(on_one_host(0), slot);
   std::string why;
-  EXPECT_EQ(take_host_arena(one_host(1, 8), segment->describe(), slot, why), nullptr);
+  EXPECT_EQ(take_host_arena(on_one_host(1, 8), segment->describe(), slot, why), nullptr);
   EXPECT_FALSE(why.empty());
   why.clear();
-  EXPECT_EQ(take_host_arena(one_host(1), SharedSegment().describe(), slot, why), nullptr);
+  EXPECT_EQ(take_host_arena(on_one_host(1), SharedSegment().describe(), slot, why), nullptr);
   EXPECT_NE(why.find("no segment"), std::string::npos) << why;
+  why.clear();  // a node whose own settings turn the arena off declines (and answers so)
+  EXPECT_EQ(take_host_arena(on_one_host(1), segment->describe(), 0, why), nullptr);
+  EXPECT_NE(why.find("turned off"), std::string::npos) << why;
 }
 
 TEST(HostArena, NoneAcrossHostsOrOnTheNetworkPath) {
   Config cfg;
-  TopologyData two_hosts = one_host(0);
+  TopologyData two_hosts = on_one_host(0);
   two_hosts.nodes[1].host = 1;
   EXPECT_EQ(host_arena_slot(cfg, two_hosts), 0u);
   cfg.host_transport = HostTransport::network;
-  EXPECT_EQ(host_arena_slot(cfg, one_host(0)), 0u);
+  EXPECT_EQ(host_arena_slot(cfg, on_one_host(0)), 0u);
 }
 
 } // namespace

@@ -200,13 +200,57 @@ TEST(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
   h1.slot = 6;
   a->send(SendTicket::owning(h1, "after"));
   ASSERT_TRUE(next.wait_frames(2, 10s));
-  a->rehome(0, FrameHeader::magic_of(1), &sink_a);
+  ASSERT_TRUE(a->rehome(0, FrameHeader::magic_of(1), &sink_a));
   a->close();
   EXPECT_TRUE(next.wait_closed(5s));
   EXPECT_TRUE(next.orderly());
   poll_b.stop();
   // An ended link cannot be kept.
   EXPECT_FALSE(b->rehome(0, FrameHeader::magic_of(2), &next));
+}
+
+// The other side is in the next epoch first: the old epoch's reader stops (parked) at its first
+// frame, unread, which after the rehome is the first the new sink gets; a straggler of the old
+// epoch sent after it is dropped.
+TEST(ShmTransport, AFrameOfTheNextEpochWaitsUnreadForIt) {
+  ConnectedPair pair(12);
+  ASSERT_TRUE(pair.a && pair.b) << pair.declined;
+  auto& [sink_a, sink_b, a, b, declined] = pair;
+  FrameHeader h0;
+  h0.type = FrameType::data;
+  h0.slot = 1;
+  a->send(SendTicket::owning(h0, "epoch 0"));
+  FrameHeader h1 = h0;
+  h1.magic = FrameHeader::magic_of(1);
+  h1.slot = 2;
+  a->send(SendTicket::owning(h1, "early"));
+  Connection::Pumped r = Connection::Pumped::idle;
+  const auto until = Clock::now() + 10s;
+  while (r != Connection::Pumped::parked && Clock::now() < until) {
+    r = b->pump();
+    ASSERT_NE(r, Connection::Pumped::ended);
+  }
+  ASSERT_EQ(r, Connection::Pumped::parked);
+  EXPECT_EQ(b->pump(), Connection::Pumped::parked) << "parked until the rehome";
+  EXPECT_FALSE(b->ready());
+  const auto old = sink_b.frames();
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_TRUE(old.begin()->second.complete);
+  Sink next;
+  ASSERT_TRUE(b->rehome(0, FrameHeader::magic_of(1), &next));
+  h0.slot = 3;
+  a->send(SendTicket::owning(h0, "straggler"));
+  h1.slot = 4;
+  a->send(SendTicket::owning(h1, "then"));
+  Poller poll_b;
+  poll_b.start({b.get()});
+  ASSERT_TRUE(next.wait_frames(2, 10s));
+  poll_b.stop();
+  const auto got = next.frames();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(bytes_of(got.at(2).data, 5), "early");
+  EXPECT_EQ(bytes_of(got.at(4).data, 4), "then");
+  EXPECT_EQ(sink_b.frames().size(), 1u);
 }
 
 TEST(ShmTransport, AKilledSideEndsTheOthersReadingAndItsWaitingWriter) {

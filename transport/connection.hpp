@@ -69,8 +69,9 @@ class Connection {
   // the links between members), where the other end is node `node`, frames carry `magic` and go
   // to `sink`. Only while nobody pumps it (the earlier epoch's poller stopped, the next one's not
   // started): a frame half read is dropped (its old sink told, frame_failed), and so is every
-  // frame still to come from an earlier epoch. False when the connection has ended or been
-  // killed: it cannot be kept.
+  // frame still to come from an earlier epoch; one of the new epoch that came early, at which the
+  // old one parked (pump), is the first the new sink gets. False when the connection has ended or
+  // been killed: it cannot be kept.
   virtual bool rehome(uint32_t node, uint32_t magic, FrameSink* sink) = 0;
 
   // Queues the ticket and gets it moving; small frames may be written by the calling thread
@@ -109,8 +110,10 @@ class Connection {
   // Reads what has arrived (up to about `budget` bytes) without blocking and hands it to the sink.
   // idle: nothing more to read until wait_fd() is readable again; more: the budget ran out with
   // bytes still waiting (pump again without waiting); ended: the connection has ended (the sink
-  // was told, unless we closed or killed it) and must not be pumped again. One thread at a time.
-  enum class Pumped { idle, more, ended };
+  // was told, unless we closed or killed it) and must not be pumped again; parked: the next frame
+  // belongs to a later membership epoch, which this one must not read (it waits, unread, for
+  // rehome; the pumping poller forgets the connection). One thread at a time.
+  enum class Pumped { idle, more, ended, parked };
   virtual Pumped pump(std::size_t budget = std::size_t{4} << 20) = 0;
   // Once nobody pumps any more (the poller stopped): a frame still arriving fails, so that whoever
   // waits for it lets go.

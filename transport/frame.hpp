@@ -31,6 +31,11 @@ struct FrameHeader {
   // epoch still had on the way (transport/connection.hpp: rehome).
   static constexpr uint32_t magic_of(uint32_t epoch) { return (kMagic & 0xffff0000u) | ((kMagic + epoch) & 0xffffu); }
   static constexpr bool ours(uint32_t magic) { return (magic & 0xffff0000u) == (kMagic & 0xffff0000u); }
+  // Whether `magic` (ours) is of an epoch after `current`'s (the counts wrap: within half of them).
+  static constexpr bool later(uint32_t magic, uint32_t current) {
+    const uint32_t ahead = (magic - current) & 0xffffu;
+    return ahead != 0 && ahead < 0x8000u;
+  }
 };
 static_assert(sizeof(FrameHeader) == 32);
 

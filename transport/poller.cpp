@@ -166,7 +166,7 @@ void Poller::lead(WaitWord* watched, Done done, Clock::time_point until, bool sp
 
 void Poller::settle(Connection* c, Connection::Pumped r) {
   if (r == Connection::Pumped::more) ready_.push_back(c);
-  if (r == Connection::Pumped::ended) {
+  if (r == Connection::Pumped::ended || r == Connection::Pumped::parked) {  // nothing more to read here
     epoll_ctl(ep_, EPOLL_CTL_DEL, c->wait_fd(), nullptr);
     spinning_.erase(std::remove(spinning_.begin(), spinning_.end(), c), spinning_.end());
     if (c == lone_socket_) lone_socket_ = nullptr;

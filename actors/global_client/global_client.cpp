@@ -62,12 +62,6 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   auto on_link = [weak](const LinkLostData& l) {
     if (auto self = weak.lock()) self->on_link_notice(l);
   };
-  // A shrink keeps the links between the members that stay: the old epoch lets go of them now,
-  // before this one registers, since only then can a frame of this epoch come.
-  std::vector<std::shared_ptr<Connection>> kept;
-  if (before && rejoin.kind == RejoinData::Kind::shrink)
-    kept = before->hand_over_links(Status(Errc::revoked, "collective " + std::to_string(before->topo_.collective) +
-                                                            " was left for its next epoch by a shrink"));
   const auto began = Clock::now();
   auto joined = join_orchestrator(config, sys, ohost, oport, reg, deadline, on_lost, on_link, c->orchestrator_,
                                   before ? before->orchestrator_link() : orchestrator_actor{});
@@ -86,11 +80,19 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   c->unacked_since_.reset(new std::atomic<int64_t>[c->topo_.num_nodes]());
   c->arena_answers_.resize(c->topo_.num_nodes);
   c->conns_.resize(c->topo_.num_nodes);
+  // A shrink keeps the links between the members that stay. The old epoch read them until now
+  // (what its ops still sent arrives and is dropped; a frame of this epoch that came early waits,
+  // parked, unread); it lets go of them here, once this epoch has formed.
+  std::vector<std::shared_ptr<Connection>> kept;
+  if (before && rejoin.kind == RejoinData::Kind::shrink)
+    kept = before->hand_over_links(Status(Errc::revoked, "collective " + std::to_string(before->topo_.collective) +
+                                                            " was left for its next epoch by a shrink"));
   uint32_t kept_links = 0;
   for (uint32_t j = 0; j < c->topo_.num_nodes; ++j) {
     const int32_t was = j < c->topo_.previous.size() ? c->topo_.previous[j] : -1;
     if (j == c->topo_.node_id || was < 0 || static_cast<size_t>(was) >= kept.size() || !kept[was]) continue;
-    // Frames of the epoch before still on the way are dropped from here on.
+    // Frames of the epoch before still on the way are dropped from here on; an ended link is not
+    // kept (that pair connects anew).
     if (kept[was]->rehome(j, FrameHeader::magic_of(c->topo_.epoch), c.get())) {
       c->conns_[j] = std::move(kept[was]);
       ++kept_links;
@@ -270,7 +272,7 @@ void GlobalClient::revoke() {
 
 std::vector<std::shared_ptr<Connection>> GlobalClient::hand_over_links(const Status& why) {
   end_every_op(topo_.node_id, why, false);
-  poller_.stop();  // nothing reads them here any more (nor drops a later epoch's frames)
+  poller_.stop();  // nothing reads them here any more
   std::vector<std::shared_ptr<Connection>> links;
   if (!meshed_.load(std::memory_order_acquire)) return links;
   links.resize(conns_.size());

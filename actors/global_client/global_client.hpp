@@ -61,9 +61,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // Says goodbye to every node and leaves the orchestrator. Idempotent. A link kept by a later
   // epoch (its stamp changed: Connection::rehome) is that epoch's: left alone.
   void close();
-  // For the next epoch, before it registers (so that no frame of it can come while this epoch still
-  // reads): every op fails with `why`, nothing reads the connections any more, and they are
-  // returned by node id (null: none, or ended). The next epoch rehomes those to its members.
+  // For the next epoch, once it has formed: every op fails with `why`, nothing reads the
+  // connections any more, and they are returned by node id (null: none). The next epoch rehomes
+  // those of its members (Connection::rehome; an ended one is not kept).
   std::vector<std::shared_ptr<Connection>> hand_over_links(const Status& why);
 
   const TopologyData& topology() const { return topo_; }

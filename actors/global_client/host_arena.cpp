@@ -11,8 +11,8 @@
 namespace chorus {
 
 Status GlobalClient::share_arena(Clock::time_point deadline) {
-  const std::size_t slot = host_arena_slot(config_, topo_);
-  if (slot == 0) return Status::ok();
+  if (!one_host(topo_)) return Status::ok();
+  const std::size_t slot = host_arena_slot(config_, topo_);  // 0: none here, but offered and answered
   const uint32_t me = topo_.node_id, n = topo_.num_nodes;
   // The wait ends at the answers, or at once when a node is lost (end_every_op tops the word).
   auto waited = [&](uint32_t count, const char* what) -> Status {
@@ -21,7 +21,7 @@ Status GlobalClient::share_arena(Clock::time_point deadline) {
   };
   std::shared_ptr<ArenaSeat> seat;
   if (me == 0) {
-    auto segment = make_host_arena(topo_, slot);
+    auto segment = slot ? make_host_arena(topo_, slot) : std::make_shared<SharedSegment>();  // empty: offers none
     const SharedSegment::Offer offer = segment->describe();
     const std::string body(reinterpret_cast<const char*>(&offer), sizeof offer);
     for (uint32_t j = 1; j < n; ++j) conns_[j]->send(SendTicket::owning(frame_header(FrameType::arena_offer), body));
@@ -42,7 +42,7 @@ Status GlobalClient::share_arena(Clock::time_point deadline) {
     }
     std::string why;
     seat = take_host_arena(topo_, offer, slot, why);
-    if (!seat) CHORUS_LOG(warn, shm, (LogWhere{me}), "no arena for the host's small ops (" + why + ")");
+    if (!seat && slot) CHORUS_LOG(warn, shm, (LogWhere{me}), "no arena for the host's small ops (" + why + ")");
     const std::string answer(1, seat ? '\1' : '\0');
     conns_[0]->send(SendTicket::owning(frame_header(FrameType::arena_answer), answer));
   }

@@ -367,11 +367,14 @@ bool TcpConnection::rehome(uint32_t node, uint32_t magic, FrameSink* sink) {
   }
   set_home(node, magic);
   sink_ = sink;
+  parked_ = false;
+  got_bye_ = false;  // an earlier epoch's goodbye says nothing of this one
   return true;
 }
 
 Connection::Pumped TcpConnection::pump(std::size_t budget) {
   if (ended_) return Pumped::ended;
+  if (parked_) return Pumped::parked;
   try {
     return pump_some(budget);
   } catch (const std::exception& e) {  // e.g. no memory for a frame: this connection cannot go on
@@ -414,9 +417,14 @@ Connection::Pumped TcpConnection::pump_some(std::size_t budget) {
         continue;
       }
       std::memcpy(&cur_, in_.get() + pos_, sizeof cur_);
-      pos_ += sizeof cur_;
       if (!FrameHeader::ours(cur_.magic) || cur_.bytes > kMaxPayload)
         return end_reading("garbled frame on the data connection", true);
+      // The other side is in the next epoch already: its frames wait, unread, for our next one.
+      if (FrameHeader::later(cur_.magic, magic())) {
+        parked_ = true;
+        return Pumped::parked;
+      }
+      pos_ += sizeof cur_;
       // A frame of an earlier membership epoch (this connection was kept): read and dropped.
       const bool current = cur_.magic == magic();
       if (current && cur_.type == FrameType::bye) {

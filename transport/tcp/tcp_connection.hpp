@@ -40,7 +40,7 @@ class TcpConnection final : public Connection {
   int wait_fd() const override { return fd_; }
   // (Called by whoever leads the poller, as pump() is: ended_ is theirs.) An ended connection is
   // never ready, whatever its ring still holds.
-  bool ready() const override { return shm_ && !ended_ && shm_->has_bytes(); }
+  bool ready() const override { return shm_ && !ended_ && !parked_ && shm_->has_bytes(); }
   bool arm() override { return !shm_ || ended_ || shm_->arm(); }
   void disarm() override {
     if (shm_) shm_->disarm();
@@ -98,6 +98,7 @@ class TcpConnection final : public Connection {
   std::unique_ptr<std::byte[]> in_, hole_;
   std::size_t pos_ = 0, end_ = 0;
   bool in_frame_ = false, ended_ = false;
+  bool parked_ = false;  // at a later epoch's frame, until rehome
   FrameHeader cur_{};
   std::byte* dst_ = nullptr;
   std::size_t got_ = 0;
