@@ -279,12 +279,16 @@ TEST(Elastic, GrowTakesInANewcomerAndRefusesAStrangerAlone) {
         << "member " << i << " was never told of the newcomer";
   EXPECT_EQ(job.peers[a]->newcomers(), 1u);
   const uint64_t passages = DoorPassage::opened();  // the newcomer's is among them: it waits
+  const uint64_t links = mesh_links_made();
   auto grown = all_at_once({&*job.peers[a], &*job.peers[b]}, true);
   ASSERT_TRUE(grown[0].is_ok()) << grown[0].status().to_string();
   ASSERT_TRUE(grown[1].is_ok()) << grown[1].status().to_string();
   waits.join();
   ASSERT_TRUE(joined.is_ok()) << joined.status().to_string();
   EXPECT_EQ(DoorPassage::opened(), passages) << "the members grew over their nodes' links";
+  // The members kept their data connection: only the newcomer's two pairs were made, each
+  // counted at both of its ends (every node is in this process).
+  EXPECT_EQ(mesh_links_made() - links, 4u);
   ASSERT_EQ(grown[0]->size(), 3u);
   EXPECT_EQ(grown[0]->rank(), 0u);
   EXPECT_EQ(grown[1]->rank(), 1u);

@@ -80,13 +80,14 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   c->unacked_since_.reset(new std::atomic<int64_t>[c->topo_.num_nodes]());
   c->arena_answers_.resize(c->topo_.num_nodes);
   c->conns_.resize(c->topo_.num_nodes);
-  // A shrink keeps the links between the members that stay. The old epoch read them until now
-  // (what its ops still sent arrives and is dropped; a frame of this epoch that came early waits,
-  // parked, unread); it lets go of them here, once this epoch has formed.
+  // A shrink or grow keeps the links between the members that stay. The old epoch read them
+  // until now (what its ops still sent arrives and is dropped; a frame of this epoch that came
+  // early waits, parked, unread); it lets go of them here, once this epoch has formed.
   std::vector<std::shared_ptr<Connection>> kept;
-  if (before && rejoin.kind == RejoinData::Kind::shrink)
+  if (before)
     kept = before->hand_over_links(Status(Errc::revoked, "collective " + std::to_string(before->topo_.collective) +
-                                                            " was left for its next epoch by a shrink"));
+                                                            " was left for its next epoch by a " +
+                                                            std::string(to_string(rejoin.kind))));
   uint32_t kept_links = 0;
   for (uint32_t j = 0; j < c->topo_.num_nodes; ++j) {
     const int32_t was = j < c->topo_.previous.size() ? c->topo_.previous[j] : -1;

@@ -52,8 +52,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // `rejoin`: this node is a member of a running collective joining its next epoch (shrink, grow),
   // whose client before is `before`. The join registers over its orchestrator link (no new door
   // passage), listens on the data port it had when it can (binding a given port skips the search
-  // for a free one: with many sockets in TIME_WAIT that search took milliseconds), and a shrink
-  // keeps its links to the members that stay (hand_over_links): only new pairs connect.
+  // for a free one: with many sockets in TIME_WAIT that search took milliseconds), and keeps its
+  // links to the members that stay (hand_over_links): only new pairs (newcomers) connect.
   static Result<std::shared_ptr<GlobalClient>> start(const Config& config, caf::actor_system& sys,
                                                      const RejoinData& rejoin = {},
                                                      GlobalClient* before = nullptr);
