@@ -153,6 +153,15 @@ TEST(ShmTransport, FramesOfEverySizeGoBothWaysIntact) {
   EXPECT_EQ(dev_shm(), before) << "a segment was left in /dev/shm";
 }
 
+// A small data frame of membership epoch `epoch` (FrameHeader::magic_of) in slot `slot`.
+std::shared_ptr<SendTicket> epoch_frame(uint32_t epoch, uint32_t slot, std::string text) {
+  FrameHeader h;
+  h.magic = FrameHeader::magic_of(epoch);
+  h.type = FrameType::data;
+  h.slot = slot;
+  return SendTicket::owning(h, std::move(text));
+}
+
 // A link kept into the next membership epoch (a shrink): rehomed while nobody reads it, it names
 // the other node by its new id and hands its new sink only frames stamped with the new epoch; an
 // old epoch's frame half read is dropped (its old sink told), and so is one still on the way.
@@ -160,13 +169,12 @@ TEST(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
   ConnectedPair pair(11);
   ASSERT_TRUE(pair.a && pair.b) << pair.declined;
   auto& [sink_a, sink_b, a, b, declined] = pair;
-  FrameHeader h;  // epoch 0's stamp
-  h.type = FrameType::data;
-  h.slot = 1;
-  a->send(SendTicket::owning(h, "epoch 0"));
+  a->send(epoch_frame(0, 1, "epoch 0"));
   while (sink_b.frames().size() < 1) ASSERT_NE(b->pump(), Connection::Pumped::ended);
   // A large frame of epoch 0, of which the reader takes only a piece before the epoch ends.
   const std::string big = pattern(200 << 10, 3);
+  FrameHeader h;  // epoch 0's stamp
+  h.type = FrameType::data;
   h.slot = 2;
   h.bytes = big.size();
   auto t2 = a->send(SendTicket::of(h, reinterpret_cast<const std::byte*>(big.data())));
@@ -176,13 +184,8 @@ TEST(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
   ASSERT_TRUE(b->rehome(5, FrameHeader::magic_of(1), &next));
   EXPECT_EQ(b->node(), 5u);
   EXPECT_TRUE(sink_b.frames()[2].failed) << "the old sink lets go of the frame it was reading";
-  h.slot = 3;
-  h.bytes = 0;
-  a->send(SendTicket::owning(h, "epoch 0, late"));
-  FrameHeader h1 = h;
-  h1.magic = FrameHeader::magic_of(1);
-  h1.slot = 4;
-  a->send(SendTicket::owning(h1, "epoch 1"));
+  a->send(epoch_frame(0, 3, "epoch 0, late"));
+  a->send(epoch_frame(1, 4, "epoch 1"));
   Poller poll_b;
   poll_b.start({b.get()});
   ASSERT_TRUE(next.wait_frames(1, 10s));
@@ -197,8 +200,7 @@ TEST(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
   FrameHeader bye;
   bye.type = FrameType::bye;
   a->send(SendTicket::owning(bye, {}));
-  h1.slot = 6;
-  a->send(SendTicket::owning(h1, "after"));
+  a->send(epoch_frame(1, 6, "after"));
   ASSERT_TRUE(next.wait_frames(2, 10s));
   ASSERT_TRUE(a->rehome(0, FrameHeader::magic_of(1), &sink_a));
   a->close();
@@ -216,14 +218,8 @@ TEST(ShmTransport, AFrameOfTheNextEpochWaitsUnreadForIt) {
   ConnectedPair pair(12);
   ASSERT_TRUE(pair.a && pair.b) << pair.declined;
   auto& [sink_a, sink_b, a, b, declined] = pair;
-  FrameHeader h0;
-  h0.type = FrameType::data;
-  h0.slot = 1;
-  a->send(SendTicket::owning(h0, "epoch 0"));
-  FrameHeader h1 = h0;
-  h1.magic = FrameHeader::magic_of(1);
-  h1.slot = 2;
-  a->send(SendTicket::owning(h1, "early"));
+  a->send(epoch_frame(0, 1, "epoch 0"));
+  a->send(epoch_frame(1, 2, "early"));
   Connection::Pumped r = Connection::Pumped::idle;
   const auto until = Clock::now() + 10s;
   while (r != Connection::Pumped::parked && Clock::now() < until) {
@@ -238,10 +234,8 @@ TEST(ShmTransport, AFrameOfTheNextEpochWaitsUnreadForIt) {
   EXPECT_TRUE(old.begin()->second.complete);
   Sink next;
   ASSERT_TRUE(b->rehome(0, FrameHeader::magic_of(1), &next));
-  h0.slot = 3;
-  a->send(SendTicket::owning(h0, "straggler"));
-  h1.slot = 4;
-  a->send(SendTicket::owning(h1, "then"));
+  a->send(epoch_frame(0, 3, "straggler"));
+  a->send(epoch_frame(1, 4, "then"));
   Poller poll_b;
   poll_b.start({b.get()});
   ASSERT_TRUE(next.wait_frames(2, 10s));
