@@ -200,8 +200,9 @@ TEST(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
   FrameHeader bye;
   bye.type = FrameType::bye;
   a->send(SendTicket::owning(bye, {}));
-  a->send(epoch_frame(1, 6, "after"));
+  auto after = a->send(epoch_frame(1, 6, "after"));
   ASSERT_TRUE(next.wait_frames(2, 10s));
+  ASSERT_TRUE(after->done.wait_at_least(1, Clock::now() + 5s));  // nothing of a's being written
   ASSERT_TRUE(a->rehome(0, FrameHeader::magic_of(1), &sink_a));
   a->close();
   EXPECT_TRUE(next.wait_closed(5s));
@@ -209,6 +210,36 @@ TEST(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
   poll_b.stop();
   // An ended link cannot be kept.
   EXPECT_FALSE(b->rehome(0, FrameHeader::magic_of(2), &next));
+}
+
+// A frame of the earlier epoch whose bytes have begun cannot be taken back (its op's memory is
+// read until it is out): the link is then not kept, and its queue stays as it was. (What was
+// queued and not begun is failed at a rehome: tcp_connection.cpp.)
+TEST(ShmTransport, ALinkMidFrameIsNotKept) {
+  ConnectedPair pair(13);
+  ASSERT_TRUE(pair.a && pair.b) << pair.declined;
+  auto& [sink_a, sink_b, a, b, declined] = pair;
+  // Nobody reads b: a frame of three rings (small enough to be begun by the sending thread
+  // itself, which writes what the ring takes) stops in its middle; one behind it waits.
+  const std::string big = pattern(192 << 10, 4);
+  FrameHeader h;
+  h.type = FrameType::data;
+  h.slot = 1;
+  h.bytes = big.size();
+  auto begun = a->send(SendTicket::of(h, reinterpret_cast<const std::byte*>(big.data())));
+  auto behind = a->send(epoch_frame(0, 2, "behind"));
+  Sink next;
+  EXPECT_FALSE(a->rehome(1, FrameHeader::magic_of(1), &next)) << "kept with a frame half written";
+  EXPECT_EQ(behind->done.value.load(), 0u) << "a link not kept keeps its queue";
+  // Once b has read both, nothing of a's is under way: kept.
+  Poller poll_b;
+  poll_b.start({b.get()});
+  ASSERT_TRUE(begun->done.wait_at_least(1, Clock::now() + 10s));
+  ASSERT_TRUE(behind->done.wait_at_least(1, Clock::now() + 10s));
+  EXPECT_EQ(behind->done.value.load(), 1u);
+  EXPECT_TRUE(sink_b.wait_frames(2, 10s));
+  poll_b.stop();
+  EXPECT_TRUE(a->rehome(1, FrameHeader::magic_of(1), &next));
 }
 
 // The other side is in the next epoch first: the old epoch's reader stops (parked) at its first

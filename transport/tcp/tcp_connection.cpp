@@ -360,7 +360,19 @@ void TcpConnection::stop_reading() {
 }
 
 bool TcpConnection::rehome(uint32_t node, uint32_t magic, FrameSink* sink) {
-  if (ended_ || dead_.load()) return false;
+  if (ended_) return false;
+  std::deque<std::shared_ptr<SendTicket>> dropped;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (dead_.load() || stopping_) return false;
+    // What the earlier epoch queued and did not begin goes (the other side would drop it, and its
+    // op must not wait for it, nor its memory be read once that op has returned). A frame whose
+    // bytes have begun cannot be taken back: then the link is not kept (the earlier epoch closes
+    // it, failing that frame).
+    if (writing_ || (!queue_.empty() && (queue_.front()->sent > 0 || !queue_.front()->staged.empty()))) return false;
+    dropped.swap(queue_);
+  }
+  for (auto& t : dropped) t->done.set(2);
   if (in_frame_ && dst_) {  // an earlier epoch's frame: its rest is dropped
     sink_->frame_failed(this->node(), cur_);
     dst_ = nullptr;
