@@ -89,6 +89,10 @@ class Connection {
   // kill(), and the other side sees the connection reset rather than ended (FrameSink::broken, not
   // closed): a node that cuts a stalled link off is not taken for one whose process exited.
   virtual void cut() { kill(); }
+  // kill() (reset: cut()) only while the connection still serves the epoch stamped `magic`: an
+  // earlier epoch's client never ends a link a later one kept (checked against rehome under one
+  // lock). False when it did not.
+  virtual bool kill_if(uint32_t magic, bool reset) = 0;
   // While bytes this side sent (or queued in the kernel) wait for the other side's acknowledgment:
   // how long since the last acknowledgment came; nullopt when none wait, when the other side's
   // window is closed (it lives and does not read: busy or frozen, its kernel still answers), or

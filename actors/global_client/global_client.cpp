@@ -316,9 +316,8 @@ void GlobalClient::end_every_op(uint32_t node, const Status& why, bool announced
   // A send to a node the orchestrator announced lost (a frozen one reads nothing: its ring or
   // socket buffer is full) fails at once rather than at the op's timeout; the collective is over
   // for this node anyway. (A loss the data path saw itself has ended or garbled that connection.)
-  if (announced && node < topo_.num_nodes && meshed_.load(std::memory_order_acquire) && conns_[node] &&
-      ours(*conns_[node]))
-    conns_[node]->kill();
+  if (announced && node < topo_.num_nodes && meshed_.load(std::memory_order_acquire) && conns_[node])
+    conns_[node]->kill_if(own_magic(), false);
   // The local server's waits for this node's own peers (ops not handed to us yet, and later ones).
   if (tell) tell(first);
 }
@@ -334,13 +333,13 @@ void GlobalClient::on_link_broken(uint32_t node, const std::string& saw) {
 void GlobalClient::on_link_notice(const LinkLostData& l) {
   on_node_lost(NodeEvents::kLinkNotice, link_lost_message(l));
   if (l.other == topo_.node_id && meshed_.load(std::memory_order_acquire) && l.reporter < conns_.size() &&
-      conns_[l.reporter] && ours(*conns_[l.reporter]))
-    conns_[l.reporter]->cut();
+      conns_[l.reporter])
+    conns_[l.reporter]->kill_if(own_magic(), true);
 }
 
 void GlobalClient::cut_off(uint32_t node, const std::string& why) {
   on_link_broken(node, why);
-  if (ours(*conns_[node])) conns_[node]->cut();
+  conns_[node]->kill_if(own_magic(), true);
 }
 
 void GlobalClient::note_unacked_links() {

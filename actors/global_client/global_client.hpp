@@ -157,11 +157,12 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // Used by NetOp.
   Connection* connection(uint32_t node) { return conns_[node].get(); }
   // Whether `c` still serves this epoch (a later one may have kept it: rehome).
-  bool ours(const Connection& c) const { return c.magic() == FrameHeader::magic_of(topo_.epoch); }
+  bool ours(const Connection& c) const { return c.magic() == own_magic(); }
+  uint32_t own_magic() const { return FrameHeader::magic_of(topo_.epoch); }
   // A frame of this epoch (FrameHeader::magic_of): a connection kept into a later epoch drops it.
   FrameHeader frame_header(FrameType type) const {
     FrameHeader h;
-    h.magic = FrameHeader::magic_of(topo_.epoch);
+    h.magic = own_magic();
     h.type = type;
     return h;
   }

@@ -231,33 +231,38 @@ bool TcpConnection::write_ticket_shm(SendTicket& t, bool wait) {
   return true;
 }
 
-void TcpConnection::kill() {
+void TcpConnection::end_locked(bool reset, std::deque<std::shared_ptr<SendTicket>>& failed) {
+  // Disconnecting a TCP socket (connect to AF_UNSPEC) sends a reset: the other side reads an
+  // error, not an end of stream. Once: a connection that is dead already stays as it is.
+  if (reset && !dead_.load()) {
+    if (shm_) shm_->mark_cut();
+    sockaddr sa{};
+    sa.sa_family = AF_UNSPEC;
+    [[maybe_unused]] int r = ::connect(fd_, &sa, sizeof sa);
+  }
+  stopping_ = true;
+  if (!dead_.exchange(true)) shutdown(fd_, SHUT_RDWR);
+  if (shm_) shm_->close();
+  failed.swap(queue_);
+}
+
+bool TcpConnection::end_if(std::optional<uint32_t> magic, bool reset) {
   std::deque<std::shared_ptr<SendTicket>> failed;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stopping_ = true;
-    if (!dead_.exchange(true)) shutdown(fd_, SHUT_RDWR);
-    if (shm_) shm_->close();
-    failed.swap(queue_);
+    if (magic && *magic != this->magic()) return false;  // a later epoch's now (rehome, under mu_ too)
+    end_locked(reset, failed);
   }
   cv_.notify_all();
   for (auto& t : failed) t->done.set(2);
+  return true;
 }
 
-void TcpConnection::cut() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    // Disconnecting a TCP socket (connect to AF_UNSPEC) sends a reset: the other side reads an
-    // error, not an end of stream. Once: a connection that is dead already stays as it is.
-    if (!dead_.load()) {
-      if (shm_) shm_->mark_cut();
-      sockaddr sa{};
-      sa.sa_family = AF_UNSPEC;
-      [[maybe_unused]] int r = ::connect(fd_, &sa, sizeof sa);
-    }
-  }
-  kill();
-}
+void TcpConnection::kill() { end_if(std::nullopt, false); }
+
+void TcpConnection::cut() { end_if(std::nullopt, true); }
+
+bool TcpConnection::kill_if(uint32_t magic, bool reset) { return end_if(magic, reset); }
 
 std::optional<std::chrono::milliseconds> TcpConnection::since_ack() const {
   if (shm_ || dead_.load()) return std::nullopt;  // a pair's socket beside its rings carries only wake-ups
@@ -361,6 +366,7 @@ void TcpConnection::stop_reading() {
 
 bool TcpConnection::rehome(uint32_t node, uint32_t magic, FrameSink* sink) {
   if (ended_) return false;
+  const uint32_t was = this->node();
   std::deque<std::shared_ptr<SendTicket>> dropped;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -371,13 +377,13 @@ bool TcpConnection::rehome(uint32_t node, uint32_t magic, FrameSink* sink) {
     // it, failing that frame).
     if (writing_ || (!queue_.empty() && (queue_.front()->sent > 0 || !queue_.front()->staged.empty()))) return false;
     dropped.swap(queue_);
+    set_home(node, magic);  // under mu_: the earlier epoch's kill_if() sees it before or after
   }
   for (auto& t : dropped) t->done.set(2);
   if (in_frame_ && dst_) {  // an earlier epoch's frame: its rest is dropped
-    sink_->frame_failed(this->node(), cur_);
+    sink_->frame_failed(was, cur_);
     dst_ = nullptr;
   }
-  set_home(node, magic);
   sink_ = sink;
   parked_ = false;
   got_bye_ = false;  // an earlier epoch's goodbye says nothing of this one

@@ -12,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,7 @@ class TcpConnection final : public Connection {
   void push() override;
   void kill() override;
   void cut() override;
+  bool kill_if(uint32_t magic, bool reset) override;
   std::optional<std::chrono::milliseconds> since_ack() const override;
   int wait_fd() const override { return fd_; }
   // (Called by whoever leads the poller, as pump() is: ended_ is theirs.) An ended connection is
@@ -56,6 +58,10 @@ class TcpConnection final : public Connection {
   // else wakes the writer if it has work; then, without the lock, writes what it took.
   void push_locked(std::unique_lock<std::mutex>& lk);
   void writer_loop();
+  // kill() (reset: cut()) under mu_, its failed tickets handed back; end_if only while the
+  // connection serves `magic` (none: always).
+  void end_locked(bool reset, std::deque<std::shared_ptr<SendTicket>>& failed);
+  bool end_if(std::optional<uint32_t> magic, bool reset);
   void wake_writer();  // starts the writer thread if need be, and wakes it
   // Ended, after telling the sink (unless ours): `broke` the connection failed (FrameSink::broken),
   // else the other side's stream ended without a bye.
