@@ -162,6 +162,16 @@ std::shared_ptr<SendTicket> epoch_frame(uint32_t epoch, uint32_t slot, std::stri
   return SendTicket::owning(h, std::move(text));
 }
 
+// A data frame of epoch 0 in slot `slot` whose payload is `bytes` itself (not copied: it must
+// stay until the frame has left).
+std::shared_ptr<SendTicket> frame_of(uint32_t slot, const std::string& bytes) {
+  FrameHeader h;
+  h.type = FrameType::data;
+  h.slot = slot;
+  h.bytes = bytes.size();
+  return SendTicket::of(h, reinterpret_cast<const std::byte*>(bytes.data()));
+}
+
 // A link kept into the next membership epoch (a shrink): rehomed while nobody reads it, it names
 // the other node by its new id and hands its new sink only frames stamped with the new epoch; an
 // old epoch's frame half read is dropped (its old sink told), and so is one still on the way.
@@ -173,11 +183,7 @@ TEST(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
   while (sink_b.frames().size() < 1) ASSERT_NE(b->pump(), Connection::Pumped::ended);
   // A large frame of epoch 0, of which the reader takes only a piece before the epoch ends.
   const std::string big = pattern(200 << 10, 3);
-  FrameHeader h;  // epoch 0's stamp
-  h.type = FrameType::data;
-  h.slot = 2;
-  h.bytes = big.size();
-  auto t2 = a->send(SendTicket::of(h, reinterpret_cast<const std::byte*>(big.data())));
+  auto t2 = a->send(frame_of(2, big));
   // A budget of one header: the pump stops right after taking it, before any of the payload.
   while (sink_b.frames().count(2) == 0) ASSERT_NE(b->pump(sizeof(FrameHeader)), Connection::Pumped::ended);
   ASSERT_FALSE(sink_b.frames()[2].complete);
@@ -223,11 +229,7 @@ TEST(ShmTransport, ALinkMidFrameIsNotKept) {
   // Nobody reads b: a frame of three rings (small enough to be begun by the sending thread
   // itself, which writes what the ring takes) stops in its middle; one behind it waits.
   const std::string big = pattern(192 << 10, 4);
-  FrameHeader h;
-  h.type = FrameType::data;
-  h.slot = 1;
-  h.bytes = big.size();
-  auto begun = a->send(SendTicket::of(h, reinterpret_cast<const std::byte*>(big.data())));
+  auto begun = a->send(frame_of(1, big));
   auto behind = a->send(epoch_frame(0, 2, "behind"));
   Sink next;
   EXPECT_FALSE(a->rehome(1, FrameHeader::magic_of(1), &next)) << "kept with a frame half written";

@@ -57,9 +57,8 @@ Status GlobalClient::share_arena(Clock::time_point deadline) {
 }
 
 void GlobalClient::arena_frame(uint32_t node, const FrameHeader& h, const std::string& bytes) {
-  const std::string from = "node " + std::to_string(node);
   if (h.type == FrameType::arena_offer ? bytes.size() != sizeof(SharedSegment::Offer) : bytes.size() != 1)
-    return on_node_lost(node, from + " sent a garbled arena frame");
+    return on_node_lost(node, "node " + std::to_string(node) + " sent a garbled arena frame");
   uint32_t count = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
