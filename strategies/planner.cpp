@@ -37,76 +37,97 @@ void count_schedule(const PlanQuery& q, const RunStrategy& s, PlanDecision& d) {
   }
 }
 
-void say(PlanDecision& d, const std::string& s) { d.why += (d.why.empty() ? "" : "; ") + s; }
+void say(std::string* why, const char* s) {
+  if (why) *why += (why->empty() ? "" : "; ") + std::string(s);
+}
+void say(std::string* why, const std::string& s) { say(why, s.c_str()); }
 
 std::string counted(std::size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
 
 } // namespace
 
-PlanDecision plan_op(const Config& config, const PlanQuery& q) {
-  PlanDecision d;
+bool device_through_nccl(const StrategyChoice& choice, bool nccl_takes) { return auto_or_nccl(choice) && nccl_takes; }
+
+Route plan_route(const Config& config, const PlanQuery& q) {
+  Route r;
   const bool across = !q.topology.shared_memory;
   if (p2p(q.kind)) {
-    d.path = RunStrategy::of(RunStrategy::Path::p2p);
-    d.staged = q.on_device && across;
-    say(d, q.on_device ? (across ? "GPU tensors across nodes: staged through host memory, then a copy between the pair"
-                                 : "GPU tensors of one process: a device copy between the pair")
-                       : "a copy between the pair");
-    return d;
-  }
-  if (q.on_device) {
-    if (across) {
-      if (arena_open(config, q) && q.arena_across_nodes) {
-        d.first = RunStrategy::Path::cuda_ipc;
-        say(d, "node processes sharing the GPU meet in the arena first (one lead's plan over every buffer)");
-      }
-      const StrategyChoice& choice = config.global[static_cast<std::size_t>(q.kind)];
-      if (nccl_across_nodes(choice, q.kind, q.nccl_serves, q.topology)) {
-        d.path = RunStrategy::of(RunStrategy::Path::nccl);
-        say(d, "NCCL serves the op and every node has a GPU");
-        return d;
-      }
-      d.staged = true;
-      say(d, !auto_or_nccl(choice) ? "a host strategy is configured: staged through host memory"
-             : !q.nccl_serves      ? "NCCL cannot serve the op: staged through host memory"
-                                   : "some node has no GPU: staged through host memory");
-      std::string why;
-      d.path = tune(config, q.kind, q.dtype, q.count, q.topology, &why);
-      say(d, why);
-      count_schedule(q, d.path, d);
-      return d;
-    }
-    if (arena_open(config, q)) {
-      d.first = RunStrategy::Path::device;
-      say(d, "peers of one process meet first; where their buffers lie on one GPU a lead runs the op");
-    }
-    // The local server's device run (actors/local_server/device_run.cpp): NCCL where the strategy
-    // allows it, every peer has a GPU of its own and NCCL serves the op, else the on-device plan.
-    if (auto_or_nccl(config.local[static_cast<std::size_t>(q.kind)]) && q.distinct_gpus && q.nccl_serves) {
-      d.path = RunStrategy::of(RunStrategy::Path::nccl);
-      say(d, "every peer on a GPU of its own and NCCL serves the op (unless a peer's input and output overlap "
-             "other than in place: then the on-device plan)");
-    } else {
-      d.path = RunStrategy::of(RunStrategy::Path::device);
-      say(d, !q.distinct_gpus ? "peers share a GPU: the on-device plan"
-             : !q.nccl_serves ? "NCCL cannot serve the op: the on-device plan"
-                              : "a host strategy is configured: the on-device plan");
-    }
-    return d;
+    r.staged = q.on_device && across;
+    return r;
   }
   if (arena_open(config, q)) {
-    const std::size_t need = arena_need(q);
-    if (need <= q.arena_slot) {
-      d.first = RunStrategy::Path::arena;
-      say(d, std::to_string(need) + " B fit the arena's slot of " + std::to_string(q.arena_slot) + " B");
-    } else {
-      say(d, std::to_string(need) + " B do not fit the arena's slot of " + std::to_string(q.arena_slot) + " B");
-    }
+    if (!q.on_device) r.meet = RunStrategy::Path::arena;
+    else if (!across) r.meet = RunStrategy::Path::device;
+    else if (q.arena_across_nodes) r.meet = RunStrategy::Path::cuda_ipc;
   }
-  std::string why;
-  d.path = tune(config, q.kind, q.dtype, q.count, q.topology, &why);
-  say(d, why);
-  count_schedule(q, d.path, d);
+  if (q.on_device && across)
+    r.staged = !nccl_across_nodes(config.global[static_cast<std::size_t>(q.kind)], q.kind, q.nccl_serves, q.topology);
+  return r;
+}
+
+RunStrategy plan_path(const Config& config, const PlanQuery& q, std::string* why) {
+  const bool across = !q.topology.shared_memory;
+  const auto k = static_cast<std::size_t>(q.kind);
+  if (p2p(q.kind)) {
+    say(why, q.on_device ? (across ? "GPU tensors across nodes: staged through host memory, then a copy between the pair"
+                                   : "GPU tensors of one process: a device copy between the pair")
+                         : "a copy between the pair");
+    return RunStrategy::of(RunStrategy::Path::p2p);
+  }
+  if (q.on_device && !across) {
+    // The local server's device run (actors/local_server/device_run.cpp).
+    if (device_through_nccl(config.local[k], q.distinct_gpus && q.nccl_serves)) {
+      say(why, "every peer on a GPU of its own and NCCL serves the op");
+      return RunStrategy::of(RunStrategy::Path::nccl);
+    }
+    say(why, !q.distinct_gpus ? "peers share a GPU, or some peer's input and output overlap other than in place: "
+                                "the on-device plan"
+             : !q.nccl_serves ? "NCCL cannot serve the op: the on-device plan"
+                              : "a host strategy is configured: the on-device plan");
+    return RunStrategy::of(RunStrategy::Path::device);
+  }
+  if (q.on_device) {
+    const StrategyChoice& choice = config.global[k];
+    if (nccl_across_nodes(choice, q.kind, q.nccl_serves, q.topology)) {
+      say(why, "NCCL serves the op and every node has a GPU");
+      return RunStrategy::of(RunStrategy::Path::nccl);
+    }
+    say(why, !auto_or_nccl(choice) ? "a host strategy is configured: staged through host memory"
+             : !q.nccl_serves      ? "NCCL cannot serve the op: staged through host memory"
+                                   : "some node has no GPU: staged through host memory");
+  }
+  if (!why) return tune(config, q.kind, q.dtype, q.count, q.topology);
+  std::string rule;
+  const RunStrategy s = tune(config, q.kind, q.dtype, q.count, q.topology, &rule);
+  say(why, rule);
+  return s;
+}
+
+PlanDecision plan_op(const Config& config, const PlanQuery& q) {
+  PlanDecision d;
+  const Route r = plan_route(config, q);
+  d.first = r.meet;
+  d.staged = r.staged;
+  switch (r.meet) {
+    case RunStrategy::Path::cuda_ipc:
+      say(&d.why, "node processes sharing the GPU meet in the arena first (one lead's plan over every buffer)");
+      break;
+    case RunStrategy::Path::device:
+      say(&d.why, "peers of one process meet first; where their buffers lie on one GPU a lead runs the op");
+      break;
+    case RunStrategy::Path::arena: {
+      // Every peer posts its call; where it does not fit the slot, all of them see so and go on.
+      const std::size_t need = arena_need(q);
+      const bool fits = need <= q.arena_slot;
+      if (!fits) d.first = RunStrategy::Path::none;
+      say(&d.why, std::to_string(need) + " B " + (fits ? "fit" : "do not fit") + " the arena's slot of " +
+                      std::to_string(q.arena_slot) + " B");
+      break;
+    }
+    default: break;
+  }
+  d.path = plan_path(config, q, &d.why);
+  if (d.path.path == RunStrategy::Path::schedule) count_schedule(q, d.path, d);
   return d;
 }
 

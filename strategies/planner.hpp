@@ -1,9 +1,11 @@
 // The planner: one op, described once, and where its peers are, give one plan: where the op meets
 // first (the arena), the path that runs it otherwise, the algorithm, its rounds and messages, and
 // why, in words. Its rules are the tuning module's (tuning.hpp: the algorithm, NCCL or staging
-// across nodes, the arena's kinds and slot), composed here in the order the op path applies them
-// (runtime/peer/run_op.cpp asks them one at a time, the local server asks tune()), so what the
-// planner says for an op is what runs it. chorus-bench --explain prints it for each size.
+// across nodes, the arena's kinds and slot); this is the only place that composes them. The op
+// path asks it at each of its two steps: a peer, before its op leaves it, where the op goes
+// (plan_route: runtime/peer/run_op.cpp), and the local server, once the op's peers have met, what
+// runs it (plan_path: the host schedule, NCCL or the on-device plan). plan_op is the two together
+// with the reasons, as chorus-bench --explain prints them for each size.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -32,12 +34,16 @@ struct PlanQuery {
   std::size_t arena_slot = 0;
   bool arena_across_nodes = false;
   bool nccl_serves = false;  // NCCL has this op for the dtype and reduce op (cuda/'s gpu::nccl_serves)
-  bool distinct_gpus = false;  // GPU tensors of one process: every peer's on a GPU of its own
+  // GPU tensors of one process: every peer's on a GPU of its own. The local server also says no
+  // where some peer's input and output overlap other than in NCCL's in-place forms (cuda/'s
+  // gpu::nccl_supports judges both).
+  bool distinct_gpus = false;
 };
 
 struct PlanDecision {
-  // Tried first: the op meets in the arena, and takes `path` only where some peer does not fit or
-  // is late (RunStrategy::Path::none: not tried).
+  // Run first: the op meets in the arena and runs there, and takes `path` only where some peer
+  // does not agree or is late (RunStrategy::Path::none: not there; an op too large for the arena's
+  // slot still meets there, and all its peers see that it does not fit: `why` says so).
   RunStrategy::Path first = RunStrategy::Path::none;
   RunStrategy path;       // what runs the op otherwise
   bool staged = false;    // GPU tensors copied through host memory for a host schedule
@@ -46,6 +52,31 @@ struct PlanDecision {
   std::string why;
 };
 
+// Where one peer's op goes before its peers have met (no words, no schedule: asked for every op).
+struct Route {
+  // Where the op meets first: the arena (host tensors), `device` (GPU tensors of the peers of one
+  // process: a lead runs the op where they all lie on one GPU) or `cuda_ipc` (GPU tensors of node
+  // processes sharing a GPU); none: nowhere. The meeting runs the op where every peer agrees, fits
+  // and comes in time; else the op goes on as below.
+  RunStrategy::Path meet = RunStrategy::Path::none;
+  // GPU tensors across nodes copied through host memory for a host schedule (else the local
+  // server takes them as they are, for NCCL).
+  bool staged = false;
+};
+Route plan_route(const Config& config, const PlanQuery& query);
+
+// What runs the op once every peer of this process has called (the local server): a host schedule
+// (host tensors, or GPU tensors staged), NCCL, the on-device plan, or p2p. `why`, where given, is
+// told the rules that decided. Cheap without `why`: no schedule is built.
+RunStrategy plan_path(const Config& config, const PlanQuery& query, std::string* why = nullptr);
+
+// GPU tensors of one process, once their peers have met: NCCL where the strategy of the level lets
+// the runtime decide (auto or nccl) and NCCL takes every peer's buffers (`nccl_takes`: each on a
+// GPU of its own, an op NCCL serves, no overlap but its in-place forms); else the on-device plan.
+bool device_through_nccl(const StrategyChoice& choice, bool nccl_takes);
+
+// Both, with the reasons, the arena's fit and the schedule's rounds and messages (chorus-bench
+// --explain, tests).
 PlanDecision plan_op(const Config& config, const PlanQuery& query);
 
 // One line of chorus-bench --explain: "arena, else tree:2 (5 rounds, 6 messages): why".

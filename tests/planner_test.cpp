@@ -119,6 +119,43 @@ TEST(Planner, GpuTensorsOfOneProcessGoThroughNcclWhereEveryPeerHasItsOwnGpu) {
   EXPECT_EQ(shared.first, RunStrategy::Path::device);  // they meet first, where a lead runs the op
 }
 
+// The op path's two questions (plan_route, plan_path) are the parts plan_op composes.
+TEST(Planner, TheRouteAndThePathAreWhatThePlanSays) {
+  for (std::size_t count : {std::size_t{16}, std::size_t{4096}, std::size_t{1} << 20}) {
+    for (PlanQuery q : {threads(4, OpKind::all_reduce, count), nodes(2, 2, OpKind::all_reduce, count),
+                        nodes(4, 1, OpKind::broadcast, count)}) {
+      q.arena_slot = 64 << 10;
+      q.arena_across_nodes = !q.topology.shared_memory;
+      const PlanDecision d = plan_op(Config{}, q);
+      const Route r = plan_route(Config{}, q);
+      EXPECT_EQ(plan_path(Config{}, q), d.path) << count;
+      // Every op of the world meets in the arena, also one too large for it: its peers see so.
+      EXPECT_EQ(r.meet, RunStrategy::Path::arena) << count;
+      EXPECT_EQ(d.first == RunStrategy::Path::arena, count <= 4096) << count;
+      EXPECT_FALSE(r.staged);
+    }
+  }
+  auto gpu = nodes(2, 1, OpKind::all_reduce, 1024);
+  gpu.on_device = true;
+  gpu.nccl_serves = false;
+  EXPECT_TRUE(plan_route(Config{}, gpu).staged);
+  EXPECT_EQ(plan_route(Config{}, gpu).meet, RunStrategy::Path::none) << "no arena across the nodes";
+  gpu.arena_slot = 64 << 10;
+  EXPECT_EQ(plan_route(Config{}, gpu).meet, RunStrategy::Path::none) << "an arena of one process's threads";
+  gpu.arena_across_nodes = true;
+  EXPECT_EQ(plan_route(Config{}, gpu).meet, RunStrategy::Path::cuda_ipc);
+  gpu.nccl_serves = true;
+  EXPECT_FALSE(plan_route(Config{}, gpu).staged);
+  EXPECT_EQ(plan_path(Config{}, gpu).path, RunStrategy::Path::nccl);
+}
+
+TEST(Planner, GpuTensorsOfOneProcessTakeNcclOnlyWhereTheStrategyLetsTheRuntimeDecide) {
+  EXPECT_TRUE(device_through_nccl(StrategyChoice{}, true));
+  EXPECT_FALSE(device_through_nccl(StrategyChoice{}, false));
+  EXPECT_TRUE(device_through_nccl(StrategyChoice{false, Strategy{Algorithm::nccl, 2}}, true));
+  EXPECT_FALSE(device_through_nccl(StrategyChoice{false, Strategy{Algorithm::ring, 2}}, true));
+}
+
 TEST(Planner, SendAndRecvAreACopyBetweenThePair) {
   EXPECT_EQ(plan(threads(2, OpKind::send, 100)), "p2p: a copy between the pair");
   auto gpu = threads(2, OpKind::send, 100);

@@ -15,6 +15,7 @@
 #include <chorus/runtime.hpp>
 #include "runtime/runtime_impl.hpp"
 #include "local_server_fixtures.hpp"
+#include "strategies/planner.hpp"
 #include "strategies/work_buffer.hpp"
 #include "testkit/process.hpp"
 
@@ -49,8 +50,14 @@ TEST(LastStrategy, PeersReadWhatRanTheirLastOp) {
         Tensor t = Tensor::zeros(DType::f32, {static_cast<int64_t>(count)});
         ASSERT_TRUE(peer->all_reduce(t, ReduceOp::sum).is_ok());
         seen[p].push_back(peer->last_strategy());
-        const bool small = count * sizeof(float) <= arena_slot_bytes(2);
-        EXPECT_EQ(seen[p].back(), small ? "arena" : to_string(tune(c, OpKind::all_reduce, DType::f32, count, two)));
+        // What ran is what the planner says runs the op.
+        PlanQuery q;
+        q.count = count;
+        q.topology = two;
+        q.arena_slot = arena_slot_bytes(2);
+        const PlanDecision plan = plan_op(c, q);
+        EXPECT_EQ(seen[p].back(), plan.first == RunStrategy::Path::arena ? "arena" : to_string(plan.path));
+        EXPECT_EQ(plan.first == RunStrategy::Path::arena, count * sizeof(float) <= arena_slot_bytes(2));
       }
       Tensor x = Tensor::zeros(DType::f32, {8});
       ASSERT_TRUE((p == 0 ? peer->send(x, 1) : peer->recv(x, 0)).is_ok());

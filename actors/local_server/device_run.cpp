@@ -2,18 +2,14 @@
 
 #include "core/log.hpp"
 #include "cuda/gpu.hpp"
+#include "strategies/planner.hpp"
 
 namespace chorus {
 
 DeviceRun::DeviceRun(gpu::DeviceCollective op, Clock::time_point deadline)
     : op_(std::move(op)),
       deadline_(deadline),
-      strategy_(RunStrategy::of(op_.use_nccl && gpu::nccl_supports(op_) ? RunStrategy::Path::nccl
-                                                                         : RunStrategy::Path::device)) {
-  if (op_.use_nccl && strategy_.path != RunStrategy::Path::nccl)
-    CHORUS_LOG(trace, cuda, LogWhere{}, op_.label + ": NCCL cannot serve it (peers sharing a GPU, an op or dtype NCCL lacks, "
-                                                    "or overlapping buffers): the on-device plan runs it");
-}
+      strategy_(RunStrategy::of(op_.use_nccl ? RunStrategy::Path::nccl : RunStrategy::Path::device)) {}
 
 Status DeviceRun::join() {
   if (!started_.exchange(true)) {
@@ -37,7 +33,6 @@ Status make_device_run(const std::vector<PeerTensors>& peers, const OpShape& sha
   c.root = shape.root;
   c.count = shape.count;
   c.label = label;
-  c.use_nccl = auto_or_nccl(choice);
   // One kind of device for the whole op: checked first, so that a host peer is named even where
   // the GPUs themselves are missing.
   int host_peer = -1, gpu_peer = -1;
@@ -80,6 +75,12 @@ Status make_device_run(const std::vector<PeerTensors>& peers, const OpShape& sha
   // A peer that passed no tensor at all (an ignored buffer) counts as on the first GPU peer's device.
   for (auto& b : c.peers)
     if (b.device < 0) b.device = c.peers[gpu_peer].device;
+  // The planner's choice, on what NCCL can take of these buffers.
+  const bool takes = gpu::nccl_supports(c);
+  c.use_nccl = device_through_nccl(choice, takes);
+  if (!takes && auto_or_nccl(choice))
+    CHORUS_LOG(trace, cuda, LogWhere{}, label + ": NCCL cannot serve it (peers sharing a GPU, an op or dtype NCCL lacks, "
+                                                "or overlapping buffers): the on-device plan runs it");
   run = std::make_shared<DeviceRun>(std::move(c), deadline);
   return Status::ok();
 }

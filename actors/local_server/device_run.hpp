@@ -25,7 +25,7 @@ class DeviceRun {
   // Runs the op (first caller) or waits for it (the others); every peer gets the same status.
   Status join();
   const gpu::DeviceCollective& op() const { return op_; }
-  // What runs it: NCCL, or the on-device plan (gpu::run_collective decides the same way).
+  // What runs it: NCCL where the planner chose it (make_device_run), else the on-device plan.
   RunStrategy strategy() const { return strategy_; }
 
  private:

@@ -5,6 +5,7 @@
 
 #include "actors/global_client/global_client.hpp"
 #include "actors/global_client/net_op.hpp"
+#include "strategies/planner.hpp"
 
 namespace chorus {
 
@@ -12,7 +13,7 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const L
                                                                         const std::vector<uint32_t>& rank_node,
                                                                         RunStrategy& strategy) {
   const OpShape& shape = l.shape;
-  // Keyed by what the tuning module reads, so a hit needs no decision; the key includes the
+  // Keyed by what the planner reads, so a hit needs no decision; the key includes the
   // registration generation, whose configuration the decision read.
   GlobalKey key{l.generation, static_cast<int>(shape.kind), static_cast<int>(shape.dtype), shape.root, shape.count,
                 rank_node};
@@ -26,7 +27,11 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const L
   // The topology as plain data, the same on every node (the orchestrator's), so that every node
   // of the op picks the same schedule.
   const auto& topo = l.global->topology();
-  Topology t;
+  PlanQuery q;
+  q.kind = shape.kind;
+  q.dtype = shape.dtype;
+  q.count = shape.count;
+  Topology& t = q.topology;
   t.peers = l.n;
   t.shared_memory = false;
   t.rank_node = rank_node;
@@ -37,7 +42,7 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const L
     t.node_threads.push_back(node.hardware_threads);
     t.node_domain.push_back(share ? node.host : topo.num_nodes + k);
   }
-  strategy = tune(*l.config, shape.kind, shape.dtype, shape.count, t);
+  strategy = plan_path(*l.config, q);
   const ScheduleParams p{shape.kind, strategy.strategy, l.n, shape.root, shape.count, dtype_size(shape.dtype)};
   auto cs = CompiledSchedule::compile(schedule_of(strategy, p, t));
   std::lock_guard<std::mutex> lk(mu_);
@@ -72,7 +77,7 @@ void LocalServerCore::launch_global(Launch& l) {
   std::vector<uint32_t> rank_node = global.rank_nodes(l.members);
   std::shared_ptr<const CompiledSchedule> cs;
   RunStrategy strategy;
-  // GPU tensors reach here only where the tuning module sends them through NCCL (the peers stage
+  // GPU tensors reach here only where the planner sends them through NCCL (the peers stage
   // them otherwise): the announcements alone cross the data connections, then NCCL runs the op
   // (nccl_run.hpp).
   std::vector<gpu::NcclRankOp> nccl_parts;

@@ -5,6 +5,7 @@
 #include "actors/local_server/server_core.hpp"
 
 #include "actors/global_client/global_client.hpp"
+#include "strategies/planner.hpp"
 
 namespace chorus {
 
@@ -44,10 +45,13 @@ bool LocalServerCore::prepare_launch(const OpKey& key, PendingOp& op, Launch& l)
   // Checked without copying tensors: host ops are the hot path.
   for (auto& a : op.arrivals) l.gpu = l.gpu || on_device(a->call.input, a->call.output);
   if (l.status && !l.gpu && !global_) {
-    // In one process the tuning module's answer is cheap; the cached schedule is the usual case.
-    Topology t;
-    t.peers = l.n;
-    l.strategy = tune(*config_, l.shape.kind, l.shape.dtype, l.shape.count, t);
+    // In one process the planner's answer is cheap; the cached schedule is the usual case.
+    PlanQuery q;
+    q.kind = l.shape.kind;
+    q.dtype = l.shape.dtype;
+    q.count = l.shape.count;
+    q.topology.peers = l.n;
+    l.strategy = plan_path(*config_, q);
     auto it = schedule_cache_.find(FlatKey{static_cast<int>(l.shape.kind), static_cast<int>(l.strategy.strategy.algorithm),
                                            l.strategy.strategy.arity, l.n, l.shape.root, l.shape.count,
                                            dtype_size(l.shape.dtype)});

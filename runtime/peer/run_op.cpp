@@ -8,6 +8,7 @@
 #include "observability/trace/peer_trace.hpp"
 #include "core/log.hpp"
 #include "cuda/staging.hpp"
+#include "strategies/planner.hpp"
 #include "strategies/reduce_kernels.hpp"
 
 namespace chorus::peer_impl {
@@ -144,10 +145,27 @@ Status logged(const PeerState& s, OpKind kind, uint64_t seq, Status st) {
 } // namespace
 
 namespace {
-// The world's ops may meet in the arena first, where its peers share memory.
-bool arena_open_to(const PeerState& s, const OpRequestData& req) {
-  return s.arena && s.group == 0 && !s.finished && !s.destroyed && !req.root_from_data && s.arena->arena.usable() &&
-         arena_allowed(s.config, req.kind, s.arena->across_nodes);
+// The planner's question for this peer's op (strategies/planner.hpp): what it is, whether an arena
+// is open to it, and for GPU tensors across nodes, which nodes have GPUs.
+PlanQuery query_of(const PeerState& s, const OpRequestData& req, const Tensor& in, const Tensor& out) {
+  PlanQuery q;
+  q.kind = req.kind;
+  q.redop = req.redop;
+  q.root = static_cast<int>(req.root);
+  q.on_device = on_device(in, out);
+  q.world = s.group == 0;
+  q.root_from_data = req.root_from_data;
+  q.topology.shared_memory = !s.global;
+  if (s.arena && !s.finished && !s.destroyed && s.arena->arena.usable()) {
+    q.arena_slot = s.arena->arena.slot_bytes();
+    q.arena_across_nodes = s.arena->across_nodes;
+  }
+  if (q.on_device && s.global) {
+    q.dtype = (in.defined() ? in : out).dtype();
+    q.nccl_serves = gpu::nccl_serves(q.kind, q.dtype, q.redop);
+    q.topology = s.global->gpu_topology(s.members);
+  }
+  return q;
 }
 } // namespace
 
@@ -165,34 +183,29 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
   const OpKind kind = req.kind;
   OpRecord rec;
   if (Status why = start_failure(); !why.is_ok()) return logged(*s, kind, s->seq.load(), fail_op(*s, rec, std::move(req), why));
-  // GPU tensors across nodes: processes sharing a GPU run the op in the arena (one lead's plan
-  // over every buffer); else through NCCL where the tuning module says so (the local server sees
-  // them as they are), else through host memory.
-  if (s->global && on_device(in, out)) {
-    if (arena_open_to(*s, req) && s->arena->across_nodes)
-      if (auto done = gpu_arena_collective(*s, rec, req, in, out)) return logged(*s, kind, req.seq, *done);
-    const auto k = static_cast<std::size_t>(kind);
-    const StrategyChoice choice = k < s->config.global.size() ? s->config.global[k] : StrategyChoice{};
-    const DType dtype = (in.defined() ? in : out).dtype();
-    const bool serves = gpu::nccl_serves(kind, dtype, req.redop);
-    if (!nccl_across_nodes(choice, kind, serves, s->global->gpu_topology(s->members))) {
-      const uint64_t seq = rec.entered ? req.seq : s->seq.load();
-      if (!choice.is_auto && choice.fixed.algorithm == Algorithm::nccl)
-        CHORUS_LOG(info, cuda,
-                   (LogWhere{-1, static_cast<int64_t>(s->offset + s->id), static_cast<int64_t>(s->group),
-                             static_cast<int64_t>(seq)}),
-                   std::string(to_string(kind)) + " of " + std::string(to_string(dtype)) + " with " +
-                       std::string(to_string(req.redop)) + ": NCCL cannot serve it; through host memory");
-      return logged(*s, kind, seq, staged_collective(s, rec, std::move(req), in, out));
-    }
-    return ordinary(*s, rec, std::move(req), in, out);
+  const PlanQuery q = query_of(*s, req, in, out);
+  const Route route = plan_route(s->config, q);
+  // First the meeting where the planner says so: the world's small host ops in the arena; GPU
+  // tensors of the peers of one process (a lead runs the op where they all lie on one GPU), or of
+  // processes sharing a GPU (one lead's plan over every buffer).
+  std::optional<Status> done;
+  switch (route.meet) {
+    case RunStrategy::Path::arena: done = arena_collective(*s, rec, req, in, out); break;
+    case RunStrategy::Path::device: done = gpu_local_arena_collective(*s, rec, req, in, out); break;
+    case RunStrategy::Path::cuda_ipc: done = gpu_arena_collective(*s, rec, req, in, out); break;
+    default: break;
   }
-  // The world's small ops on host tensors meet in the arena first, where peers share memory; so do
-  // GPU tensors of the peers of one process (a lead runs the op where they all lie on one GPU).
-  if (arena_open_to(*s, req)) {
-    auto done = on_device(in, out) ? gpu_local_arena_collective(*s, rec, req, in, out)
-                                   : arena_collective(*s, rec, req, in, out);
-    if (done) return logged(*s, kind, req.seq, *done);
+  if (done) return logged(*s, kind, req.seq, *done);
+  if (route.staged) {  // GPU tensors across nodes that NCCL does not take: through host memory
+    const uint64_t seq = rec.entered ? req.seq : s->seq.load();
+    const StrategyChoice& choice = s->config.global[static_cast<std::size_t>(kind)];
+    if (!choice.is_auto && choice.fixed.algorithm == Algorithm::nccl)
+      CHORUS_LOG(info, cuda,
+                 (LogWhere{-1, static_cast<int64_t>(s->offset + s->id), static_cast<int64_t>(s->group),
+                           static_cast<int64_t>(seq)}),
+                 std::string(to_string(kind)) + " of " + std::string(to_string(q.dtype)) + " with " +
+                     std::string(to_string(req.redop)) + ": NCCL cannot serve it; through host memory");
+    return logged(*s, kind, seq, staged_collective(s, rec, std::move(req), in, out));
   }
   return ordinary(*s, rec, std::move(req), in, out);
 }
