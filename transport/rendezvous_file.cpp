@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/log.hpp"
+#include "core/whole_file.hpp"
 
 namespace chorus {
 
@@ -55,18 +56,10 @@ std::string started(long pid) {
 
 Status write_rendezvous(const std::string& path, const Rendezvous& r) {
   if (auto s = private_dir(dir_of(path)); !s) return s;
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return {Errc::invalid_config, "cannot write " + tmp + ": " + std::strerror(errno)};
   const std::string text = std::to_string(r.port) + " " + std::to_string(::getpid()) + " " + started(::getpid()) + " " +
                            r.secret + "\n" + (r.host.empty() ? "" : "host " + r.host + "\n");
-  const bool wrote = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  if (!wrote || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return {Errc::invalid_config, "cannot write the rendezvous file " + path + ": " + why};
-  }
+  if (auto why = replace_whole(path, text, 0600))
+    return {Errc::invalid_config, "the rendezvous file " + path + ": " + *why};
   return Status::ok();
 }
 

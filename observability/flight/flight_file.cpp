@@ -1,6 +1,5 @@
 #include "observability/flight/flight_file.hpp"
 
-#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -8,6 +7,8 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+
+#include "core/whole_file.hpp"
 
 namespace chorus {
 
@@ -195,22 +196,6 @@ Result<FlightDump> parse_flight_dump(std::string_view text_in) {
 
 namespace {
 
-std::atomic<uint64_t> part_number{0};
-
-// A name of its own beside `path`, renamed over it once whole: a reader never sees half a file,
-// and two dumps at once do not mix.
-std::string beside(const std::string& path) { return path + ".part" + std::to_string(part_number.fetch_add(1)); }
-
-bool write_all(int fd, const std::string& text) {
-  for (std::size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 // Gives the written spare (a file with no name) the name `path`, through its /proc entry
 // (linkat's AT_EMPTY_PATH needs a capability before Linux 6.10); false when it cannot.
 bool name_spare(int fd, const std::string& path) {
@@ -233,18 +218,8 @@ Result<std::string> write_flight_file(const std::string& path, const FlightDump&
     ::close(spare);
     if (named) return path;
   }
-  const std::string tmp = beside(path);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  const bool written = fd >= 0 && write_all(fd, text);
-  if (fd >= 0) ::close(fd);
-  if (!written) {
-    std::remove(tmp.c_str());
-    return Status(Errc::invalid_config, "the flight recorder cannot write " + tmp + " (flight_dir, CHORUS_FLIGHT_DIR)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status(Errc::invalid_config, "the flight recorder cannot rename " + tmp + " to " + path);
-  }
+  if (auto why = replace_whole(path, text, 0666))
+    return Status(Errc::invalid_config, "the flight recorder " + *why + " (flight_dir, CHORUS_FLIGHT_DIR)");
   return path;
 }
 
