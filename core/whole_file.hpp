@@ -16,8 +16,8 @@ std::string beside(const std::string& path);
 // Writes all of `text` to `fd`, through short writes and interruptions; false on an error.
 bool write_all(int fd, std::string_view text);
 
-// Replaces `path` with `text`: a new file of `mode` beside it (made anew, never through a symbolic
-// link), renamed over it. Returns why it could not, in words ("cannot write P: No space left on
+// Replaces `path` with `text`: a new file of `mode` beside it (made anew under a name nothing holds,
+// never through a symbolic link), renamed over it. Returns why it could not, in words ("cannot write P: No space left on
 // device"); nothing is then left beside it.
 std::optional<std::string> replace_whole(const std::string& path, std::string_view text, mode_t mode);
 

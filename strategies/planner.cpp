@@ -76,12 +76,14 @@ RunStrategy plan_path(const Config& config, const PlanQuery& q, std::string* why
   }
   if (q.on_device && !across) {
     // The local server's device run (actors/local_server/device_run.cpp).
-    if (device_through_nccl(config.local[k], q.distinct_gpus && q.nccl_serves)) {
-      say(why, "every peer on a GPU of its own and NCCL serves the op");
+    // NCCL takes no op of one rank (gpu::nccl_supports).
+    const bool distinct = q.distinct_gpus && q.topology.peers >= 2;
+    if (device_through_nccl(config.local[k], distinct && q.nccl_serves)) {
+      say(why, "every peer on a GPU of its own and NCCL serves the op (unless a peer's input and output overlap "
+               "other than in place: then the on-device plan)");
       return RunStrategy::of(RunStrategy::Path::nccl);
     }
-    say(why, !q.distinct_gpus ? "peers share a GPU, or some peer's input and output overlap other than in place: "
-                                "the on-device plan"
+    say(why, !distinct ? (q.topology.peers < 2 ? "one peer: the on-device plan" : "peers share a GPU: the on-device plan")
              : !q.nccl_serves ? "NCCL cannot serve the op: the on-device plan"
                               : "a host strategy is configured: the on-device plan");
     return RunStrategy::of(RunStrategy::Path::device);

@@ -34,10 +34,7 @@ struct PlanQuery {
   std::size_t arena_slot = 0;
   bool arena_across_nodes = false;
   bool nccl_serves = false;  // NCCL has this op for the dtype and reduce op (cuda/'s gpu::nccl_serves)
-  // GPU tensors of one process: every peer's on a GPU of its own. The local server also says no
-  // where some peer's input and output overlap other than in NCCL's in-place forms (cuda/'s
-  // gpu::nccl_supports judges both).
-  bool distinct_gpus = false;
+  bool distinct_gpus = false;  // GPU tensors of one process: every peer's on a GPU of its own
 };
 
 struct PlanDecision {

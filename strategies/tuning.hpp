@@ -1,8 +1,8 @@
-// The tuning module: which strategy an op runs, decided from the configuration, the op, its size
-// and where its peers are. It is the only place that decides: the local server asks it for every
-// op (in one process and across nodes), and what it answers is what runs and what the op's reply
-// reports (Peer::last_strategy(), chorus-bench's strategy column). A peer asks it whether its GPU
-// tensors of an op across nodes go through NCCL or through host memory (nccl_across_nodes).
+// The tuning module: the rules that choose what runs an op, from the configuration, the op, its
+// size and where its peers are: the host strategy (tune), NCCL or staging across nodes
+// (nccl_across_nodes), the arena's kinds and slot. The planner (planner.hpp) is the one place that
+// composes them, for the peer and for the local server; what it answers is what runs and what the
+// op's reply reports (Peer::last_strategy(), chorus-bench's strategy column).
 //
 // Every node of an op must pick the same schedule, so the decision reads nothing but its
 // arguments: the topology is plain data that every node has alike (the orchestrator's topology:

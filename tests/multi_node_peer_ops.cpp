@@ -8,6 +8,7 @@
 
 #include <chorus/grad_sync.hpp>
 #include "multi_node_peer.hpp"
+#include "strategies/arena_ops.hpp"
 #include "strategies/planner.hpp"
 #include "strategies/tuning.hpp"
 
@@ -261,6 +262,12 @@ int strategies(Peer& p, const Config& cfg, uint32_t peers) {
   t.node_host.assign(nodes, "127.0.0.1");
   t.node_threads.assign(nodes, std::max(1u, std::thread::hardware_concurrency()));
   int done = 0;
+  // What rank 0 would post (as the root of a broadcast): every rank's call fits when it does.
+  auto in_arena = [&](OpKind kind, std::size_t count) {
+    const ArenaOp op{kind, DType::f32, ReduceOp::sum, 0, count, n, 0};
+    return cfg.host_transport == HostTransport::automatic && arena_allowed(cfg, kind, true) &&
+           arena_input_bytes(op) <= arena_slot_bytes(n);
+  };
   // What ran is what the planner says runs the op (the nodes of one host share an arena).
   auto expect = [&](OpKind kind, std::size_t count) {
     PlanQuery q;
@@ -271,6 +278,8 @@ int strategies(Peer& p, const Config& cfg, uint32_t peers) {
     q.arena_across_nodes = true;
     const PlanDecision plan = plan_op(cfg, q);
     const bool arena = plan.first == RunStrategy::Path::arena;
+    verify(arena == in_arena(kind, count), "planner", std::string(to_string(kind)) + " of " + std::to_string(count) +
+                                                          " elements: the planner's arena is not the arena's own rule");
     const std::string want = arena ? "arena" : to_string(plan.path), got = p.last_strategy();
     verify(got == want, "last_strategy", std::string(to_string(kind)) + " of " + std::to_string(count) +
                                              " elements ran " + got + ", expected " + want);

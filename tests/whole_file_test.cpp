@@ -1,6 +1,6 @@
 // Files replaced whole (core/whole_file.hpp): the new text replaces the old under the asked
 // mode, a failure says why and leaves nothing beside the file, and a symbolic link planted where
-// the file beside it would be made is not followed.
+// the file beside it would be made, or a part left there, is passed over, untouched.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -65,7 +65,7 @@ TEST_F(WholeFile, AFailureSaysWhyAndLeavesNothingBeside) {
   EXPECT_EQ(names(), std::vector<std::string>{"d"});
 }
 
-TEST_F(WholeFile, ALinkWhereThePartWouldBeIsNotFollowed) {
+TEST_F(WholeFile, ALinkOrALeftoverWhereThePartWouldBeIsPassedOver) {
   const std::string path = (dir / "f").string();
   const fs::path target = dir / "target";
   std::ofstream(target) << "kept";
@@ -73,10 +73,16 @@ TEST_F(WholeFile, ALinkWhereThePartWouldBeIsNotFollowed) {
   const std::string next = beside(path);
   const std::string after = path + ".part" + std::to_string(::getpid()) + "." +
                             std::to_string(std::stoull(next.substr(next.rfind('.') + 1)) + 1);
+  const std::string next_after = after.substr(0, after.rfind('.') + 1) +
+                                 std::to_string(std::stoull(after.substr(after.rfind('.') + 1)) + 1);
   fs::create_symlink(target, after);
-  auto why = replace_whole(path, "written through the link", 0600);
-  ASSERT_TRUE(why.has_value()) << "a planted link was written through";
-  EXPECT_EQ(read(target), "kept");
+  std::ofstream(next_after) << "left by a process that died";
+  auto why = replace_whole(path, "whole", 0600);
+  ASSERT_FALSE(why.has_value()) << *why;
+  EXPECT_EQ(read(path), "whole");
+  EXPECT_EQ(read(target), "kept") << "a planted link was written through";
+  EXPECT_TRUE(fs::is_symlink(after));
+  EXPECT_EQ(read(next_after), "left by a process that died");
 }
 
 TEST(WholeFileWrites, WriteAllWritesEveryByte) {

@@ -198,7 +198,8 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
   if (done) return logged(*s, kind, req.seq, *done);
   if (route.staged) {  // GPU tensors across nodes that NCCL does not take: through host memory
     const uint64_t seq = rec.entered ? req.seq : s->seq.load();
-    const StrategyChoice& choice = s->config.global[static_cast<std::size_t>(kind)];
+    const auto k = static_cast<std::size_t>(kind);
+    const StrategyChoice choice = k < s->config.global.size() ? s->config.global[k] : StrategyChoice{};
     if (!choice.is_auto && choice.fixed.algorithm == Algorithm::nccl)
       CHORUS_LOG(info, cuda,
                  (LogWhere{-1, static_cast<int64_t>(s->offset + s->id), static_cast<int64_t>(s->group),
