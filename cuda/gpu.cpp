@@ -268,7 +268,7 @@ Result<double> copy_bandwidth(int device, std::size_t bytes) {
 Status run_collective(const DeviceCollective& c, Clock::time_point deadline) {
   if (c.kind == OpKind::barrier || c.peers.empty()) return Status::ok();
   try {
-    if (c.use_nccl && nccl_supports(c)) return run_nccl(c, deadline);
+    if (c.use_nccl) return run_nccl(c, deadline);
     return run_plan(c, deadline);
   } catch (const std::exception& e) {  // a device that does not exist, or no memory for the bookkeeping
     return device_error(c.label + ": " + e.what());

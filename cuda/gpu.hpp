@@ -35,10 +35,11 @@ Status accumulate(int device, DType dtype, void* dst, const void* src, std::size
 // byte once).
 Result<double> copy_bandwidth(int device, std::size_t bytes);
 
-// Runs one collective over device buffers: through NCCL when `c.use_nccl` (every peer a distinct
-// GPU), else the plan of device_plan.hpp on the lead device's actor. Returns when every result is
-// in place (streams synchronized) or with the error, at the latest at `deadline`; a NCCL op that
-// outlives it is aborted (its communicator is torn down and rebuilt by the next op).
+// Runs one collective over device buffers: through NCCL when `c.use_nccl` (the planner's choice,
+// which make_device_run sets only where nccl_supports(c): every peer a distinct GPU), else the
+// plan of device_plan.hpp on the lead device's actor. Returns when every result is in place
+// (streams synchronized) or with the error, at the latest at `deadline`; a NCCL op that outlives
+// it is aborted (its communicator is torn down and rebuilt by the next op).
 Status run_collective(const DeviceCollective& c, std::chrono::steady_clock::time_point deadline);
 
 // Whether NCCL can serve this op (dtype and reduce op supported, peers on distinct GPUs).
