@@ -220,9 +220,10 @@ TEST(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
 }
 
 // A frame of the earlier epoch whose bytes have begun cannot be taken back (its op's memory is
-// read until it is out): the link is then not kept, and its queue stays as it was. (What was
-// queued and not begun is failed at a rehome: tcp_connection.cpp.)
-TEST(ShmTransport, ALinkMidFrameIsNotKept) {
+// read until it is out): the link is kept, and that frame is written out ahead of the new epoch's,
+// which the other side reads as the earlier epoch's and drops; what was queued behind it and not
+// begun is failed. So both sides of a pair keep their link whatever was under way on it.
+TEST(ShmTransport, AFrameBegunIsWrittenOutAheadOfTheNextEpochs) {
   ConnectedPair pair(13);
   ASSERT_TRUE(pair.a && pair.b) << pair.declined;
   auto& [sink_a, sink_b, a, b, declined] = pair;
@@ -231,18 +232,62 @@ TEST(ShmTransport, ALinkMidFrameIsNotKept) {
   const std::string big = pattern(192 << 10, 4);
   auto begun = a->send(frame_of(1, big));
   auto behind = a->send(epoch_frame(0, 2, "behind"));
-  Sink next;
-  EXPECT_FALSE(a->rehome(1, FrameHeader::magic_of(1), &next)) << "kept with a frame half written";
-  EXPECT_EQ(behind->done.value.load(), 0u) << "a link not kept keeps its queue";
-  // Once b has read both, nothing of a's is under way: kept.
+  Sink next_a, next_b;
+  ASSERT_TRUE(a->rehome(1, FrameHeader::magic_of(1), &next_a)) << "a frame half written keeps the link";
+  EXPECT_EQ(behind->done.value.load(), 2u) << "what the old epoch queued and did not begin is failed";
+  EXPECT_EQ(begun->done.value.load(), 0u) << "the begun frame is still being written";
+  EXPECT_FALSE(a->abandon(*behind)) << "a ticket no longer on the link";
+  auto after = a->send(epoch_frame(1, 3, "epoch 1"));
+  ASSERT_TRUE(b->rehome(0, FrameHeader::magic_of(1), &next_b));
   Poller poll_b;
   poll_b.start({b.get()});
+  ASSERT_TRUE(next_b.wait_frames(1, 10s));
   ASSERT_TRUE(begun->done.wait_at_least(1, Clock::now() + 10s));
-  ASSERT_TRUE(behind->done.wait_at_least(1, Clock::now() + 10s));
-  EXPECT_EQ(behind->done.value.load(), 1u);
-  EXPECT_TRUE(sink_b.wait_frames(2, 10s));
+  EXPECT_EQ(begun->done.value.load(), 1u) << "written out whole";
+  ASSERT_TRUE(after->done.wait_at_least(1, Clock::now() + 10s));
+  EXPECT_EQ(after->done.value.load(), 1u);
+  const auto got = next_b.frames();
+  ASSERT_EQ(got.size(), 1u) << "only the new epoch's frame reaches the new sink";
+  ASSERT_EQ(got.begin()->first, 3u);
+  EXPECT_EQ(bytes_of(got.begin()->second.data, 7), "epoch 1");
+  EXPECT_TRUE(sink_b.frames().empty()) << "nor the old one: the frame was the old epoch's";
+  // The link goes on: another frame each way.
+  Poller poll_a;
+  poll_a.start({a.get()});
+  a->send(epoch_frame(1, 4, "again"));
+  b->send(epoch_frame(1, 5, "back"));
+  EXPECT_TRUE(next_b.wait_frames(2, 10s));
+  EXPECT_TRUE(next_a.wait_frames(1, 10s));
+  poll_a.stop();
   poll_b.stop();
-  EXPECT_TRUE(a->rehome(1, FrameHeader::magic_of(1), &next));
+}
+
+// The old epoch's op gives up on its frame begun on a kept link (its timeout ran out: the other
+// side took nothing): the link is cut, whatever epoch it serves now, so that nothing reads the
+// op's memory once it returns; the new epoch's frames queued behind it fail, and its reader sees
+// the link broken.
+TEST(ShmTransport, AbandoningABegunFrameEndsTheKeptLink) {
+  ConnectedPair pair(14);
+  ASSERT_TRUE(pair.a && pair.b) << pair.declined;
+  auto& [sink_a, sink_b, a, b, declined] = pair;
+  const std::string big = pattern(192 << 10, 5);
+  auto begun = a->send(frame_of(1, big));
+  Sink next_a, next_b;
+  ASSERT_TRUE(a->rehome(1, FrameHeader::magic_of(1), &next_a));
+  ASSERT_TRUE(b->rehome(0, FrameHeader::magic_of(1), &next_b));
+  auto queued = a->send(epoch_frame(1, 2, "epoch 1"));
+  EXPECT_TRUE(a->abandon(*begun));
+  ASSERT_TRUE(begun->done.wait_at_least(1, Clock::now() + 10s));
+  EXPECT_EQ(begun->done.value.load(), 2u) << "not all sent";
+  ASSERT_TRUE(queued->done.wait_at_least(1, Clock::now() + 10s));
+  EXPECT_EQ(queued->done.value.load(), 2u);
+  EXPECT_FALSE(a->abandon(*begun)) << "once is enough";
+  Poller poll_b;
+  poll_b.start({b.get()});
+  ASSERT_TRUE(next_b.wait_closed(10s));
+  EXPECT_FALSE(next_b.orderly()) << "cut, not closed";
+  EXPECT_TRUE(next_b.frames().empty());
+  poll_b.stop();
 }
 
 // The other side is in the next epoch first: the old epoch's reader stops (parked) at its first

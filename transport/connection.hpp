@@ -70,8 +70,10 @@ class Connection {
   // to `sink`. Only while nobody pumps it (the earlier epoch's poller stopped, the next one's not
   // started): a frame half read is dropped (its old sink told, frame_failed), and so is every
   // frame still to come from an earlier epoch; one of the new epoch that came early, at which the
-  // old one parked (pump), is the first the new sink gets. False when the connection has ended or
-  // been killed: it cannot be kept.
+  // old one parked (pump), is the first the new sink gets. What the earlier epoch queued and did
+  // not begin is failed; a frame of it whose bytes have begun is written out, ahead of the new
+  // epoch's (the other side drops it), since its op reads its memory until then. False when the
+  // connection has ended or been killed: it cannot be kept.
   virtual bool rehome(uint32_t node, uint32_t magic, FrameSink* sink) = 0;
 
   // Queues the ticket and gets it moving; small frames may be written by the calling thread
@@ -93,6 +95,11 @@ class Connection {
   // earlier epoch's client never ends a link a later one kept (checked against rehome under one
   // lock). False when it did not.
   virtual bool kill_if(uint32_t magic, bool reset) = 0;
+  // cut() while `t` is still on this connection (being written, or queued): its sender gives up
+  // on it and releases its memory, which nothing may read afterwards. Whatever epoch the link
+  // serves now (a later one keeps a frame of the earlier one that had begun: rehome). False when
+  // `t` was not there.
+  virtual bool abandon(const SendTicket& t) = 0;
   // While bytes this side sent (or queued in the kernel) wait for the other side's acknowledgment:
   // how long since the last acknowledgment came; nullopt when none wait, when the other side's
   // window is closed (it lives and does not read: busy or frozen, its kernel still answers), or

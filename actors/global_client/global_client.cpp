@@ -374,7 +374,11 @@ bool GlobalClient::await_sent(SendTicket& t, uint32_t node, Clock::time_point de
   // Reading goes on meanwhile (we may lead the poller): the other side may be waiting to send us
   // its data before it reads ours.
   if (!poller_.wait(t.done, 1, deadline, false)) {  // the writer may need this core
-    cut_off(node, "node " + std::to_string(node) + " took no data for the whole op timeout (stalled or frozen)");
+    if (ours(*conns_[node]))
+      cut_off(node, "node " + std::to_string(node) + " took no data for the whole op timeout (stalled or frozen)");
+    // A later epoch may have kept the link with this frame begun on it (Connection::rehome): the
+    // caller's memory goes once we return, so the link ends, and that epoch sees it broken.
+    conns_[node]->abandon(t);
     t.done.wait_at_least(1, Clock::now() + kGrace);
   }
   return t.done.value.load() == 1;

@@ -106,6 +106,7 @@ void TcpConnection::push_locked(std::unique_lock<std::mutex>& lk) {
   std::shared_ptr<SendTicket> t = std::move(queue_.front());
   queue_.pop_front();
   writing_ = true;
+  current_ = t;
   lk.unlock();
   // The line is free and the frame small: write it from this thread (no writer wake-up), as far as
   // the socket takes it without blocking; the writer thread finishes what is left.
@@ -114,6 +115,7 @@ void TcpConnection::push_locked(std::unique_lock<std::mutex>& lk) {
   bool wake;
   lk.lock();
   writing_ = false;
+  current_.reset();
   if (ok && !whole) queue_.push_front(t);
   wake = !queue_.empty();  // others queued behind us, or our own remainder
   lk.unlock();
@@ -264,6 +266,20 @@ void TcpConnection::cut() { end_if(std::nullopt, true); }
 
 bool TcpConnection::kill_if(uint32_t magic, bool reset) { return end_if(magic, reset); }
 
+bool TcpConnection::abandon(const SendTicket& t) {
+  std::deque<std::shared_ptr<SendTicket>> failed;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    bool here = current_.get() == &t;
+    for (const auto& q : queue_) here = here || q.get() == &t;
+    if (!here) return false;
+    end_locked(true, failed);
+  }
+  cv_.notify_all();
+  for (auto& f : failed) f->done.set(2);
+  return true;
+}
+
 std::optional<std::chrono::milliseconds> TcpConnection::since_ack() const {
   if (shm_ || dead_.load()) return std::nullopt;  // a pair's socket beside its rings carries only wake-ups
   // Bytes the other side has not acknowledged: sent, or still queued (a path that drops packets
@@ -287,11 +303,13 @@ void TcpConnection::writer_loop() {
       t = queue_.front();
       queue_.pop_front();
       writing_ = true;
+      current_ = t;
     }
     const bool ok = write_ticket(*t, true);
     {
       std::lock_guard<std::mutex> lk(mu_);
       writing_ = false;
+      current_.reset();
     }
     t->done.set(ok ? 1 : 2);
     if (!ok) {
@@ -373,10 +391,18 @@ bool TcpConnection::rehome(uint32_t node, uint32_t magic, FrameSink* sink) {
     if (dead_.load() || stopping_) return false;
     // What the earlier epoch queued and did not begin goes (the other side would drop it, and its
     // op must not wait for it, nor its memory be read once that op has returned). A frame whose
-    // bytes have begun cannot be taken back: then the link is not kept (the earlier epoch closes
-    // it, failing that frame).
-    if (writing_ || (!queue_.empty() && (queue_.front()->sent > 0 || !queue_.front()->staged.empty()))) return false;
+    // bytes have begun cannot be taken back: it is written out ahead of the new epoch's frames
+    // (the other side reads it as the earlier epoch's and drops it; its op waits for it, or
+    // abandons it, which ends the link). One being written is not in the queue (its writer puts
+    // back what it could not write, in front); one begun and put back is at the front. Only the
+    // writer changes `sent` and `staged`, and only while writing_.
+    std::shared_ptr<SendTicket> begun;
+    if (!writing_ && !queue_.empty() && (queue_.front()->sent > 0 || !queue_.front()->staged.empty())) {
+      begun = std::move(queue_.front());
+      queue_.pop_front();
+    }
     dropped.swap(queue_);
+    if (begun) queue_.push_back(std::move(begun));
     set_home(node, magic);  // under mu_: the earlier epoch's kill_if() sees it before or after
   }
   for (auto& t : dropped) t->done.set(2);

@@ -38,6 +38,7 @@ class TcpConnection final : public Connection {
   void kill() override;
   void cut() override;
   bool kill_if(uint32_t magic, bool reset) override;
+  bool abandon(const SendTicket& t) override;
   std::optional<std::chrono::milliseconds> since_ack() const override;
   int wait_fd() const override { return fd_; }
   // (Called by whoever leads the poller, as pump() is: ended_ is theirs.) An ended connection is
@@ -90,6 +91,7 @@ class TcpConnection final : public Connection {
   std::deque<std::shared_ptr<SendTicket>> queue_;
   bool stopping_ = false;
   bool writing_ = false;  // someone (the writer thread or an inline sender) is writing a frame
+  std::shared_ptr<SendTicket> current_;  // that frame, while writing_ (abandon)
   std::atomic<bool> dead_{false};
   std::atomic<bool> got_bye_{false};
   // Started the first time a frame cannot be written inline (wake_writer): most of a host's
