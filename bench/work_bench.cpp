@@ -1,12 +1,15 @@
 // chorus-work-bench: what non-blocking ops (Peer::*_async, chorus/work.hpp) buy, peers as threads
-// of one process.
+// of one process, or as processes under a launcher (Config::from_env: then each process hosts
+// the launcher's peers, e.g. `chorus-run -n 2 chorus-work-bench`, and rank 0 reports).
 //  1. In flight: K all-reduces of B bytes each (f32, sum), issued one after another (each waited
 //     before the next) against all K issued at once and then waited. Ratio = at once / one by one.
 //  2. Overlap: an all-reduce of O bytes issued non-blocking beside a compute loop calibrated to
 //     the op's own time, against the longer of the two alone. Ratio = together / max(op, compute).
+//  3. Coalesced: K all-reduces of C bytes each one after another, against one
+//     all_reduce_coalesced of the K tensors. Ratio = coalesced / one by one.
 // Every result is checked. Times: the median over --reps of peer 0's wall time between barriers.
 //
-// Usage: chorus-work-bench [--peers N] [--ops K] [--bytes B] [--overlap-bytes O] [--reps R]
+// Usage: chorus-work-bench [--peers N] [--ops K] [--bytes B] [--overlap-bytes O] [--coalesce-bytes C] [--reps R]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,6 +34,7 @@ struct Opts {
   int ops = 64;
   std::size_t bytes = 64 << 10;
   std::size_t overlap_bytes = 64 << 20;
+  std::size_t coalesce_bytes = 1 << 10;
   int reps = 15;
 };
 
@@ -44,13 +48,14 @@ void compute(long iters) {
 
 struct Timings {
   double one_by_one = 0, at_once = 0, op_alone = 0, compute_alone = 0, together = 0;
+  double small_one_by_one = 0, coalesced = 0;
   long wrong = 0;
 };
 
 void run_peer(Peer& peer, const Opts& o, Timings& res, long compute_iters_per_us) {
   const bool lead = peer.rank() == 0;
   const std::size_t count = o.bytes / sizeof(float);
-  const float n = static_cast<float>(o.peers);
+  const float n = static_cast<float>(peer.size());
   std::vector<Tensor> bufs;
   for (int i = 0; i < o.ops; ++i) bufs.push_back(Tensor::zeros(DType::f32, {static_cast<int64_t>(count)}));
   auto refill = [&] {
@@ -78,6 +83,30 @@ void run_peer(Peer& peer, const Opts& o, Timings& res, long compute_iters_per_us
     for (auto& x : w) (void)x.wait();
     par.push_back(us_since(t0));
     if (lead) check();
+  }
+  // Coalesced: the same number of small tensors.
+  const std::size_t ccount = o.coalesce_bytes / sizeof(float);
+  std::vector<Tensor> small;
+  for (int i = 0; i < o.ops; ++i) small.push_back(Tensor::zeros(DType::f32, {static_cast<int64_t>(ccount)}));
+  auto check_small = [&] {
+    for (auto& t : small)
+      for (std::size_t j = 0; j < ccount; ++j)
+        if (t.data_as<float>()[j] != n) ++res.wrong;
+  };
+  std::vector<double> sone, scoal;
+  for (int r = 0; r < o.reps; ++r) {
+    for (auto& t : small) std::fill_n(t.data_as<float>(), ccount, 1.0f);
+    (void)peer.barrier();
+    auto t0 = Clock::now();
+    for (auto& t : small) (void)peer.all_reduce(t, ReduceOp::sum);
+    sone.push_back(us_since(t0));
+    if (lead) check_small();
+    for (auto& t : small) std::fill_n(t.data_as<float>(), ccount, 1.0f);
+    (void)peer.barrier();
+    t0 = Clock::now();
+    (void)peer.all_reduce_coalesced(small, ReduceOp::sum);
+    scoal.push_back(us_since(t0));
+    if (lead) check_small();
   }
   // Overlap.
   const std::size_t ocount = o.overlap_bytes / sizeof(float);
@@ -114,6 +143,8 @@ void run_peer(Peer& peer, const Opts& o, Timings& res, long compute_iters_per_us
     res.op_alone = op_us;
     res.compute_alone = median(comp);
     res.together = median(both);
+    res.small_one_by_one = median(sone);
+    res.coalesced = median(scoal);
   }
 }
 
@@ -129,33 +160,50 @@ int main(int argc, char** argv) {
     else if (f == "--ops") o.ops = static_cast<int>(v);
     else if (f == "--bytes") o.bytes = static_cast<std::size_t>(v);
     else if (f == "--overlap-bytes") o.overlap_bytes = static_cast<std::size_t>(v);
+    else if (f == "--coalesce-bytes") o.coalesce_bytes = static_cast<std::size_t>(v);
     else if (f == "--reps") o.reps = static_cast<int>(v);
-    else { std::fprintf(stderr, "usage: chorus-work-bench [--peers N] [--ops K] [--bytes B] [--overlap-bytes O] [--reps R]\n"); return 2; }
+    else { std::fprintf(stderr, "usage: chorus-work-bench [--peers N] [--ops K] [--bytes B] [--overlap-bytes O] [--coalesce-bytes C] [--reps R]\n"); return 2; }
   }
   // The compute loop's speed on this machine (steps per microsecond).
   auto t0 = Clock::now();
   compute(50'000'000);
   const long per_us = static_cast<long>(50'000'000 / std::max(1.0, us_since(t0)));
 
+  auto env = Config::from_env();
+  if (!env) { std::fprintf(stderr, "chorus-work-bench: %s\n", env.status().to_string().c_str()); return 2; }
+  Config cfg = *env;
+  const bool launched = cfg.num_nodes > 1;  // else one process, whose peers --peers says
+  if (!launched) cfg.num_devices = o.peers;
   Runtime rt;
-  Config cfg;
-  cfg.num_devices = o.peers;
   Timings res;
+  uint32_t world = 0;
+  bool reports = false;
   std::vector<std::thread> threads;
-  for (uint32_t p = 0; p < o.peers; ++p)
+  for (uint32_t p = 0; p < cfg.num_devices; ++p)
     threads.emplace_back([&, p] {
       auto peer = rt.register_peer(p, cfg);
       if (!peer) { std::fprintf(stderr, "register: %s\n", peer.status().to_string().c_str()); std::exit(1); }
+      if (peer->rank() == 0) {
+        world = peer->size();
+        reports = true;
+      }
       run_peer(*peer, o, res, per_us);
       (void)peer->finish();
     });
   for (auto& t : threads) t.join();
-  std::printf("# chorus-work-bench: %u peers (threads), median of %d reps\n", o.peers, o.reps);
+  if (!reports) return res.wrong == 0 ? 0 : 1;  // another process's rank 0 reports
+  if (launched)
+    std::printf("# chorus-work-bench: %u peers in %u processes (%u here), median of %d reps\n", world, cfg.num_nodes,
+                cfg.num_devices, o.reps);
+  else
+    std::printf("# chorus-work-bench: %u peers (threads), median of %d reps\n", world, o.reps);
   std::printf("in flight: %d x %zu B all_reduce: one by one %.1f us, all at once %.1f us, ratio %.2f\n", o.ops,
               o.bytes, res.one_by_one, res.at_once, res.at_once / res.one_by_one);
   const double longer = std::max(res.op_alone, res.compute_alone);
   std::printf("overlap: %zu B all_reduce %.1f us, compute %.1f us, together %.1f us, ratio %.2f\n", o.overlap_bytes,
               res.op_alone, res.compute_alone, res.together, res.together / longer);
+  std::printf("coalesced: %d x %zu B all_reduce: one by one %.1f us, coalesced %.1f us, ratio %.2f\n", o.ops,
+              o.coalesce_bytes, res.small_one_by_one, res.coalesced, res.coalesced / res.small_one_by_one);
   std::printf("#wrong %ld\n", res.wrong);
   return res.wrong == 0 ? 0 : 1;
 }

@@ -65,6 +65,11 @@ Route plan_route(const Config& config, const PlanQuery& q) {
   return r;
 }
 
+std::size_t plan_pack_bytes(const Config& config, const PlanQuery& q) {
+  if (q.arena_slot > 0 && !q.on_device && plan_route(config, q).meet == RunStrategy::Path::arena) return q.arena_slot;
+  return std::size_t{1} << 20;
+}
+
 RunStrategy plan_path(const Config& config, const PlanQuery& q, std::string* why) {
   const bool across = !q.topology.shared_memory;
   const auto k = static_cast<std::size_t>(q.kind);

@@ -72,6 +72,13 @@ RunStrategy plan_path(const Config& config, const PlanQuery& query, std::string*
 // GPU of its own, an op NCCL serves, no overlap but its in-place forms); else the on-device plan.
 bool device_through_nccl(const StrategyChoice& choice, bool nccl_takes);
 
+// all_reduce_coalesced (runtime/peer/coalesced.cpp): the bytes it packs into one op of host
+// tensors. Where that op meets in the arena, the arena's slot: the pack then runs as one arena op
+// (a larger one would run as a schedule whose meetings, after a pause, cost more than packing
+// saved: measured, docs/benchmarks.md). Elsewhere 1 MiB. Tensors of up to an eighth of it are
+// packed; larger ones run alone.
+std::size_t plan_pack_bytes(const Config& config, const PlanQuery& query);
+
 // Both, with the reasons, the arena's fit and the schedule's rounds and messages (chorus-bench
 // --explain, tests).
 PlanDecision plan_op(const Config& config, const PlanQuery& query);

@@ -52,6 +52,20 @@ TEST(Planner, SmallOpsOfThreadsMeetInTheArenaAndLargeOnesRunDirect) {
   EXPECT_NE(large.why.find("4194304 B do not fit the arena's slot of 65536 B"), std::string::npos) << large.why;
 }
 
+// all_reduce_coalesced packs the arena's slot where the op meets there, else 1 MiB.
+TEST(Planner, ACoalescedAllReducePacksWhatTheArenaTakes) {
+  EXPECT_EQ(plan_pack_bytes(Config{}, threads(4, OpKind::all_reduce, 0)), std::size_t{64} << 10);
+  auto q = nodes(2, 1, OpKind::all_reduce, 0);
+  q.arena_slot = 32 << 10;
+  EXPECT_EQ(plan_pack_bytes(Config{}, q), std::size_t{32} << 10) << "node processes of one host";
+  q.world = false;
+  EXPECT_EQ(plan_pack_bytes(Config{}, q), std::size_t{1} << 20) << "a subgroup: no arena";
+  EXPECT_EQ(plan_pack_bytes(Config{}, nodes(2, 1, OpKind::all_reduce, 0)), std::size_t{1} << 20) << "none mapped";
+  Config ring;
+  ring.with_local_strategy(*parse_strategy("ring"));
+  EXPECT_EQ(plan_pack_bytes(ring, threads(4, OpKind::all_reduce, 0)), std::size_t{1} << 20) << "a fixed strategy";
+}
+
 TEST(Planner, TheArenaServesOnlyTheWorldsAutoOpsWhereOneIsMapped) {
   auto q = threads(4, OpKind::all_reduce, 16);
   q.world = false;

@@ -144,6 +144,15 @@ class Peer {
   // The root gets every peer's tensor; the others get an empty list.
   Result<std::vector<Tensor>> gather_v(const Tensor& in, PeerId root);
 
+  // Many tensors all-reduced in place, in as few ops as the list allows (torch's
+  // all_reduce_coalesced, a fusion buffer): small host tensors are packed into shared buffers, one
+  // op each; large or GPU tensors are ops of their own (docs/ops.md). Every peer passes the same
+  // list: one dtype, the same shapes and devices in the same order, which one small exchange checks
+  // first, so a list that differs fails every peer with the same words. On a failure, some of the
+  // tensors may hold their results and others not.
+  Status all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op);
+  Work all_reduce_coalesced_async(std::vector<Tensor> tensors, ReduceOp op, OpOptions opts = {});
+
  private:
   friend struct PeerAccess;  // the library's own code (runtime/peer/peer_state.hpp)
   // The bodies of the calls above that run on the handle's lane (runtime/peer/groups.cpp, finish.cpp).

@@ -129,11 +129,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vect
   for (size_t i = 0; i < tensors.size(); ++i)
     views.push_back(view_of(tensors[i], "allreduce_coalesced's tensor " + std::to_string(i)));
   const ReduceOp op = reduce_op_of(opts.reduceOp);
-  std::vector<chorus::Work> parts;
+  // One op of chorus (small tensors packed into shared buffers), ordered in the first tensor's
+  // stream where it has one.
+  const Ordered o = options_for(opts.timeout, tensors.empty() ? at::empty({0}) : tensors[0]);
   std::lock_guard<std::mutex> lk(issue_mu_);
-  for (size_t i = 0; i < views.size(); ++i)
-    parts.push_back(peer_.all_reduce_async(views[i], op, options_for(opts.timeout, tensors[i])));
-  return work(rank_, c10d::OpType::ALLREDUCE_COALESCED, std::move(parts), tensors);
+  return work(rank_, c10d::OpType::ALLREDUCE_COALESCED, {peer_.all_reduce_coalesced_async(std::move(views), op, o)},
+              tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,

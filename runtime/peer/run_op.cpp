@@ -144,22 +144,27 @@ Status logged(const PeerState& s, OpKind kind, uint64_t seq, Status st) {
 }
 } // namespace
 
-namespace {
-// The planner's question for this peer's op (strategies/planner.hpp): what it is, whether an arena
-// is open to it, and for GPU tensors across nodes, which nodes have GPUs.
-PlanQuery query_of(const PeerState& s, const OpRequestData& req, const Tensor& in, const Tensor& out) {
+PlanQuery host_query(const PeerState& s, OpKind kind) {
   PlanQuery q;
-  q.kind = req.kind;
-  q.redop = req.redop;
-  q.root = static_cast<int>(req.root);
-  q.on_device = on_device(in, out);
+  q.kind = kind;
   q.world = s.group == 0;
-  q.root_from_data = req.root_from_data;
   q.topology.shared_memory = !s.global;
   if (s.arena && !s.finished && !s.destroyed && s.arena->arena.usable()) {
     q.arena_slot = s.arena->arena.slot_bytes();
     q.arena_across_nodes = s.arena->across_nodes;
   }
+  return q;
+}
+
+namespace {
+// The planner's question for this peer's op (strategies/planner.hpp): what it is, whether an arena
+// is open to it, and for GPU tensors across nodes, which nodes have GPUs.
+PlanQuery query_of(const PeerState& s, const OpRequestData& req, const Tensor& in, const Tensor& out) {
+  PlanQuery q = host_query(s, req.kind);
+  q.redop = req.redop;
+  q.root = static_cast<int>(req.root);
+  q.on_device = on_device(in, out);
+  q.root_from_data = req.root_from_data;
   if (q.on_device && s.global) {
     q.dtype = (in.defined() ? in : out).dtype();
     q.nccl_serves = gpu::nccl_serves(q.kind, q.dtype, q.redop);

@@ -9,6 +9,7 @@
 #include <chorus/peer.hpp>
 #include "actors/local_server/call.hpp"
 #include "runtime/peer/peer_state.hpp"
+#include "strategies/planner.hpp"
 #include "observability/trace/peer_trace.hpp"
 
 namespace chorus::peer_impl {
@@ -61,6 +62,9 @@ Status execute(PeerState& s, OpRecord& rec, Reply& r, const std::byte* in, std::
 // (and sequence numbers stay aligned) rather than waiting for this one until the timeout.
 Status fail_op(PeerState& s, OpRequestData req, Status why);
 Status fail_op(PeerState& s, OpRecord& rec, OpRequestData req, Status why);  // after the arena
+// The planner's question for an op of `kind` on host tensors of this handle: its group, where its
+// peers are, and the arena open to it (strategies/planner.hpp).
+PlanQuery host_query(const PeerState& s, OpKind kind);
 // One fixed-size op on host or GPU tensors: the world's first through the arena where its peers
 // share memory (host tensors: arena_path.hpp; GPU tensors of processes sharing a GPU:
 // gpu_arena_path.hpp), else the ordinary way.

@@ -150,6 +150,17 @@ dist.all_reduce_coalesced(ts, dist.ReduceOp.SUM)
 for k, t in zip((3, 300, 30), ts):
     compare(f"all_reduce_coalesced n={k}", t, None, reduce_ref([input_of(r, k, torch.float32, salt=k)
                                                                   for r in range(world)], "sum"))
+# Many small tensors (packed into shared buffers) and a large one, of other dtypes and ops,
+# against gloo's coalesced all_reduce of the same lists.
+for dt, op, name in ((torch.float64, dist.ReduceOp.MAX, "max"), (torch.int32, dist.ReduceOp.SUM, "sum")):
+    sizes = [1 + (7 * k) % 50 for k in range(40)] + [5000]
+    ts = [input_of(rank, k, dt, salt=k) for k in sizes]
+    gts = [t.clone() for t in ts]
+    dist.all_reduce_coalesced(ts, op)
+    dist.all_reduce_coalesced(gts, op, group=gloo)
+    for j, (k, t, g) in enumerate(zip(sizes, ts, gts)):
+        compare(f"all_reduce_coalesced {dt} {name} #{j} n={k}", t, g,
+                reduce_ref([input_of(r, k, dt, salt=k) for r in range(world)], name))
 objs = [None] * world
 dist.all_gather_object(objs, {"rank": rank, "text": "x" * rank})
 assert objs == [{"rank": r, "text": "x" * r} for r in range(world)], objs
