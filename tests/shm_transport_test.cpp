@@ -264,8 +264,8 @@ TEST(ShmTransport, AFrameBegunIsWrittenOutAheadOfTheNextEpochs) {
 
 // The old epoch's op gives up on its frame begun on a kept link (its timeout ran out: the other
 // side took nothing): the link is cut, whatever epoch it serves now, so that nothing reads the
-// op's memory once it returns; the new epoch's frames queued behind it fail, and its reader sees
-// the link broken.
+// op's memory once it returns; the new epoch's frames queued behind it fail, and the readers of
+// both sides tell the new epoch's sinks the link broke. A frame only queued just leaves.
 TEST(ShmTransport, AbandoningABegunFrameEndsTheKeptLink) {
   ConnectedPair pair(14);
   ASSERT_TRUE(pair.a && pair.b) << pair.declined;
@@ -276,17 +276,25 @@ TEST(ShmTransport, AbandoningABegunFrameEndsTheKeptLink) {
   ASSERT_TRUE(a->rehome(1, FrameHeader::magic_of(1), &next_a));
   ASSERT_TRUE(b->rehome(0, FrameHeader::magic_of(1), &next_b));
   auto queued = a->send(epoch_frame(1, 2, "epoch 1"));
+  auto late = a->send(epoch_frame(0, 3, "an old op's, sent after the rehome"));
+  EXPECT_TRUE(a->abandon(*late));
+  EXPECT_EQ(late->done.value.load(), 2u) << "taken out of the queue";
+  EXPECT_EQ(queued->done.value.load(), 0u) << "the link goes on";
   EXPECT_TRUE(a->abandon(*begun));
   ASSERT_TRUE(begun->done.wait_at_least(1, Clock::now() + 10s));
   EXPECT_EQ(begun->done.value.load(), 2u) << "not all sent";
   ASSERT_TRUE(queued->done.wait_at_least(1, Clock::now() + 10s));
   EXPECT_EQ(queued->done.value.load(), 2u);
   EXPECT_FALSE(a->abandon(*begun)) << "once is enough";
-  Poller poll_b;
+  Poller poll_a, poll_b;
+  poll_a.start({a.get()});
   poll_b.start({b.get()});
   ASSERT_TRUE(next_b.wait_closed(10s));
   EXPECT_FALSE(next_b.orderly()) << "cut, not closed";
   EXPECT_TRUE(next_b.frames().empty());
+  ASSERT_TRUE(next_a.wait_closed(10s)) << "this side's new epoch hears of it too";
+  EXPECT_FALSE(next_a.orderly());
+  poll_a.stop();
   poll_b.stop();
 }
 

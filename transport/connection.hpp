@@ -95,9 +95,10 @@ class Connection {
   // earlier epoch's client never ends a link a later one kept (checked against rehome under one
   // lock). False when it did not.
   virtual bool kill_if(uint32_t magic, bool reset) = 0;
-  // cut() while `t` is still on this connection (being written, or queued): its sender gives up
-  // on it and releases its memory, which nothing may read afterwards. Whatever epoch the link
-  // serves now (a later one keeps a frame of the earlier one that had begun: rehome). False when
+  // Its sender gives up on `t` and releases its memory, which nothing may read afterwards: queued
+  // and not begun, it leaves the queue (failed); begun or being written, it cannot be taken back,
+  // and the connection is cut, whatever epoch it serves now (a later one keeps a frame of the
+  // earlier one that had begun: rehome), and its reader tells its sink the link broke. False when
   // `t` was not there.
   virtual bool abandon(const SendTicket& t) = 0;
   // While bytes this side sent (or queued in the kernel) wait for the other side's acknowledgment:

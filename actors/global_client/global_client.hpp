@@ -198,7 +198,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   void note_unacked_links();
   void check_stalled_links();
   // Waits until the ticket's bytes are in the socket; past the deadline the node counts as frozen
-  // and is cut off. True when every byte was written.
+  // and is cut off (a link a later epoch kept is cut only where the ticket had begun on it:
+  // Connection::abandon). True when every byte was written.
   bool await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline);
 
  private:

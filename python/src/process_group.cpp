@@ -126,8 +126,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vect
                                                                       const c10d::AllreduceCoalescedOptions& opts) {
   world_->check_up();
   std::vector<Tensor> views;
-  for (size_t i = 0; i < tensors.size(); ++i)
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    // One device, as gloo's asks: the op is ordered in one stream, the first tensor's.
+    if (tensors[i].device() != tensors[0].device())
+      invalid("allreduce_coalesced's tensor " + std::to_string(i) + " is on " + tensors[i].device().str() +
+              " but tensor 0 is on " + tensors[0].device().str() + ": the tensors of one call share a device");
     views.push_back(view_of(tensors[i], "allreduce_coalesced's tensor " + std::to_string(i)));
+  }
   const ReduceOp op = reduce_op_of(opts.reduceOp);
   // One op of chorus (small tensors packed into shared buffers), ordered in the first tensor's
   // stream where it has one.

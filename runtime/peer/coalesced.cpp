@@ -24,7 +24,7 @@ namespace {
 
 // What one peer passes, as every peer sees it: its own problem with the list (kMixed: not one
 // dtype), the dtype, the number of tensors, their elements in all, a fingerprint of their shapes
-// and devices in order, and the bytes the planner would pack into one op here (every peer packs
+// and of which are GPU tensors, in order, and the bytes the planner would pack into one op here (every peer packs
 // the least of them, so that all run the same ops).
 enum Word { kProblem, kDType, kCount, kElements, kPrint, kPack, kWords };
 constexpr int64_t kMixed = 1;
@@ -47,7 +47,7 @@ Tensor record_of(const std::vector<Tensor>& ts, std::size_t pack) {
     elements += t.numel();
     print = fnv(print, t.shape().size());
     for (int64_t d : t.shape()) print = fnv(print, static_cast<uint64_t>(d));
-    print = fnv(print, t.is_cuda() ? static_cast<uint64_t>(t.device().index) + 1 : 0);
+    print = fnv(print, t.is_cuda() ? 1 : 0);  // which GPU is each peer's own (one per rank, often)
   }
   w[kDType] = ts.empty() ? -1 : static_cast<int64_t>(ts[0].dtype());
   w[kCount] = static_cast<int64_t>(ts.size());

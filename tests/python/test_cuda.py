@@ -145,6 +145,14 @@ for k, t in enumerate(ts):
     assert bool((t == want).all()), f"async all_reduce {k}: {t[:4].tolist()}, want {want}"
     cases += 1
 
+# A coalesced all_reduce of GPU tensors (each rank's on its own GPU): each runs as its own op.
+ts = [torch.full((n,), float(rank + k), device=dev) for k, n in enumerate((3, 5000, 17))]
+dist.all_reduce_coalesced(ts, dist.ReduceOp.SUM)
+for k, t in enumerate(ts):
+    want = float(sum(r + k for r in range(world)))
+    assert bool((t == want).all()), f"all_reduce_coalesced {k}: {t[:4].tolist()}, want {want}"
+    cases += 1
+
 # DDP on the GPU (its buckets' all-reduces run through the Work futures): 10 steps from the same
 # weights, against one model trained on the CPU with every rank's batch at once (DDP's average of
 # equal batches' gradients is the gradient over their union).

@@ -116,7 +116,10 @@ void TcpConnection::push_locked(std::unique_lock<std::mutex>& lk) {
   lk.lock();
   writing_ = false;
   current_.reset();
-  if (ok && !whole) queue_.push_front(t);
+  // A remainder goes back in front (of what was queued meanwhile, a later epoch's frames
+  // included); not onto a connection ended meanwhile, whose queue has been failed already.
+  const bool ended = ok && !whole && stopping_;
+  if (ok && !whole && !ended) queue_.push_front(t);
   wake = !queue_.empty();  // others queued behind us, or our own remainder
   lk.unlock();
   if (!ok) {
@@ -124,6 +127,8 @@ void TcpConnection::push_locked(std::unique_lock<std::mutex>& lk) {
     kill();
   } else if (whole) {
     t->done.set(1);
+  } else if (ended) {
+    t->done.set(2);
   }
   if (wake) wake_writer();  // an idle writer is not woken (or started) for nothing
 }
@@ -270,10 +275,16 @@ bool TcpConnection::abandon(const SendTicket& t) {
   std::deque<std::shared_ptr<SendTicket>> failed;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    bool here = current_.get() == &t;
-    for (const auto& q : queue_) here = here || q.get() == &t;
-    if (!here) return false;
-    end_locked(true, failed);
+    auto at = std::find_if(queue_.begin(), queue_.end(), [&t](const auto& q) { return q.get() == &t; });
+    if (at != queue_.end() && (*at)->sent == 0 && (*at)->staged.empty()) {  // not begun: it just goes
+      failed.push_back(std::move(*at));
+      queue_.erase(at);
+    } else if (current_.get() == &t || at != queue_.end()) {
+      end_locked(true, failed);
+      abandoned_ = true;  // the reader tells its sink: nobody of the epoch it serves ended it
+    } else {
+      return false;
+    }
   }
   cv_.notify_all();
   for (auto& f : failed) f->done.set(2);
@@ -365,7 +376,7 @@ Connection::Pumped TcpConnection::end_reading(const std::string& reason, bool br
   bool ours;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    ours = stopping_;
+    ours = stopping_ && !abandoned_;
   }
   if (!ours) {
     if (got_bye_.load() || !broke) sink_->closed(node(), got_bye_.load(), why);

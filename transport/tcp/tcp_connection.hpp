@@ -92,6 +92,7 @@ class TcpConnection final : public Connection {
   bool stopping_ = false;
   bool writing_ = false;  // someone (the writer thread or an inline sender) is writing a frame
   std::shared_ptr<SendTicket> current_;  // that frame, while writing_ (abandon)
+  bool abandoned_ = false;  // ended by abandon(): for the epoch it serves, a broken link
   std::atomic<bool> dead_{false};
   std::atomic<bool> got_bye_{false};
   // Started the first time a frame cannot be written inline (wake_writer): most of a host's
