@@ -56,16 +56,23 @@ void run_peer(Peer& peer, const Opts& o, Timings& res, long compute_iters_per_us
   const bool lead = peer.rank() == 0;
   const std::size_t count = o.bytes / sizeof(float);
   const float n = static_cast<float>(peer.size());
-  std::vector<Tensor> bufs;
-  for (int i = 0; i < o.ops; ++i) bufs.push_back(Tensor::zeros(DType::f32, {static_cast<int64_t>(count)}));
-  auto refill = [&] {
-    for (auto& t : bufs) std::fill_n(t.data_as<float>(), count, 1.0f);
+  // K tensors of `c` floats, filled with ones before an op and holding n after it.
+  auto tensors = [&](std::size_t c) {
+    std::vector<Tensor> ts;
+    for (int i = 0; i < o.ops; ++i) ts.push_back(Tensor::zeros(DType::f32, {static_cast<int64_t>(c)}));
+    return ts;
   };
-  auto check = [&] {
-    for (auto& t : bufs)
-      for (std::size_t j = 0; j < count; ++j)
+  auto fill = [](std::vector<Tensor>& ts) {
+    for (auto& t : ts) std::fill_n(t.data_as<float>(), t.numel(), 1.0f);
+  };
+  auto check_all = [&](const std::vector<Tensor>& ts) {
+    for (const auto& t : ts)
+      for (std::size_t j = 0; j < t.numel(); ++j)
         if (t.data_as<float>()[j] != n) ++res.wrong;
   };
+  std::vector<Tensor> bufs = tensors(count);
+  auto refill = [&] { fill(bufs); };
+  auto check = [&] { check_all(bufs); };
   std::vector<double> seq, par;
   for (int r = 0; r < o.reps; ++r) {
     refill();
@@ -85,28 +92,21 @@ void run_peer(Peer& peer, const Opts& o, Timings& res, long compute_iters_per_us
     if (lead) check();
   }
   // Coalesced: the same number of small tensors.
-  const std::size_t ccount = o.coalesce_bytes / sizeof(float);
-  std::vector<Tensor> small;
-  for (int i = 0; i < o.ops; ++i) small.push_back(Tensor::zeros(DType::f32, {static_cast<int64_t>(ccount)}));
-  auto check_small = [&] {
-    for (auto& t : small)
-      for (std::size_t j = 0; j < ccount; ++j)
-        if (t.data_as<float>()[j] != n) ++res.wrong;
-  };
+  std::vector<Tensor> small = tensors(o.coalesce_bytes / sizeof(float));
   std::vector<double> sone, scoal;
   for (int r = 0; r < o.reps; ++r) {
-    for (auto& t : small) std::fill_n(t.data_as<float>(), ccount, 1.0f);
+    fill(small);
     (void)peer.barrier();
     auto t0 = Clock::now();
     for (auto& t : small) (void)peer.all_reduce(t, ReduceOp::sum);
     sone.push_back(us_since(t0));
-    if (lead) check_small();
-    for (auto& t : small) std::fill_n(t.data_as<float>(), ccount, 1.0f);
+    if (lead) check_all(small);
+    fill(small);
     (void)peer.barrier();
     t0 = Clock::now();
     (void)peer.all_reduce_coalesced(small, ReduceOp::sum);
     scoal.push_back(us_since(t0));
-    if (lead) check_small();
+    if (lead) check_all(small);
   }
   // Overlap.
   const std::size_t ocount = o.overlap_bytes / sizeof(float);

@@ -223,14 +223,22 @@ TEST(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
 // read until it is out): the link is kept, and that frame is written out ahead of the new epoch's,
 // which the other side reads as the earlier epoch's and drops; what was queued behind it and not
 // begun is failed. So both sides of a pair keep their link whatever was under way on it.
+// A pair whose `a` has begun a frame of epoch 0 that nobody reads: of three rings (small enough to
+// be begun by the sending thread itself, which writes what the ring takes), it stops in its middle.
+struct MidFrame {
+  ConnectedPair pair;
+  std::string big;
+  std::shared_ptr<SendTicket> begun;
+  MidFrame(uint64_t token, uint32_t seed) : pair(token), big(pattern(192 << 10, seed)) {
+    if (pair.a && pair.b) begun = pair.a->send(frame_of(1, big));
+  }
+};
+
 TEST(ShmTransport, AFrameBegunIsWrittenOutAheadOfTheNextEpochs) {
-  ConnectedPair pair(13);
-  ASSERT_TRUE(pair.a && pair.b) << pair.declined;
-  auto& [sink_a, sink_b, a, b, declined] = pair;
-  // Nobody reads b: a frame of three rings (small enough to be begun by the sending thread
-  // itself, which writes what the ring takes) stops in its middle; one behind it waits.
-  const std::string big = pattern(192 << 10, 4);
-  auto begun = a->send(frame_of(1, big));
+  MidFrame m(13, 4);
+  ASSERT_TRUE(m.begun) << m.pair.declined;
+  auto& [sink_a, sink_b, a, b, declined] = m.pair;
+  auto& begun = m.begun;
   auto behind = a->send(epoch_frame(0, 2, "behind"));
   Sink next_a, next_b;
   ASSERT_TRUE(a->rehome(1, FrameHeader::magic_of(1), &next_a)) << "a frame half written keeps the link";
@@ -267,11 +275,10 @@ TEST(ShmTransport, AFrameBegunIsWrittenOutAheadOfTheNextEpochs) {
 // op's memory once it returns; the new epoch's frames queued behind it fail, and the readers of
 // both sides tell the new epoch's sinks the link broke. A frame only queued just leaves.
 TEST(ShmTransport, AbandoningABegunFrameEndsTheKeptLink) {
-  ConnectedPair pair(14);
-  ASSERT_TRUE(pair.a && pair.b) << pair.declined;
-  auto& [sink_a, sink_b, a, b, declined] = pair;
-  const std::string big = pattern(192 << 10, 5);
-  auto begun = a->send(frame_of(1, big));
+  MidFrame m(14, 5);
+  ASSERT_TRUE(m.begun) << m.pair.declined;
+  auto& [sink_a, sink_b, a, b, declined] = m.pair;
+  auto& begun = m.begun;
   Sink next_a, next_b;
   ASSERT_TRUE(a->rehome(1, FrameHeader::magic_of(1), &next_a));
   ASSERT_TRUE(b->rehome(0, FrameHeader::magic_of(1), &next_b));
