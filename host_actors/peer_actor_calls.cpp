@@ -31,6 +31,9 @@ ObjectCall ObjectCall::broadcast(std::optional<std::string> data) { return {Obje
 
 TensorsCall TensorsCall::all_gather_v(Tensor in) { return {TensorsOp::all_gather_v, std::move(in), 0}; }
 TensorsCall TensorsCall::gather_v(Tensor in, PeerId root) { return {TensorsOp::gather_v, std::move(in), root}; }
+TensorsCall TensorsCall::all_reduce_coalesced(std::vector<Tensor> list, ReduceOp op) {
+  return {TensorsOp::all_reduce_coalesced, {}, 0, std::move(list), op};
+}
 
 GroupCall GroupCall::new_group(std::vector<PeerId> members) { return {GroupOp::new_group, std::move(members), 0, 0}; }
 GroupCall GroupCall::split(int color, int key) { return {GroupOp::split, {}, color, key}; }
@@ -108,6 +111,10 @@ ObjectDone run(Peer& p, ObjectCall& c) {
 }
 
 TensorsDone run(Peer& p, TensorsCall& c) {
+  if (c.op == TensorsOp::all_reduce_coalesced) {
+    Status s = p.all_reduce_coalesced(c.list, c.redop);
+    return {s, std::move(c.list)};
+  }
   auto r = c.op == TensorsOp::gather_v ? p.gather_v(c.input, c.root) : p.all_gather_v(c.input);
   if (!r) return {r.status(), {}};
   return {Status::ok(), std::move(*r)};

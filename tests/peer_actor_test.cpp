@@ -173,6 +173,31 @@ TEST_F(PeerActors, ObjectCollectives) {
   EXPECT_TRUE(gv[2].tensors.empty());
   ASSERT_EQ(gv[1].tensors.size(), 3u);
   EXPECT_EQ(ints(gv[1].tensors[2]), (std::vector<int32_t>{2, 2, 2}));
+
+  // A list, reduced in place: the reply's tensors are the caller's.
+  std::vector<std::vector<Tensor>> lists(3);
+  for (uint32_t r = 0; r < 3; ++r)
+    lists[r] = {Tensor::from(std::vector<int32_t>(3, int32_t(r))), Tensor::from(std::vector<int32_t>(5, int32_t(r + 1)))};
+  auto arc = ask_all<TensorsDone>(self, peers, [&](uint32_t r) {
+    return TensorsCall::all_reduce_coalesced(std::vector<Tensor>(lists[r].begin(), lists[r].begin() + 1), ReduceOp::max);
+  });
+  expect_all_ok(arc);
+  auto sums = ask_all<TensorsDone>(self, peers, [&](uint32_t r) {
+    return TensorsCall::all_reduce_coalesced(std::vector<Tensor>(lists[r].begin() + 1, lists[r].end()), ReduceOp::sum);
+  });
+  expect_all_ok(sums);
+  for (uint32_t r = 0; r < 3; ++r) {
+    ASSERT_EQ(arc[r].tensors.size(), 1u);
+    EXPECT_EQ(arc[r].tensors[0].data(), lists[r][0].data()) << "in place";
+    EXPECT_EQ(ints(lists[r][0]), std::vector<int32_t>(3, 2));
+    EXPECT_EQ(ints(sums[r].tensors[0]), std::vector<int32_t>(5, 6));
+    EXPECT_EQ(ints(lists[r][1]), std::vector<int32_t>(5, 6));
+  }
+  // Lists of other lengths: every peer fails alike.
+  auto bad = ask_all<TensorsDone>(self, peers, [&](uint32_t r) {
+    return TensorsCall::all_reduce_coalesced(std::vector<Tensor>(r + 1, mine(0)), ReduceOp::sum);
+  });
+  for (auto& d : bad) EXPECT_EQ(d.status().code(), Errc::shape_mismatch) << d.status().to_string();
 }
 
 TEST_F(PeerActors, GroupsAreActorsOfTheirOwn) {

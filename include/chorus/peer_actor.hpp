@@ -104,18 +104,22 @@ struct ObjectDone {
   const Status& status() const { return outcome; }
 };
 
-// Tensors of any shape per peer (same dtype).
-enum class TensorsOp : uint8_t { all_gather_v, gather_v };
+// Tensors of any shape per peer (same dtype); a list all-reduced in as few ops as it allows.
+enum class TensorsOp : uint8_t { all_gather_v, gather_v, all_reduce_coalesced };
 struct TensorsCall {
   TensorsOp op = TensorsOp::all_gather_v;
   Tensor input;
-  PeerId root = 0;  // gather_v
+  PeerId root = 0;           // gather_v
+  std::vector<Tensor> list;  // all_reduce_coalesced: reduced in place
+  ReduceOp redop = ReduceOp::sum;
   static TensorsCall all_gather_v(Tensor in);
   static TensorsCall gather_v(Tensor in, PeerId root);
+  static TensorsCall all_reduce_coalesced(std::vector<Tensor> list, ReduceOp op);
 };
 struct TensorsDone {
   Status outcome;
-  std::vector<Tensor> tensors;  // by rank; gather_v off the root: empty
+  // By rank; gather_v off the root: empty; all_reduce_coalesced: the list (the caller's memory).
+  std::vector<Tensor> tensors;
   const Status& status() const { return outcome; }
 };
 

@@ -61,7 +61,8 @@ std::string passes(uint32_t r, const int64_t* w) {
   const std::string who = "rank " + std::to_string(r) + " passes ";
   if (w[kCount] == 0) return who + "no tensors";
   return who + std::to_string(w[kCount]) + " " + std::string(to_string(static_cast<DType>(w[kDType]))) +
-         (w[kCount] == 1 ? " tensor of " : " tensors of ") + std::to_string(w[kElements]) + " elements in all";
+         (w[kCount] == 1 ? " tensor of " : " tensors of ") + std::to_string(w[kElements]) +
+         (w[kElements] == 1 ? " element in all" : " elements in all");
 }
 
 // The first disagreement among the gathered records, the same on every peer (each reads the same
