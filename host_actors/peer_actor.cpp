@@ -146,7 +146,8 @@ peer_actor::behavior_type serve(self_ptr self, std::shared_ptr<RuntimeImpl> rt) 
         return run(self->state.peer, c);
       },
       [self](TensorsCall& c) -> TensorsDone {
-        if (auto no = self->state.refuse()) return {*no, {}};
+        if (auto no = self->state.refuse())  // a list comes back as it went, as OpCall's buffer does
+          return {*no, c.op == TensorsOp::all_reduce_coalesced ? std::move(c.list) : std::vector<Tensor>{}};
         return run(self->state.peer, c);
       },
       [self, rt](GroupCall& c) -> GroupDone { return on_group(self, rt, c); },

@@ -31,8 +31,8 @@ ObjectCall ObjectCall::broadcast(std::optional<std::string> data) { return {Obje
 
 TensorsCall TensorsCall::all_gather_v(Tensor in) { return {TensorsOp::all_gather_v, std::move(in), 0}; }
 TensorsCall TensorsCall::gather_v(Tensor in, PeerId root) { return {TensorsOp::gather_v, std::move(in), root}; }
-TensorsCall TensorsCall::all_reduce_coalesced(std::vector<Tensor> list, ReduceOp op) {
-  return {TensorsOp::all_reduce_coalesced, {}, 0, std::move(list), op};
+TensorsCall TensorsCall::all_reduce_coalesced(std::vector<Tensor> list, ReduceOp redop) {
+  return {TensorsOp::all_reduce_coalesced, {}, 0, std::move(list), redop};
 }
 
 GroupCall GroupCall::new_group(std::vector<PeerId> members) { return {GroupOp::new_group, std::move(members), 0, 0}; }

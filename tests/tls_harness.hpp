@@ -172,6 +172,17 @@ class Sink : public FrameSink {
     why_ = why;
     cv_.notify_all();
   }
+  void broken(uint32_t node, const std::string& why) override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      broke_ = true;
+    }
+    closed(node, false, why);
+  }
+  bool broke() {  // told the link broke (FrameSink::broken), not that it ended
+    std::lock_guard<std::mutex> lk(mu_);
+    return broke_;
+  }
   bool wait_frames(std::size_t n, std::chrono::milliseconds limit) {
     std::unique_lock<std::mutex> lk(mu_);
     return cv_.wait_for(lk, limit, [&] { return complete_ >= n; });
@@ -202,7 +213,7 @@ class Sink : public FrameSink {
   std::condition_variable cv_;
   std::map<uint32_t, Frame> frames_;
   std::size_t complete_ = 0;
-  bool closed_ = false, orderly_ = false;
+  bool closed_ = false, orderly_ = false, broke_ = false;
   std::string why_;
   uint32_t last_node_ = 0;
 };

@@ -147,10 +147,10 @@ class Peer {
   // Many tensors all-reduced in place, in as few ops as the list allows (torch's
   // all_reduce_coalesced, a fusion buffer): small host tensors are packed into shared buffers, one
   // op each; large or GPU tensors are ops of their own (docs/api.md). Every peer passes the same
-  // list: one dtype, the same shapes in the same order, host or GPU tensors alike, which one small
-  // exchange checks first, so a list that differs fails every peer with the same words (a list of
-  // two dtypes: its own peer hears which tensors). On a failure, some of the tensors may hold
-  // their results and others not.
+  // list: one dtype, the same shapes in the same order, each a host or a GPU tensor on every peer
+  // alike (each peer's GPU may be its own), which one small exchange checks first, so a list that
+  // differs fails every peer with the same words (a list of two dtypes: its own peer hears which
+  // tensors). On a failure, some of the tensors may hold their results and others not.
   Status all_reduce_coalesced(std::vector<Tensor>& tensors, ReduceOp op);
   Work all_reduce_coalesced_async(std::vector<Tensor> tensors, ReduceOp op, OpOptions opts = {});
 

@@ -110,11 +110,11 @@ struct TensorsCall {
   TensorsOp op = TensorsOp::all_gather_v;
   Tensor input;
   PeerId root = 0;           // gather_v
-  std::vector<Tensor> list;  // all_reduce_coalesced: reduced in place
+  std::vector<Tensor> list{};  // all_reduce_coalesced: reduced in place
   ReduceOp redop = ReduceOp::sum;
   static TensorsCall all_gather_v(Tensor in);
   static TensorsCall gather_v(Tensor in, PeerId root);
-  static TensorsCall all_reduce_coalesced(std::vector<Tensor> list, ReduceOp op);
+  static TensorsCall all_reduce_coalesced(std::vector<Tensor> list, ReduceOp redop);
 };
 struct TensorsDone {
   Status outcome;

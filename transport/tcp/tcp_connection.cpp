@@ -280,6 +280,7 @@ bool TcpConnection::abandon(const SendTicket& t) {
       failed.push_back(std::move(*at));
       queue_.erase(at);
     } else if (current_.get() == &t || at != queue_.end()) {
+      if (stopping_) return true;  // ended already (a cut, a close): the writer lets go by itself
       end_locked(true, failed);
       abandoned_ = true;  // the reader tells its sink: nobody of the epoch it serves ended it
     } else {
@@ -373,15 +374,18 @@ Connection::Pumped TcpConnection::end_reading(const std::string& reason, bool br
   ended_ = true;
   if (in_frame_ && dst_) sink_->frame_failed(node(), cur_);
   in_frame_ = false;
-  bool ours;
+  bool ours, abandoned;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    ours = stopping_ && !abandoned_;
+    ours = stopping_;
+    abandoned = abandoned_;
   }
-  if (!ours) {
-    if (got_bye_.load() || !broke) sink_->closed(node(), got_bye_.load(), why);
-    else sink_->broken(node(), why);
-  }
+  if (abandoned)  // cut here, for the epoch this link serves: a broken link, not a lost node
+    sink_->broken(node(), "the link was cut: an earlier membership epoch's op gave up on a frame it had begun on it");
+  else if (!ours && (got_bye_.load() || !broke))
+    sink_->closed(node(), got_bye_.load(), why);
+  else if (!ours)
+    sink_->broken(node(), why);
   kill();
   return Pumped::ended;
 }
