@@ -13,7 +13,8 @@ namespace {
 
 // All-reduces until, at op --at-op, the peer of rank --victim kills its own process inside the op
 // (SIGKILL; shrink-after-freeze: says VICTIM and stops it, SIGSTOP, for the orchestrator's
-// heartbeats to find); --second-victim's rank then dies instead of shrinking. Every survivor gets node_lost, calls shrink(), prints
+// heartbeats to find); --second-victim's rank then dies instead of shrinking. Every survivor gets
+// node_lost (or revoked, where a node-mate's shrink came first), calls shrink(), prints
 //   PEER <old rank> SHRUNK <new rank> <new size> <epoch> <ms from the loss to its first op done>
 // and runs --ops all-reduces of --elements in the shrunk world, each checked.
 int shrink_after_kill(Peer& p, const NodeContext& node) {
@@ -29,7 +30,9 @@ int shrink_after_kill(Peer& p, const NodeContext& node) {
       raise(SIGKILL);
     }
     const Status s = p.all_reduce(x, ReduceOp::sum);
-    if (s.code() == Errc::node_lost) break;
+    // The loss, or (a node-mate's shrink formed the next epoch while this op was still ending)
+    // the old world revoked: either way, shrink (docs/elastic.md, as examples/elastic_training.cpp).
+    if (s.code() == Errc::node_lost || s.code() == Errc::revoked) break;
     must(s);
     std::string why;
     verify(check_reduced(x, DType::f32, ReduceOp::sum, p.size(), a.elements, 0, why), "all_reduce", why);
