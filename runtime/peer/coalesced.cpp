@@ -24,8 +24,8 @@ namespace {
 
 // What one peer passes, as every peer sees it: its own problem with the list (kMixed: not one
 // dtype), the dtype, the number of tensors, their elements in all, a fingerprint of their shapes
-// and of which are GPU tensors, in order, and the bytes the planner would pack into one op here (every peer packs
-// the least of them, so that all run the same ops).
+// and of which are GPU tensors, in order, and the bytes the planner would pack into one op here
+// (every peer packs the least of them, so that all run the same ops).
 enum Word { kProblem, kDType, kCount, kElements, kPrint, kPack, kWords };
 constexpr int64_t kMixed = 1;
 
