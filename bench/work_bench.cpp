@@ -71,17 +71,15 @@ void run_peer(Peer& peer, const Opts& o, Timings& res, long compute_iters_per_us
         if (t.data_as<float>()[j] != n) ++res.wrong;
   };
   std::vector<Tensor> bufs = tensors(count);
-  auto refill = [&] { fill(bufs); };
-  auto check = [&] { check_all(bufs); };
   std::vector<double> seq, par;
   for (int r = 0; r < o.reps; ++r) {
-    refill();
+    fill(bufs);
     (void)peer.barrier();
     auto t0 = Clock::now();
     for (auto& t : bufs) (void)peer.all_reduce(t, ReduceOp::sum);
     seq.push_back(us_since(t0));
-    if (lead) check();
-    refill();
+    if (lead) check_all(bufs);
+    fill(bufs);
     (void)peer.barrier();
     t0 = Clock::now();
     std::vector<Work> w;
@@ -89,7 +87,7 @@ void run_peer(Peer& peer, const Opts& o, Timings& res, long compute_iters_per_us
     for (auto& t : bufs) w.push_back(peer.all_reduce_async(t, ReduceOp::sum));
     for (auto& x : w) (void)x.wait();
     par.push_back(us_since(t0));
-    if (lead) check();
+    if (lead) check_all(bufs);
   }
   // Coalesced: the same number of small tensors.
   std::vector<Tensor> small = tensors(o.coalesce_bytes / sizeof(float));

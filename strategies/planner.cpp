@@ -66,8 +66,8 @@ Route plan_route(const Config& config, const PlanQuery& q) {
 }
 
 std::size_t plan_pack_bytes(const Config& config, const PlanQuery& q) {
-  if (q.arena_slot > 0 && !q.on_device && plan_route(config, q).meet == RunStrategy::Path::arena) return q.arena_slot;
-  return std::size_t{1} << 20;
+  // The arena meets host ops only, and only with a slot (arena_open).
+  return plan_route(config, q).meet == RunStrategy::Path::arena ? q.arena_slot : std::size_t{1} << 20;
 }
 
 RunStrategy plan_path(const Config& config, const PlanQuery& q, std::string* why) {
