@@ -75,6 +75,14 @@ Result<std::vector<Tensor>> Work::result() const {
   return state_->tensors;
 }
 
+Result<PeerId> Work::source() const {
+  if (!state_) return empty_work();
+  if (!state_->is_done()) return not_done();
+  if (!state_->status) return state_->status;
+  if (!state_->source) return Status(Errc::invalid_argument, "Work::source(): the op is not a receive");
+  return *state_->source;
+}
+
 Result<std::vector<std::string>> Work::objects() const {
   if (!state_) return empty_work();
   if (!state_->is_done()) return not_done();

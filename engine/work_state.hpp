@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct WorkState {
   Status status;                      // how the op ended
   std::vector<Tensor> tensors;        // Work::result()
   std::vector<std::string> objects;   // Work::objects()
+  std::optional<PeerId> source;       // Work::source(): a receive's sender
   // Runs the op on the calling thread when it has not started yet (Lane::runner); set before the
   // Work is handed out, never after. Work::wait() calls it before it sleeps.
   std::function<bool()> run_here;

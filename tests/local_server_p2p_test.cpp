@@ -12,6 +12,7 @@
 
 #include <chorus/config.hpp>
 #include <chorus/runtime.hpp>
+#include "core/op_kinds.hpp"
 #include "runtime/runtime_impl.hpp"
 #include "local_server_fixtures.hpp"
 #include "strategies/work_buffer.hpp"
@@ -120,6 +121,83 @@ TEST_F(CoreTest, TimeoutOfOneQueuedHalfLeavesTheOthers) {
   EXPECT_TRUE(s2->status.is_ok() && r->status.is_ok()) << s2->status.to_string() << r->status.to_string();
   core->on_timeout(s2->timer);  // stale: s2 was matched
   EXPECT_TRUE(s2->status.is_ok());
+}
+
+// A receive from any source (OpRequestData::any_source).
+OpRequestData any_recv(uint32_t peer, TensorMeta t, uint64_t tag) {
+  OpRequestData r = p2p(OpKind::recv, peer, 0, std::move(t), tag);
+  r.any_source = true;
+  return r;
+}
+
+// A receive from any source takes the send to it queued first, from whichever peer, and learns
+// the sender; sends of another tag or to another peer stay queued.
+TEST_F(CoreTest, ARecvFromAnySourceTakesTheFirstSendToIt) {
+  reg_all(cfg(4));
+  auto other_tag = op(p2p(OpKind::send, 3, 0, f32(4), 6));
+  auto other_dst = op(p2p(OpKind::send, 3, 1, f32(4), 5));
+  auto from2 = op(p2p(OpKind::send, 2, 0, f32(4), 5));
+  auto from1 = op(p2p(OpKind::send, 1, 0, f32(8), 5));
+  auto r1 = op(any_recv(0, f32(4), 5));
+  ASSERT_TRUE(is_done(*r1) && is_done(*from2));
+  ASSERT_TRUE(r1->status.is_ok()) << r1->status.to_string();
+  EXPECT_EQ(r1->source, 2u);
+  EXPECT_EQ(r1->plan, from2->plan);
+  EXPECT_EQ(r1->plan->label(), "send/recv 2->0 tag 5");
+  EXPECT_FALSE(is_done(*from1));
+  auto r2 = op(any_recv(0, f32(8), 5));
+  ASSERT_TRUE(is_done(*r2) && is_done(*from1));
+  EXPECT_EQ(r2->source, 1u);
+  EXPECT_EQ(r2->plan->count(), 8u);
+  EXPECT_FALSE(is_done(*other_tag));
+  EXPECT_FALSE(is_done(*other_dst));
+  // A mismatch fails both sides, naming the sender it took.
+  auto from3 = op(p2p(OpKind::send, 3, 0, f32(2), 9));
+  auto r3 = op(any_recv(0, f32(4), 9));
+  EXPECT_TRUE(has(r3->status, Errc::shape_mismatch, {"send/recv 3->0 tag 9", "sender has f32[2], receiver f32[4]"}));
+  EXPECT_EQ(from3->status, r3->status);
+}
+
+// A send goes to the receive posted first of those that may take it: from its peer or from any.
+TEST_F(CoreTest, ASendGoesToTheReceivePostedFirst) {
+  reg_all(cfg(3));
+  auto any = op(any_recv(0, f32(4), 1));
+  auto from1 = op(p2p(OpKind::recv, 0, 1, f32(4), 1));
+  auto s1 = op(p2p(OpKind::send, 1, 0, f32(4), 1));
+  ASSERT_TRUE(is_done(*any) && is_done(*s1));
+  EXPECT_EQ(any->plan, s1->plan);
+  EXPECT_EQ(any->source, 1u);
+  EXPECT_FALSE(is_done(*from1));
+  auto s2 = op(p2p(OpKind::send, 1, 0, f32(4), 1));
+  EXPECT_EQ(from1->plan, s2->plan);
+  // The other way round: the specific receive first.
+  auto specific = op(p2p(OpKind::recv, 0, 2, f32(4), 1));
+  auto any2 = op(any_recv(0, f32(4), 1));
+  auto s3 = op(p2p(OpKind::send, 2, 0, f32(4), 1));
+  EXPECT_EQ(specific->plan, s3->plan);
+  EXPECT_FALSE(is_done(*any2));
+}
+
+// A receive from any source expires naming what it waited for; one withdrawn (it took a message
+// from another node) leaves without an answer, and a later send does not pair with it.
+TEST_F(CoreTest, ARecvFromAnySourceExpiresOrIsWithdrawn) {
+  reg_all(cfg(2));
+  auto r = op(any_recv(1, f32(4), 3));
+  core->on_timeout(r->timer);
+  EXPECT_TRUE(has(r->status, Errc::timeout, {"recv any->1 tag 3: no peer sent to peer 1 with tag 3 within"}));
+  auto w = op(any_recv(1, f32(4), 3));
+  EXPECT_TRUE(core->withdraw(w->timer));
+  EXPECT_FALSE(core->withdraw(w->timer));
+  auto s = op(p2p(OpKind::send, 0, 1, f32(4), 3));
+  EXPECT_FALSE(is_done(*w));
+  EXPECT_FALSE(is_done(*s));
+  // A plain receive from the id that stands for "any" is no receive from any source.
+  auto bad = op(p2p(OpKind::recv, 1, kAnySource, f32(4), 3));
+  EXPECT_TRUE(has(bad->status, Errc::invalid_argument, {"peer 1: recv from peer 4294967295 (not a peer)"}));
+  auto r2 = op(any_recv(1, f32(4), 3));
+  EXPECT_TRUE(r2->status.is_ok());
+  EXPECT_EQ(r2->plan, s->plan);
+  EXPECT_FALSE(core->withdraw(r2->timer)) << "a paired receive cannot be withdrawn";
 }
 
 // --- reset and shutdown

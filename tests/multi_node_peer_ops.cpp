@@ -345,12 +345,52 @@ int gradsync(Peer& p, int64_t timeout_ms) {
 
 } // namespace
 
+// Receives from any source across nodes: every other rank sends rank 0 two messages with tag 11
+// ({rank, 2 rank + k}) and one with tag 12. Rank 0 takes the first 2(n-1) with recv_any: each
+// names its sender, carries that sender's data, and each sender's two come in the order sent.
+// It takes the others with recv_any_async, each Work naming a different sender.
+int recv_any(Peer& p) {
+  const uint32_t n = p.size(), me = p.rank();
+  auto message = [](uint32_t r, uint32_t k) { return std::vector<int32_t>{int32_t(r), int32_t(2 * r + k)}; };
+  if (me != 0) {
+    for (uint32_t k = 0; k < 2; ++k) must(p.send(Tensor::from(message(me, k)), 0, 11));
+    must(p.send(Tensor::from(message(me, 0)), 0, 12));
+    return 3;
+  }
+  std::vector<uint32_t> seen(n, 0);
+  for (uint32_t i = 0; i < 2 * (n - 1); ++i) {
+    Tensor t = Tensor::zeros(DType::i32, {2});
+    auto from = p.recv_any(t, 11);
+    must(from.status());
+    if (*from == 0 || *from >= n || seen[*from] >= 2 || t.to_vector<int32_t>() != message(*from, seen[*from]))
+      throw Fail{Status(Errc::internal, "recv_any named rank " + std::to_string(*from) + " for the wrong message")};
+    ++seen[*from];
+  }
+  std::vector<Tensor> bufs;
+  std::vector<Work> works;
+  for (uint32_t i = 1; i < n; ++i) {
+    bufs.push_back(Tensor::zeros(DType::i32, {2}));
+    works.push_back(p.recv_any_async(bufs.back(), 12));
+  }
+  std::vector<bool> got(n, false);
+  for (std::size_t i = 0; i < works.size(); ++i) {
+    must(works[i].wait());
+    auto from = works[i].source();
+    must(from.status());
+    if (*from == 0 || *from >= n || got[*from] || bufs[i].to_vector<int32_t>() != message(*from, 0))
+      throw Fail{Status(Errc::internal, "recv_any_async named rank " + std::to_string(*from) + " for the wrong message")};
+    got[*from] = true;
+  }
+  return 3;
+}
+
 Scenario op_scenario(const std::string& name) {
   if (name == "every-op") return [](Peer& p, const NodeContext&) { return every_op(p); };
   if (name == "mixed") return [](Peer& p, const NodeContext& node) { return mixed(p, node.args.ops); };
   if (name == "strategies")
     return [](Peer& p, const NodeContext& node) { return strategies(p, node.config, node.args.peers); };
   if (name == "groups") return [](Peer& p, const NodeContext&) { return groups(p); };
+  if (name == "recv-any") return [](Peer& p, const NodeContext&) { return recv_any(p); };
   if (name == "gradsync") return [](Peer& p, const NodeContext& node) { return gradsync(p, node.args.timeout_ms); };
   return nullptr;
 }

@@ -80,6 +80,14 @@ TEST_F(MultiNode, AFailedSendAcrossNodesFailsBothSides) {
   EXPECT_NE(lines["0"].message.find("peer 0 could not send its tensor"), std::string::npos) << lines["0"].message;
 }
 
+// Receives from any source take sends from this node (through the local server) and from the
+// other (through the mailbox), whichever come first (multi_node_peer_ops.cpp, recv_any).
+TEST_F(MultiNode, ARecvFromAnySourceTakesSendsOfEveryNode) {
+  start_orchestrator(2);
+  auto nodes = run_nodes({{}, {}}, {"--peers", "2", "--scenario", "recv-any"});
+  expect_all_ok(nodes, 4, 3);
+}
+
 TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesTheNextCollective) {
   start_orchestrator(3);
   const auto shm_before = dev_shm_entries();

@@ -106,6 +106,52 @@ TEST(SendRecv, FifoPerTagFromSeveralThreads) {
   rep.expect_clean();
 }
 
+// A receive from any source takes the sends to it in the order they reached the server, from
+// whichever peer, and names each sender (the blocking form returns it, Work::source() the async
+// one); a plain recv's Work names its src.
+TEST(SendRecv, ARecvFromAnySourceNamesItsSender) {
+  Runtime rt;
+  Reporter rep;
+  EventCount entered;
+  count_server_entries(rt, entered);
+  const std::vector<int32_t> from1 = {1, 1, 1}, from2 = {2, 2, 2}, from3 = {3, 3, 3};
+  harness::run_peers(rt, harness::config_for(4), [&](Peer& peer) {
+    if (peer.id() == 2) {
+      if (Status s = peer.send(Tensor::from(from2), 0, 4); !s) rep.fail("send from 2: " + s.to_string());
+    } else if (peer.id() == 1) {
+      if (!entered.wait_for(1)) rep.fail("peer 2's send did not reach the server");
+      if (Status s = peer.send(Tensor::from(from1), 0, 4); !s) rep.fail("send from 1: " + s.to_string());
+      if (Status s = peer.send(Tensor::from(from1), 3, 8); !s) rep.fail("send 1->3: " + s.to_string());
+    } else if (peer.id() == 0) {
+      if (!entered.wait_for(2)) rep.fail("the two sends did not reach the server");
+      for (auto [want, data] : {std::pair{2u, &from2}, std::pair{1u, &from1}}) {
+        Tensor r = Tensor::zeros(DType::i32, {3});
+        auto got = peer.recv_any(r, 4);
+        if (!got) rep.fail("recv_any: " + got.status().to_string());
+        else if (*got != want) rep.fail("recv_any took rank " + std::to_string(*got) + " first, not " + std::to_string(want));
+        else if (r.to_vector<int32_t>() != *data) rep.fail("recv_any got another rank's data");
+      }
+      Tensor r = Tensor::zeros(DType::i32, {3});
+      Work w = peer.recv_any_async(r, 7);
+      if (Status s = peer.send(Tensor::from(from1), 3, 7); !s) rep.fail("send 0->3: " + s.to_string());
+      if (Status s = w.wait(); !s) rep.fail("recv_any_async: " + s.to_string());
+      else if (auto src = w.source(); !src || *src != 3u) rep.fail("Work::source() did not name rank 3");
+      else if (r.to_vector<int32_t>() != from3) rep.fail("recv_any_async got the wrong data");
+    } else {
+      if (!entered.wait_for(2)) rep.fail("the two sends did not reach the server");  // they enter first
+      Tensor r = Tensor::zeros(DType::i32, {3});
+      Work w = peer.recv_async(r, 1, 8);
+      if (Status s = w.wait(); !s) rep.fail("recv from 1: " + s.to_string());
+      else if (auto src = w.source(); !src || *src != 1u) rep.fail("a recv's Work::source() is not its src");
+      Tensor got = Tensor::zeros(DType::i32, {3});
+      Work r0 = peer.recv_async(got, 0, 7);
+      if (Status s = peer.send(Tensor::from(from3), 0, 7); !s) rep.fail("send 3->0: " + s.to_string());
+      if (Status s = r0.wait(); !s) rep.fail("recv from 0: " + s.to_string());
+    }
+  });
+  rep.expect_clean();
+}
+
 // Point-to-point traffic does not consume collective sequence numbers: collectives interleaved
 // with sends on some peers only still match up.
 TEST(SendRecv, InterleavedWithCollectives) {

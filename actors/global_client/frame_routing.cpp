@@ -77,7 +77,7 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       if (!head) return on_node_lost(node, from + " sent a garbled send header");
       // The frame's bytes move into the message: the data is not copied on the way to recv().
       p2p_->deliver({head->source, head->destination, head->tag},
-                    {head->dtype, head->numel, std::move(r.bytes), h.slot, head->failed});
+                    {0, head->dtype, head->numel, std::move(r.bytes), h.slot, head->failed});
       r.bytes = std::string();
       return;
     }

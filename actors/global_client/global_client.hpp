@@ -26,6 +26,7 @@
 #include <chorus/result.hpp>
 #include "actors/global_client/announcements.hpp"
 #include "actors/global_client/orchestrator_join.hpp"
+#include "actors/global_client/p2p.hpp"
 #include "core/buffer_pool.hpp"
 #include "core/pause_watch.hpp"
 #include "strategies/arena.hpp"
@@ -41,7 +42,6 @@ namespace gpu {
 class NcclJob;
 }
 class NetOp;
-class P2PMailbox;
 
 class GlobalClient : public FrameSink, public std::enable_shared_from_this<GlobalClient> {
  public:
@@ -135,6 +135,10 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   Status send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline,
               const Status& failed = Status::ok());
   Status recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, Clock::time_point deadline);
+  // What recv does with the message it took: checks it against `t`, copies it in, and answers the
+  // sender. A receive from any source takes its message from the mailbox itself (p2p()).
+  Status take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t);
+  P2PMailbox& p2p() { return *p2p_; }
 
   // This node's NCCL communicators across nodes (cuda/nccl_job.hpp), made on first use; nullptr
   // and `error` where there is no NCCL (chorus built without CUDA, and no test double in place).

@@ -8,6 +8,7 @@
 #include "actors/global_client/global_client.hpp"
 #include "actors/local_server/op_validation.hpp"
 #include "actors/local_server/server_core.hpp"
+#include "core/op_kinds.hpp"
 
 namespace chorus {
 
@@ -31,6 +32,7 @@ std::string arena_waits_for(const FlightRow& r, const GlobalClient& client) {
 // What an op in flight waits for. The local server, the arena and the NetOp are asked one after
 // the other, never holding one's lock while taking the other's.
 std::string waits_for(const FlightRow& r, const LocalServerCore& core, GlobalClient& client) {
+  if (!r.collective() && r.other == kAnySource) return "a send from any rank with tag " + std::to_string(r.tag);
   if (!r.collective())
     return std::string("the matching ") + (r.kind == OpKind::send ? "recv" : "send") + " of rank " + std::to_string(r.other);
   if (r.state != FlightState::waiting) return client.op_waits_for(r.group, r.seq);

@@ -24,6 +24,7 @@ void P2PMailbox::bump() {
 void P2PMailbox::deliver(const Key& k, Message m) {
   {
     std::lock_guard<std::mutex> lk(mu_);
+    m.order = ++delivered_;
     inbox_[k].push_back(std::move(m));
   }
   bump();
@@ -89,6 +90,57 @@ P2PMailbox::Took P2PMailbox::take_answer(const Key& k, uint32_t node, Poller& po
   return take(answers_, k, node, poller, deadline, out, why);
 }
 
+P2PMailbox::Took P2PMailbox::take_any(uint32_t dst, uint64_t tag, const std::vector<uint32_t>& from,
+                                      const std::vector<uint32_t>& from_nodes, Poller& poller,
+                                      Clock::time_point deadline, const std::function<bool()>& stop, Key& k,
+                                      Message& out, Status& why) {
+  for (;;) {
+    const uint32_t g = word_.value.load();
+    if (stop()) return Took::stopped;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto first = inbox_.end();
+      for (uint32_t src : from) {
+        auto it = inbox_.find(Key{src, dst, tag});
+        if (it != inbox_.end() && !it->second.empty() &&
+            (first == inbox_.end() || it->second.front().order < first->second.front().order))
+          first = it;
+      }
+      if (first != inbox_.end()) {
+        k = first->first;
+        out = std::move(first->second.front());
+        first->second.pop_front();
+        if (first->second.empty()) inbox_.erase(first);
+        return Took::it;
+      }
+      if (lost_) {
+        why = *lost_;
+        return Took::ended;
+      }
+      // Every sender's node left in order: none of them will send.
+      bool all_gone = true;
+      for (uint32_t node : from_nodes) {
+        auto gone = gone_.find(node);
+        if (gone == gone_.end()) {
+          all_gone = false;
+          break;
+        }
+        why = gone->second;
+      }
+      if (all_gone) return Took::ended;
+    }
+    if (!poller.wait(word_, g + 1, deadline)) return Took::nothing;
+  }
+}
+
+void P2PMailbox::put_back(const Key& k, Message m) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    inbox_[k].push_front(std::move(m));
+  }
+  bump();
+}
+
 // ---- GlobalClient::send and recv ----
 
 Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline,
@@ -117,6 +169,7 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
     case P2PMailbox::Took::it: return sends_data ? answer : cannot;
     case P2PMailbox::Took::ended: return why;
     case P2PMailbox::Took::nothing: break;
+    case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the answer stopped"};  // take_any's only
   }
   return {Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
                              ") never posted the matching recv within " + std::to_string(config_.timeout.count()) + " ms"};
@@ -133,7 +186,15 @@ Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, C
     case P2PMailbox::Took::nothing:
       return {Errc::timeout, label + ": peer " + std::to_string(src) + " (node " + std::to_string(node) +
                                  ") never posted the matching send within " + std::to_string(config_.timeout.count()) + " ms"};
+    case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the message stopped"};  // take_any's only
   }
+  return take_delivered({src, dst, tag}, m, t);
+}
+
+Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t) {
+  const auto& [src, dst, tag] = k;
+  const uint32_t node = node_of(src);
+  const std::string label = pair_label(src, dst, tag);
   Status s;
   const std::string theirs = std::string(to_string(m.dtype)) + "[" + std::to_string(m.numel) + "]";
   const std::string mine = std::string(to_string(t.dtype())) + "[" + std::to_string(t.numel()) + "]";

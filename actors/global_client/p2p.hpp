@@ -4,11 +4,13 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <chorus/status.hpp>
 #include <chorus/types.hpp>
@@ -21,6 +23,7 @@ class P2PMailbox {
  public:
   using Key = std::tuple<uint32_t, uint32_t, uint64_t>;  // source, destination, tag
   struct Message {
+    uint64_t order = 0;  // when it arrived, among all messages (take_any takes the first)
     DType dtype;
     uint64_t numel;
     std::string bytes;   // the whole payload: the P2PHeader message, then the data from `offset`
@@ -35,11 +38,20 @@ class P2PMailbox {
 
   // Waits for the first message (answer) for k from `node`: `it` (out is filled), `ended` (`why`
   // is the loss or goodbye that ended the wait) or `nothing` (the deadline passed).
-  enum class Took { it, ended, nothing };
+  enum class Took { it, ended, nothing, stopped };
   Took take_message(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline, Message& out,
                     Status& why);
   Took take_answer(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline, Status& out,
                    Status& why);
+  // A receive from any source: the first message delivered to `dst` with `tag` from one of
+  // `from` (its key in `k`); or `stopped` once `stop()` holds (checked after every wake: whoever
+  // makes it hold calls wake()). It ends when a node is lost, or once every node of `from_nodes`
+  // (the senders' nodes) left in order.
+  Took take_any(uint32_t dst, uint64_t tag, const std::vector<uint32_t>& from, const std::vector<uint32_t>& from_nodes,
+                Poller& poller, Clock::time_point deadline, const std::function<bool()>& stop, Key& k, Message& out, Status& why);
+  // Puts a message taken by take_any back first in its queue (the receive took another instead).
+  void put_back(const Key& k, Message m);
+  void wake() { bump(); }
 
  private:
   template <class T>
@@ -50,6 +62,7 @@ class P2PMailbox {
   std::mutex mu_;  // a leaf: nothing else is locked, and nothing blocks, under it
   WaitWord word_;  // bumped whenever something arrives; the top once a node is lost
   std::map<Key, std::deque<Message>> inbox_;
+  uint64_t delivered_ = 0;
   std::map<Key, std::deque<Status>> answers_;
   std::optional<Status> lost_;          // a node died: every pair fails
   std::map<uint32_t, Status> gone_;     // nodes that left in order: pairs with them fail

@@ -3,6 +3,7 @@
 // (shared by reference, never copied) and the reply slot the local server fills directly, so a
 // blocking peer thread wakes without going through the actor scheduler.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include <chorus/status.hpp>
@@ -30,10 +31,15 @@ struct Reply {
   uint64_t epoch = 0;             // register: the registration generation to send with every op
   uint32_t group = 0;             // new group: its id
   RunStrategy strategy;           // ops: what runs them (Peer::last_strategy)
+  uint32_t source = 0;            // a receive: its sender, as the server numbers peers (recv_any's)
+  // Called once the fields are set, beside `done`: a receive from any source across nodes waits
+  // on its mailbox's word, not on `done`, and is woken so. Set before the call enters the server.
+  std::function<void()> also_wake;
 
   void complete(Status s) {
     status = std::move(s);
     done.set(1);
+    if (also_wake) also_wake();
   }
 };
 

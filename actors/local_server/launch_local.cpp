@@ -118,6 +118,7 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
   Arrival& rcv = pl.rcv;
   const auto& [gid, src, dst, tag] = pl.key;
   const std::string label = "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
+  rcv.call.reply->source = src;  // what a receive from any source took
   // A side that could not take part (OpOptions::stream's earlier work not done): neither moves data.
   const uint32_t offset = global_ ? global_->offset() : 0;
   Status s = local_error_of(snd, offset);

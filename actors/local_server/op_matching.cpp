@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "actors/global_client/global_client.hpp"
+#include "core/op_kinds.hpp"
 
 namespace chorus {
 
@@ -32,6 +33,7 @@ void LocalServerCore::match(Call call, Effects& fx) {
   if (req->kind == OpKind::send || req->kind == OpKind::recv) {
     // The other side is named by its rank in the group; queues are keyed by global ids.
     const bool is_send = req->kind == OpKind::send;
+    if (!is_send && req->any_source) return point_to_point(std::move(*req), std::move(call), fx);
     if (req->other >= g->members.size())
       return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req->peer) + ": " +
                                       (is_send ? "send to" : "recv from") + " peer " + std::to_string(req->other) +
@@ -59,6 +61,7 @@ void LocalServerCore::global_op(OpRequestData req, Call call, Effects& fx) {
   if (req.kind == OpKind::send || req.kind == OpKind::recv) {
     // Pairs across nodes go through GlobalClient::send/recv; here both ends are on this node.
     const bool is_send = req.kind == OpKind::send;
+    if (!is_send && req.any_source) return point_to_point(std::move(req), std::move(call), fx);
     const uint32_t other = req.other < size ? global_of(req.other) : UINT32_MAX;
     if (other < offset || other >= offset + here)
       return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req.rank) + ": " +
@@ -117,8 +120,10 @@ void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t i
 void LocalServerCore::point_to_point(OpRequestData req, Call call, Effects& fx) {
   const uint32_t n = config_->num_devices;
   const bool is_send = req.kind == OpKind::send;
+  const bool any = !is_send && req.any_source;
+  if (any) req.other = kAnySource;  // its queue's source
   const std::string what = is_send ? "send" : "recv";
-  if (req.other >= n || req.other == req.peer)
+  if (!any && (req.other >= n || req.other == req.peer))
     return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req.peer) + ": " + what +
                                     (is_send ? " to" : " from") + " peer " + std::to_string(req.other) +
                                     (req.other == req.peer ? " (itself)" : " (not a peer)")});
@@ -128,8 +133,26 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call, Effects& fx) 
   P2PKey key = is_send ? P2PKey{req.group, req.peer, req.other, req.tag} : P2PKey{req.group, req.other, req.peer, req.tag};
   auto& mine_q = is_send ? sends_ : recvs_;
   auto& other_q = is_send ? recvs_ : sends_;
-  auto oit = other_q.find(key);
-  if (oit == other_q.end() || oit->second.empty()) {  // wait for the other half
+  // The half to pair with: the one queued first (timers grow) of those this call may take. A
+  // send may go to a receive from it or to one from any source; a receive from any source takes
+  // the first send to it with its tag, from whichever peer.
+  auto oit = other_q.end();
+  auto consider = [&](std::map<P2PKey, std::deque<P2PHalf>>::iterator it) {
+    if (it != other_q.end() && !it->second.empty() &&
+        (oit == other_q.end() || it->second.front().timer < oit->second.front().timer))
+      oit = it;
+  };
+  if (is_send) {
+    consider(other_q.find(key));
+    consider(other_q.find(P2PKey{req.group, kAnySource, req.other, req.tag}));
+  } else if (any) {
+    for (auto it = other_q.lower_bound(P2PKey{req.group, 0, 0, 0});
+         it != other_q.end() && std::get<0>(it->first) == req.group; ++it)
+      if (std::get<2>(it->first) == req.peer && std::get<3>(it->first) == req.tag) consider(it);
+  } else {
+    consider(other_q.find(key));
+  }
+  if (oit == other_q.end()) {  // wait for the other half
     uint64_t t = next_timer_++;
     p2p_timers_[t] = key;
     call.reply->timer = t;
@@ -137,6 +160,7 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call, Effects& fx) 
     return;
   }
   P2PHalf other = std::move(oit->second.front());
+  if (any) std::get<1>(key) = std::get<1>(oit->first);  // the pair's sender
   oit->second.pop_front();
   if (oit->second.empty()) other_q.erase(oit);
   p2p_timers_.erase(other.timer);

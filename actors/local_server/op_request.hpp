@@ -30,6 +30,7 @@ struct OpRequestData {
   TensorMeta input, output;
   uint32_t other = 0;
   uint64_t tag = 0;
+  bool any_source = false;  // recv: from whichever peer sends first (Peer::recv_any); `other` unused
   bool root_from_data = false;
   uint64_t epoch = 0;
   uint32_t rank = 0;  // the caller's rank in the op's group, set by the server

@@ -49,6 +49,10 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // waiter's timeout, which the error names (an op may have one of its own: OpOptions::timeout);
   // none: the config's.
   void on_timeout(uint64_t key, std::optional<std::chrono::milliseconds> bound = std::nullopt);
+  // Takes back the send/recv half waiting under `key` without answering it: a receive from any
+  // source across nodes that took a message from another node. False: it was paired (or expired)
+  // already, and its reply is (being) answered.
+  bool withdraw(uint64_t key);
   // Half the timeout of the request waiting with timer `key` gone: returns the warning, who waits
   // for whom ("all_reduce #7: rank 0 waits for ranks 1-2 (not called yet)") and where (`where`:
   // node, group, op), and in multi-node mode tells the op's other nodes which of its ranks here
@@ -235,7 +239,11 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   std::map<std::vector<uint32_t>, PendingGroup> pending_groups_;  // by member list
   std::map<uint64_t, std::vector<uint32_t>> group_timers_;   // timer id -> pending member list
   uint32_t next_group_ = 1;
+  // Keyed by (group, source, destination, tag); a receive from any source waits under source
+  // kAnySource.
   std::map<P2PKey, std::deque<P2PHalf>> sends_, recvs_;
+  // The half waiting under timer `key`, out of its queue (none: not waiting), its key and side.
+  std::optional<P2PHalf> take_half(uint64_t key, P2PKey& pk, bool& is_send);
   uint64_t epoch_ = 0;                        // bumped whenever the collective is cleared
   // A waiting request's timer id (Reply::timer) names what on_timeout expires. Ids are never
   // reused, so a late on_timeout for a request answered meanwhile is harmless.

@@ -5,6 +5,7 @@
 #include "actors/local_server/server_core.hpp"
 
 #include "actors/global_client/global_client.hpp"
+#include "core/op_kinds.hpp"
 #include "messages/status_codec.hpp"  // rank_phrase
 
 namespace chorus {
@@ -154,9 +155,32 @@ void LocalServerCore::on_timeout(uint64_t key, std::optional<std::chrono::millis
     if (global_) global_->note_failure(ok.first, seq, op.failure);  // a leaf lock: told when the node leaves
     return;
   }
+  if (!config_) return;
+  P2PKey pk;
+  bool is_send = false;
+  auto half = take_half(key, pk, is_send);
+  if (!half) return;
+  const auto& [gid, src, dst, tag] = pk;
+  const std::string waits = src == kAnySource
+                                ? "recv any->" + std::to_string(dst) + " tag " + std::to_string(tag) + ": no peer sent to peer " +
+                                      std::to_string(dst) + " with tag " + std::to_string(tag)
+                                : std::string(is_send ? "send" : "recv") + " " + std::to_string(src) + "->" + std::to_string(dst) +
+                                      " tag " + std::to_string(tag) + ": peer " + std::to_string(is_send ? dst : src) +
+                                      " never posted the matching " + (is_send ? "recv" : "send");
+  half->arrival.call.reply->complete(Status(Errc::timeout, waits + " within " + std::to_string(bound.count()) + " ms"));
+}
+
+bool LocalServerCore::withdraw(uint64_t key) {
+  std::lock_guard<std::mutex> lk(mu_);
+  P2PKey pk;
+  bool is_send = false;
+  return take_half(key, pk, is_send).has_value();
+}
+
+std::optional<LocalServerCore::P2PHalf> LocalServerCore::take_half(uint64_t key, P2PKey& pk, bool& is_send) {
   auto t = p2p_timers_.find(key);
-  if (t == p2p_timers_.end() || !config_) return;
-  P2PKey pk = t->second;
+  if (t == p2p_timers_.end()) return std::nullopt;
+  pk = t->second;
   p2p_timers_.erase(t);
   for (auto* q : {&sends_, &recvs_}) {
     auto it = q->find(pk);
@@ -164,18 +188,14 @@ void LocalServerCore::on_timeout(uint64_t key, std::optional<std::chrono::millis
     auto& halves = it->second;
     for (auto h = halves.begin(); h != halves.end(); ++h) {
       if (h->timer != key) continue;
-      const auto& [gid, src, dst, tag] = pk;
-      bool is_send = q == &sends_;
-      h->arrival.call.reply->complete(Status(
-          Errc::timeout, std::string(is_send ? "send" : "recv") + " " + std::to_string(src) + "->" +
-                             std::to_string(dst) + " tag " + std::to_string(tag) + ": peer " +
-                             std::to_string(is_send ? dst : src) + " never posted the matching " +
-                             (is_send ? "recv" : "send") + " within " + std::to_string(bound.count()) + " ms"));
+      is_send = q == &sends_;
+      std::optional<P2PHalf> taken(std::move(*h));
       halves.erase(h);
       if (halves.empty()) q->erase(it);
-      return;
+      return taken;
     }
   }
+  return std::nullopt;
 }
 
 } // namespace chorus

@@ -20,7 +20,6 @@
 
 namespace chorus {
 
-using PeerId = uint32_t;
 struct PeerState;
 
 class Peer {
@@ -63,6 +62,12 @@ class Peer {
   // Point to point, matched FIFO per (source, destination, tag); both block until the copy is done.
   Status send(const Tensor& t, PeerId dst, uint64_t tag = 0);
   Status recv(Tensor& t, PeerId src, uint64_t tag = 0);
+  // A receive from any rank (MPI_ANY_SOURCE; torch's recv without src): takes the first send to
+  // this peer with `tag` from whichever rank of the handle's group, and returns that rank. Within
+  // a node a send goes to the receive posted first of those that may take it (from its rank, or
+  // from any); the sends of one rank with one tag are taken in the order sent. Across nodes, see
+  // docs/work.md.
+  Result<PeerId> recv_any(Tensor& t, uint64_t tag = 0);
   // Leaves the collective, once every op of the world handle handed in before it is done (its
   // sends and receives included); further ops fail with Errc::finished.
   Status finish();
@@ -85,6 +90,7 @@ class Peer {
   Work barrier_async(OpOptions opts = {});
   Work send_async(const Tensor& t, PeerId dst, uint64_t tag = 0, OpOptions opts = {});
   Work recv_async(Tensor& t, PeerId src, uint64_t tag = 0, OpOptions opts = {});
+  Work recv_any_async(Tensor& t, uint64_t tag = 0, OpOptions opts = {});  // Work::source(): the sender
   Work all_gather_object_async(std::string mine, OpOptions opts = {});
   Work broadcast_object_async(std::optional<std::string> data, OpOptions opts = {});
   Work all_gather_v_async(const Tensor& in, OpOptions opts = {});

@@ -8,6 +8,9 @@
 
 namespace chorus {
 
+// A peer: its rank in a handle's group (roots, send/recv partners), or a global peer id.
+using PeerId = uint32_t;
+
 enum class DType : uint8_t { f16, bf16, f32, f64, i8, u8, i32, i64 };
 inline constexpr DType all_dtypes[] = {DType::f16, DType::bf16, DType::f32, DType::f64,
                                        DType::i8,  DType::u8,   DType::i32, DType::i64};

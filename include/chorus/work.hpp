@@ -12,6 +12,7 @@
 #include <chorus/result.hpp>
 #include <chorus/status.hpp>
 #include <chorus/tensor.hpp>
+#include <chorus/types.hpp>
 
 namespace chorus {
 
@@ -54,6 +55,9 @@ class Work {
   // Object collectives: every rank's bytes (all_gather_object) or the one payload
   // (broadcast_object), after wait().
   Result<std::vector<std::string>> objects() const;
+  // A receive's sender (its rank in the group), after wait(): the rank a recv_any took its
+  // message from, or a recv's `src`. An error for other ops, or if the receive failed.
+  Result<PeerId> source() const;
   // Calls `fn` once with the op's Status when it is done: at once, on this thread, if it is done
   // already; else on the thread that completes it, before the handle's next op starts (keep it
   // short). An op of the same handle called from `fn` fails with Errc::invalid_argument (its place

@@ -40,7 +40,8 @@ std::string FlightRow::describe() const {
   };
   if (rooted(kind)) field(" root ", root);
   if (kind == OpKind::send) field(" to ", other);
-  if (kind == OpKind::recv) field(" from ", other);
+  if (kind == OpKind::recv && other == kAnySource) d += " from any";
+  else if (kind == OpKind::recv) field(" from ", other);
   if (kind == OpKind::send || kind == OpKind::recv) field(" tag ", tag);
   return d;
 }

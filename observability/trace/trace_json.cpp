@@ -69,6 +69,7 @@ std::string op_args(const OpSpan& span) {
   Args a;
   a.num("group", op.group).num("rank", op.rank);
   if (op.seq != kNoSeq) a.num("seq", op.seq);
+  else if (op.other == kAnySource) a.num("tag", op.tag);  // a receive from any source
   else a.num("peer", op.other).num("tag", op.tag);
   if (span.has_data) {
     std::string shape = "[";
@@ -142,7 +143,8 @@ std::string json_string(std::string_view s) {
 std::string op_span_name(const OpSpan& span) {
   const FlightOp& op = span.op;
   if (op.seq != kNoSeq) return op_label(op.kind, op.seq);
-  return std::string(to_string(op.kind)) + (op.kind == OpKind::send ? " to " : " from ") + std::to_string(op.other);
+  return std::string(to_string(op.kind)) + (op.kind == OpKind::send ? " to " : " from ") +
+         (op.other == kAnySource ? std::string("any") : std::to_string(op.other));
 }
 
 std::string_view step_span_name(const StepRecord& s) {

@@ -359,6 +359,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
               {peer_.recv_async(v, static_cast<PeerId>(src), static_cast<uint32_t>(tag), options_for({}, t))}, tensors);
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  world_->check_up();
+  auto& t = one(tensors, "recv");
+  Tensor v = view_of(t, "recv's tensor");
+  std::lock_guard<std::mutex> lk(issue_mu_);
+  return work(rank_, c10d::OpType::RECVANYSOURCE,
+              {peer_.recv_any_async(v, static_cast<uint32_t>(tag), options_for({}, t))}, tensors);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions& opts) {
   world_->check_up();
   OpOptions o;

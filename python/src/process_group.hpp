@@ -64,6 +64,9 @@ class ProcessGroupChorus : public C10dBase {
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  // dist.recv / irecv without src: the first send to this rank with the tag, from any rank; the
+  // Work's sourceRank() names it.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:

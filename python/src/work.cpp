@@ -104,6 +104,13 @@ std::exception_ptr ChorusWork::exception() const {
 
 std::vector<at::Tensor> ChorusWork::result() { return outputs_; }
 
+int ChorusWork::sourceRank() const {
+  TORCH_CHECK(parts_.size() == 1, "sourceRank() is for the Work of a recv");
+  auto r = parts_[0].source();
+  if (!r) throw Error(r.status());
+  return static_cast<int>(*r);
+}
+
 bool ChorusWork::wait(std::chrono::milliseconds timeout) {
   if (!done_.load(std::memory_order_acquire)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -36,6 +36,8 @@ class ChorusWork : public c10d::Work {
   // op's chorus.Error when it failed.
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  // A receive's sender (recvAnysource's, and a recv's src), once it is done.
+  int sourceRank() const override;
 
  private:
   // Once every part is done: the first failure among them, else `after`'s outcome.

@@ -5,6 +5,7 @@
 #include <chorus/peer.hpp>
 
 #include "actors/global_client/global_client.hpp"
+#include "core/op_kinds.hpp"
 #include "runtime/peer/op_lanes.hpp"
 #include "runtime/peer/run_op.hpp"
 
@@ -161,8 +162,34 @@ Work Peer::send_async(const Tensor& t, PeerId dst, uint64_t tag, OpOptions o) {
 Work Peer::recv_async(Tensor& t, PeerId src, uint64_t tag, OpOptions o) {
   return run_async(state_, LaneKey::p2p(LaneKey::recv, src, tag), o, [s = state_.get(), t, src, tag](WorkState& w) mutable {
     Status st = recv_now(*s, t, src, tag);
-    if (st) w.tensors.push_back(t);
+    if (st) {
+      w.tensors.push_back(t);
+      w.source = src;
+    }
     return st;
+  });
+}
+
+// A receive from any source runs on a lane of its own per tag, beside the receives from each rank.
+Result<PeerId> Peer::recv_any(Tensor& t, uint64_t tag) {
+  PeerId from = kAnySource;
+  Status st = run_now(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), [&](WorkState&) -> Status {
+    auto r = peer_impl::recv_any_now(*state_, t, tag);
+    if (!r) return r.status();
+    from = *r;
+    return Status::ok();
+  });
+  if (!st) return st;
+  return from;
+}
+
+Work Peer::recv_any_async(Tensor& t, uint64_t tag, OpOptions o) {
+  return run_async(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), o, [s = state_.get(), t, tag](WorkState& w) mutable {
+    auto r = peer_impl::recv_any_now(*s, t, tag);
+    if (!r) return r.status();
+    w.tensors.push_back(t);
+    w.source = *r;
+    return Status::ok();
   });
 }
 

@@ -34,28 +34,32 @@ OpRequestData make_p2p(OpKind k, PeerId other, uint64_t tag) {
   return r;
 }
 
-std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
-                               const Tensor& out, Status& status, Status local_error) {
-  if (s.finished) {
-    status = already_finished(s.id);
-    return nullptr;
-  }
-  if (s.destroyed) {
-    status = Status(Errc::invalid_argument, "group " + std::to_string(s.group) + " was destroyed by this peer");
-    return nullptr;
-  }
+Status callable(const PeerState& s) {
+  if (s.finished) return already_finished(s.id);
+  if (s.destroyed) return Status(Errc::invalid_argument, "group " + std::to_string(s.group) + " was destroyed by this peer");
+  return Status::ok();
+}
+
+Call op_call(const PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out, Status local_error) {
   req.peer = s.id;
   req.epoch = s.epoch;
   req.group = s.group;
-  if (req.kind != OpKind::send && req.kind != OpKind::recv && !rec.entered) req.seq = s.seq++;
   req.input = TensorMeta::of(in);
   req.output = TensorMeta::of(out);
-  if (!rec.entered) record_begin(s, rec, req, in.defined() ? in : out);
   Call call;
   call.op = std::move(req);
   call.input = in;
   call.output = out;
   call.local_error = local_error.is_ok() ? start_failure() : std::move(local_error);
+  return call;
+}
+
+std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
+                               const Tensor& out, Status& status, Status local_error) {
+  if (status = callable(s); !status) return nullptr;
+  if (req.kind != OpKind::send && req.kind != OpKind::recv && !rec.entered) req.seq = s.seq++;
+  if (!rec.entered) record_begin(s, rec, req, in.defined() ? in : out);
+  Call call = op_call(s, std::move(req), in, out, std::move(local_error));
   auto reply = call.reply;
   // An op that waited in the arena first has that much less time left.
   status = s.rt->submit_op(call, op_timeout(s), s.config.num_devices, rec.entered ? rec.since : Clock::now());

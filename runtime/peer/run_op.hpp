@@ -41,6 +41,11 @@ struct OpRecord {
   Clock::time_point since{};    // ...when: the op's timeout counts from there
 };
 
+// Whether this handle may call an op: not once it finished, or (a group) was destroyed.
+Status callable(const PeerState& s);
+// The call that carries this peer's op request to the local server (`local_error`: see Call; ok
+// means the start_failure() of the op running on this thread).
+Call op_call(const PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out, Status local_error = Status::ok());
 // Sends one op request and waits for the server's answer: an error, or a plan to run. The flight
 // recorder and the trace note the op's entry and its match (or its failure, which ends it).
 std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
@@ -77,6 +82,8 @@ Status staged_collective(PeerState* s, OpRecord& rec, OpRequestData req, const T
 Result<Tensor> staged_by_data(PeerState& s, OpKind kind, const Tensor& data);
 Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag);
 Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag);
+// recv_any.cpp: a receive from any rank of the group; the sender's rank.
+Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag);
 
 // by_data.cpp: broadcast or scatter whose root is the one peer that passes data.
 Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data);

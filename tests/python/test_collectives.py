@@ -161,6 +161,31 @@ for dt, op, name in ((torch.float64, dist.ReduceOp.MAX, "max"), (torch.int32, di
     for j, (k, t, g) in enumerate(zip(sizes, ts, gts)):
         compare(f"all_reduce_coalesced {dt} {name} #{j} n={k}", t, g,
                 reduce_ref([input_of(r, k, dt, salt=k) for r in range(world)], name))
+# Receives from any source (dist.recv / irecv without src): rank 0 takes one message from every
+# other rank and names each sender, on chorus as on gloo.
+def from_any(group):
+    if rank != 0:
+        dist.send(torch.tensor([rank, rank * 10, rank * 100]), 0, group=group, tag=9)
+        w = dist.isend(torch.tensor([rank, -rank, 7]), 0, group=group, tag=10)
+        w.wait()
+        return None
+    got = {}
+    for _ in range(world - 1):
+        t = torch.empty(3, dtype=torch.int64)
+        src = dist.recv(t, group=group, tag=9)
+        got[src] = t.tolist()
+    for _ in range(world - 1):
+        t = torch.empty(3, dtype=torch.int64)
+        w = dist.irecv(t, group=group, tag=10)
+        w.wait()
+        got[("irecv", w._source_rank())] = t.tolist()
+    return got
+mine_any, gloo_any = from_any(None), from_any(gloo)
+if rank == 0:
+    want = {r: [r, r * 10, r * 100] for r in range(1, world)}
+    want.update({("irecv", r): [r, -r, 7] for r in range(1, world)})
+    assert mine_any == want, mine_any
+    assert gloo_any == want, gloo_any
 objs = [None] * world
 dist.all_gather_object(objs, {"rank": rank, "text": "x" * rank})
 assert objs == [{"rank": r, "text": "x" * r} for r in range(world)], objs
