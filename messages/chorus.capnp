@@ -8,7 +8,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("chorus::wire");
 
-const protocolVersion :UInt32 = 7;  # 7: membership epochs (Rejoin, tickets, revoke, newcomers); 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields); 6: every node's GPU count (auto runs GPU tensors through NCCL where every node of an op has a GPU)
+const protocolVersion :UInt32 = 8;  # 8: links to remake in a shrink or grow (Rejoin.unkept, Topology.relink); 7: membership epochs (Rejoin, tickets, revoke, newcomers); 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields); 6: every node's GPU count (auto runs GPU tensors through NCCL where every node of an op has a GPU)
 
 enum DType { f16 @0; bf16 @1; f32 @2; f64 @3; i8 @4; u8 @5; i32 @6; i64 @7; }
 enum ReduceOp { sum @0; prod @1; min @2; max @3; avg @4; band @5; bor @6; bxor @7; }
@@ -92,6 +92,8 @@ struct Rejoin {
   nodeId @2 :UInt32;           # its node id there
   ticket @3 :UInt64;           # that node's ticket (Topology.ticket)
   exclude @4 :List(UInt32);    # shrink: node ids left out although alive (ascending)
+  unkept @5 :List(UInt32);     # node ids whose data link ended on this side (ascending): the
+                               # next epoch remakes those pairs on both sides (Topology.relink)
 }
 
 # One node of the topology, indexed by node id.
@@ -117,6 +119,8 @@ struct Topology {
   epoch @6 :UInt32;            # the membership epoch: 0 at admission, one more per shrink or grow
   ticket @7 :UInt64;           # random, the receiver's alone: proves it is this node in a Rejoin
   previous @8 :List(Int32);    # by node id: its id in the epoch before (-1: a newcomer); empty at 0
+  relink @9 :List(UInt32);     # the receiver's: new node ids whose link from the epoch before it
+                               # drops and connects anew (one side could not keep it; ascending)
 }
 
 # Orchestrator -> node: the answer to NodeRegister.

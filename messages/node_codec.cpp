@@ -41,6 +41,8 @@ Envelope encode_node_register(const NodeRegisterData& r) {
     j.setTicket(r.rejoin.ticket);
     auto ex = j.initExclude(static_cast<unsigned>(r.rejoin.exclude.size()));
     for (unsigned i = 0; i < ex.size(); ++i) ex.set(i, r.rejoin.exclude[i]);
+    auto un = j.initUnkept(static_cast<unsigned>(r.rejoin.unkept.size()));
+    for (unsigned i = 0; i < un.size(); ++i) un.set(i, r.rejoin.unkept[i]);
   }
   return seal(mb);
 }
@@ -69,6 +71,11 @@ std::optional<NodeRegisterData> decode_node_register(const Envelope& e, std::str
         if (!d.rejoin.exclude.empty() && id <= d.rejoin.exclude.back())
           throw std::runtime_error("rejoin exclude list not ascending");
         d.rejoin.exclude.push_back(id);
+      }
+      for (uint32_t id : j.getUnkept()) {
+        if (!d.rejoin.unkept.empty() && id <= d.rejoin.unkept.back())
+          throw std::runtime_error("rejoin unkept list not ascending");
+        d.rejoin.unkept.push_back(id);
       }
     }
     capnp::MallocMessageBuilder mb;
@@ -100,6 +107,8 @@ Envelope encode_node_register_reply(const Status& s, const TopologyData& t) {
     tb.setTicket(t.ticket);
     auto prev = tb.initPrevious(static_cast<unsigned>(t.previous.size()));
     for (unsigned i = 0; i < prev.size(); ++i) prev.set(i, t.previous[i]);
+    auto rl = tb.initRelink(static_cast<unsigned>(t.relink.size()));
+    for (unsigned i = 0; i < rl.size(); ++i) rl.set(i, t.relink[i]);
     auto nodes = tb.initNodes(static_cast<unsigned>(t.nodes.size()));
     for (std::size_t i = 0; i < t.nodes.size(); ++i) {
       nodes[i].setNumPeers(t.nodes[i].num_peers);
@@ -133,6 +142,11 @@ std::optional<NodeRegisterReplyData> decode_node_register_reply(const Envelope& 
       for (int32_t p : t.getPrevious()) d.topology.previous.push_back(p);
       if (!d.topology.previous.empty() && d.topology.previous.size() != t.getNumNodes())
         throw std::runtime_error("inconsistent topology (previous ids)");
+      for (uint32_t id : t.getRelink()) {
+        if (id >= t.getNumNodes() || id == t.getNodeId() || (!d.topology.relink.empty() && id <= d.topology.relink.back()))
+          throw std::runtime_error("inconsistent topology (links to remake)");
+        d.topology.relink.push_back(id);
+      }
       for (auto n : t.getNodes())
         d.topology.nodes.push_back({n.getNumPeers(), n.getPeerOffset(), n.getDataAddress(), n.getHardwareThreads(),
                                     n.getHost(), n.getGpus()});

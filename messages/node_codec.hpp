@@ -22,6 +22,7 @@ struct RejoinData {
   uint32_t node_id = 0;
   uint64_t ticket = 0;
   std::vector<uint32_t> exclude;  // shrink: node ids left out although alive (ascending)
+  std::vector<uint32_t> unkept;   // node ids whose link ended on this side (ascending)
   bool operator==(const RejoinData&) const = default;
 };
 std::string_view to_string(RejoinData::Kind k);
@@ -60,6 +61,7 @@ struct TopologyData {
   uint32_t epoch = 0;  // membership epoch: 0 at admission, one more per shrink or grow
   uint64_t ticket = 0; // the receiver's own, for its Rejoin
   std::vector<int32_t> previous;  // by node id: its id in the epoch before (-1: newcomer); empty at 0
+  std::vector<uint32_t> relink;   // the receiver's: node ids whose kept link it remakes (ascending)
   bool operator==(const TopologyData&) const = default;
 };
 

@@ -158,6 +158,34 @@ TEST(Elastic, SurvivorsShrinkAfterANodeLeavesAndGoOn) {
   expect_all_reduce({&*last});
 }
 
+// A link between two survivors that ended on one side only before the shrink (a cut whose reset
+// never arrived): that side's rejoin says it cannot keep it, and both sides remake the pair,
+// rather than one keeping it while the other connects anew (which failed the shrink at the data
+// port's gate or at the join's limit). Either side's end: the lower node's, then the higher's.
+TEST(Elastic, ALinkEndedOnOneSideOnlyIsRemadeByTheShrink) {
+  for (bool lower : {true, false}) {
+    SCOPED_TRACE(lower ? "the lower node's end ended" : "the higher node's end ended");
+    Job job(3);
+    ASSERT_TRUE(job.join());
+    const std::size_t gone = job.of_rank(1), a = job.of_rank(0), b = job.of_rank(2);
+    job.nodes[gone].reset();
+    GlobalClient& ga = *RuntimeAccess::impl(*job.nodes[a]).global;
+    GlobalClient& gb = *RuntimeAccess::impl(*job.nodes[b]).global;
+    const uint32_t na = ga.topology().node_id, nb = gb.topology().node_id;
+    ASSERT_LT(na, nb);
+    Connection* end = lower ? ga.connection(nb) : gb.connection(na);
+    ASSERT_NE(end, nullptr);
+    end->drop_silently();
+    EXPECT_FALSE((lower ? gb.connection(na) : ga.connection(nb))->ended()) << "the other side heard of it";
+    const uint64_t links = mesh_links_made();
+    auto next = all_at_once({&*job.peers[a], &*job.peers[b]}, false);
+    ASSERT_TRUE(next[0].is_ok()) << next[0].status().to_string();
+    ASSERT_TRUE(next[1].is_ok()) << next[1].status().to_string();
+    EXPECT_EQ(mesh_links_made(), links + 2) << "the pair was not remade on both sides";
+    expect_all_reduce({&*next[0], &*next[1]});
+  }
+}
+
 TEST(Elastic, AShrinkMayExcludeALiveNodeWhichIsToldSo) {
   Job job(3);
   ASSERT_TRUE(job.join());

@@ -45,6 +45,30 @@ TEST(OrchestratorCodec, RegisterRoundTrips) {
   EXPECT_EQ(other.first_difference(r.config), "host_transport (automatic vs network)");
 }
 
+// A rejoin's lists (excluded nodes, links it cannot keep) and a topology's previous ids and links
+// to remake cross the wire; lists out of order, and a link to remake that names no other node,
+// are refused.
+TEST(OrchestratorCodec, RejoinAndEpochListsRoundTrip) {
+  auto r = reg(3, 2, "10.0.0.1:5000");
+  r.rejoin = {RejoinData::Kind::shrink, 9, 1, 0xabcdef, {2}, {0, 2}};
+  std::string error;
+  auto d = decode_node_register(encode_node_register(r), error);
+  ASSERT_TRUE(d) << error;
+  EXPECT_EQ(d->rejoin, r.rejoin);
+  r.rejoin.unkept = {2, 0};
+  EXPECT_FALSE(decode_node_register(encode_node_register(r), error));
+  EXPECT_NE(error.find("rejoin unkept list not ascending"), std::string::npos) << error;
+  TopologyData t{10, 1, 3, 3, {{1, 0, "a:1"}, {1, 1, "b:2"}, {1, 2, "c:3"}}, 5, 1, 77, {0, 2, -1}, {0, 2}};
+  auto ok = decode_node_register_reply(encode_node_register_reply(Status::ok(), t), error);
+  ASSERT_TRUE(ok) << error;
+  EXPECT_EQ(ok->topology, t);
+  for (std::vector<uint32_t> bad : {std::vector<uint32_t>{1}, {3}, {2, 0}}) {
+    t.relink = bad;
+    EXPECT_FALSE(decode_node_register_reply(encode_node_register_reply(Status::ok(), t), error));
+    EXPECT_NE(error.find("inconsistent topology (links to remake)"), std::string::npos) << error;
+  }
+}
+
 TEST(OrchestratorCodec, ReplyLeaveLostRoundTrip) {
   TopologyData t{7, 1, 2, 5, {{2, 0, "a:1", 8, 0, 4}, {3, 2, "b:2", 8, 1, 0}}};
   std::string error;

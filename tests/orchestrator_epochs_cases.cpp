@@ -114,6 +114,38 @@ TEST(OrchestratorEpochs, AMemberLostDuringTheShrinkIsLeftOut) {
   EXPECT_EQ(a.core.member_keys(), (std::vector<Core::NodeKey>{100, 101}));
 }
 
+// A link that ended on one side only (node 0 cut its link to node 2; node 2 still holds it) is
+// remade on both sides: each of the two learns the other's new id in its topology's `relink`.
+// A link to a node not in the next epoch (lost node 3) is no pair to remake; and a rejoin that
+// names itself or a node out of range is refused.
+TEST(OrchestratorEpochs, ALinkOneSideCouldNotKeepIsRemadeOnBothSides) {
+  Admitted a(4);
+  (void)a.core.on_down(Admitted::key(3), "killed");
+  auto r0 = a.rejoin(0, Kind::shrink);
+  r0.rejoin.unkept = {2, 3};
+  (void)a.core.on_register(100, r0);
+  auto self = a.rejoin(1, Kind::shrink);
+  self.rejoin.unkept = {1};
+  EXPECT_TRUE(has(a.core.on_register(666, self).replies.at(0).status, Errc::invalid_argument,
+                  {"it names node 1 of 4 as a link it cannot keep"}));
+  auto far = a.rejoin(1, Kind::shrink);
+  far.rejoin.unkept = {4};
+  EXPECT_TRUE(has(a.core.on_register(667, far).replies.at(0).status, Errc::invalid_argument, {"node 4 of 4"}));
+  (void)a.core.on_register(101, a.rejoin(1, Kind::shrink));
+  auto fx = a.core.on_register(102, a.rejoin(2, Kind::shrink));
+  ASSERT_EQ(to(fx), (std::vector<Core::NodeKey>{100, 101, 102}));
+  EXPECT_EQ(fx.replies[0].topology.relink, (std::vector<uint32_t>{2}));
+  EXPECT_TRUE(fx.replies[1].topology.relink.empty());
+  EXPECT_EQ(fx.replies[2].topology.relink, (std::vector<uint32_t>{0}));
+  // The next shrink starts clean: nothing to remake unless a rejoin says so again.
+  (void)a.core.on_down(102, "killed");
+  a.topo = {fx.replies[0].topology, fx.replies[1].topology, fx.replies[2].topology};
+  (void)a.core.on_register(200, a.rejoin(0, Kind::shrink));
+  auto next = a.core.on_register(201, a.rejoin(1, Kind::shrink));
+  ASSERT_EQ(to(next), (std::vector<Core::NodeKey>{200, 201}));
+  for (const auto& rep : next.replies) EXPECT_TRUE(rep.topology.relink.empty());
+}
+
 TEST(OrchestratorEpochs, ShrinkExcludesALiveNode) {
   Admitted a(3);
   (void)a.core.on_register(100, a.rejoin(0, Kind::shrink, {2}));

@@ -75,6 +75,12 @@ class Connection {
   // epoch's (the other side drops it), since its op reads its memory until then. False when the
   // connection has ended or been killed: it cannot be kept.
   virtual bool rehome(uint32_t node, uint32_t magic, FrameSink* sink) = 0;
+  // Whether the link ended on this side (its reader saw the end, or it was killed or cut), which
+  // the other side may not know yet: rehome() refuses it.
+  virtual bool ended() const = 0;
+  // Fault tests: ends the link on this side as a cut would, telling the other side nothing (a
+  // cut whose reset was lost on the way, or a side that stood still until the link ended here).
+  virtual void drop_silently() = 0;
 
   // Queues the ticket and gets it moving; small frames may be written by the calling thread
   // (never blocking) when the line is free. Returns the ticket.

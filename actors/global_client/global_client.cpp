@@ -51,6 +51,9 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   reg.gpus = nccl ? static_cast<uint32_t>(std::max(0, nccl->device_count())) : 0u;
   reg.rank = config.rank;
   reg.rejoin = rejoin;
+  // Links of the epoch before that ended on this side: the next epoch remakes those pairs on both
+  // sides (Topology.relink), since the other side may still hold its end as live.
+  if (before && rejoin.kind != RejoinData::Kind::none) reg.rejoin.unkept = before->unkept_links();
   reg.newcomer = config.newcomer && rejoin.kind == RejoinData::Kind::none;
   c->p2p_ = std::make_unique<P2PMailbox>();  // before joining: a loss notice may come at once
   c->pause_ = PauseWatch::shared();  // the same: a loss notice asks whether we stood still
@@ -89,9 +92,14 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
                                                             " was left for its next epoch by a " +
                                                             std::string(to_string(rejoin.kind))));
   uint32_t kept_links = 0;
+  const auto& relink = c->topo_.relink;
   for (uint32_t j = 0; j < c->topo_.num_nodes; ++j) {
     const int32_t was = j < c->topo_.previous.size() ? c->topo_.previous[j] : -1;
     if (j == c->topo_.node_id || was < 0 || static_cast<size_t>(was) >= kept.size() || !kept[was]) continue;
+    if (std::binary_search(relink.begin(), relink.end(), j)) {  // one side could not keep it: both remake it
+      kept[was]->cut();
+      continue;
+    }
     // Frames of the epoch before still on the way are dropped from here on; an ended link is not
     // kept (that pair connects anew).
     if (kept[was]->rehome(j, FrameHeader::magic_of(c->topo_.epoch), c.get())) {
@@ -269,6 +277,14 @@ void GlobalClient::on_node_lost(uint32_t node, const std::string& heard, bool an
 void GlobalClient::revoke() {
   if (notices_) notices_->revoke(topo_.collective, topo_.node_id, topo_.ticket);
   end_every_op(topo_.node_id, Status(Errc::revoked, revoked_message(topo_.collective, topo_.node_id)), false);
+}
+
+std::vector<uint32_t> GlobalClient::unkept_links() const {
+  std::vector<uint32_t> ended;
+  if (!meshed_.load(std::memory_order_acquire)) return ended;
+  for (uint32_t j = 0; j < conns_.size(); ++j)
+    if (j != topo_.node_id && (!conns_[j] || !ours(*conns_[j]) || conns_[j]->ended())) ended.push_back(j);
+  return ended;
 }
 
 std::vector<std::shared_ptr<Connection>> GlobalClient::hand_over_links(const Status& why) {

@@ -65,6 +65,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // connections any more, and they are returned by node id (null: none). The next epoch rehomes
   // those of its members (Connection::rehome; an ended one is not kept).
   std::vector<std::shared_ptr<Connection>> hand_over_links(const Status& why);
+  // The node ids whose link ended on this side (or was never made): what this node's rejoin names
+  // as links it cannot keep (RejoinData::unkept).
+  std::vector<uint32_t> unkept_links() const;
 
   const TopologyData& topology() const { return topo_; }
   const Config& config() const { return config_; }  // as it joined (the orchestrator's address found)

@@ -147,7 +147,8 @@ void OrchestratorCore::finish_admission(Effects& fx) {
   send_topology(fx, {});
 }
 
-void OrchestratorCore::send_topology(Effects& fx, const std::vector<int32_t>& previous) {
+void OrchestratorCore::send_topology(Effects& fx, const std::vector<int32_t>& previous,
+                                     const std::vector<std::vector<uint32_t>>& relink) {
   auto draw = [this] { return opts_.token_source ? opts_.token_source() : 0; };
   TopologyData t;
   t.collective = collective_;
@@ -168,6 +169,7 @@ void OrchestratorCore::send_topology(Effects& fx, const std::vector<int32_t>& pr
   for (std::size_t i = 0; i < members_.size(); ++i) {
     t.node_id = static_cast<uint32_t>(i);
     t.ticket = members_[i].ticket = draw();
+    t.relink = i < relink.size() ? relink[i] : std::vector<uint32_t>{};
     fx.replies.push_back({members_[i].key, Status::ok(), t});
   }
 }

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -147,6 +148,9 @@ class OrchestratorCore {
     std::vector<uint32_t> exclude;
     std::map<uint32_t, Member> rejoined;
     uint64_t timer = 0;
+    // Pairs of node ids (lower first) whose link ended on one side (RejoinData::unkept): the next
+    // epoch remakes them on both sides, so that neither keeps a link the other cannot.
+    std::set<std::pair<uint32_t, uint32_t>> unkept;
   };
   // The epoch before the running one: what a member that came too late is told.
   struct Past {
@@ -157,9 +161,13 @@ class OrchestratorCore {
   Effects on_newcomer(NodeKey who, const NodeRegisterData& r);
   Status check_rejoin(NodeKey who, const NodeRegisterData& r) const;
   void maybe_finish_round(Effects& fx);
+  // By new node id: the new ids of the members whose kept link to it ends (Round::unkept).
+  static std::vector<std::vector<uint32_t>> links_to_remake(const Round& round, const std::vector<int32_t>& previous);
   void end_round(Effects& fx, const Status& why);
   // Topology replies to every member (by node id), `previous` their ids in the epoch before.
-  void send_topology(Effects& fx, const std::vector<int32_t>& previous);
+  // `relink`, by node id: the links each member remakes (links_to_remake; empty at admission).
+  void send_topology(Effects& fx, const std::vector<int32_t>& previous,
+                     const std::vector<std::vector<uint32_t>>& relink = {});
   bool excluded(uint32_t id) const;
   // The round's members (node ids) still to come: alive, not excluded, not rejoined yet.
   std::vector<uint32_t> awaited() const;

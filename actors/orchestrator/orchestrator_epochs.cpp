@@ -85,6 +85,10 @@ Status OrchestratorCore::check_rejoin(NodeKey who, const NodeRegisterData& r) co
     return {Errc::invalid_config, "the " + what + ": the job is not elastic (Config::elastic), so no newcomer can join it"};
   if (round_ && round_->kind != j.kind)
     return {Errc::op_mismatch, "the " + what + ": a " + std::string(to_string(round_->kind)) + " is under way"};
+  for (uint32_t id : j.unkept)
+    if (id >= members_.size() || id == j.node_id)
+      return {Errc::invalid_argument, "the " + what + ": it names node " + std::to_string(id) + " of " +
+                                          std::to_string(members_.size()) + " as a link it cannot keep"};
   if (j.kind == RejoinData::Kind::grow && !j.exclude.empty())
     return {Errc::invalid_argument, "the " + what + ": a grow excludes nobody (members keep their places)"};
   if (j.kind == RejoinData::Kind::shrink) {
@@ -127,6 +131,8 @@ OrchestratorCore::Effects OrchestratorCore::on_rejoin(NodeKey who, const NodeReg
   }
   round_->rejoined[r.rejoin.node_id] =
       Member{who, r.num_peers, r.data_address, r.hardware_threads, r.host_key, r.gpus, -1, false, {}, 0};
+  for (uint32_t other : r.rejoin.unkept)
+    round_->unkept.insert({std::min(other, r.rejoin.node_id), std::max(other, r.rejoin.node_id)});
   fx.watch.push_back(who);
   maybe_finish_round(fx);
   return fx;
@@ -205,8 +211,24 @@ void OrchestratorCore::maybe_finish_round(Effects& fx) {
   ++collective_;
   ++epoch_;
   revoked_ = false;
-  send_topology(fx, previous);
+  send_topology(fx, previous, links_to_remake(round, previous));
   if (!newcomers_.empty()) tell_newcomers(fx);  // a shrink leaves them waiting: the new members hear of them
+}
+
+std::vector<std::vector<uint32_t>> OrchestratorCore::links_to_remake(const Round& round,
+                                                                    const std::vector<int32_t>& previous) {
+  std::map<uint32_t, uint32_t> now;  // old id -> new id, of the members that stay
+  for (std::size_t i = 0; i < previous.size(); ++i)
+    if (previous[i] >= 0) now[static_cast<uint32_t>(previous[i])] = static_cast<uint32_t>(i);
+  std::vector<std::vector<uint32_t>> relink(previous.size());
+  for (const auto& [a, b] : round.unkept) {
+    auto na = now.find(a), nb = now.find(b);
+    if (na == now.end() || nb == now.end()) continue;  // one of them is not in the next epoch
+    relink[na->second].push_back(nb->second);
+    relink[nb->second].push_back(na->second);
+  }
+  for (auto& r : relink) std::sort(r.begin(), r.end());
+  return relink;
 }
 
 void OrchestratorCore::end_round(Effects& fx, const Status& why) {

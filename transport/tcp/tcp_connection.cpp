@@ -265,6 +265,18 @@ bool TcpConnection::end_if(std::optional<uint32_t> magic, bool reset) {
   return true;
 }
 
+void TcpConnection::drop_silently() {
+  std::deque<std::shared_ptr<SendTicket>> failed;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+    dead_.store(true);  // the socket stays open: the other end reads nothing
+    failed.swap(queue_);
+  }
+  cv_.notify_all();
+  for (auto& t : failed) t->done.set(2);
+}
+
 void TcpConnection::kill() { end_if(std::nullopt, false); }
 
 void TcpConnection::cut() { end_if(std::nullopt, true); }

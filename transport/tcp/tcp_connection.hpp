@@ -52,6 +52,8 @@ class TcpConnection final : public Connection {
   Pumped pump(std::size_t budget) override;
   void stop_reading() override;
   bool rehome(uint32_t node, uint32_t magic, FrameSink* sink) override;
+  bool ended() const override { return dead_.load(); }
+  void drop_silently() override;
 
  private:
   bool queue_locked(const std::shared_ptr<SendTicket>& t);  // false: the connection is closed
