@@ -41,7 +41,7 @@ struct Admitted {
   NodeRegisterData rejoin(uint32_t id, Kind kind, std::vector<uint32_t> exclude = {}) const {
     auto r = reg(topo[id].num_nodes, 1, "h:new" + std::to_string(id));
     r.config.elastic = elastic_;
-    r.rejoin = {kind, topo[id].collective, id, topo[id].ticket, std::move(exclude)};
+    r.rejoin = {kind, topo[id].collective, id, topo[id].ticket, std::move(exclude), {}};
     return r;
   }
   bool elastic_ = false;

@@ -126,7 +126,7 @@ OrchestratorCore::Effects OrchestratorCore::on_rejoin(NodeKey who, const NodeReg
     return fx;
   }
   if (!round_) {
-    round_ = Round{r.rejoin.kind, r.rejoin.exclude, {}, next_timer_++};
+    round_ = Round{r.rejoin.kind, r.rejoin.exclude, {}, next_timer_++, {}};
     fx.timer = std::make_pair(round_->timer, opts_.timeout);
   }
   round_->rejoined[r.rejoin.node_id] =

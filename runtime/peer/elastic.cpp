@@ -61,7 +61,7 @@ Result<Peer> next_epoch(const std::shared_ptr<PeerState>& s, RejoinData::Kind ki
     }
     if (!rt.next) {
       rt.next = std::make_shared<RuntimeImpl>(**sys);
-      rt.next->rejoin = {kind, t.collective, t.node_id, t.ticket, nodes};
+      rt.next->rejoin = {kind, t.collective, t.node_id, t.ticket, nodes, {}};
       rt.next->flight = rt.flight;  // one recorder and one trace per process, whatever the epoch
       rt.next->trace = rt.trace;
       rt.next->prev = rt.shared_from_this();

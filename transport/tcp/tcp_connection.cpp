@@ -248,7 +248,11 @@ void TcpConnection::end_locked(bool reset, std::deque<std::shared_ptr<SendTicket
     [[maybe_unused]] int r = ::connect(fd_, &sa, sizeof sa);
   }
   stopping_ = true;
-  if (!dead_.exchange(true)) shutdown(fd_, SHUT_RDWR);
+  dead_.store(true);
+  if (!shut_) {  // once, and also after drop_silently(), which left the socket open
+    shut_ = true;
+    shutdown(fd_, SHUT_RDWR);
+  }
   if (shm_) shm_->close();
   failed.swap(queue_);
 }
@@ -270,7 +274,7 @@ void TcpConnection::drop_silently() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     stopping_ = true;
-    dead_.store(true);  // the socket stays open: the other end reads nothing
+    dead_.store(true);  // the socket stays open (a later end shuts it): the other end reads nothing
     failed.swap(queue_);
   }
   cv_.notify_all();

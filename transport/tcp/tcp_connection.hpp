@@ -92,6 +92,7 @@ class TcpConnection final : public Connection {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<SendTicket>> queue_;
   bool stopping_ = false;
+  bool shut_ = false;     // the socket was shut down (an end does it once; drop_silently does not)
   bool writing_ = false;  // someone (the writer thread or an inline sender) is writing a frame
   std::shared_ptr<SendTicket> current_;  // that frame, while writing_ (abandon)
   bool abandoned_ = false;  // ended by abandon(): for the epoch it serves, a broken link
