@@ -6,7 +6,7 @@ namespace {
 
 OpCall make_call(OpKind k, Tensor in, Tensor out, ReduceOp op = ReduceOp::sum, PeerId root = 0,
                  uint32_t other = 0, uint64_t tag = 0) {
-  return {k, op, root, other, tag, std::move(in), std::move(out)};
+  return {k, op, root, other, tag, std::move(in), std::move(out), false};
 }
 
 } // namespace
@@ -22,6 +22,11 @@ OpCall OpCall::scatter(Tensor in, Tensor out, PeerId root) { return make_call(Op
 OpCall OpCall::barrier() { return make_call(OpKind::barrier, Tensor(), Tensor()); }
 OpCall OpCall::send(Tensor t, PeerId dst, uint64_t tag) { return make_call(OpKind::send, t, Tensor(), ReduceOp::sum, 0, dst, tag); }
 OpCall OpCall::recv(Tensor t, PeerId src, uint64_t tag) { return make_call(OpKind::recv, Tensor(), t, ReduceOp::sum, 0, src, tag); }
+OpCall OpCall::recv_any(Tensor t, uint64_t tag) {
+  OpCall c = make_call(OpKind::recv, Tensor(), t, ReduceOp::sum, 0, 0, tag);
+  c.any_source = true;
+  return c;
+}
 
 ByDataCall ByDataCall::broadcast(std::optional<Tensor> data) { return {OpKind::broadcast, std::move(data)}; }
 ByDataCall ByDataCall::scatter(std::optional<Tensor> data) { return {OpKind::scatter, std::move(data)}; }
@@ -72,7 +77,7 @@ ReadyDone ready(const Peer& p) {
 OpDone run(Peer& p, OpCall& c) {
   Tensor& in = c.input;
   Tensor& out = c.output.defined() ? c.output : c.input;
-  auto done = [&](Status s) { return OpDone{std::move(s), out}; };
+  auto done = [&](Status s) { return OpDone{std::move(s), out, 0}; };
   switch (c.kind) {
     case OpKind::all_reduce: return done(p.all_reduce(in, out, c.redop));
     case OpKind::reduce: return done(p.reduce(in, out, c.redop, c.root));
@@ -84,7 +89,11 @@ OpDone run(Peer& p, OpCall& c) {
     case OpKind::scatter: return done(p.scatter(in, out, c.root));
     case OpKind::barrier: return done(p.barrier());
     case OpKind::send: return done(p.send(in, c.other, c.tag));
-    case OpKind::recv: return done(p.recv(out, c.other, c.tag));
+    case OpKind::recv: {
+      if (!c.any_source) return OpDone{p.recv(out, c.other, c.tag), out, c.other};
+      auto from = p.recv_any(out, c.tag);
+      return OpDone{from.status(), out, from ? *from : 0};
+    }
   }
   return done({Errc::invalid_argument, "unknown op kind " + std::to_string(static_cast<int>(c.kind))});
 }

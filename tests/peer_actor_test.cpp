@@ -121,6 +121,18 @@ TEST_F(PeerActors, EveryCollectiveAndSendRecv) {
                 },
                 [](caf::error& e) { ADD_FAILURE() << to_string(e); });
   EXPECT_EQ(ints(got), (std::vector<int32_t>{42, 43}));
+  // From any source: 1 sends to 0 (tag 4), and 0's reply names rank 1.
+  Tensor any = v({0});
+  auto sent1 = self->request(peers[1], kWait, OpCall::send(v({7}), 0, 4));
+  auto took = self->request(peers[0], kWait, OpCall::recv_any(any, 4));
+  sent1.receive([](OpDone& d) { EXPECT_TRUE(d.status().is_ok()) << d.status().to_string(); },
+                [](caf::error& e) { ADD_FAILURE() << to_string(e); });
+  took.receive([](OpDone& d) {
+                 EXPECT_TRUE(d.status().is_ok()) << d.status().to_string();
+                 EXPECT_EQ(d.source, 1u);
+               },
+               [](caf::error& e) { ADD_FAILURE() << to_string(e); });
+  EXPECT_EQ(ints(any), (std::vector<int32_t>{7}));
 
   // An op's error reaches every peer of it in its reply.
   auto bad = ask_all<OpDone>(self, peers, [&](uint32_t r) { return OpCall::all_reduce(v(std::vector<int32_t>(r + 1, 1)), v(std::vector<int32_t>(r + 1, 0)), ReduceOp::sum); });

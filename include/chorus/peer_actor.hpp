@@ -58,6 +58,7 @@ struct OpCall {
   PeerId other = 0;  // send: the destination; recv: the source
   uint64_t tag = 0;  // send, recv
   Tensor input, output;
+  bool any_source = false;  // recv_any: from whichever rank sends first (`other` unused)
 
   static OpCall all_reduce(Tensor in, Tensor out, ReduceOp op);
   static OpCall reduce(Tensor in, Tensor out, ReduceOp op, PeerId root);
@@ -70,10 +71,12 @@ struct OpCall {
   static OpCall barrier();
   static OpCall send(Tensor t, PeerId dst, uint64_t tag = 0);
   static OpCall recv(Tensor t, PeerId src, uint64_t tag = 0);
+  static OpCall recv_any(Tensor t, uint64_t tag = 0);  // Peer::recv_any; OpDone::source names the sender
 };
 struct OpDone {
   Status outcome;
   Tensor output;  // the buffer that holds the result (the call's output, or its input in place)
+  PeerId source = 0;  // recv, recv_any: the rank it received from
   const Status& status() const { return outcome; }
 };
 
