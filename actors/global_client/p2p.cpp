@@ -54,14 +54,17 @@ void P2PMailbox::node_left(uint32_t node, const Status& why) {
   bump();
 }
 
-template <class T>
-P2PMailbox::Took P2PMailbox::take(std::map<Key, std::deque<T>>& box, const Key& k, uint32_t node, Poller& poller,
-                                  Clock::time_point deadline, T& out, Status& why) {
+template <class T, class Pick>
+P2PMailbox::Took P2PMailbox::take_first(std::map<Key, std::deque<T>>& box, Pick pick, std::span<const uint32_t> nodes,
+                                        Poller& poller, Clock::time_point deadline, const std::function<bool()>* stop,
+                                        Key* k, T& out, Status& why) {
   for (;;) {
     const uint32_t g = word_.value.load();
+    if (stop && (*stop)()) return Took::stopped;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      if (auto it = box.find(k); it != box.end() && !it->second.empty()) {
+      if (auto it = pick(); it != box.end()) {
+        if (k) *k = it->first;
         out = std::move(it->second.front());
         it->second.pop_front();
         if (it->second.empty()) box.erase(it);
@@ -71,13 +74,30 @@ P2PMailbox::Took P2PMailbox::take(std::map<Key, std::deque<T>>& box, const Key& 
         why = *lost_;
         return Took::ended;
       }
-      if (auto gone = gone_.find(node); gone != gone_.end()) {
+      // Every sender's node left in order: none of them will send.
+      bool all_gone = true;
+      for (uint32_t node : nodes) {
+        auto gone = gone_.find(node);
+        if (gone == gone_.end()) {
+          all_gone = false;
+          break;
+        }
         why = gone->second;
-        return Took::ended;
       }
+      if (all_gone) return Took::ended;
     }
     if (!poller.wait(word_, g + 1, deadline)) return Took::nothing;
   }
+}
+
+template <class T>
+P2PMailbox::Took P2PMailbox::take(std::map<Key, std::deque<T>>& box, const Key& k, uint32_t node, Poller& poller,
+                                  Clock::time_point deadline, T& out, Status& why) {
+  auto pick = [&] {
+    auto it = box.find(k);
+    return it != box.end() && !it->second.empty() ? it : box.end();
+  };
+  return take_first(box, pick, std::span<const uint32_t>(&node, 1), poller, deadline, nullptr, nullptr, out, why);
 }
 
 P2PMailbox::Took P2PMailbox::take_message(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline,
@@ -94,43 +114,17 @@ P2PMailbox::Took P2PMailbox::take_any(uint32_t dst, uint64_t tag, const std::vec
                                       const std::vector<uint32_t>& from_nodes, Poller& poller,
                                       Clock::time_point deadline, const std::function<bool()>& stop, Key& k,
                                       Message& out, Status& why) {
-  for (;;) {
-    const uint32_t g = word_.value.load();
-    if (stop()) return Took::stopped;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      auto first = inbox_.end();
-      for (uint32_t src : from) {
-        auto it = inbox_.find(Key{src, dst, tag});
-        if (it != inbox_.end() && !it->second.empty() &&
-            (first == inbox_.end() || it->second.front().order < first->second.front().order))
-          first = it;
-      }
-      if (first != inbox_.end()) {
-        k = first->first;
-        out = std::move(first->second.front());
-        first->second.pop_front();
-        if (first->second.empty()) inbox_.erase(first);
-        return Took::it;
-      }
-      if (lost_) {
-        why = *lost_;
-        return Took::ended;
-      }
-      // Every sender's node left in order: none of them will send.
-      bool all_gone = true;
-      for (uint32_t node : from_nodes) {
-        auto gone = gone_.find(node);
-        if (gone == gone_.end()) {
-          all_gone = false;
-          break;
-        }
-        why = gone->second;
-      }
-      if (all_gone) return Took::ended;
+  auto first = [&] {  // the message of `from` that arrived first
+    auto at = inbox_.end();
+    for (uint32_t src : from) {
+      auto it = inbox_.find(Key{src, dst, tag});
+      if (it != inbox_.end() && !it->second.empty() &&
+          (at == inbox_.end() || it->second.front().order < at->second.front().order))
+        at = it;
     }
-    if (!poller.wait(word_, g + 1, deadline)) return Took::nothing;
-  }
+    return at;
+  };
+  return take_first(inbox_, first, from_nodes, poller, deadline, &stop, &k, out, why);
 }
 
 void P2PMailbox::put_back(const Key& k, Message m) {

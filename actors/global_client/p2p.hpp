@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -57,6 +58,12 @@ class P2PMailbox {
   template <class T>
   Took take(std::map<Key, std::deque<T>>& box, const Key& k, uint32_t node, Poller& poller,
             Clock::time_point deadline, T& out, Status& why);
+  // The wait both takes share: the queue `pick()` names (box.end(): none yet; under mu_) gives
+  // up its first entry (its key in `k`, when given), unless a node was lost, every node of `nodes`
+  // left, `stop` holds, or the deadline passes.
+  template <class T, class Pick>
+  Took take_first(std::map<Key, std::deque<T>>& box, Pick pick, std::span<const uint32_t> nodes, Poller& poller,
+                  Clock::time_point deadline, const std::function<bool()>* stop, Key* k, T& out, Status& why);
   void bump();
 
   std::mutex mu_;  // a leaf: nothing else is locked, and nothing blocks, under it

@@ -238,10 +238,11 @@ bool TcpConnection::write_ticket_shm(SendTicket& t, bool wait) {
   return true;
 }
 
-void TcpConnection::end_locked(bool reset, std::deque<std::shared_ptr<SendTicket>>& failed) {
+void TcpConnection::end_locked(bool reset, std::deque<std::shared_ptr<SendTicket>>& failed, bool silent) {
   // Disconnecting a TCP socket (connect to AF_UNSPEC) sends a reset: the other side reads an
-  // error, not an end of stream. Once: a connection that is dead already stays as it is.
-  if (reset && !dead_.load()) {
+  // error, not an end of stream. Once: a connection that is dead already stays as it is. A silent
+  // end (drop_silently) touches neither the socket nor the rings: the other side hears nothing.
+  if (!silent && reset && !dead_.load()) {
     if (shm_) shm_->mark_cut();
     sockaddr sa{};
     sa.sa_family = AF_UNSPEC;
@@ -249,37 +250,27 @@ void TcpConnection::end_locked(bool reset, std::deque<std::shared_ptr<SendTicket
   }
   stopping_ = true;
   dead_.store(true);
-  if (!shut_) {  // once, and also after drop_silently(), which left the socket open
+  if (!silent && !shut_) {  // once, and also after a silent end, which left the socket open
     shut_ = true;
     shutdown(fd_, SHUT_RDWR);
   }
-  if (shm_) shm_->close();
+  if (!silent && shm_) shm_->close();
   failed.swap(queue_);
 }
 
-bool TcpConnection::end_if(std::optional<uint32_t> magic, bool reset) {
+bool TcpConnection::end_if(std::optional<uint32_t> magic, bool reset, bool silent) {
   std::deque<std::shared_ptr<SendTicket>> failed;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (magic && *magic != this->magic()) return false;  // a later epoch's now (rehome, under mu_ too)
-    end_locked(reset, failed);
+    end_locked(reset, failed, silent);
   }
   cv_.notify_all();
   for (auto& t : failed) t->done.set(2);
   return true;
 }
 
-void TcpConnection::drop_silently() {
-  std::deque<std::shared_ptr<SendTicket>> failed;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stopping_ = true;
-    dead_.store(true);  // the socket stays open (a later end shuts it): the other end reads nothing
-    failed.swap(queue_);
-  }
-  cv_.notify_all();
-  for (auto& t : failed) t->done.set(2);
-}
+void TcpConnection::drop_silently() { end_if(std::nullopt, false, true); }
 
 void TcpConnection::kill() { end_if(std::nullopt, false); }
 

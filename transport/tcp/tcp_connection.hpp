@@ -63,8 +63,9 @@ class TcpConnection final : public Connection {
   void writer_loop();
   // kill() (reset: cut()) under mu_, its failed tickets handed back; end_if only while the
   // connection serves `magic` (none: always).
-  void end_locked(bool reset, std::deque<std::shared_ptr<SendTicket>>& failed);
-  bool end_if(std::optional<uint32_t> magic, bool reset);
+  // `silent`: drop_silently's end, which leaves the socket and the rings as they are.
+  void end_locked(bool reset, std::deque<std::shared_ptr<SendTicket>>& failed, bool silent = false);
+  bool end_if(std::optional<uint32_t> magic, bool reset, bool silent = false);
   void wake_writer();  // starts the writer thread if need be, and wakes it
   // Ended, after telling the sink (unless ours): `broke` the connection failed (FrameSink::broken),
   // else the other side's stream ended without a bye.
