@@ -98,6 +98,11 @@ TEST(SpareThreads, AHandleThatGoesJoinsItsJob) {
 TEST(SpareThreads, AForkedChildRunsJobsWhileTheParentsThreadsUseThePool) {
 #if defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "TSan does not support threads started in a child forked from a threaded process";
+#elif defined(__SANITIZE_ADDRESS__)
+  // Seen in CI: the child hung in calloc, on a lock of ASan's allocator that a parent thread held
+  // at the fork (GCC 12's runtime takes no allocator lock around fork). The plain build runs it.
+  GTEST_SKIP() << "GCC 12's ASan runtime does not lock its allocator at fork: a child forked while "
+                  "another thread allocates can hang in malloc";
 #else
   std::atomic<bool> stop{false};
   std::thread busy([&] {
