@@ -8,7 +8,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("chorus::wire");
 
-const protocolVersion :UInt32 = 8;  # 8: links to remake in a shrink or grow (Rejoin.unkept, Topology.relink); 7: membership epochs (Rejoin, tickets, revoke, newcomers); 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields); 6: every node's GPU count (auto runs GPU tensors through NCCL where every node of an op has a GPU)
+const protocolVersion :UInt32 = 9;  # 9: a point-to-point frame carries its handle's group (FrameHeader.group); 8: links to remake in a shrink or grow (Rejoin.unkept, Topology.relink); 7: membership epochs (Rejoin, tickets, revoke, newcomers); 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields); 6: every node's GPU count (auto runs GPU tensors through NCCL where every node of an op has a GPU)
 
 enum DType { f16 @0; bf16 @1; f32 @2; f64 @3; i8 @4; u8 @5; i32 @6; i64 @7; }
 enum ReduceOp { sum @0; prod @1; min @2; max @3; avg @4; band @5; bor @6; bxor @7; }
@@ -242,7 +242,8 @@ struct OpAnnounce {
   ncclId @13 :Data;            # from the node of rank 0: the unique id of generation ncclLast + 1
 }
 
-# Point to point across nodes: the header of a send, followed by the data frame.
+# Point to point across nodes: the header of a send, followed by the data frame. The frame
+# header's group names the handle (as for a collective's frames); P2PAck's frame carries it back.
 struct P2PHeader {
   source @0 :UInt32;           # global ids
   destination @1 :UInt32;

@@ -384,6 +384,47 @@ int recv_any(Peer& p) {
   return 3;
 }
 
+// Sends of different handles with one tag across nodes: each rank of the lower half sends its
+// partner on the other node (r + n/2) a message on their pair group, then one on the world, both
+// with tag 5; the partner takes the world's first, then the group's. Then the same with tag 6
+// and receives from any source. Each receive must get its own handle's message.
+int p2p_handles(Peer& world) {
+  const uint32_t n = world.size(), me = world.rank(), half = n / 2;
+  const uint32_t partner = me < half ? me + half : me - half;
+  auto g = world.new_group({std::min(me, partner), std::max(me, partner)});
+  must(g.status());
+  auto message = [](uint32_t r, int32_t which) { return std::vector<int32_t>{int32_t(r), which}; };
+  constexpr int32_t kOnGroup = 1, kOnWorld = 2;
+  if (me < half) {
+    for (uint64_t tag : {5, 6}) {
+      Work on_group = g->send_async(Tensor::from(message(me, kOnGroup)), 1, tag);
+      Work on_world = world.send_async(Tensor::from(message(me, kOnWorld)), partner, tag);
+      must(on_group.wait());
+      must(on_world.wait());
+    }
+    return 4;
+  }
+  auto expect = [&](const Tensor& t, int32_t which, const char* what) {
+    verify(t.to_vector<int32_t>() == message(partner, which), what,
+           "got {" + std::to_string(t.data_as<int32_t>()[0]) + ", " + std::to_string(t.data_as<int32_t>()[1]) +
+               "}: another handle's message");
+  };
+  Tensor w = Tensor::zeros(DType::i32, {2}), x = Tensor::zeros(DType::i32, {2});
+  must(world.recv(w, partner, 5));
+  expect(w, kOnWorld, "world recv");
+  must(g->recv(x, 0, 5));
+  expect(x, kOnGroup, "group recv");
+  auto from_world = world.recv_any(w, 6);
+  must(from_world.status());
+  verify(*from_world == partner, "world recv_any", "named rank " + std::to_string(*from_world));
+  expect(w, kOnWorld, "world recv_any");
+  auto from_group = g->recv_any(x, 6);
+  must(from_group.status());
+  verify(*from_group == 0, "group recv_any", "named rank " + std::to_string(*from_group));
+  expect(x, kOnGroup, "group recv_any");
+  return 4;
+}
+
 Scenario op_scenario(const std::string& name) {
   if (name == "every-op") return [](Peer& p, const NodeContext&) { return every_op(p); };
   if (name == "mixed") return [](Peer& p, const NodeContext& node) { return mixed(p, node.args.ops); };
@@ -391,6 +432,7 @@ Scenario op_scenario(const std::string& name) {
     return [](Peer& p, const NodeContext& node) { return strategies(p, node.config, node.args.peers); };
   if (name == "groups") return [](Peer& p, const NodeContext&) { return groups(p); };
   if (name == "recv-any") return [](Peer& p, const NodeContext&) { return recv_any(p); };
+  if (name == "p2p-handles") return [](Peer& p, const NodeContext&) { return p2p_handles(p); };
   if (name == "gradsync") return [](Peer& p, const NodeContext& node) { return gradsync(p, node.args.timeout_ms); };
   return nullptr;
 }

@@ -88,6 +88,14 @@ TEST_F(MultiNode, ARecvFromAnySourceTakesSendsOfEveryNode) {
   expect_all_ok(nodes, 4, 3);
 }
 
+// Across nodes, as within one, a receive takes only its own handle's messages: two handles'
+// sends with one tag are not mixed up (multi_node_peer_ops.cpp, p2p_handles).
+TEST_F(MultiNode, SendsOfTwoHandlesWithOneTagReachTheirOwnReceives) {
+  start_orchestrator(2);
+  auto nodes = run_nodes({{}, {}}, {"--peers", "2", "--scenario", "p2p-handles"});
+  expect_all_ok(nodes, 4, 4);
+}
+
 TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesTheNextCollective) {
   start_orchestrator(3);
   const auto shm_before = dev_shm_entries();

@@ -20,6 +20,7 @@
 #include "actors/global_client/global_client.hpp"
 #include "actors/local_server/server_core.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "messages/data_codec.hpp"
 #include "messages/peer_codec.hpp"
 #include "status_matchers.hpp"
 #include "test_events.hpp"
@@ -244,6 +245,31 @@ TEST(NodeLossAcrossNodes, ALossReachesEveryWorkInFlight) {
     Status s = works[i].wait_for(5s);
     EXPECT_TRUE(has(s, Errc::node_lost, {"all_reduce #" + std::to_string(i) + ": " + two.lost()})) << i << ": " << s.to_string();
   }
+}
+
+// A node speaks for its own peers only: node 0 sends a point-to-point frame that claims to come
+// from C, node 1's own peer. Node 1 ends the link as garbled: C's receive from A fails at once
+// with node_lost naming node 0 and the pair, instead of waiting out its 20 s timeout.
+TEST(NodeLossAcrossNodes, AMessageThatSpeaksForAnotherNodesPeerEndsTheLink) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  GlobalClient& forger = two.here();
+  const uint32_t c = two.c->rank(), a = two.a->rank();
+  static const int32_t value = 42;
+  FrameHeader h = forger.frame_header(FrameType::p2p_data);
+  std::string head = encode_p2p_header({c, c, 7, DType::i32, 1, Status::ok()});
+  h.slot = static_cast<uint32_t>(head.size());
+  forger.connection(two.there().node_id())
+      ->send(SendTicket::prefixed(h, std::move(head), reinterpret_cast<const std::byte*>(&value), sizeof value));
+  Tensor t = Tensor::zeros(DType::i32, {1});
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status got = two.c->recv(t, a, 7);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "C waited out its timeout";
+  EXPECT_TRUE(has(got, Errc::node_lost,
+                  {"node " + std::to_string(forger.node_id()) + " sent a message from peer " + std::to_string(c) +
+                   " to peer " + std::to_string(c) + ", not from its peers to this node's"}))
+      << got.to_string();
+  EXPECT_EQ(t.data_as<int32_t>()[0], 0) << "the forged message was taken";
 }
 
 // Three nodes of one peer each. Node C's peer calls an all-reduce the others never call, so it

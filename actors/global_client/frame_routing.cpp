@@ -75,8 +75,12 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
     case FrameType::p2p_data: {
       auto head = decode_p2p_header(r.bytes.data(), h.slot, error);
       if (!head) return on_node_lost(node, from + " sent a garbled send header");
+      // A node speaks for its own peers only, to this node's.
+      if (!pair_between(head->source, node, head->destination, topo_.node_id))
+        return on_node_lost(node, from + " sent a message from peer " + std::to_string(head->source) + " to peer " +
+                                      std::to_string(head->destination) + ", not from its peers to this node's");
       // The frame's bytes move into the message: the data is not copied on the way to recv().
-      p2p_->deliver({head->source, head->destination, head->tag},
+      p2p_->deliver({h.group, head->source, head->destination, head->tag},
                     {0, head->dtype, head->numel, std::move(r.bytes), h.slot, head->failed});
       r.bytes = std::string();
       return;
@@ -86,11 +90,19 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
     case FrameType::p2p_ack: {
       auto ack = decode_p2p_ack(r.bytes.data(), r.bytes.size(), error);
       if (!ack) return on_node_lost(node, from + " sent a garbled send answer");
-      p2p_->answer({ack->source, ack->destination, ack->tag}, std::move(ack->status));
+      if (!pair_between(ack->source, topo_.node_id, ack->destination, node))
+        return on_node_lost(node, from + " answered a send from peer " + std::to_string(ack->source) + " to peer " +
+                                      std::to_string(ack->destination) + ", not one from this node's peers to its own");
+      p2p_->answer({h.group, ack->source, ack->destination, ack->tag}, std::move(ack->status));
       return;
     }
     default: return;
   }
+}
+
+bool GlobalClient::pair_between(uint32_t src, uint32_t src_node, uint32_t dst, uint32_t dst_node) const {
+  const uint32_t total = total_peers();
+  return src < total && dst < total && node_of(src) == src_node && node_of(dst) == dst_node;
 }
 
 void GlobalClient::frame_failed(uint32_t node, const FrameHeader& h) {

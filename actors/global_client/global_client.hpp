@@ -135,9 +135,10 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // or the data arrived (recv); both sides get the same error when the pair does not match.
   // `failed`: this side cannot send (e.g. its GPU tensor could not be staged): the receiver is told
   // why instead of getting data, and both return that error.
-  Status send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline,
+  // `k` names the pair: the handle's group (the frames carry it), both global ids, the tag.
+  Status send(const P2PMailbox::Key& k, const Tensor& t, Clock::time_point deadline,
               const Status& failed = Status::ok());
-  Status recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, Clock::time_point deadline);
+  Status recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point deadline);
   // What recv does with the message it took: checks it against `t`, copies it in, and answers the
   // sender. A receive from any source takes its message from the mailbox itself (p2p()).
   Status take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t);
@@ -210,6 +211,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   bool await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline);
 
  private:
+  // Whether peer `src` is on node `src_node` and `dst` on `dst_node`: a send's frame names the pair,
+  // and a node may speak only for its own peers.
+  bool pair_between(uint32_t src, uint32_t src_node, uint32_t dst, uint32_t dst_node) const;
   GlobalClient() = default;
   std::shared_ptr<NetOp> op_for(uint32_t group, uint64_t seq, bool create);
   // The orchestrator as this client's session reached it (null: never, or known lost): the next

@@ -9,8 +9,9 @@ namespace chorus {
 
 namespace {
 
-std::string pair_label(uint32_t src, uint32_t dst, uint64_t tag) {
-  return "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
+std::string pair_label(const P2PMailbox::Key& k) {
+  return "send/recv " + std::to_string(k.source) + "->" + std::to_string(k.destination) + " tag " +
+         std::to_string(k.tag) + (k.group ? " of group " + std::to_string(k.group) : "");
 }
 } // namespace
 
@@ -110,14 +111,14 @@ P2PMailbox::Took P2PMailbox::take_answer(const Key& k, uint32_t node, Poller& po
   return take(answers_, k, node, poller, deadline, out, why);
 }
 
-P2PMailbox::Took P2PMailbox::take_any(uint32_t dst, uint64_t tag, const std::vector<uint32_t>& from,
+P2PMailbox::Took P2PMailbox::take_any(uint32_t group, uint32_t dst, uint64_t tag, const std::vector<uint32_t>& from,
                                       const std::vector<uint32_t>& from_nodes, Poller& poller,
                                       Clock::time_point deadline, const std::function<bool()>& stop, Key& k,
                                       Message& out, Status& why) {
   auto first = [&] {  // the message of `from` that arrived first
     auto at = inbox_.end();
     for (uint32_t src : from) {
-      auto it = inbox_.find(Key{src, dst, tag});
+      auto it = inbox_.find(Key{group, src, dst, tag});
       if (it != inbox_.end() && !it->second.empty() &&
           (at == inbox_.end() || it->second.front().order < at->second.front().order))
         at = it;
@@ -137,10 +138,10 @@ void P2PMailbox::put_back(const Key& k, Message m) {
 
 // ---- GlobalClient::send and recv ----
 
-Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor& t, Clock::time_point deadline,
-                          const Status& failed) {
+Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time_point deadline, const Status& failed) {
+  const auto [group, src, dst, tag] = k;
   const uint32_t node = node_of(dst);
-  const std::string label = pair_label(src, dst, tag);
+  const std::string label = pair_label(k);
   if (auto l = lost(); !l.is_ok()) return l;
   // A sender that cannot send still sends the header, saying why, so the receiver fails with it
   // at once; both sides report the same error.
@@ -151,6 +152,7 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
   // One frame: the header (its length in `slot`) and the data, so that concurrent senders on this
   // connection never split a header from its data.
   FrameHeader h = frame_header(FrameType::p2p_data);
+  h.group = group;
   h.seq = (uint64_t{src} << 32) | dst;
   std::string head = encode_p2p_header({src, dst, tag, t.dtype(), t.numel(), cannot});
   h.slot = static_cast<uint32_t>(head.size());
@@ -159,7 +161,7 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
                                                         sends_data ? t.nbytes() : 0));
   await_sent(*ticket, node, deadline);
   Status answer, why;
-  switch (p2p_->take_answer({src, dst, tag}, node, poller_, deadline, answer, why)) {
+  switch (p2p_->take_answer(k, node, poller_, deadline, answer, why)) {
     case P2PMailbox::Took::it: return sends_data ? answer : cannot;
     case P2PMailbox::Took::ended: return why;
     case P2PMailbox::Took::nothing: break;
@@ -169,12 +171,12 @@ Status GlobalClient::send(uint32_t src, uint32_t dst, uint64_t tag, const Tensor
                              ") never posted the matching recv within " + std::to_string(config_.timeout.count()) + " ms"};
 }
 
-Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, Clock::time_point deadline) {
-  const uint32_t node = node_of(src);
-  const std::string label = pair_label(src, dst, tag);
+Status GlobalClient::recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point deadline) {
+  const uint32_t src = k.source, node = node_of(src);
+  const std::string label = pair_label(k);
   P2PMailbox::Message m;
   Status why;
-  switch (p2p_->take_message({src, dst, tag}, node, poller_, deadline, m, why)) {
+  switch (p2p_->take_message(k, node, poller_, deadline, m, why)) {
     case P2PMailbox::Took::it: break;
     case P2PMailbox::Took::ended: return why;
     case P2PMailbox::Took::nothing:
@@ -182,13 +184,13 @@ Status GlobalClient::recv(uint32_t src, uint32_t dst, uint64_t tag, Tensor& t, C
                                  ") never posted the matching send within " + std::to_string(config_.timeout.count()) + " ms"};
     case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the message stopped"};  // take_any's only
   }
-  return take_delivered({src, dst, tag}, m, t);
+  return take_delivered(k, m, t);
 }
 
 Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t) {
-  const auto& [src, dst, tag] = k;
+  const auto [group, src, dst, tag] = k;
   const uint32_t node = node_of(src);
-  const std::string label = pair_label(src, dst, tag);
+  const std::string label = pair_label(k);
   Status s;
   const std::string theirs = std::string(to_string(m.dtype)) + "[" + std::to_string(m.numel) + "]";
   const std::string mine = std::string(to_string(t.dtype())) + "[" + std::to_string(t.numel()) + "]";
@@ -201,6 +203,7 @@ Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::
   else
     std::memcpy(t.data(), m.bytes.data() + m.offset, t.nbytes());
   FrameHeader h = frame_header(FrameType::p2p_ack);
+  h.group = group;
   h.seq = (uint64_t{src} << 32) | dst;
   conns_[node]->send(SendTicket::owning(h, encode_p2p_ack({src, dst, tag, s})));
   return s;

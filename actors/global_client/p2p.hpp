@@ -1,5 +1,6 @@
 // Point to point across nodes: the messages that other nodes' peers sent to ours and the answers to
-// our own sends, matched FIFO per (source, destination, tag). The frame routing delivers them;
+// our own sends, matched FIFO per (group, source, destination, tag): as within a node, a receive
+// takes only its own handle's messages. The frame routing delivers them;
 // GlobalClient::send and recv (p2p.cpp) take them, waiting through the poller.
 #pragma once
 #include <cstdint>
@@ -10,7 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <tuple>
+#include <compare>
 #include <vector>
 
 #include <chorus/status.hpp>
@@ -22,7 +23,13 @@ namespace chorus {
 
 class P2PMailbox {
  public:
-  using Key = std::tuple<uint32_t, uint32_t, uint64_t>;  // source, destination, tag
+  struct Key {
+    uint32_t group = 0;        // the handle's group (0: the world); ids are unique in the job
+    uint32_t source = 0;       // global peer ids
+    uint32_t destination = 0;
+    uint64_t tag = 0;
+    auto operator<=>(const Key&) const = default;
+  };
   struct Message {
     uint64_t order = 0;  // when it arrived, among all messages (take_any takes the first)
     DType dtype;
@@ -44,11 +51,11 @@ class P2PMailbox {
                     Status& why);
   Took take_answer(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline, Status& out,
                    Status& why);
-  // A receive from any source: the first message delivered to `dst` with `tag` from one of
+  // A receive from any source: the first message of `group` delivered to `dst` with `tag` from one of
   // `from` (its key in `k`); or `stopped` once `stop()` holds (checked after every wake: whoever
   // makes it hold calls wake()). It ends when a node is lost, or once every node of `from_nodes`
   // (the senders' nodes) left in order.
-  Took take_any(uint32_t dst, uint64_t tag, const std::vector<uint32_t>& from, const std::vector<uint32_t>& from_nodes,
+  Took take_any(uint32_t group, uint32_t dst, uint64_t tag, const std::vector<uint32_t>& from, const std::vector<uint32_t>& from_nodes,
                 Poller& poller, Clock::time_point deadline, const std::function<bool()>& stop, Key& k, Message& out, Status& why);
   // Puts a message taken by take_any back first in its queue (the receive took another instead).
   void put_back(const Key& k, Message m);

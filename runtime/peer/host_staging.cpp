@@ -57,25 +57,26 @@ Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   Tensor host;
   Status staged = why ? stage_to_host(t, host) : why;
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::p2p));
-  Status sent = s.global->send(me, s.members[dst], tag, staged ? host : t, deadline_of(s), staged);
+  Status sent = s.global->send({s.group, me, s.members[dst], tag}, staged ? host : t, deadline_of(s), staged);
   return record_end(s, rec, why ? sent : why);
 }
 
 Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
   const PeerId me = s.offset + s.id;
   if (s.finished) return already_finished(me);
+  const P2PMailbox::Key k{s.group, s.members[src], me, tag};
   const OpRequestData req = make_p2p(OpKind::recv, src, tag);
   OpRecord rec;
   record_begin(s, rec, req, t);
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::p2p));
   if (Status why = start_failure(); !why) {  // the message is taken (the tag's order holds), not kept
     Tensor drop = Tensor::zeros(t.dtype(), t.shape());
-    (void)s.global->recv(s.members[src], me, tag, drop, deadline_of(s));
+    (void)s.global->recv(k, drop, deadline_of(s));
     return record_end(s, rec, why);
   }
-  if (!t.is_cuda()) return record_end(s, rec, s.global->recv(s.members[src], me, tag, t, deadline_of(s)));
+  if (!t.is_cuda()) return record_end(s, rec, s.global->recv(k, t, deadline_of(s)));
   Tensor host = Tensor::zeros(t.dtype(), t.shape());
-  if (auto e = s.global->recv(s.members[src], me, tag, host, deadline_of(s)); !e) return record_end(s, rec, e);
+  if (auto e = s.global->recv(k, host, deadline_of(s)); !e) return record_end(s, rec, e);
   return record_end(s, rec, stage_back(host, t));
 }
 

@@ -51,7 +51,7 @@ Result<PeerId> take_message(PeerState& s, OpRecord& rec, const P2PMailbox::Key& 
     if (st) st = stage_back(host, t);
   }
   if (!(st = record_end(s, rec, st))) return st;
-  return rank_of(s, std::get<0>(k));
+  return rank_of(s, k.source);
 }
 
 } // namespace
@@ -98,7 +98,7 @@ Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag) {
   P2PMailbox::Key k;
   P2PMailbox::Message m;
   Status why;
-  auto took = s.global->p2p().take_any(me, tag, remote, nodes, s.global->poller(), deadline, paired, k, m, why);
+  auto took = s.global->p2p().take_any(s.group, me, tag, remote, nodes, s.global->poller(), deadline, paired, k, m, why);
   if (took == P2PMailbox::Took::ended && reply) {
     // The other nodes are gone (lost or left) but this node's ranks may still send: wait for them.
     (void)reply->done.wait_at_least(1, deadline);
