@@ -222,11 +222,10 @@ namespace {
 // `start`: when the op began (it may have waited in the arena first); its timeout counts from there.
 template <class Enter>
 Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::milliseconds timeout, unsigned peers,
-                      Enter enter, Clock::time_point start, const std::function<void()>& entered = {}) {
+                      Enter enter, Clock::time_point start) {
   auto reply = call.reply;
   const Patience patience = patience_for(peers);
   (core.*enter)(std::move(call));
-  if (entered) entered();
   // Half the timeout gone: say (warn, op) what the request still waits for, once for all its
   // peers (the core tells the first of them, and the op's other nodes which ranks are missing).
   if (!reply->done.wait_at_least(1, start + timeout / 2, patience)) {
@@ -246,9 +245,8 @@ Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::millisecon
 }
 } // namespace
 
-Status RuntimeImpl::submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers, Clock::time_point start,
-                              const std::function<void()>& entered) {
-  return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_op, start, entered);
+Status RuntimeImpl::submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers, Clock::time_point start) {
+  return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_op, start);
 }
 
 Status RuntimeImpl::submit_group(Call& call, std::chrono::milliseconds timeout, unsigned peers) {

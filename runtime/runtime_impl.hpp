@@ -3,7 +3,6 @@
 #include <caf/all.hpp>
 
 #include <atomic>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -98,10 +97,8 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
   // Enters the local server's core directly with an op request (no mailbox hop, no thread wake)
   // and waits for the reply; when the deadline passes, expires the request itself.
   // `peers` threads take part in the op (it decides whether waiting may spin). The timeout counts
-  // from `start`, when the op began (it may have waited in the arena before). `entered`, when
-  // given, runs once the request is in the core (where sends find a receive), before the wait.
-  Status submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers, Clock::time_point start,
-                   const std::function<void()>& entered = {});
+  // from `start`, when the op began (it may have waited in the arena before).
+  Status submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers, Clock::time_point start);
   // The same for a group request (creation waits for every member).
   Status submit_group(Call& call, std::chrono::milliseconds timeout, unsigned peers);
 

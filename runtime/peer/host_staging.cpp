@@ -61,24 +61,22 @@ Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   return record_end(s, rec, why ? sent : why);
 }
 
-Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag, const ReceiveOrder::Place& place) {
+Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
   const PeerId me = s.offset + s.id;
   if (s.finished) return already_finished(me);
   const P2PMailbox::Key k{s.group, s.members[src], me, tag};
-  P2PMailbox::Posted posted(s.global->p2p(), place.ticket(), k);
-  place.entered();
   const OpRequestData req = make_p2p(OpKind::recv, src, tag);
   OpRecord rec;
   record_begin(s, rec, req, t);
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::p2p));
   if (Status why = start_failure(); !why) {  // the message is taken (the tag's order holds), not kept
     Tensor drop = Tensor::zeros(t.dtype(), t.shape());
-    (void)s.global->recv(k, drop, deadline_of(s), place.ticket());
+    (void)s.global->recv(k, drop, deadline_of(s));
     return record_end(s, rec, why);
   }
-  if (!t.is_cuda()) return record_end(s, rec, s.global->recv(k, t, deadline_of(s), place.ticket()));
+  if (!t.is_cuda()) return record_end(s, rec, s.global->recv(k, t, deadline_of(s)));
   Tensor host = Tensor::zeros(t.dtype(), t.shape());
-  if (auto e = s.global->recv(k, host, deadline_of(s), place.ticket()); !e) return record_end(s, rec, e);
+  if (auto e = s.global->recv(k, host, deadline_of(s)); !e) return record_end(s, rec, e);
   return record_end(s, rec, stage_back(host, t));
 }
 

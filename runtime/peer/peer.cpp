@@ -135,30 +135,12 @@ Status send_now(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   return peer_impl::execute(s, rec, *reply, bytes(t), bytes(t));
 }
 
-using Place = peer_impl::ReceiveOrder::Place;
-
-// A non-blocking receive's place in the order of its handle's receives, taken at the call (none:
-// no handle); shared, since its op body (a std::function) must be copyable.
-std::shared_ptr<Place> shared_place_of(const std::shared_ptr<PeerState>& s, uint32_t src, uint64_t tag) {
-  return std::make_shared<Place>(s ? s->receives->post(src, tag) : Place());
-}
-// A blocking receive's. Until the handle's first non-blocking op nothing can be queued ahead of
-// it, and blocking calls of several threads at once have no order: it needs none, and costs
-// nothing (it takes sends as the first in line).
-Place place_of(const std::shared_ptr<PeerState>& s, uint32_t src, uint64_t tag) {
-  if (!s || !s->lanes_used.load(std::memory_order_acquire)) return Place();
-  return s->receives->post(src, tag);
-}
-
-Status recv_now(PeerState& s, Tensor& t, PeerId src, uint64_t tag, const Place& place) {
-  if (!place.wait_turn(peer_impl::op_timeout(s)))
-    return peer_impl::turn_not_taken("recv " + std::to_string(src) + "->" + std::to_string(s.rank) + " tag " + std::to_string(tag),
-                                     peer_impl::op_timeout(s));
-  if (on_other_node(s, src)) return peer_impl::recv_from_node(s, t, src, tag, place);
+Status recv_now(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
+  if (on_other_node(s, src)) return peer_impl::recv_from_node(s, t, src, tag);
   OpRequestData req = make_p2p(OpKind::recv, src, tag);
   Status st;
   peer_impl::OpRecord rec;
-  auto reply = peer_impl::request(s, rec, req, Tensor(), t, st, Status::ok(), [&place] { place.entered(); });
+  auto reply = peer_impl::request(s, rec, req, Tensor(), t, st);
   if (!st) return st;
   return peer_impl::execute(s, rec, *reply, nullptr, bytes(t));
 }
@@ -169,9 +151,7 @@ Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
 }
 
 Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
-  auto place = place_of(state_, src, tag);
-  return run_now(state_, LaneKey::p2p(LaneKey::recv, src, tag),
-                 [&](WorkState&) { return recv_now(*state_, t, src, tag, place); });
+  return run_now(state_, LaneKey::p2p(LaneKey::recv, src, tag), [&](WorkState&) { return recv_now(*state_, t, src, tag); });
 }
 
 Work Peer::send_async(const Tensor& t, PeerId dst, uint64_t tag, OpOptions o) {
@@ -180,9 +160,8 @@ Work Peer::send_async(const Tensor& t, PeerId dst, uint64_t tag, OpOptions o) {
 }
 
 Work Peer::recv_async(Tensor& t, PeerId src, uint64_t tag, OpOptions o) {
-  return run_async(state_, LaneKey::p2p(LaneKey::recv, src, tag), o,
-                   [s = state_.get(), t, src, tag, place = shared_place_of(state_, src, tag)](WorkState& w) mutable {
-    Status st = recv_now(*s, t, src, tag, *place);
+  return run_async(state_, LaneKey::p2p(LaneKey::recv, src, tag), o, [s = state_.get(), t, src, tag](WorkState& w) mutable {
+    Status st = recv_now(*s, t, src, tag);
     if (st) {
       w.tensors.push_back(t);
       w.source = src;
@@ -194,9 +173,8 @@ Work Peer::recv_async(Tensor& t, PeerId src, uint64_t tag, OpOptions o) {
 // A receive from any source runs on a lane of its own per tag, beside the receives from each rank.
 Result<PeerId> Peer::recv_any(Tensor& t, uint64_t tag) {
   PeerId from = kAnySource;
-  auto place = place_of(state_, kAnySource, tag);
   Status st = run_now(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), [&](WorkState&) -> Status {
-    auto r = peer_impl::recv_any_now(*state_, t, tag, place);
+    auto r = peer_impl::recv_any_now(*state_, t, tag);
     if (!r) return r.status();
     from = *r;
     return Status::ok();
@@ -206,9 +184,8 @@ Result<PeerId> Peer::recv_any(Tensor& t, uint64_t tag) {
 }
 
 Work Peer::recv_any_async(Tensor& t, uint64_t tag, OpOptions o) {
-  return run_async(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), o,
-                   [s = state_.get(), t, tag, place = shared_place_of(state_, kAnySource, tag)](WorkState& w) mutable {
-    auto r = peer_impl::recv_any_now(*s, t, tag, *place);
+  return run_async(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), o, [s = state_.get(), t, tag](WorkState& w) mutable {
+    auto r = peer_impl::recv_any_now(*s, t, tag);
     if (!r) return r.status();
     w.tensors.push_back(t);
     w.source = *r;

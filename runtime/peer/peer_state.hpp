@@ -14,7 +14,6 @@
 #include <chorus/peer.hpp>
 
 #include "engine/lane.hpp"
-#include "runtime/peer/receive_order.hpp"
 #include "strategies/arena.hpp"
 #include "strategies/tuning.hpp"
 
@@ -47,10 +46,6 @@ struct PeerState {
   std::shared_ptr<ArenaSeat> arena;  // the world's small ops meet here first (null: none)
   // Where this handle's ops run (runtime/peer/op_lanes.hpp): its collectives in call order, and
   // send/recv per (is send, other rank, tag), made on first use under p2p_mu.
-  // The receives in the order of their calls (receive_order.hpp). Before the lanes: the places
-  // of receives still queued there go with them, first.
-  // Its own allocation: its word is a cache line of its own, away from the handle's hot fields.
-  std::unique_ptr<peer_impl::ReceiveOrder> receives = std::make_unique<peer_impl::ReceiveOrder>();
   Lane ops_lane;
   // Set by the first non-blocking op of the handle, never cleared. Until then a blocking call runs
   // on its caller's thread without taking a lane (as before there were lanes): nothing can be

@@ -56,9 +56,7 @@ Result<PeerId> take_message(PeerState& s, OpRecord& rec, const P2PMailbox::Key& 
 
 } // namespace
 
-Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, const ReceiveOrder::Place& place) {
-  auto label = [&] { return "recv any->" + std::to_string(s.rank) + " tag " + std::to_string(tag); };
-  if (!place.wait_turn(op_timeout(s))) return turn_not_taken(label(), op_timeout(s));
+Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag) {
   OpRequestData req = make_p2p(OpKind::recv, kAnySource, tag);
   req.any_source = true;
   std::vector<uint32_t> remote, nodes;  // the group's peers on other nodes (global ids), their nodes
@@ -78,7 +76,7 @@ Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, const Receive
   OpRecord rec;
   if (remote.empty()) {  // the local server pairs it
     Status st;
-    auto reply = request(s, rec, req, Tensor(), t, st, Status::ok(), [&place] { place.entered(); });
+    auto reply = request(s, rec, req, Tensor(), t, st);
     if (!st) return st;
     if (!(st = execute(s, rec, *reply, nullptr, bytes(t)))) return st;
     return rank_of(s, s.offset + reply->source);
@@ -96,14 +94,11 @@ Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, const Receive
     };
     s.rt->core->on_op(std::move(call));
   }
-  P2PMailbox::Posted posted(s.global->p2p(), place.ticket(), {s.group, kAnySource, me, tag});
-  place.entered();
   auto paired = [&reply] { return reply && reply->done.value.load(std::memory_order_acquire) != 0; };
   P2PMailbox::Key k;
   P2PMailbox::Message m;
   Status why;
-  auto took = s.global->p2p().take_any(s.group, me, tag, remote, nodes, s.global->poller(), deadline, paired, k, m, why,
-                                            place.ticket());
+  auto took = s.global->p2p().take_any(s.group, me, tag, remote, nodes, s.global->poller(), deadline, paired, k, m, why);
   if (took == P2PMailbox::Took::ended && reply) {
     // The other nodes are gone (lost or left) but this node's ranks may still send: wait for them.
     (void)reply->done.wait_at_least(1, deadline);
@@ -118,7 +113,8 @@ Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, const Receive
     case P2PMailbox::Took::it: return take_message(s, rec, k, m, t);
     case P2PMailbox::Took::ended: return record_end(s, rec, why);
     case P2PMailbox::Took::nothing:
-      return record_end(s, rec, Status(Errc::timeout, label() + ": no rank sent to rank " + std::to_string(s.rank) +
+      return record_end(s, rec, Status(Errc::timeout, "recv any->" + std::to_string(s.rank) + " tag " + std::to_string(tag) +
+                                                          ": no rank sent to rank " + std::to_string(s.rank) +
                                                           " with tag " + std::to_string(tag) + " within " +
                                                           std::to_string(timeout.count()) + " ms"));
     case P2PMailbox::Took::stopped: break;

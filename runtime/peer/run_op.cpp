@@ -55,15 +55,14 @@ Call op_call(const PeerState& s, OpRequestData req, const Tensor& in, const Tens
 }
 
 std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
-                               const Tensor& out, Status& status, Status local_error,
-                               const std::function<void()>& entered) {
+                               const Tensor& out, Status& status, Status local_error) {
   if (status = callable(s); !status) return nullptr;
   if (req.kind != OpKind::send && req.kind != OpKind::recv && !rec.entered) req.seq = s.seq++;
   if (!rec.entered) record_begin(s, rec, req, in.defined() ? in : out);
   Call call = op_call(s, std::move(req), in, out, std::move(local_error));
   auto reply = call.reply;
   // An op that waited in the arena first has that much less time left.
-  status = s.rt->submit_op(call, op_timeout(s), s.config.num_devices, rec.entered ? rec.since : Clock::now(), entered);
+  status = s.rt->submit_op(call, op_timeout(s), s.config.num_devices, rec.entered ? rec.since : Clock::now());
   if (status) {
     record_matched(s, rec, reply->strategy);
   } else {

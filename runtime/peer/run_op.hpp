@@ -3,7 +3,6 @@
 // (peer.cpp, by_data.cpp, groups.cpp, finish.cpp) are built from these.
 #pragma once
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <optional>
 
@@ -49,10 +48,8 @@ Status callable(const PeerState& s);
 Call op_call(const PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out, Status local_error = Status::ok());
 // Sends one op request and waits for the server's answer: an error, or a plan to run. The flight
 // recorder and the trace note the op's entry and its match (or its failure, which ends it).
-// `entered` runs once the request is in the server (a receive's place: receive_order.hpp).
 std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
-                               const Tensor& out, Status& status, Status local_error = Status::ok(),
-                               const std::function<void()>& entered = {});
+                               const Tensor& out, Status& status, Status local_error = Status::ok());
 // Sends one group request (create or destroy) as this peer and waits for the server's answer.
 std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& status);
 // What the flight recorder and the trace note of this peer's op: its entry (`data`: the tensor
@@ -84,11 +81,9 @@ Status ordinary(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in
 Status staged_collective(PeerState* s, OpRecord& rec, OpRequestData req, const Tensor& in, const Tensor& out);
 Result<Tensor> staged_by_data(PeerState& s, OpKind kind, const Tensor& data);
 Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag);
-// `place`: the receive's place in the order of its handle's receives (receive_order.hpp), its
-// turn taken.
-Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag, const ReceiveOrder::Place& place);
+Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag);
 // recv_any.cpp: a receive from any rank of the group; the sender's rank.
-Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, const ReceiveOrder::Place& place);
+Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag);
 
 // by_data.cpp: broadcast or scatter whose root is the one peer that passes data.
 Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data);
