@@ -34,10 +34,10 @@ struct NodeRegisterData {
   uint32_t num_peers = 0;
   std::string data_address;
   uint32_t hardware_threads = 0;
-  std::string host_key;  // which host the node is on (transport/host_identity.hpp)
+  std::string host_key{};  // which host the node is on (transport/host_identity.hpp)
   uint32_t gpus = 0;     // CUDA devices of the node's machine (0: none, or chorus without CUDA)
   int32_t rank = -1;     // the node id its launcher gave it (-1: any)
-  RejoinData rejoin;     // kind none: a first registration
+  RejoinData rejoin{};   // kind none: a first registration
   bool newcomer = false; // a newcomer to a running elastic job (Config::newcomer)
 };
 
@@ -60,8 +60,8 @@ struct TopologyData {
   uint64_t token = 0;  // data-plane connections present it (see DataHello)
   uint32_t epoch = 0;  // membership epoch: 0 at admission, one more per shrink or grow
   uint64_t ticket = 0; // the receiver's own, for its Rejoin
-  std::vector<int32_t> previous;  // by node id: its id in the epoch before (-1: newcomer); empty at 0
-  std::vector<uint32_t> relink;   // the receiver's: node ids whose kept link it remakes (ascending)
+  std::vector<int32_t> previous{};  // by node id: its id in the epoch before (-1: newcomer); empty at 0
+  std::vector<uint32_t> relink{}; // the receiver's: node ids whose kept link it remakes (ascending)
   bool operator==(const TopologyData&) const = default;
 };
 

@@ -305,7 +305,9 @@ TEST(Lane, ATaskClaimedLongAfterItCameMakesALazyLaneWakeAtOnceAgain) {
   const auto until = std::chrono::steady_clock::now() + 200us;
   while (std::chrono::steady_clock::now() < until) {
   }
-  if (lane.runner(&late)()) EXPECT_TRUE(lane.wakes_at_once()) << "a late claim kept the lane lazy";
+  if (lane.runner(&late)()) {
+    EXPECT_TRUE(lane.wakes_at_once()) << "a late claim kept the lane lazy";
+  }
   ASSERT_TRUE(ran_late.wait_for(1));
   EXPECT_TRUE(lane.wakes_at_once());
 }

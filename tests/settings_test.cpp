@@ -68,14 +68,17 @@ TEST(Settings, TheTableNamesEachVariableOnceWithWhatItTakes) {
     EXPECT_NE(std::string(s.meaning), "") << name;
     EXPECT_NE(std::string(s.read_in), "") << name;
     EXPECT_NE(std::string(s.shown_default), "") << name;
-    if (s.kind == SettingKind::flag) EXPECT_TRUE(s.min == 0 && s.max == 1) << name;
+    if (s.kind == SettingKind::flag) {
+      EXPECT_TRUE(s.min == 0 && s.max == 1) << name;
+    }
     if (s.kind != SettingKind::text) {
       EXPECT_LE(s.min, s.max) << name;
       EXPECT_TRUE(s.fallback >= s.min && s.fallback <= s.max) << name << "'s default is not a value it takes";
     }
     // What a user sets is on the README's front page; what tests and launchers set among themselves is not.
-    if (s.reader == SettingReader::library || s.reader == SettingReader::from_env)
+    if (s.reader == SettingReader::library || s.reader == SettingReader::from_env) {
       EXPECT_NE(std::string(s.brief), "") << name;
+    }
   }
   EXPECT_EQ(find_setting("CHORUS_NO_SUCH"), nullptr);
   EXPECT_EQ(names.size(), static_cast<std::size_t>(SettingId::count));
@@ -202,7 +205,7 @@ TEST(Settings, EveryVariableTheCodeNamesIsInTheTable) {
                           "transport", ".ci"}) {
     if (!fs::exists(kRoot / dir)) continue;
     for (const auto& f : fs::recursive_directory_iterator(kRoot / dir)) {
-      if (!f.is_regular_file() || !kinds.count(f.path().extension().string()) && f.path().filename() != "run") continue;
+      if (!f.is_regular_file() || (!kinds.count(f.path().extension().string()) && f.path().filename() != "run")) continue;
       if (f.path().filename() == "settings_test.cpp") continue;  // this file's names are examples
       ++files;
       const std::string text = read_file(f.path());

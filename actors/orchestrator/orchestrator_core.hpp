@@ -139,7 +139,7 @@ class OrchestratorCore {
     uint32_t gpus;
     int32_t rank = -1;  // the node id its launcher gave it (-1: any)
     bool left = false;  // no longer a member: said goodbye, or lost (below)
-    std::optional<std::string> lost;  // why, when it did not say goodbye
+    std::optional<std::string> lost{};  // why, when it did not say goodbye
     uint64_t ticket = 0;  // its alone (TopologyData::ticket): a rejoin presents it
   };
   // A shrink or grow under way: the rejoins so far, by the node id they had.
