@@ -218,14 +218,11 @@ bool RuntimeImpl::own(const caf::actor& a) {
 }
 
 namespace {
-// Enters the core directly and waits for the reply; past the deadline, expires the request itself.
+// Waits for the reply to a request in the core; past the deadline, expires the request itself.
 // `start`: when the op began (it may have waited in the arena first); its timeout counts from there.
-template <class Enter>
-Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::milliseconds timeout, unsigned peers,
-                      Enter enter, Clock::time_point start) {
-  auto reply = call.reply;
+Status await_reply(LocalServerCore& core, const std::shared_ptr<Reply>& reply, std::chrono::milliseconds timeout,
+                   unsigned peers, Clock::time_point start) {
   const Patience patience = patience_for(peers);
-  (core.*enter)(std::move(call));
   // Half the timeout gone: say (warn, op) what the request still waits for, once for all its
   // peers (the core tells the first of them, and the op's other nodes which ranks are missing).
   if (!reply->done.wait_at_least(1, start + timeout / 2, patience)) {
@@ -245,12 +242,15 @@ Status enter_and_wait(LocalServerCore& core, Call& call, std::chrono::millisecon
 }
 } // namespace
 
-Status RuntimeImpl::submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers, Clock::time_point start) {
-  return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_op, start);
+Status RuntimeImpl::await_op(const std::shared_ptr<Reply>& reply, std::chrono::milliseconds timeout, unsigned peers,
+                             Clock::time_point start) {
+  return await_reply(*core, reply, timeout, peers, start);
 }
 
 Status RuntimeImpl::submit_group(Call& call, std::chrono::milliseconds timeout, unsigned peers) {
-  return enter_and_wait(*core, call, timeout, peers, &LocalServerCore::on_group, Clock::now());
+  auto reply = call.reply;
+  core->on_group(std::move(call));
+  return await_reply(*core, reply, timeout, peers, Clock::now());
 }
 
 Result<std::shared_ptr<GlobalClient>> RuntimeImpl::join_collective(const Config& config, caf::actor_system& sys) {

@@ -94,12 +94,14 @@ struct RuntimeImpl : std::enable_shared_from_this<RuntimeImpl> {
     return reply->status;
   }
 
-  // Enters the local server's core directly with an op request (no mailbox hop, no thread wake)
-  // and waits for the reply; when the deadline passes, expires the request itself.
-  // `peers` threads take part in the op (it decides whether waiting may spin). The timeout counts
-  // from `start`, when the op began (it may have waited in the arena before).
-  Status submit_op(Call& call, std::chrono::milliseconds timeout, unsigned peers, Clock::time_point start);
-  // The same for a group request (creation waits for every member).
+  // Waits for the reply to an op request that entered the local server's core directly
+  // (core->on_op: no mailbox hop, no thread wake; peer_impl::enter_request); when the deadline
+  // passes, expires the request itself. `peers` threads take part in the op (it decides whether
+  // waiting may spin). The timeout counts from `start`, when the op began (it may have waited in
+  // the arena before).
+  Status await_op(const std::shared_ptr<Reply>& reply, std::chrono::milliseconds timeout, unsigned peers,
+                  Clock::time_point start);
+  // Enters a group request (create or destroy) and waits for the reply, as await_op does.
   Status submit_group(Call& call, std::chrono::milliseconds timeout, unsigned peers);
 
   // Multi-node mode: starts the global client on the first registration (every later one reuses

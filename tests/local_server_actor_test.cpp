@@ -2,7 +2,7 @@
 // deterministic scheduler instead of on a thread of its own), message by message: every control
 // message it takes and every answer it gives, each checked before and after the actor runs. Ops go
 // straight into the shared core, as peer threads send them, and the waiter expires its own request,
-// as RuntimeImpl::submit_op does: the actor arms no timer.
+// as RuntimeImpl::await_op does: the actor arms no timer.
 #include <thread>
 
 #include "actors/local_server/local_server.hpp"

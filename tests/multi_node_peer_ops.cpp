@@ -425,6 +425,44 @@ int p2p_handles(Peer& world) {
   return 4;
 }
 
+// MPI's order of posting across nodes: each rank of the upper half calls, on the world, recv from
+// its partner on the other node (r - n/2), recv from it again (queued behind the first on its
+// lane) and recv from any source, all with tag 7, then meets the others in a barrier; the partner
+// then sends 10, 11, 12. The receives must get them in the order they were called. Then tag 8:
+// a receive from any source called before a recv from the partner gets the partner's first send.
+int recv_order(Peer& world) {
+  const uint32_t n = world.size(), me = world.rank(), half = n / 2;
+  const uint32_t partner = me < half ? me + half : me - half;
+  auto msg = [](int32_t v) { return std::vector<int32_t>{v, v}; };
+  if (me < half) {
+    must(world.barrier());
+    for (int32_t v : {10, 11, 12}) must(world.send(Tensor::from(msg(v)), partner, 7));
+    must(world.barrier());
+    for (int32_t v : {20, 21}) must(world.send(Tensor::from(msg(v)), partner, 8));
+    return 7;
+  }
+  std::vector<Tensor> t;
+  for (int i = 0; i < 5; ++i) t.push_back(Tensor::zeros(DType::i32, {2}));
+  std::vector<Work> w;
+  w.push_back(world.recv_async(t[0], partner, 7));
+  w.push_back(world.recv_async(t[1], partner, 7));
+  w.push_back(world.recv_any_async(t[2], 7));
+  must(world.barrier());
+  for (auto& x : w) must(x.wait());
+  auto first = [](const Tensor& x) { return std::to_string(x.data_as<int32_t>()[0]); };
+  verify(t[0].to_vector<int32_t>() == msg(10) && t[1].to_vector<int32_t>() == msg(11) && t[2].to_vector<int32_t>() == msg(12),
+         "tag 7", "the receives got " + first(t[0]) + ", " + first(t[1]) + ", " + first(t[2]) + ", not 10, 11, 12");
+  verify(w[2].source().is_ok() && *w[2].source() == partner, "tag 7", "the receive from any source named another rank");
+  Work any = world.recv_any_async(t[3], 8);
+  Work from = world.recv_async(t[4], partner, 8);
+  must(world.barrier());
+  must(any.wait());
+  must(from.wait());
+  verify(t[3].to_vector<int32_t>() == msg(20) && t[4].to_vector<int32_t>() == msg(21), "tag 8",
+         "the receive from any source got " + first(t[3]) + ", not 20");
+  return 7;
+}
+
 Scenario op_scenario(const std::string& name) {
   if (name == "every-op") return [](Peer& p, const NodeContext&) { return every_op(p); };
   if (name == "mixed") return [](Peer& p, const NodeContext& node) { return mixed(p, node.args.ops); };
@@ -433,6 +471,7 @@ Scenario op_scenario(const std::string& name) {
   if (name == "groups") return [](Peer& p, const NodeContext&) { return groups(p); };
   if (name == "recv-any") return [](Peer& p, const NodeContext&) { return recv_any(p); };
   if (name == "p2p-handles") return [](Peer& p, const NodeContext&) { return p2p_handles(p); };
+  if (name == "recv-order") return [](Peer& p, const NodeContext&) { return recv_order(p); };
   if (name == "gradsync") return [](Peer& p, const NodeContext& node) { return gradsync(p, node.args.timeout_ms); };
   return nullptr;
 }

@@ -96,6 +96,14 @@ TEST_F(MultiNode, SendsOfTwoHandlesWithOneTagReachTheirOwnReceives) {
   expect_all_ok(nodes, 4, 4);
 }
 
+// Across nodes, as within one, receives that may take the same messages take them in the order
+// they were called (multi_node_peer_ops.cpp, recv_order).
+TEST_F(MultiNode, ReceivesTakeMessagesInTheOrderTheyWereCalled) {
+  start_orchestrator(2);
+  auto nodes = run_nodes({{}, {}}, {"--peers", "2", "--scenario", "recv-order"});
+  expect_all_ok(nodes, 4, 7);
+}
+
 TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesTheNextCollective) {
   start_orchestrator(3);
   const auto shm_before = dev_shm_entries();

@@ -152,6 +152,85 @@ TEST(SendRecv, ARecvFromAnySourceNamesItsSender) {
   rep.expect_clean();
 }
 
+// MPI's order of posting: receives that may take the same sends take them in the order they were
+// called, whichever lane each runs on. Peer 0 calls recv from 1, recv from 1 (queued behind the
+// first on its lane) and recv from any source, all with tag 5; peer 1 then sends X, A, B: the
+// second recv must get A, though the receive from any source reached the server before it could.
+// Then the other way round, with tag 6: a receive from any source called first gets the first send.
+TEST(SendRecv, ReceivesTakeSendsInTheOrderTheyWereCalled) {
+  Runtime rt;
+  Reporter rep;
+  WaitWord posted;
+  auto msg = [](int32_t v) { return std::vector<int32_t>{v, v}; };
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    if (peer.id() == 1) {
+      for (uint32_t round = 1; round <= 2; ++round) {
+        if (!posted.wait_at_least(round, Clock::now() + std::chrono::seconds(10))) return rep.fail("peer 0 never posted");
+        for (int32_t v : round == 1 ? std::vector<int32_t>{10, 11, 12} : std::vector<int32_t>{20, 21})
+          if (Status s = peer.send(Tensor::from(msg(v)), 0, round == 1 ? 5 : 6); !s) rep.fail("send: " + s.to_string());
+      }
+      return;
+    }
+    std::vector<Tensor> t;
+    for (int i = 0; i < 5; ++i) t.push_back(Tensor::zeros(DType::i32, {2}));
+    std::vector<Work> w;
+    w.push_back(peer.recv_async(t[0], 1, 5));
+    w.push_back(peer.recv_async(t[1], 1, 5));
+    w.push_back(peer.recv_any_async(t[2], 5));
+    posted.set(1);
+    for (auto& x : w)
+      if (Status s = x.wait(); !s) rep.fail("receive: " + s.to_string());
+    if (t[0].to_vector<int32_t>() != msg(10) || t[1].to_vector<int32_t>() != msg(11) || t[2].to_vector<int32_t>() != msg(12))
+      rep.fail("tag 5: the receives got " + std::to_string(t[0].data_as<int32_t>()[0]) + ", " +
+               std::to_string(t[1].data_as<int32_t>()[0]) + ", " + std::to_string(t[2].data_as<int32_t>()[0]) +
+               ", not 10, 11, 12");
+    Work any = peer.recv_any_async(t[3], 6);
+    Work from1 = peer.recv_async(t[4], 1, 6);
+    posted.set(2);
+    if (Status s = any.wait(); !s) rep.fail("receive from any source: " + s.to_string());
+    if (Status s = from1.wait(); !s) rep.fail("receive from 1: " + s.to_string());
+    if (t[3].to_vector<int32_t>() != msg(20) || t[4].to_vector<int32_t>() != msg(21))
+      rep.fail("tag 6: the receive from any source got " + std::to_string(t[3].data_as<int32_t>()[0]) + ", not 20");
+  });
+  rep.expect_clean();
+}
+
+// A receive posted behind others takes what none of them may take at once: peer 0 posts two
+// receives from peer 1 (the second queued behind the first on its lane) and one from any source,
+// all with tag 5. Peer 2's send goes to the receive from any source while peer 1 has sent nothing
+// yet; then peer 1's two sends land in the two receives from it, in order.
+TEST(SendRecv, AReceiveFromAnySourceTakesAnotherRanksSendWhileEarlierReceivesWait) {
+  Runtime rt;
+  Reporter rep;
+  WaitWord go1, go2;
+  auto msg = [](int32_t v) { return std::vector<int32_t>{v, v}; };
+  harness::run_peers(rt, harness::config_for(3), [&](Peer& peer) {
+    if (peer.id() != 0) {
+      WaitWord& go = peer.id() == 1 ? go1 : go2;
+      if (!go.wait_at_least(1, Clock::now() + std::chrono::seconds(10))) return rep.fail("peer 0 never said go");
+      for (int32_t v : peer.id() == 1 ? std::vector<int32_t>{10, 11} : std::vector<int32_t>{30})
+        if (Status s = peer.send(Tensor::from(msg(v)), 0, 5); !s) rep.fail("send: " + s.to_string());
+      return;
+    }
+    std::vector<Tensor> t;
+    for (int i = 0; i < 3; ++i) t.push_back(Tensor::zeros(DType::i32, {2}));
+    Work a = peer.recv_async(t[0], 1, 5);
+    Work b = peer.recv_async(t[1], 1, 5);
+    Work c = peer.recv_any_async(t[2], 5);
+    go2.set(1);
+    if (Status s = c.wait_for(std::chrono::seconds(5)); !s) rep.fail("the receive from any source: " + s.to_string());
+    else if (c.source().status().is_ok() && *c.source() != 2u) rep.fail("the receive from any source took another rank's send");
+    else if (t[2].to_vector<int32_t>() != msg(30)) rep.fail("the receive from any source got the wrong data");
+    go1.set(1);
+    if (Status s = a.wait(); !s) rep.fail("first receive from 1: " + s.to_string());
+    if (Status s = b.wait(); !s) rep.fail("second receive from 1: " + s.to_string());
+    if (t[0].to_vector<int32_t>() != msg(10) || t[1].to_vector<int32_t>() != msg(11))
+      rep.fail("the receives from 1 got " + std::to_string(t[0].data_as<int32_t>()[0]) + ", " +
+               std::to_string(t[1].data_as<int32_t>()[0]) + ", not 10, 11");
+  });
+  rep.expect_clean();
+}
+
 // Point-to-point traffic does not consume collective sequence numbers: collectives interleaved
 // with sends on some peers only still match up.
 TEST(SendRecv, InterleavedWithCollectives) {

@@ -138,7 +138,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // `k` names the pair: the handle's group (the frames carry it), both global ids, the tag.
   Status send(const P2PMailbox::Key& k, const Tensor& t, Clock::time_point deadline,
               const Status& failed = Status::ok());
-  Status recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point deadline);
+  // `ticket`: the receive's place in the mailbox, where it was posted at its call (P2PMailbox::Posted).
+  Status recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point deadline, uint64_t ticket = 0);
   // What recv does with the message it took: checks it against `t`, copies it in, and answers the
   // sender. A receive from any source takes its message from the mailbox itself (p2p()).
   Status take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t);

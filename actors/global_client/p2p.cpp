@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "actors/global_client/global_client.hpp"
+#include "core/op_kinds.hpp"
 #include "messages/data_codec.hpp"
 
 namespace chorus {
@@ -55,6 +56,30 @@ void P2PMailbox::node_left(uint32_t node, const Status& why) {
   bump();
 }
 
+uint64_t P2PMailbox::post(const Key& k) {
+  std::lock_guard<std::mutex> lk(mu_);
+  posted_.emplace(++tickets_, k);
+  return tickets_;
+}
+
+void P2PMailbox::unpost(uint64_t ticket) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    posted_.erase(ticket);
+  }
+  bump();  // a receive posted later may now take what this one might have
+}
+
+bool P2PMailbox::left_to_earlier(const Key& k, uint64_t ticket) const {
+  for (auto it = posted_.begin(); it != posted_.end() && it->first < ticket; ++it) {
+    const Key& p = it->second;
+    if (p.group == k.group && p.destination == k.destination && p.tag == k.tag &&
+        (p.source == k.source || p.source == kAnySource))
+      return true;
+  }
+  return false;
+}
+
 template <class T, class Pick>
 P2PMailbox::Took P2PMailbox::take_first(std::map<Key, std::deque<T>>& box, Pick pick, std::span<const uint32_t> nodes,
                                         Poller& poller, Clock::time_point deadline, const std::function<bool()>* stop,
@@ -93,33 +118,34 @@ P2PMailbox::Took P2PMailbox::take_first(std::map<Key, std::deque<T>>& box, Pick 
 
 template <class T>
 P2PMailbox::Took P2PMailbox::take(std::map<Key, std::deque<T>>& box, const Key& k, uint32_t node, Poller& poller,
-                                  Clock::time_point deadline, T& out, Status& why) {
+                                  Clock::time_point deadline, T& out, Status& why, uint64_t ticket) {
   auto pick = [&] {
     auto it = box.find(k);
-    return it != box.end() && !it->second.empty() ? it : box.end();
+    return it != box.end() && !it->second.empty() && !left_to_earlier(k, ticket) ? it : box.end();
   };
   return take_first(box, pick, std::span<const uint32_t>(&node, 1), poller, deadline, nullptr, nullptr, out, why);
 }
 
 P2PMailbox::Took P2PMailbox::take_message(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline,
-                                          Message& out, Status& why) {
-  return take(inbox_, k, node, poller, deadline, out, why);
+                                          Message& out, Status& why, uint64_t ticket) {
+  return take(inbox_, k, node, poller, deadline, out, why, ticket);
 }
 
 P2PMailbox::Took P2PMailbox::take_answer(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline,
                                          Status& out, Status& why) {
-  return take(answers_, k, node, poller, deadline, out, why);
+  return take(answers_, k, node, poller, deadline, out, why, 0);  // an answer is in no receive's line
 }
 
 P2PMailbox::Took P2PMailbox::take_any(uint32_t group, uint32_t dst, uint64_t tag, const std::vector<uint32_t>& from,
                                       const std::vector<uint32_t>& from_nodes, Poller& poller,
                                       Clock::time_point deadline, const std::function<bool()>& stop, Key& k,
-                                      Message& out, Status& why) {
-  auto first = [&] {  // the message of `from` that arrived first
+                                      Message& out, Status& why, uint64_t ticket) {
+  auto first = [&] {  // the message of `from` that arrived first, and is not an earlier receive's
     auto at = inbox_.end();
     for (uint32_t src : from) {
-      auto it = inbox_.find(Key{group, src, dst, tag});
-      if (it != inbox_.end() && !it->second.empty() &&
+      const Key key{group, src, dst, tag};
+      auto it = inbox_.find(key);
+      if (it != inbox_.end() && !it->second.empty() && !left_to_earlier(key, ticket) &&
           (at == inbox_.end() || it->second.front().order < at->second.front().order))
         at = it;
     }
@@ -171,12 +197,12 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
                              ") never posted the matching recv within " + std::to_string(config_.timeout.count()) + " ms"};
 }
 
-Status GlobalClient::recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point deadline) {
+Status GlobalClient::recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point deadline, uint64_t ticket) {
   const uint32_t src = k.source, node = node_of(src);
   const std::string label = pair_label(k);
   P2PMailbox::Message m;
   Status why;
-  switch (p2p_->take_message(k, node, poller_, deadline, m, why)) {
+  switch (p2p_->take_message(k, node, poller_, deadline, m, why, ticket)) {
     case P2PMailbox::Took::it: break;
     case P2PMailbox::Took::ended: return why;
     case P2PMailbox::Took::nothing:

@@ -44,11 +44,28 @@ class P2PMailbox {
   void node_lost(const Status& why);                 // every pair fails
   void node_left(uint32_t node, const Status& why);  // pairs with that node fail
 
+  // A receive posted here at its call (MPI's order of posting; runtime/peer/posted_recv.hpp), for
+  // as long as it lives: a message that a receive posted before it may take is left to that one.
+  // `k.source` may be kAnySource. Its ticket goes to the takes (0: none, in no line).
+  class Posted {
+   public:
+    Posted(P2PMailbox& box, const Key& k) : box_(box), ticket_(box.post(k)) {}
+    Posted(const Posted&) = delete;
+    Posted& operator=(const Posted&) = delete;
+    ~Posted() { box_.unpost(ticket_); }
+    uint64_t ticket() const { return ticket_; }
+
+   private:
+    P2PMailbox& box_;
+    uint64_t ticket_;
+  };
+
   // Waits for the first message (answer) for k from `node`: `it` (out is filled), `ended` (`why`
-  // is the loss or goodbye that ended the wait) or `nothing` (the deadline passed).
+  // is the loss or goodbye that ended the wait) or `nothing` (the deadline passed). `ticket`: the
+  // receive's Posted (0: none).
   enum class Took { it, ended, nothing, stopped };
   Took take_message(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline, Message& out,
-                    Status& why);
+                    Status& why, uint64_t ticket = 0);
   Took take_answer(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline, Status& out,
                    Status& why);
   // A receive from any source: the first message of `group` delivered to `dst` with `tag` from one of
@@ -56,7 +73,8 @@ class P2PMailbox {
   // makes it hold calls wake()). It ends when a node is lost, or once every node of `from_nodes`
   // (the senders' nodes) left in order.
   Took take_any(uint32_t group, uint32_t dst, uint64_t tag, const std::vector<uint32_t>& from, const std::vector<uint32_t>& from_nodes,
-                Poller& poller, Clock::time_point deadline, const std::function<bool()>& stop, Key& k, Message& out, Status& why);
+                Poller& poller, Clock::time_point deadline, const std::function<bool()>& stop, Key& k, Message& out, Status& why,
+                uint64_t ticket = 0);
   // Puts a message taken by take_any back first in its queue (the receive took another instead).
   void put_back(const Key& k, Message m);
   void wake() { bump(); }
@@ -64,7 +82,7 @@ class P2PMailbox {
  private:
   template <class T>
   Took take(std::map<Key, std::deque<T>>& box, const Key& k, uint32_t node, Poller& poller,
-            Clock::time_point deadline, T& out, Status& why);
+            Clock::time_point deadline, T& out, Status& why, uint64_t ticket);
   // The wait both takes share: the queue `pick()` names (box.end(): none yet; under mu_) gives
   // up its first entry (its key in `k`, when given), unless a node was lost, every node of `nodes`
   // left, `stop` holds, or the deadline passes.
@@ -72,12 +90,17 @@ class P2PMailbox {
   Took take_first(std::map<Key, std::deque<T>>& box, Pick pick, std::span<const uint32_t> nodes, Poller& poller,
                   Clock::time_point deadline, const std::function<bool()>* stop, Key* k, T& out, Status& why);
   void bump();
+  uint64_t post(const Key& k);
+  void unpost(uint64_t ticket);
+  bool left_to_earlier(const Key& k, uint64_t ticket) const;  // under mu_
 
   std::mutex mu_;  // a leaf: nothing else is locked, and nothing blocks, under it
   WaitWord word_;  // bumped whenever something arrives; the top once a node is lost
   std::map<Key, std::deque<Message>> inbox_;
   uint64_t delivered_ = 0;
   std::map<Key, std::deque<Status>> answers_;
+  std::map<uint64_t, Key> posted_;      // the receives posted, by ticket (in the order of their calls)
+  uint64_t tickets_ = 0;
   std::optional<Status> lost_;          // a node died: every pair fails
   std::map<uint32_t, Status> gone_;     // nodes that left in order: pairs with them fail
 };

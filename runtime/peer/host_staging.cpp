@@ -3,6 +3,7 @@
 // result copied back into the caller's GPU tensor (cuda/staging.hpp); a copy that fails still
 // takes this peer's place in the op, so every peer gets the error instead of a timeout.
 #include "actors/global_client/global_client.hpp"
+#include "runtime/peer/posted_recv.hpp"
 #include "runtime/peer/run_op.hpp"
 #include "cuda/staging.hpp"
 
@@ -61,22 +62,23 @@ Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   return record_end(s, rec, why ? sent : why);
 }
 
-Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
+Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedRecv* posted) {
   const PeerId me = s.offset + s.id;
   if (s.finished) return already_finished(me);
   const P2PMailbox::Key k{s.group, s.members[src], me, tag};
+  const uint64_t ticket = posted ? posted->ticket() : 0;
   const OpRequestData req = make_p2p(OpKind::recv, src, tag);
   OpRecord rec;
   record_begin(s, rec, req, t);
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::p2p));
   if (Status why = start_failure(); !why) {  // the message is taken (the tag's order holds), not kept
     Tensor drop = Tensor::zeros(t.dtype(), t.shape());
-    (void)s.global->recv(k, drop, deadline_of(s));
+    (void)s.global->recv(k, drop, deadline_of(s), ticket);
     return record_end(s, rec, why);
   }
-  if (!t.is_cuda()) return record_end(s, rec, s.global->recv(k, t, deadline_of(s)));
+  if (!t.is_cuda()) return record_end(s, rec, s.global->recv(k, t, deadline_of(s), ticket));
   Tensor host = Tensor::zeros(t.dtype(), t.shape());
-  if (auto e = s.global->recv(k, host, deadline_of(s)); !e) return record_end(s, rec, e);
+  if (auto e = s.global->recv(k, host, deadline_of(s), ticket); !e) return record_end(s, rec, e);
   return record_end(s, rec, stage_back(host, t));
 }
 

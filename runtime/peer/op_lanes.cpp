@@ -100,14 +100,20 @@ Status called_from_callback(const PeerState* s) {
   return Status::ok();
 }
 
-Lane::Hold enter_lane(PeerState& s, LaneKey k) {
-  return on_lane(s, k, [](Lane& lane) { return lane.enter(); });
+Lane::Hold enter_lane(PeerState& s, LaneKey k, const OpEntry& enter) {
+  return on_lane(s, k, [&](Lane& lane) {
+    Lane::Hold hold = lane.enter();
+    if (hold && enter) enter();
+    return hold;
+  });
 }
 
-Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody& body, WorkState& w) {
+Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody& body, WorkState& w,
+                    const OpEntry& enter) {
   // The task fills its own state (the caller's `w` may be waited on from here only).
   auto ws = std::make_shared<WorkState>();
   on_lane(*s, k, [&](Lane& lane) {
+    if (enter) enter();
     lane.submit([s, ws, &body] { run_body(s.get(), body, OpOptions{}, *ws); });
     return 0;
   });
@@ -117,7 +123,7 @@ Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody
   return st;
 }
 
-Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& o, OpBody body) {
+Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& o, OpBody body, const OpEntry& enter) {
   if (!s) return WorkAccess::done(no_peer());
   if (auto e = called_from_callback(s.get()); !e) return WorkAccess::done(std::move(e));
   if (o.timeout.count() < 0) return WorkAccess::done(Status(Errc::invalid_argument, "OpOptions::timeout is negative"));
@@ -136,6 +142,7 @@ Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& 
   on_lane(*s, k, [&](Lane& lane) {
     ws->run_here = lane.runner(ws.get());
     ws->hurry = lane.hurrier(ws.get());
+    if (enter) enter();
     lane.submit([s, ws, o, order, body = std::move(body)] { run_body(s.get(), body, o, *ws, order.get()); }, ws.get());
     return 0;
   });

@@ -53,12 +53,18 @@ void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkSt
 // An error where this thread runs the callbacks of a Work of `s` (ops of `s` are refused there).
 Status called_from_callback(const PeerState* s);
 
-// Hands `body` to its lane and waits for it; the blocking forms go through here when the lane is
-// busy.
-Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody& body, WorkState& w);
+// What an op does at its call, under its lane's lock, in the same step that takes its place in
+// the lane (a receive posting itself: posted_recv.hpp), so that a lane's order is their order.
+using OpEntry = std::function<void()>;
 
-// Takes the lane for this thread where it is free (the blocking fast path); else empty.
-Lane::Hold enter_lane(PeerState& s, LaneKey k);
+// Hands `body` to its lane and waits for it; the blocking forms go through here when the lane is
+// busy. `enter`, when given, runs as the body is handed in.
+Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody& body, WorkState& w,
+                    const OpEntry& enter = {});
+
+// Takes the lane for this thread where it is free (the blocking fast path); else empty. `enter`,
+// when given, runs where it takes it.
+Lane::Hold enter_lane(PeerState& s, LaneKey k, const OpEntry& enter = {});
 
 // Blocking: `body` (any callable Status(WorkState&), taken by reference: the caller waits) on this
 // thread where its lane is free, else after what is queued there. `w` gets what it gives back.
@@ -74,6 +80,21 @@ template <class F>
 Status run_now(const std::shared_ptr<PeerState>& s, LaneKey k, F&& body) {
   WorkState w;
   return run_now(s, k, std::forward<F>(body), w);
+}
+// run_now with an entry step (OpEntry) made at the call: where no lane was ever used, on this
+// thread before the body; else in the step that takes the lane or hands the body in.
+template <class E, class F>
+Status run_now_entered(const std::shared_ptr<PeerState>& s, LaneKey k, E&& enter, F&& body) {
+  if (!s) return Status(Errc::not_registered, "this Peer handle was never registered");
+  WorkState w;
+  if (!s->lanes_used.load(std::memory_order_acquire)) {  // nothing queued anywhere
+    enter();
+    return body(w);
+  }
+  if (auto e = called_from_callback(s.get()); !e) return e;
+  const OpEntry entry([&enter] { enter(); });
+  if (auto hold = enter_lane(*s, k, entry)) return body(w);
+  return wait_in_lane(s, k, OpBody([&body](WorkState& ws) { return body(ws); }), w, entry);
 }
 
 // A blocking call whose body returns its own result R (a Status or a Result<T>): `f()` runs on the
@@ -93,7 +114,9 @@ R in_lane(const std::shared_ptr<PeerState>& s, F&& f) {
 // Waits until every send and recv of `s` handed in before now is done (finish, destroy).
 void wait_for_p2p(PeerState& s);
 
-// Non-blocking: `body` (which owns copies of what it needs) after what is queued on its lane.
-Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& o, OpBody body);
+// Non-blocking: `body` (which owns copies of what it needs) after what is queued on its lane;
+// `enter`, when given, runs at the call as the body is handed in.
+Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& o, OpBody body,
+               const OpEntry& enter = {});
 
 } // namespace chorus::peer_impl

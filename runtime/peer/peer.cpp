@@ -7,6 +7,7 @@
 #include "actors/global_client/global_client.hpp"
 #include "core/op_kinds.hpp"
 #include "runtime/peer/op_lanes.hpp"
+#include "runtime/peer/posted_recv.hpp"
 #include "runtime/peer/run_op.hpp"
 
 namespace chorus {
@@ -117,12 +118,7 @@ Work Peer::scatter_async(const Tensor& in, Tensor& out, PeerId root, OpOptions o
 Work Peer::barrier_async(OpOptions o) { return later(state_, {make_op(OpKind::barrier), kNone, kNone}, o); }
 
 namespace {
-// Whether a group-0 peer lives on another node (multi-node mode): send/recv to it go over the
-// global client's data connection instead of the local server.
-bool on_other_node(const PeerState& s, PeerId other) {
-  if (!s.global || other >= s.members.size()) return false;
-  return s.global->node_of(s.members[other]) != s.global->node_id();
-}
+using peer_impl::on_other_node;
 
 Status send_now(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   if (on_other_node(s, dst)) return peer_impl::send_to_node(s, t, dst, tag);
@@ -135,15 +131,40 @@ Status send_now(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   return peer_impl::execute(s, rec, *reply, bytes(t), bytes(t));
 }
 
-Status recv_now(PeerState& s, Tensor& t, PeerId src, uint64_t tag) {
-  if (on_other_node(s, src)) return peer_impl::recv_from_node(s, t, src, tag);
-  OpRequestData req = make_p2p(OpKind::recv, src, tag);
+using peer_impl::PostedRecv;
+
+// `posted`: the receive as posted at its call (posted_recv.hpp); null: it enters now.
+Status recv_now(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedRecv* posted) {
+  if (on_other_node(s, src)) return peer_impl::recv_from_node(s, t, src, tag, posted);
+  if (posted && !posted->failed) return posted->failed;
   Status st;
-  peer_impl::OpRecord rec;
-  auto reply = peer_impl::request(s, rec, req, Tensor(), t, st);
+  peer_impl::OpRecord own;
+  peer_impl::OpRecord& rec = posted ? posted->rec : own;
+  std::shared_ptr<Reply> reply;
+  if (posted) {
+    reply = posted->reply;
+    st = peer_impl::await_request(s, rec, reply, Clock::now());
+  } else {
+    reply = peer_impl::request(s, rec, make_p2p(OpKind::recv, src, tag), Tensor(), t, st);
+  }
   if (!st) return st;
   return peer_impl::execute(s, rec, *reply, nullptr, bytes(t));
 }
+
+// Whether a receive posts itself at its call (posted_recv.hpp says which do not).
+bool posts_at_call(const Tensor& t, const OpOptions& o) { return !t.is_cuda() && !o.stream; }
+
+// The receive `p` posted, or none where it does not post at its call. Its places go once its body
+// ends (not when its task goes, after its Work's callbacks): a later receive may wait for them.
+struct PostedScope {
+  PostedRecv* p;
+  ~PostedScope() {
+    if (!p) return;
+    p->mailbox.reset();  // before the client that owns the mailbox
+    p->reply.reset();
+    p->global.reset();
+  }
+};
 } // namespace
 
 Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
@@ -151,7 +172,13 @@ Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
 }
 
 Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
-  return run_now(state_, LaneKey::p2p(LaneKey::recv, src, tag), [&](WorkState&) { return recv_now(*state_, t, src, tag); });
+  PostedRecv posted;
+  const bool at_call = posts_at_call(t, {});
+  auto enter = [&] {
+    if (at_call) peer_impl::post_recv(*state_, posted, t, src, tag);
+  };
+  return run_now_entered(state_, LaneKey::p2p(LaneKey::recv, src, tag), enter,
+                         [&](WorkState&) { return recv_now(*state_, t, src, tag, at_call ? &posted : nullptr); });
 }
 
 Work Peer::send_async(const Tensor& t, PeerId dst, uint64_t tag, OpOptions o) {
@@ -160,21 +187,32 @@ Work Peer::send_async(const Tensor& t, PeerId dst, uint64_t tag, OpOptions o) {
 }
 
 Work Peer::recv_async(Tensor& t, PeerId src, uint64_t tag, OpOptions o) {
-  return run_async(state_, LaneKey::p2p(LaneKey::recv, src, tag), o, [s = state_.get(), t, src, tag](WorkState& w) mutable {
-    Status st = recv_now(*s, t, src, tag);
-    if (st) {
-      w.tensors.push_back(t);
-      w.source = src;
-    }
-    return st;
-  });
+  auto posted = posts_at_call(t, o) ? std::make_shared<PostedRecv>() : nullptr;
+  auto enter = [s = state_.get(), posted, t, src, tag] { peer_impl::post_recv(*s, *posted, t, src, tag); };
+  return run_async(
+      state_, LaneKey::p2p(LaneKey::recv, src, tag), o,
+      [s = state_.get(), t, src, tag, posted](WorkState& w) mutable {
+        PostedScope scope{posted.get()};
+        Status st = recv_now(*s, t, src, tag, posted.get());
+        if (st) {
+          w.tensors.push_back(t);
+          w.source = src;
+        }
+        return st;
+      },
+      posted ? peer_impl::OpEntry(enter) : peer_impl::OpEntry());
 }
 
 // A receive from any source runs on a lane of its own per tag, beside the receives from each rank.
 Result<PeerId> Peer::recv_any(Tensor& t, uint64_t tag) {
   PeerId from = kAnySource;
-  Status st = run_now(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), [&](WorkState&) -> Status {
-    auto r = peer_impl::recv_any_now(*state_, t, tag);
+  PostedRecv posted;
+  const bool at_call = posts_at_call(t, {});
+  auto enter = [&] {
+    if (at_call) peer_impl::post_recv(*state_, posted, t, kAnySource, tag);
+  };
+  Status st = run_now_entered(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), enter, [&](WorkState&) -> Status {
+    auto r = peer_impl::recv_any_now(*state_, t, tag, at_call ? &posted : nullptr);
     if (!r) return r.status();
     from = *r;
     return Status::ok();
@@ -184,13 +222,19 @@ Result<PeerId> Peer::recv_any(Tensor& t, uint64_t tag) {
 }
 
 Work Peer::recv_any_async(Tensor& t, uint64_t tag, OpOptions o) {
-  return run_async(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), o, [s = state_.get(), t, tag](WorkState& w) mutable {
-    auto r = peer_impl::recv_any_now(*s, t, tag);
-    if (!r) return r.status();
-    w.tensors.push_back(t);
-    w.source = *r;
-    return Status::ok();
-  });
+  auto posted = posts_at_call(t, o) ? std::make_shared<PostedRecv>() : nullptr;
+  auto enter = [s = state_.get(), posted, t, tag] { peer_impl::post_recv(*s, *posted, t, kAnySource, tag); };
+  return run_async(
+      state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), o,
+      [s = state_.get(), t, tag, posted](WorkState& w) mutable {
+        PostedScope scope{posted.get()};
+        auto r = peer_impl::recv_any_now(*s, t, tag, posted.get());
+        if (!r) return r.status();
+        w.tensors.push_back(t);
+        w.source = *r;
+        return Status::ok();
+      },
+      posted ? peer_impl::OpEntry(enter) : peer_impl::OpEntry());
 }
 
 } // namespace chorus

@@ -8,6 +8,7 @@
 #include "actors/global_client/global_client.hpp"
 #include "core/op_kinds.hpp"
 #include "cuda/staging.hpp"
+#include "runtime/peer/posted_recv.hpp"
 #include "runtime/peer/run_op.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -56,37 +57,53 @@ Result<PeerId> take_message(PeerState& s, OpRecord& rec, const P2PMailbox::Key& 
 
 } // namespace
 
-Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag) {
-  OpRequestData req = make_p2p(OpKind::recv, kAnySource, tag);
-  req.any_source = true;
-  std::vector<uint32_t> remote, nodes;  // the group's peers on other nodes (global ids), their nodes
+AnySenders any_senders(const PeerState& s) {
+  AnySenders who;
   const uint32_t me = s.offset + s.id;
-  bool here = false;                    // ... and whether any is on this node
   for (uint32_t g : s.members) {
     if (g == me) continue;
     if (!s.global || s.global->node_of(g) == s.global->node_id()) {
-      here = true;
+      who.here = true;
       continue;
     }
-    remote.push_back(g);
-    nodes.push_back(s.global->node_of(g));
+    who.remote.push_back(g);
+    who.nodes.push_back(s.global->node_of(g));
   }
+  return who;
+}
+
+Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, PostedRecv* posted) {
+  OpRequestData req = make_p2p(OpKind::recv, kAnySource, tag);
+  req.any_source = true;
+  const uint32_t me = s.offset + s.id;
+  const AnySenders who = any_senders(s);
+  const auto& [remote, nodes, here] = who;
   if (!here && remote.empty())
     return Status(Errc::invalid_argument, "recv_any: rank " + std::to_string(s.rank) + " is alone in its group");
-  OpRecord rec;
+  if (posted && !posted->failed) return posted->failed;  // it could not enter at its call
+  OpRecord own;
+  OpRecord& rec = posted ? posted->rec : own;
   if (remote.empty()) {  // the local server pairs it
     Status st;
-    auto reply = request(s, rec, req, Tensor(), t, st);
+    std::shared_ptr<Reply> reply;
+    if (posted) {
+      reply = posted->reply;
+      st = await_request(s, rec, reply, Clock::now());
+    } else {
+      reply = request(s, rec, req, Tensor(), t, st);
+    }
     if (!st) return st;
     if (!(st = execute(s, rec, *reply, nullptr, bytes(t)))) return st;
     return rank_of(s, s.offset + reply->source);
   }
-  if (Status st = callable(s); !st) return st;
   const auto timeout = op_timeout(s);
   const auto deadline = Clock::now() + timeout;
-  record_begin(s, rec, req, t);
-  std::shared_ptr<Reply> reply;
-  if (here) {
+  std::shared_ptr<Reply> reply = posted ? posted->reply : nullptr;
+  if (!posted) {
+    if (Status st = callable(s); !st) return st;
+    record_begin(s, rec, req, t);
+  }
+  if (here && !posted) {
     Call call = op_call(s, req, Tensor(), t);
     reply = call.reply;
     reply->also_wake = [w = std::weak_ptr<GlobalClient>(s.global)] {
@@ -98,7 +115,8 @@ Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag) {
   P2PMailbox::Key k;
   P2PMailbox::Message m;
   Status why;
-  auto took = s.global->p2p().take_any(s.group, me, tag, remote, nodes, s.global->poller(), deadline, paired, k, m, why);
+  auto took = s.global->p2p().take_any(s.group, me, tag, remote, nodes, s.global->poller(), deadline, paired, k, m, why,
+                                       posted ? posted->ticket() : 0);
   if (took == P2PMailbox::Took::ended && reply) {
     // The other nodes are gone (lost or left) but this node's ranks may still send: wait for them.
     (void)reply->done.wait_at_least(1, deadline);

@@ -34,6 +34,11 @@ OpRequestData make_p2p(OpKind k, PeerId other, uint64_t tag) {
   return r;
 }
 
+bool on_other_node(const PeerState& s, PeerId other) {
+  if (!s.global || other >= s.members.size()) return false;
+  return s.global->node_of(s.members[other]) != s.global->node_id();
+}
+
 Status callable(const PeerState& s) {
   if (s.finished) return already_finished(s.id);
   if (s.destroyed) return Status(Errc::invalid_argument, "group " + std::to_string(s.group) + " was destroyed by this peer");
@@ -54,20 +59,33 @@ Call op_call(const PeerState& s, OpRequestData req, const Tensor& in, const Tens
   return call;
 }
 
-std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
-                               const Tensor& out, Status& status, Status local_error) {
+std::shared_ptr<Reply> enter_request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
+                                     const Tensor& out, Status& status, Status local_error) {
   if (status = callable(s); !status) return nullptr;
   if (req.kind != OpKind::send && req.kind != OpKind::recv && !rec.entered) req.seq = s.seq++;
   if (!rec.entered) record_begin(s, rec, req, in.defined() ? in : out);
   Call call = op_call(s, std::move(req), in, out, std::move(local_error));
   auto reply = call.reply;
-  // An op that waited in the arena first has that much less time left.
-  status = s.rt->submit_op(call, op_timeout(s), s.config.num_devices, rec.entered ? rec.since : Clock::now());
+  s.rt->core->on_op(std::move(call));
+  return reply;
+}
+
+Status await_request(PeerState& s, OpRecord& rec, const std::shared_ptr<Reply>& reply, Clock::time_point start) {
+  Status status = s.rt->await_op(reply, op_timeout(s), s.config.num_devices, start);
   if (status) {
     record_matched(s, rec, reply->strategy);
   } else {
     (void)record_end(s, rec, status);
   }
+  return status;
+}
+
+std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
+                               const Tensor& out, Status& status, Status local_error) {
+  // An op that waited in the arena first has that much less time left.
+  const Clock::time_point start = rec.entered ? rec.since : Clock::now();
+  auto reply = enter_request(s, rec, std::move(req), in, out, status, std::move(local_error));
+  if (reply) status = await_request(s, rec, reply, start);
   return reply;
 }
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <chorus/peer.hpp>
 #include "actors/local_server/call.hpp"
@@ -34,6 +35,8 @@ OpRequestData make_p2p(OpKind k, PeerId other, uint64_t tag);
 // One call's notes while it runs: the flight recorder's ticket and the trace's span. A peer's
 // calls may overlap (send and recv from several threads, a group handle's op beside the
 // world's), so each call keeps its own, on its stack.
+struct PostedRecv;
+
 struct OpRecord {
   uint64_t flight_ticket = 0;   // the recorder's name for the op (0: not recorded)
   std::optional<OpSpan> span;   // the trace's, when it is on (nothing to fill per op when off)
@@ -43,6 +46,9 @@ struct OpRecord {
 
 // Whether this handle may call an op: not once it finished, or (a group) was destroyed.
 Status callable(const PeerState& s);
+// Whether rank `other` of the handle lives on another node (multi-node mode): send/recv with it
+// go over the global client's data connections instead of the local server.
+bool on_other_node(const PeerState& s, PeerId other);
 // The call that carries this peer's op request to the local server (`local_error`: see Call; ok
 // means the start_failure() of the op running on this thread).
 Call op_call(const PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out, Status local_error = Status::ok());
@@ -50,6 +56,11 @@ Call op_call(const PeerState& s, OpRequestData req, const Tensor& in, const Tens
 // recorder and the trace note the op's entry and its match (or its failure, which ends it).
 std::shared_ptr<Reply> request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
                                const Tensor& out, Status& status, Status local_error = Status::ok());
+// request() in its two steps: the request enters the server (null and `status` set where the
+// handle may not call), then the wait for its answer, whose timeout counts from `start`.
+std::shared_ptr<Reply> enter_request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
+                                     const Tensor& out, Status& status, Status local_error = Status::ok());
+Status await_request(PeerState& s, OpRecord& rec, const std::shared_ptr<Reply>& reply, Clock::time_point start);
 // Sends one group request (create or destroy) as this peer and waits for the server's answer.
 std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& status);
 // What the flight recorder and the trace note of this peer's op: its entry (`data`: the tensor
@@ -81,9 +92,17 @@ Status ordinary(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in
 Status staged_collective(PeerState* s, OpRecord& rec, OpRequestData req, const Tensor& in, const Tensor& out);
 Result<Tensor> staged_by_data(PeerState& s, OpKind kind, const Tensor& data);
 Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag);
-Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag);
+// `posted`: the receive as it was posted at its call (posted_recv.hpp); null: it enters now.
+Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedRecv* posted);
 // recv_any.cpp: a receive from any rank of the group; the sender's rank.
-Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag);
+Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, PostedRecv* posted);
+// Who may send to a receive from any source of the handle: its group's peers on other nodes
+// (global ids) and their nodes, and whether any is on this node.
+struct AnySenders {
+  std::vector<uint32_t> remote, nodes;
+  bool here = false;
+};
+AnySenders any_senders(const PeerState& s);
 
 // by_data.cpp: broadcast or scatter whose root is the one peer that passes data.
 Result<Tensor> by_data(PeerState* s, OpKind kind, std::optional<Tensor> data);

@@ -186,6 +186,21 @@ if rank == 0:
     want.update({("irecv", r): [r, -r, 7] for r in range(1, world)})
     assert mine_any == want, mine_any
     assert gloo_any == want, gloo_any
+# MPI's order of posting: receives that may take the same send take them in the order they were
+# called. Rank 1 posts two receives from rank 0 and one from any source, all with tag 11; rank
+# 0's three sends land in them in that order.
+if world > 1:
+    if rank == 1:
+        bufs = [torch.zeros(2, dtype=torch.int64) for _ in range(3)]
+        reqs = [dist.irecv(bufs[0], 0, tag=11), dist.irecv(bufs[1], 0, tag=11), dist.irecv(bufs[2], tag=11)]
+    dist.barrier()
+    if rank == 0:
+        for v in (10, 11, 12):
+            dist.send(torch.tensor([v, v]), 1, tag=11)
+    if rank == 1:
+        for r in reqs:
+            r.wait()
+        assert [b.tolist() for b in bufs] == [[10, 10], [11, 11], [12, 12]], bufs
 objs = [None] * world
 dist.all_gather_object(objs, {"rank": rank, "text": "x" * rank})
 assert objs == [{"rank": r, "text": "x" * r} for r in range(world)], objs
