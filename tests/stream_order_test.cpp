@@ -150,6 +150,37 @@ TEST(StreamOrder, AnExchangeOrderedAlikeOnOneStreamEachRuns) {
   rep.expect_clean();
 }
 
+// A receive ordered in a stream enters the local server when its stream lets it start; a host
+// receive called after it on the same lane (same source and tag) enters after it too, though host
+// receives are otherwise posted at their call: rank 1's first send lands in the first receive.
+TEST(StreamOrder, AHostReceiveDoesNotOvertakeAStreamOrderedOneOfItsLane) {
+  fake::StreamsDoubleInPlace streams;
+  fake::FakeStream s;
+  s.hold_earlier_work();
+  Runtime rt;
+  Reporter rep;
+  WaitWord posted;
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    if (peer.rank() == 1) {
+      if (!posted.wait_at_least(1, Clock::now() + 10s)) return rep.fail("rank 0 never posted");
+      for (float v : {1.0f, 2.0f})
+        if (Status st = peer.send(Tensor::from(filled(3, v)), 0, 4); !st) rep.fail("send: " + st.to_string());
+      return;
+    }
+    Tensor first = Tensor::zeros(DType::f32, {3}), second = Tensor::zeros(DType::f32, {3});
+    Work a = peer.recv_async(first, 1, 4, OpOptions{.stream = &s});
+    Work b = peer.recv_async(second, 1, 4);
+    posted.set(1);
+    s.finish_earlier_work();
+    for (Work* w : {&a, &b})
+      if (Status st = w->wait(); !st) rep.fail("receive: " + st.to_string());
+    if (first.to_vector<float>() != filled(3, 1.0f) || second.to_vector<float>() != filled(3, 2.0f))
+      rep.fail("the receives got " + std::to_string(first.data_as<float>()[0]) + " and " +
+               std::to_string(second.data_as<float>()[0]) + ", not 1 and 2");
+  });
+  rep.expect_clean();
+}
+
 // ... and when both send first, each recv waits on its stream for its own send, which waits for
 // the other's recv (NCCL would hang so without a group). The cycle breaks at a recv's timeout: that
 // recv, unable to start, takes its place failing, which fails the send it pairs with, naming the

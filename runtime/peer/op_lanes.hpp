@@ -81,16 +81,12 @@ Status run_now(const std::shared_ptr<PeerState>& s, LaneKey k, F&& body) {
   WorkState w;
   return run_now(s, k, std::forward<F>(body), w);
 }
-// run_now with an entry step (OpEntry) made at the call: where no lane was ever used, on this
-// thread before the body; else in the step that takes the lane or hands the body in.
+// run_now, once the handle has used lanes, with an entry step made at the call: `enter` (an
+// OpEntry) runs in the step that takes the lane or hands the body in.
 template <class E, class F>
 Status run_now_entered(const std::shared_ptr<PeerState>& s, LaneKey k, E&& enter, F&& body) {
   if (!s) return Status(Errc::not_registered, "this Peer handle was never registered");
   WorkState w;
-  if (!s->lanes_used.load(std::memory_order_acquire)) {  // nothing queued anywhere
-    enter();
-    return body(w);
-  }
   if (auto e = called_from_callback(s.get()); !e) return e;
   const OpEntry entry([&enter] { enter(); });
   if (auto hold = enter_lane(*s, k, entry)) return body(w);

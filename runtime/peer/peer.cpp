@@ -151,20 +151,58 @@ Status recv_now(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedRecv* p
   return peer_impl::execute(s, rec, *reply, nullptr, bytes(t));
 }
 
-// Whether a receive posts itself at its call (posted_recv.hpp says which do not).
-bool posts_at_call(const Tensor& t, const OpOptions& o) { return !t.is_cuda() && !o.stream; }
+// A receive's two steps (posted_recv.hpp): its entry at its call, and its body on its lane.
+// Host receives post themselves at the call; a GPU or stream-ordered one enters in its body (it
+// is "late"), and so does a host receive called while a late one is queued or running on its
+// lane, which it must not overtake (PeerState::late_receives counts them).
+struct RecvCall {
+  PeerState* s;
+  Tensor t;
+  PeerId src;  // kAnySource where `any`
+  uint64_t tag;
+  bool any;    // a receive from any source (not a recv whose src is out of range)
+  bool host;   // a host tensor, not ordered in a stream
+  PostedRecv posted;
 
-// The receive `p` posted, or none where it does not post at its call. Its places go once its body
-// ends (not when its task goes, after its Work's callbacks): a later receive may wait for them.
-struct PostedScope {
-  PostedRecv* p;
-  ~PostedScope() {
-    if (!p) return;
-    p->mailbox.reset();  // before the client that owns the mailbox
-    p->reply.reset();
-    p->global.reset();
+  RecvCall(PeerState* state, const Tensor& tensor, PeerId from, uint64_t tg, bool from_any, const OpOptions& o)
+      : s(state), t(tensor), src(from_any ? kAnySource : from), tag(tg), any(from_any),
+        host(!tensor.is_cuda() && !o.stream) {}
+  std::pair<uint32_t, uint64_t> lane() const { return {src, tag}; }
+  // Under p2p_mu, in the step that takes its place in its lane.
+  void enter() {
+    auto it = s->late_receives.find(lane());
+    if (!host || it != s->late_receives.end()) {
+      ++s->late_receives[lane()];
+      posted.late = true;
+      return;
+    }
+    peer_impl::post_recv(*s, posted, t, src, tag, any);
+  }
+  PostedRecv* at_call() { return posted.at_call ? &posted : nullptr; }
+  // At the end of its body (not when its task goes, after its Work's callbacks): its places go,
+  // and a late one leaves the count.
+  void ended() {
+    posted.mailbox.reset();  // before the client that owns the mailbox
+    posted.reply.reset();
+    posted.global.reset();
+    if (!posted.late) return;
+    std::lock_guard<std::mutex> lk(s->p2p_mu);
+    auto it = s->late_receives.find(lane());
+    if (it != s->late_receives.end() && --it->second == 0) s->late_receives.erase(it);
   }
 };
+
+struct Ended {
+  RecvCall& c;
+  ~Ended() { c.ended(); }
+};
+
+// A blocking receive before the handle's first non-blocking op: nothing is queued ahead of it
+// (and blocking calls of several threads at once have no order), so it enters as it runs, as
+// before receives were posted, on the caller's thread.
+bool nothing_queued(const std::shared_ptr<PeerState>& s) {
+  return s && !s->lanes_used.load(std::memory_order_acquire);
+}
 } // namespace
 
 Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
@@ -172,13 +210,13 @@ Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
 }
 
 Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
-  PostedRecv posted;
-  const bool at_call = posts_at_call(t, {});
-  auto enter = [&] {
-    if (at_call) peer_impl::post_recv(*state_, posted, t, src, tag);
-  };
-  return run_now_entered(state_, LaneKey::p2p(LaneKey::recv, src, tag), enter,
-                         [&](WorkState&) { return recv_now(*state_, t, src, tag, at_call ? &posted : nullptr); });
+  if (nothing_queued(state_)) return recv_now(*state_, t, src, tag, nullptr);
+  RecvCall c(state_.get(), t, src, tag, false, {});
+  return run_now_entered(state_, LaneKey::p2p(LaneKey::recv, src, tag), [&] { c.enter(); },
+                         [&](WorkState&) {
+                           Ended end{c};
+                           return recv_now(*state_, t, src, tag, c.at_call());
+                         });
 }
 
 Work Peer::send_async(const Tensor& t, PeerId dst, uint64_t tag, OpOptions o) {
@@ -187,54 +225,51 @@ Work Peer::send_async(const Tensor& t, PeerId dst, uint64_t tag, OpOptions o) {
 }
 
 Work Peer::recv_async(Tensor& t, PeerId src, uint64_t tag, OpOptions o) {
-  auto posted = posts_at_call(t, o) ? std::make_shared<PostedRecv>() : nullptr;
-  auto enter = [s = state_.get(), posted, t, src, tag] { peer_impl::post_recv(*s, *posted, t, src, tag); };
+  auto c = std::make_shared<RecvCall>(state_.get(), t, src, tag, false, o);
   return run_async(
       state_, LaneKey::p2p(LaneKey::recv, src, tag), o,
-      [s = state_.get(), t, src, tag, posted](WorkState& w) mutable {
-        PostedScope scope{posted.get()};
-        Status st = recv_now(*s, t, src, tag, posted.get());
+      [c](WorkState& w) {
+        Ended end{*c};
+        Status st = recv_now(*c->s, c->t, c->src, c->tag, c->at_call());
         if (st) {
-          w.tensors.push_back(t);
-          w.source = src;
+          w.tensors.push_back(c->t);
+          w.source = c->src;
         }
         return st;
       },
-      posted ? peer_impl::OpEntry(enter) : peer_impl::OpEntry());
+      [c] { c->enter(); });
 }
 
 // A receive from any source runs on a lane of its own per tag, beside the receives from each rank.
 Result<PeerId> Peer::recv_any(Tensor& t, uint64_t tag) {
+  if (nothing_queued(state_)) return peer_impl::recv_any_now(*state_, t, tag, nullptr);
   PeerId from = kAnySource;
-  PostedRecv posted;
-  const bool at_call = posts_at_call(t, {});
-  auto enter = [&] {
-    if (at_call) peer_impl::post_recv(*state_, posted, t, kAnySource, tag);
-  };
-  Status st = run_now_entered(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), enter, [&](WorkState&) -> Status {
-    auto r = peer_impl::recv_any_now(*state_, t, tag, at_call ? &posted : nullptr);
-    if (!r) return r.status();
-    from = *r;
-    return Status::ok();
-  });
+  RecvCall c(state_.get(), t, kAnySource, tag, true, {});
+  Status st = run_now_entered(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), [&] { c.enter(); },
+                              [&](WorkState&) -> Status {
+                                Ended end{c};
+                                auto r = peer_impl::recv_any_now(*state_, t, tag, c.at_call());
+                                if (!r) return r.status();
+                                from = *r;
+                                return Status::ok();
+                              });
   if (!st) return st;
   return from;
 }
 
 Work Peer::recv_any_async(Tensor& t, uint64_t tag, OpOptions o) {
-  auto posted = posts_at_call(t, o) ? std::make_shared<PostedRecv>() : nullptr;
-  auto enter = [s = state_.get(), posted, t, tag] { peer_impl::post_recv(*s, *posted, t, kAnySource, tag); };
+  auto c = std::make_shared<RecvCall>(state_.get(), t, kAnySource, tag, true, o);
   return run_async(
       state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), o,
-      [s = state_.get(), t, tag, posted](WorkState& w) mutable {
-        PostedScope scope{posted.get()};
-        auto r = peer_impl::recv_any_now(*s, t, tag, posted.get());
+      [c](WorkState& w) {
+        Ended end{*c};
+        auto r = peer_impl::recv_any_now(*c->s, c->t, c->tag, c->at_call());
         if (!r) return r.status();
-        w.tensors.push_back(t);
+        w.tensors.push_back(c->t);
         w.source = *r;
         return Status::ok();
       },
-      posted ? peer_impl::OpEntry(enter) : peer_impl::OpEntry());
+      [c] { c->enter(); });
 }
 
 } // namespace chorus

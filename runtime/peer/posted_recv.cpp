@@ -6,10 +6,11 @@
 
 namespace chorus::peer_impl {
 
-void post_recv(PeerState& s, PostedRecv& p, const Tensor& t, PeerId src, uint64_t tag) {
+void post_recv(PeerState& s, PostedRecv& p, const Tensor& t, PeerId src, uint64_t tag, bool any) {
   const PeerId me = s.offset + s.id;
   Status st;
-  if (src != kAnySource) {
+  p.at_call = true;
+  if (!any) {
     if (on_other_node(s, src)) {  // its messages come to the mailbox
       if (s.finished) return;     // the body says so
       p.global = s.global;

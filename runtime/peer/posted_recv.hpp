@@ -23,6 +23,8 @@ class GlobalClient;
 namespace chorus::peer_impl {
 
 struct PostedRecv {
+  bool at_call = false;                   // post_recv ran: the body finds it entered
+  bool late = false;                      // it enters in its body (peer.cpp counts it on its lane)
   Status failed;                          // it could not enter: the body returns this
   OpRecord rec;
   std::shared_ptr<Reply> reply;           // the local server's answer, where it entered there
@@ -31,7 +33,7 @@ struct PostedRecv {
   uint64_t ticket() const { return mailbox ? mailbox->ticket() : 0; }
 };
 
-// Posts a receive into `t` from `src` (a rank of the handle, or kAnySource) with `tag`.
-void post_recv(PeerState& s, PostedRecv& p, const Tensor& t, PeerId src, uint64_t tag);
+// Posts a receive into `t` with `tag`: from any source, or from rank `src` of the handle.
+void post_recv(PeerState& s, PostedRecv& p, const Tensor& t, PeerId src, uint64_t tag, bool any);
 
 } // namespace chorus::peer_impl
