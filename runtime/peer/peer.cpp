@@ -140,13 +140,7 @@ Status recv_now(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedRecv* p
   Status st;
   peer_impl::OpRecord own;
   peer_impl::OpRecord& rec = posted ? posted->rec : own;
-  std::shared_ptr<Reply> reply;
-  if (posted) {
-    reply = posted->reply;
-    st = peer_impl::await_request(s, rec, reply, Clock::now());
-  } else {
-    reply = peer_impl::request(s, rec, make_p2p(OpKind::recv, src, tag), Tensor(), t, st);
-  }
+  auto reply = peer_impl::server_answer(s, rec, posted, make_p2p(OpKind::recv, src, tag), t, st);
   if (!st) return st;
   return peer_impl::execute(s, rec, *reply, nullptr, bytes(t));
 }
@@ -162,6 +156,7 @@ struct RecvCall {
   uint64_t tag;
   bool any;    // a receive from any source (not a recv whose src is out of range)
   bool host;   // a host tensor, not ordered in a stream
+  bool late = false;  // it enters in its body (counted on its lane), not at its call
   PostedRecv posted;
 
   RecvCall(PeerState* state, const Tensor& tensor, PeerId from, uint64_t tg, bool from_any, const OpOptions& o)
@@ -171,21 +166,19 @@ struct RecvCall {
   // Under p2p_mu, in the step that takes its place in its lane.
   void enter() {
     auto it = s->late_receives.find(lane());
-    if (!host || it != s->late_receives.end()) {
-      ++s->late_receives[lane()];
-      posted.late = true;
-      return;
-    }
-    peer_impl::post_recv(*s, posted, t, src, tag, any);
+    late = !host || it != s->late_receives.end();
+    if (!late) return peer_impl::post_recv(*s, posted, t, src, tag, any);
+    if (it != s->late_receives.end()) ++it->second;
+    else s->late_receives.emplace(lane(), 1);
   }
-  PostedRecv* at_call() { return posted.at_call ? &posted : nullptr; }
+  PostedRecv* at_call() { return late ? nullptr : &posted; }
   // At the end of its body (not when its task goes, after its Work's callbacks): its places go,
   // and a late one leaves the count.
   void ended() {
     posted.mailbox.reset();  // before the client that owns the mailbox
     posted.reply.reset();
     posted.global.reset();
-    if (!posted.late) return;
+    if (!late) return;
     std::lock_guard<std::mutex> lk(s->p2p_mu);
     auto it = s->late_receives.find(lane());
     if (it != s->late_receives.end() && --it->second == 0) s->late_receives.erase(it);

@@ -9,7 +9,6 @@ namespace chorus::peer_impl {
 void post_recv(PeerState& s, PostedRecv& p, const Tensor& t, PeerId src, uint64_t tag, bool any) {
   const PeerId me = s.offset + s.id;
   Status st;
-  p.at_call = true;
   if (!any) {
     if (on_other_node(s, src)) {  // its messages come to the mailbox
       if (s.finished) return;     // the body says so
@@ -44,6 +43,13 @@ void post_recv(PeerState& s, PostedRecv& p, const Tensor& t, PeerId src, uint64_
   }
   p.global = s.global;
   p.mailbox = std::make_unique<P2PMailbox::Posted>(s.global->p2p(), P2PMailbox::Key{s.group, kAnySource, me, tag});
+}
+
+std::shared_ptr<Reply> server_answer(PeerState& s, OpRecord& rec, PostedRecv* posted, const OpRequestData& req,
+                                     const Tensor& t, Status& status) {
+  if (!posted) return request(s, rec, req, Tensor(), t, status);
+  status = await_request(s, rec, posted->reply, Clock::now());
+  return posted->reply;
 }
 
 } // namespace chorus::peer_impl

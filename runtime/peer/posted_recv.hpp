@@ -23,8 +23,6 @@ class GlobalClient;
 namespace chorus::peer_impl {
 
 struct PostedRecv {
-  bool at_call = false;                   // post_recv ran: the body finds it entered
-  bool late = false;                      // it enters in its body (peer.cpp counts it on its lane)
   Status failed;                          // it could not enter: the body returns this
   OpRecord rec;
   std::shared_ptr<Reply> reply;           // the local server's answer, where it entered there
@@ -35,5 +33,10 @@ struct PostedRecv {
 
 // Posts a receive into `t` with `tag`: from any source, or from rank `src` of the handle.
 void post_recv(PeerState& s, PostedRecv& p, const Tensor& t, PeerId src, uint64_t tag, bool any);
+
+// The local server's answer to a receive `req` into `t`: awaited where it was posted at its call
+// (`posted`, its timeout counting from now), else requested now (null: `status` says why).
+std::shared_ptr<Reply> server_answer(PeerState& s, OpRecord& rec, PostedRecv* posted, const OpRequestData& req,
+                                     const Tensor& t, Status& status);
 
 } // namespace chorus::peer_impl

@@ -85,13 +85,7 @@ Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, PostedRecv* p
   OpRecord& rec = posted ? posted->rec : own;
   if (remote.empty()) {  // the local server pairs it
     Status st;
-    std::shared_ptr<Reply> reply;
-    if (posted) {
-      reply = posted->reply;
-      st = await_request(s, rec, reply, Clock::now());
-    } else {
-      reply = request(s, rec, req, Tensor(), t, st);
-    }
+    auto reply = server_answer(s, rec, posted, req, t, st);
     if (!st) return st;
     if (!(st = execute(s, rec, *reply, nullptr, bytes(t)))) return st;
     return rank_of(s, s.offset + reply->source);

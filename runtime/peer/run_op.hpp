@@ -32,11 +32,11 @@ OpRequestData make_op(OpKind k, ReduceOp op = ReduceOp::sum, PeerId root = 0);
 // A send's or a receive's request: the peer at the other end and the tag.
 OpRequestData make_p2p(OpKind k, PeerId other, uint64_t tag);
 
+struct PostedRecv;
+
 // One call's notes while it runs: the flight recorder's ticket and the trace's span. A peer's
 // calls may overlap (send and recv from several threads, a group handle's op beside the
 // world's), so each call keeps its own, on its stack.
-struct PostedRecv;
-
 struct OpRecord {
   uint64_t flight_ticket = 0;   // the recorder's name for the op (0: not recorded)
   std::optional<OpSpan> span;   // the trace's, when it is on (nothing to fill per op when off)
