@@ -426,9 +426,14 @@ TEST_F(MultiNode, ASendToAFrozenNodeIsNamedAsItsTakingOurData) {
   for (std::size_t i = 0; i < kids.size(); ++i) guards[i].pid = kids[i].pid;
   TimedOutput out(kids);
   ASSERT_TRUE(out.read_until([&out] { return out.find("PEER 2 VICTIM") != nullptr; }, Clock::now() + 60s)) << out.dump();
-  // Asked until rank 0 has been in op #3 for half a second (node 2 froze as its data began).
+  // Asked until rank 0 has been in op #3 for half a second (node 2 froze as its data began) with
+  // both its children called: node 1 may come to op #3 later than that (slow under ASan), and
+  // rank 0 then waits for it first.
   std::string report, root_waits;
-  for (const auto give_up = Clock::now() + 3s; Clock::now() < give_up && root_waits.empty();) {
+  const auto both_called = [&root_waits] {
+    return !root_waits.empty() && root_waits.find("not called yet") == std::string::npos;
+  };
+  for (const auto give_up = Clock::now() + 10s; Clock::now() < give_up && !both_called();) {
     out.read_until([&out] { return out.find("FREEZE MISSED") != nullptr; }, Clock::now() + 20ms);
     ASSERT_EQ(out.find("FREEZE MISSED"), nullptr) << "node 2's op #3 never waited for data\n" << out.dump();
     auto j = query_job_status("127.0.0.1", port_, "", {}, 5000ms);
