@@ -24,6 +24,16 @@ done
 if [ "$(ls "$prefix/include")" != "chorus" ]; then echo "install: include/ holds $(ls "$prefix/include")" >&2; exit 1; fi
 help=$("$prefix/bin/chorus-orchestrator" --help)
 grep -q -- "--nodes" <<<"$help" || { echo "install: chorus-orchestrator --help does not list --nodes" >&2; exit 1; }
+# The Python package, where the build made it: installed with its subpackages, importable from
+# outside the tree.
+pkg=$(find "$prefix/lib" -path "*-packages/chorus/__init__.py" 2>/dev/null | head -1)
+if [ -e "$build/python/chorus/__init__.py" ]; then
+  [ -n "$pkg" ] || { echo "install: the Python package chorus is missing" >&2; exit 1; }
+  py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
+  (cd "$work" && PYTHONPATH=$(dirname "$(dirname "$pkg")") "${py:-/usr/bin/python3}" -c \
+    "import chorus.torch_api.algorithms.bytegrad, torch; assert hasattr(torch.nn.Module, 'with_bagua')") ||
+    { echo "install: the installed chorus.torch_api does not import" >&2; exit 1; }
+fi
 # The installed launcher runs an installed-style program: a shell line, 2 processes.
 out=$("$prefix/bin/chorus-run" -n 2 /bin/sh -c 'echo "rank $CHORUS_RANK of $CHORUS_WORLD_SIZE"' | sort)
 [ "$out" = $'rank 0 of 2\nrank 1 of 2' ] || { echo "install: chorus-run printed: $out" >&2; exit 1; }

@@ -21,7 +21,7 @@ import socket
 import torch
 import torch.distributed as dist
 
-from . import _chorus  # noqa: F401  (the backend is registered by the package)
+from .. import _chorus  # noqa: F401  (the backend is registered by the package)
 
 __all__ = [
     "ReduceOp", "BaguaCommunicator", "BaguaProcessGroup", "init_process_group", "is_initialized", "get_rank",

@@ -1,0 +1,61 @@
+"""What every algorithm is to the module's engine, and the node hierarchy of Bagua's
+``hierarchical`` forms: the members of a host first, then one member per host."""
+from .. import communication
+from ..communication import ReduceOp
+
+
+class Algorithm:
+    """A training algorithm's settings; ``reify`` makes its implementation for a process group."""
+
+    def reify(self, process_group):
+        raise NotImplementedError(f"{type(self).__name__} does not say how it runs (reify)")
+
+
+class AlgorithmImpl:
+    """The engine's calls, in a step's order: ``before_forward`` (a training forward), ``launch``
+    for each bucket of gradients once they are all in (in bucket order; what it returns is handed
+    to ``finish``), then at the end of backward ``finish`` for each bucket in order and
+    ``after_backward``. Where ``syncs_gradients`` is False, buckets are neither launched nor
+    finished and the gradients stay each rank's own."""
+
+    syncs_gradients = True
+
+    def __init__(self, process_group):
+        self.process_group = process_group
+        self.global_comm = process_group.get_global_communicator()
+
+    def before_forward(self, engine):
+        pass
+
+    def launch(self, bucket):
+        return None
+
+    def finish(self, bucket, token):
+        pass
+
+    def after_backward(self, engine):
+        pass
+
+
+class Hierarchy:
+    """A group's members on this host (``intra``, its first member the host's leader) and the
+    hosts' leaders (``inter``: None on a rank that leads no host)."""
+
+    def __init__(self, process_group):
+        self.intra = process_group.get_intra_node_communicator()
+        self.inter = process_group.get_inter_node_communicator()
+        self.total = process_group.get_global_communicator().nranks()
+
+    @property
+    def leader(self):
+        return self.inter is not None
+
+    def reduce_in_host(self, tensor):
+        """Starts the sum of the host's tensors on its leader; None where the host has one rank."""
+        if self.intra.nranks() == 1:
+            return None
+        return communication.reduce_inplace(tensor, 0, ReduceOp.SUM, comm=self.intra, async_op=True)
+
+    def broadcast_in_host(self, tensor):
+        if self.intra.nranks() > 1:
+            communication.broadcast(tensor, 0, comm=self.intra)
