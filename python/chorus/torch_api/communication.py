@@ -77,7 +77,8 @@ class BaguaProcessGroup:
     """Bagua's process group: its global communicator, the communicator of its members on this
     host, and the one of each host's first member (None on the others; None for all three on a
     rank that is not a member). Every rank of the world makes each group (new_group), as
-    torch.distributed asks, so all three are made then."""
+    torch.distributed asks, so all three are made then. ``host_count``: its members' hosts, the
+    same on every rank."""
 
     def __init__(self, ranks, pg=None):
         self.ranks = list(ranks)
@@ -93,6 +94,7 @@ class BaguaProcessGroup:
             g = _make_group(members)
             if me in members:
                 self._intra = BaguaCommunicator(g, members)
+        self.host_count = len(hosts)
         leaders = [members[0] for members in hosts.values()]
         g = _make_group(leaders)
         if me in leaders:

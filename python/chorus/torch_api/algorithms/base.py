@@ -15,10 +15,13 @@ class AlgorithmImpl:
     """The engine's calls, in a step's order: ``before_forward`` (a training forward), ``launch``
     for each bucket of gradients once they are all in (in bucket order; what it returns is handed
     to ``finish``), then at the end of backward ``finish`` for each bucket in order and
-    ``after_backward``. Where ``syncs_gradients`` is False, buckets are neither launched nor
-    finished and the gradients stay each rank's own."""
+    ``after_backward``; ``reset`` where a backward did not finish. Where ``syncs_gradients`` is
+    False, buckets are neither launched nor finished and the gradients stay each rank's own.
+    ``averages``: the synchronized gradient is the ranks' mean (False: their sum, which a gradient
+    accumulated over several backwards cannot take)."""
 
     syncs_gradients = True
+    averages = True
 
     def __init__(self, process_group):
         self.process_group = process_group
@@ -35,6 +38,11 @@ class AlgorithmImpl:
 
     def after_backward(self, engine):
         pass
+
+    def reset(self):
+        """Forgets the step of a backward that did not finish; returns what collectives still in
+        flight may write (the engine keeps it)."""
+        return None
 
 
 class Hierarchy:

@@ -19,7 +19,8 @@ def compress(x):
     lo, hi = x.min(), x.max()
     span = hi - lo
     if span > 0:
-        q = ((x - lo) * (255.0 / span)).round_().clamp_(0, 255).to(torch.uint8)
+        # Divided first: 255 / span overflows where the span is tiny.
+        q = ((x - lo) / span * 255).round_().clamp_(0, 255).to(torch.uint8)
     else:
         q = torch.zeros(x.numel(), dtype=torch.uint8, device=x.device)
     return torch.cat([torch.stack([lo, hi]).to(torch.float32).view(torch.uint8), q])
@@ -81,6 +82,7 @@ class ByteGradAlgorithmImpl(AlgorithmImpl):
         super().__init__(process_group)
         self.hierarchy = Hierarchy(process_group) if hierarchical else None
         self.divisor = self.global_comm.nranks() if average else 1
+        self.averages = average
 
     def launch(self, bucket):
         if not bucket.flat.is_floating_point():

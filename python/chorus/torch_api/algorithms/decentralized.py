@@ -53,8 +53,10 @@ class DecentralizedAlgorithmImpl(AlgorithmImpl):
         # The ranks that exchange: the hosts' leaders, or everyone (None on a rank that leads no host).
         self.peers = self.hierarchy.inter if hierarchical else self.global_comm
         self.mode, self.interval = mode, interval
-        if mode == "shift_one" and self.peers is not None and self.peers.nranks() % 2:
-            raise ValueError(f"DecentralizedAlgorithm: shift_one pairs ranks, and {self.peers.nranks()} "
+        # Counted alike on every rank (not only on the ranks that exchange), so that every rank says so.
+        exchanging = process_group.host_count if hierarchical else self.global_comm.nranks()
+        if mode == "shift_one" and exchanging % 2:
+            raise ValueError(f"DecentralizedAlgorithm: shift_one pairs ranks, and {exchanging} "
                              f"{'hosts' if hierarchical else 'ranks'} exchange")
         self.forwards = 0
         self.pending = None  # (weights by bucket, their partners' or None, the works to wait)
@@ -83,6 +85,10 @@ class DecentralizedAlgorithmImpl(AlgorithmImpl):
                     works.append(communication.send(w, peer, comm=self.peers, async_op=True))
                     works.append(communication.recv(other, peer, comm=self.peers, async_op=True))
         self.pending = (weights, theirs, works)
+
+    def reset(self):
+        pending, self.pending = self.pending, None
+        return pending
 
     def after_backward(self, engine):
         if self.pending is None:

@@ -19,12 +19,12 @@ class GradientAllReduceAlgorithmImpl(AlgorithmImpl):
     def __init__(self, process_group, hierarchical, average):
         super().__init__(process_group)
         self.hierarchy = Hierarchy(process_group) if hierarchical else None
-        self.average = average
+        self.averages = average
 
     def launch(self, bucket):
         if self.hierarchy is not None:
             return self.hierarchy.reduce_in_host(bucket.flat)
-        op = ReduceOp.AVG if self.average else ReduceOp.SUM
+        op = ReduceOp.AVG if self.averages else ReduceOp.SUM
         return communication.allreduce_inplace(bucket.flat, op, comm=self.global_comm, async_op=True)
 
     def finish(self, bucket, token):
@@ -36,6 +36,6 @@ class GradientAllReduceAlgorithmImpl(AlgorithmImpl):
         if h.leader:
             if h.inter.nranks() > 1:
                 communication.allreduce_inplace(bucket.flat, ReduceOp.SUM, comm=h.inter)
-            if self.average:
+            if self.averages:
                 bucket.flat.div_(h.total)
         h.broadcast_in_host(bucket.flat)
