@@ -121,6 +121,7 @@ std::string encode_p2p_header(const P2PHeaderData& h) {
   b.setTag(h.tag);
   b.setDtype(static_cast<uint8_t>(h.dtype));
   b.setNumel(h.numel);
+  b.setId(h.id);
   if (!h.failed.is_ok()) {
     b.setFailedCode(static_cast<uint16_t>(h.failed.code()));
     b.setFailure(h.failed.message());
@@ -138,6 +139,7 @@ std::optional<P2PHeaderData> decode_p2p_header(const void* data, std::size_t byt
     h.dtype = dtype_from(m.getDtype());
     h.numel = m.getNumel();
     h.failed = status_from(m.getFailedCode(), m.getFailure());
+    h.id = m.getId();
     return h;
   });
 }
@@ -148,6 +150,7 @@ std::string encode_p2p_ack(const P2PAckData& a) {
   b.setSource(a.source);
   b.setDestination(a.destination);
   b.setTag(a.tag);
+  b.setId(a.id);
   b.setStatusCode(static_cast<uint16_t>(a.status.code()));
   b.setStatusMessage(a.status.message());
   return envelope_bytes(seal(mb));
@@ -157,7 +160,7 @@ std::optional<P2PAckData> decode_p2p_ack(const void* data, std::size_t bytes, st
   return open_bytes(data, bytes, "send answer", error, [](EnvelopeReader& r) {
     auto m = r.root<wire::P2PAck>();
     return P2PAckData{m.getSource(), m.getDestination(), m.getTag(),
-                      status_from(m.getStatusCode(), m.getStatusMessage())};
+                      status_from(m.getStatusCode(), m.getStatusMessage()), m.getId()};
   });
 }
 

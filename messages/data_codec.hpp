@@ -49,6 +49,7 @@ struct P2PHeaderData {
   DType dtype = DType::f32;
   uint64_t numel = 0;
   Status failed;             // not ok: the sender could not send (then no data follows)
+  uint64_t id = 0;           // the sender node's number for the message
 };
 
 // The receiver's answer to a send: ok, or why the pair did not match.
@@ -57,6 +58,7 @@ struct P2PAckData {
   uint32_t destination = 0;
   uint64_t tag = 0;
   Status status;
+  uint64_t id = 0;  // the message answered (or withdrawn)
 };
 
 std::string encode_data_hello(const DataHello& h);

@@ -463,6 +463,56 @@ int recv_order(Peer& world) {
   return 7;
 }
 
+// A send that timed out leaves nothing behind: each peer of the first half sends 111 to its
+// partner on the other node with a 200 ms timeout while the partner has not called its receive
+// (it waits in the barrier that the sender enters only after its send timed out), then 222 with
+// the default timeout. The partner's receive must get 222 (not the withdrawn 111), and the
+// sender's second send must succeed (not take the first's late answer).
+int stale_send(Peer& world) {
+  const uint32_t n = world.size(), me = world.rank(), half = n / 2;
+  const uint32_t partner = me < half ? me + half : me - half;
+  auto msg = [](int32_t v) { return std::vector<int32_t>{v, v, v}; };
+  if (me < half) {
+    OpOptions brief;
+    brief.timeout = std::chrono::milliseconds(200);
+    const Status first = world.send_async(Tensor::from(msg(111)), partner, 9, brief).wait();
+    verify(first.code() == Errc::timeout, "send 111", "ended with " + first.to_string() + ", not a timeout");
+    must(world.barrier());
+    must(world.send(Tensor::from(msg(222)), partner, 9));
+    must(world.barrier());
+    return 8;
+  }
+  must(world.barrier());
+  Tensor t = Tensor::zeros(DType::i32, {3});
+  must(world.recv(t, partner, 9));
+  verify(t.to_vector<int32_t>() == msg(222), "recv", "got " + std::to_string(t.data_as<int32_t>()[0]) + ", not 222");
+  must(world.barrier());
+  return 8;
+}
+
+// An op's own timeout holds across nodes: rank 0's all-reduce gives the others 300 ms while the
+// Config's timeout is the test's (long); rank 1 never calls it (it waits for rank 0's message that
+// the op ended). (Rank 1 calling it later would still find rank 0's announcement and data, and
+// succeed: docs/multi-node.md, "Not yet".)
+int own_timeout(Peer& world) {
+  Tensor t = Tensor::from(std::vector<float>{1, 2});
+  Tensor token = Tensor::from(std::vector<int32_t>{0});
+  if (world.rank() == 0) {
+    OpOptions brief;
+    brief.timeout = std::chrono::milliseconds(300);
+    const auto start = Clock::now();
+    const Status s = world.all_reduce_async(t, ReduceOp::sum, brief).wait();
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    verify(s.code() == Errc::timeout, "all_reduce", "ended with " + s.to_string() + ", not its own timeout");
+    verify(took < std::chrono::seconds(5), "all_reduce", "timed out after " + std::to_string(took.count()) +
+                                                              " ms: not its own 300 ms but the Config's");
+    must(world.send(token, 1, 3));
+    return 2;
+  }
+  if (world.rank() == 1) must(world.recv(token, 0, 3));
+  return 2;
+}
+
 Scenario op_scenario(const std::string& name) {
   if (name == "every-op") return [](Peer& p, const NodeContext&) { return every_op(p); };
   if (name == "mixed") return [](Peer& p, const NodeContext& node) { return mixed(p, node.args.ops); };
@@ -472,6 +522,8 @@ Scenario op_scenario(const std::string& name) {
   if (name == "recv-any") return [](Peer& p, const NodeContext&) { return recv_any(p); };
   if (name == "p2p-handles") return [](Peer& p, const NodeContext&) { return p2p_handles(p); };
   if (name == "recv-order") return [](Peer& p, const NodeContext&) { return recv_order(p); };
+  if (name == "stale-send") return [](Peer& p, const NodeContext&) { return stale_send(p); };
+  if (name == "own-timeout") return [](Peer& p, const NodeContext&) { return own_timeout(p); };
   if (name == "gradsync") return [](Peer& p, const NodeContext& node) { return gradsync(p, node.args.timeout_ms); };
   return nullptr;
 }

@@ -104,6 +104,22 @@ TEST_F(MultiNode, ReceivesTakeMessagesInTheOrderTheyWereCalled) {
   expect_all_ok(nodes, 4, 7);
 }
 
+// A send that timed out across nodes withdraws its message: the next receive of the pair takes
+// the next send's data, and the next send its own answer (multi_node_peer_ops.cpp, stale_send).
+TEST_F(MultiNode, ASendThatTimedOutLeavesNoMessageForALaterReceive) {
+  start_orchestrator(2);
+  auto nodes = run_nodes({{}, {}}, {"--peers", "2", "--scenario", "stale-send"});
+  expect_all_ok(nodes, 4, 8);
+}
+
+// OpOptions::timeout bounds the wait for other nodes too, not only for the node's own peers
+// (multi_node_peer_ops.cpp, own_timeout; the nodes' Config::timeout is the harness's, 30 s).
+TEST_F(MultiNode, AnOpsOwnTimeoutBoundsItsWaitForOtherNodes) {
+  start_orchestrator(2);
+  auto nodes = run_nodes({{}, {}}, {"--peers", "1", "--scenario", "own-timeout", "--timeout-ms", "30000"});
+  expect_all_ok(nodes, 2, 2);
+}
+
 TEST_F(MultiNode, KilledNodeIsReportedByEverySurvivorAndTheOrchestratorServesTheNextCollective) {
   start_orchestrator(3);
   const auto shm_before = dev_shm_entries();

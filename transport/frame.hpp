@@ -15,7 +15,7 @@ namespace chorus {
 // arena_answer: payload = one byte, 1 when the sender mapped it (mesh/host_arena.hpp).
 enum class FrameType : uint32_t {
   hello = 1, announce = 2, data = 3, p2p_data = 5, p2p_ack = 6, bye = 7, stragglers = 8, leaving = 9,
-  arena_offer = 10, arena_answer = 11
+  arena_offer = 10, arena_answer = 11, p2p_cancel = 12
 };
 
 struct FrameHeader {

@@ -29,6 +29,7 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
       return reinterpret_cast<std::byte*>(r.bytes.data());
     case FrameType::announce:
     case FrameType::p2p_ack:
+    case FrameType::p2p_cancel:
     case FrameType::stragglers:
     case FrameType::leaving:
     case FrameType::arena_offer:
@@ -81,7 +82,7 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
                                       std::to_string(head->destination) + ", not from its peers to this node's");
       // The frame's bytes move into the message: the data is not copied on the way to recv().
       p2p_->deliver({h.group, head->source, head->destination, head->tag},
-                    {0, head->dtype, head->numel, std::move(r.bytes), h.slot, head->failed});
+                    {0, head->dtype, head->numel, std::move(r.bytes), h.slot, head->failed, head->id});
       r.bytes = std::string();
       return;
     }
@@ -93,7 +94,25 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       if (!pair_between(ack->source, topo_.node_id, ack->destination, node))
         return on_node_lost(node, from + " answered a send from peer " + std::to_string(ack->source) + " to peer " +
                                       std::to_string(ack->destination) + ", not one from this node's peers to its own");
-      p2p_->answer({h.group, ack->source, ack->destination, ack->tag}, std::move(ack->status));
+      p2p_->answer({h.group, ack->source, ack->destination, ack->tag}, ack->id, std::move(ack->status));
+      return;
+    }
+    case FrameType::p2p_cancel: {
+      // A send of that node timed out: its message is withdrawn unless a receive took it, whose
+      // answer is then the send's.
+      auto c = decode_p2p_ack(r.bytes.data(), r.bytes.size(), error);
+      if (!c) return on_node_lost(node, from + " sent a garbled withdrawal");
+      if (!pair_between(c->source, node, c->destination, topo_.node_id))
+        return on_node_lost(node, from + " withdrew a message from peer " + std::to_string(c->source) + " to peer " +
+                                      std::to_string(c->destination) + ", not one from its peers to this node's");
+      if (p2p_->withdraw({h.group, c->source, c->destination, c->tag}, c->id)) {
+        FrameHeader a = frame_header(FrameType::p2p_ack);
+        a.group = h.group;
+        a.seq = h.seq;
+        conns_[node]->send(SendTicket::owning(
+            a, encode_p2p_ack({c->source, c->destination, c->tag,
+                               Status(Errc::timeout, "withdrawn before a receive took it"), c->id})));
+      }
       return;
     }
     default: return;

@@ -136,6 +136,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // `failed`: this side cannot send (e.g. its GPU tensor could not be staged): the receiver is told
   // why instead of getting data, and both return that error.
   // `k` names the pair: the handle's group (the frames carry it), both global ids, the tag.
+  // A send that times out withdraws its message (frame p2p_cancel), so no later receive takes
+  // it; where a receive took it meanwhile, the send succeeded after all.
   Status send(const P2PMailbox::Key& k, const Tensor& t, Clock::time_point deadline,
               const Status& failed = Status::ok());
   // `ticket`: the receive's place in the mailbox, where it was posted at its call (P2PMailbox::Posted).
@@ -292,6 +294,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::vector<uint8_t> arena_answers_;               // node 0: by node, 1 mapped, 2 declined
   uint32_t arena_answered_ = 0;
   std::unique_ptr<P2PMailbox> p2p_;
+  std::atomic<uint64_t> p2p_ids_{0};  // this node's sends, numbered: an answer names its message
   BufferPool pool_;
   std::mutex nccl_mu_;  // a leaf: guards the making of nccl_ (never replaced once made)
   std::shared_ptr<gpu::NcclJob> nccl_;

@@ -1,5 +1,6 @@
 #include "actors/global_client/p2p.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "actors/global_client/global_client.hpp"
@@ -9,6 +10,9 @@
 namespace chorus {
 
 namespace {
+
+// How long a send that timed out waits for the receiver's node to answer its withdrawal.
+constexpr std::chrono::seconds kWithdrawWait{5};
 
 std::string pair_label(const P2PMailbox::Key& k) {
   return "send/recv " + std::to_string(k.source) + "->" + std::to_string(k.destination) + " tag " +
@@ -32,12 +36,40 @@ void P2PMailbox::deliver(const Key& k, Message m) {
   bump();
 }
 
-void P2PMailbox::answer(const Key& k, Status s) {
+void P2PMailbox::answer(const Key& k, uint64_t id, Status s) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    answers_[k].push_back(std::move(s));
+    if (abandoned_.erase({k, id})) return;  // its send gave up waiting for it
+    answers_[k].push_back({id, std::move(s)});
   }
   bump();
+}
+
+void P2PMailbox::abandon(const Key& k, uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (auto it = answers_.find(k); it != answers_.end()) {
+    auto& q = it->second;
+    auto a = std::find_if(q.begin(), q.end(), [&](const Answer& x) { return x.id == id; });
+    if (a != q.end()) {
+      q.erase(a);
+      if (q.empty()) answers_.erase(it);
+      return;
+    }
+  }
+  abandoned_.insert({k, id});
+}
+
+bool P2PMailbox::withdraw(const Key& k, uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = inbox_.find(k);
+  if (it == inbox_.end()) return false;
+  for (auto m = it->second.begin(); m != it->second.end(); ++m) {
+    if (m->id != id) continue;
+    it->second.erase(m);
+    if (it->second.empty()) inbox_.erase(it);
+    return true;
+  }
+  return false;
 }
 
 void P2PMailbox::node_lost(const Status& why) {
@@ -131,9 +163,21 @@ P2PMailbox::Took P2PMailbox::take_message(const Key& k, uint32_t node, Poller& p
   return take(inbox_, k, node, poller, deadline, out, why, ticket);
 }
 
-P2PMailbox::Took P2PMailbox::take_answer(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline,
-                                         Status& out, Status& why) {
-  return take(answers_, k, node, poller, deadline, out, why, 0);  // an answer is in no receive's line
+P2PMailbox::Took P2PMailbox::take_answer(const Key& k, uint64_t id, uint32_t node, Poller& poller,
+                                         Clock::time_point deadline, Status& out, Status& why) {
+  auto pick = [&] {  // under mu_: this message's answer, put first (sends of k may run at once)
+    auto it = answers_.find(k);
+    if (it == answers_.end()) return it;
+    auto& q = it->second;
+    auto a = std::find_if(q.begin(), q.end(), [&](const Answer& x) { return x.id == id; });
+    if (a == q.end()) return answers_.end();
+    std::rotate(q.begin(), a, a + 1);
+    return it;
+  };
+  Answer a;
+  const Took took = take_first(answers_, pick, std::span<const uint32_t>(&node, 1), poller, deadline, nullptr, nullptr, a, why);
+  if (took == Took::it) out = std::move(a.status);
+  return took;
 }
 
 P2PMailbox::Took P2PMailbox::take_any(uint32_t group, uint32_t dst, uint64_t tag, const std::vector<uint32_t>& from,
@@ -180,21 +224,40 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
   FrameHeader h = frame_header(FrameType::p2p_data);
   h.group = group;
   h.seq = (uint64_t{src} << 32) | dst;
-  std::string head = encode_p2p_header({src, dst, tag, t.dtype(), t.numel(), cannot});
+  const uint64_t id = ++p2p_ids_;
+  std::string head = encode_p2p_header({src, dst, tag, t.dtype(), t.numel(), cannot, id});
   h.slot = static_cast<uint32_t>(head.size());
   auto ticket = conns_[node]->send(SendTicket::prefixed(h, std::move(head),
                                                         sends_data ? static_cast<const std::byte*>(t.data()) : nullptr,
                                                         sends_data ? t.nbytes() : 0));
   await_sent(*ticket, node, deadline);
+  const Status timed_out(Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
+                                            ") never posted the matching recv within " +
+                                            std::to_string(config_.timeout.count()) + " ms");
   Status answer, why;
-  switch (p2p_->take_answer(k, node, poller_, deadline, answer, why)) {
-    case P2PMailbox::Took::it: return sends_data ? answer : cannot;
-    case P2PMailbox::Took::ended: return why;
-    case P2PMailbox::Took::nothing: break;
-    case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the answer stopped"};  // take_any's only
+  for (bool withdrawing = false;;) {
+    switch (p2p_->take_answer(k, id, node, poller_, deadline, answer, why)) {
+      case P2PMailbox::Took::it:
+        if (withdrawing && answer.code() == Errc::timeout) return timed_out;  // withdrawn: no receive has it
+        return sends_data ? answer : cannot;
+      case P2PMailbox::Took::ended: return why;
+      case P2PMailbox::Took::nothing: break;
+      case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the answer stopped"};  // take_any's only
+    }
+    if (withdrawing) {  // the receiver's node did not answer the withdrawal in time either
+      p2p_->abandon(k, id);
+      return timed_out;
+    }
+    // The message may wait in the receiver's mailbox: take it back, so that no later receive
+    // takes it for a later send's. Its node answers once: the withdrawal, or a receive's answer
+    // where one took it first.
+    FrameHeader c = frame_header(FrameType::p2p_cancel);
+    c.group = group;
+    c.seq = (uint64_t{src} << 32) | dst;
+    conns_[node]->send(SendTicket::owning(c, encode_p2p_ack({src, dst, tag, timed_out, id})));
+    withdrawing = true;
+    deadline = Clock::now() + std::min<Clock::duration>(config_.timeout, kWithdrawWait);
   }
-  return {Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
-                             ") never posted the matching recv within " + std::to_string(config_.timeout.count()) + " ms"};
 }
 
 Status GlobalClient::recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point deadline, uint64_t ticket) {
@@ -231,7 +294,7 @@ Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::
   FrameHeader h = frame_header(FrameType::p2p_ack);
   h.group = group;
   h.seq = (uint64_t{src} << 32) | dst;
-  conns_[node]->send(SendTicket::owning(h, encode_p2p_ack({src, dst, tag, s})));
+  conns_[node]->send(SendTicket::owning(h, encode_p2p_ack({src, dst, tag, s, m.id})));
   return s;
 }
 

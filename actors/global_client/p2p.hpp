@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <compare>
@@ -37,10 +38,20 @@ class P2PMailbox {
     std::string bytes;   // the whole payload: the P2PHeader message, then the data from `offset`
     std::size_t offset;
     Status failed;       // the sender could not send (then there is no data)
+    uint64_t id = 0;     // the sender node's number for it, which the answer names
+  };
+  // An answer to one of this node's sends: the message it answers (Message::id) and its status.
+  struct Answer {
+    uint64_t id = 0;
+    Status status;
   };
 
   void deliver(const Key& k, Message m);
-  void answer(const Key& k, Status s);
+  void answer(const Key& k, uint64_t id, Status s);
+  // Takes back message `id` for k if no receive took it yet (its send timed out): true if it was here.
+  bool withdraw(const Key& k, uint64_t id);
+  // The send of message `id` gives up on its answer: dropped now, or when it comes.
+  void abandon(const Key& k, uint64_t id);
   void node_lost(const Status& why);                 // every pair fails
   void node_left(uint32_t node, const Status& why);  // pairs with that node fail
 
@@ -66,7 +77,8 @@ class P2PMailbox {
   enum class Took { it, ended, nothing, stopped };
   Took take_message(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline, Message& out,
                     Status& why, uint64_t ticket = 0);
-  Took take_answer(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline, Status& out,
+  // The answer to message `id` (answers to earlier messages of k, whose sends gave up, are dropped).
+  Took take_answer(const Key& k, uint64_t id, uint32_t node, Poller& poller, Clock::time_point deadline, Status& out,
                    Status& why);
   // A receive from any source: the first message of `group` delivered to `dst` with `tag` from one of
   // `from` (its key in `k`); or `stopped` once `stop()` holds (checked after every wake: whoever
@@ -98,7 +110,8 @@ class P2PMailbox {
   WaitWord word_;  // bumped whenever something arrives; the top once a node is lost
   std::map<Key, std::deque<Message>> inbox_;
   uint64_t delivered_ = 0;
-  std::map<Key, std::deque<Status>> answers_;
+  std::map<Key, std::deque<Answer>> answers_;
+  std::set<std::pair<Key, uint64_t>> abandoned_;  // answers whose sends gave up on them
   std::map<uint64_t, Key> posted_;      // the receives posted, by ticket (in the order of their calls)
   uint64_t tickets_ = 0;
   std::optional<Status> lost_;          // a node died: every pair fails

@@ -3,6 +3,7 @@
 // (shared by reference, never copied) and the reply slot the local server fills directly, so a
 // blocking peer thread wakes without going through the actor scheduler.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -54,6 +55,9 @@ struct Call {
   // The caller could not take part (staging its GPU tensor failed): it still takes its place in
   // the op, so that sequence numbers stay aligned, and every peer of the op gets this error.
   Status local_error;
+  // How long the caller waits for the others (OpOptions::timeout, else its Config's): across
+  // nodes, the op waits for the other nodes as long as the shortest of its local peers' says.
+  std::chrono::milliseconds timeout{0};
 };
 
 } // namespace chorus

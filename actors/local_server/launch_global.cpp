@@ -73,7 +73,11 @@ void LocalServerCore::launch_global(Launch& l) {
     mine.shape = shape.agreed_shape;
   }
   mine.status = s;
-  const auto when = deadline(*l.config);
+  // The other nodes are waited for as long as the local peer that gives the least time says.
+  std::optional<std::chrono::milliseconds> bound;
+  for (const auto& a : l.arrivals)
+    if (a && a->call.timeout.count() > 0) bound = bound ? std::min(*bound, a->call.timeout) : a->call.timeout;
+  const auto when = Clock::now() + bound.value_or(l.config->timeout);
   std::vector<uint32_t> rank_node = global.rank_nodes(l.members);
   std::shared_ptr<const CompiledSchedule> cs;
   RunStrategy strategy;
