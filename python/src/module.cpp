@@ -27,7 +27,7 @@ c10::intrusive_ptr<C10dBase> create_process_group(const c10::intrusive_ptr<c10d:
   }
   auto world = World::current();
   chorus::Peer peer = world->group(global_ranks);
-  return c10::make_intrusive<ProcessGroupChorus>(std::move(world), std::move(peer));
+  return c10::make_intrusive<ProcessGroupChorus>(std::move(world), std::move(peer), timeout);
 }
 
 // Elastic membership (docs/elastic.md): the group's next epoch as a new backend object, which
@@ -35,7 +35,7 @@ c10::intrusive_ptr<C10dBase> create_process_group(const c10::intrusive_ptr<c10d:
 c10::intrusive_ptr<ProcessGroupChorus> next_group(const ProcessGroupChorus& pg, chorus::Result<chorus::Peer> next) {
   chorus::Peer p = value_of(std::move(next));
   if (p.group() == 0) pg.world()->advance(p);
-  return c10::make_intrusive<ProcessGroupChorus>(pg.world(), std::move(p));
+  return c10::make_intrusive<ProcessGroupChorus>(pg.world(), std::move(p), pg.timeout());
 }
 
 void bind_elastic(py::module_& m) {

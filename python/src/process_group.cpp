@@ -90,17 +90,23 @@ std::function<void()> then_copy_out(const Ordered& o, at::Tensor flat, std::vect
   return [flat] {};
 }
 
+// A Work whose result is copied out (`after`) copies it as soon as the op is done, also where
+// the caller drops the Work unwaited (as gloo fills its lists).
 c10::intrusive_ptr<c10d::Work> work(int rank, c10d::OpType type, std::vector<chorus::Work> parts,
                                     std::vector<at::Tensor> outputs, std::function<void()> after = {}) {
-  return c10::make_intrusive<ChorusWork>(rank, type, std::move(parts), std::move(outputs), std::move(after));
+  const bool copies = static_cast<bool>(after);
+  auto w = c10::make_intrusive<ChorusWork>(rank, type, std::move(parts), std::move(outputs), std::move(after));
+  if (copies) w->settle_when_done();
+  return w;
 }
 
 } // namespace
 
-ProcessGroupChorus::ProcessGroupChorus(std::shared_ptr<World> world, Peer peer)
+ProcessGroupChorus::ProcessGroupChorus(std::shared_ptr<World> world, Peer peer, std::chrono::milliseconds timeout)
     : C10dBase(static_cast<int>(peer.rank()), static_cast<int>(peer.size())),
       world_(std::move(world)),
-      peer_(std::move(peer)) {}
+      peer_(std::move(peer)),
+      timeout_(timeout) {}
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
@@ -109,7 +115,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
   Tensor v = view_of(t, "broadcast's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::BROADCAST,
-              {peer_.broadcast_async(v, static_cast<PeerId>(opts.rootRank), options_for(opts.timeout, t))}, tensors);
+              {peer_.broadcast_async(v, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), t))}, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
@@ -119,7 +125,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
   Tensor v = view_of(t, "allreduce's tensor");
   const ReduceOp op = reduce_op_of(opts.reduceOp);
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::ALLREDUCE, {peer_.all_reduce_async(v, op, options_for(opts.timeout, t))}, tensors);
+  return work(rank_, c10d::OpType::ALLREDUCE, {peer_.all_reduce_async(v, op, options_for(op_timeout(opts.timeout), t))}, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -136,7 +142,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vect
   const ReduceOp op = reduce_op_of(opts.reduceOp);
   // One op of chorus (small tensors packed into shared buffers), ordered in the first tensor's
   // stream where it has one.
-  const Ordered o = options_for(opts.timeout, tensors.empty() ? at::empty({0}) : tensors[0]);
+  const Ordered o = options_for(op_timeout(opts.timeout), tensors.empty() ? at::empty({0}) : tensors[0]);
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::ALLREDUCE_COALESCED, {peer_.all_reduce_coalesced_async(std::move(views), op, o)},
               tensors);
@@ -150,7 +156,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor
   const ReduceOp op = reduce_op_of(opts.reduceOp);
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::REDUCE,
-              {peer_.reduce_async(v, op, static_cast<PeerId>(opts.rootRank), options_for(opts.timeout, t))}, tensors);
+              {peer_.reduce_async(v, op, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), t))}, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -163,7 +169,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::ve
   Tensor vin = view_of(in, "allgather's input");
   at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
   Tensor vflat = view_of(flat, "allgather's buffer");
-  const Ordered o = options_for(opts.timeout, in);
+  const Ordered o = options_for(op_timeout(opts.timeout), in);
   std::lock_guard<std::mutex> lk(issue_mu_);
   auto part = peer_.all_gather_async(vin, vflat, o);
   return work(rank_, c10d::OpType::ALLGATHER, {std::move(part)}, outputs[0], then_copy_out(o, flat, outputs[0]));
@@ -175,7 +181,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& o
   Tensor vin = view_of(input, "_allgather_base's input"), vout = view_of(output, "_allgather_base's output");
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::_ALLGATHER_BASE,
-              {peer_.all_gather_async(vin, vout, options_for(opts.timeout, input))}, {output});
+              {peer_.all_gather_async(vin, vout, options_for(op_timeout(opts.timeout), input))}, {output});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -197,7 +203,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vecto
   } else if (!outputs.empty() && !outputs[0].empty()) {
     invalid("gather takes no output list on a rank other than the root (" + std::to_string(opts.rootRank) + ")");
   }
-  const Ordered o = options_for(opts.timeout, in);
+  const Ordered o = options_for(op_timeout(opts.timeout), in);
   std::lock_guard<std::mutex> lk(issue_mu_);
   auto part = peer_.gather_async(vin, vflat, static_cast<PeerId>(opts.rootRank), o);
   if (!root) return work(rank_, c10d::OpType::GATHER, {std::move(part)}, {});
@@ -220,7 +226,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tenso
   }
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::SCATTER,
-              {peer_.scatter_async(vflat, vout, static_cast<PeerId>(opts.rootRank), options_for(opts.timeout, out))},
+              {peer_.scatter_async(vflat, vout, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), out))},
               outputs);
 }
 
@@ -236,7 +242,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(std::vector<at
   const ReduceOp op = reduce_op_of(opts.reduceOp);
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::REDUCE_SCATTER,
-              {peer_.reduce_scatter_async(vflat, vout, op, options_for(opts.timeout, out))}, outputs);
+              {peer_.reduce_scatter_async(vflat, vout, op, options_for(op_timeout(opts.timeout), out))}, outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -246,7 +252,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(at::Tens
   const ReduceOp op = reduce_op_of(opts.reduceOp);
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::_REDUCE_SCATTER_BASE,
-              {peer_.reduce_scatter_async(vin, vout, op, options_for(opts.timeout, output))}, {output});
+              {peer_.reduce_scatter_async(vin, vout, op, options_for(op_timeout(opts.timeout), output))}, {output});
 }
 
 std::vector<chorus::Work> ProcessGroupChorus::exchange(const std::vector<at::Tensor>& out_blocks,
@@ -285,7 +291,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
   if (output_splits.empty() && input_splits.empty()) {
     Tensor vin = view_of(input, "alltoall_base's input"), vout = view_of(output, "alltoall_base's output");
     std::lock_guard<std::mutex> lk(issue_mu_);
-    return work(rank_, c10d::OpType::ALLTOALL_BASE, {peer_.all_to_all_async(vin, vout, options_for(opts.timeout, input))},
+    return work(rank_, c10d::OpType::ALLTOALL_BASE, {peer_.all_to_all_async(vin, vout, options_for(op_timeout(opts.timeout), input))},
                 {output});
   }
   // Split sizes count rows (the first dimension); an empty list splits evenly.
@@ -321,7 +327,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
   auto outs = blocks(output, output_splits, "output");
   auto ins = blocks(input, input_splits, "input");
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::ALLTOALL_BASE, exchange(outs, ins, opts.timeout), {output});
+  return work(rank_, c10d::OpType::ALLTOALL_BASE, exchange(outs, ins, op_timeout(opts.timeout)), {output});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tensor>& outputs,
@@ -338,7 +344,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
     (void)dtype_of(outputs[j].scalar_type());
   }
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::ALLTOALL, exchange(outputs, inputs, opts.timeout), outputs);
+  return work(rank_, c10d::OpType::ALLTOALL, exchange(outputs, inputs, op_timeout(opts.timeout)), outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
@@ -347,7 +353,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>&
   Tensor v = view_of(t, "send's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::SEND,
-              {peer_.send_async(v, static_cast<PeerId>(dst), static_cast<uint32_t>(tag), options_for({}, t))}, tensors);
+              {peer_.send_async(v, static_cast<PeerId>(dst), static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
@@ -356,7 +362,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
   Tensor v = view_of(t, "recv's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::RECV,
-              {peer_.recv_async(v, static_cast<PeerId>(src), static_cast<uint32_t>(tag), options_for({}, t))}, tensors);
+              {peer_.recv_async(v, static_cast<PeerId>(src), static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
@@ -365,13 +371,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at:
   Tensor v = view_of(t, "recv's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::RECVANYSOURCE,
-              {peer_.recv_any_async(v, static_cast<uint32_t>(tag), options_for({}, t))}, tensors);
+              {peer_.recv_any_async(v, static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions& opts) {
   world_->check_up();
   OpOptions o;
-  if (opts.timeout.count() > 0) o.timeout = opts.timeout;
+  o.timeout = op_timeout(opts.timeout);
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::BARRIER, {peer_.barrier_async(o)}, {});
 }

@@ -33,10 +33,13 @@ using C10dBase = CHORUS_C10D_BASE;
 
 class ProcessGroupChorus : public C10dBase {
  public:
-  ProcessGroupChorus(std::shared_ptr<World> world, Peer peer);
+  // `timeout`: the group's (new_group's), for every op that gives none of its own; zero: the
+  // world's (init_process_group's, the collective's Config::timeout).
+  ProcessGroupChorus(std::shared_ptr<World> world, Peer peer, std::chrono::milliseconds timeout = {});
   const std::string getBackendName() const override { return "chorus"; }
   // The chorus handle this group runs on, and the collective it is in (chorus.shrink and friends).
   Peer peer() const { return peer_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
   const std::shared_ptr<World>& world() const { return world_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
@@ -75,8 +78,14 @@ class ProcessGroupChorus : public C10dBase {
   std::vector<chorus::Work> exchange(const std::vector<at::Tensor>& out_blocks, const std::vector<at::Tensor>& in_blocks,
                                      std::chrono::milliseconds timeout);
 
+  // An op's timeout: its own (torch's options; unset is -1), else the group's.
+  std::chrono::milliseconds op_timeout(std::chrono::milliseconds own) const {
+    return own.count() > 0 ? own : timeout_;
+  }
+
   std::shared_ptr<World> world_;
   Peer peer_;
+  std::chrono::milliseconds timeout_;
   // Ops are matched across ranks by the order they are called in: two threads calling at once
   // are put in one order here (issuing an op does not wait for it).
   std::mutex issue_mu_;

@@ -30,6 +30,8 @@ DType dtype_of(c10::ScalarType t) {
 
 Tensor view_of(const at::Tensor& t, const std::string& what) {
   if (!t.defined()) invalid(what + " is an undefined tensor");
+  if (t.layout() != c10::kStrided)
+    invalid(what + " is a " + c10::str(t.layout()) + " tensor: chorus takes dense (strided) tensors (call .to_dense())");
   const DType dtype = dtype_of(t.scalar_type());
   if (!t.is_contiguous()) invalid(what + " is not contiguous (call .contiguous() first)");
   Device device = Device::cpu();

@@ -10,40 +10,46 @@ namespace chorus::python {
 
 namespace {
 
-// The thread that completes futures: chorus's completion callback only queues the Work here.
-class FutureThread {
+// The threads that complete futures: chorus's completion callback only queues the Work here. A
+// future's callbacks run on the thread that completes it, and one may wait for another future
+// (DDP's PowerSGD hook waits for an all-reduce it starts): so a completion that finds no thread
+// idle gets a new one, and no completion waits behind a callback. The threads stay until stop();
+// there are as many as callbacks ever ran at once, plus one.
+class FutureThreads {
  public:
-  static FutureThread& get() {
-    static FutureThread* t = new FutureThread;  // never destroyed: stop() ends its thread
+  static FutureThreads& get() {
+    static FutureThreads* t = new FutureThreads;  // never destroyed: stop() ends its threads
     return *t;
   }
   void post(std::function<void()> fn) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       queue_.push_back(std::move(fn));
-      if (!thread_.joinable()) {
+      if (queue_.size() > idle_) {
         stopping_ = false;
-        thread_ = std::thread([this] { run(); });
+        threads_.emplace_back([this] { run(); });
       }
     }
     cv_.notify_one();
   }
   void stop() {
-    std::thread t;
+    std::vector<std::thread> threads;
     {
       std::lock_guard<std::mutex> lk(mu_);
       stopping_ = true;
-      t.swap(thread_);
+      threads.swap(threads_);
     }
-    cv_.notify_one();
-    if (t.joinable()) t.join();  // it finishes what is queued first
+    cv_.notify_all();
+    for (auto& t : threads) t.join();  // they finish what is queued first
   }
 
  private:
   void run() {
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
+      ++idle_;
       cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      --idle_;
       if (queue_.empty()) return;
       auto fn = std::move(queue_.front());
       queue_.pop_front();
@@ -55,13 +61,14 @@ class FutureThread {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;  // threads waiting for work
   bool stopping_ = false;
 };
 
 } // namespace
 
-void stop_future_thread() { FutureThread::get().stop(); }
+void stop_future_thread() { FutureThreads::get().stop(); }
 
 ChorusWork::ChorusWork(int rank, c10d::OpType type, std::vector<chorus::Work> parts, std::vector<at::Tensor> outputs,
                        std::function<void()> after)
@@ -130,6 +137,16 @@ bool ChorusWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
+void ChorusWork::settle_when_done() {
+  if (parts_.empty()) return settle();
+  auto self = c10::intrusive_ptr<ChorusWork>::reclaim_copy(this);  // lives until settled
+  unsettled_.store(parts_.size());
+  for (auto& p : parts_)
+    p.on_complete([self](const Status&) {
+      if (self->unsettled_.fetch_sub(1) == 1) self->settle();
+    });
+}
+
 c10::intrusive_ptr<c10::ivalue::Future> ChorusWork::getFuture() {
   std::lock_guard<std::mutex> lk(future_mu_);
   if (future_) return future_;
@@ -137,7 +154,7 @@ c10::intrusive_ptr<c10::ivalue::Future> ChorusWork::getFuture() {
   // The Work lives until its future is completed, whoever drops it first.
   auto self = c10::intrusive_ptr<ChorusWork>::reclaim_copy(this);
   auto complete = [self] {
-    FutureThread::get().post([self] {
+    FutureThreads::get().post([self] {
       self->settle();
       if (self->status_)
         self->future_->markCompleted(c10::IValue(self->outputs_));

@@ -1,7 +1,7 @@
 // An op of the "chorus" backend as torch.distributed sees it (c10d::Work): one or more chorus
 // ops and what runs once they are done (copying a staging buffer into the caller's tensors).
 // wait() waits on the ops themselves (chorus's futex, no thread in between); the future of
-// getFuture() (DDP's communication hooks chain on it) is completed from a thread of this module,
+// getFuture() (DDP's communication hooks chain on it) is completed from threads of this module,
 // never from chorus's: a future's callbacks may run more ops, which chorus's completion callback
 // must not.
 #pragma once
@@ -38,6 +38,10 @@ class ChorusWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   // A receive's sender (recvAnysource's, and a recv's src), once it is done.
   int sourceRank() const override;
+  // Runs `after` as soon as the op is done, on the thread that completes it (before the group's
+  // next op starts), also where nobody waits for this Work: a list the op fills is filled as
+  // gloo's are. Call once, after construction.
+  void settle_when_done();
 
  private:
   // Once every part is done: the first failure among them, else `after`'s outcome.
@@ -52,6 +56,7 @@ class ChorusWork : public c10d::Work {
   std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<size_t> remaining_{0};
+  std::atomic<size_t> unsettled_{0};  // settle_when_done(): parts not done yet
 };
 
 // Stops the thread that completes futures (the module's teardown; a later future starts it again).

@@ -1,6 +1,7 @@
 """Errors across ranks. usage: test_errors.py mismatch | killed
   mismatch  ranks call all_reduce with different lengths: every rank raises chorus.ShapeMismatch
-            with the same message (compared through a gloo group).
+            with the same message (compared through a gloo group); a sparse tensor raises
+            chorus.InvalidArgument at the call.
   killed    the last rank dies (SIGKILL) before an all_reduce: every survivor raises
             chorus.NodeLost naming it, well within the op timeout."""
 import os
@@ -34,6 +35,14 @@ if case == "mismatch":
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((4,), float(world))), t
     print(f"rank {rank}: raised chorus.ShapeMismatch: {message}")
+    # A tensor chorus cannot take is refused on the caller, before any op: a sparse one.
+    try:
+        dist.all_reduce(torch.eye(3).to_sparse())
+        raise AssertionError("a sparse tensor did not raise")
+    except chorus.InvalidArgument as e:
+        assert "sparse" in str(e).lower() and "to_dense" in str(e), str(e)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(world * world))), t
 elif case == "killed":
     victim = world - 1
     dist.barrier()

@@ -1,0 +1,88 @@
+"""What a Work's future and a group's options promise, on 2 ranks:
+- a future's callback may wait for another op's future (DDP's PowerSGD hook does): it completes,
+  and DDP with PowerSGD on chorus keeps parameters within 1e-5 of the same on gloo;
+- a list that an all_gather or gather fills is filled once the op is done, also where the Work
+  was dropped unwaited (the next op of the group finds it filled);
+- a subgroup's own timeout (new_group(timeout=...)) bounds its ops, not the default group's."""
+import datetime
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import chorus
+from common import init
+
+rank, world, gloo = init(timeout_s=60)
+
+# A callback that waits for a second op's future, as PowerSGD's do.
+x = torch.ones(2)
+inner = torch.full((2,), float(rank + 1))
+
+
+def second(_):
+    dist.all_reduce(inner, async_op=True).get_future().wait()
+    return inner.tolist()
+
+
+got = dist.all_reduce(x, async_op=True).get_future().then(second).wait()
+assert got == [3.0, 3.0], f"the nested op gave {got}"
+
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+
+
+nets = []
+for group in (dist.group.WORLD, gloo):
+    net = DDP(model(), process_group=group)
+    state = powerSGD_hook.PowerSGDState(process_group=group, matrix_approximation_rank=1, start_powerSGD_iter=2)
+    net.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    nets.append((net, torch.optim.SGD(net.parameters(), lr=0.1)))
+g = torch.Generator().manual_seed(rank)
+worst = 0.0
+for step in range(5):
+    batch = torch.randn(8, 16, generator=g)
+    for net, opt in nets:
+        opt.zero_grad()
+        net(batch).sum().backward()
+        opt.step()
+    for a, b in zip(nets[0][0].parameters(), nets[1][0].parameters()):
+        worst = max(worst, float((a - b).abs().max()))
+assert worst < 1e-5, f"DDP with PowerSGD: chorus and gloo {worst} apart"
+print(f"rank {rank}: nested futures complete; PowerSGD on chorus within {worst:.1e} of gloo", flush=True)
+
+# Lists filled without a wait.
+t = torch.full((3,), float(rank))
+gathered = [torch.zeros(3) for _ in range(world)]
+dist.all_gather(gathered, t, async_op=True)  # dropped
+at_root = [torch.zeros(3) for _ in range(world)] if rank == 0 else None
+dist.gather(t, at_root, dst=0, async_op=True)
+dist.barrier()
+want = [torch.full((3,), float(r)) for r in range(world)]
+assert all(torch.equal(a, b) for a, b in zip(gathered, want)), f"all_gather's list: {gathered}"
+assert rank != 0 or all(torch.equal(a, b) for a, b in zip(at_root, want)), f"gather's list: {at_root}"
+print(f"rank {rank}: lists of dropped Works filled", flush=True)
+
+# A subgroup's timeout: rank 1 does not call until rank 0's op ended.
+sub = dist.new_group(list(range(world)), timeout=datetime.timedelta(seconds=1))
+dist.barrier(group=sub)
+token = torch.zeros(1)
+if rank == 0:
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(2), group=sub)
+        raise AssertionError("the subgroup's all_reduce succeeded with a rank missing")
+    except chorus.Timeout:
+        took = time.monotonic() - start
+    assert took < 10, f"the subgroup's op timed out after {took:.1f} s: its own 1 s did not hold"
+    dist.send(token, 1, group=gloo)
+    print(f"rank {rank}: the subgroup's op timed out after {took:.1f} s", flush=True)
+else:
+    dist.recv(token, 0, group=gloo)
+dist.barrier(group=gloo)
+sys.exit(0)
