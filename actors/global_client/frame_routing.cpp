@@ -105,14 +105,8 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       if (!pair_between(c->source, node, c->destination, topo_.node_id))
         return on_node_lost(node, from + " withdrew a message from peer " + std::to_string(c->source) + " to peer " +
                                       std::to_string(c->destination) + ", not one from its peers to this node's");
-      if (p2p_->withdraw({h.group, c->source, c->destination, c->tag}, c->id)) {
-        FrameHeader a = frame_header(FrameType::p2p_ack);
-        a.group = h.group;
-        a.seq = h.seq;
-        conns_[node]->send(SendTicket::owning(
-            a, encode_p2p_ack({c->source, c->destination, c->tag,
-                               Status(Errc::timeout, "withdrawn before a receive took it"), c->id})));
-      }
+      const P2PMailbox::Key k{h.group, c->source, c->destination, c->tag};
+      if (p2p_->withdraw(k, c->id)) answer_withdrawn(k, c->id);
       return;
     }
     default: return;

@@ -145,6 +145,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // What recv does with the message it took: checks it against `t`, copies it in, and answers the
   // sender. A receive from any source takes its message from the mailbox itself (p2p()).
   Status take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t);
+  // Tells the sender of message `id` that it was withdrawn before a receive took it (the answer
+  // its timed-out send waits for).
+  void answer_withdrawn(const P2PMailbox::Key& k, uint64_t id);
   P2PMailbox& p2p() { return *p2p_; }
 
   // This node's NCCL communicators across nodes (cuda/nccl_job.hpp), made on first use; nullptr

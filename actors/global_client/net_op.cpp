@@ -148,7 +148,7 @@ void NetOp::release_offered(int p) {
       std::lock_guard<std::mutex> lk(mu_);
       return lost_.has_value();
     };
-    while (!done() && Clock::now() < deadline_ && !lost()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (!done() && Clock::now() < deadline_.load() && !lost()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (done()) continue;
     // The sender stalled mid-transfer: cut the connection so that pumping it lets go of the memory.
     client_->cut_off(rec->node, "node " + std::to_string(rec->node) + " stalled in the middle of a transfer");
@@ -195,7 +195,7 @@ Status NetOp::wait_sent(uint32_t slot) {
   // Past the deadline, await_sent cuts the receiver off as frozen. A send already out (most small
   // ones, written by the calling thread) skips the wait altogether.
   const bool ended = o.ticket->done.value.load() != 0 || await(o.ticket->done, 1, false);
-  if ((ended || client_->await_sent(*o.ticket, o.node, deadline_)) && o.ticket->done.value.load() == 1)
+  if ((ended || client_->await_sent(*o.ticket, o.node, deadline_.load())) && o.ticket->done.value.load() == 1)
     return Status::ok();
   return verdict(*client_, {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"});
 }
@@ -272,7 +272,7 @@ void NetOp::done_with(uint32_t slot) {
 Status NetOp::conclude(int p, Status local) {
   // Out of time (this peer's wait, or a node-mate's it waited for): a stalled link is named before
   // the verdict, which then reports it rather than the timeout it caused.
-  if (Clock::now() >= deadline_) client_->check_stalled_links();
+  if (Clock::now() >= deadline_.load()) client_->check_stalled_links();
   flush();
   release_offered(p);
   // The caller's memory may be released once we return: every queued send must be off it.
@@ -281,7 +281,7 @@ Status NetOp::conclude(int p, Status local) {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto& [slot, o] : out_) outs.push_back(o);
   }
-  for (auto& o : outs) client_->await_sent(*o.ticket, o.node, deadline_);
+  for (auto& o : outs) client_->await_sent(*o.ticket, o.node, deadline_.load());
   // Every node's announcement decides the error, so every peer everywhere reports the same one.
   const uint32_t nodes = static_cast<uint32_t>(ann_.size());
   for (;;) {

@@ -139,7 +139,12 @@ class NetOp : public RemoteSteps {
   std::vector<std::optional<OpAnnouncement>> ann_;  // by node
   WaitWord ann_word_;                               // announcements so far; the top on node loss
   bool launched_ = false;
-  Clock::time_point deadline_{};
+  // Until every node taking part announced, the op's own bound (the shortest of its local peers'
+  // timeouts); then the Config's, for moving the data (a short bound must not cut a link in the
+  // middle of a large transfer). Read without mu_ by the waits.
+  std::atomic<Clock::time_point> deadline_{Clock::time_point{}};
+  Clock::time_point data_deadline_{};
+  void extend_if_all_called_locked();
   Clock::time_point spread_at_{};
   std::atomic<bool> spread_{false};  // await() spread once
   Clock::time_point half_at_{};     // half the op's time gone: await() says what it waits for, once

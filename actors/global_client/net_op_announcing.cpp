@@ -51,13 +51,15 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
   takes_part_.assign(ann_.size(), false);
   for (uint32_t n : rank_node_) takes_part_[n] = true;
   launched_ = true;
-  deadline_ = deadline;
   const auto now = Clock::now();
+  deadline_.store(deadline);
+  data_deadline_ = std::max(deadline, now + client_->config().timeout);
   spread_at_ = std::min(deadline, now + kSpreadAfter);
   half_at_ = now + (deadline - now) / 2;
   label_ = std::move(label);
   local_peers_ = local_peers;
   ann_[my_node_] = std::move(mine);
+  extend_if_all_called_locked();
   for (uint32_t k = 0; k < ann_.size(); ++k)
     if (k != my_node_ && ann_[k]) stop_if_doomed_locked(*ann_[k], out);
   ann_word_.set(ann_word_.value.load() + 1);
@@ -65,6 +67,13 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
   if (abort_) spread_locked(out);  // stopped before it started: nobody may wait for our forwards
   lk.unlock();
   out.send();
+}
+
+void NetOp::extend_if_all_called_locked() {
+  if (!launched_) return;
+  for (uint32_t k = 0; k < ann_.size(); ++k)
+    if (takes_part_[k] && !ann_[k]) return;
+  if (data_deadline_ > deadline_.load()) deadline_.store(data_deadline_);
 }
 
 void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs, Outbox& out) {
@@ -84,6 +93,7 @@ void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::
     if (a.node >= ann_.size() || ann_[a.node]) return;
     ann_[a.node] = a;
     ann_frame_[a.node] = whole_frame(h, frame);
+    extend_if_all_called_locked();
     if (launched_ && abort_) spread_locked(out);  // stopped: we no longer forward along the schedule
     stop_if_doomed_locked(a, out);
     wake_if_stopped_locked();
@@ -95,7 +105,7 @@ void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::
 
 bool NetOp::await(WaitWord& w, uint32_t target, bool spin) {
   Poller& poller = client_->poller();
-  if (!spread_.load() && Clock::now() < spread_at_ && poller.wait(w, target, std::min(spread_at_, deadline_), spin))
+  if (!spread_.load() && Clock::now() < spread_at_ && poller.wait(w, target, std::min(spread_at_, deadline_.load()), spin))
     return true;
   // Slow: maybe a node on the path of our forwards is stuck. Everything we know goes to every
   // node now, well before the deadline, so every node can still name the same culprit.
@@ -117,7 +127,13 @@ bool NetOp::await(WaitWord& w, uint32_t target, bool spin) {
       CHORUS_LOG(warn, op, (LogWhere{my_node_, -1, group_, static_cast<int64_t>(seq_)}),
                  label_ + ": waiting for " + what + ", half the op's timeout gone");
   }
-  if (poller.wait(w, target, deadline_, spin)) return true;
+  // The deadline moves out once every node announced: wait on to the new one.
+  for (Clock::time_point d = deadline_.load();; ) {
+    if (poller.wait(w, target, d, spin)) return true;
+    const Clock::time_point now_d = deadline_.load();
+    if (now_d == d) break;
+    d = now_d;
+  }
   client_->check_stalled_links();  // the op timeout is the detector of a stalled link
   return false;
 }

@@ -1,6 +1,7 @@
 #include "actors/global_client/p2p.hpp"
 
 #include <algorithm>
+#include <type_traits>
 #include <cstring>
 
 #include "actors/global_client/global_client.hpp"
@@ -45,22 +46,28 @@ void P2PMailbox::answer(const Key& k, uint64_t id, Status s) {
   bump();
 }
 
-void P2PMailbox::abandon(const Key& k, uint64_t id) {
+std::optional<Status> P2PMailbox::abandon(const Key& k, uint64_t id) {
   std::lock_guard<std::mutex> lk(mu_);
   if (auto it = answers_.find(k); it != answers_.end()) {
     auto& q = it->second;
     auto a = std::find_if(q.begin(), q.end(), [&](const Answer& x) { return x.id == id; });
-    if (a != q.end()) {
+    if (a != q.end()) {  // it came after all
+      Status s = std::move(a->status);
       q.erase(a);
       if (q.empty()) answers_.erase(it);
-      return;
+      return s;
     }
   }
   abandoned_.insert({k, id});
+  return std::nullopt;
 }
 
 bool P2PMailbox::withdraw(const Key& k, uint64_t id) {
   std::lock_guard<std::mutex> lk(mu_);
+  if (lent_.count({k, id})) {  // decided when the receive keeps it or puts it back
+    withdrawn_lent_.insert({k, id});
+    return false;
+  }
   auto it = inbox_.find(k);
   if (it == inbox_.end()) return false;
   for (auto m = it->second.begin(); m != it->second.end(); ++m) {
@@ -115,7 +122,7 @@ bool P2PMailbox::left_to_earlier(const Key& k, uint64_t ticket) const {
 template <class T, class Pick>
 P2PMailbox::Took P2PMailbox::take_first(std::map<Key, std::deque<T>>& box, Pick pick, std::span<const uint32_t> nodes,
                                         Poller& poller, Clock::time_point deadline, const std::function<bool()>* stop,
-                                        Key* k, T& out, Status& why) {
+                                        Key* k, T& out, Status& why, bool loan) {
   for (;;) {
     const uint32_t g = word_.value.load();
     if (stop && (*stop)()) return Took::stopped;
@@ -123,6 +130,8 @@ P2PMailbox::Took P2PMailbox::take_first(std::map<Key, std::deque<T>>& box, Pick 
       std::lock_guard<std::mutex> lk(mu_);
       if (auto it = pick(); it != box.end()) {
         if (k) *k = it->first;
+        if constexpr (std::is_same_v<T, Message>)
+          if (loan) lent_.insert({it->first, it->second.front().id});
         out = std::move(it->second.front());
         it->second.pop_front();
         if (it->second.empty()) box.erase(it);
@@ -195,15 +204,24 @@ P2PMailbox::Took P2PMailbox::take_any(uint32_t group, uint32_t dst, uint64_t tag
     }
     return at;
   };
-  return take_first(inbox_, first, from_nodes, poller, deadline, &stop, &k, out, why);
+  return take_first(inbox_, first, from_nodes, poller, deadline, &stop, &k, out, why, true);
 }
 
-void P2PMailbox::put_back(const Key& k, Message m) {
+void P2PMailbox::keep(const Key& k, uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  lent_.erase({k, id});
+  withdrawn_lent_.erase({k, id});  // the receive took it first: its answer is the send's
+}
+
+bool P2PMailbox::put_back(const Key& k, Message m) {
   {
     std::lock_guard<std::mutex> lk(mu_);
+    lent_.erase({k, m.id});
+    if (withdrawn_lent_.erase({k, m.id})) return true;
     inbox_[k].push_front(std::move(m));
   }
   bump();
+  return false;
 }
 
 // ---- GlobalClient::send and recv ----
@@ -232,8 +250,7 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
                                                         sends_data ? t.nbytes() : 0));
   await_sent(*ticket, node, deadline);
   const Status timed_out(Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
-                                            ") never posted the matching recv within " +
-                                            std::to_string(config_.timeout.count()) + " ms");
+                                            ") never posted the matching recv within the send's timeout");
   Status answer, why;
   for (bool withdrawing = false;;) {
     switch (p2p_->take_answer(k, id, node, poller_, deadline, answer, why)) {
@@ -245,8 +262,12 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
       case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the answer stopped"};  // take_any's only
     }
     if (withdrawing) {  // the receiver's node did not answer the withdrawal in time either
-      p2p_->abandon(k, id);
-      return timed_out;
+      if (auto late = p2p_->abandon(k, id)) {
+        if (late->code() == Errc::timeout) return timed_out;
+        return sends_data ? *late : cannot;
+      }
+      return Status(Errc::timeout, timed_out.message() + "; node " + std::to_string(node) +
+                                       " did not answer its withdrawal either, so a receive there may still take it");
     }
     // The message may wait in the receiver's mailbox: take it back, so that no later receive
     // takes it for a later send's. Its node answers once: the withdrawal, or a receive's answer
@@ -274,6 +295,14 @@ Status GlobalClient::recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point
     case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the message stopped"};  // take_any's only
   }
   return take_delivered(k, m, t);
+}
+
+void GlobalClient::answer_withdrawn(const P2PMailbox::Key& k, uint64_t id) {
+  FrameHeader a = frame_header(FrameType::p2p_ack);
+  a.group = k.group;
+  a.seq = (uint64_t{k.source} << 32) | k.destination;
+  conns_[node_of(k.source)]->send(SendTicket::owning(
+      a, encode_p2p_ack({k.source, k.destination, k.tag, Status(Errc::timeout, "withdrawn before a receive took it"), id})));
 }
 
 Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t) {

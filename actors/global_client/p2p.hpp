@@ -50,8 +50,9 @@ class P2PMailbox {
   void answer(const Key& k, uint64_t id, Status s);
   // Takes back message `id` for k if no receive took it yet (its send timed out): true if it was here.
   bool withdraw(const Key& k, uint64_t id);
-  // The send of message `id` gives up on its answer: dropped now, or when it comes.
-  void abandon(const Key& k, uint64_t id);
+  // The send of message `id` gives up on its answer: dropped when it comes; or returned, where it
+  // came just now.
+  std::optional<Status> abandon(const Key& k, uint64_t id);
   void node_lost(const Status& why);                 // every pair fails
   void node_left(uint32_t node, const Status& why);  // pairs with that node fail
 
@@ -87,8 +88,12 @@ class P2PMailbox {
   Took take_any(uint32_t group, uint32_t dst, uint64_t tag, const std::vector<uint32_t>& from, const std::vector<uint32_t>& from_nodes,
                 Poller& poller, Clock::time_point deadline, const std::function<bool()>& stop, Key& k, Message& out, Status& why,
                 uint64_t ticket = 0);
-  // Puts a message taken by take_any back first in its queue (the receive took another instead).
-  void put_back(const Key& k, Message m);
+  // What take_any took is lent until the receive keeps it (keep: its answer goes to the sender)
+  // or gives it back (put_back: first in its queue again, as it took another instead). A message
+  // withdrawn while lent is dropped at put_back, which then returns true: the caller answers the
+  // sender's withdrawal (GlobalClient::answer_withdrawn).
+  void keep(const Key& k, uint64_t id);
+  bool put_back(const Key& k, Message m);
   void wake() { bump(); }
 
  private:
@@ -98,9 +103,11 @@ class P2PMailbox {
   // The wait both takes share: the queue `pick()` names (box.end(): none yet; under mu_) gives
   // up its first entry (its key in `k`, when given), unless a node was lost, every node of `nodes`
   // left, `stop` holds, or the deadline passes.
+  // `loan`: the message is lent (take_any's: it may come back, put_back), under the same lock.
   template <class T, class Pick>
   Took take_first(std::map<Key, std::deque<T>>& box, Pick pick, std::span<const uint32_t> nodes, Poller& poller,
-                  Clock::time_point deadline, const std::function<bool()>* stop, Key* k, T& out, Status& why);
+                  Clock::time_point deadline, const std::function<bool()>* stop, Key* k, T& out, Status& why,
+                  bool loan = false);
   void bump();
   uint64_t post(const Key& k);
   void unpost(uint64_t ticket);
@@ -112,6 +119,8 @@ class P2PMailbox {
   uint64_t delivered_ = 0;
   std::map<Key, std::deque<Answer>> answers_;
   std::set<std::pair<Key, uint64_t>> abandoned_;  // answers whose sends gave up on them
+  std::set<std::pair<Key, uint64_t>> lent_;       // messages take_any took, not kept or put back yet
+  std::set<std::pair<Key, uint64_t>> withdrawn_lent_;  // ... and withdrawn meanwhile
   std::map<uint64_t, Key> posted_;      // the receives posted, by ticket (in the order of their calls)
   uint64_t tickets_ = 0;
   std::optional<Status> lost_;          // a node died: every pair fails

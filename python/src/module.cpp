@@ -15,6 +15,9 @@ using namespace chorus::python;
 
 namespace {
 
+// torch.distributed's default_pg_timeout.
+constexpr std::chrono::milliseconds kTorchDefaultTimeout{30 * 60 * 1000};
+
 // torch.distributed's default group (`global_ranks` empty) joins the collective; a subgroup is a
 // group of its peer.
 c10::intrusive_ptr<C10dBase> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
@@ -27,7 +30,11 @@ c10::intrusive_ptr<C10dBase> create_process_group(const c10::intrusive_ptr<c10d:
   }
   auto world = World::current();
   chorus::Peer peer = world->group(global_ranks);
-  return c10::make_intrusive<ProcessGroupChorus>(std::move(world), std::move(peer), timeout);
+  // torch passes its default (30 minutes) where new_group was given no timeout: the group then
+  // keeps the world's (init_process_group's), as it would not otherwise learn it was not given one.
+  const bool given = timeout != kTorchDefaultTimeout;
+  return c10::make_intrusive<ProcessGroupChorus>(std::move(world), std::move(peer),
+                                                 given ? timeout : std::chrono::milliseconds{0});
 }
 
 // Elastic membership (docs/elastic.md): the group's next epoch as a new backend object, which

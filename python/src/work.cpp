@@ -25,13 +25,15 @@ class FutureThreads {
     {
       std::lock_guard<std::mutex> lk(mu_);
       queue_.push_back(std::move(fn));
-      if (queue_.size() > idle_) {
-        stopping_ = false;
+      if (queue_.size() > idle_ + starting_) {
+        ++starting_;
         threads_.emplace_back([this] { run(); });
       }
     }
     cv_.notify_one();
   }
+  // Ends the threads once the queue is empty (a callback still running is waited for; one that
+  // stops from a pool thread leaves that thread to end by itself). Posts meanwhile still run.
   void stop() {
     std::vector<std::thread> threads;
     {
@@ -40,12 +42,20 @@ class FutureThreads {
       threads.swap(threads_);
     }
     cv_.notify_all();
-    for (auto& t : threads) t.join();  // they finish what is queued first
+    for (auto& t : threads) {
+      if (t.get_id() == std::this_thread::get_id())
+        t.detach();
+      else
+        t.join();
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = false;
   }
 
  private:
   void run() {
     std::unique_lock<std::mutex> lk(mu_);
+    --starting_;
     for (;;) {
       ++idle_;
       cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
@@ -62,7 +72,8 @@ class FutureThreads {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   std::vector<std::thread> threads_;
-  size_t idle_ = 0;  // threads waiting for work
+  size_t idle_ = 0;      // threads waiting for work
+  size_t starting_ = 0;  // threads made, not yet waiting (each will take an entry)
   bool stopping_ = false;
 };
 

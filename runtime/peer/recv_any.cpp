@@ -118,11 +118,14 @@ Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, PostedRecv* p
   }
   if (took != P2PMailbox::Took::stopped && reply && !s.rt->core->withdraw(reply->timer)) {
     // The server paired it (or ended it) meanwhile: that pairing stands.
-    if (took == P2PMailbox::Took::it) s.global->p2p().put_back(k, std::move(m));
+    if (took == P2PMailbox::Took::it) {
+      const uint64_t id = m.id;
+      if (s.global->p2p().put_back(k, std::move(m))) s.global->answer_withdrawn(k, id);  // its send gave up meanwhile
+    }
     took = P2PMailbox::Took::stopped;
   }
   switch (took) {
-    case P2PMailbox::Took::it: return take_message(s, rec, k, m, t);
+    case P2PMailbox::Took::it: s.global->p2p().keep(k, m.id); return take_message(s, rec, k, m, t);
     case P2PMailbox::Took::ended: return record_end(s, rec, why);
     case P2PMailbox::Took::nothing:
       return record_end(s, rec, Status(Errc::timeout, "recv any->" + std::to_string(s.rank) + " tag " + std::to_string(tag) +
