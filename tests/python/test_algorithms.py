@@ -257,20 +257,24 @@ def fail_backward(model, x, y):
     assert not engine._in_backward and getattr(impl, "pending", None) is None
 
 
+def steps_give_mean(model, opt, g, steps, label):
+    """`steps` training steps, each one's gradients checked against the ranks' mean."""
+    for step in range(steps):
+        x, y, use_extra = batch(g, step)
+        mine = local_grads(model, x, y, use_extra)
+        opt.zero_grad()
+        train_step(model, x, y, use_extra)
+        check_mean(f"{label}, step {step}", model, mine)
+        opt.step()
+
+
 def check_failure():
     """Training goes on rightly after a backward that raised on every rank."""
     model = make(5).with_bagua([], gradient_allreduce.GradientAllReduceAlgorithm(), bucket_bytes=2048)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     g = torch.Generator().manual_seed(30 + rank)
-    for step in range(4):
-        x, y, use_extra = batch(g, step)
-        if step == 1:
-            fail_backward(model, x, y)
-        mine = local_grads(model, x, y, use_extra)
-        opt.zero_grad()
-        train_step(model, x, y, use_extra)
-        check_mean(f"after a failed backward, step {step}", model, mine)
-        opt.step()
+    fail_backward(model, *batch(g, 0)[:2])
+    steps_give_mean(model, opt, g, 3, "after a failed backward")
     print(f"rank {rank}: a failed backward: the next forward raises, then 3 steps give the ranks' mean")
 
 
@@ -284,13 +288,7 @@ def check_checkpointing():
     model.reentrant = True
     raises("use_reentrant=False", lambda: train_step(model, x, y, False))
     model.reentrant = False
-    for step in range(3):
-        x, y, use_extra = batch(g, step)
-        mine = local_grads(model, x, y, use_extra)
-        opt.zero_grad()
-        train_step(model, x, y, use_extra)
-        check_mean(f"use_reentrant=False, step {step}", model, mine)
-        opt.step()
+    steps_give_mean(model, opt, g, 3, "use_reentrant=False")
     print(f"rank {rank}: reentrant checkpointing raises; use_reentrant=False: 3 steps give the ranks' mean")
 
 
