@@ -90,6 +90,20 @@ std::function<void()> then_copy_out(const Ordered& o, at::Tensor flat, std::vect
   return [flat] {};
 }
 
+// A tensor as chorus takes it (contiguous): itself, or, for a CPU tensor of other strides (a
+// transpose, a slice with a step; gloo takes those), a contiguous copy whose result `back` copies
+// into it once the op is done (where the op writes it: `writes`).
+struct Staged {
+  at::Tensor t;
+  std::function<void()> back;
+};
+Staged staged(const at::Tensor& t, bool writes) {
+  if (!t.defined() || t.is_contiguous() || t.layout() != c10::kStrided || !t.is_cpu()) return {t, {}};
+  at::Tensor c = t.contiguous();
+  if (!writes) return {c, {}};
+  return {c, [t, c]() mutable { t.copy_(c); }};
+}
+
 // A Work whose result is copied out (`after`) copies it as soon as the op is done, also where
 // the caller drops the Work unwaited (as gloo fills its lists).
 c10::intrusive_ptr<c10d::Work> work(int rank, c10d::OpType type, std::vector<chorus::Work> parts,
@@ -111,21 +125,25 @@ ProcessGroupChorus::ProcessGroupChorus(std::shared_ptr<World> world, Peer peer, 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
   world_->check_up();
-  auto& t = one(tensors, "broadcast");
+  auto st = staged(one(tensors, "broadcast"), true);
+  const at::Tensor& t = st.t;
   Tensor v = view_of(t, "broadcast's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::BROADCAST,
-              {peer_.broadcast_async(v, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), t))}, tensors);
+              {peer_.broadcast_async(v, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), t))}, tensors,
+              std::move(st.back));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   world_->check_up();
-  auto& t = one(tensors, "allreduce");
+  auto st = staged(one(tensors, "allreduce"), true);
+  const at::Tensor& t = st.t;
   Tensor v = view_of(t, "allreduce's tensor");
   const ReduceOp op = reduce_op_of(opts.reduceOp);
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::ALLREDUCE, {peer_.all_reduce_async(v, op, options_for(op_timeout(opts.timeout), t))}, tensors);
+  return work(rank_, c10d::OpType::ALLREDUCE, {peer_.all_reduce_async(v, op, options_for(op_timeout(opts.timeout), t))}, tensors,
+              std::move(st.back));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -151,12 +169,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vect
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
   world_->check_up();
-  auto& t = one(tensors, "reduce");
+  auto st = staged(one(tensors, "reduce"), true);
+  const at::Tensor& t = st.t;
   Tensor v = view_of(t, "reduce's tensor");
   const ReduceOp op = reduce_op_of(opts.reduceOp);
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::REDUCE,
-              {peer_.reduce_async(v, op, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), t))}, tensors);
+              {peer_.reduce_async(v, op, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), t))}, tensors,
+              std::move(st.back));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -349,7 +369,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   world_->check_up();
-  auto& t = one(tensors, "send");
+  auto st = staged(one(tensors, "send"), false);
+  const at::Tensor& t = st.t;
   Tensor v = view_of(t, "send's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::SEND,
@@ -358,20 +379,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>&
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   world_->check_up();
-  auto& t = one(tensors, "recv");
+  auto st = staged(one(tensors, "recv"), true);
+  const at::Tensor& t = st.t;
   Tensor v = view_of(t, "recv's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::RECV,
-              {peer_.recv_async(v, static_cast<PeerId>(src), static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors);
+              {peer_.recv_async(v, static_cast<PeerId>(src), static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors,
+              std::move(st.back));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   world_->check_up();
-  auto& t = one(tensors, "recv");
+  auto st = staged(one(tensors, "recv"), true);
+  const at::Tensor& t = st.t;
   Tensor v = view_of(t, "recv's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
   return work(rank_, c10d::OpType::RECVANYSOURCE,
-              {peer_.recv_any_async(v, static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors);
+              {peer_.recv_any_async(v, static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors,
+              std::move(st.back));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions& opts) {

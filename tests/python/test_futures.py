@@ -3,6 +3,7 @@
   and DDP with PowerSGD on chorus keeps parameters within 1e-5 of the same on gloo;
 - a list that an all_gather or gather fills is filled once the op is done, also where the Work
   was dropped unwaited (the next op of the group finds it filled);
+- CPU tensors of any strides work (staged through a contiguous copy);
 - a subgroup's own timeout (new_group(timeout=...)) bounds its ops, not the default group's."""
 import datetime
 import sys
@@ -67,6 +68,26 @@ want = [torch.full((3,), float(r)) for r in range(world)]
 assert all(torch.equal(a, b) for a, b in zip(gathered, want)), f"all_gather's list: {gathered}"
 assert rank != 0 or all(torch.equal(a, b) for a, b in zip(at_root, want)), f"gather's list: {at_root}"
 print(f"rank {rank}: lists of dropped Works filled", flush=True)
+
+# Tensors of other strides (gloo takes them): staged through a contiguous copy and back.
+m = (torch.arange(12, dtype=torch.float32).reshape(3, 4) * (rank + 1)).t()  # a transpose
+dist.all_reduce(m)
+want = (torch.arange(12, dtype=torch.float32).reshape(3, 4) * sum(r + 1 for r in range(world))).t()
+assert torch.equal(m, want), f"all_reduce of a transpose: {m}"
+base = torch.zeros(10)
+every_other = base[::2]
+if rank == 0:
+    every_other.copy_(torch.arange(5, dtype=torch.float32))
+dist.broadcast(every_other, 0)
+assert torch.equal(base[::2], torch.arange(5, dtype=torch.float32)) and not base[1::2].any(), f"broadcast: {base}"
+sent = torch.arange(8, dtype=torch.float32).reshape(2, 4).t()  # 4 x 2, of other strides
+box = torch.zeros(2, 4)
+if rank == 0:
+    dist.send(sent, 1, tag=4)
+elif rank == 1:
+    dist.recv(box.t(), 0, tag=4)  # into a 4 x 2 transpose: the same elements, in the same order
+    assert torch.equal(box.t(), sent), f"recv into a transpose: {box.t()}"
+print(f"rank {rank}: tensors of other strides", flush=True)
 
 # A subgroup's timeout: rank 1 does not call until rank 0's op ended.
 sub = dist.new_group(list(range(world)), timeout=datetime.timedelta(seconds=1))
