@@ -255,7 +255,7 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
   for (bool withdrawing = false;;) {
     switch (p2p_->take_answer(k, id, node, poller_, deadline, answer, why)) {
       case P2PMailbox::Took::it:
-        if (withdrawing && answer.code() == Errc::timeout) return timed_out;  // withdrawn: no receive has it
+        if (withdrawing && answer.code() == Errc::timeout) return sends_data ? timed_out : cannot;  // withdrawn
         return sends_data ? answer : cannot;
       case P2PMailbox::Took::ended: return why;
       case P2PMailbox::Took::nothing: break;
@@ -263,7 +263,7 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
     }
     if (withdrawing) {  // the receiver's node did not answer the withdrawal in time either
       if (auto late = p2p_->abandon(k, id)) {
-        if (late->code() == Errc::timeout) return timed_out;
+        if (late->code() == Errc::timeout) return sends_data ? timed_out : cannot;
         return sends_data ? *late : cannot;
       }
       return Status(Errc::timeout, timed_out.message() + "; node " + std::to_string(node) +

@@ -78,6 +78,9 @@ void LocalServerCore::launch_global(Launch& l) {
   for (const auto& a : l.arrivals)
     if (a && a->call.timeout.count() > 0) bound = bound ? std::min(*bound, a->call.timeout) : a->call.timeout;
   const auto when = Clock::now() + bound.value_or(l.config->timeout);
+  // Once every node called (the announcements: NetOp's own deadline moves out then), the data
+  // and NCCL's run have the Config's timeout: a short bound must not end a large transfer.
+  const auto data_when = std::max(when, Clock::now() + l.config->timeout);
   std::vector<uint32_t> rank_node = global.rank_nodes(l.members);
   std::shared_ptr<const CompiledSchedule> cs;
   RunStrategy strategy;
@@ -124,13 +127,13 @@ void LocalServerCore::launch_global(Launch& l) {
       // An NCCL op's plan is empty too: it concludes the announcements; then NCCL runs it.
       plan = std::make_shared<OpPlan>(l.kind, DType::f32, ReduceOp::sum, n, 0, 0,
                                       CompiledSchedule::compile(std::vector<Program>(static_cast<std::size_t>(n))),
-                                      when, label, remote, static_cast<unsigned>(local));
+                                      data_when, label, remote, static_cast<unsigned>(local));
       if (s && l.gpu)
         nccl = std::make_shared<NcclRun>(l.global, std::dynamic_pointer_cast<NetOp>(remote), l.key.first, rank_node,
-                                         std::move(nccl_parts), when, label);
+                                         std::move(nccl_parts), data_when, label);
     } else {
       plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
-                                      when, label, remote, static_cast<unsigned>(local));
+                                      data_when, label, remote, static_cast<unsigned>(local));
     }
   } catch (const std::exception& e) {
     remote->abort(Status(Errc::internal, label + ": " + e.what()));

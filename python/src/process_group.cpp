@@ -71,6 +71,7 @@ at::Tensor flat_copy(const std::vector<at::Tensor>& list) {
 }
 std::function<void()> copy_out(at::Tensor flat, std::vector<at::Tensor> list) {
   return [flat = std::move(flat), list = std::move(list)]() mutable {
+    at::NoGradGuard raw;  // runs on chorus's thread, where grad mode is on
     int64_t at = 0;
     for (auto& t : list) {
       t.copy_(flat.narrow(0, at, t.numel()).view(t.sizes()));
@@ -99,9 +100,13 @@ struct Staged {
 };
 Staged staged(const at::Tensor& t, bool writes) {
   if (!t.defined() || t.is_contiguous() || t.layout() != c10::kStrided || !t.is_cpu()) return {t, {}};
-  at::Tensor c = t.contiguous();
+  at::NoGradGuard raw;  // the tensor is read as memory, as gloo does (autograd has no say)
+  at::Tensor c = t.detach().contiguous();
   if (!writes) return {c, {}};
-  return {c, [t, c]() mutable { t.copy_(c); }};
+  return {c, [t, c]() mutable {
+            at::NoGradGuard raw;  // a parameter's view is written as memory, as gloo does
+            t.copy_(c);
+          }};
 }
 
 // A Work whose result is copied out (`after`) copies it as soon as the op is done, also where

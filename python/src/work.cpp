@@ -43,10 +43,12 @@ class FutureThreads {
     }
     cv_.notify_all();
     for (auto& t : threads) {
-      if (t.get_id() == std::this_thread::get_id())
+      if (t.get_id() == std::this_thread::get_id()) {
         t.detach();
-      else
+        tl_leave = true;  // this thread ends once its callback returns
+      } else {
         t.join();
+      }
     }
     std::lock_guard<std::mutex> lk(mu_);
     stopping_ = false;
@@ -66,8 +68,10 @@ class FutureThreads {
       lk.unlock();
       fn();
       lk.lock();
+      if (tl_leave) return;
     }
   }
+  static inline thread_local bool tl_leave = false;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;

@@ -87,6 +87,13 @@ if rank == 0:
 elif rank == 1:
     dist.recv(box.t(), 0, tag=4)  # into a 4 x 2 transpose: the same elements, in the same order
     assert torch.equal(box.t(), sent), f"recv into a transpose: {box.t()}"
+weight = torch.nn.Parameter(torch.zeros(6))  # a strided view of a parameter, written back as memory
+with torch.no_grad():
+    view = weight[::2]
+    if rank == 0:
+        view.copy_(torch.ones(3))
+dist.broadcast(view, 0)
+assert torch.equal(weight.detach(), torch.tensor([1.0, 0, 1, 0, 1, 0])), f"broadcast into a parameter's view: {weight}"
 print(f"rank {rank}: tensors of other strides", flush=True)
 
 # A subgroup's timeout: rank 1 does not call until rank 0's op ended.
