@@ -69,7 +69,8 @@ class JoinTurn {
 std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    std::chrono::milliseconds timeout) {
   JoinTurn turn("this process is in a chorus collective already (one default group at a time: "
-                "destroy_process_group() first)");
+                "destroy_process_group() first, and drop what still holds a group of the old one, "
+                "such as a DistributedDataParallel: the collective lasts as long as any of its groups)");
   if (size < 1 || rank < 0 || rank >= size)
     throw Error(Status(Errc::invalid_config, "rank " + std::to_string(rank) + " of " + std::to_string(size)));
   std::shared_ptr<World> w(new World);
