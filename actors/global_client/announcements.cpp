@@ -7,7 +7,7 @@ namespace chorus {
 std::string describe(const OpAnnouncement& a) {
   std::string s(to_string(a.kind));
   if (a.kind == OpKind::barrier) return s;
-  if (reduces(a.kind)) s += " " + std::string(to_string(a.redop));
+  if (reduces(a.kind)) (s += ' ') += to_string(a.redop);
   std::string dims;
   for (std::size_t i = 0; i < a.shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(a.shape[i]);
   s += " of " + std::string(to_string(a.dtype)) + "[" + dims + "]";
