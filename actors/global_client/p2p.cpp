@@ -15,6 +15,20 @@ namespace {
 // How long a send that timed out waits for the receiver's node to answer its withdrawal.
 constexpr std::chrono::seconds kWithdrawWait{5};
 
+// A frame (GlobalClient::frame_header's) of the pair k: its handle's group, and source and
+// destination in `seq`.
+FrameHeader pair_frame(FrameHeader h, const P2PMailbox::Key& k) {
+  h.group = k.group;
+  h.seq = (uint64_t{k.source} << 32) | k.destination;
+  return h;
+}
+
+// The entry of a queue (messages or answers) that is message `id`'s.
+template <class Queue>
+auto with_id(Queue& q, uint64_t id) {
+  return std::find_if(q.begin(), q.end(), [id](const auto& x) { return x.id == id; });
+}
+
 std::string pair_label(const P2PMailbox::Key& k) {
   return "send/recv " + std::to_string(k.source) + "->" + std::to_string(k.destination) + " tag " +
          std::to_string(k.tag) + (k.group ? " of group " + std::to_string(k.group) : "");
@@ -50,8 +64,7 @@ std::optional<Status> P2PMailbox::abandon(const Key& k, uint64_t id) {
   std::lock_guard<std::mutex> lk(mu_);
   if (auto it = answers_.find(k); it != answers_.end()) {
     auto& q = it->second;
-    auto a = std::find_if(q.begin(), q.end(), [&](const Answer& x) { return x.id == id; });
-    if (a != q.end()) {  // it came after all
+    if (auto a = with_id(q, id); a != q.end()) {  // it came after all
       Status s = std::move(a->status);
       q.erase(a);
       if (q.empty()) answers_.erase(it);
@@ -70,13 +83,11 @@ bool P2PMailbox::withdraw(const Key& k, uint64_t id) {
   }
   auto it = inbox_.find(k);
   if (it == inbox_.end()) return false;
-  for (auto m = it->second.begin(); m != it->second.end(); ++m) {
-    if (m->id != id) continue;
-    it->second.erase(m);
-    if (it->second.empty()) inbox_.erase(it);
-    return true;
-  }
-  return false;
+  auto m = with_id(it->second, id);
+  if (m == it->second.end()) return false;
+  it->second.erase(m);
+  if (it->second.empty()) inbox_.erase(it);
+  return true;
 }
 
 void P2PMailbox::node_lost(const Status& why) {
@@ -178,7 +189,7 @@ P2PMailbox::Took P2PMailbox::take_answer(const Key& k, uint64_t id, uint32_t nod
     auto it = answers_.find(k);
     if (it == answers_.end()) return it;
     auto& q = it->second;
-    auto a = std::find_if(q.begin(), q.end(), [&](const Answer& x) { return x.id == id; });
+    auto a = with_id(q, id);
     if (a == q.end()) return answers_.end();
     std::rotate(q.begin(), a, a + 1);
     return it;
@@ -239,9 +250,7 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
                                                                " could not send its tensor: " + failed.message());
   // One frame: the header (its length in `slot`) and the data, so that concurrent senders on this
   // connection never split a header from its data.
-  FrameHeader h = frame_header(FrameType::p2p_data);
-  h.group = group;
-  h.seq = (uint64_t{src} << 32) | dst;
+  FrameHeader h = pair_frame(frame_header(FrameType::p2p_data), k);
   const uint64_t id = ++p2p_ids_;
   std::string head = encode_p2p_header({src, dst, tag, t.dtype(), t.numel(), cannot, id});
   h.slot = static_cast<uint32_t>(head.size());
@@ -252,30 +261,28 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
   const Status timed_out(Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
                                             ") never posted the matching recv within the send's timeout");
   Status answer, why;
-  for (bool withdrawing = false;;) {
+  bool withdrawing = false;
+  // What the send returns for its answer: once it withdrew its message, an answer of timeout is
+  // the withdrawal's (no receive has it); a sender that could not send keeps its own error.
+  auto outcome = [&](const Status& a) {
+    return !sends_data ? cannot : withdrawing && a.code() == Errc::timeout ? timed_out : a;
+  };
+  for (;;) {
     switch (p2p_->take_answer(k, id, node, poller_, deadline, answer, why)) {
-      case P2PMailbox::Took::it:
-        if (withdrawing && answer.code() == Errc::timeout) return sends_data ? timed_out : cannot;  // withdrawn
-        return sends_data ? answer : cannot;
+      case P2PMailbox::Took::it: return outcome(answer);
       case P2PMailbox::Took::ended: return why;
       case P2PMailbox::Took::nothing: break;
       case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the answer stopped"};  // take_any's only
     }
     if (withdrawing) {  // the receiver's node did not answer the withdrawal in time either
-      if (auto late = p2p_->abandon(k, id)) {
-        if (late->code() == Errc::timeout) return sends_data ? timed_out : cannot;
-        return sends_data ? *late : cannot;
-      }
+      if (auto late = p2p_->abandon(k, id)) return outcome(*late);
       return Status(Errc::timeout, timed_out.message() + "; node " + std::to_string(node) +
                                        " did not answer its withdrawal either, so a receive there may still take it");
     }
     // The message may wait in the receiver's mailbox: take it back, so that no later receive
     // takes it for a later send's. Its node answers once: the withdrawal, or a receive's answer
     // where one took it first.
-    FrameHeader c = frame_header(FrameType::p2p_cancel);
-    c.group = group;
-    c.seq = (uint64_t{src} << 32) | dst;
-    conns_[node]->send(SendTicket::owning(c, encode_p2p_ack({src, dst, tag, timed_out, id})));
+    conns_[node]->send(SendTicket::owning(pair_frame(frame_header(FrameType::p2p_cancel), k), encode_p2p_ack({src, dst, tag, timed_out, id})));
     withdrawing = true;
     deadline = Clock::now() + std::min<Clock::duration>(config_.timeout, kWithdrawWait);
   }
@@ -298,11 +305,8 @@ Status GlobalClient::recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point
 }
 
 void GlobalClient::answer_withdrawn(const P2PMailbox::Key& k, uint64_t id) {
-  FrameHeader a = frame_header(FrameType::p2p_ack);
-  a.group = k.group;
-  a.seq = (uint64_t{k.source} << 32) | k.destination;
   conns_[node_of(k.source)]->send(SendTicket::owning(
-      a, encode_p2p_ack({k.source, k.destination, k.tag, Status(Errc::timeout, "withdrawn before a receive took it"), id})));
+      pair_frame(frame_header(FrameType::p2p_ack), k), encode_p2p_ack({k.source, k.destination, k.tag, Status(Errc::timeout, "withdrawn before a receive took it"), id})));
 }
 
 Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t) {
@@ -320,10 +324,7 @@ Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::
     s = Status(Errc::shape_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
   else
     std::memcpy(t.data(), m.bytes.data() + m.offset, t.nbytes());
-  FrameHeader h = frame_header(FrameType::p2p_ack);
-  h.group = group;
-  h.seq = (uint64_t{src} << 32) | dst;
-  conns_[node]->send(SendTicket::owning(h, encode_p2p_ack({src, dst, tag, s, m.id})));
+  conns_[node]->send(SendTicket::owning(pair_frame(frame_header(FrameType::p2p_ack), k), encode_p2p_ack({src, dst, tag, s, m.id})));
   return s;
 }
 
