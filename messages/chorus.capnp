@@ -8,7 +8,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("chorus::wire");
 
-const protocolVersion :UInt32 = 10;  # 10: a point-to-point message carries an id its answer names, and a send that timed out withdraws its message (frame p2p_cancel); 9: a point-to-point frame carries its handle's group (FrameHeader.group); 8: links to remake in a shrink or grow (Rejoin.unkept, Topology.relink); 7: membership epochs (Rejoin, tickets, revoke, newcomers); 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields); 6: every node's GPU count (auto runs GPU tensors through NCCL where every node of an op has a GPU)
+const protocolVersion :UInt32 = 11;  # 11: a point-to-point send whose data does not fit the receiver's window sends its header alone and its data when pulled (frames p2p_pull, p2p_pulled); 10: a point-to-point message carries an id its answer names, and a send that timed out withdraws its message (frame p2p_cancel); 9: a point-to-point frame carries its handle's group (FrameHeader.group); 8: links to remake in a shrink or grow (Rejoin.unkept, Topology.relink); 7: membership epochs (Rejoin, tickets, revoke, newcomers); 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields); 6: every node's GPU count (auto runs GPU tensors through NCCL where every node of an op has a GPU)
 
 enum DType { f16 @0; bf16 @1; f32 @2; f64 @3; i8 @4; u8 @5; i32 @6; i64 @7; }
 enum ReduceOp { sum @0; prod @1; min @2; max @3; avg @4; band @5; bor @6; bxor @7; }
@@ -253,6 +253,7 @@ struct P2PHeader {
   failedCode @5 :UInt16;       # non-zero: the sender could not send (no data follows); why:
   failure @6 :Text;
   id @7 :UInt64;               # the sender node's number for this message, which its answer names
+  pulled @8 :Bool;             # no data follows: it waits at the sender until the receive pulls it
 }
 
 # Half an op's timeout gone with ranks of this node not called yet (frame `stragglers`; the header

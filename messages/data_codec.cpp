@@ -122,6 +122,7 @@ std::string encode_p2p_header(const P2PHeaderData& h) {
   b.setDtype(static_cast<uint8_t>(h.dtype));
   b.setNumel(h.numel);
   b.setId(h.id);
+  b.setPulled(h.pulled);
   if (!h.failed.is_ok()) {
     b.setFailedCode(static_cast<uint16_t>(h.failed.code()));
     b.setFailure(h.failed.message());
@@ -140,6 +141,7 @@ std::optional<P2PHeaderData> decode_p2p_header(const void* data, std::size_t byt
     h.numel = m.getNumel();
     h.failed = status_from(m.getFailedCode(), m.getFailure());
     h.id = m.getId();
+    h.pulled = m.getPulled();
     return h;
   });
 }

@@ -50,6 +50,7 @@ struct P2PHeaderData {
   uint64_t numel = 0;
   Status failed;             // not ok: the sender could not send (then no data follows)
   uint64_t id = 0;           // the sender node's number for the message
+  bool pulled = false;       // no data follows: the receive pulls it (frame p2p_pull)
 };
 
 // The receiver's answer to a send: ok, or why the pair did not match.

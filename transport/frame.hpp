@@ -7,7 +7,9 @@
 
 namespace chorus {
 
-// p2p_data: payload = a P2PHeader message (`slot` bytes) then the data.
+// p2p_data: payload = a P2PHeader message (`slot` bytes) then the data (none where the header
+// says `pulled`: the data waits for the receive's p2p_pull, a P2PAck naming the message, and then
+// goes as p2p_pulled: a P2PAck naming it (`slot` bytes), then the data).
 // stragglers: payload = a Stragglers message (the ranks an op of the header's group and seq still
 // waits for at the sender's node, half its timeout gone).
 // leaving: payload = a Leaving message (why the header's op failed at the sender, which leaves).
@@ -15,7 +17,7 @@ namespace chorus {
 // arena_answer: payload = one byte, 1 when the sender mapped it (mesh/host_arena.hpp).
 enum class FrameType : uint32_t {
   hello = 1, announce = 2, data = 3, p2p_data = 5, p2p_ack = 6, bye = 7, stragglers = 8, leaving = 9,
-  arena_offer = 10, arena_answer = 11, p2p_cancel = 12
+  arena_offer = 10, arena_answer = 11, p2p_cancel = 12, p2p_pull = 13, p2p_pulled = 14
 };
 
 struct FrameHeader {

@@ -24,12 +24,24 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
       return r.op ? r.op->incoming_frame(node, h) : nullptr;
     }
     case FrameType::p2p_data:
+    case FrameType::p2p_pulled: {
       if (h.slot > h.bytes || h.slot > kMaxControl) return nullptr;  // garbled: dropped
+      // What a node leaves here is bounded (P2PWindow), checked before its bytes are kept.
+      const uint64_t data = h.bytes - h.slot;
+      std::string why;
+      if (h.type == FrameType::p2p_data ? !p2p_->admit(node, data, why) : !p2p_->pull_expected(node, data)) {
+        on_node_lost(node, "node " + std::to_string(node) + " " +
+                               (h.type == FrameType::p2p_data ? why : "sent " + std::to_string(data) +
+                                                                          " bytes of data that no receive here pulled"));
+        return nullptr;
+      }
       r.bytes.resize(h.bytes);
       return reinterpret_cast<std::byte*>(r.bytes.data());
+    }
     case FrameType::announce:
     case FrameType::p2p_ack:
     case FrameType::p2p_cancel:
+    case FrameType::p2p_pull:
     case FrameType::stragglers:
     case FrameType::leaving:
     case FrameType::arena_offer:
@@ -80,9 +92,10 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       if (!pair_between(head->source, node, head->destination, topo_.node_id))
         return on_node_lost(node, from + " sent a message from peer " + std::to_string(head->source) + " to peer " +
                                       std::to_string(head->destination) + ", not from its peers to this node's");
+      if (head->pulled && h.bytes != h.slot) return on_node_lost(node, from + " sent data with a header that says it waits");
       // The frame's bytes move into the message: the data is not copied on the way to recv().
       p2p_->deliver({h.group, head->source, head->destination, head->tag},
-                    {0, head->dtype, head->numel, std::move(r.bytes), h.slot, head->failed, head->id});
+                    {0, head->dtype, head->numel, std::move(r.bytes), h.slot, head->failed, head->id, node, head->pulled});
       r.bytes = std::string();
       return;
     }
@@ -95,6 +108,27 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
         return on_node_lost(node, from + " answered a send from peer " + std::to_string(ack->source) + " to peer " +
                                       std::to_string(ack->destination) + ", not one from this node's peers to its own");
       p2p_->answer({h.group, ack->source, ack->destination, ack->tag}, ack->id, std::move(ack->status));
+      return;
+    }
+    case FrameType::p2p_pull: {
+      // A receive there took the header of one of our sends, whose data waits: the send sends it.
+      auto p = decode_p2p_ack(r.bytes.data(), r.bytes.size(), error);
+      if (!p) return on_node_lost(node, from + " sent a garbled pull");
+      if (!pair_between(p->source, topo_.node_id, p->destination, node))
+        return on_node_lost(node, from + " pulled a message from peer " + std::to_string(p->source) + " to peer " +
+                                      std::to_string(p->destination) + ", not one from this node's peers to its own");
+      p2p_->pull({h.group, p->source, p->destination, p->tag}, p->id);
+      return;
+    }
+    case FrameType::p2p_pulled: {
+      auto p = decode_p2p_ack(r.bytes.data(), h.slot, error);
+      if (!p) return on_node_lost(node, from + " sent a garbled header of pulled data");
+      if (!pair_between(p->source, node, p->destination, topo_.node_id) ||
+          !p2p_->deliver_pulled({h.group, p->source, p->destination, p->tag}, p->id, node, std::move(r.bytes), h.slot))
+        return on_node_lost(node, from + " sent the data of message " + std::to_string(p->id) + " from peer " +
+                                      std::to_string(p->source) + " to peer " + std::to_string(p->destination) +
+                                      ", which no receive here pulled");
+      r.bytes = std::string();
       return;
     }
     case FrameType::p2p_cancel: {

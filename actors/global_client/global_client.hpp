@@ -142,9 +142,10 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
               const Status& failed = Status::ok());
   // `ticket`: the receive's place in the mailbox, where it was posted at its call (P2PMailbox::Posted).
   Status recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point deadline, uint64_t ticket = 0);
-  // What recv does with the message it took: checks it against `t`, copies it in, and answers the
-  // sender. A receive from any source takes its message from the mailbox itself (p2p()).
-  Status take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t);
+  // What recv does with the message it took: checks it against `t`, copies it in (pulling the data
+  // first where only its header came, by `deadline`), and answers the sender. A receive from any
+  // source takes its message from the mailbox itself (p2p()).
+  Status take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t, Clock::time_point deadline);
   // Tells the sender of message `id` that it was withdrawn before a receive took it (the answer
   // its timed-out send waits for).
   void answer_withdrawn(const P2PMailbox::Key& k, uint64_t id);
@@ -215,6 +216,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // and is cut off (a link a later epoch kept is cut only where the ticket had begun on it:
   // Connection::abandon). True when every byte was written.
   bool await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline);
+  // The data of message `id` of k, whose header came alone: asked of the sender's node (p2p_pull)
+  // and copied into `t` once it comes.
+  Status pull(const P2PMailbox::Key& k, uint64_t id, Tensor& t, Clock::time_point deadline);
 
  private:
   // Whether peer `src` is on node `src_node` and `dst` on `dst_node`: a send's frame names the pair,

@@ -29,6 +29,19 @@ auto with_id(Queue& q, uint64_t id) {
   return std::find_if(q.begin(), q.end(), [id](const auto& x) { return x.id == id; });
 }
 
+// The queue of k in `box` (answers, pulled data) with message `id`'s entry put first; box.end()
+// where it has none (under the mailbox's lock).
+template <class Box>
+auto put_first(Box& box, const P2PMailbox::Key& k, uint64_t id) {
+  auto it = box.find(k);
+  if (it == box.end()) return it;
+  auto& q = it->second;
+  auto e = with_id(q, id);
+  if (e == q.end()) return box.end();
+  std::rotate(q.begin(), e, e + 1);
+  return it;
+}
+
 std::string pair_label(const P2PMailbox::Key& k) {
   return "send/recv " + std::to_string(k.source) + "->" + std::to_string(k.destination) + " tag " +
          std::to_string(k.tag) + (k.group ? " of group " + std::to_string(k.group) : "");
@@ -42,25 +55,56 @@ void P2PMailbox::bump() {
   if (v != kWordTop) word_.set(v + 1);
 }
 
+bool P2PMailbox::admit(uint32_t node, uint64_t data_bytes, std::string& why) {
+  std::lock_guard<std::mutex> lk(mu_);
+  const Held h = held_[node];
+  if (h.messages + 1 > window_.messages) {
+    why = "left more than " + std::to_string(window_.messages) + " messages here that no receive took";
+    return false;
+  }
+  if (h.bytes + data_bytes > window_.bytes) {
+    why = "sent " + std::to_string(h.bytes + data_bytes) + " bytes of data ahead of their receives, over the window of " +
+          std::to_string(window_.bytes);
+    return false;
+  }
+  return true;
+}
+
 void P2PMailbox::deliver(const Key& k, Message m) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     m.order = ++delivered_;
+    Held& h = held_[m.node];
+    ++h.messages;
+    h.bytes += m.data_bytes();
     inbox_[k].push_back(std::move(m));
   }
   bump();
 }
 
+void P2PMailbox::release(uint32_t node, uint64_t data_bytes) {
+  Held& h = held_[node];
+  --h.messages;
+  h.bytes -= data_bytes;
+}
+
 void P2PMailbox::answer(const Key& k, uint64_t id, Status s) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (abandoned_.erase({k, id})) return;  // its send gave up waiting for it
-    answers_[k].push_back({id, std::move(s)});
+    if (auto a = abandoned_.find({k, id}); a != abandoned_.end()) {  // its send gave up waiting for it
+      Held& o = out_[a->second.node];
+      --o.messages;
+      o.bytes -= a->second.bytes;
+      abandoned_.erase(a);
+    } else {
+      answers_[k].push_back({id, std::move(s)});
+      return bump();
+    }
   }
-  bump();
+  bump();  // its room is free
 }
 
-std::optional<Status> P2PMailbox::abandon(const Key& k, uint64_t id) {
+std::optional<Status> P2PMailbox::abandon(const Key& k, uint64_t id, uint32_t node, uint64_t bytes, bool eager) {
   std::lock_guard<std::mutex> lk(mu_);
   if (auto it = answers_.find(k); it != answers_.end()) {
     auto& q = it->second;
@@ -71,7 +115,7 @@ std::optional<Status> P2PMailbox::abandon(const Key& k, uint64_t id) {
       return s;
     }
   }
-  abandoned_.insert({k, id});
+  abandoned_.emplace(std::make_pair(k, id), Room{node, eager ? bytes : 0});
   return std::nullopt;
 }
 
@@ -85,6 +129,7 @@ bool P2PMailbox::withdraw(const Key& k, uint64_t id) {
   if (it == inbox_.end()) return false;
   auto m = with_id(it->second, id);
   if (m == it->second.end()) return false;
+  release(m->node, m->data_bytes());
   it->second.erase(m);
   if (it->second.empty()) inbox_.erase(it);
   return true;
@@ -141,8 +186,11 @@ P2PMailbox::Took P2PMailbox::take_first(std::map<Key, std::deque<T>>& box, Pick 
       std::lock_guard<std::mutex> lk(mu_);
       if (auto it = pick(); it != box.end()) {
         if (k) *k = it->first;
-        if constexpr (std::is_same_v<T, Message>)
-          if (loan) lent_.insert({it->first, it->second.front().id});
+        if constexpr (std::is_same_v<T, Message>) {  // it leaves the mailbox (a loan, once kept)
+          const Message& m = it->second.front();
+          if (loan) lent_.emplace(std::make_pair(it->first, m.id), Room{m.node, m.data_bytes()});
+          else release(m.node, m.data_bytes());
+        }
         out = std::move(it->second.front());
         it->second.pop_front();
         if (it->second.empty()) box.erase(it);
@@ -184,18 +232,11 @@ P2PMailbox::Took P2PMailbox::take_message(const Key& k, uint32_t node, Poller& p
 }
 
 P2PMailbox::Took P2PMailbox::take_answer(const Key& k, uint64_t id, uint32_t node, Poller& poller,
-                                         Clock::time_point deadline, Status& out, Status& why) {
-  auto pick = [&] {  // under mu_: this message's answer, put first (sends of k may run at once)
-    auto it = answers_.find(k);
-    if (it == answers_.end()) return it;
-    auto& q = it->second;
-    auto a = with_id(q, id);
-    if (a == q.end()) return answers_.end();
-    std::rotate(q.begin(), a, a + 1);
-    return it;
-  };
+                                         Clock::time_point deadline, Status& out, Status& why,
+                                         const std::function<bool()>* stop) {
+  auto pick = [&] { return put_first(answers_, k, id); };  // sends of k may run at once
   Answer a;
-  const Took took = take_first(answers_, pick, std::span<const uint32_t>(&node, 1), poller, deadline, nullptr, nullptr, a, why);
+  const Took took = take_first(answers_, pick, std::span<const uint32_t>(&node, 1), poller, deadline, stop, nullptr, a, why);
   if (took == Took::it) out = std::move(a.status);
   return took;
 }
@@ -220,7 +261,10 @@ P2PMailbox::Took P2PMailbox::take_any(uint32_t group, uint32_t dst, uint64_t tag
 
 void P2PMailbox::keep(const Key& k, uint64_t id) {
   std::lock_guard<std::mutex> lk(mu_);
-  lent_.erase({k, id});
+  if (auto l = lent_.find({k, id}); l != lent_.end()) {
+    release(l->second.node, l->second.bytes);
+    lent_.erase(l);
+  }
   withdrawn_lent_.erase({k, id});  // the receive took it first: its answer is the send's
 }
 
@@ -228,11 +272,126 @@ bool P2PMailbox::put_back(const Key& k, Message m) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     lent_.erase({k, m.id});
-    if (withdrawn_lent_.erase({k, m.id})) return true;
+    if (withdrawn_lent_.erase({k, m.id})) {
+      release(m.node, m.data_bytes());
+      return true;
+    }
     inbox_[k].push_front(std::move(m));
   }
   bump();
   return false;
+}
+
+// ---- The windows, and pulls
+
+P2PMailbox::Took P2PMailbox::reserve(uint32_t node, uint64_t bytes, Poller& poller, Clock::time_point deadline,
+                                     bool& eager, Status& why) {
+  for (;;) {
+    const uint32_t g = word_.value.load();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (lost_) {
+        why = *lost_;
+        return Took::ended;
+      }
+      if (auto gone = gone_.find(node); gone != gone_.end()) {
+        why = gone->second;
+        return Took::ended;
+      }
+      Held& o = out_[node];
+      if (o.messages < window_.messages) {
+        eager = o.bytes + bytes <= window_.bytes;
+        ++o.messages;
+        if (eager) o.bytes += bytes;
+        return Took::it;
+      }
+    }
+    if (!poller.wait(word_, g + 1, deadline)) return Took::nothing;
+  }
+}
+
+void P2PMailbox::unreserve(uint32_t node, uint64_t bytes, bool eager) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    Held& o = out_[node];
+    --o.messages;
+    if (eager) o.bytes -= bytes;
+  }
+  bump();  // a send waiting for room may go
+}
+
+void P2PMailbox::awaits_pull(const Key& k, uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  awaiting_pull_.insert({k, id});
+}
+
+bool P2PMailbox::pulled(const Key& k, uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return pulls_.erase({k, id}) > 0;
+}
+
+void P2PMailbox::forget_pull(const Key& k, uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  awaiting_pull_.erase({k, id});
+  pulls_.erase({k, id});
+}
+
+void P2PMailbox::pull(const Key& k, uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!awaiting_pull_.erase({k, id})) return;  // pulled once only, while its send waits
+    pulls_.insert({k, id});
+  }
+  bump();
+}
+
+void P2PMailbox::expect_pull(const Key& k, uint64_t id, uint32_t node, uint64_t bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  pulls_sent_[{k, id}] = Pull{node, bytes, false};
+}
+
+bool P2PMailbox::pull_expected(uint32_t node, uint64_t data_bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const auto& [key, p] : pulls_sent_)
+    if (p.node == node && p.bytes == data_bytes) return true;
+  return false;
+}
+
+bool P2PMailbox::deliver_pulled(const Key& k, uint64_t id, uint32_t node, std::string bytes, std::size_t offset) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto p = pulls_sent_.find({k, id});
+    if (p == pulls_sent_.end() || p->second.node != node || p->second.bytes != bytes.size() - offset) return false;
+    const bool given_up = p->second.given_up;
+    pulls_sent_.erase(p);
+    if (given_up) return true;  // its receive no longer waits: dropped
+    pulled_[k].push_back({id, std::move(bytes), offset});
+  }
+  bump();
+  return true;
+}
+
+P2PMailbox::Took P2PMailbox::take_pulled(const Key& k, uint64_t id, uint32_t node, Poller& poller,
+                                         Clock::time_point deadline, std::string& data, std::size_t& offset,
+                                         Status& why) {
+  auto pick = [&] { return put_first(pulled_, k, id); };
+  Pulled got;
+  const Took took = take_first(pulled_, pick, std::span<const uint32_t>(&node, 1), poller, deadline, nullptr, nullptr, got, why);
+  if (took == Took::it) {
+    data = std::move(got.bytes);
+    offset = got.offset;
+  }
+  return took;
+}
+
+void P2PMailbox::give_up_pull(const Key& k, uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (auto p = pulls_sent_.find({k, id}); p != pulls_sent_.end()) p->second.given_up = true;
+  if (auto it = pulled_.find(k); it != pulled_.end()) {  // it came just now
+    auto& q = it->second;
+    if (auto p = with_id(q, id); p != q.end()) q.erase(p);
+    if (q.empty()) pulled_.erase(it);
+  }
 }
 
 // ---- GlobalClient::send and recv ----
@@ -248,34 +407,64 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
   const Status cannot = sends_data ? Status::ok()
                                    : Status(failed.code(), label + ": peer " + std::to_string(src) +
                                                                " could not send its tensor: " + failed.message());
+  const uint64_t bytes = sends_data ? t.nbytes() : 0;
+  // Room in the receiving node's windows: the data goes with the header where it fits (eager),
+  // else when the receive that takes the header pulls it.
+  bool eager = true;
+  Status why;
+  switch (p2p_->reserve(node, bytes, poller_, deadline, eager, why)) {
+    case P2PMailbox::Took::it: break;
+    case P2PMailbox::Took::ended: return why;
+    default:
+      return Status(Errc::timeout, label + ": node " + std::to_string(node) + " held " +
+                                       std::to_string(p2p_->window().messages) +
+                                       " messages of this node's that no receive took, for the whole send's timeout");
+  }
+  const uint64_t id = ++p2p_ids_;
+  bool keep_room = false;  // a send that gave up on its answer leaves its room to the answer
+  struct Done {
+    std::function<void()> f;
+    ~Done() { f(); }
+  } done{[&] {
+    if (!eager) p2p_->forget_pull(k, id);
+    if (!keep_room) p2p_->unreserve(node, bytes, eager);
+  }};
+  if (!eager) p2p_->awaits_pull(k, id);
   // One frame: the header (its length in `slot`) and the data, so that concurrent senders on this
   // connection never split a header from its data.
-  FrameHeader h = pair_frame(frame_header(FrameType::p2p_data), k);
-  const uint64_t id = ++p2p_ids_;
-  std::string head = encode_p2p_header({src, dst, tag, t.dtype(), t.numel(), cannot, id});
-  h.slot = static_cast<uint32_t>(head.size());
-  auto ticket = conns_[node]->send(SendTicket::prefixed(h, std::move(head),
-                                                        sends_data ? static_cast<const std::byte*>(t.data()) : nullptr,
-                                                        sends_data ? t.nbytes() : 0));
-  await_sent(*ticket, node, deadline);
+  auto send_frame = [&](FrameType type, std::string head, bool with_data) {
+    FrameHeader h = pair_frame(frame_header(type), k);
+    h.slot = static_cast<uint32_t>(head.size());
+    auto ticket = conns_[node]->send(SendTicket::prefixed(h, std::move(head),
+                                                          with_data ? static_cast<const std::byte*>(t.data()) : nullptr,
+                                                          with_data ? bytes : 0));
+    await_sent(*ticket, node, deadline);
+  };
+  P2PHeaderData head{src, dst, tag, t.dtype(), t.numel(), cannot, id};
+  head.pulled = !eager;
+  send_frame(FrameType::p2p_data, encode_p2p_header(head), sends_data && eager);
   const Status timed_out(Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
                                             ") never posted the matching recv within the send's timeout");
-  Status answer, why;
+  Status answer;
   bool withdrawing = false;
   // What the send returns for its answer: once it withdrew its message, an answer of timeout is
   // the withdrawal's (no receive has it); a sender that could not send keeps its own error.
   auto outcome = [&](const Status& a) {
     return !sends_data ? cannot : withdrawing && a.code() == Errc::timeout ? timed_out : a;
   };
+  const std::function<bool()> pulled = [&] { return !eager && p2p_->pulled(k, id); };
   for (;;) {
-    switch (p2p_->take_answer(k, id, node, poller_, deadline, answer, why)) {
+    switch (p2p_->take_answer(k, id, node, poller_, deadline, answer, why, &pulled)) {
       case P2PMailbox::Took::it: return outcome(answer);
       case P2PMailbox::Took::ended: return why;
       case P2PMailbox::Took::nothing: break;
-      case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the answer stopped"};  // take_any's only
+      case P2PMailbox::Took::stopped:  // the receive that took the header wants the data
+        send_frame(FrameType::p2p_pulled, encode_p2p_ack({src, dst, tag, Status::ok(), id}), true);
+        continue;
     }
     if (withdrawing) {  // the receiver's node did not answer the withdrawal in time either
-      if (auto late = p2p_->abandon(k, id)) return outcome(*late);
+      if (auto late = p2p_->abandon(k, id, node, bytes, eager)) return outcome(*late);
+      keep_room = true;
       return Status(Errc::timeout, timed_out.message() + "; node " + std::to_string(node) +
                                        " did not answer its withdrawal either, so a receive there may still take it");
     }
@@ -301,7 +490,7 @@ Status GlobalClient::recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point
                                  ") never posted the matching send within " + std::to_string(config_.timeout.count()) + " ms"};
     case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the message stopped"};  // take_any's only
   }
-  return take_delivered(k, m, t);
+  return take_delivered(k, m, t, deadline);
 }
 
 void GlobalClient::answer_withdrawn(const P2PMailbox::Key& k, uint64_t id) {
@@ -309,7 +498,8 @@ void GlobalClient::answer_withdrawn(const P2PMailbox::Key& k, uint64_t id) {
       pair_frame(frame_header(FrameType::p2p_ack), k), encode_p2p_ack({k.source, k.destination, k.tag, Status(Errc::timeout, "withdrawn before a receive took it"), id})));
 }
 
-Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t) {
+Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t,
+                                    Clock::time_point deadline) {
   const auto [group, src, dst, tag] = k;
   const uint32_t node = node_of(src);
   const std::string label = pair_label(k);
@@ -320,12 +510,32 @@ Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::
     s = m.failed;
   else if (m.dtype != t.dtype())
     s = Status(Errc::dtype_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
-  else if (m.numel != t.numel() || m.bytes.size() - m.offset != t.nbytes())
+  else if (m.numel != t.numel() || (!m.pulled && m.bytes.size() - m.offset != t.nbytes()))
     s = Status(Errc::shape_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
-  else
+  else if (!m.pulled)
     std::memcpy(t.data(), m.bytes.data() + m.offset, t.nbytes());
+  else
+    s = pull(k, m.id, t, deadline);
   conns_[node]->send(SendTicket::owning(pair_frame(frame_header(FrameType::p2p_ack), k), encode_p2p_ack({src, dst, tag, s, m.id})));
   return s;
+}
+
+Status GlobalClient::pull(const P2PMailbox::Key& k, uint64_t id, Tensor& t, Clock::time_point deadline) {
+  const uint32_t node = node_of(k.source);
+  p2p_->expect_pull(k, id, node, t.nbytes());
+  conns_[node]->send(SendTicket::owning(pair_frame(frame_header(FrameType::p2p_pull), k),
+                                        encode_p2p_ack({k.source, k.destination, k.tag, Status::ok(), id})));
+  std::string data;
+  std::size_t offset = 0;
+  Status why;
+  switch (p2p_->take_pulled(k, id, node, poller_, deadline, data, offset, why)) {
+    case P2PMailbox::Took::it: std::memcpy(t.data(), data.data() + offset, t.nbytes()); return Status::ok();
+    case P2PMailbox::Took::ended: p2p_->give_up_pull(k, id); return why;
+    default:
+      p2p_->give_up_pull(k, id);
+      return Status(Errc::timeout, pair_label(k) + ": peer " + std::to_string(k.source) + " (node " + std::to_string(node) +
+                                       ") did not send the data of its message, which this receive pulled, within the receive's timeout");
+  }
 }
 
 } // namespace chorus

@@ -2,6 +2,11 @@
 // our own sends, matched FIFO per (group, source, destination, tag): as within a node, a receive
 // takes only its own handle's messages. The frame routing delivers them;
 // GlobalClient::send and recv (p2p.cpp) take them, waiting through the poller.
+//
+// What one node may leave in another's mailbox is bounded (P2PWindow): a send whose data does not
+// fit the data window sends its header alone, and its data when the receive that took the header
+// pulls it (MPI's rendezvous); a send beyond the message window waits for room. The receiving
+// node holds every sender to the same bounds and ends the link of one that overruns them.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -22,8 +27,18 @@
 
 namespace chorus {
 
+// Bounds on what one node leaves in another's mailbox, untaken: data sent ahead of its receive,
+// and messages (headers). Both ends of a link use the same (protocol constants).
+struct P2PWindow {
+  uint64_t bytes = uint64_t{64} << 20;
+  uint32_t messages = 65536;
+};
+
 class P2PMailbox {
  public:
+  explicit P2PMailbox(P2PWindow w = {}) : window_(w) {}
+  const P2PWindow& window() const { return window_; }
+
   struct Key {
     uint32_t group = 0;        // the handle's group (0: the world); ids are unique in the job
     uint32_t source = 0;       // global peer ids
@@ -39,6 +54,9 @@ class P2PMailbox {
     std::size_t offset;
     Status failed;       // the sender could not send (then there is no data)
     uint64_t id = 0;     // the sender node's number for it, which the answer names
+    uint32_t node = 0;   // the sender's node
+    bool pulled = false; // its data waits at the sender until the receive pulls it (frame p2p_pull)
+    uint64_t data_bytes() const { return pulled ? 0 : bytes.size() - offset; }
   };
   // An answer to one of this node's sends: the message it answers (Message::id) and its status.
   struct Answer {
@@ -46,13 +64,16 @@ class P2PMailbox {
     Status status;
   };
 
+  // Whether a message of `data_bytes` from `node` fits what that node may leave here: the frame
+  // routing asks before it reads the frame, and ends the link where it does not (`why` says so).
+  bool admit(uint32_t node, uint64_t data_bytes, std::string& why);
   void deliver(const Key& k, Message m);
   void answer(const Key& k, uint64_t id, Status s);
   // Takes back message `id` for k if no receive took it yet (its send timed out): true if it was here.
   bool withdraw(const Key& k, uint64_t id);
-  // The send of message `id` gives up on its answer: dropped when it comes; or returned, where it
-  // came just now.
-  std::optional<Status> abandon(const Key& k, uint64_t id);
+  // The send of message `id` gives up on its answer: dropped when it comes (its room, reserve's
+  // `bytes` and `eager`, kept until then); or returned, where it came just now.
+  std::optional<Status> abandon(const Key& k, uint64_t id, uint32_t node, uint64_t bytes, bool eager);
   void node_lost(const Status& why);                 // every pair fails
   void node_left(uint32_t node, const Status& why);  // pairs with that node fail
 
@@ -78,9 +99,10 @@ class P2PMailbox {
   enum class Took { it, ended, nothing, stopped };
   Took take_message(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline, Message& out,
                     Status& why, uint64_t ticket = 0);
-  // The answer to message `id` (answers to earlier messages of k, whose sends gave up, are dropped).
+  // The answer to message `id` (answers to earlier messages of k, whose sends gave up, are dropped);
+  // `stopped` once `stop` (if given) holds, checked after every wake.
   Took take_answer(const Key& k, uint64_t id, uint32_t node, Poller& poller, Clock::time_point deadline, Status& out,
-                   Status& why);
+                   Status& why, const std::function<bool()>* stop = nullptr);
   // A receive from any source: the first message of `group` delivered to `dst` with `tag` from one of
   // `from` (its key in `k`); or `stopped` once `stop()` holds (checked after every wake: whoever
   // makes it hold calls wake()). It ends when a node is lost, or once every node of `from_nodes`
@@ -96,6 +118,37 @@ class P2PMailbox {
   bool put_back(const Key& k, Message m);
   void wake() { bump(); }
 
+  // ---- The sender's side of the windows
+  // Room for one more message to `node`, waited for (`it`; `ended`, `nothing`): `eager` says whether
+  // its `bytes` of data go with it, or wait for the receive's pull. The send ends it with
+  // unreserve (its answer came, or its node is gone); a send that gave up on its answer (abandon)
+  // keeps its room until the answer comes, as the receiving node may still hold the message.
+  Took reserve(uint32_t node, uint64_t bytes, Poller& poller, Clock::time_point deadline, bool& eager, Status& why);
+  void unreserve(uint32_t node, uint64_t bytes, bool eager);
+  // A send of message `id` whose data waits for the pull: awaits_pull before its header goes, and
+  // pulled() tells whether the receive pulled it (once); forget_pull when the send returns.
+  void awaits_pull(const Key& k, uint64_t id);
+  bool pulled(const Key& k, uint64_t id);
+  void forget_pull(const Key& k, uint64_t id);
+  // A pull from the receiver's node (frame p2p_pull): kept for the send that waits for it; a pull of
+  // a message no send waits for is dropped.
+  void pull(const Key& k, uint64_t id);
+
+  // ---- The receiver's side of a pull
+  // The receive that took message `id` (pulled) asks its node for the data: expect_pull before the
+  // pull goes, take_pulled for the data (the payload and where the data starts in it),
+  // give_up_pull where it will not wait longer (data that comes later is dropped).
+  void expect_pull(const Key& k, uint64_t id, uint32_t node, uint64_t bytes);
+  Took take_pulled(const Key& k, uint64_t id, uint32_t node, Poller& poller, Clock::time_point deadline,
+                   std::string& data, std::size_t& offset, Status& why);
+  void give_up_pull(const Key& k, uint64_t id);
+  // Whether `node` may send a pulled frame of `data_bytes` (a receive here pulled one of that size
+  // from it): asked before the frame is read.
+  bool pull_expected(uint32_t node, uint64_t data_bytes);
+  // The data of a pulled message arrived: false where no receive here pulled message `id` of k from
+  // `node` with that many bytes (the link is then ended).
+  bool deliver_pulled(const Key& k, uint64_t id, uint32_t node, std::string bytes, std::size_t offset);
+
  private:
   template <class T>
   Took take(std::map<Key, std::deque<T>>& box, const Key& k, uint32_t node, Poller& poller,
@@ -109,6 +162,7 @@ class P2PMailbox {
                   Clock::time_point deadline, const std::function<bool()>* stop, Key* k, T& out, Status& why,
                   bool loan = false);
   void bump();
+  void release(uint32_t node, uint64_t data_bytes);  // under mu_: a message left this mailbox
   uint64_t post(const Key& k);
   void unpost(uint64_t ticket);
   bool left_to_earlier(const Key& k, uint64_t ticket) const;  // under mu_
@@ -118,8 +172,32 @@ class P2PMailbox {
   std::map<Key, std::deque<Message>> inbox_;
   uint64_t delivered_ = 0;
   std::map<Key, std::deque<Answer>> answers_;
-  std::set<std::pair<Key, uint64_t>> abandoned_;  // answers whose sends gave up on them
-  std::set<std::pair<Key, uint64_t>> lent_;       // messages take_any took, not kept or put back yet
+  struct Held {                 // what one node holds of another's: messages and their data's bytes
+    uint32_t messages = 0;
+    uint64_t bytes = 0;
+  };
+  struct Room {                 // a send's room in its destination node's windows
+    uint32_t node = 0;
+    uint64_t bytes = 0;         // 0 where its data waits for the pull
+  };
+  struct Pull {                 // a pull this node's receive sent, waiting for its data
+    uint32_t node = 0;
+    uint64_t bytes = 0;
+    bool given_up = false;
+  };
+  struct Pulled {               // a pulled message's data, arrived
+    uint64_t id = 0;
+    std::string bytes;
+    std::size_t offset = 0;
+  };
+  const P2PWindow window_;
+  std::map<uint32_t, Held> held_;    // by sender node: messages in the inbox or lent
+  std::map<uint32_t, Held> out_;     // by receiver node: this node's sends, unanswered
+  std::set<std::pair<Key, uint64_t>> awaiting_pull_, pulls_;  // sends whose data waits; pulls for them
+  std::map<std::pair<Key, uint64_t>, Pull> pulls_sent_;
+  std::map<Key, std::deque<Pulled>> pulled_;
+  std::map<std::pair<Key, uint64_t>, Room> abandoned_;  // answers whose sends gave up on them, and their room
+  std::map<std::pair<Key, uint64_t>, Room> lent_;       // messages take_any took, not kept or put back yet
   std::set<std::pair<Key, uint64_t>> withdrawn_lent_;  // ... and withdrawn meanwhile
   std::map<uint64_t, Key> posted_;      // the receives posted, by ticket (in the order of their calls)
   uint64_t tickets_ = 0;

@@ -37,18 +37,18 @@ Result<PeerId> run_paired(PeerState& s, OpRecord& rec, Reply& r, Tensor& t) {
 // whose stream's earlier work did not finish takes it all the same (the sender is answered), and
 // fails.
 Result<PeerId> take_message(PeerState& s, OpRecord& rec, const P2PMailbox::Key& k, const P2PMailbox::Message& m,
-                            Tensor& t) {
+                            Tensor& t, Clock::time_point deadline) {
   record_matched(s, rec, RunStrategy::of(RunStrategy::Path::p2p));
   Status st;
   if (Status why = start_failure(); !why) {
     Tensor drop = Tensor::zeros(t.dtype(), t.shape());
-    (void)s.global->take_delivered(k, m, drop);
+    (void)s.global->take_delivered(k, m, drop, deadline);
     st = why;
   } else if (!t.is_cuda()) {
-    st = s.global->take_delivered(k, m, t);
+    st = s.global->take_delivered(k, m, t, deadline);
   } else {
     Tensor host = Tensor::zeros(t.dtype(), t.shape());
-    st = s.global->take_delivered(k, m, host);
+    st = s.global->take_delivered(k, m, host, deadline);
     if (st) st = stage_back(host, t);
   }
   if (!(st = record_end(s, rec, st))) return st;
@@ -125,7 +125,7 @@ Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, PostedRecv* p
     took = P2PMailbox::Took::stopped;
   }
   switch (took) {
-    case P2PMailbox::Took::it: s.global->p2p().keep(k, m.id); return take_message(s, rec, k, m, t);
+    case P2PMailbox::Took::it: s.global->p2p().keep(k, m.id); return take_message(s, rec, k, m, t, deadline);
     case P2PMailbox::Took::ended: return record_end(s, rec, why);
     case P2PMailbox::Took::nothing:
       return record_end(s, rec, Status(Errc::timeout, "recv any->" + std::to_string(s.rank) + " tag " + std::to_string(tag) +

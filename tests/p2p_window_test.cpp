@@ -1,0 +1,268 @@
+// What one node may leave in another's point-to-point mailbox is bounded (P2PWindow):
+//  * the mailbox alone, with a small window: what it admits from each node, the room a sender
+//    reserves (data with the header while it fits, else pulled; a wait for room beyond the
+//    message window), a send that gave up keeping its room until its answer, pulls only of
+//    messages a send waits with;
+//  * two nodes in this process: sends whose data overrun the window arrive whole, received in
+//    any order (the receive pulls what waits); a node that overruns the window, or sends data no
+//    receive pulled, has its link ended, named to the receive that waits on it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/global_client/p2p.hpp"
+#include "messages/data_codec.hpp"
+#include "status_matchers.hpp"
+#include "transport/frame.hpp"
+#include "two_nodes.hpp"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+
+// ---------------------------------------------------------------- the mailbox alone
+
+class Mailbox : public ::testing::Test {
+ protected:
+  Mailbox() { poller.start({}); }
+  ~Mailbox() override { poller.stop(); }
+
+  static P2PMailbox::Message message(uint32_t node, uint64_t id, std::size_t data_bytes, bool pulled = false) {
+    P2PMailbox::Message m{0, DType::u8, data_bytes, std::string(data_bytes, 'x'), 0, Status::ok(), id, node, pulled};
+    return m;
+  }
+  Clock::time_point soon() const { return Clock::now() + 20ms; }
+  Clock::time_point later() const { return Clock::now() + 20s; }
+
+  P2PMailbox box{P2PWindow{100, 2}};
+  Poller poller;
+  const P2PMailbox::Key k{0, 1, 2, 7};
+};
+
+TEST_F(Mailbox, AdmitsFromEachNodeWhatItsWindowHolds) {
+  std::string why;
+  box.deliver(k, message(3, 1, 60));
+  EXPECT_FALSE(box.admit(3, 50, why));
+  EXPECT_EQ(why, "sent 110 bytes of data ahead of their receives, over the window of 100");
+  EXPECT_TRUE(box.admit(3, 40, why));
+  EXPECT_TRUE(box.admit(4, 100, why)) << "another node's window is its own";
+  box.deliver(k, message(3, 2, 0, true));
+  EXPECT_FALSE(box.admit(3, 0, why));
+  EXPECT_EQ(why, "left more than 2 messages here that no receive took");
+  // A receive takes the first: its room is free again.
+  P2PMailbox::Message m;
+  Status lost;
+  ASSERT_EQ(box.take_message(k, 3, poller, later(), m, lost), P2PMailbox::Took::it);
+  EXPECT_EQ(m.id, 1u);
+  EXPECT_TRUE(box.admit(3, 100, why)) << why;
+  // A withdrawn message frees its room too.
+  EXPECT_TRUE(box.withdraw(k, 2));
+  box.deliver(k, message(3, 3, 100));
+  box.deliver(k, message(3, 4, 0));
+  EXPECT_FALSE(box.admit(3, 0, why));
+}
+
+TEST_F(Mailbox, ASendReservesRoomAndItsDataGoesWithItWhileItFits) {
+  bool eager = false;
+  Status why;
+  ASSERT_EQ(box.reserve(5, 80, poller, later(), eager, why), P2PMailbox::Took::it);
+  EXPECT_TRUE(eager);
+  ASSERT_EQ(box.reserve(5, 30, poller, later(), eager, why), P2PMailbox::Took::it);
+  EXPECT_FALSE(eager) << "80 + 30 bytes overrun the window of 100: the data waits for the pull";
+  // Two messages unanswered: a third waits for room, until its deadline...
+  EXPECT_EQ(box.reserve(5, 1, poller, soon(), eager, why), P2PMailbox::Took::nothing);
+  // ... or until an answer frees some.
+  std::thread answer([&] { box.unreserve(5, 80, true); });
+  ASSERT_EQ(box.reserve(5, 20, poller, later(), eager, why), P2PMailbox::Took::it);
+  answer.join();
+  EXPECT_TRUE(eager);
+  // Another node's window is its own.
+  ASSERT_EQ(box.reserve(6, 100, poller, soon(), eager, why), P2PMailbox::Took::it);
+  EXPECT_TRUE(eager);
+  // A lost node ends a wait for room.
+  box.node_lost(Status(Errc::node_lost, "node 5 lost"));
+  EXPECT_EQ(box.reserve(5, 1, poller, later(), eager, why), P2PMailbox::Took::ended);
+  EXPECT_EQ(why.message(), "node 5 lost");
+}
+
+TEST_F(Mailbox, ASendThatGaveUpKeepsItsRoomUntilItsAnswerComes) {
+  bool eager = false;
+  Status why;
+  ASSERT_EQ(box.reserve(5, 10, poller, later(), eager, why), P2PMailbox::Took::it);
+  ASSERT_EQ(box.reserve(5, 10, poller, later(), eager, why), P2PMailbox::Took::it);
+  // The first send gives up on its answer: the receiving node may still hold its message.
+  EXPECT_FALSE(box.abandon(k, 1, 5, 10, true).has_value());
+  EXPECT_EQ(box.reserve(5, 1, poller, soon(), eager, why), P2PMailbox::Took::nothing);
+  box.answer(k, 1, Status::ok());  // it comes: dropped, and the room is free
+  ASSERT_EQ(box.reserve(5, 1, poller, soon(), eager, why), P2PMailbox::Took::it);
+  Status a;
+  EXPECT_EQ(box.take_answer(k, 1, 5, poller, soon(), a, why), P2PMailbox::Took::nothing) << "a dropped answer came back";
+}
+
+TEST_F(Mailbox, OnlyAMessageWhoseSendWaitsIsPulledAndOnce) {
+  box.pull(k, 9);  // no send waits with message 9: dropped
+  box.awaits_pull(k, 9);
+  EXPECT_FALSE(box.pulled(k, 9));
+  box.pull(k, 9);
+  box.pull(k, 9);  // a second pull of it is dropped
+  EXPECT_TRUE(box.pulled(k, 9));
+  EXPECT_FALSE(box.pulled(k, 9));
+  box.forget_pull(k, 9);
+  box.awaits_pull(k, 10);
+  box.forget_pull(k, 10);  // its send returned
+  box.pull(k, 10);
+  EXPECT_FALSE(box.pulled(k, 10));
+}
+
+TEST_F(Mailbox, PulledDataIsTakenOnlyWherePulledFromItsNodeAtItsSize) {
+  EXPECT_FALSE(box.pull_expected(3, 4));
+  EXPECT_FALSE(box.deliver_pulled(k, 1, 3, "head1234", 4)) << "nobody pulled it";
+  box.expect_pull(k, 1, 3, 4);
+  EXPECT_TRUE(box.pull_expected(3, 4));
+  EXPECT_FALSE(box.pull_expected(3, 5));
+  EXPECT_FALSE(box.pull_expected(2, 4));
+  EXPECT_FALSE(box.deliver_pulled(k, 1, 2, "head1234", 4)) << "from another node";
+  EXPECT_FALSE(box.deliver_pulled(k, 1, 3, "head12345", 4)) << "of another size";
+  ASSERT_TRUE(box.deliver_pulled(k, 1, 3, "head1234", 4));
+  std::string data;
+  std::size_t offset = 0;
+  Status why;
+  ASSERT_EQ(box.take_pulled(k, 1, 3, poller, later(), data, offset, why), P2PMailbox::Took::it);
+  EXPECT_EQ(data.substr(offset), "1234");
+  // A receive that gave up drops the data that comes after.
+  box.expect_pull(k, 2, 3, 4);
+  box.give_up_pull(k, 2);
+  EXPECT_TRUE(box.deliver_pulled(k, 2, 3, "head5678", 4));
+  EXPECT_EQ(box.take_pulled(k, 2, 3, poller, soon(), data, offset, why), P2PMailbox::Took::nothing);
+  EXPECT_FALSE(box.deliver_pulled(k, 2, 3, "head5678", 4)) << "pulled once";
+}
+
+// ---------------------------------------------------------------- two nodes in this process
+
+std::vector<float> filled(std::size_t n, float first) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = first + static_cast<float>(i % 1000);
+  return v;
+}
+
+// A sends three tensors to C at once whose data together overrun the window (3 x 30 MiB against
+// 64 MiB); C receives them last first. What fits goes with its header, the rest waits at A until
+// C's receive pulls it; everything arrives whole. (Were A to send all three eagerly, C's node
+// would end the link; were A to wait for room, C's first receive would time out.)
+TEST(P2PWindowAcrossNodes, SendsThatOverrunTheWindowArriveWholeInAnyOrder) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  const uint64_t window = two.there().p2p().window().bytes;
+  const std::size_t n = (window * 15 / 32) / sizeof(float);  // 30 MiB of 64
+  std::vector<Tensor> out;
+  std::vector<Work> sends;
+  for (int tag = 1; tag <= 3; ++tag) out.push_back(Tensor::from(filled(n, 1000.0f * tag)));
+  for (int tag = 1; tag <= 3; ++tag) sends.push_back(two.a->send_async(out[tag - 1], two.c->rank(), tag));
+  for (int tag = 3; tag >= 1; --tag) {
+    Tensor in = Tensor::zeros(DType::f32, {static_cast<int64_t>(n)});
+    ASSERT_TRUE(two.c->recv(in, two.a->rank(), tag).is_ok()) << tag;
+    EXPECT_EQ(std::memcmp(in.data(), out[tag - 1].data(), in.nbytes()), 0) << "tag " << tag << " arrived changed";
+  }
+  for (auto& w : sends) EXPECT_TRUE(w.wait_for(20s).is_ok());
+  // One tensor larger than the whole window goes alone, pulled.
+  std::vector<float> big = filled(window / sizeof(float) + 1024, 7.0f);
+  const Tensor whole = Tensor::from(big);
+  Work sent = two.a->send_async(whole, two.c->rank(), 4);
+  Tensor in = Tensor::zeros(DType::f32, {static_cast<int64_t>(big.size())});
+  ASSERT_TRUE(two.c->recv(in, two.a->rank(), 4).is_ok());
+  EXPECT_EQ(std::memcmp(in.data(), big.data(), in.nbytes()), 0);
+  EXPECT_TRUE(sent.wait_for(20s).is_ok());
+  // A pulled message whose receive does not match fails both sides alike, no data moved.
+  Work wrong = two.a->send_async(whole, two.c->rank(), 5);
+  Tensor small = Tensor::zeros(DType::f32, {3});
+  const Status got = two.c->recv(small, two.a->rank(), 5);
+  EXPECT_TRUE(has(got, Errc::shape_mismatch, {"sender has f32[" + std::to_string(big.size()) + "], receiver f32[3]"}))
+      << got.to_string();
+  EXPECT_EQ(wrong.wait_for(20s), got);
+}
+
+// A node (here forged, from A's node) that sends more data than the window ahead of its receives:
+// C's node ends the link, and C's receive that waits on it fails at once naming why.
+TEST(P2PWindowAcrossNodes, ANodeThatOverrunsTheDataWindowHasItsLinkEnded) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  GlobalClient& forger = two.here();
+  const uint32_t a = two.a->rank(), c = two.c->rank();
+  const uint64_t window = two.there().p2p().window().bytes;
+  const std::string data(window / 2 + 1, 'x');
+  for (uint64_t id = 1; id <= 2; ++id) {
+    FrameHeader h = forger.frame_header(FrameType::p2p_data);
+    std::string head = encode_p2p_header({a, c, 7, DType::u8, data.size(), Status::ok(), id});
+    h.slot = static_cast<uint32_t>(head.size());
+    h.seq = (uint64_t{a} << 32) | c;
+    forger.connection(two.there().node_id())
+        ->send(SendTicket::prefixed(h, std::move(head), reinterpret_cast<const std::byte*>(data.data()), data.size()))
+        ->done.wait_at_least(1, Clock::now() + 20s);
+  }
+  Tensor t = Tensor::zeros(DType::u8, {1});
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status got = two.c->recv(t, a, 8);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "C waited out its timeout";
+  EXPECT_TRUE(has(got, Errc::node_lost,
+                  {"node " + std::to_string(forger.node_id()) + " sent " + std::to_string(2 * data.size()) +
+                   " bytes of data ahead of their receives, over the window of " + std::to_string(window)}))
+      << got.to_string();
+}
+
+// So too a node that leaves more messages than the window (headers alone, their data said to
+// wait), and one that sends data no receive pulled.
+TEST(P2PWindowAcrossNodes, ANodeThatOverrunsTheMessageWindowHasItsLinkEnded) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  GlobalClient& forger = two.here();
+  const uint32_t a = two.a->rank(), c = two.c->rank();
+  const uint32_t most = two.there().p2p().window().messages;
+  Connection& link = *forger.connection(two.there().node_id());
+  std::shared_ptr<SendTicket> last;
+  for (uint64_t id = 1; id <= most + 1; ++id) {
+    FrameHeader h = forger.frame_header(FrameType::p2p_data);
+    P2PHeaderData head{a, c, 7, DType::u8, 1, Status::ok(), id};
+    head.pulled = true;
+    h.seq = (uint64_t{a} << 32) | c;
+    std::string bytes = encode_p2p_header(head);
+    h.slot = static_cast<uint32_t>(bytes.size());
+    last = link.send(SendTicket::owning(h, std::move(bytes)));
+  }
+  last->done.wait_at_least(1, Clock::now() + 20s);
+  Tensor t = Tensor::zeros(DType::u8, {1});
+  const Status got = two.c->recv(t, a, 8);
+  EXPECT_TRUE(has(got, Errc::node_lost,
+                  {"node " + std::to_string(forger.node_id()) + " left more than " + std::to_string(most) +
+                   " messages here that no receive took"}))
+      << got.to_string();
+}
+
+TEST(P2PWindowAcrossNodes, ANodeThatSendsDataNoReceivePulledHasItsLinkEnded) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  GlobalClient& forger = two.here();
+  const uint32_t a = two.a->rank(), c = two.c->rank();
+  FrameHeader h = forger.frame_header(FrameType::p2p_pulled);
+  std::string head = encode_p2p_ack({a, c, 7, Status::ok(), 1});
+  h.slot = static_cast<uint32_t>(head.size());
+  h.seq = (uint64_t{a} << 32) | c;
+  static const int32_t value = 42;
+  forger.connection(two.there().node_id())
+      ->send(SendTicket::prefixed(h, std::move(head), reinterpret_cast<const std::byte*>(&value), sizeof value));
+  Tensor t = Tensor::zeros(DType::i32, {1});
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status got = two.c->recv(t, a, 7);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "C waited out its timeout";
+  EXPECT_TRUE(has(got, Errc::node_lost,
+                  {"node " + std::to_string(forger.node_id()) + " sent 4 bytes of data that no receive here pulled"}))
+      << got.to_string();
+  EXPECT_EQ(t.data_as<int32_t>()[0], 0);
+}
+
+} // namespace
+} // namespace chorus
