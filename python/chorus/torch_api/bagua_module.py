@@ -104,6 +104,7 @@ class BaguaEngine:
         # Buffers and works of backwards that did not finish: collectives in flight may still write them.
         self._abandoned = []
         self._accumulators = []
+        impl.attach(self)  # before any hook: where it raises, the module is left as it was
         with torch.enable_grad():
             for b in self.buckets:
                 for k, p in enumerate(b.params):

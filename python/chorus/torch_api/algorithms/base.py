@@ -12,11 +12,13 @@ class Algorithm:
 
 
 class AlgorithmImpl:
-    """The engine's calls, in a step's order: ``before_forward`` (a training forward), ``launch``
+    """The engine's calls: ``attach`` once, when with_bagua made the engine (its buckets made);
+    then in a step's order ``before_forward`` (a training forward), ``launch``
     for each bucket of gradients once they are all in (in bucket order; what it returns is handed
     to ``finish``), then at the end of backward ``finish`` for each bucket in order and
     ``after_backward``; ``reset`` where a backward did not finish. Where ``syncs_gradients`` is
-    False, buckets are neither launched nor finished and the gradients stay each rank's own.
+    False, buckets are neither launched nor finished and the gradients stay each rank's own (it may
+    change between steps, read at with_bagua and during each backward).
     ``averages``: the synchronized gradient is the ranks' mean (False: their sum, which a gradient
     accumulated over several backwards cannot take)."""
 
@@ -26,6 +28,9 @@ class AlgorithmImpl:
     def __init__(self, process_group):
         self.process_group = process_group
         self.global_comm = process_group.get_global_communicator()
+
+    def attach(self, engine):
+        pass
 
     def before_forward(self, engine):
         pass

@@ -77,32 +77,51 @@ class ByteGradAlgorithm(Algorithm):
         return ByteGradAlgorithmImpl(process_group, self.hierarchical, self.average)
 
 
-class ByteGradAlgorithmImpl(AlgorithmImpl):
-    def __init__(self, process_group, hierarchical, average):
-        super().__init__(process_group)
-        self.hierarchy = Hierarchy(process_group) if hierarchical else None
-        self.divisor = self.global_comm.nranks() if average else 1
-        self.averages = average
+class CompressedAllReduce:
+    """ByteGrad's exchange of one float tensor between the ranks of a process group, in place:
+    ``start`` begins it (what it returns is handed to ``finish``), ``finish`` completes it. Flat
+    (every rank compresses) or ``hierarchical`` (summed in full precision on each host's leader,
+    compressed between the leaders, broadcast on each host). The result is the sum over
+    ``divisor``, alike on every rank. QAdam exchanges its momentum this way too."""
 
-    def launch(self, bucket):
-        if not bucket.flat.is_floating_point():
-            raise TypeError(f"ByteGrad compresses floating-point gradients, not {bucket.flat.dtype}")
+    def __init__(self, process_group, hierarchical, divisor):
+        self.global_comm = process_group.get_global_communicator()
+        self.hierarchy = Hierarchy(process_group) if hierarchical else None
+        self.divisor = divisor
+
+    def start(self, tensor):
+        if not tensor.is_floating_point():
+            raise TypeError(f"ByteGrad compresses floating-point tensors, not {tensor.dtype}")
         if self.hierarchy is not None:
-            return self.hierarchy.reduce_in_host(bucket.flat)
+            return self.hierarchy.reduce_in_host(tensor)
         if self.global_comm.nranks() == 1:
             return None
-        return Exchange(bucket.flat, self.global_comm, self.divisor)
+        return Exchange(tensor, self.global_comm, self.divisor)
 
-    def finish(self, bucket, token):
+    def finish(self, tensor, token):
         h = self.hierarchy
         if h is None:
             if token is None:
-                compressed_allreduce(bucket.flat, self.global_comm, self.divisor)
+                compressed_allreduce(tensor, self.global_comm, self.divisor)
             else:
                 token.finish()
             return
         if token is not None:
             token.wait()
         if h.leader:
-            compressed_allreduce(bucket.flat, h.inter, self.divisor)
-        h.broadcast_in_host(bucket.flat)
+            compressed_allreduce(tensor, h.inter, self.divisor)
+        h.broadcast_in_host(tensor)
+
+
+class ByteGradAlgorithmImpl(AlgorithmImpl):
+    def __init__(self, process_group, hierarchical, average):
+        super().__init__(process_group)
+        self.reducer = CompressedAllReduce(process_group, hierarchical,
+                                           self.global_comm.nranks() if average else 1)
+        self.averages = average
+
+    def launch(self, bucket):
+        return self.reducer.start(bucket.flat)
+
+    def finish(self, bucket, token):
+        self.reducer.finish(bucket.flat, token)
