@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The model of ddp_train.py trained the way Bagua trains: ``model.with_bagua([optimizer],
 algorithm)`` (chorus.torch_api), with one of Bagua's algorithms: gradient_allreduce (the
-default), bytegrad (gradients sent as 8-bit integers) or decentralized (weights averaged with one
-peer a step). Checks that the loss fell and that the replicas agree: identical where gradients are
-synchronized; where weights are only averaged with peers, once averaged at the end.
+default), bytegrad (gradients sent as 8-bit integers), decentralized (weights averaged with one
+peer a step), qadam (Adam whose momentum is sent as 8-bit integers after a warm-up) or async
+(weights averaged by a background thread while training goes on). Checks that the loss fell and
+that the replicas agree: identical where gradients or momenta are synchronized; where weights are
+only averaged with peers, once averaged at the end.
 
     torchrun --nproc_per_node 2 examples/python/bagua_style.py [--algorithm bytegrad]
     build/bin/chorus-run -n 2 /usr/bin/python3 examples/python/bagua_style.py
@@ -14,15 +16,30 @@ import sys
 import torch
 
 from chorus import torch_api as bagua
-from chorus.torch_api.algorithms import bytegrad, decentralized, gradient_allreduce
+from chorus.torch_api.algorithms import async_model_average, bytegrad, decentralized, gradient_allreduce, q_adam
 
+# Each makes (optimizer, algorithm) for the model's parameters.
 ALGORITHMS = {
-    "gradient_allreduce": lambda: gradient_allreduce.GradientAllReduceAlgorithm(),
+    "gradient_allreduce": lambda params: sgd(params, gradient_allreduce.GradientAllReduceAlgorithm()),
     # Compressed between every two ranks (Bagua's default, hierarchical, compresses between hosts only).
-    "bytegrad": lambda: bytegrad.ByteGradAlgorithm(hierarchical=False),
-    "decentralized": lambda: decentralized.DecentralizedAlgorithm(hierarchical=False, peer_selection_mode="shift_one"
-                                                                  if bagua.get_world_size() % 2 == 0 else "all"),
+    "bytegrad": lambda params: sgd(params, bytegrad.ByteGradAlgorithm(hierarchical=False)),
+    "decentralized": lambda params: sgd(params, decentralized.DecentralizedAlgorithm(
+        hierarchical=False, peer_selection_mode="shift_one" if bagua.get_world_size() % 2 == 0 else "all")),
+    "qadam": lambda params: qadam(params),
+    # A round every 10 ms, after 5 steps of gradient all-reduce.
+    "async": lambda params: sgd(params, async_model_average.AsyncModelAverageAlgorithm(sync_interval_ms=10,
+                                                                                        warmup_steps=5)),
 }
+
+
+def sgd(params, algorithm):
+    return torch.optim.SGD(params, lr=0.1), algorithm
+
+
+def qadam(params):
+    # 10 steps of Adam on all-reduced gradients, then the momentum crosses in 8 bits.
+    opt = q_adam.QAdamOptimizer(params, lr=0.01, warmup_steps=10)
+    return opt, q_adam.QAdamAlgorithm(opt, hierarchical=False)
 
 
 def main():
@@ -34,8 +51,8 @@ def main():
     rank, world = bagua.get_rank(), bagua.get_world_size()
     torch.manual_seed(rank)  # each rank's own start: with_bagua gives every rank rank 0's weights
     model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    model = model.with_bagua([opt], ALGORITHMS[a.algorithm]())
+    opt, algorithm = ALGORITHMS[a.algorithm](model.parameters())
+    model = model.with_bagua([opt], algorithm)
     truth = torch.randn(16, 1, generator=torch.Generator().manual_seed(1))
     data = torch.Generator().manual_seed(100 + rank)
     first = last = None
@@ -47,8 +64,10 @@ def main():
         opt.step()
         last = loss.item()
         first = last if first is None else first
+    if a.algorithm == "async":
+        model.bagua_algorithm.abort(model)  # every rank: the background averaging stops
     spread = apart(model)
-    if a.algorithm == "decentralized":  # the replicas are near one another: one average makes them one
+    if a.algorithm in ("decentralized", "async"):  # the replicas are near one another: one average makes them one
         for p in model.parameters():
             bagua.allreduce_inplace(p.data, op=bagua.ReduceOp.AVG)
     agree = apart(model) == 0

@@ -1,0 +1,339 @@
+"""Bagua's QAdam and asynchronous model average (``module.with_bagua``) on 4 ranks, checked
+against references computed here from every rank's own gradients or weights, gathered over gloo:
+- QAdam (flat and hierarchical, weight decay, several buckets, a step of two backwards): during
+  warm-up the gradients are the ranks' mean and both moments are Adam's; after it the gradients
+  are each rank's own, the momentum is what ByteGrad's MinMax-UInt8 exchange of every rank's
+  momentum gives (within the compression's bound of the exact mean), the variance is frozen, and
+  every weight is the Adam step of those; the replicas stay identical;
+- asynchronous model average: with a learning rate of 0 and different weights on every rank, the
+  background averaging makes every rank's weights their mean while training runs; with training,
+  warm-up steps give the ranks' mean gradient, the rounds keep the sum of the ranks' weights what
+  training alone made it, abort() stops the rounds (also where it comes during warm-up, or where
+  only one rank's thread started), resume() starts them again, and a final synchronous average
+  makes the replicas equal; the script then exits with the thread running (it must not hang);
+- bad settings raise, on every rank. The hierarchical case makes two "hosts" of ranks {0, 1} and
+  {2, 3}."""
+import math
+import time
+
+import torch
+import torch.distributed as dist
+
+from common import init
+
+from chorus import torch_api as bagua
+from chorus.torch_api import communication
+from chorus.torch_api.algorithms import async_model_average, bytegrad, q_adam
+
+rank, world, gloo = init(timeout_s=60)
+bagua.init_process_group()
+assert world == 4, "run with 4 ranks"
+LR = 0.05
+DEADLINE_S = 60  # for a number of rounds to come; they come every few ms
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 32)
+        self.b = torch.nn.Linear(32, 32)
+        self.c = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.c(torch.tanh(self.b(torch.tanh(self.a(x)))))
+
+
+def make(seed):
+    torch.manual_seed(seed + rank)  # different on every rank: with_bagua broadcasts rank 0's
+    return Net()
+
+
+def gathered(t):
+    out = [torch.empty_like(t) for _ in range(world)]
+    dist.all_gather(out, t.contiguous(), group=gloo)
+    return out
+
+
+def flat(ts):
+    return torch.cat([t.detach().reshape(-1) for t in ts])
+
+
+def batch(g):
+    return torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+
+
+def loss_of(model, x, y):
+    return torch.nn.functional.mse_loss(model(x), y)
+
+
+def local_grads(model, batches):
+    """This rank's own gradients at the model's weights, accumulated over ``batches``."""
+    ref = Net()
+    ref.load_state_dict(model.state_dict())
+    for x, y in batches:
+        loss_of(ref, x, y).backward()
+    return [p.grad for p in ref.parameters()]
+
+
+def fake_hosts():
+    communication._hosts = ["a", "a", "b", "b"]
+    return bagua.new_group()
+
+
+def bytegrad_reference(vectors, divisor):
+    """ByteGrad's compressed all-reduce of the ranks' vectors, as every rank computes it (the
+    same as test_algorithms.py's)."""
+    n, numel = len(vectors), vectors[0].numel()
+    chunk = -(-numel // n)
+    padded = []
+    for v in vectors:
+        z = torch.zeros(chunk * n)
+        z[:numel] = v
+        padded.append(z.view(n, chunk))
+    out = []
+    for i in range(n):
+        s = bytegrad.decompress(bytegrad.compress(padded[0][i]))
+        for j in range(1, n):
+            s += bytegrad.decompress(bytegrad.compress(padded[j][i]))
+        s /= divisor
+        out.append(bytegrad.decompress(bytegrad.compress(s)))
+    return torch.cat(out)[:numel]
+
+
+def assert_close(what, got, want, tol=1e-6):
+    d = float((got - want).abs().max())
+    assert d <= tol, f"{what}: differs from the reference by {d}"
+    return d
+
+
+def check_qadam(name, hierarchical, pg=None, weight_decay=0.0, warmup=3, steps=8, accumulate_at=None):
+    """``accumulate_at``: that step (after warm-up) takes two backwards."""
+    betas, eps = (0.9, 0.999), 1e-8
+    b1, b2 = betas
+    model = make(11)
+    opt = q_adam.QAdamOptimizer(model.parameters(), lr=LR, warmup_steps=warmup, betas=betas, eps=eps,
+                                weight_decay=weight_decay)
+    model = model.with_bagua([opt], q_adam.QAdamAlgorithm(opt, hierarchical=hierarchical), process_group=pg,
+                             bucket_bytes=2048)
+    buckets = model._bagua_engine.buckets
+    assert len(buckets) > 2, "several buckets"
+    params = list(model.parameters())
+    g = torch.Generator().manual_seed(80 + rank)
+    worst = 0.0
+    for step in range(steps):
+        micro = [batch(g) for _ in range(2 if step == accumulate_at else 1)]
+        mine = dict(zip(params, local_grads(model, micro)))
+        w0 = {p: p.detach().clone() for p in params}
+        m0 = {p: opt.state[p]["exp_avg"].clone() for p in params}
+        v0 = {p: opt.state[p]["exp_avg_sq"].clone() for p in params}
+        opt.zero_grad()
+        for x, y in micro:
+            loss_of(model, x, y).backward()
+        warm = step < warmup
+        want_m, want_v = {}, {}
+        if warm:
+            for p in params:
+                mean = torch.stack(gathered(mine[p])).mean(0)
+                worst = max(worst, assert_close(f"{name}, step {step}: a warm-up gradient against the ranks' mean",
+                                                p.grad, mean))
+                grad = p.grad if weight_decay == 0 else p.grad.add(w0[p], alpha=weight_decay)
+                want_m[p] = m0[p].mul(b1).add_(grad, alpha=1 - b1)
+                want_v[p] = v0[p].mul(b2).addcmul_(grad, grad, value=1 - b2)
+        else:
+            for p in params:
+                assert torch.equal(p.grad, mine[p]), f"{name}, step {step}: a gradient is not this rank's own"
+                want_v[p] = v0[p]
+            for b in buckets:
+                # This rank's momentum, in the bucket's layout and by the same operations as QAdam's.
+                grad = flat(mine[p] for p in b.params)
+                if weight_decay:
+                    grad = grad.add(flat(w0[p] for p in b.params), alpha=weight_decay)
+                m_r = flat(m0[p] for p in b.params).mul(b1).add_(grad, alpha=1 - b1)
+                everyone = gathered(m_r)
+                inputs = [everyone[0] + everyone[1], everyone[2] + everyone[3]] if hierarchical else everyone
+                want = bytegrad_reference(inputs, world)
+                # Against the exact mean: half a step of each input's compression, then of the result's.
+                exact = torch.stack(everyone).mean(0)
+                first = sum(float(v.max() - v.min()) for v in inputs) / (510 * world)
+                bound = first + (float(exact.max() - exact.min()) + 2 * first) / 510 + 1e-6
+                got = flat(opt.state[p]["exp_avg"] for p in b.params)
+                err = float((got - exact).abs().max())
+                assert 0 < err <= bound, f"{name}, step {step}: the momentum's error {err} is not within (0, {bound}]"
+                off = 0
+                for p in b.params:
+                    want_m[p] = want.narrow(0, off, p.numel()).view_as(p)
+                    off += p.numel()
+        opt.step()
+        for p in params:
+            state = opt.state[p]
+            assert state["step"] == step + 1
+            worst = max(worst, assert_close(f"{name}, step {step}: exp_avg", state["exp_avg"], want_m[p]))
+            if warm:
+                assert_close(f"{name}, step {step}: exp_avg_sq", state["exp_avg_sq"], want_v[p])
+            else:
+                assert torch.equal(state["exp_avg_sq"], want_v[p]), f"{name}, step {step}: the variance moved"
+            t = step + 1
+            denom = (want_v[p].sqrt() / math.sqrt(1 - b2 ** t)).add_(eps)
+            want_w = w0[p].addcdiv(want_m[p], denom, value=-LR / (1 - b1 ** t))
+            worst = max(worst, assert_close(f"{name}, step {step}: a weight", p.detach(), want_w))
+    state = flat([p for p in params] + [opt.state[p]["exp_avg"] for p in params])
+    assert all(torch.equal(state, o) for o in gathered(state)), f"{name}: the replicas differ"
+    print(f"rank {rank}: {name}: {warmup} warm-up steps, {steps - warmup} compressed, each within {worst:.1e} "
+          f"of the reference")
+
+
+def train_step(model, opt, g):
+    x, y = batch(g)
+    opt.zero_grad()
+    loss_of(model, x, y).backward()
+    opt.step()
+
+
+def train_until(model, opt, g, done, what, moved=None):
+    """Training steps until ``done()``, at least one; ``moved`` adds up what SGD's steps move."""
+    deadline = time.monotonic() + DEADLINE_S
+    steps = 0
+    while True:
+        x, y = batch(g)
+        opt.zero_grad()
+        loss_of(model, x, y).backward()
+        if moved is not None:
+            moved -= LR * flat(p.grad for p in model.parameters())
+        opt.step()
+        steps += 1
+        if done():
+            return steps
+        assert time.monotonic() < deadline, f"{what}: not within {DEADLINE_S} s"
+
+
+def check_async_converges():
+    """A learning rate of 0 and each rank's weights its own: the rounds, while training runs, make
+    every rank's weights the mean of all ranks' first ones."""
+    algorithm = async_model_average.AsyncModelAverageAlgorithm(sync_interval_ms=5)
+    model = make(12)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    model = model.with_bagua([opt], algorithm)
+    impl = model.bagua_algorithm
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(90 + rank)))
+    start = flat(model.parameters())
+    mean = torch.stack(gathered(start)).mean(0)
+    assert float((start - mean).abs().max()) > 0.1, "the ranks' weights start apart"
+    g = torch.Generator().manual_seed(100 + rank)
+    steps = train_until(model, opt, g, lambda: impl.rounds >= 2, "2 averaging rounds")
+    impl.abort(model)
+    rounds = impl.rounds
+    assert all(int(r) == rounds for r in gathered(torch.tensor([rounds]))), "the ranks did different rounds"
+    end = flat(model.parameters())
+    d = assert_close("async model average, lr 0: the weights against the mean of every rank's first", end, mean, 1e-6)
+    print(f"rank {rank}: async model average, lr 0: {rounds} rounds in {steps}+ steps made the weights the "
+          f"ranks' mean within {d:.1e}")
+
+
+def check_async_training():
+    """Warm-up, rounds while training, an abort during warm-up and after it, resume, a final
+    average; the rounds keep the sum of the ranks' weights."""
+    algorithm = async_model_average.AsyncModelAverageAlgorithm(sync_interval_ms=5, warmup_steps=3)
+    model = make(13)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    model = model.with_bagua([opt], algorithm, bucket_bytes=2048)
+    impl = model.bagua_algorithm
+    params = list(model.parameters())
+    start = flat(params)
+    moved = torch.zeros_like(start)
+    g = torch.Generator().manual_seed(110 + rank)
+    for step in range(3):
+        if step == 1:  # abort during warm-up: no thread yet, every rank still says "stop" once
+            impl.abort(model)
+            impl.resume(model)
+        x, y = batch(g)
+        mine = local_grads(model, [(x, y)])
+        opt.zero_grad()
+        loss_of(model, x, y).backward()
+        for p, own in zip(params, mine):
+            assert_close(f"async model average, warm-up step {step}: a gradient against the ranks' mean", p.grad,
+                         torch.stack(gathered(own)).mean(0))
+        moved -= LR * flat(p.grad for p in params)
+        opt.step()
+        assert impl._thread is None and impl.rounds == 0, "the averaging started during warm-up"
+    train_until(model, opt, g, lambda: impl.rounds >= 3, "3 rounds", moved)
+    impl.abort(model)
+    stopped = impl.rounds
+    for _ in range(3):  # aborted: no rounds
+        x, y = batch(g)
+        opt.zero_grad()
+        loss_of(model, x, y).backward()
+        moved -= LR * flat(p.grad for p in params)
+        opt.step()
+    assert impl._thread is None and impl.rounds == stopped, "a round after abort"
+    impl.resume(model)
+    train_until(model, opt, g, lambda: impl.rounds >= stopped + 2, "2 rounds after resume", moved)
+    impl.abort(model)
+    # Only rank 0's thread starts (its training forward); the others' abort says "stop" in its first round.
+    impl.resume(model)
+    before = impl.rounds
+    if rank == 0:
+        x, y = batch(g)
+        opt.zero_grad()
+        loss_of(model, x, y).backward()
+        moved -= LR * flat(p.grad for p in params)
+        opt.step()
+        assert impl._thread is not None
+    impl.abort(model)
+    assert impl.rounds == before, "a round where only rank 0's thread started"
+    rounds = impl.rounds
+    assert all(int(r) == rounds for r in gathered(torch.tensor([rounds]))), "the ranks did different rounds"
+    # The rounds move no weight mass: every rank's weights add up to what the ranks' steps alone make.
+    end = flat(params)
+    total = torch.stack(gathered(end)).sum(0)
+    want = torch.stack(gathered(start + moved)).sum(0)
+    d = assert_close("async model average: the sum of the ranks' weights", total, want, 1e-5)
+    apart = float((torch.stack(gathered(end)) - end).abs().max())
+    assert apart > 0, "the replicas are equal before the final average (training on different data)"
+    for p in params:
+        bagua.allreduce_inplace(p.data, op=bagua.ReduceOp.AVG)
+    end = flat(params)
+    assert all(torch.equal(end, o) for o in gathered(end)), "the replicas differ after the final average"
+    print(f"rank {rank}: async model average: warm-up gradients the ranks' mean; {rounds} rounds over aborts and "
+          f"resumes keep the ranks' weight sum within {d:.1e}; replicas equal after a final average")
+    return model, opt, g
+
+
+def check_bad_settings():
+    three = bagua.new_group([0, 1, 2])
+    for bad, want in ((lambda: q_adam.QAdamOptimizer(Net().parameters(), warmup_steps=0), "warmup_steps"),
+                      (lambda: async_model_average.AsyncModelAverageAlgorithm(peer_selection_mode="shift_one"),
+                       "peer_selection_mode"),
+                      (lambda: async_model_average.AsyncModelAverageAlgorithm(sync_interval_ms=-1), "sync_interval_ms"),
+                      (lambda: Net().with_bagua([], async_model_average.AsyncModelAverageAlgorithm(),
+                                                process_group=three),
+                       "every rank of the world" if rank < 3 else "not a member")):
+        try:
+            bad()
+        except ValueError as e:
+            assert want in str(e), f"expected {want!r} in {e}"
+        else:
+            raise AssertionError(f"no error where {want!r} was expected")
+    model = make(14)
+    opt = q_adam.QAdamOptimizer(list(model.parameters())[:2])
+    try:
+        model.with_bagua([opt], q_adam.QAdamAlgorithm(opt))
+    except ValueError as e:
+        assert "parameters must be the module's" in str(e), e
+    else:
+        raise AssertionError("QAdam with an optimizer of some of the module's parameters did not raise")
+    assert getattr(model, "_bagua_engine", None) is None
+    print(f"rank {rank}: bad settings raise")
+
+
+check_qadam("QAdam", hierarchical=False)
+check_qadam("QAdam, weight decay, two backwards in a step", hierarchical=False, weight_decay=0.01, accumulate_at=5)
+check_qadam("QAdam, hierarchical", hierarchical=True, pg=fake_hosts())
+check_bad_settings()
+check_async_converges()
+model, opt, g = check_async_training()
+# Exit with the averaging running: the thread is stopped at exit, on every rank, without hanging.
+model.bagua_algorithm.resume(model)
+train_until(model, opt, g, lambda: model.bagua_algorithm.rounds >= 1, "a round before exit")
+print(f"rank {rank}: exiting with the averaging running")
