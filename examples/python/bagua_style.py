@@ -2,7 +2,8 @@
 """The model of ddp_train.py trained the way Bagua trains: ``model.with_bagua([optimizer],
 algorithm)`` (chorus.torch_api), with one of Bagua's algorithms: gradient_allreduce (the
 default), bytegrad (gradients sent as 8-bit integers), decentralized (weights averaged with one
-peer a step), qadam (Adam whose momentum is sent as 8-bit integers after a warm-up) or async
+peer a step), low_precision_decentralized (with both ring neighbours, as 8-bit differences),
+qadam (Adam whose momentum is sent as 8-bit integers after a warm-up) or async
 (weights averaged by a background thread while training goes on). Checks that the loss fell and
 that the replicas agree: identical where gradients or momenta are synchronized; where weights are
 only averaged with peers, once averaged at the end.
@@ -25,6 +26,9 @@ ALGORITHMS = {
     "bytegrad": lambda params: sgd(params, bytegrad.ByteGradAlgorithm(hierarchical=False)),
     "decentralized": lambda params: sgd(params, decentralized.DecentralizedAlgorithm(
         hierarchical=False, peer_selection_mode="shift_one" if bagua.get_world_size() % 2 == 0 else "all")),
+    # Weights exchanged with the ring's two neighbours as 8-bit differences.
+    "low_precision_decentralized": lambda params: sgd(params, decentralized.LowPrecisionDecentralizedAlgorithm(
+        hierarchical=False)),
     "qadam": lambda params: qadam(params),
     # A round every 10 ms, after 5 steps of gradient all-reduce.
     "async": lambda params: sgd(params, async_model_average.AsyncModelAverageAlgorithm(sync_interval_ms=10,
@@ -67,7 +71,7 @@ def main():
     if a.algorithm == "async":
         model.bagua_algorithm.abort(model)  # every rank: the background averaging stops
     spread = apart(model)
-    if a.algorithm in ("decentralized", "async"):  # the replicas are near one another: one average makes them one
+    if a.algorithm in ("decentralized", "low_precision_decentralized", "async"):  # the replicas are near one another: one average makes them one
         for p in model.parameters():
             bagua.allreduce_inplace(p.data, op=bagua.ReduceOp.AVG)
     agree = apart(model) == 0

@@ -1,17 +1,22 @@
-"""Bagua's QAdam and asynchronous model average (``module.with_bagua``) on 4 ranks, checked
-against references computed here from every rank's own gradients or weights, gathered over gloo:
+"""Bagua's QAdam, low-precision decentralized and asynchronous model average algorithms
+(``module.with_bagua``) on 4 ranks, checked against references computed here from every rank's
+own gradients or weights, gathered over gloo:
 - QAdam (flat and hierarchical, weight decay, several buckets, a step of two backwards): during
   warm-up the gradients are the ranks' mean and both moments are Adam's; after it the gradients
   are each rank's own, the momentum is what ByteGrad's MinMax-UInt8 exchange of every rank's
   momentum gives (within the compression's bound of the exact mean), the variance is frozen, and
   every weight is the Adam step of those; the replicas stay identical;
+- low-precision decentralized (a ring of 4, every 2nd step, hierarchical: a ring of 2 hosts,
+  several buckets): after each step every weight is what a simulation of every ring member's
+  state gives, within half a quantization step of the exact mix, and each rank's copies of its
+  neighbours' weights are theirs; gradients stay each rank's own;
 - asynchronous model average: with a learning rate of 0 and different weights on every rank, the
   background averaging makes every rank's weights their mean while training runs; with training,
   warm-up steps give the ranks' mean gradient, the rounds keep the sum of the ranks' weights what
   training alone made it, abort() stops the rounds (also where it comes during warm-up, or where
   only one rank's thread started), resume() starts them again, and a final synchronous average
   makes the replicas equal; the script then exits with the thread running (it must not hang);
-- bad settings raise, on every rank. The hierarchical case makes two "hosts" of ranks {0, 1} and
+- bad settings raise, on every rank. The hierarchical cases make two "hosts" of ranks {0, 1} and
   {2, 3}."""
 import math
 import time
@@ -23,7 +28,7 @@ from common import init
 
 from chorus import torch_api as bagua
 from chorus.torch_api import communication
-from chorus.torch_api.algorithms import async_model_average, bytegrad, q_adam
+from chorus.torch_api.algorithms import async_model_average, bytegrad, decentralized, q_adam
 
 rank, world, gloo = init(timeout_s=60)
 bagua.init_process_group()
@@ -300,12 +305,89 @@ def check_async_training():
     return model, opt, g
 
 
+def ring_exchange(states, xs):
+    """Bagua's low-precision exchange of every member of a ring, on ``states[j]`` (member j's x^,
+    its copies of its left and right neighbours' x^: updated), with ``xs[j]`` member j's weights
+    after its step; returns every member's new weights. The same operations as Bagua's op."""
+    n = len(xs)
+    diffs = [xs[j].add(states[j][1], alpha=1 / 3).add_(states[j][2], alpha=1 / 3).add_(states[j][0], alpha=-5 / 3)
+             for j in range(n)]
+    sent = [bytegrad.decompress(bytegrad.compress(d)) for d in diffs]
+    out = []
+    for j in range(n):
+        mine, left, right = states[j]
+        left.add_(sent[(j - 1) % n])
+        right.add_(sent[(j + 1) % n])
+        mine.copy_(sent[j] + mine)
+        out.append(mine.clone())
+    return out, diffs
+
+
+def check_low_precision(name, algorithm, pg=None, hosts=None, steps=6):
+    """``hosts``: the ranks of each host (hierarchical), whose leaders form the ring."""
+    model = make(15)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    model = model.with_bagua([opt], algorithm, process_group=pg, bucket_bytes=2048)
+    impl, buckets = model.bagua_algorithm, model._bagua_engine.buckets
+    assert len(buckets) > 2, "several buckets"
+    params = list(model.parameters())
+    ring = [[r] for r in range(world)] if hosts is None else hosts
+    # Every member's state, simulated here on every rank: every member starts at with_bagua's weights.
+    states = [[[flat(b.params).clone() for _ in range(3)] for _ in ring] for b in buckets]
+    g = torch.Generator().manual_seed(120 + rank)
+    worst, err_max = 0.0, 0.0
+    for step in range(steps):
+        x, y = batch(g)
+        mine = dict(zip(params, local_grads(model, [(x, y)])))
+        w0 = {p: p.detach().clone() for p in params}
+        opt.zero_grad()
+        loss_of(model, x, y).backward()
+        for p in params:
+            assert torch.equal(p.grad, mine[p]), f"{name}, step {step}: a gradient is not this rank's own"
+        stepped = {p: w0[p].add(p.grad, alpha=-LR) for p in params}  # SGD's step, before the exchange
+        opt.step()
+        due = step % algorithm.communication_interval == 0
+        for b, bucket_states in zip(buckets, states):
+            got = flat(b.params)
+            if not due:
+                worst = max(worst, assert_close(f"{name}, step {step}: a weight without an exchange", got,
+                                                flat(stepped[p] for p in b.params)))
+                continue
+            everyone = gathered(flat(stepped[p] for p in b.params))
+            xs = [torch.stack([everyone[r] for r in members]).sum(0) / len(members) for members in ring]
+            before = [s[0].clone() for s in bucket_states]
+            new, diffs = ring_exchange(bucket_states, xs)
+            j = next(k for k, members in enumerate(ring) if rank in members)
+            worst = max(worst, assert_close(f"{name}, step {step}, bucket {b.index}: a weight", got, new[j]))
+            # From first principles: within half a quantization step of the ring's mean of the known
+            # weights plus this member's step, x + (x^_left + x^_right + x^) / 3 - x^.
+            n = len(ring)
+            exact = xs[j] + (before[(j - 1) % n] + before[(j + 1) % n] + before[j]) / 3 - before[j]
+            err = float((got - exact).abs().max())
+            span = float(diffs[j].max() - diffs[j].min())
+            assert err <= span / 510 + 1e-6, f"{name}, step {step}: {err} off the exact mix, over {span / 510}"
+            err_max = max(err_max, err)
+            ours = impl.states[b.index]
+            hats = gathered(ours[0])
+            if impl.ring is not None:
+                # Its x^ is the reference's, and its copies of its neighbours' x^ are theirs, exactly.
+                hats = [hats[members[0]] for members in ring]
+                assert torch.equal(ours[0], bucket_states[j][0]), f"{name}, step {step}: x^ differs from the reference"
+                assert torch.equal(ours[1], hats[(j - 1) % n]) and torch.equal(ours[2], hats[(j + 1) % n]), \
+                    f"{name}, step {step}: a copy of a neighbour's x^ is not the neighbour's"
+    assert err_max > 0, f"{name}: nothing was compressed"
+    print(f"rank {rank}: {name}: {steps} steps, weights within {worst:.1e} of the reference, "
+          f"within {err_max:.1e} of the exact mix")
+
+
 def check_bad_settings():
     three = bagua.new_group([0, 1, 2])
     for bad, want in ((lambda: q_adam.QAdamOptimizer(Net().parameters(), warmup_steps=0), "warmup_steps"),
                       (lambda: async_model_average.AsyncModelAverageAlgorithm(peer_selection_mode="shift_one"),
                        "peer_selection_mode"),
                       (lambda: async_model_average.AsyncModelAverageAlgorithm(sync_interval_ms=-1), "sync_interval_ms"),
+                      (lambda: decentralized.LowPrecisionDecentralizedAlgorithm(communication_interval=0),
+                       "communication_interval"),
                       (lambda: Net().with_bagua([], async_model_average.AsyncModelAverageAlgorithm(),
                                                 process_group=three),
                        "every rank of the world" if rank < 3 else "not a member")):
@@ -324,12 +406,25 @@ def check_bad_settings():
     else:
         raise AssertionError("QAdam with an optimizer of some of the module's parameters did not raise")
     assert getattr(model, "_bagua_engine", None) is None
+    try:
+        make(16).with_bagua([], decentralized.LowPrecisionDecentralizedAlgorithm(hierarchical=False))
+    except RuntimeError as e:
+        assert "is not one of the optimizers'" in str(e), e
+    else:
+        raise AssertionError("low-precision decentralized without the optimizer did not raise")
     print(f"rank {rank}: bad settings raise")
 
 
 check_qadam("QAdam", hierarchical=False)
 check_qadam("QAdam, weight decay, two backwards in a step", hierarchical=False, weight_decay=0.01, accumulate_at=5)
-check_qadam("QAdam, hierarchical", hierarchical=True, pg=fake_hosts())
+two_hosts = fake_hosts()
+check_qadam("QAdam, hierarchical", hierarchical=True, pg=two_hosts)
+check_low_precision("low-precision decentralized, a ring of 4",
+                    decentralized.LowPrecisionDecentralizedAlgorithm(hierarchical=False))
+check_low_precision("low-precision decentralized, every 2nd step",
+                    decentralized.LowPrecisionDecentralizedAlgorithm(hierarchical=False, communication_interval=2))
+check_low_precision("low-precision decentralized, hierarchical (a ring of 2 hosts)",
+                    decentralized.LowPrecisionDecentralizedAlgorithm(), pg=two_hosts, hosts=[[0, 1], [2, 3]])
 check_bad_settings()
 check_async_converges()
 model, opt, g = check_async_training()

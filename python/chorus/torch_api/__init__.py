@@ -1,7 +1,7 @@
 """Bagua's torch API on chorus, with Bagua's names: its communication functions (communication.py)
 and its way to train, ``model.with_bagua(optimizers, algorithm)`` (bagua_module.py), with Bagua's
-gradient all-reduce, ByteGrad, decentralized, QAdam and asynchronous model-average algorithms
-(algorithms/).
+gradient all-reduce, ByteGrad, decentralized (full and low precision), QAdam and asynchronous
+model-average algorithms (algorithms/).
 
     from chorus import torch_api as bagua
     from chorus.torch_api.algorithms import gradient_allreduce

@@ -1,6 +1,7 @@
 """Bagua's training algorithms, chosen by ``module.with_bagua(optimizers, algorithm)``:
 ``gradient_allreduce.GradientAllReduceAlgorithm``, ``bytegrad.ByteGradAlgorithm`` (gradients
 compressed to 8 bits), ``decentralized.DecentralizedAlgorithm`` (weights averaged with peers),
+``decentralized.LowPrecisionDecentralizedAlgorithm`` (8-bit differences with ring neighbours),
 ``q_adam.QAdamAlgorithm`` with its ``q_adam.QAdamOptimizer`` (Adam's momentum exchanged in 8 bits
 after a warm-up) and ``async_model_average.AsyncModelAverageAlgorithm`` (weights averaged by a
 background thread while training goes on).

@@ -25,9 +25,7 @@ As Bagua: ``peer_selection_mode="all"`` only; ``sync_interval_ms=0`` averages no
 stay each rank's own); a step is a training forward. Not guarded: forwards in eval mode or without
 grad, and other reads of the weights (a checkpoint): call ``abort`` first. Collectives inside the
 module's forward (SyncBatchNorm) could wait for a rank whose thread waits for these weights."""
-import functools
 import threading
-import types
 import weakref
 
 import torch
@@ -35,7 +33,7 @@ import torch.distributed as dist
 
 from .. import communication
 from ..communication import BaguaCommunicator, ReduceOp
-from .base import Algorithm, AlgorithmImpl
+from .base import Algorithm, AlgorithmImpl, wrap_step
 
 MODES = ("all",)
 EXIT_WAIT_S = 10.0
@@ -138,7 +136,7 @@ class AsyncModelAverageAlgorithmImpl(AlgorithmImpl):
         self._groups = list(by_kind.values())
         self._cuda = sorted({p.device for p in engine.params if p.is_cuda}, key=str)
         for opt in engine.module.bagua_optimizers:
-            opt.step = types.MethodType(self._guarded(opt.step), opt)
+            wrap_step(opt, self._locked_step)
         me = weakref.ref(self)
         at_exit = getattr(threading, "_register_atexit", None)  # before non-daemon threads are joined
         if at_exit is not None:
@@ -147,17 +145,13 @@ class AsyncModelAverageAlgorithmImpl(AlgorithmImpl):
             import atexit
             atexit.register(lambda: me() is not None and me()._at_exit())
 
-    def _guarded(self, step):
-        # A bound method, as torch's LR schedulers wrap the optimizer's step through __func__ and __self__.
-        @functools.wraps(step)
-        def locked_step(_optimizer, *args, **kwargs):
-            took = self._hold()
-            try:
-                return step(*args, **kwargs)
-            finally:
-                if took:
-                    self._let_go()
-        return locked_step
+    def _locked_step(self, step, *args, **kwargs):
+        took = self._hold()
+        try:
+            return step(*args, **kwargs)
+        finally:
+            if took:
+                self._let_go()
 
     def _hold(self):
         if self._training_holds:

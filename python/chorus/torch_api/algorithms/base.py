@@ -1,5 +1,8 @@
 """What every algorithm is to the module's engine, and the node hierarchy of Bagua's
 ``hierarchical`` forms: the members of a host first, then one member per host."""
+import functools
+import types
+
 from .. import communication
 from ..communication import ReduceOp
 
@@ -48,6 +51,18 @@ class AlgorithmImpl:
         """Forgets the step of a backward that did not finish; returns what collectives still in
         flight may write (the engine keeps it)."""
         return None
+
+
+def wrap_step(optimizer, around):
+    """Makes ``optimizer.step(...)`` run as ``around(step, *args, **kwargs)``, ``step`` being the
+    one it had. The wrapper is a bound method of the optimizer, as torch's LR schedulers wrap the
+    step again through its ``__func__`` and ``__self__``."""
+    step = optimizer.step
+
+    @functools.wraps(step)
+    def wrapped(_optimizer, *args, **kwargs):
+        return around(step, *args, **kwargs)
+    optimizer.step = types.MethodType(wrapped, optimizer)
 
 
 class Hierarchy:

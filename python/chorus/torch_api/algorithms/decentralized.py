@@ -9,12 +9,25 @@ mod n/2 of the second at the t-th exchange: Bagua's schedule; an even number of 
 ``communication_interval``: weights are exchanged at every k-th training forward (the others
 train alone). ``hierarchical`` (Bagua's default): a host's ranks average their weights together
 first, the hosts' leaders exchange between hosts, and each leader's result is broadcast on its
-host."""
+host.
+
+``LowPrecisionDecentralizedAlgorithm``: Bagua's low-precision decentralized SGD (after Tang et
+al., "Communication compression for decentralized training", 2018). The ranks form a ring; each
+keeps ``x^`` (its weights as its neighbours know them) and its copies of its left and right
+neighbours' ``x^``, all the weights of with_bagua at first. After each optimizer step (every
+``communication_interval``-th training forward's), with ``x`` the weights the step made:
+``d = x + L / 3 + R / 3 - 5 / 3 x^`` (the ring's mean of the known weights, plus what this rank's
+step moved it, minus ``x^``), compressed MinMax-UInt8 as a whole; the bytes go to both
+neighbours, each rank adds its neighbours' decompressed ``d`` to its copies of theirs, and takes
+``x^ + decompressed d`` as its weights and its new ``x^``. ``hierarchical``: the weights are
+averaged within each host first, the hosts' leaders form the ring, and each leader's result is
+broadcast on its host."""
 import torch
 
 from .. import communication
 from ..communication import ReduceOp
-from .base import Algorithm, AlgorithmImpl, Hierarchy
+from .base import Algorithm, AlgorithmImpl, Hierarchy, wrap_step
+from .bytegrad import compress, decompress
 
 MODES = ("all", "shift_one")
 
@@ -109,3 +122,106 @@ class DecentralizedAlgorithmImpl(AlgorithmImpl):
                 for p in b.params:
                     p.copy_(w.narrow(0, off, p.numel()).view_as(p))
                     off += p.numel()
+
+
+class LowPrecisionDecentralizedAlgorithm(Algorithm):
+    def __init__(self, hierarchical: bool = True, communication_interval: int = 1):
+        if communication_interval < 1:
+            raise ValueError(f"LowPrecisionDecentralizedAlgorithm: communication_interval must be at least 1, "
+                             f"not {communication_interval}")
+        self.hierarchical = hierarchical
+        self.communication_interval = communication_interval
+
+    def reify(self, process_group):
+        return LowPrecisionDecentralizedAlgorithmImpl(process_group, self.hierarchical, self.communication_interval)
+
+
+class LowPrecisionDecentralizedAlgorithmImpl(AlgorithmImpl):
+    syncs_gradients = False
+
+    def __init__(self, process_group, hierarchical=True, communication_interval=1):
+        super().__init__(process_group)
+        self.hierarchy = Hierarchy(process_group) if hierarchical else None
+        self.ring = self.hierarchy.inter if hierarchical else self.global_comm  # None on a rank that leads no host
+        self.interval = communication_interval
+        self.forwards = 0
+        self.due = False  # the step after this forward exchanges
+        self.states = []  # by bucket: [x^, left's, right's], flat
+        self.stepped = set()  # parameters stepped since the last training forward
+        self.exchanged = set()  # buckets exchanged since then
+
+    def attach(self, engine):
+        optimizers = engine.module.bagua_optimizers
+        stepped_by = [{p for group in opt.param_groups for p in group["params"]} for opt in optimizers]
+        names = {p: n for n, p in engine.module.named_parameters()}
+        for p in engine.params:
+            if not any(p in theirs for theirs in stepped_by):
+                # As Bagua: the exchange comes after the step of each parameter's optimizer.
+                raise RuntimeError(f"LowPrecisionDecentralizedAlgorithm: the module's parameter {names.get(p, '?')} "
+                                   f"is not one of the optimizers' given to with_bagua")
+        for b in engine.buckets:
+            if not b.params[0].is_floating_point():
+                raise TypeError(f"LowPrecisionDecentralizedAlgorithm: parameters of {b.params[0].dtype}, "
+                                f"not floating point")
+        for b in engine.buckets:
+            w = torch.cat([p.detach().reshape(-1) for p in b.params])
+            self.states.append([w, w.clone(), w.clone()])
+        for opt, theirs in zip(optimizers, stepped_by):
+            wrap_step(opt, self._make_step(engine, theirs))
+
+    def before_forward(self, engine):
+        self.due = self.forwards % self.interval == 0
+        self.forwards += 1
+        self.stepped.clear()
+        self.exchanged.clear()
+
+    def _make_step(self, engine, params):
+        def step(inner, *args, **kwargs):
+            out = inner(*args, **kwargs)
+            if self.due:
+                self.stepped |= params
+                for b in engine.buckets:
+                    if b.index not in self.exchanged and all(p in self.stepped for p in b.params):
+                        self.exchanged.add(b.index)
+                        self._exchange(b)
+                if len(self.exchanged) == len(engine.buckets):
+                    self.due = False
+            return out
+        return step
+
+    def _exchange(self, bucket):
+        with torch.no_grad():
+            x = torch.cat([p.detach().reshape(-1) for p in bucket.params])
+            h = self.hierarchy
+            if h is not None and h.intra.nranks() > 1:
+                communication.reduce_inplace(x, 0, ReduceOp.SUM, comm=h.intra)
+                x.div_(h.intra.nranks())
+            if self.ring is not None:
+                self._ring_step(bucket.index, x)
+            if h is not None:
+                h.broadcast_in_host(x)
+            off = 0
+            for p in bucket.params:
+                p.copy_(x.narrow(0, off, p.numel()).view_as(p))
+                off += p.numel()
+
+    def _ring_step(self, index, x):
+        """x (this rank's weights after its step) becomes x^ + Q(d), as Bagua's op computes it."""
+        mine, left, right = self.states[index]
+        d = x.add(left, alpha=1 / 3).add_(right, alpha=1 / 3).add_(mine, alpha=-5 / 3)
+        c = compress(d)
+        n, r = self.ring.nranks(), self.ring.rank()
+        if n > 1:
+            from_left, from_right = torch.empty_like(c), torch.empty_like(c)
+            works = [communication.send(c, (r - 1) % n, comm=self.ring, async_op=True),
+                     communication.send(c, (r + 1) % n, comm=self.ring, async_op=True),
+                     communication.recv(from_left, (r - 1) % n, comm=self.ring, async_op=True),
+                     communication.recv(from_right, (r + 1) % n, comm=self.ring, async_op=True)]
+            for w in works:
+                w.wait()
+        else:  # a ring of one: its neighbours are itself
+            from_left = from_right = c
+        left.add_(decompress(from_left))
+        right.add_(decompress(from_right))
+        x.copy_(decompress(c).add_(mine))
+        mine.copy_(x)
