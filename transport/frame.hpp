@@ -13,11 +13,14 @@ namespace chorus {
 // stragglers: payload = a Stragglers message (the ranks an op of the header's group and seq still
 // waits for at the sender's node, half its timeout gone).
 // leaving: payload = a Leaving message (why the header's op failed at the sender, which leaves).
+// gave_up: payload = a Leaving message (the header's op timed out at the sender: its error, which
+// every node then reports for that op, unless it already ended there).
 // arena_offer: payload = a SharedSegment::Offer (node 0's arena for a job on one host);
 // arena_answer: payload = one byte, 1 when the sender mapped it (mesh/host_arena.hpp).
 enum class FrameType : uint32_t {
   hello = 1, announce = 2, data = 3, p2p_data = 5, p2p_ack = 6, bye = 7, stragglers = 8, leaving = 9,
-  arena_offer = 10, arena_answer = 11, p2p_cancel = 12, p2p_pull = 13, p2p_pulled = 14
+  arena_offer = 10, arena_answer = 11, p2p_cancel = 12, p2p_pull = 13, p2p_pulled = 14,
+  gave_up = 15
 };
 
 struct FrameHeader {

@@ -42,6 +42,7 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
     case FrameType::p2p_ack:
     case FrameType::p2p_cancel:
     case FrameType::p2p_pull:
+    case FrameType::gave_up:
     case FrameType::stragglers:
     case FrameType::leaving:
     case FrameType::arena_offer:
@@ -76,6 +77,13 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       auto ranks = decode_stragglers(r.bytes.data(), r.bytes.size(), error);
       if (!ranks) return on_node_lost(node, from + " sent a garbled straggler note: " + error);
       if (auto op = op_for(h.group, h.seq, true)) op->stragglers(node, std::move(*ranks));
+      return;
+    }
+    case FrameType::gave_up: {
+      // The op timed out there: it fails here too, with the same error, unless it ended here.
+      auto why = decode_leaving(r.bytes.data(), r.bytes.size(), error);
+      if (!why || why->is_ok()) return on_node_lost(node, from + " sent a garbled note of an op it gave up on");
+      if (auto op = op_for(h.group, h.seq, true)) op->gave_up(*why);
       return;
     }
     case FrameType::leaving: {

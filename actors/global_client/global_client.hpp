@@ -101,6 +101,13 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // the world), so that they name those ranks rather than this node.
   void tell_stragglers(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
                        const std::vector<uint32_t>& ranks);
+  // Another node's timeout on collective (group, seq), once its note came (NetOp::gave_up) and
+  // while the op is in this node's table.
+  std::optional<Status> given_up(uint32_t group, uint64_t seq);
+  // A note on collective (group, seq) (a frame of `type`, `body` its payload) to each of `nodes`
+  // (never this one), once the mesh is up.
+  void tell_nodes(FrameType type, uint32_t group, uint64_t seq, const std::string& body,
+                  const std::vector<uint32_t>& nodes);
   // Collective (group, seq) failed here with `why`: the first such is what this node tells the
   // others when it leaves (close()), so that those still waiting in that op report `why`, the
   // cause, rather than this node's departure.

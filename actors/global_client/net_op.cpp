@@ -290,7 +290,7 @@ Status NetOp::conclude(int p, Status local) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (takes_part_[k] && !ann_[k] && !gone_[k]);
-      waiting = waiting && !lost_;
+      waiting = waiting && !lost_ && !given_up_;
     }
     if (!waiting || !await(ann_word_, g + 1)) break;
   }
@@ -313,12 +313,15 @@ Status NetOp::conclude(int p, Status local) {
     if (result.is_ok() && !missing.empty())
       result = Status(Errc::timeout, label_ + ": " + silent_names_locked(missing) + " never called within the op's timeout");
     if (result.is_ok()) result = std::move(local);
+    // Another node timed out on it first: every node reports its error (its note said it).
+    if (given_up_ && (result.is_ok() || result.code() == Errc::timeout)) result = *given_up_;
     last = ++concluded_ == local_peers_;
   }
   // Whatever failed (a deadline passed, a node gone) after this node stood still long enough to be
   // dropped: it was this node.
   if (auto still = result.is_ok() ? std::nullopt : client_->stood_still())
     result = Status(Errc::node_lost, label_ + ": " + *still);
+  if (result.code() == Errc::timeout) tell_given_up(result);
   if (!result.is_ok()) client_->note_failure(group_, seq_, result);
   if (last) client_->finished(group_, seq_);
   return result;

@@ -55,6 +55,13 @@ class NetOp : public RemoteSteps {
   // Sends our announcement to every node still owed it (before anyone waits, or at once when this
   // node's peers failed).
   void flush();
+  // Another node's peers gave up on the op (their timeout ran out; frame gave_up): it fails here
+  // too, with their error, unless a peer of this node already ended it (its verdict stands).
+  void gave_up(const Status& why);
+  std::optional<Status> given_up() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return given_up_;
+  }
   // The node said goodbye: what it sent before is here; waits for anything more from it fail.
   void node_left(uint32_t node, const Status& why);
   // What this op waits for from other nodes, as the status report and the half-timeout warning
@@ -122,6 +129,9 @@ class NetOp : public RemoteSteps {
   // The announcements `node` has not had from us yet, as whole frames (never its own).
   std::string bundle_for_locked(uint32_t node);
   void spread_locked(Outbox& out);  // every known announcement to every node taking part
+  // This node's peers timed out: the op's other nodes hear it (once), so that one whose peers call
+  // it late fails it alike rather than completing it with the data we sent before.
+  void tell_given_up(const Status& why);
   // Waits (leading the poller) until w reaches target or the deadline; spreads what we know once
   // the op has taken longer than kSpreadAfter. `spin`: as Poller::wait's.
   bool await(WaitWord& w, uint32_t target, bool spin = true);
@@ -155,6 +165,8 @@ class NetOp : public RemoteSteps {
   std::map<uint32_t, Outgoing> out_;
   std::optional<Status> abort_;
   std::optional<Status> lost_;
+  std::optional<Status> given_up_;  // another node's timeout (gave_up)
+  bool told_given_up_ = false;      // ours went to the other nodes
   std::vector<bool> gone_;  // by node: left in order (see node_left)
   std::optional<Status> left_status_;  // why, once a node has left
   std::vector<uint32_t> rank_node_;  // by op rank (set at launch)

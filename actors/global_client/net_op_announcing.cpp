@@ -7,6 +7,7 @@
 
 #include "actors/global_client/global_client.hpp"
 #include "core/log.hpp"
+#include "messages/data_codec.hpp"  // encode_leaving
 #include "messages/status_codec.hpp"  // rank_phrase
 
 namespace chorus {
@@ -207,6 +208,28 @@ void NetOp::node_lost(const Status& why) {
   }
   stop(why);
   ann_word_.set(kWordTop);
+}
+
+void NetOp::gave_up(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (given_up_ || concluded_ > 0) return;
+    given_up_ = why;
+  }
+  stop(why);
+  if (uint32_t v = ann_word_.value.load(); v != kWordTop) ann_word_.set(v + 1);  // conclude stops waiting
+}
+
+void NetOp::tell_given_up(const Status& why) {
+  std::vector<uint32_t> nodes;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (told_given_up_ || given_up_ || !launched_) return;  // a note we had is not passed on
+    told_given_up_ = true;
+    for (uint32_t n = 0; n < ann_.size(); ++n)
+      if (n != my_node_ && takes_part_[n] && !gone_[n]) nodes.push_back(n);
+  }
+  client_->tell_nodes(FrameType::gave_up, group_, seq_, encode_leaving(why), nodes);
 }
 
 void NetOp::node_left(uint32_t node, const Status& why) {

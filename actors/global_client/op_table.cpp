@@ -3,6 +3,8 @@
 // all concluded it; frames that come later for a finished op are dropped.
 #include "actors/global_client/global_client.hpp"
 
+#include <algorithm>
+
 #include "actors/global_client/net_op.hpp"
 #include "messages/data_codec.hpp"
 
@@ -42,17 +44,25 @@ void GlobalClient::before_data_wait(uint32_t group, uint64_t seq) {
 
 void GlobalClient::tell_stragglers(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
                                    const std::vector<uint32_t>& ranks) {
+  std::vector<uint32_t> nodes = rank_nodes(members);
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  tell_nodes(FrameType::stragglers, group, seq, encode_stragglers(ranks), nodes);
+}
+
+std::optional<Status> GlobalClient::given_up(uint32_t group, uint64_t seq) {
+  auto op = op_for(group, seq, false);
+  return op ? op->given_up() : std::nullopt;  // NetOp::mu_ without ours (the lock order)
+}
+
+void GlobalClient::tell_nodes(FrameType type, uint32_t group, uint64_t seq, const std::string& body,
+                              const std::vector<uint32_t>& nodes) {
   if (!meshed_.load(std::memory_order_acquire)) return;
-  FrameHeader h = frame_header(FrameType::stragglers);
+  FrameHeader h = frame_header(type);
   h.group = group;
   h.seq = seq;
-  const std::string body = encode_stragglers(ranks);
-  std::vector<bool> told(topo_.num_nodes, false);
-  for (uint32_t n : rank_nodes(members))
-    if (n != topo_.node_id && !told[n] && conns_[n]) {
-      told[n] = true;
-      conns_[n]->send(SendTicket::owning(h, body));
-    }
+  for (uint32_t n : nodes)
+    if (n != topo_.node_id && conns_[n]) conns_[n]->send(SendTicket::owning(h, body));
 }
 
 void GlobalClient::note_failure(uint32_t group, uint64_t seq, const Status& why) {
