@@ -6,9 +6,11 @@ own gradients or weights, gathered over gloo:
   are each rank's own, the momentum is what ByteGrad's MinMax-UInt8 exchange of every rank's
   momentum gives (within the compression's bound of the exact mean), the variance is frozen, and
   every weight is the Adam step of those; the replicas stay identical;
-- low-precision decentralized (a ring of 4, every 2nd step, hierarchical: a ring of 2 hosts,
-  several buckets): after each step every weight is what a simulation of every ring member's
-  state gives, within half a quantization step of the exact mix, and each rank's copies of its
+- low-precision decentralized (a ring of 4, every 2nd step, also with 2 micro-batches a step
+  (the interval counts steps), bfloat16 weights (the difference quantized in float32),
+  hierarchical: a ring of 2 hosts, several buckets): after each step every weight is what a
+  simulation of every ring member's state gives, within half a quantization step of the exact mix
+  (and half a unit in the last place of the weights' dtype), and each rank's copies of its
   neighbours' weights are theirs; gradients stay each rank's own;
 - asynchronous model average: with a learning rate of 0 and different weights on every rank, the
   background averaging makes every rank's weights their mean while training runs; with training,
@@ -54,6 +56,8 @@ def make(seed):
 
 
 def gathered(t):
+    if t.dtype == torch.bfloat16:  # gloo 1.13 has no bfloat16: as float32, both ways exact
+        return [o.to(torch.bfloat16) for o in gathered(t.float())]
     out = [torch.empty_like(t) for _ in range(world)]
     dist.all_gather(out, t.contiguous(), group=gloo)
     return out
@@ -68,12 +72,15 @@ def batch(g):
 
 
 def loss_of(model, x, y):
-    return torch.nn.functional.mse_loss(model(x), y)
+    out = model(x)
+    if out.dtype == torch.bfloat16:  # torch 1.13's CPU mse_loss takes no bfloat16
+        return (out - y).pow(2).mean()
+    return torch.nn.functional.mse_loss(out, y)
 
 
 def local_grads(model, batches):
     """This rank's own gradients at the model's weights, accumulated over ``batches``."""
-    ref = Net()
+    ref = Net().to(next(model.parameters()).dtype)
     ref.load_state_dict(model.state_dict())
     for x, y in batches:
         loss_of(ref, x, y).backward()
@@ -109,6 +116,19 @@ def assert_close(what, got, want, tol=1e-6):
     d = float((got - want).abs().max())
     assert d <= tol, f"{what}: differs from the reference by {d}"
     return d
+
+
+def qadam_momentum(b, mine, w0, m0, b1, weight_decay, hierarchical):
+    """Bucket b's momentum after a compressed step, as every rank gets it: every rank's own (in
+    the bucket's layout and by the same operations as QAdam's), and what ByteGrad's exchange makes
+    of them; returns it, every rank's and the exchange's inputs."""
+    grad = flat(mine[p] for p in b.params)
+    if weight_decay:
+        grad = grad.add(flat(w0[p] for p in b.params), alpha=weight_decay)
+    m_r = flat(m0[p] for p in b.params).mul(b1).add_(grad, alpha=1 - b1)
+    everyone = gathered(m_r)
+    inputs = [everyone[0] + everyone[1], everyone[2] + everyone[3]] if hierarchical else everyone
+    return bytegrad_reference(inputs, world), everyone, inputs
 
 
 def check_qadam(name, hierarchical, pg=None, weight_decay=0.0, warmup=3, steps=8, accumulate_at=None):
@@ -149,14 +169,7 @@ def check_qadam(name, hierarchical, pg=None, weight_decay=0.0, warmup=3, steps=8
                 assert torch.equal(p.grad, mine[p]), f"{name}, step {step}: a gradient is not this rank's own"
                 want_v[p] = v0[p]
             for b in buckets:
-                # This rank's momentum, in the bucket's layout and by the same operations as QAdam's.
-                grad = flat(mine[p] for p in b.params)
-                if weight_decay:
-                    grad = grad.add(flat(w0[p] for p in b.params), alpha=weight_decay)
-                m_r = flat(m0[p] for p in b.params).mul(b1).add_(grad, alpha=1 - b1)
-                everyone = gathered(m_r)
-                inputs = [everyone[0] + everyone[1], everyone[2] + everyone[3]] if hierarchical else everyone
-                want = bytegrad_reference(inputs, world)
+                want, everyone, inputs = qadam_momentum(b, mine, w0, m0, b1, weight_decay, hierarchical)
                 # Against the exact mean: half a step of each input's compression, then of the result's.
                 exact = torch.stack(everyone).mean(0)
                 first = sum(float(v.max() - v.min()) for v in inputs) / (510 * world)
@@ -310,8 +323,8 @@ def ring_exchange(states, xs):
     its copies of its left and right neighbours' x^: updated), with ``xs[j]`` member j's weights
     after its step; returns every member's new weights. The same operations as Bagua's op."""
     n = len(xs)
-    diffs = [xs[j].add(states[j][1], alpha=1 / 3).add_(states[j][2], alpha=1 / 3).add_(states[j][0], alpha=-5 / 3)
-             for j in range(n)]
+    diffs = [xs[j].float().add(states[j][1].float(), alpha=1 / 3).add_(states[j][2].float(), alpha=1 / 3)
+             .add_(states[j][0].float(), alpha=-5 / 3) for j in range(n)]
     sent = [bytegrad.decompress(bytegrad.compress(d)) for d in diffs]
     out = []
     for j in range(n):
@@ -323,9 +336,10 @@ def ring_exchange(states, xs):
     return out, diffs
 
 
-def check_low_precision(name, algorithm, pg=None, hosts=None, steps=6):
-    """``hosts``: the ranks of each host (hierarchical), whose leaders form the ring."""
-    model = make(15)
+def check_low_precision(name, algorithm, pg=None, hosts=None, steps=6, micro_batches=1, dtype=torch.float32):
+    """``hosts``: the ranks of each host (hierarchical), whose leaders form the ring;
+    ``micro_batches``: forwards and backwards a step (accumulated gradients); ``dtype``: the model's."""
+    model = make(15).to(dtype)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     model = model.with_bagua([opt], algorithm, process_group=pg, bucket_bytes=2048)
     impl, buckets = model.bagua_algorithm, model._bagua_engine.buckets
@@ -337,16 +351,17 @@ def check_low_precision(name, algorithm, pg=None, hosts=None, steps=6):
     g = torch.Generator().manual_seed(120 + rank)
     worst, err_max = 0.0, 0.0
     for step in range(steps):
-        x, y = batch(g)
-        mine = dict(zip(params, local_grads(model, [(x, y)])))
+        micro = [tuple(t.to(dtype) for t in batch(g)) for _ in range(micro_batches)]
+        mine = dict(zip(params, local_grads(model, micro)))
         w0 = {p: p.detach().clone() for p in params}
         opt.zero_grad()
-        loss_of(model, x, y).backward()
+        for x, y in micro:
+            loss_of(model, x, y).backward()
         for p in params:
             assert torch.equal(p.grad, mine[p]), f"{name}, step {step}: a gradient is not this rank's own"
         stepped = {p: w0[p].add(p.grad, alpha=-LR) for p in params}  # SGD's step, before the exchange
         opt.step()
-        due = step % algorithm.communication_interval == 0
+        due = step % algorithm.communication_interval == 0  # counted in optimizer steps
         for b, bucket_states in zip(buckets, states):
             got = flat(b.params)
             if not due:
@@ -360,13 +375,18 @@ def check_low_precision(name, algorithm, pg=None, hosts=None, steps=6):
             j = next(k for k, members in enumerate(ring) if rank in members)
             worst = max(worst, assert_close(f"{name}, step {step}, bucket {b.index}: a weight", got, new[j]))
             # From first principles: within half a quantization step of the ring's mean of the known
-            # weights plus this member's step, x + (x^_left + x^_right + x^) / 3 - x^.
+            # weights plus this member's step, x + (x^_left + x^_right + x^) / 3 - x^ (in float64),
+            # and half a unit in the last place of the dtype's rounding of the result.
             n = len(ring)
-            exact = xs[j] + (before[(j - 1) % n] + before[(j + 1) % n] + before[j]) / 3 - before[j]
-            err = float((got - exact).abs().max())
+            hat = [t.double() for t in before]
+            exact = xs[j].double() + (hat[(j - 1) % n] + hat[(j + 1) % n] + hat[j]) / 3 - hat[j]
+            off_by = (got.double() - exact).abs()
             span = float(diffs[j].max() - diffs[j].min())
-            assert err <= span / 510 + 1e-6, f"{name}, step {step}: {err} off the exact mix, over {span / 510}"
-            err_max = max(err_max, err)
+            bound = span / 510 + exact.abs() * (torch.finfo(dtype).eps / 2) + 1e-6
+            k = int((off_by - bound).argmax())
+            assert off_by[k] <= bound[k], \
+                f"{name}, step {step}: {float(off_by[k])} off the exact mix, over {float(bound[k])}"
+            err_max = max(err_max, float(off_by.max()))
             ours = impl.states[b.index]
             hats = gathered(ours[0])
             if impl.ring is not None:
@@ -425,6 +445,11 @@ check_low_precision("low-precision decentralized, every 2nd step",
                     decentralized.LowPrecisionDecentralizedAlgorithm(hierarchical=False, communication_interval=2))
 check_low_precision("low-precision decentralized, hierarchical (a ring of 2 hosts)",
                     decentralized.LowPrecisionDecentralizedAlgorithm(), pg=two_hosts, hosts=[[0, 1], [2, 3]])
+check_low_precision("low-precision decentralized, every 2nd step, 2 micro-batches a step",
+                    decentralized.LowPrecisionDecentralizedAlgorithm(hierarchical=False, communication_interval=2),
+                    micro_batches=2)
+check_low_precision("low-precision decentralized, bfloat16",
+                    decentralized.LowPrecisionDecentralizedAlgorithm(hierarchical=False), dtype=torch.bfloat16)
 check_bad_settings()
 check_async_converges()
 model, opt, g = check_async_training()

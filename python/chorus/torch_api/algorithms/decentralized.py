@@ -14,14 +14,19 @@ host.
 ``LowPrecisionDecentralizedAlgorithm``: Bagua's low-precision decentralized SGD (after Tang et
 al., "Communication compression for decentralized training", 2018). The ranks form a ring; each
 keeps ``x^`` (its weights as its neighbours know them) and its copies of its left and right
-neighbours' ``x^``, all the weights of with_bagua at first. After each optimizer step (every
-``communication_interval``-th training forward's), with ``x`` the weights the step made:
-``d = x + L / 3 + R / 3 - 5 / 3 x^`` (the ring's mean of the known weights, plus what this rank's
-step moved it, minus ``x^``), compressed MinMax-UInt8 as a whole; the bytes go to both
-neighbours, each rank adds its neighbours' decompressed ``d`` to its copies of theirs, and takes
-``x^ + decompressed d`` as its weights and its new ``x^``. ``hierarchical``: the weights are
-averaged within each host first, the hosts' leaders form the ring, and each leader's result is
-broadcast on its host."""
+neighbours' ``x^``, all the weights of with_bagua at first. After every
+``communication_interval``-th optimizer step (the first included), with ``x`` the weights the
+step made: ``d = x + L / 3 + R / 3 - 5 / 3 x^`` (the ring's mean of the known weights, plus what
+this rank's step moved it, minus ``x^``), in float32 whatever the parameters' dtype, compressed
+MinMax-UInt8 as a whole; the bytes go to both neighbours, each rank adds its neighbours'
+decompressed ``d`` to its copies of theirs, and takes ``x^ + decompressed d`` as its weights and
+its new ``x^``. ``hierarchical``: the weights are averaged within each host first, the hosts'
+leaders form the ring, and each leader's result is broadcast on its host.
+
+Bagua counts training forwards for ``communication_interval``; this counts optimizer steps (a
+bucket's step: every optimizer of its parameters stepped). The two agree with one forward a step;
+with several (gradient accumulation), Bagua exchanges only after a step whose last forward falls
+on the interval, and never where the interval is the number of forwards a step."""
 import torch
 
 from .. import communication
@@ -144,11 +149,9 @@ class LowPrecisionDecentralizedAlgorithmImpl(AlgorithmImpl):
         self.hierarchy = Hierarchy(process_group) if hierarchical else None
         self.ring = self.hierarchy.inter if hierarchical else self.global_comm  # None on a rank that leads no host
         self.interval = communication_interval
-        self.forwards = 0
-        self.due = False  # the step after this forward exchanges
         self.states = []  # by bucket: [x^, left's, right's], flat
-        self.stepped = set()  # parameters stepped since the last training forward
-        self.exchanged = set()  # buckets exchanged since then
+        self.steps = []  # by bucket: its steps so far (each of its parameters' optimizers stepped)
+        self.stepped = []  # by bucket: its parameters stepped since its last step
 
     def attach(self, engine):
         optimizers = engine.module.bagua_optimizers
@@ -166,26 +169,25 @@ class LowPrecisionDecentralizedAlgorithmImpl(AlgorithmImpl):
         for b in engine.buckets:
             w = torch.cat([p.detach().reshape(-1) for p in b.params])
             self.states.append([w, w.clone(), w.clone()])
+            self.steps.append(0)
+            self.stepped.append(set())
         for opt, theirs in zip(optimizers, stepped_by):
-            wrap_step(opt, self._make_step(engine, theirs))
+            # The buckets it steps parameters of, in bucket order, the same on every rank.
+            touched = [(b, [p for p in b.params if p in theirs]) for b in engine.buckets]
+            wrap_step(opt, self._make_step([(b, ps) for b, ps in touched if ps]))
 
-    def before_forward(self, engine):
-        self.due = self.forwards % self.interval == 0
-        self.forwards += 1
-        self.stepped.clear()
-        self.exchanged.clear()
-
-    def _make_step(self, engine, params):
+    def _make_step(self, touched):
         def step(inner, *args, **kwargs):
             out = inner(*args, **kwargs)
-            if self.due:
-                self.stepped |= params
-                for b in engine.buckets:
-                    if b.index not in self.exchanged and all(p in self.stepped for p in b.params):
-                        self.exchanged.add(b.index)
+            for b, params in touched:
+                stepped = self.stepped[b.index]
+                stepped.update(params)
+                if len(stepped) == len(b.params):
+                    stepped.clear()
+                    t = self.steps[b.index]
+                    self.steps[b.index] += 1
+                    if t % self.interval == 0:
                         self._exchange(b)
-                if len(self.exchanged) == len(engine.buckets):
-                    self.due = False
             return out
         return step
 
@@ -208,7 +210,9 @@ class LowPrecisionDecentralizedAlgorithmImpl(AlgorithmImpl):
     def _ring_step(self, index, x):
         """x (this rank's weights after its step) becomes x^ + Q(d), as Bagua's op computes it."""
         mine, left, right = self.states[index]
-        d = x.add(left, alpha=1 / 3).add_(right, alpha=1 / 3).add_(mine, alpha=-5 / 3)
+        # In float32 (as ByteGrad's exchange): in bfloat16, the difference of near weights would
+        # lose most of its bits, and the quantization its steps.
+        d = x.float().add(left.float(), alpha=1 / 3).add_(right.float(), alpha=1 / 3).add_(mine.float(), alpha=-5 / 3)
         c = compress(d)
         n, r = self.ring.nranks(), self.ring.rank()
         if n > 1:
