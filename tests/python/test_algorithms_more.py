@@ -5,7 +5,9 @@ own gradients or weights, gathered over gloo:
   warm-up the gradients are the ranks' mean and both moments are Adam's; after it the gradients
   are each rank's own, the momentum is what ByteGrad's MinMax-UInt8 exchange of every rank's
   momentum gives (within the compression's bound of the exact mean), the variance is frozen, and
-  every weight is the Adam step of those; the replicas stay identical;
+  every weight is the Adam step of those; the replicas stay identical; a parameter that no rank's
+  backward reaches after warm-up (grad None) keeps its momentum, variance and weight; betas
+  changed by load_state_dict are the next backward's;
 - low-precision decentralized (a ring of 4, every 2nd step, also with 2 micro-batches a step
   (the interval counts steps), bfloat16 weights (the difference quantized in float32),
   hierarchical: a ring of 2 hosts, several buckets): after each step every weight is what a
@@ -198,6 +200,86 @@ def check_qadam(name, hierarchical, pg=None, weight_decay=0.0, warmup=3, steps=8
     assert all(torch.equal(state, o) for o in gathered(state)), f"{name}: the replicas differ"
     print(f"rank {rank}: {name}: {warmup} warm-up steps, {steps - warmup} compressed, each within {worst:.1e} "
           f"of the reference")
+
+
+class NetExtra(Net):
+    """Net and a last layer that forward uses only while ``extra`` is set."""
+
+    def __init__(self):
+        super().__init__()
+        self.d = torch.nn.Linear(4, 4)
+        self.extra = True
+
+    def forward(self, x):
+        out = super().forward(x)
+        return self.d(out) if self.extra else out
+
+
+def check_qadam_unused(warmup=2, steps=5):
+    """A parameter that no rank's backward reaches after warm-up (its grad None after
+    zero_grad(set_to_none=True)) keeps its momentum, variance, step count and weight, as torch's
+    Adam leaves it, weight decay or not; the others' momenta move."""
+    torch.manual_seed(19 + rank)
+    model = NetExtra()
+    opt = q_adam.QAdamOptimizer(model.parameters(), lr=LR, warmup_steps=warmup, weight_decay=0.01)
+    model = model.with_bagua([opt], q_adam.QAdamAlgorithm(opt, hierarchical=False), bucket_bytes=2048)
+    extra = list(model.d.parameters())
+    others = [p for p in model.parameters() if all(p is not q for q in extra)]
+    g = torch.Generator().manual_seed(130 + rank)
+    kept = None
+    for step in range(steps):
+        model.extra = step < warmup  # on every rank
+        moving = {p: opt.state[p]["exp_avg"].clone() for p in others}
+        x, y = batch(g)
+        opt.zero_grad(set_to_none=True)
+        loss_of(model, x, y).backward()
+        opt.step()
+        if step == warmup - 1:
+            kept = [(p.detach().clone(), opt.state[p]["exp_avg"].clone(), opt.state[p]["exp_avg_sq"].clone())
+                    for p in extra]
+            assert all(float(m.abs().max()) > 0 for _, m, _ in kept), "the extra layer's momentum is 0 after warm-up"
+        if step >= warmup:
+            for p, (w, m, v) in zip(extra, kept):
+                state = opt.state[p]
+                assert p.grad is None, f"QAdam, an unused parameter, step {step}: it has a gradient"
+                assert state["step"] == warmup, f"QAdam, an unused parameter, step {step}: stepped {state['step']}"
+                assert torch.equal(state["exp_avg"], m), \
+                    f"QAdam, an unused parameter, step {step}: its momentum moved by {float((state['exp_avg'] - m).abs().max())}"
+                assert torch.equal(state["exp_avg_sq"], v) and torch.equal(p.detach(), w), \
+                    f"QAdam, an unused parameter, step {step}: its variance or weight moved"
+            for p in others:
+                assert not torch.equal(opt.state[p]["exp_avg"], moving[p]), f"QAdam, step {step}: a momentum stood still"
+    print(f"rank {rank}: QAdam: a parameter unused on every rank after warm-up keeps its momentum, variance and "
+          f"weight over {steps - warmup} compressed steps")
+
+
+def check_qadam_load_state_dict(warmup=2):
+    """Betas changed by load_state_dict (torch makes new param_groups) are the next compressed
+    backward's: the momentum against the reference with the new beta1."""
+    model = make(20)
+    opt = q_adam.QAdamOptimizer(model.parameters(), lr=LR, warmup_steps=warmup, betas=(0.9, 0.999))
+    model = model.with_bagua([opt], q_adam.QAdamAlgorithm(opt, hierarchical=False), bucket_bytes=2048)
+    params = list(model.parameters())
+    g = torch.Generator().manual_seed(140 + rank)
+    for _ in range(warmup + 1):  # warm-up, and a compressed step
+        train_step(model, opt, g)
+    saved = opt.state_dict()
+    saved["param_groups"][0]["betas"] = (0.5, 0.999)
+    opt.load_state_dict(saved)
+    x, y = batch(g)
+    mine = dict(zip(params, local_grads(model, [(x, y)])))
+    w0 = {p: p.detach().clone() for p in params}
+    m0 = {p: opt.state[p]["exp_avg"].clone() for p in params}
+    opt.zero_grad()
+    loss_of(model, x, y).backward()
+    worst = 0.0
+    for b in model._bagua_engine.buckets:
+        want, _, _ = qadam_momentum(b, mine, w0, m0, 0.5, 0.0, False)
+        worst = max(worst, assert_close("QAdam after load_state_dict: the momentum with the loaded beta1",
+                                        flat(opt.state[p]["exp_avg"] for p in b.params), want))
+    opt.step()
+    print(f"rank {rank}: QAdam: betas loaded by load_state_dict are used, the momentum within {worst:.1e} of the "
+          f"reference")
 
 
 def train_step(model, opt, g):
@@ -439,6 +521,8 @@ check_qadam("QAdam", hierarchical=False)
 check_qadam("QAdam, weight decay, two backwards in a step", hierarchical=False, weight_decay=0.01, accumulate_at=5)
 two_hosts = fake_hosts()
 check_qadam("QAdam, hierarchical", hierarchical=True, pg=two_hosts)
+check_qadam_unused()
+check_qadam_load_state_dict()
 check_low_precision("low-precision decentralized, a ring of 4",
                     decentralized.LowPrecisionDecentralizedAlgorithm(hierarchical=False))
 check_low_precision("low-precision decentralized, every 2nd step",

@@ -17,11 +17,15 @@ Where this differs from Bagua (bagua/torch_api/algorithms/q_adam.py): Bagua's st
 ``warmup_steps`` uses the warm-up's all-reduced gradient for neither moment (its optimizer
 updates the moments while ``step < warmup_steps``, counted after the step's increment, and its
 algorithm communicates gradients while it is below that before); here the first
-``warmup_steps`` steps are all Adam on the averaged gradient. After warm-up Bagua leaves weight
-decay out of the momentum (its momentum update takes the raw gradient); here it stays in, as in
-warm-up. Gradients accumulated over several backwards before a step make that step's momentum
-from the accumulated gradient (each backward exchanges it again from the momentum of the last
-step). Parameters without a gradient are skipped by the step, as torch's Adam skips them."""
+``warmup_steps`` steps are all Adam on the averaged gradient. Bagua's QAdamOptimizer takes
+``weight_decay`` and uses it nowhere (neither in warm-up nor after); here it is Adam's L2 term
+(``g + weight_decay * w``) in both. Gradients accumulated over several backwards before a step
+make that step's momentum from the accumulated gradient (each backward exchanges it again from the
+momentum of the last step). A parameter whose ``grad`` is None at the end of backward (no rank's
+backward reached it, after ``zero_grad(set_to_none=True)``) keeps its momentum, as the step skips
+it, as torch's Adam leaves a parameter without a gradient. The settings of a parameter's group
+(``betas``, ``weight_decay``) are read at each backward from ``optimizer.param_groups``, so that
+``load_state_dict`` and changes to a group take effect."""
 import math
 
 import torch
@@ -117,16 +121,26 @@ class QAdamAlgorithmImpl(AlgorithmImpl):
         self.warmup_steps = q_adam_optimizer.warmup_steps
         self.hierarchical = hierarchical
         self.reducer = CompressedAllReduce(process_group, hierarchical, self.global_comm.nranks())
-        self.group_of = {}
+        self._group_of, self._groups_seen = {}, None
         # By bucket index: (the optimizer's step, the momentum that step started from), kept for
         # a further backward before the step (accumulation), whose momentum starts from it again.
         self.base = {}
+        # (bucket, the ranks' averaged momentum) of this backward, for exp_avg at its end.
+        self.pending = []
+
+    def group_of(self):
+        """The optimizer's group of each parameter as it is now: load_state_dict and
+        add_param_group make new groups (the map made again holds the old ones, whose ids
+        cannot come back meanwhile)."""
+        seen = tuple(map(id, self.optimizer.param_groups))
+        if seen != self._groups_seen:
+            self._group_of = {p: group for group in self.optimizer.param_groups for p in group["params"]}
+            self._groups_seen = seen
+            self.base.clear()  # a momentum kept from before a load_state_dict is not the loaded one
+        return self._group_of
 
     def attach(self, engine):
-        for group in self.optimizer.param_groups:
-            for p in group["params"]:
-                self.group_of[p] = group
-        theirs = {p for p in self.group_of if p.requires_grad}
+        theirs = {p for p in self.group_of() if p.requires_grad}
         ours = set(engine.params)
         if ours != theirs:
             raise ValueError(f"QAdamAlgorithm: the QAdamOptimizer's parameters must be the module's that require grad "
@@ -143,20 +157,21 @@ class QAdamAlgorithmImpl(AlgorithmImpl):
         if not self.compressing():
             return communication.allreduce_inplace(bucket.flat, ReduceOp.AVG, comm=self.global_comm, async_op=True)
         step = self.optimizer.step_id
+        group_of = self.group_of()  # first: it forgets the momenta kept where the groups changed
         kept = self.base.get(bucket.index)
         if kept is None or kept[0] != step:
             kept = (step, torch.cat([self.optimizer.state[p]["exp_avg"].reshape(-1) for p in bucket.params]))
             self.base[bucket.index] = kept
         base = kept[1]
         weights = torch.cat([p.detach().reshape(-1) for p in bucket.params])
-        settings = {(self.group_of[p]["betas"][0], self.group_of[p]["weight_decay"]) for p in bucket.params}
+        settings = {(group_of[p]["betas"][0], group_of[p]["weight_decay"]) for p in bucket.params}
         if len(settings) == 1:
             (beta1, weight_decay), = settings
             m = momentum(base, bucket.flat, weights, beta1, weight_decay)
         else:  # parameters of groups with other settings in one bucket: each its own
             m, off = torch.empty_like(base), 0
             for p in bucket.params:
-                n, group = p.numel(), self.group_of[p]
+                n, group = p.numel(), group_of[p]
                 m.narrow(0, off, n).copy_(momentum(base.narrow(0, off, n), bucket.flat.narrow(0, off, n),
                                                    weights.narrow(0, off, n), group["betas"][0],
                                                    group["weight_decay"]))
@@ -169,7 +184,19 @@ class QAdamAlgorithmImpl(AlgorithmImpl):
             return
         m, inner = token
         self.reducer.finish(m, inner)
-        off = 0
-        for p in bucket.params:
-            self.optimizer.state[p]["exp_avg"].copy_(m.narrow(0, off, p.numel()).view_as(p))
-            off += p.numel()
+        self.pending.append((bucket, m))
+
+    def after_backward(self, engine):
+        # Only where the step will take a gradient: a parameter whose grad is None (no rank's
+        # backward reached it) is skipped by the step, and keeps its momentum, as in torch's Adam.
+        pending, self.pending = self.pending, []
+        for bucket, m in pending:
+            off = 0
+            for p in bucket.params:
+                if p.grad is not None:
+                    self.optimizer.state[p]["exp_avg"].copy_(m.narrow(0, off, p.numel()).view_as(p))
+                off += p.numel()
+
+    def reset(self):
+        self.pending = []
+        return None
