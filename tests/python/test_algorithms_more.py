@@ -482,6 +482,17 @@ def check_low_precision(name, algorithm, pg=None, hosts=None, steps=6, micro_bat
           f"within {err_max:.1e} of the exact mix")
 
 
+def left_alone(model, optimizers, what):
+    """Where with_bagua raised: no engine, hook or bagua_* attribute left, the optimizers' step
+    not wrapped, and with_bagua can be called again."""
+    assert getattr(model, "_bagua_engine", None) is None, what
+    for name in ("bagua_optimizers", "bagua_algorithm"):
+        assert not hasattr(model, name), f"{what}: with_bagua raised and left {name}"
+    assert not model._forward_pre_hooks, f"{what}: with_bagua raised and left a forward hook"
+    for opt in optimizers:
+        assert "step" not in vars(opt), f"{what}: with_bagua raised and left the optimizer's step wrapped"
+
+
 def check_bad_settings():
     three = bagua.new_group([0, 1, 2])
     for bad, want in ((lambda: q_adam.QAdamOptimizer(Net().parameters(), warmup_steps=0), "warmup_steps"),
@@ -507,13 +518,16 @@ def check_bad_settings():
         assert "parameters must be the module's" in str(e), e
     else:
         raise AssertionError("QAdam with an optimizer of some of the module's parameters did not raise")
-    assert getattr(model, "_bagua_engine", None) is None
+    left_alone(model, [opt], "QAdam's check")
+    model = make(16)
+    other = torch.optim.SGD(list(model.parameters())[:2], lr=LR)
     try:
-        make(16).with_bagua([], decentralized.LowPrecisionDecentralizedAlgorithm(hierarchical=False))
+        model.with_bagua([other], decentralized.LowPrecisionDecentralizedAlgorithm(hierarchical=False))
     except RuntimeError as e:
         assert "is not one of the optimizers'" in str(e), e
     else:
         raise AssertionError("low-precision decentralized without the optimizer did not raise")
+    left_alone(model, [other], "low-precision decentralized's check")
     print(f"rank {rank}: bad settings raise")
 
 

@@ -104,7 +104,7 @@ class BaguaEngine:
         # Buffers and works of backwards that did not finish: collectives in flight may still write them.
         self._abandoned = []
         self._accumulators = []
-        impl.attach(self)  # before any hook: where it raises, the module is left as it was
+        impl.attach(self)  # before any hook: where it raises, no hook is left (see with_bagua)
         with torch.enable_grad():
             for b in self.buckets:
                 for k, p in enumerate(b.params):
@@ -261,7 +261,12 @@ def with_bagua(self, optimizers, algorithm, process_group=None, do_flatten=True,
     (Bagua's name): the gradients become views of the buckets' flat buffers (as DDP's
     gradient_as_bucket_view: no copy out of them, and none into them while backward accumulates
     into the view); False keeps each gradient a tensor of its own. ``bucket_bytes``: the size of a
-    bucket."""
+    bucket.
+
+    Where it raises (bad settings, an algorithm's check of the module), the module keeps no hook and
+    no ``bagua_*`` attribute, and the optimizers' ``step`` is not wrapped (an algorithm's ``attach``
+    checks before it wraps); its parameters and buffers are rank 0's where it raised after their
+    broadcast (every rank's check raises alike)."""
     if getattr(self, "_bagua_engine", None) is not None:
         raise RuntimeError("with_bagua: this module was already given an algorithm")
     pg = process_group if process_group is not None else communication.get_default_group()
@@ -277,5 +282,9 @@ def with_bagua(self, optimizers, algorithm, process_group=None, do_flatten=True,
             communication.broadcast(t.data, 0, comm=comm)
     self.bagua_optimizers = list(optimizers)
     self.bagua_algorithm = impl
-    self._bagua_engine = BaguaEngine(self, impl, bucket_bytes, do_flatten)
+    try:
+        self._bagua_engine = BaguaEngine(self, impl, bucket_bytes, do_flatten)
+    except BaseException:
+        del self.bagua_optimizers, self.bagua_algorithm
+        raise
     return self
