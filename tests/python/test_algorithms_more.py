@@ -19,10 +19,19 @@ own gradients or weights, gathered over gloo:
   warm-up steps give the ranks' mean gradient, the rounds keep the sum of the ranks' weights what
   training alone made it, abort() stops the rounds (also where it comes during warm-up, or where
   only one rank's thread started), resume() starts them again, and a final synchronous average
-  makes the replicas equal; the script then exits with the thread running (it must not hang);
+  makes the replicas equal; misuses and failures, each raised where it should be and none hanging:
+  an abort() on rank 0 alone (the others raise at a training forward once the timeout passed,
+  saying abort/resume are collective; a resume on every rank then goes on), an abort, resume and
+  abort on rank 0 alone (that last abort raises within the algorithm's timeout), an error of rank
+  2's thread (every rank stops at the same round and raises, the weights keep their sum), an
+  error in training's release of the weights (they are released); the script then exits with
+  the thread running (it must not hang);
 - bad settings raise, on every rank. The hierarchical cases make two "hosts" of ranks {0, 1} and
   {2, 3}."""
+import datetime
 import math
+import re
+import threading
 import time
 
 import torch
@@ -39,6 +48,7 @@ bagua.init_process_group()
 assert world == 4, "run with 4 ranks"
 LR = 0.05
 DEADLINE_S = 60  # for a number of rounds to come; they come every few ms
+ASYNC_TIMEOUT = datetime.timedelta(seconds=3)  # the async cases of errors: their group's timeout
 
 
 class Net(torch.nn.Module):
@@ -400,6 +410,185 @@ def check_async_training():
     return model, opt, g
 
 
+def async_model(seed):
+    model = make(seed)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    algorithm = async_model_average.AsyncModelAverageAlgorithm(sync_interval_ms=5, timeout=ASYNC_TIMEOUT)
+    model = model.with_bagua([opt], algorithm)
+    return model, opt, model.bagua_algorithm
+
+
+def train_until_raises(model, opt, g, what, moved=None):
+    """Training steps until a forward raises a RuntimeError, which is returned."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        x, y = batch(g)
+        opt.zero_grad()
+        try:
+            loss = loss_of(model, x, y)
+        except RuntimeError as e:
+            return e
+        loss.backward()
+        if moved is not None:
+            moved -= LR * flat(p.grad for p in model.parameters())
+        opt.step()
+        assert time.monotonic() < deadline, f"{what}: no error within {DEADLINE_S} s"
+
+
+def same_on_every_rank(value, what):
+    everyone = [int(v) for v in gathered(torch.tensor([value]))]
+    assert all(v == value for v in everyone), f"{what}: the ranks differ: {everyone}"
+
+
+def check_peer_abort_error(e, secs_at_least):
+    """The error of a rank whose averaging rank 0's abort() stopped, this rank not calling abort()."""
+    msg = str(e)
+    assert "rank 0 called abort()" in msg and "collective" in msg, msg
+    ago = float(re.search(r"(\d+\.\d) s ago", msg).group(1))
+    assert ago >= secs_at_least, f"raised {ago} s after the stop, within the timeout ({secs_at_least} s)"
+
+
+def check_async_abort_alone():
+    """abort() on rank 0 alone (as around a checkpoint that rank 0 alone saves): every rank's
+    averaging stops at the same round; the others, not calling abort() within the timeout, raise
+    at a training forward saying that abort() is collective; then a resume on every rank goes on."""
+    model, opt, impl = async_model(21)
+    g = torch.Generator().manual_seed(150 + rank)
+    train_until(model, opt, g, lambda: impl.rounds >= 2, "2 rounds")
+    if rank == 0:
+        impl.abort(model)
+    else:
+        check_peer_abort_error(train_until_raises(model, opt, g, "the error of an abort() on rank 0 alone"),
+                               ASYNC_TIMEOUT.total_seconds())
+        assert impl._thread is None, "the thread is still there after the error"
+    stopped = impl.rounds
+    same_on_every_rank(stopped, "the rounds at rank 0's abort")
+    impl.resume(model)  # on every rank: the ranks' rounds go on together
+    train_until(model, opt, g, lambda: impl.rounds >= stopped + 2, "2 rounds after a resume on every rank")
+    impl.abort(model)
+    same_on_every_rank(impl.rounds, "the rounds after the resume")
+    print(f"rank {rank}: async model average: an abort() on rank 0 alone stopped every rank at round {stopped}, "
+          f"the others raised; a resume on every rank went on to round {impl.rounds}")
+
+
+def check_async_abort_resume_alone():
+    """abort(), resume() and a training step on rank 0 alone: its new thread waits alone in its
+    first round; its next abort() raises within the algorithm's timeout (not the group's 30
+    minutes, nor the default group's 60 s here), saying that abort/resume are collective; the
+    others raise as above."""
+    model, opt, impl = async_model(22)
+    g = torch.Generator().manual_seed(160 + rank)
+    train_until(model, opt, g, lambda: impl.rounds >= 1, "a round")
+    if rank == 0:
+        impl.abort(model)
+        impl.resume(model)
+        train_step(model, opt, g)
+        assert impl._thread is not None, "no thread after a resume and a training step"
+        start = time.monotonic()
+        try:
+            impl.abort(model)
+        except RuntimeError as e:
+            took = time.monotonic() - start
+            assert "opening all-reduce" in str(e) and "collective" in str(e), e
+        else:
+            raise AssertionError("abort() after an abort and resume on rank 0 alone did not raise")
+        assert took <= 3 * ASYNC_TIMEOUT.total_seconds(), f"abort() took {took:.1f} s, past the algorithm's timeout"
+        what = f"rank 0's abort() raised after {took:.1f} s"
+    else:
+        check_peer_abort_error(train_until_raises(model, opt, g, "the error of an abort() on rank 0 alone"),
+                               ASYNC_TIMEOUT.total_seconds())
+        what = "raised"
+    print(f"rank {rank}: async model average: abort, resume and abort on rank 0 alone: {what}")
+
+
+def check_async_failure():
+    """An error of rank 2's thread alone (its torch.cat, out of memory) stops every rank's
+    averaging at the same round, where nobody adds anything: rank 2 raises it, the others raise
+    naming rank 2, abort() returns at once on every rank, the ranks' weights keep their sum, and a
+    resume on every rank goes on."""
+    model, opt, impl = async_model(23)
+    params = list(model.parameters())
+    start = flat(params)
+    moved = torch.zeros_like(start)
+    g = torch.Generator().manual_seed(170 + rank)
+    train_until(model, opt, g, lambda: impl.rounds >= 2, "2 rounds", moved)
+    real_cat, failed = torch.cat, []
+
+    def cat(*args, **kwargs):
+        if threading.current_thread().name == "chorus-async-model-average" and not failed:
+            failed.append(impl.rounds)
+            raise RuntimeError("injected: out of memory")
+        return real_cat(*args, **kwargs)
+    if rank == 2:
+        torch.cat = cat
+    try:
+        e = train_until_raises(model, opt, g, "the error of rank 2's failure", moved)
+    finally:
+        torch.cat = real_cat
+    want = "the background averaging failed: injected: out of memory" if rank == 2 else "failed on rank 2"
+    assert want in str(e), e
+    stopped = impl.rounds
+    same_on_every_rank(stopped, "the rounds at rank 2's failure")
+    begun = time.monotonic()
+    impl.abort(model)
+    took = time.monotonic() - begun
+    assert took < ASYNC_TIMEOUT.total_seconds(), f"abort() after the failure took {took:.1f} s"
+    total, want = torch.stack(gathered(flat(params))).sum(0), torch.stack(gathered(start + moved)).sum(0)
+    d = assert_close("async model average, a failed round: the sum of the ranks' weights", total, want, 1e-5)
+    impl.resume(model)
+    train_until(model, opt, g, lambda: impl.rounds >= stopped + 2, "2 rounds after a resume", moved)
+    impl.abort(model)
+    same_on_every_rank(impl.rounds, "the rounds after the resume")
+    total, want = torch.stack(gathered(flat(params))).sum(0), torch.stack(gathered(start + moved)).sum(0)
+    assert_close("async model average, after the resume: the sum of the ranks' weights", total, want, 1e-5)
+    print(f"rank {rank}: async model average: rank 2's thread failing stopped every rank at round {stopped}, "
+          f"each raised ({'its own error' if rank == 2 else 'naming rank 2'}), the weight sum kept within {d:.1e}; "
+          f"resumed to round {impl.rounds}")
+
+
+def check_async_settle_failure():
+    """Where training's release of the weights raises (its GPU synchronize, injected on rank 1),
+    the weights are released all the same and the rounds go on; training's wait for the weights is
+    bounded by the timeout."""
+    model, opt, impl = async_model(24)
+    g = torch.Generator().manual_seed(180 + rank)
+    train_until(model, opt, g, lambda: impl.rounds >= 1, "a round")
+    if rank == 1:
+        def settle():
+            if threading.current_thread() is threading.main_thread():
+                raise RuntimeError("injected: synchronize failed")
+        x, y = batch(g)
+        opt.zero_grad()
+        loss = loss_of(model, x, y)
+        impl._settle = settle
+        try:
+            loss.backward()
+        except RuntimeError as e:
+            assert "injected" in str(e), e
+        else:
+            raise AssertionError("the injected error did not come out of backward")
+        finally:
+            del impl._settle
+        assert impl.lock._holder is None, f"the weights are still held by {impl.lock._holder}"
+    # One target for every rank (a rank that stops short of its own would see another's abort come first).
+    mark = max(int(r) for r in gathered(torch.tensor([impl.rounds])))
+    train_until(model, opt, g, lambda: impl.rounds >= mark + 2, "2 rounds after the failed release")
+    impl.abort(model)
+    same_on_every_rank(impl.rounds, "the rounds")
+    lock = async_model_average.WeightLock()
+    assert lock.acquire_for_thread(lambda: False)
+    try:
+        lock.acquire_for_training(0.2)
+    except RuntimeError as e:
+        assert "held by the averaging thread" in str(e), e
+    else:
+        raise AssertionError("training took the weights that the thread held")
+    lock.release()
+    lock.acquire_for_training(0.2)
+    print(f"rank {rank}: async model average: a failed release of the weights released them; rounds went on to "
+          f"{impl.rounds}; training's wait for the weights is bounded")
+
+
 def ring_exchange(states, xs):
     """Bagua's low-precision exchange of every member of a ring, on ``states[j]`` (member j's x^,
     its copies of its left and right neighbours' x^: updated), with ``xs[j]`` member j's weights
@@ -551,6 +740,10 @@ check_low_precision("low-precision decentralized, bfloat16",
 check_bad_settings()
 check_async_converges()
 model, opt, g = check_async_training()
+check_async_settle_failure()
+check_async_failure()
+check_async_abort_alone()
+check_async_abort_resume_alone()
 # Exit with the averaging running: the thread is stopped at exit, on every rank, without hanging.
 model.bagua_algorithm.resume(model)
 train_until(model, opt, g, lambda: model.bagua_algorithm.rounds >= 1, "a round before exit")
