@@ -80,6 +80,13 @@ constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSetti
      "Capacity of each direction's ring between two node processes of one host that share memory, in KiB. See "
      "[Processes of one host](benchmarks.md#processes-of-one-host-shared-memory).",
      "the shared-memory rings between processes of one host", "`transport/shm/shm_channel.cpp`"},
+    {p2p_eager_kib, "CHORUS_P2P_EAGER_KIB", R::library, K::number, 65536, 0, 65536, "65536 (64 MiB)",
+     "Sends across nodes (send/recv): how much of this node's data may travel to one other node ahead of the "
+     "receives that take it, in KiB (MPI's eager limit, as a budget): a send whose data does not fit what its node "
+     "already has unanswered there sends its header alone, and its data once the receive pulls it (a round trip "
+     "more). `0`: every send's data waits for its receive. The receiving node holds each node to 64 MiB, the most "
+     "this takes, so nodes may set it differently. See [multi-node.md](multi-node.md) (send/recv across nodes).",
+     "send/recv across nodes: data sent ahead of its receive", "`actors/global_client/global_client.cpp`"},
 
     {rank, "CHORUS_RANK", R::from_env, K::number, 0, 0, 65535, "unset",
      "This process's rank, below `CHORUS_WORLD_SIZE` (chorus-run sets both; so do torchrun's `RANK`/`WORLD_SIZE`, "

@@ -61,6 +61,16 @@ struct alignas(64) WaitWord {
     if (sleepers.load(std::memory_order_seq_cst) != 0) wake();
     if (int fd = watcher.load(std::memory_order_seq_cst); fd >= 0 && !tl_leads_poller) signal_eventfd(fd);
   }
+  // Moves the value on by one and wakes sleepers, as set does, but wrapping from kWordTop - 1 to 0
+  // (kWordTop stays: it is for good): for a word that counts events for as long as a process
+  // lives, whose waiters wait for a change (Poller::wait_change), not for a value.
+  void advance() {
+    uint32_t cur = value.load(std::memory_order_relaxed);
+    while (cur != kWordTop && !value.compare_exchange_weak(cur, cur + 1 == kWordTop ? 0 : cur + 1, std::memory_order_seq_cst)) {
+    }
+    if (sleepers.load(std::memory_order_seq_cst) != 0) wake();
+    if (int fd = watcher.load(std::memory_order_seq_cst); fd >= 0 && !tl_leads_poller) signal_eventfd(fd);
+  }
   // Waits until value >= target, spinning up to `spin` before sleeping; false on deadline.
   bool wait_at_least(uint32_t target, Clock::time_point deadline, std::chrono::nanoseconds spin);
   bool wait_at_least(uint32_t target, Clock::time_point deadline, Patience p);

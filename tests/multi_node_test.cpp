@@ -112,6 +112,25 @@ TEST_F(MultiNode, ASendThatTimedOutLeavesNoMessageForALaterReceive) {
   expect_all_ok(nodes, 4, 8);
 }
 
+// The same exchanges with every send's data waiting for its receive's pull (the node processes'
+// CHORUS_P2P_EAGER_KIB=0): receives from any source, handles, order, withdrawals, failed sends.
+TEST_F(MultiNode, PointToPointHoldsWhenEveryReceivePullsItsData) {
+  struct Eager {
+    Eager() { setenv("CHORUS_P2P_EAGER_KIB", "0", 1); }
+    ~Eager() { unsetenv("CHORUS_P2P_EAGER_KIB"); }
+  } eager;
+  start_orchestrator(2);  // it serves one job after another
+  const std::pair<const char*, int> runs[] = {{"recv-any", 3}, {"p2p-handles", 4}, {"recv-order", 7}, {"stale-send", 8}};
+  for (const auto& [scenario, ops] : runs) {
+    SCOPED_TRACE(scenario);
+    expect_all_ok(run_nodes({{}, {}}, {"--peers", "2", "--scenario", scenario}), 4, ops);
+  }
+  auto lines = peer_lines(run_nodes({{}, {}}, {"--peers", "2", "--scenario", "p2p-staging"}));
+  EXPECT_EQ(lines["0"].code, "device_error") << lines["0"].message;
+  EXPECT_EQ(lines["0"].message, lines["2"].message);
+  EXPECT_TRUE(lines["1"].ok && lines["3"].ok) << lines["1"].message << " / " << lines["3"].message;
+}
+
 // OpOptions::timeout bounds the wait for other nodes too, not only for the node's own peers
 // (multi_node_peer_ops.cpp, own_timeout; the nodes' Config::timeout is the harness's, 30 s).
 TEST_F(MultiNode, AnOpsOwnTimeoutBoundsItsWaitForOtherNodes) {

@@ -121,25 +121,49 @@ TEST_F(Mailbox, OnlyAMessageWhoseSendWaitsIsPulledAndOnce) {
 
 TEST_F(Mailbox, PulledDataIsTakenOnlyWherePulledFromItsNodeAtItsSize) {
   EXPECT_FALSE(box.pull_expected(3, 4));
-  EXPECT_FALSE(box.deliver_pulled(k, 1, 3, "head1234", 4)) << "nobody pulled it";
+  EXPECT_FALSE(box.deliver_pulled(k, 1, 3, "head1234", 4, Status::ok())) << "nobody pulled it";
   box.expect_pull(k, 1, 3, 4);
   EXPECT_TRUE(box.pull_expected(3, 4));
   EXPECT_FALSE(box.pull_expected(3, 5));
   EXPECT_FALSE(box.pull_expected(2, 4));
-  EXPECT_FALSE(box.deliver_pulled(k, 1, 2, "head1234", 4)) << "from another node";
-  EXPECT_FALSE(box.deliver_pulled(k, 1, 3, "head12345", 4)) << "of another size";
-  ASSERT_TRUE(box.deliver_pulled(k, 1, 3, "head1234", 4));
+  EXPECT_FALSE(box.deliver_pulled(k, 1, 2, "head1234", 4, Status::ok())) << "from another node";
+  EXPECT_FALSE(box.deliver_pulled(k, 1, 3, "head12345", 4, Status::ok())) << "of another size";
+  ASSERT_TRUE(box.deliver_pulled(k, 1, 3, "head1234", 4, Status::ok()));
   std::string data;
   std::size_t offset = 0;
-  Status why;
-  ASSERT_EQ(box.take_pulled(k, 1, 3, poller, later(), data, offset, why), P2PMailbox::Took::it);
+  Status status, why;
+  ASSERT_EQ(box.take_pulled(k, 1, 3, poller, later(), data, offset, status, why), P2PMailbox::Took::it);
   EXPECT_EQ(data.substr(offset), "1234");
+  EXPECT_TRUE(status.is_ok());
   // A receive that gave up drops the data that comes after.
   box.expect_pull(k, 2, 3, 4);
   box.give_up_pull(k, 2);
-  EXPECT_TRUE(box.deliver_pulled(k, 2, 3, "head5678", 4));
-  EXPECT_EQ(box.take_pulled(k, 2, 3, poller, soon(), data, offset, why), P2PMailbox::Took::nothing);
-  EXPECT_FALSE(box.deliver_pulled(k, 2, 3, "head5678", 4)) << "pulled once";
+  EXPECT_TRUE(box.deliver_pulled(k, 2, 3, "head5678", 4, Status::ok()));
+  EXPECT_EQ(box.take_pulled(k, 2, 3, poller, soon(), data, offset, status, why), P2PMailbox::Took::nothing);
+  EXPECT_FALSE(box.deliver_pulled(k, 2, 3, "head5678", 4, Status::ok())) << "pulled once";
+  // A sender whose send gave up says so, without data, whatever the size pulled.
+  box.expect_pull(k, 3, 3, 4);
+  EXPECT_TRUE(box.pull_expected(3, 0));
+  EXPECT_FALSE(box.deliver_pulled(k, 3, 3, "head1234", 4, Status(Errc::timeout, "gave up"))) << "a refusal with data";
+  ASSERT_TRUE(box.deliver_pulled(k, 3, 3, "head", 4, Status(Errc::timeout, "gave up")));
+  ASSERT_EQ(box.take_pulled(k, 3, 3, poller, later(), data, offset, status, why), P2PMailbox::Took::it);
+  EXPECT_EQ(status, Status(Errc::timeout, "gave up"));
+}
+
+TEST_F(Mailbox, AnAnswerIsKeptOnlyForASendThatWaitsForIt) {
+  Status a, why;
+  box.answer(k, 1, Status::ok());  // no send of ours: dropped
+  box.sent(k, 2);
+  box.answer(k, 2, Status(Errc::shape_mismatch, "two"));
+  EXPECT_EQ(box.take_answer(k, 1, 5, poller, soon(), a, why), P2PMailbox::Took::nothing);
+  ASSERT_EQ(box.take_answer(k, 2, 5, poller, later(), a, why), P2PMailbox::Took::it);
+  EXPECT_EQ(a, Status(Errc::shape_mismatch, "two"));
+  // One that comes as its send returns goes with it.
+  box.sent(k, 3);
+  box.answer(k, 3, Status::ok());
+  box.returned(k, 3);
+  box.sent(k, 3);
+  EXPECT_EQ(box.take_answer(k, 3, 5, poller, soon(), a, why), P2PMailbox::Took::nothing);
 }
 
 // ---------------------------------------------------------------- two nodes in this process
@@ -211,6 +235,54 @@ TEST(P2PWindowAcrossNodes, ANodeThatOverrunsTheDataWindowHasItsLinkEnded) {
   EXPECT_TRUE(has(got, Errc::node_lost,
                   {"node " + std::to_string(forger.node_id()) + " sent " + std::to_string(2 * data.size()) +
                    " bytes of data ahead of their receives, over the window of " + std::to_string(window)}))
+      << got.to_string();
+}
+
+// A receive that takes a header whose send gave up (here: there was none; node 0's header is
+// forged) is told so by the sender's node when it pulls, and fails at once rather than waiting out
+// its timeout; the link stays (the next exchange works).
+TEST(P2PWindowAcrossNodes, AReceiveThatPullsFromASendThatGaveUpFailsAtOnce) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  GlobalClient& forger = two.here();
+  const uint32_t a = two.a->rank(), c = two.c->rank();
+  FrameHeader h = forger.frame_header(FrameType::p2p_data);
+  P2PHeaderData head{a, c, 7, DType::i32, 1, Status::ok(), 77};
+  head.pulled = true;
+  h.seq = (uint64_t{a} << 32) | c;
+  std::string bytes = encode_p2p_header(head);
+  h.slot = static_cast<uint32_t>(bytes.size());
+  forger.connection(two.there().node_id())->send(SendTicket::owning(h, std::move(bytes)));
+  Tensor t = Tensor::zeros(DType::i32, {1});
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status got = two.c->recv(t, a, 7);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "C waited out its timeout";
+  EXPECT_TRUE(has(got, Errc::timeout, {"peer " + std::to_string(a) + " gave up on its send"})) << got.to_string();
+  Tensor x = Tensor::from(std::vector<int32_t>{5});
+  Work sent = two.a->send_async(x, c, 8);
+  ASSERT_TRUE(two.c->recv(t, a, 8).is_ok());
+  EXPECT_EQ(t.data_as<int32_t>()[0], 5);
+  EXPECT_TRUE(sent.wait_for(20s).is_ok());
+}
+
+// A header longer than a header may be (a long failure text) is refused too: headers alone would
+// otherwise hold up to 1 MiB each, past what the message window means to bound.
+TEST(P2PWindowAcrossNodes, ANodeThatSendsAnOverlongHeaderHasItsLinkEnded) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  GlobalClient& forger = two.here();
+  const uint32_t a = two.a->rank(), c = two.c->rank();
+  FrameHeader h = forger.frame_header(FrameType::p2p_data);
+  std::string bytes = encode_p2p_header({a, c, 7, DType::u8, 1, Status(Errc::device_error, std::string(4000, 'x')), 1});
+  h.slot = static_cast<uint32_t>(bytes.size());
+  h.seq = (uint64_t{a} << 32) | c;
+  const std::size_t header = bytes.size();
+  forger.connection(two.there().node_id())->send(SendTicket::owning(h, std::move(bytes)));
+  Tensor t = Tensor::zeros(DType::u8, {1});
+  const Status got = two.c->recv(t, a, 8);
+  EXPECT_TRUE(has(got, Errc::node_lost,
+                  {"node " + std::to_string(forger.node_id()) + " sent a send header of " + std::to_string(header) +
+                   " bytes, over the 1024 a header may take"}))
       << got.to_string();
 }
 

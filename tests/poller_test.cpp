@@ -162,6 +162,27 @@ TEST(Poller, ASleepOnAFutexIsNotTakenForASleepInEpoll) {
   sleeper.join();
 }
 
+// A word that counts events for as long as a process lives (the point-to-point mailbox's) wraps
+// past its top rather than stopping there, where every wait for "more" would return at once: its
+// waiters wait for a change. The top itself stays for good.
+TEST(Poller, AWordThatCountsEventsWrapsAndItsWaitersWaitForAChange) {
+  Poller poller;
+  poller.start({});
+  WaitWord word;
+  word.value = kWordTop - 1;
+  EXPECT_FALSE(poller.wait_change(word, kWordTop - 1, Clock::now() + 20ms)) << "nothing changed";
+  std::thread mover([&] { word.advance(); });
+  EXPECT_TRUE(poller.wait_change(word, kWordTop - 1, Clock::now() + 30s));
+  mover.join();
+  EXPECT_EQ(word.value.load(), 0u) << "it wraps, skipping the top";
+  word.advance();
+  EXPECT_EQ(word.value.load(), 1u);
+  word.set(kWordTop);
+  word.advance();
+  EXPECT_EQ(word.value.load(), kWordTop) << "the top is for good";
+  poller.stop();
+}
+
 TEST(Poller, AWaiterReadsItsFramesAndAWordSetElsewhereWakesTheLeader) {
   PolledPair pp;
   auto& [l, sa, sb, a, b, pa, pb] = pp;

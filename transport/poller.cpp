@@ -175,7 +175,15 @@ void Poller::settle(Connection* c, Connection::Pumped r) {
 
 bool Poller::wait(WaitWord& w, uint32_t target, Clock::time_point deadline, bool spin) {
   // seq_cst: pairs with WaitWord::set's look at the watcher (one of the two sees the other).
-  auto reached = [&] { return w.value.load(std::memory_order_seq_cst) >= target; };
+  return wait_until(w, [&] { return w.value.load(std::memory_order_seq_cst) >= target; }, deadline, spin);
+}
+
+bool Poller::wait_change(WaitWord& w, uint32_t seen, Clock::time_point deadline, bool spin) {
+  return wait_until(w, [&] { return w.value.load(std::memory_order_seq_cst) != seen; }, deadline, spin);
+}
+
+template <class Reached>
+bool Poller::wait_until(WaitWord& w, Reached reached, Clock::time_point deadline, bool spin) {
   want_.fetch_add(1);
   bool poked = false, registered = false;
   while (!reached() && Clock::now() < deadline) {
@@ -205,7 +213,7 @@ bool Poller::wait(WaitWord& w, uint32_t target, Clock::time_point deadline, bool
       poked = true;
     }
     const uint32_t seen = w.value.load(std::memory_order_acquire);
-    if (seen >= target) break;
+    if (reached()) break;
     // Short: a nudge that comes between our look at the lead and this sleep is lost.
     w.sleep(seen, std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
   }

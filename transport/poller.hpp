@@ -41,10 +41,14 @@ class Poller {
   // `spin`: a leader may poll the sockets for a moment before it sleeps (worth it for small
   // waits; a large transfer needs the cores for its copies).
   bool wait(WaitWord& w, uint32_t target, Clock::time_point deadline, bool spin = true);
+  // The same, until w.value is no longer `seen` (a word that WaitWord::advance moves on, wrapping).
+  bool wait_change(WaitWord& w, uint32_t seen, Clock::time_point deadline, bool spin = true);
 
   static constexpr std::chrono::milliseconds kIdle{2};
 
  private:
+  template <class Reached>
+  bool wait_until(WaitWord& w, Reached reached, Clock::time_point deadline, bool spin);
   // Pumps what arrives until `done` or `until` (holding lead_mu_).
   template <class Done>
   void lead(WaitWord* watched, Done done, Clock::time_point until, bool spin);

@@ -17,6 +17,7 @@ constexpr std::size_t kMaxControl = std::size_t{1} << 20;  // a larger control p
 
 std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
   Reading& r = reading_[node];
+  if (r.refused) return nullptr;
   switch (h.type) {
     case FrameType::data: {
       r.op = op_for(h.group, h.seq, true);
@@ -26,13 +27,18 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
     case FrameType::p2p_data:
     case FrameType::p2p_pulled: {
       if (h.slot > h.bytes || h.slot > kMaxControl) return nullptr;  // garbled: dropped
-      // What a node leaves here is bounded (P2PWindow), checked before its bytes are kept.
+      // What a node leaves here is bounded (P2PWindow), checked before its bytes are kept; a node
+      // that breaks the bounds has every later frame dropped.
       const uint64_t data = h.bytes - h.slot;
       std::string why;
-      if (h.type == FrameType::p2p_data ? !p2p_->admit(node, data, why) : !p2p_->pull_expected(node, data)) {
-        on_node_lost(node, "node " + std::to_string(node) + " " +
-                               (h.type == FrameType::p2p_data ? why : "sent " + std::to_string(data) +
-                                                                          " bytes of data that no receive here pulled"));
+      if (h.type == FrameType::p2p_data && h.slot > P2PWindow::kHeaderBytes)
+        why = "sent a send header of " + std::to_string(h.slot) + " bytes, over the " +
+              std::to_string(P2PWindow::kHeaderBytes) + " a header may take";
+      else if (h.type == FrameType::p2p_data) (void)p2p_->admit(node, data, why);
+      else if (!p2p_->pull_expected(node, data)) why = "sent " + std::to_string(data) + " bytes of data that no receive here pulled";
+      if (!why.empty()) {
+        r.refused = true;
+        on_node_lost(node, "node " + std::to_string(node) + " " + why);
         return nullptr;
       }
       r.bytes.resize(h.bytes);
@@ -82,7 +88,7 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
     case FrameType::gave_up: {
       // The op timed out there: it fails here too, with the same error, unless it ended here.
       auto why = decode_leaving(r.bytes.data(), r.bytes.size(), error);
-      if (!why || why->is_ok()) return on_node_lost(node, from + " sent a garbled note of an op it gave up on");
+      if (!why || why->code() != Errc::timeout) return on_node_lost(node, from + " sent a garbled note of an op it gave up on");
       if (auto op = op_for(h.group, h.seq, true)) op->gave_up(*why);
       return;
     }
@@ -125,17 +131,21 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       if (!pair_between(p->source, topo_.node_id, p->destination, node))
         return on_node_lost(node, from + " pulled a message from peer " + std::to_string(p->source) + " to peer " +
                                       std::to_string(p->destination) + ", not one from this node's peers to its own");
-      p2p_->pull({h.group, p->source, p->destination, p->tag}, p->id);
+      // One whose send gave up meanwhile (or never was) is told so, rather than waiting in vain.
+      if (const P2PMailbox::Key k{h.group, p->source, p->destination, p->tag}; !p2p_->pull(k, p->id)) refuse_pull(k, p->id);
       return;
     }
     case FrameType::p2p_pulled: {
       auto p = decode_p2p_ack(r.bytes.data(), h.slot, error);
       if (!p) return on_node_lost(node, from + " sent a garbled header of pulled data");
       if (!pair_between(p->source, node, p->destination, topo_.node_id) ||
-          !p2p_->deliver_pulled({h.group, p->source, p->destination, p->tag}, p->id, node, std::move(r.bytes), h.slot))
+          !p2p_->deliver_pulled({h.group, p->source, p->destination, p->tag}, p->id, node, std::move(r.bytes), h.slot,
+                                std::move(p->status))) {
+        r.refused = true;
         return on_node_lost(node, from + " sent the data of message " + std::to_string(p->id) + " from peer " +
                                       std::to_string(p->source) + " to peer " + std::to_string(p->destination) +
                                       ", which no receive here pulled");
+      }
       r.bytes = std::string();
       return;
     }

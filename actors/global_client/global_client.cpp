@@ -6,6 +6,7 @@
 #include "actors/global_client/net_op.hpp"
 #include "actors/global_client/p2p.hpp"
 #include "core/log.hpp"
+#include "core/settings.hpp"
 #include "cuda/nccl_job.hpp"
 #include "messages/peer_codec.hpp"
 #include "transport/host_identity.hpp"
@@ -55,7 +56,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   // sides (Topology.relink), since the other side may still hold its end as live.
   if (before && rejoin.kind != RejoinData::Kind::none) reg.rejoin.unkept = before->unkept_links();
   reg.newcomer = config.newcomer && rejoin.kind == RejoinData::Kind::none;
-  c->p2p_ = std::make_unique<P2PMailbox>();  // before joining: a loss notice may come at once
+  c->p2p_ = std::make_unique<P2PMailbox>(P2PWindow{}, tuned_number(SettingId::p2p_eager_kib) * 1024);  // before joining: a loss notice may come at once
   c->pause_ = PauseWatch::shared();  // the same: a loss notice asks whether we stood still
   c->watched_from_ = PauseWatch::Clock::now();
   std::weak_ptr<GlobalClient> weak = c;

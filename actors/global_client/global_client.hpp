@@ -156,6 +156,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // Tells the sender of message `id` that it was withdrawn before a receive took it (the answer
   // its timed-out send waits for).
   void answer_withdrawn(const P2PMailbox::Key& k, uint64_t id);
+  // Tells the receive that pulled message `id` of k that its send gave up (a p2p_pulled frame
+  // without data, saying so).
+  void refuse_pull(const P2PMailbox::Key& k, uint64_t id);
   P2PMailbox& p2p() { return *p2p_; }
 
   // This node's NCCL communicators across nodes (cuda/nccl_job.hpp), made on first use; nullptr
@@ -265,6 +268,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
     std::shared_ptr<NetOp> op;  // a data frame's op, and its slot
     uint32_t slot = 0;
     std::string bytes;          // a control or point-to-point frame's payload
+    bool refused = false;       // the node broke the rules of point to point: its frames are dropped
   };
   std::vector<Reading> reading_;
   // By node: since when (steady clock, ns; 0: none) bytes to it have waited for acknowledgment,

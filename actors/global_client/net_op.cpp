@@ -290,7 +290,7 @@ Status NetOp::conclude(int p, Status local) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (takes_part_[k] && !ann_[k] && !gone_[k]);
-      waiting = waiting && !lost_ && !given_up_;
+      waiting = waiting && !lost_;
     }
     if (!waiting || !await(ann_word_, g + 1)) break;
   }
@@ -313,8 +313,10 @@ Status NetOp::conclude(int p, Status local) {
     if (result.is_ok() && !missing.empty())
       result = Status(Errc::timeout, label_ + ": " + silent_names_locked(missing) + " never called within the op's timeout");
     if (result.is_ok()) result = std::move(local);
-    // Another node timed out on it first: every node reports its error (its note said it).
-    if (given_up_ && (result.is_ok() || result.code() == Errc::timeout)) result = *given_up_;
+    // Another node timed out on it: where it succeeded here (late), it fails with that node's error.
+    // Any failure of its own stands (a lost link, say, the true cause of that timeout).
+    if (given_up_ && result.is_ok()) result = *given_up_;
+    concluded_ok_ = concluded_ok_ || result.is_ok();
     last = ++concluded_ == local_peers_;
   }
   // Whatever failed (a deadline passed, a node gone) after this node stood still long enough to be

@@ -55,8 +55,9 @@ class NetOp : public RemoteSteps {
   // Sends our announcement to every node still owed it (before anyone waits, or at once when this
   // node's peers failed).
   void flush();
-  // Another node's peers gave up on the op (their timeout ran out; frame gave_up): it fails here
-  // too, with their error, unless a peer of this node already ended it (its verdict stands).
+  // Another node's peers gave up on the op (their timeout ran out; frame gave_up): where it would
+  // succeed here (its peers called late, and found all they need), it fails with their error,
+  // unless a peer of this node already ended it (its verdict stands).
   void gave_up(const Status& why);
   std::optional<Status> given_up() const {
     std::lock_guard<std::mutex> lk(mu_);
@@ -167,6 +168,7 @@ class NetOp : public RemoteSteps {
   std::optional<Status> lost_;
   std::optional<Status> given_up_;  // another node's timeout (gave_up)
   bool told_given_up_ = false;      // ours went to the other nodes
+  bool concluded_ok_ = false;       // a peer of this node ended it well: no note goes
   std::vector<bool> gone_;  // by node: left in order (see node_left)
   std::optional<Status> left_status_;  // why, once a node has left
   std::vector<uint32_t> rank_node_;  // by op rank (set at launch)

@@ -211,20 +211,17 @@ void NetOp::node_lost(const Status& why) {
 }
 
 void NetOp::gave_up(const Status& why) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (given_up_ || concluded_ > 0) return;
-    given_up_ = why;
-  }
-  stop(why);
-  if (uint32_t v = ann_word_.value.load(); v != kWordTop) ann_word_.set(v + 1);  // conclude stops waiting
+  // The op is not stopped: what it waits for may yet fail it with a truer cause (a link that
+  // stalled, which that node's timeout only showed), and what came already may let it end.
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!given_up_ && concluded_ == 0) given_up_ = why;
 }
 
 void NetOp::tell_given_up(const Status& why) {
   std::vector<uint32_t> nodes;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (told_given_up_ || given_up_ || !launched_) return;  // a note we had is not passed on
+    if (told_given_up_ || given_up_ || concluded_ok_ || !launched_) return;  // a note we had is not passed on
     told_given_up_ = true;
     for (uint32_t n = 0; n < ann_.size(); ++n)
       if (n != my_node_ && takes_part_[n] && !gone_[n]) nodes.push_back(n);

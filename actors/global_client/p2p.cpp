@@ -50,10 +50,7 @@ std::string pair_label(const P2PMailbox::Key& k) {
 
 // ---- The mailbox ----
 
-void P2PMailbox::bump() {
-  const uint32_t v = word_.value.load();
-  if (v != kWordTop) word_.set(v + 1);
-}
+void P2PMailbox::bump() { word_.advance(); }
 
 bool P2PMailbox::admit(uint32_t node, uint64_t data_bytes, std::string& why) {
   std::lock_guard<std::mutex> lk(mu_);
@@ -95,13 +92,29 @@ void P2PMailbox::answer(const Key& k, uint64_t id, Status s) {
       Held& o = out_[a->second.node];
       --o.messages;
       o.bytes -= a->second.bytes;
-      abandoned_.erase(a);
-    } else {
+      abandoned_.erase(a);  // its room is free
+    } else if (sending_.count({k, id})) {
       answers_[k].push_back({id, std::move(s)});
-      return bump();
+    } else {
+      return;  // no send of ours waits for it
     }
   }
-  bump();  // its room is free
+  bump();
+}
+
+void P2PMailbox::sent(const Key& k, uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  sending_.insert({k, id});
+}
+
+void P2PMailbox::returned(const Key& k, uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  sending_.erase({k, id});
+  if (auto it = answers_.find(k); it != answers_.end()) {  // an answer that came as it gave up
+    auto& q = it->second;
+    if (auto a = with_id(q, id); a != q.end()) q.erase(a);
+    if (q.empty()) answers_.erase(it);
+  }
 }
 
 std::optional<Status> P2PMailbox::abandon(const Key& k, uint64_t id, uint32_t node, uint64_t bytes, bool eager) {
@@ -116,6 +129,7 @@ std::optional<Status> P2PMailbox::abandon(const Key& k, uint64_t id, uint32_t no
     }
   }
   abandoned_.emplace(std::make_pair(k, id), Room{node, eager ? bytes : 0});
+  sending_.erase({k, id});
   return std::nullopt;
 }
 
@@ -212,7 +226,7 @@ P2PMailbox::Took P2PMailbox::take_first(std::map<Key, std::deque<T>>& box, Pick 
       }
       if (all_gone) return Took::ended;
     }
-    if (!poller.wait(word_, g + 1, deadline)) return Took::nothing;
+    if (!poller.wait_change(word_, g, deadline)) return Took::nothing;
   }
 }
 
@@ -300,13 +314,13 @@ P2PMailbox::Took P2PMailbox::reserve(uint32_t node, uint64_t bytes, Poller& poll
       }
       Held& o = out_[node];
       if (o.messages < window_.messages) {
-        eager = o.bytes + bytes <= window_.bytes;
+        eager = o.bytes + bytes <= eager_;
         ++o.messages;
         if (eager) o.bytes += bytes;
         return Took::it;
       }
     }
-    if (!poller.wait(word_, g + 1, deadline)) return Took::nothing;
+    if (!poller.wait_change(word_, g, deadline)) return Took::nothing;
   }
 }
 
@@ -336,13 +350,14 @@ void P2PMailbox::forget_pull(const Key& k, uint64_t id) {
   pulls_.erase({k, id});
 }
 
-void P2PMailbox::pull(const Key& k, uint64_t id) {
+bool P2PMailbox::pull(const Key& k, uint64_t id) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!awaiting_pull_.erase({k, id})) return;  // pulled once only, while its send waits
+    if (!awaiting_pull_.erase({k, id})) return false;  // pulled once only, while its send waits
     pulls_.insert({k, id});
   }
   bump();
+  return true;
 }
 
 void P2PMailbox::expect_pull(const Key& k, uint64_t id, uint32_t node, uint64_t bytes) {
@@ -353,19 +368,22 @@ void P2PMailbox::expect_pull(const Key& k, uint64_t id, uint32_t node, uint64_t 
 bool P2PMailbox::pull_expected(uint32_t node, uint64_t data_bytes) {
   std::lock_guard<std::mutex> lk(mu_);
   for (const auto& [key, p] : pulls_sent_)
-    if (p.node == node && p.bytes == data_bytes) return true;
+    if (p.node == node && (p.bytes == data_bytes || data_bytes == 0)) return true;
   return false;
 }
 
-bool P2PMailbox::deliver_pulled(const Key& k, uint64_t id, uint32_t node, std::string bytes, std::size_t offset) {
+bool P2PMailbox::deliver_pulled(const Key& k, uint64_t id, uint32_t node, std::string bytes, std::size_t offset,
+                                Status status) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto p = pulls_sent_.find({k, id});
-    if (p == pulls_sent_.end() || p->second.node != node || p->second.bytes != bytes.size() - offset) return false;
+    if (p == pulls_sent_.end() || p->second.node != node ||
+        (status.is_ok() ? p->second.bytes != bytes.size() - offset : bytes.size() != offset))
+      return false;
     const bool given_up = p->second.given_up;
     pulls_sent_.erase(p);
     if (given_up) return true;  // its receive no longer waits: dropped
-    pulled_[k].push_back({id, std::move(bytes), offset});
+    pulled_[k].push_back({id, std::move(bytes), offset, std::move(status)});
   }
   bump();
   return true;
@@ -373,13 +391,14 @@ bool P2PMailbox::deliver_pulled(const Key& k, uint64_t id, uint32_t node, std::s
 
 P2PMailbox::Took P2PMailbox::take_pulled(const Key& k, uint64_t id, uint32_t node, Poller& poller,
                                          Clock::time_point deadline, std::string& data, std::size_t& offset,
-                                         Status& why) {
+                                         Status& status, Status& why) {
   auto pick = [&] { return put_first(pulled_, k, id); };
   Pulled got;
   const Took took = take_first(pulled_, pick, std::span<const uint32_t>(&node, 1), poller, deadline, nullptr, nullptr, got, why);
   if (took == Took::it) {
     data = std::move(got.bytes);
     offset = got.offset;
+    status = std::move(got.status);
   }
   return took;
 }
@@ -404,9 +423,11 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
   // A sender that cannot send still sends the header, saying why, so the receiver fails with it
   // at once; both sides report the same error.
   const bool sends_data = failed.is_ok();
+  // Its text is cut to what a header holds (P2PWindow::kHeaderBytes).
   const Status cannot = sends_data ? Status::ok()
-                                   : Status(failed.code(), label + ": peer " + std::to_string(src) +
-                                                               " could not send its tensor: " + failed.message());
+                                   : Status(failed.code(), (label + ": peer " + std::to_string(src) +
+                                                            " could not send its tensor: " + failed.message())
+                                                               .substr(0, P2PWindow::kHeaderBytes / 2));
   const uint64_t bytes = sends_data ? t.nbytes() : 0;
   // Room in the receiving node's windows: the data goes with the header where it fits (eager),
   // else when the receive that takes the header pulls it.
@@ -427,22 +448,24 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
     ~Done() { f(); }
   } done{[&] {
     if (!eager) p2p_->forget_pull(k, id);
+    p2p_->returned(k, id);
     if (!keep_room) p2p_->unreserve(node, bytes, eager);
   }};
+  p2p_->sent(k, id);
   if (!eager) p2p_->awaits_pull(k, id);
   // One frame: the header (its length in `slot`) and the data, so that concurrent senders on this
   // connection never split a header from its data.
-  auto send_frame = [&](FrameType type, std::string head, bool with_data) {
+  auto send_frame = [&](FrameType type, std::string head, bool with_data, Clock::time_point by) {
     FrameHeader h = pair_frame(frame_header(type), k);
     h.slot = static_cast<uint32_t>(head.size());
     auto ticket = conns_[node]->send(SendTicket::prefixed(h, std::move(head),
                                                           with_data ? static_cast<const std::byte*>(t.data()) : nullptr,
                                                           with_data ? bytes : 0));
-    await_sent(*ticket, node, deadline);
+    await_sent(*ticket, node, by);
   };
   P2PHeaderData head{src, dst, tag, t.dtype(), t.numel(), cannot, id};
   head.pulled = !eager;
-  send_frame(FrameType::p2p_data, encode_p2p_header(head), sends_data && eager);
+  send_frame(FrameType::p2p_data, encode_p2p_header(head), sends_data && eager, deadline);
   const Status timed_out(Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
                                             ") never posted the matching recv within the send's timeout");
   Status answer;
@@ -458,8 +481,10 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
       case P2PMailbox::Took::it: return outcome(answer);
       case P2PMailbox::Took::ended: return why;
       case P2PMailbox::Took::nothing: break;
-      case P2PMailbox::Took::stopped:  // the receive that took the header wants the data
-        send_frame(FrameType::p2p_pulled, encode_p2p_ack({src, dst, tag, Status::ok(), id}), true);
+      case P2PMailbox::Took::stopped:  // the receive that took the header wants the data: it gets the
+        // time a transfer has (the Config's timeout), however little of the send's own is left
+        send_frame(FrameType::p2p_pulled, encode_p2p_ack({src, dst, tag, Status::ok(), id}), true,
+                   std::max(deadline, Clock::now() + config_.timeout));
         continue;
     }
     if (withdrawing) {  // the receiver's node did not answer the withdrawal in time either
@@ -491,6 +516,16 @@ Status GlobalClient::recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point
     case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the message stopped"};  // take_any's only
   }
   return take_delivered(k, m, t, deadline);
+}
+
+void GlobalClient::refuse_pull(const P2PMailbox::Key& k, uint64_t id) {
+  FrameHeader h = pair_frame(frame_header(FrameType::p2p_pulled), k);
+  std::string head = encode_p2p_ack({k.source, k.destination, k.tag,
+                                     Status(Errc::timeout, pair_label(k) + ": peer " + std::to_string(k.source) +
+                                                               " gave up on its send (its timeout ran out) before the receive pulled the data"),
+                                     id});
+  h.slot = static_cast<uint32_t>(head.size());
+  conns_[node_of(k.destination)]->send(SendTicket::owning(h, std::move(head)));
 }
 
 void GlobalClient::answer_withdrawn(const P2PMailbox::Key& k, uint64_t id) {
@@ -527,9 +562,14 @@ Status GlobalClient::pull(const P2PMailbox::Key& k, uint64_t id, Tensor& t, Cloc
                                         encode_p2p_ack({k.source, k.destination, k.tag, Status::ok(), id})));
   std::string data;
   std::size_t offset = 0;
-  Status why;
-  switch (p2p_->take_pulled(k, id, node, poller_, deadline, data, offset, why)) {
-    case P2PMailbox::Took::it: std::memcpy(t.data(), data.data() + offset, t.nbytes()); return Status::ok();
+  Status status, why;
+  // The transfer has the time any has (the Config's timeout), however little of the receive's is left.
+  switch (p2p_->take_pulled(k, id, node, poller_, std::max(deadline, Clock::now() + config_.timeout), data, offset,
+                            status, why)) {
+    case P2PMailbox::Took::it:
+      if (!status.is_ok()) return status;
+      std::memcpy(t.data(), data.data() + offset, t.nbytes());
+      return Status::ok();
     case P2PMailbox::Took::ended: p2p_->give_up_pull(k, id); return why;
     default:
       p2p_->give_up_pull(k, id);

@@ -8,6 +8,8 @@
 // pulls it (MPI's rendezvous); a send beyond the message window waits for room. The receiving
 // node holds every sender to the same bounds and ends the link of one that overruns them.
 #pragma once
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -32,11 +34,16 @@ namespace chorus {
 struct P2PWindow {
   uint64_t bytes = uint64_t{64} << 20;
   uint32_t messages = 65536;
+  // A message's header (a P2PHeader) is at most this long, so that messages without data hold
+  // little: 65,536 of them at most 64 MiB. A sender's failure text is cut to fit.
+  static constexpr std::size_t kHeaderBytes = 1024;
 };
 
 class P2PMailbox {
  public:
-  explicit P2PMailbox(P2PWindow w = {}) : window_(w) {}
+  // `eager`: how much of this node's data may go ahead of its receives to one node (CHORUS_P2P_EAGER_KIB),
+  // within the window.
+  explicit P2PMailbox(P2PWindow w = {}, uint64_t eager = UINT64_MAX) : window_(w), eager_(std::min(eager, w.bytes)) {}
   const P2PWindow& window() const { return window_; }
 
   struct Key {
@@ -68,7 +75,12 @@ class P2PMailbox {
   // routing asks before it reads the frame, and ends the link where it does not (`why` says so).
   bool admit(uint32_t node, uint64_t data_bytes, std::string& why);
   void deliver(const Key& k, Message m);
+  // The answer to our message `id` of k: kept for its send, which registered it (sent) and has not
+  // returned; dropped (its room freed) where the send gave up on it; otherwise dropped.
   void answer(const Key& k, uint64_t id, Status s);
+  // A send of message `id` of k, from before its header goes until it returns (returned).
+  void sent(const Key& k, uint64_t id);
+  void returned(const Key& k, uint64_t id);
   // Takes back message `id` for k if no receive took it yet (its send timed out): true if it was here.
   bool withdraw(const Key& k, uint64_t id);
   // The send of message `id` gives up on its answer: dropped when it comes (its room, reserve's
@@ -130,24 +142,25 @@ class P2PMailbox {
   void awaits_pull(const Key& k, uint64_t id);
   bool pulled(const Key& k, uint64_t id);
   void forget_pull(const Key& k, uint64_t id);
-  // A pull from the receiver's node (frame p2p_pull): kept for the send that waits for it; a pull of
-  // a message no send waits for is dropped.
-  void pull(const Key& k, uint64_t id);
+  // A pull from the receiver's node (frame p2p_pull): kept for the send that waits for it (true);
+  // false for a message no send waits with (it gave up: the receive is told so).
+  bool pull(const Key& k, uint64_t id);
 
   // ---- The receiver's side of a pull
   // The receive that took message `id` (pulled) asks its node for the data: expect_pull before the
-  // pull goes, take_pulled for the data (the payload and where the data starts in it),
-  // give_up_pull where it will not wait longer (data that comes later is dropped).
+  // pull goes, take_pulled for the data (the payload and where the data starts in it; or, in
+  // `status`, why the sender has none: its send gave up), give_up_pull where it will not wait
+  // longer (data that comes later is dropped).
   void expect_pull(const Key& k, uint64_t id, uint32_t node, uint64_t bytes);
   Took take_pulled(const Key& k, uint64_t id, uint32_t node, Poller& poller, Clock::time_point deadline,
-                   std::string& data, std::size_t& offset, Status& why);
+                   std::string& data, std::size_t& offset, Status& status, Status& why);
   void give_up_pull(const Key& k, uint64_t id);
   // Whether `node` may send a pulled frame of `data_bytes` (a receive here pulled one of that size
-  // from it): asked before the frame is read.
+  // from it, or any where there are none: a refusal): asked before the frame is read.
   bool pull_expected(uint32_t node, uint64_t data_bytes);
-  // The data of a pulled message arrived: false where no receive here pulled message `id` of k from
-  // `node` with that many bytes (the link is then ended).
-  bool deliver_pulled(const Key& k, uint64_t id, uint32_t node, std::string bytes, std::size_t offset);
+  // The data of a pulled message arrived (or `status`, not ok, without data): false where no
+  // receive here pulled message `id` of k from `node` with that many bytes (the link is then ended).
+  bool deliver_pulled(const Key& k, uint64_t id, uint32_t node, std::string bytes, std::size_t offset, Status status);
 
  private:
   template <class T>
@@ -185,15 +198,18 @@ class P2PMailbox {
     uint64_t bytes = 0;
     bool given_up = false;
   };
-  struct Pulled {               // a pulled message's data, arrived
+  struct Pulled {               // a pulled message's data, arrived (or why not)
     uint64_t id = 0;
     std::string bytes;
     std::size_t offset = 0;
+    Status status;
   };
   const P2PWindow window_;
+  const uint64_t eager_;
   std::map<uint32_t, Held> held_;    // by sender node: messages in the inbox or lent
   std::map<uint32_t, Held> out_;     // by receiver node: this node's sends, unanswered
   std::set<std::pair<Key, uint64_t>> awaiting_pull_, pulls_;  // sends whose data waits; pulls for them
+  std::set<std::pair<Key, uint64_t>> sending_;                // sends that may take an answer
   std::map<std::pair<Key, uint64_t>, Pull> pulls_sent_;
   std::map<Key, std::deque<Pulled>> pulled_;
   std::map<std::pair<Key, uint64_t>, Room> abandoned_;  // answers whose sends gave up on them, and their room
