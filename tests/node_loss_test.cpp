@@ -220,11 +220,7 @@ TEST(NodeLossAcrossNodes, AMessageThatSpeaksForAnotherNodesPeerEndsTheLink) {
   GlobalClient& forger = two.here();
   const uint32_t c = two.c->rank(), a = two.a->rank();
   static const int32_t value = 42;
-  FrameHeader h = forger.frame_header(FrameType::p2p_data);
-  std::string head = encode_p2p_header({c, c, 7, DType::i32, 1, Status::ok()});
-  h.slot = static_cast<uint32_t>(head.size());
-  forger.connection(two.there().node_id())
-      ->send(SendTicket::prefixed(h, std::move(head), reinterpret_cast<const std::byte*>(&value), sizeof value));
+  two.forge(FrameType::p2p_data, c, c, encode_p2p_header({c, c, 7, DType::i32, 1, Status::ok()}), &value, sizeof value);
   Tensor t = Tensor::zeros(DType::i32, {1});
   const auto t0 = std::chrono::steady_clock::now();
   const Status got = two.c->recv(t, a, 7);

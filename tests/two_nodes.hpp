@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include <chorus/runtime.hpp>
 #include "actors/global_client/global_client.hpp"
 #include "runtime/runtime_impl.hpp"
+#include "transport/connection.hpp"
 #include "testkit/process.hpp"
 
 namespace chorus {
@@ -49,6 +51,17 @@ struct TwoNodes {
   std::string lost() { return "node " + std::to_string(there().node_id()) + " lost"; }
   // An end of stream without a bye, not a reset (as a killed process's kernel would).
   void cut() { there().connection(here().node_id())->kill(); }
+  // A point-to-point frame from node 0 to node 1 that node 0's global client did not make (the
+  // hostile cases): `head` (its control message, `slot` bytes) and `bytes` of `data` after it, for
+  // the pair src -> dst.
+  std::shared_ptr<SendTicket> forge(FrameType type, uint32_t src, uint32_t dst, std::string head,
+                                    const void* data = nullptr, std::size_t bytes = 0) {
+    FrameHeader h = here().frame_header(type);
+    h.slot = static_cast<uint32_t>(head.size());
+    h.seq = (uint64_t{src} << 32) | dst;
+    return here().connection(there().node_id())
+        ->send(SendTicket::prefixed(h, std::move(head), static_cast<const std::byte*>(data), bytes));
+  }
 };
 
 } // namespace chorus

@@ -165,9 +165,9 @@ void P2PMailbox::node_left(uint32_t node, const Status& why) {
   bump();
 }
 
-uint64_t P2PMailbox::post(const Key& k) {
+uint64_t P2PMailbox::post(const Key& k, std::function<bool()> waits) {
   std::lock_guard<std::mutex> lk(mu_);
-  posted_.emplace(++tickets_, k);
+  posted_.emplace(++tickets_, Post{k, std::move(waits)});
   return tickets_;
 }
 
@@ -181,9 +181,9 @@ void P2PMailbox::unpost(uint64_t ticket) {
 
 bool P2PMailbox::left_to_earlier(const Key& k, uint64_t ticket) const {
   for (auto it = posted_.begin(); it != posted_.end() && it->first < ticket; ++it) {
-    const Key& p = it->second;
+    const Key& p = it->second.k;
     if (p.group == k.group && p.destination == k.destination && p.tag == k.tag &&
-        (p.source == k.source || p.source == kAnySource))
+        (p.source == k.source || p.source == kAnySource) && (!it->second.waits || it->second.waits()))
       return true;
   }
   return false;

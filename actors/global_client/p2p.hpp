@@ -91,10 +91,14 @@ class P2PMailbox {
 
   // A receive posted here at its call (MPI's order of posting; runtime/peer/posted_recv.hpp), for
   // as long as it lives: a message that a receive posted before it may take is left to that one.
-  // `k.source` may be kAnySource. Its ticket goes to the takes (0: none, in no line).
+  // `k.source` may be kAnySource. Its ticket goes to the takes (0: none, in no line). `waits`
+  // (if given; called under the mailbox's lock, so it only looks at a word) says whether it still
+  // waits for a message here: a receive from any source that the local server paired at its call
+  // holds nothing back once paired, though its line has not run it yet.
   class Posted {
    public:
-    Posted(P2PMailbox& box, const Key& k) : box_(box), ticket_(box.post(k)) {}
+    Posted(P2PMailbox& box, const Key& k, std::function<bool()> waits = {})
+        : box_(box), ticket_(box.post(k, std::move(waits))) {}
     Posted(const Posted&) = delete;
     Posted& operator=(const Posted&) = delete;
     ~Posted() { box_.unpost(ticket_); }
@@ -176,7 +180,7 @@ class P2PMailbox {
                   bool loan = false);
   void bump();
   void release(uint32_t node, uint64_t data_bytes);  // under mu_: a message left this mailbox
-  uint64_t post(const Key& k);
+  uint64_t post(const Key& k, std::function<bool()> waits);
   void unpost(uint64_t ticket);
   bool left_to_earlier(const Key& k, uint64_t ticket) const;  // under mu_
 
@@ -215,7 +219,11 @@ class P2PMailbox {
   std::map<std::pair<Key, uint64_t>, Room> abandoned_;  // answers whose sends gave up on them, and their room
   std::map<std::pair<Key, uint64_t>, Room> lent_;       // messages take_any took, not kept or put back yet
   std::set<std::pair<Key, uint64_t>> withdrawn_lent_;  // ... and withdrawn meanwhile
-  std::map<uint64_t, Key> posted_;      // the receives posted, by ticket (in the order of their calls)
+  struct Post {
+    Key k;
+    std::function<bool()> waits;  // empty: for as long as it is posted
+  };
+  std::map<uint64_t, Post> posted_;     // the receives posted, by ticket (in the order of their calls)
   uint64_t tickets_ = 0;
   std::optional<Status> lost_;          // a node died: every pair fails
   std::map<uint32_t, Status> gone_;     // nodes that left in order: pairs with them fail

@@ -42,7 +42,12 @@ void post_recv(PeerState& s, PostedRecv& p, const Tensor& t, PeerId src, uint64_
     s.rt->core->on_op(std::move(call));
   }
   p.global = s.global;
-  p.mailbox = std::make_unique<P2PMailbox::Posted>(s.global->p2p(), P2PMailbox::Key{s.group, kAnySource, me, tag});
+  // Once the server paired it, it takes nothing here: later receives are not held back for it
+  // while its line has yet to run it (the reply's also_wake wakes them).
+  std::function<bool()> waits;
+  if (p.reply) waits = [r = p.reply] { return r->done.value.load(std::memory_order_acquire) == 0; };
+  p.mailbox = std::make_unique<P2PMailbox::Posted>(s.global->p2p(), P2PMailbox::Key{s.group, kAnySource, me, tag},
+                                                   std::move(waits));
 }
 
 std::shared_ptr<Reply> server_answer(PeerState& s, OpRecord& rec, PostedRecv* posted, const OpRequestData& req,

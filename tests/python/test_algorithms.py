@@ -15,12 +15,15 @@ reference computed here from every rank's own gradients or weights, gathered ove
   eval mode or without grad exchange nothing;
 - bad settings raise, on every rank. The hierarchical cases make two "hosts" of ranks {0, 1} and
   {2, 3}."""
+import functools
 import sys
 
 import torch
 import torch.distributed as dist
 from torch.utils.checkpoint import checkpoint
 
+import algorithm_refs
+from algorithm_refs import bytegrad_reference, fake_hosts
 from common import init
 
 from chorus import torch_api as bagua
@@ -30,6 +33,7 @@ from chorus.torch_api.algorithms import bytegrad, decentralized, gradient_allred
 rank, world, gloo = init(timeout_s=60)
 bagua.init_process_group()
 assert world == 4, "run with 4 ranks"
+gathered = functools.partial(algorithm_refs.gathered, group=gloo)
 LR = 0.05
 
 
@@ -74,11 +78,6 @@ def make(seed, cls=Net):
     return cls()
 
 
-def gathered(t):
-    out = [torch.empty_like(t) for _ in range(world)]
-    dist.all_gather(out, t.contiguous(), group=gloo)
-    return out
-
 
 def local_grads(model, x, y, use_extra, more=()):
     """This rank's own gradients at the model's weights (zeros where a parameter is unused),
@@ -119,10 +118,6 @@ def batch(g, step):
     return torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g), (rank + step) % 3 == 0
 
 
-def fake_hosts():
-    communication._hosts = ["a", "a", "b", "b"]
-    return bagua.new_group()
-
 
 def check_allreduce(name, algorithm, pg=None, do_flatten=True):
     model = make(1).with_bagua([], algorithm, process_group=pg, bucket_bytes=2048, do_flatten=do_flatten)
@@ -147,26 +142,6 @@ def check_allreduce(name, algorithm, pg=None, do_flatten=True):
     print(f"rank {rank}: {name}: 8 steps, gradients the ranks' {'mean' if algorithm.average else 'sum'} "
           f"within {worst:.1e}")
 
-
-def bytegrad_reference(chunks_by_rank, divisor):
-    """One compressed all-reduce of the ranks' vectors, as every rank computes it."""
-    n = len(chunks_by_rank)
-    numel = chunks_by_rank[0].numel()
-    chunk = -(-numel // n)
-    padded = []
-    for v in chunks_by_rank:
-        z = torch.zeros(chunk * n)
-        z[:numel] = v
-        padded.append(z.view(n, chunk))
-    out = []
-    for i in range(n):
-        s = bytegrad.decompress(bytegrad.compress(padded[0][i]))
-        for j in range(1, n):
-            s += bytegrad.decompress(bytegrad.compress(padded[j][i]))
-        if divisor != 1:
-            s /= divisor
-        out.append(bytegrad.decompress(bytegrad.compress(s)))
-    return torch.cat(out)[:numel]
 
 
 def check_bytegrad(name, hierarchical, pg=None):

@@ -29,23 +29,25 @@ own gradients or weights, gathered over gloo:
 - bad settings raise, on every rank. The hierarchical cases make two "hosts" of ranks {0, 1} and
   {2, 3}."""
 import datetime
+import functools
 import math
 import re
 import threading
 import time
 
 import torch
-import torch.distributed as dist
 
+import algorithm_refs
+from algorithm_refs import bytegrad_reference, fake_hosts
 from common import init
 
 from chorus import torch_api as bagua
-from chorus.torch_api import communication
 from chorus.torch_api.algorithms import async_model_average, bytegrad, decentralized, q_adam
 
 rank, world, gloo = init(timeout_s=60)
 bagua.init_process_group()
 assert world == 4, "run with 4 ranks"
+gathered = functools.partial(algorithm_refs.gathered, group=gloo)
 LR = 0.05
 DEADLINE_S = 60  # for a number of rounds to come; they come every few ms
 ASYNC_TIMEOUT = datetime.timedelta(seconds=3)  # the async cases of errors: their group's timeout
@@ -66,13 +68,6 @@ def make(seed):
     torch.manual_seed(seed + rank)  # different on every rank: with_bagua broadcasts rank 0's
     return Net()
 
-
-def gathered(t):
-    if t.dtype == torch.bfloat16:  # gloo 1.13 has no bfloat16: as float32, both ways exact
-        return [o.to(torch.bfloat16) for o in gathered(t.float())]
-    out = [torch.empty_like(t) for _ in range(world)]
-    dist.all_gather(out, t.contiguous(), group=gloo)
-    return out
 
 
 def flat(ts):
@@ -99,29 +94,6 @@ def local_grads(model, batches):
     return [p.grad for p in ref.parameters()]
 
 
-def fake_hosts():
-    communication._hosts = ["a", "a", "b", "b"]
-    return bagua.new_group()
-
-
-def bytegrad_reference(vectors, divisor):
-    """ByteGrad's compressed all-reduce of the ranks' vectors, as every rank computes it (the
-    same as test_algorithms.py's)."""
-    n, numel = len(vectors), vectors[0].numel()
-    chunk = -(-numel // n)
-    padded = []
-    for v in vectors:
-        z = torch.zeros(chunk * n)
-        z[:numel] = v
-        padded.append(z.view(n, chunk))
-    out = []
-    for i in range(n):
-        s = bytegrad.decompress(bytegrad.compress(padded[0][i]))
-        for j in range(1, n):
-            s += bytegrad.decompress(bytegrad.compress(padded[j][i]))
-        s /= divisor
-        out.append(bytegrad.decompress(bytegrad.compress(s)))
-    return torch.cat(out)[:numel]
 
 
 def assert_close(what, got, want, tol=1e-6):
