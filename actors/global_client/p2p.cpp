@@ -189,6 +189,20 @@ bool P2PMailbox::left_to_earlier(const Key& k, uint64_t ticket) const {
   return false;
 }
 
+bool P2PMailbox::ended_locked(std::span<const uint32_t> nodes, Status& why) const {
+  if (lost_) {
+    why = *lost_;
+    return true;
+  }
+  // Every node of `nodes` left in order: none of them will send (or answer).
+  for (uint32_t node : nodes) {
+    auto gone = gone_.find(node);
+    if (gone == gone_.end()) return false;
+    why = gone->second;
+  }
+  return true;
+}
+
 template <class T, class Pick>
 P2PMailbox::Took P2PMailbox::take_first(std::map<Key, std::deque<T>>& box, Pick pick, std::span<const uint32_t> nodes,
                                         Poller& poller, Clock::time_point deadline, const std::function<bool()>* stop,
@@ -210,21 +224,7 @@ P2PMailbox::Took P2PMailbox::take_first(std::map<Key, std::deque<T>>& box, Pick 
         if (it->second.empty()) box.erase(it);
         return Took::it;
       }
-      if (lost_) {
-        why = *lost_;
-        return Took::ended;
-      }
-      // Every sender's node left in order: none of them will send.
-      bool all_gone = true;
-      for (uint32_t node : nodes) {
-        auto gone = gone_.find(node);
-        if (gone == gone_.end()) {
-          all_gone = false;
-          break;
-        }
-        why = gone->second;
-      }
-      if (all_gone) return Took::ended;
+      if (ended_locked(nodes, why)) return Took::ended;
     }
     if (!poller.wait_change(word_, g, deadline)) return Took::nothing;
   }
@@ -304,14 +304,7 @@ P2PMailbox::Took P2PMailbox::reserve(uint32_t node, uint64_t bytes, Poller& poll
     const uint32_t g = word_.value.load();
     {
       std::lock_guard<std::mutex> lk(mu_);
-      if (lost_) {
-        why = *lost_;
-        return Took::ended;
-      }
-      if (auto gone = gone_.find(node); gone != gone_.end()) {
-        why = gone->second;
-        return Took::ended;
-      }
+      if (ended_locked(std::span<const uint32_t>(&node, 1), why)) return Took::ended;
       Held& o = out_[node];
       if (o.messages < window_.messages) {
         eager = o.bytes + bytes <= eager_;

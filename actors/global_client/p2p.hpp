@@ -183,6 +183,8 @@ class P2PMailbox {
   uint64_t post(const Key& k, std::function<bool()> waits);
   void unpost(uint64_t ticket);
   bool left_to_earlier(const Key& k, uint64_t ticket) const;  // under mu_
+  // Whether a wait on `nodes` is over: a node was lost, or every one of them left (`why` says so).
+  bool ended_locked(std::span<const uint32_t> nodes, Status& why) const;  // under mu_
 
   std::mutex mu_;  // a leaf: nothing else is locked, and nothing blocks, under it
   WaitWord word_;  // bumped whenever something arrives; the top once a node is lost
