@@ -51,6 +51,8 @@ struct P2PHeaderData {
   Status failed;             // not ok: the sender could not send (then no data follows)
   uint64_t id = 0;           // the sender node's number for the message
   bool pulled = false;       // no data follows: the receive pulls it (frame p2p_pull)
+  // Whether its data comes right after it (a p2p_body frame): an eager message with elements.
+  bool data_follows() const { return failed.is_ok() && !pulled && numel > 0; }
 };
 
 // The receiver's answer to a send: ok, or why the pair did not match.

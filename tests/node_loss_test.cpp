@@ -220,7 +220,8 @@ TEST(NodeLossAcrossNodes, AMessageThatSpeaksForAnotherNodesPeerEndsTheLink) {
   GlobalClient& forger = two.here();
   const uint32_t c = two.c->rank(), a = two.a->rank();
   static const int32_t value = 42;
-  two.forge(FrameType::p2p_data, c, c, encode_p2p_header({c, c, 7, DType::i32, 1, Status::ok()}), &value, sizeof value);
+  two.forge(FrameType::p2p_data, c, c, encode_p2p_header({c, c, 7, DType::i32, 1, Status::ok()}));
+  two.forge_body(0, &value, sizeof value);
   Tensor t = Tensor::zeros(DType::i32, {1});
   const auto t0 = std::chrono::steady_clock::now();
   const Status got = two.c->recv(t, a, 7);

@@ -2,12 +2,14 @@
 //  * the mailbox alone, with a small window: what it admits from each node, the room a sender
 //    reserves (data with the header while it fits, else pulled; a wait for room beyond the
 //    message window), a send that gave up keeping its room until its answer, pulls only of
-//    messages a send waits with;
+//    messages a send waits with; a message's data frame, into a pooled buffer for a message
+//    that waits for it, or into the tensor of the receive that pulled it;
 //  * two nodes in this process: sends whose data overrun the window arrive whole, received in
 //    any order (the receive pulls what waits); a node that overruns the window, or sends data no
 //    receive pulled, has its link ended, named to the receive that waits on it.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -34,8 +36,9 @@ class Mailbox : public ::testing::Test {
   ~Mailbox() override { poller.stop(); }
 
   static P2PMailbox::Message message(uint32_t node, uint64_t id, std::size_t data_bytes, bool pulled = false) {
-    P2PMailbox::Message m{0, DType::u8, data_bytes, std::string(data_bytes, 'x'), 0, Status::ok(), id, node, pulled};
-    return m;
+    std::shared_ptr<std::byte> data(new std::byte[data_bytes + 1](), std::default_delete<std::byte[]>());
+    return P2PMailbox::Message{0, DType::u8, data_bytes, pulled ? nullptr : data, pulled ? 0 : data_bytes,
+                               Status::ok(), id, node, pulled};
   }
   Clock::time_point soon() const { return Clock::now() + 20ms; }
   Clock::time_point later() const { return Clock::now() + 20s; }
@@ -120,35 +123,87 @@ TEST_F(Mailbox, OnlyAMessageWhoseSendWaitsIsPulledAndOnce) {
   EXPECT_FALSE(box.pulled(k, 10));
 }
 
-TEST_F(Mailbox, PulledDataIsTakenOnlyWherePulledFromItsNodeAtItsSize) {
-  EXPECT_FALSE(box.pull_expected(3, 4));
-  EXPECT_FALSE(box.deliver_pulled(k, 1, 3, "head1234", 4, Status::ok())) << "nobody pulled it";
-  box.expect_pull(k, 1, 3, 4);
-  EXPECT_TRUE(box.pull_expected(3, 4));
-  EXPECT_FALSE(box.pull_expected(3, 5));
-  EXPECT_FALSE(box.pull_expected(2, 4));
-  EXPECT_FALSE(box.deliver_pulled(k, 1, 2, "head1234", 4, Status::ok())) << "from another node";
-  EXPECT_FALSE(box.deliver_pulled(k, 1, 3, "head12345", 4, Status::ok())) << "of another size";
-  ASSERT_TRUE(box.deliver_pulled(k, 1, 3, "head1234", 4, Status::ok()));
-  std::string data;
-  std::size_t offset = 0;
-  Status status, why;
-  ASSERT_EQ(box.take_pulled(k, 1, 3, poller, later(), data, offset, status, why), P2PMailbox::Took::it);
-  EXPECT_EQ(data.substr(offset), "1234");
+TEST_F(Mailbox, PulledDataLandsInItsReceivesTensorOnlyFromItsNodeAtItsSize) {
+  BufferPool pool;
+  std::string why;
+  EXPECT_EQ(box.body(3, 1, 4, pool, why), nullptr);
+  EXPECT_EQ(why, "sent data for message 1, which no header announced and no receive here pulled");
+  std::array<std::byte, 4> into{};
+  box.expect_pull(k, 1, 3, into.data(), into.size());
+  why.clear();
+  EXPECT_EQ(box.body(2, 1, 4, pool, why), nullptr);
+  EXPECT_EQ(why, "sent data for message 1, which no header announced and no receive here pulled") << "another node's";
+  why.clear();
+  EXPECT_EQ(box.body(3, 1, 5, pool, why), nullptr);
+  EXPECT_EQ(why, "sent 5 bytes for message 1, of which a receive here pulled 4");
+  why.clear();
+  ASSERT_EQ(box.body(3, 1, 4, pool, why), into.data()) << "straight into the receive's tensor";
+  EXPECT_EQ(why, "");
+  Status status, lost;
+  EXPECT_EQ(box.take_pulled(k, 1, 3, poller, soon(), status, lost), P2PMailbox::Took::nothing) << "before its frame ended";
+  box.body_done(3, 1);
+  ASSERT_EQ(box.take_pulled(k, 1, 3, poller, later(), status, lost), P2PMailbox::Took::it);
   EXPECT_TRUE(status.is_ok());
-  // A receive that gave up drops the data that comes after.
-  box.expect_pull(k, 2, 3, 4);
-  box.give_up_pull(k, 2);
-  EXPECT_TRUE(box.deliver_pulled(k, 2, 3, "head5678", 4, Status::ok()));
-  EXPECT_EQ(box.take_pulled(k, 2, 3, poller, soon(), data, offset, status, why), P2PMailbox::Took::nothing);
-  EXPECT_FALSE(box.deliver_pulled(k, 2, 3, "head5678", 4, Status::ok())) << "pulled once";
-  // A sender whose send gave up says so, without data, whatever the size pulled.
-  box.expect_pull(k, 3, 3, 4);
-  EXPECT_TRUE(box.pull_expected(3, 0));
-  EXPECT_FALSE(box.deliver_pulled(k, 3, 3, "head1234", 4, Status(Errc::timeout, "gave up"))) << "a refusal with data";
-  ASSERT_TRUE(box.deliver_pulled(k, 3, 3, "head", 4, Status(Errc::timeout, "gave up")));
-  ASSERT_EQ(box.take_pulled(k, 3, 3, poller, later(), data, offset, status, why), P2PMailbox::Took::it);
+  EXPECT_EQ(box.body(3, 1, 4, pool, why), nullptr);
+  EXPECT_NE(why, "") << "pulled once";
+  // A receive that gave up drops the data that comes after; data being written into its tensor
+  // keeps it until the frame ends (here: its connection dies midway).
+  box.expect_pull(k, 2, 3, into.data(), into.size());
+  EXPECT_EQ(box.give_up_pull(k, 2, 3), nullptr) << "nothing is being written";
+  why.clear();
+  EXPECT_EQ(box.body(3, 2, 4, pool, why), nullptr);
+  EXPECT_EQ(why, "") << "read and dropped, not a broken rule";
+  box.expect_pull(k, 3, 3, into.data(), into.size());
+  ASSERT_EQ(box.body(3, 3, 4, pool, why), into.data());
+  auto writing = box.give_up_pull(k, 3, 3);
+  ASSERT_NE(writing, nullptr);
+  EXPECT_EQ(writing->value.load(), 0u);
+  box.body_failed(3, 3);
+  EXPECT_EQ(writing->value.load(), 1u);
+  EXPECT_EQ(box.take_pulled(k, 3, 3, poller, soon(), status, lost), P2PMailbox::Took::nothing);
+  // A sender whose send gave up says so, without data.
+  box.expect_pull(k, 4, 3, into.data(), into.size());
+  EXPECT_FALSE(box.deliver_pulled(k, 4, 2, Status(Errc::timeout, "gave up"))) << "from another node";
+  EXPECT_FALSE(box.deliver_pulled(k, 4, 3, Status::ok())) << "an answer without its data says why";
+  ASSERT_TRUE(box.deliver_pulled(k, 4, 3, Status(Errc::timeout, "gave up")));
+  ASSERT_EQ(box.take_pulled(k, 4, 3, poller, later(), status, lost), P2PMailbox::Took::it);
   EXPECT_EQ(status, Status(Errc::timeout, "gave up"));
+}
+
+// An eager message waits for its data frame, which lands in a pooled buffer, counted in its node's
+// window from the frame's start; a frame that fails midway takes its message with it.
+TEST_F(Mailbox, AMessageWaitsForItsDataWhichCountsInTheWindowFromItsFramesStart) {
+  BufferPool pool;
+  std::string why;
+  ASSERT_TRUE(box.park(k, message(3, 1, 60), why));
+  EXPECT_FALSE(box.park(k, message(3, 1, 60), why));
+  EXPECT_EQ(why, "sent message 1 while one of that number was on its way");
+  P2PMailbox::Message m;
+  Status lost;
+  EXPECT_EQ(box.take_message(k, 3, poller, soon(), m, lost), P2PMailbox::Took::nothing) << "taken before its data";
+  why.clear();
+  std::byte* at = box.body(3, 1, 60, pool, why);
+  ASSERT_NE(at, nullptr);
+  std::memset(at, 'x', 60);
+  EXPECT_FALSE(box.admit(3, 50, why)) << "its 60 bytes count from its frame's start";
+  box.body_done(3, 1);
+  ASSERT_EQ(box.take_message(k, 3, poller, later(), m, lost), P2PMailbox::Took::it);
+  ASSERT_EQ(m.size, 60u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(m.data.get()), 60), std::string(60, 'x'));
+  EXPECT_TRUE(box.admit(3, 100, why)) << "taken: its room is free";
+  // Data over the window is refused before it is read.
+  ASSERT_TRUE(box.park(k, message(3, 2, 0), why));
+  why.clear();
+  EXPECT_EQ(box.body(3, 2, 101, pool, why), nullptr);
+  EXPECT_EQ(why, "sent 101 bytes of data ahead of their receives, over the window of 100");
+  // A frame that fails midway: its message goes, and its room with it.
+  ASSERT_TRUE(box.park(k, message(3, 3, 0), why));
+  EXPECT_FALSE(box.admit(3, 0, why)) << "two messages wait for their data";
+  why.clear();
+  ASSERT_NE(box.body(3, 3, 100, pool, why), nullptr);
+  box.body_failed(3, 3);
+  EXPECT_TRUE(box.admit(3, 100, why)) << why;
+  EXPECT_EQ(box.take_message(k, 3, poller, soon(), m, lost), P2PMailbox::Took::nothing);
 }
 
 // A receive posted first takes a message before one posted later (MPI's order of posting), for as
@@ -237,10 +292,10 @@ TEST(P2PWindowAcrossNodes, ANodeThatOverrunsTheDataWindowHasItsLinkEnded) {
   const uint32_t a = two.a->rank(), c = two.c->rank();
   const uint64_t window = two.there().p2p().window().bytes;
   const std::string data(window / 2 + 1, 'x');
-  for (uint64_t id = 1; id <= 2; ++id)
-    two.forge(FrameType::p2p_data, a, c, encode_p2p_header({a, c, 7, DType::u8, data.size(), Status::ok(), id}),
-              data.data(), data.size())
-        ->done.wait_at_least(1, Clock::now() + 20s);
+  for (uint64_t id = 1; id <= 2; ++id) {
+    two.forge(FrameType::p2p_data, a, c, encode_p2p_header({a, c, 7, DType::u8, data.size(), Status::ok(), id}));
+    two.forge_body(id, data.data(), data.size())->done.wait_at_least(1, Clock::now() + 20s);
+  }
   Tensor t = Tensor::zeros(DType::u8, {1});
   const auto t0 = std::chrono::steady_clock::now();
   const Status got = two.c->recv(t, a, 8);
@@ -292,7 +347,7 @@ TEST(P2PWindowAcrossNodes, ANodeThatSendsAnOverlongHeaderHasItsLinkEnded) {
 }
 
 // So too a node that leaves more messages than the window (headers alone, their data said to
-// wait), and one that sends data no receive pulled.
+// wait), and one that sends data for a message that no header announced and no receive pulled.
 TEST(P2PWindowAcrossNodes, ANodeThatOverrunsTheMessageWindowHasItsLinkEnded) {
   TwoNodes two;
   ASSERT_TRUE(two.join());
@@ -318,15 +373,16 @@ TEST(P2PWindowAcrossNodes, ANodeThatSendsDataNoReceivePulledHasItsLinkEnded) {
   TwoNodes two;
   ASSERT_TRUE(two.join());
   GlobalClient& forger = two.here();
-  const uint32_t a = two.a->rank(), c = two.c->rank();
+  const uint32_t a = two.a->rank();
   static const int32_t value = 42;
-  two.forge(FrameType::p2p_pulled, a, c, encode_p2p_ack({a, c, 7, Status::ok(), 1}), &value, sizeof value);
+  two.forge_body(1, &value, sizeof value);
   Tensor t = Tensor::zeros(DType::i32, {1});
   const auto t0 = std::chrono::steady_clock::now();
   const Status got = two.c->recv(t, a, 7);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "C waited out its timeout";
   EXPECT_TRUE(has(got, Errc::node_lost,
-                  {"node " + std::to_string(forger.node_id()) + " sent 4 bytes of data that no receive here pulled"}))
+                  {"node " + std::to_string(forger.node_id()) +
+                   " sent data for message 1, which no header announced and no receive here pulled"}))
       << got.to_string();
   EXPECT_EQ(t.data_as<int32_t>()[0], 0);
 }

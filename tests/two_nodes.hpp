@@ -62,6 +62,13 @@ struct TwoNodes {
     return here().connection(there().node_id())
         ->send(SendTicket::prefixed(h, std::move(head), static_cast<const std::byte*>(data), bytes));
   }
+  // The data frame (p2p_body) of node 0's message `id`: `bytes` of `data`.
+  std::shared_ptr<SendTicket> forge_body(uint64_t id, const void* data, std::size_t bytes) {
+    FrameHeader h = here().frame_header(FrameType::p2p_body);
+    h.seq = id;
+    h.bytes = bytes;
+    return here().connection(there().node_id())->send(SendTicket::of(h, static_cast<const std::byte*>(data)));
+  }
 };
 
 } // namespace chorus

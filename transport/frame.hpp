@@ -7,9 +7,10 @@
 
 namespace chorus {
 
-// p2p_data: payload = a P2PHeader message (`slot` bytes) then the data (none where the header
-// says `pulled`: the data waits for the receive's p2p_pull, a P2PAck naming the message, and then
-// goes as p2p_pulled: a P2PAck naming it (`slot` bytes), then the data).
+// p2p_data: payload = a P2PHeader message (`slot` == `bytes`). Its data follows at once as a
+// p2p_body frame (payload = the data; `seq` = the message's id), unless the header says `pulled`:
+// then the data waits for the receive's p2p_pull (a P2PAck naming the message) and goes as a
+// p2p_body then, or the sender answers the pull with p2p_pulled (a P2PAck with why it cannot).
 // stragglers: payload = a Stragglers message (the ranks an op of the header's group and seq still
 // waits for at the sender's node, half its timeout gone).
 // leaving: payload = a Leaving message (why the header's op failed at the sender, which leaves).
@@ -20,7 +21,7 @@ namespace chorus {
 enum class FrameType : uint32_t {
   hello = 1, announce = 2, data = 3, p2p_data = 5, p2p_ack = 6, bye = 7, stragglers = 8, leaving = 9,
   arena_offer = 10, arena_answer = 11, p2p_cancel = 12, p2p_pull = 13, p2p_pulled = 14,
-  gave_up = 15
+  gave_up = 15, p2p_body = 16
 };
 
 struct FrameHeader {

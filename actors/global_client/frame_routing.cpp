@@ -1,7 +1,7 @@
 // GlobalClient as the FrameSink of every data connection: where each arriving frame goes (called by
 // whoever leads the poller, one frame of a connection at a time). Data frames go to their op's
 // NetOp (straight into its buffer, piece by piece); announcements to their op; point-to-point
-// messages and answers to the P2PMailbox; the host arena's offer and answers to share_arena; a
+// messages, their data and answers to the P2PMailbox; the host arena's offer and answers to share_arena; a
 // connection's end to every op and the mailbox.
 #include "actors/global_client/global_client.hpp"
 
@@ -18,6 +18,13 @@ constexpr std::size_t kMaxControl = std::size_t{1} << 20;  // a larger control p
 std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
   Reading& r = reading_[node];
   if (r.refused) return nullptr;
+  // What a node leaves here is bounded (P2PWindow), checked before a frame's bytes are kept; a
+  // node that breaks the bounds has every later frame dropped.
+  auto refuse = [&](const std::string& why) -> std::byte* {
+    r.refused = true;
+    on_node_lost(node, "node " + std::to_string(node) + " " + why);
+    return nullptr;
+  };
   switch (h.type) {
     case FrameType::data: {
       r.op = op_for(h.group, h.seq, true);
@@ -25,24 +32,24 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
       return r.op ? r.op->incoming_frame(node, h) : nullptr;
     }
     case FrameType::p2p_data:
-    case FrameType::p2p_pulled: {
-      if (h.slot > h.bytes || h.slot > kMaxControl) return nullptr;  // garbled: dropped
-      // What a node leaves here is bounded (P2PWindow), checked before its bytes are kept; a node
-      // that breaks the bounds has every later frame dropped.
-      const uint64_t data = h.bytes - h.slot;
+    case FrameType::p2p_pulled: {  // headers alone: a message's data comes in a frame of its own
       std::string why;
-      if (h.type == FrameType::p2p_data && h.slot > P2PWindow::kHeaderBytes)
-        why = "sent a send header of " + std::to_string(h.slot) + " bytes, over the " +
-              std::to_string(P2PWindow::kHeaderBytes) + " a header may take";
-      else if (h.type == FrameType::p2p_data) (void)p2p_->admit(node, data, why);
-      else if (!p2p_->pull_expected(node, data)) why = "sent " + std::to_string(data) + " bytes of data that no receive here pulled";
-      if (!why.empty()) {
-        r.refused = true;
-        on_node_lost(node, "node " + std::to_string(node) + " " + why);
-        return nullptr;
-      }
+      if (h.bytes > P2PWindow::kHeaderBytes)
+        why = std::string("sent a ") + (h.type == FrameType::p2p_data ? "send" : "pull's answer") + " header of " +
+              std::to_string(h.bytes) + " bytes, over the " + std::to_string(P2PWindow::kHeaderBytes) + " a header may take";
+      else if (h.slot != h.bytes)
+        why = "sent a point-to-point header frame with data in it";
+      else if (h.type == FrameType::p2p_data)
+        (void)p2p_->admit(node, 0, why);
+      if (!why.empty()) return refuse(why);
       r.bytes.resize(h.bytes);
       return reinterpret_cast<std::byte*>(r.bytes.data());
+    }
+    case FrameType::p2p_body: {
+      // Into the buffer of the message it follows, or the tensor of the receive that pulled it.
+      std::string why;
+      std::byte* at = p2p_->body(node, h.seq, h.bytes, pool_, why);
+      return why.empty() ? at : refuse(why);  // nullptr: its receive gave up; read and dropped
     }
     case FrameType::announce:
     case FrameType::p2p_ack:
@@ -67,6 +74,7 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
     return;
   }
   if (got < h.bytes) return;
+  if (h.type == FrameType::p2p_body) return p2p_->body_done(node, h.seq);
   const std::string from = "node " + std::to_string(node);
   std::string error;
   switch (h.type) {
@@ -100,17 +108,19 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       return;
     }
     case FrameType::p2p_data: {
-      auto head = decode_p2p_header(r.bytes.data(), h.slot, error);
+      auto head = decode_p2p_header(r.bytes.data(), r.bytes.size(), error);
       if (!head) return on_node_lost(node, from + " sent a garbled send header");
       // A node speaks for its own peers only, to this node's.
       if (!pair_between(head->source, node, head->destination, topo_.node_id))
         return on_node_lost(node, from + " sent a message from peer " + std::to_string(head->source) + " to peer " +
                                       std::to_string(head->destination) + ", not from its peers to this node's");
-      if (head->pulled && h.bytes != h.slot) return on_node_lost(node, from + " sent data with a header that says it waits");
-      // The frame's bytes move into the message: the data is not copied on the way to recv().
-      p2p_->deliver({h.group, head->source, head->destination, head->tag},
-                    {0, head->dtype, head->numel, std::move(r.bytes), h.slot, head->failed, head->id, node, head->pulled});
-      r.bytes = std::string();
+      const P2PMailbox::Key k{h.group, head->source, head->destination, head->tag};
+      P2PMailbox::Message m{0, head->dtype, head->numel, nullptr, 0, head->failed, head->id, node, head->pulled};
+      if (!head->data_follows()) return p2p_->deliver(k, std::move(m));
+      if (!p2p_->park(k, std::move(m), error)) {  // it waits for its data, the next frame
+        r.refused = true;
+        return on_node_lost(node, from + " " + error);
+      }
       return;
     }
     case FrameType::arena_offer:
@@ -135,18 +145,16 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       if (const P2PMailbox::Key k{h.group, p->source, p->destination, p->tag}; !p2p_->pull(k, p->id)) refuse_pull(k, p->id);
       return;
     }
-    case FrameType::p2p_pulled: {
-      auto p = decode_p2p_ack(r.bytes.data(), h.slot, error);
-      if (!p) return on_node_lost(node, from + " sent a garbled header of pulled data");
+    case FrameType::p2p_pulled: {  // a send that gave up before the pull came
+      auto p = decode_p2p_ack(r.bytes.data(), r.bytes.size(), error);
+      if (!p) return on_node_lost(node, from + " sent a garbled answer to a pull");
       if (!pair_between(p->source, node, p->destination, topo_.node_id) ||
-          !p2p_->deliver_pulled({h.group, p->source, p->destination, p->tag}, p->id, node, std::move(r.bytes), h.slot,
-                                std::move(p->status))) {
+          !p2p_->deliver_pulled({h.group, p->source, p->destination, p->tag}, p->id, node, std::move(p->status))) {
         r.refused = true;
-        return on_node_lost(node, from + " sent the data of message " + std::to_string(p->id) + " from peer " +
+        return on_node_lost(node, from + " answered a pull of message " + std::to_string(p->id) + " from peer " +
                                       std::to_string(p->source) + " to peer " + std::to_string(p->destination) +
-                                      ", which no receive here pulled");
+                                      ", which no receive here made");
       }
-      r.bytes = std::string();
       return;
     }
     case FrameType::p2p_cancel: {
@@ -173,6 +181,7 @@ bool GlobalClient::pair_between(uint32_t src, uint32_t src_node, uint32_t dst, u
 void GlobalClient::frame_failed(uint32_t node, const FrameHeader& h) {
   Reading& r = reading_[node];
   if (h.type == FrameType::data && r.op) r.op->incoming_failed(r.slot);
+  if (h.type == FrameType::p2p_body) p2p_->body_failed(node, h.seq);
 }
 
 void GlobalClient::broken(uint32_t node, const std::string& why) { on_link_broken(node, why); }

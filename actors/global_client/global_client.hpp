@@ -149,8 +149,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
               const Status& failed = Status::ok());
   // `ticket`: the receive's place in the mailbox, where it was posted at its call (P2PMailbox::Posted).
   Status recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point deadline, uint64_t ticket = 0);
-  // What recv does with the message it took: checks it against `t`, copies it in (pulling the data
-  // first where only its header came, by `deadline`), and answers the sender. A receive from any
+  // What recv does with the message it took: checks it against `t`, copies its data in (or pulls
+  // the data straight into `t` where only its header came, by `deadline`), and answers the sender. A receive from any
   // source takes its message from the mailbox itself (p2p()).
   Status take_delivered(const P2PMailbox::Key& k, const P2PMailbox::Message& m, Tensor& t, Clock::time_point deadline);
   // Tells the sender of message `id` that it was withdrawn before a receive took it (the answer
@@ -226,8 +226,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // and is cut off (a link a later epoch kept is cut only where the ticket had begun on it:
   // Connection::abandon). True when every byte was written.
   bool await_sent(SendTicket& t, uint32_t node, Clock::time_point deadline);
-  // The data of message `id` of k, whose header came alone: asked of the sender's node (p2p_pull)
-  // and copied into `t` once it comes.
+  // The data of message `id` of k, whose header came alone: asked of the sender's node (p2p_pull),
+  // it lands in `t` as it arrives.
   Status pull(const P2PMailbox::Key& k, uint64_t id, Tensor& t, Clock::time_point deadline);
 
  private:
@@ -267,7 +267,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   struct Reading {
     std::shared_ptr<NetOp> op;  // a data frame's op, and its slot
     uint32_t slot = 0;
-    std::string bytes;          // a control or point-to-point frame's payload
+    std::string bytes;          // a control frame's payload (a point-to-point header too)
     bool refused = false;       // the node broke the rules of point to point: its frames are dropped
   };
   std::vector<Reading> reading_;

@@ -14,6 +14,8 @@ namespace {
 
 // How long a send that timed out waits for the receiver's node to answer its withdrawal.
 constexpr std::chrono::seconds kWithdrawWait{5};
+// How long a receive that gives up waits for data being written into its tensor to stop.
+constexpr std::chrono::seconds kWriteGrace{5};
 
 // A frame (GlobalClient::frame_header's) of the pair k: its handle's group, and source and
 // destination in `seq`.
@@ -353,57 +355,137 @@ bool P2PMailbox::pull(const Key& k, uint64_t id) {
   return true;
 }
 
-void P2PMailbox::expect_pull(const Key& k, uint64_t id, uint32_t node, uint64_t bytes) {
+// ---- Data frames, and the receiver's side of a pull
+
+bool P2PMailbox::park(const Key& k, Message m, std::string& why) {
   std::lock_guard<std::mutex> lk(mu_);
-  pulls_sent_[{k, id}] = Pull{node, bytes, false};
+  auto [it, fresh] = bodies_.try_emplace({m.node, m.id});
+  if (!fresh) {
+    why = "sent message " + std::to_string(m.id) + " while one of that number was on its way";
+    return false;
+  }
+  ++held_[m.node].messages;  // its bytes count once its data frame says how many
+  it->second.k = k;
+  it->second.parked = std::move(m);
+  return true;
 }
 
-bool P2PMailbox::pull_expected(uint32_t node, uint64_t data_bytes) {
-  std::lock_guard<std::mutex> lk(mu_);
-  for (const auto& [key, p] : pulls_sent_)
-    if (p.node == node && (p.bytes == data_bytes || data_bytes == 0)) return true;
-  return false;
-}
-
-bool P2PMailbox::deliver_pulled(const Key& k, uint64_t id, uint32_t node, std::string bytes, std::size_t offset,
-                                Status status) {
+std::byte* P2PMailbox::body(uint32_t node, uint64_t id, uint64_t bytes, BufferPool& pool, std::string& why) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    auto p = pulls_sent_.find({k, id});
-    if (p == pulls_sent_.end() || p->second.node != node ||
-        (status.is_ok() ? p->second.bytes != bytes.size() - offset : bytes.size() != offset))
+    auto it = bodies_.find({node, id});
+    if (it == bodies_.end() || it->second.writing) {
+      why = "sent data for message " + std::to_string(id) + ", which no header announced and no receive here pulled";
+      return nullptr;
+    }
+    Body& b = it->second;
+    if (!b.parked) {  // pulled: straight into the receive's tensor
+      if (b.bytes != bytes) {
+        why = "sent " + std::to_string(bytes) + " bytes for message " + std::to_string(id) + ", of which a receive here pulled " +
+              std::to_string(b.bytes);
+        return nullptr;
+      }
+      if (b.given_up) {  // its receive no longer waits: read and dropped
+        bodies_.erase(it);
+        return nullptr;
+      }
+      b.writing = true;
+      return b.into;
+    }
+    Held& h = held_[node];
+    if (h.bytes + bytes > window_.bytes) {
+      why = "sent " + std::to_string(h.bytes + bytes) + " bytes of data ahead of their receives, over the window of " +
+            std::to_string(window_.bytes);
+      return nullptr;
+    }
+    h.bytes += bytes;  // counted before it is read
+    b.parked->size = bytes;
+    b.writing = true;
+  }
+  auto buf = pool.take(bytes);  // without the lock: it may allocate
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = bodies_.find({node, id});  // only this frame's end removes it
+  it->second.parked->data = buf;
+  return buf.get();
+}
+
+void P2PMailbox::body_done(uint32_t node, uint64_t id) {
+  std::shared_ptr<WaitWord> ended;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = bodies_.find({node, id});
+    if (it == bodies_.end()) return;
+    Body& b = it->second;
+    ended = b.ended;
+    if (b.parked) {
+      b.parked->order = ++delivered_;
+      inbox_[b.k].push_back(std::move(*b.parked));
+    } else if (!b.given_up) {
+      pulled_[b.k].push_back({id, Status::ok()});
+    }
+    bodies_.erase(it);
+  }
+  ended->set(1);
+  bump();
+}
+
+void P2PMailbox::body_failed(uint32_t node, uint64_t id) {
+  std::shared_ptr<WaitWord> ended;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = bodies_.find({node, id});
+    if (it == bodies_.end()) return;
+    ended = it->second.ended;
+    if (it->second.parked) release(node, it->second.parked->size);
+    bodies_.erase(it);  // a pull's receive learns of the loss that ended the connection
+  }
+  ended->set(1);
+  bump();
+}
+
+void P2PMailbox::expect_pull(const Key& k, uint64_t id, uint32_t node, std::byte* into, uint64_t bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  Body& b = bodies_[{node, id}];
+  b.k = k;
+  b.into = into;
+  b.bytes = bytes;
+}
+
+bool P2PMailbox::deliver_pulled(const Key& k, uint64_t id, uint32_t node, Status status) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = bodies_.find({node, id});
+    if (status.is_ok() || it == bodies_.end() || it->second.parked || it->second.writing || !(it->second.k == k))
       return false;
-    const bool given_up = p->second.given_up;
-    pulls_sent_.erase(p);
+    const bool given_up = it->second.given_up;
+    bodies_.erase(it);
     if (given_up) return true;  // its receive no longer waits: dropped
-    pulled_[k].push_back({id, std::move(bytes), offset, std::move(status)});
+    pulled_[k].push_back({id, std::move(status)});
   }
   bump();
   return true;
 }
 
 P2PMailbox::Took P2PMailbox::take_pulled(const Key& k, uint64_t id, uint32_t node, Poller& poller,
-                                         Clock::time_point deadline, std::string& data, std::size_t& offset,
-                                         Status& status, Status& why) {
+                                         Clock::time_point deadline, Status& status, Status& why) {
   auto pick = [&] { return put_first(pulled_, k, id); };
   Pulled got;
   const Took took = take_first(pulled_, pick, std::span<const uint32_t>(&node, 1), poller, deadline, nullptr, nullptr, got, why);
-  if (took == Took::it) {
-    data = std::move(got.bytes);
-    offset = got.offset;
-    status = std::move(got.status);
-  }
+  if (took == Took::it) status = std::move(got.status);
   return took;
 }
 
-void P2PMailbox::give_up_pull(const Key& k, uint64_t id) {
+std::shared_ptr<WaitWord> P2PMailbox::give_up_pull(const Key& k, uint64_t id, uint32_t node) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (auto p = pulls_sent_.find({k, id}); p != pulls_sent_.end()) p->second.given_up = true;
   if (auto it = pulled_.find(k); it != pulled_.end()) {  // it came just now
     auto& q = it->second;
     if (auto p = with_id(q, id); p != q.end()) q.erase(p);
     if (q.empty()) pulled_.erase(it);
   }
+  auto it = bodies_.find({node, id});
+  if (it == bodies_.end()) return nullptr;
+  it->second.given_up = true;  // the sender's answer, when it comes, is dropped
+  return it->second.writing ? it->second.ended : nullptr;
 }
 
 // ---- GlobalClient::send and recv ----
@@ -446,19 +528,25 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
   }};
   p2p_->sent(k, id);
   if (!eager) p2p_->awaits_pull(k, id);
-  // One frame: the header (its length in `slot`) and the data, so that concurrent senders on this
-  // connection never split a header from its data.
-  auto send_frame = [&](FrameType type, std::string head, bool with_data, Clock::time_point by) {
-    FrameHeader h = pair_frame(frame_header(type), k);
-    h.slot = static_cast<uint32_t>(head.size());
-    auto ticket = conns_[node]->send(SendTicket::prefixed(h, std::move(head),
-                                                          with_data ? static_cast<const std::byte*>(t.data()) : nullptr,
-                                                          with_data ? bytes : 0));
-    await_sent(*ticket, node, by);
-  };
+  // The data's own frame (p2p_body), named by the message's number: the receiving node puts it
+  // where it belongs (a pooled buffer; the receive's tensor once pulled) before reading it.
+  FrameHeader body = frame_header(FrameType::p2p_body);
+  body.group = group;
+  body.seq = id;
+  body.bytes = bytes;
+  const auto* data = static_cast<const std::byte*>(t.data());
   P2PHeaderData head{src, dst, tag, t.dtype(), t.numel(), cannot, id};
   head.pulled = !eager;
-  send_frame(FrameType::p2p_data, encode_p2p_header(head), sends_data && eager, deadline);
+  {
+    // The header, and eager data right after it in the same write.
+    FrameHeader h = pair_frame(frame_header(FrameType::p2p_data), k);
+    std::string header = encode_p2p_header(head);
+    h.slot = static_cast<uint32_t>(header.size());
+    h.bytes = header.size();
+    auto ticket = sends_data && eager && bytes > 0 ? SendTicket::after(whole_frame(h, header), body, data)
+                                                   : SendTicket::owning(h, std::move(header));
+    await_sent(*conns_[node]->send(std::move(ticket)), node, deadline);
+  }
   const Status timed_out(Errc::timeout, label + ": peer " + std::to_string(dst) + " (node " + std::to_string(node) +
                                             ") never posted the matching recv within the send's timeout");
   Status answer;
@@ -476,8 +564,7 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
       case P2PMailbox::Took::nothing: break;
       case P2PMailbox::Took::stopped:  // the receive that took the header wants the data: it gets the
         // time a transfer has (the Config's timeout), however little of the send's own is left
-        send_frame(FrameType::p2p_pulled, encode_p2p_ack({src, dst, tag, Status::ok(), id}), true,
-                   std::max(deadline, Clock::now() + config_.timeout));
+        await_sent(*conns_[node]->send(SendTicket::of(body, data)), node, std::max(deadline, Clock::now() + config_.timeout));
         continue;
     }
     if (withdrawing) {  // the receiver's node did not answer the withdrawal in time either
@@ -538,10 +625,10 @@ Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::
     s = m.failed;
   else if (m.dtype != t.dtype())
     s = Status(Errc::dtype_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
-  else if (m.numel != t.numel() || (!m.pulled && m.bytes.size() - m.offset != t.nbytes()))
+  else if (m.numel != t.numel() || (!m.pulled && m.size != t.nbytes()))
     s = Status(Errc::shape_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
-  else if (!m.pulled)
-    std::memcpy(t.data(), m.bytes.data() + m.offset, t.nbytes());
+  else if (!m.pulled && m.size > 0)
+    std::memcpy(t.data(), m.data.get(), t.nbytes());
   else
     s = pull(k, m.id, t, deadline);
   conns_[node]->send(SendTicket::owning(pair_frame(frame_header(FrameType::p2p_ack), k), encode_p2p_ack({src, dst, tag, s, m.id})));
@@ -550,25 +637,25 @@ Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::
 
 Status GlobalClient::pull(const P2PMailbox::Key& k, uint64_t id, Tensor& t, Clock::time_point deadline) {
   const uint32_t node = node_of(k.source);
-  p2p_->expect_pull(k, id, node, t.nbytes());
+  p2p_->expect_pull(k, id, node, static_cast<std::byte*>(t.data()), t.nbytes());
   conns_[node]->send(SendTicket::owning(pair_frame(frame_header(FrameType::p2p_pull), k),
                                         encode_p2p_ack({k.source, k.destination, k.tag, Status::ok(), id})));
-  std::string data;
-  std::size_t offset = 0;
   Status status, why;
   // The transfer has the time any has (the Config's timeout), however little of the receive's is left.
-  switch (p2p_->take_pulled(k, id, node, poller_, std::max(deadline, Clock::now() + config_.timeout), data, offset,
-                            status, why)) {
-    case P2PMailbox::Took::it:
-      if (!status.is_ok()) return status;
-      std::memcpy(t.data(), data.data() + offset, t.nbytes());
-      return Status::ok();
-    case P2PMailbox::Took::ended: p2p_->give_up_pull(k, id); return why;
-    default:
-      p2p_->give_up_pull(k, id);
-      return Status(Errc::timeout, pair_label(k) + ": peer " + std::to_string(k.source) + " (node " + std::to_string(node) +
-                                       ") did not send the data of its message, which this receive pulled, within the receive's timeout");
+  const auto took = p2p_->take_pulled(k, id, node, poller_, std::max(deadline, Clock::now() + config_.timeout), status, why);
+  if (took == P2PMailbox::Took::it) return status;
+  if (took != P2PMailbox::Took::ended)
+    why = Status(Errc::timeout, pair_label(k) + ": peer " + std::to_string(k.source) + " (node " + std::to_string(node) +
+                                    ") did not send the data of its message, which this receive pulled, within the receive's timeout");
+  // Data on its way into t must stop before t goes back to the caller: a transfer that did not end
+  // within the whole timeout stalled, and its link is cut; one that a loss elsewhere interrupts
+  // may end first.
+  if (auto writing = p2p_->give_up_pull(k, id, node)) {
+    if (took == P2PMailbox::Took::ended && poller_.wait(*writing, 1, Clock::now() + kWriteGrace, false)) return why;
+    cut_off(node, "node " + std::to_string(node) + " stalled in the middle of a transfer");
+    (void)poller_.wait(*writing, 1, Clock::now() + kWriteGrace, false);
   }
+  return why;
 }
 
 } // namespace chorus

@@ -7,6 +7,11 @@
 // fit the data window sends its header alone, and its data when the receive that took the header
 // pulls it (MPI's rendezvous); a send beyond the message window waits for room. The receiving
 // node holds every sender to the same bounds and ends the link of one that overruns them.
+//
+// A message's data travels in a frame of its own (p2p_body), named by the sending node's number
+// for the message, right after its header (eager) or when pulled: eager data lands in a pooled
+// buffer (a fresh 64 MiB allocation costs more in page faults than the copy), pulled data
+// straight in the tensor of the receive that pulled it.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -24,6 +29,7 @@
 
 #include <chorus/status.hpp>
 #include <chorus/types.hpp>
+#include "core/buffer_pool.hpp"
 #include "core/wait.hpp"
 #include "transport/poller.hpp"
 
@@ -57,13 +63,13 @@ class P2PMailbox {
     uint64_t order = 0;  // when it arrived, among all messages (take_any takes the first)
     DType dtype;
     uint64_t numel;
-    std::string bytes;   // the whole payload: the P2PHeader message, then the data from `offset`
-    std::size_t offset;
+    std::shared_ptr<std::byte> data;  // its data (a pooled buffer), `size` bytes; none where pulled
+    uint64_t size = 0;
     Status failed;       // the sender could not send (then there is no data)
     uint64_t id = 0;     // the sender node's number for it, which the answer names
     uint32_t node = 0;   // the sender's node
     bool pulled = false; // its data waits at the sender until the receive pulls it (frame p2p_pull)
-    uint64_t data_bytes() const { return pulled ? 0 : bytes.size() - offset; }
+    uint64_t data_bytes() const { return pulled ? 0 : size; }
   };
   // An answer to one of this node's sends: the message it answers (Message::id) and its status.
   struct Answer {
@@ -75,6 +81,19 @@ class P2PMailbox {
   // routing asks before it reads the frame, and ends the link where it does not (`why` says so).
   bool admit(uint32_t node, uint64_t data_bytes, std::string& why);
   void deliver(const Key& k, Message m);
+  // A message whose data comes in the next frame (p2p_body): held back, counted in its node's
+  // window, until the data is whole. False (`why`) where that node has one of that id on its way.
+  bool park(const Key& k, Message m, std::string& why);
+
+  // ---- Data frames (p2p_body), by the sending node and its number for the message
+  // Where a frame of `bytes` for message `id` from `node` goes: a buffer from `pool` for a parked
+  // message (within the window), or the tensor of the receive that pulled it. nullptr without
+  // `why`: read and dropped (its receive gave up); with `why`: the node broke the rules.
+  std::byte* body(uint32_t node, uint64_t id, uint64_t bytes, BufferPool& pool, std::string& why);
+  // The frame is whole (the message is delivered, or its receive wakes) or its connection died
+  // midway (a parked message is dropped; the receive's wait ends with the loss).
+  void body_done(uint32_t node, uint64_t id);
+  void body_failed(uint32_t node, uint64_t id);
   // The answer to our message `id` of k: kept for its send, which registered it (sent) and has not
   // returned; dropped (its room freed) where the send gave up on it; otherwise dropped.
   void answer(const Key& k, uint64_t id, Status s);
@@ -151,20 +170,19 @@ class P2PMailbox {
   bool pull(const Key& k, uint64_t id);
 
   // ---- The receiver's side of a pull
-  // The receive that took message `id` (pulled) asks its node for the data: expect_pull before the
-  // pull goes, take_pulled for the data (the payload and where the data starts in it; or, in
-  // `status`, why the sender has none: its send gave up), give_up_pull where it will not wait
-  // longer (data that comes later is dropped).
-  void expect_pull(const Key& k, uint64_t id, uint32_t node, uint64_t bytes);
+  // The receive that took message `id` (pulled) asks its node for the data, which lands in `into`
+  // (`bytes` long): expect_pull before the pull goes, take_pulled for the outcome (ok once the
+  // data is in; else why the sender has none: its send gave up), give_up_pull where it will not
+  // wait longer (data that comes later is dropped). While the data is being written into `into`,
+  // give_up_pull returns a word that rises to 1 once its frame ended: the receive must not
+  // return (and free `into`) before.
+  void expect_pull(const Key& k, uint64_t id, uint32_t node, std::byte* into, uint64_t bytes);
   Took take_pulled(const Key& k, uint64_t id, uint32_t node, Poller& poller, Clock::time_point deadline,
-                   std::string& data, std::size_t& offset, Status& status, Status& why);
-  void give_up_pull(const Key& k, uint64_t id);
-  // Whether `node` may send a pulled frame of `data_bytes` (a receive here pulled one of that size
-  // from it, or any where there are none: a refusal): asked before the frame is read.
-  bool pull_expected(uint32_t node, uint64_t data_bytes);
-  // The data of a pulled message arrived (or `status`, not ok, without data): false where no
-  // receive here pulled message `id` of k from `node` with that many bytes (the link is then ended).
-  bool deliver_pulled(const Key& k, uint64_t id, uint32_t node, std::string bytes, std::size_t offset, Status status);
+                   Status& status, Status& why);
+  std::shared_ptr<WaitWord> give_up_pull(const Key& k, uint64_t id, uint32_t node);
+  // The sender's answer to a pull, without data (frame p2p_pulled): its send gave up. False where
+  // no receive here pulled message `id` of k from `node` (the link is then ended).
+  bool deliver_pulled(const Key& k, uint64_t id, uint32_t node, Status status);
 
  private:
   template <class T>
@@ -199,15 +217,17 @@ class P2PMailbox {
     uint32_t node = 0;
     uint64_t bytes = 0;         // 0 where its data waits for the pull
   };
-  struct Pull {                 // a pull this node's receive sent, waiting for its data
-    uint32_t node = 0;
+  struct Body {                 // a message's data on its way (p2p_body)
+    Key k;
+    std::optional<Message> parked;  // eager: its message, delivered once the data is whole
+    std::byte* into = nullptr;      // pulled: the receive's tensor, `bytes` long
     uint64_t bytes = 0;
-    bool given_up = false;
+    bool writing = false;           // its frame is being read in
+    bool given_up = false;          // pulled: its receive no longer waits
+    std::shared_ptr<WaitWord> ended = std::make_shared<WaitWord>();  // 1 once its frame ended
   };
-  struct Pulled {               // a pulled message's data, arrived (or why not)
+  struct Pulled {               // the outcome of a pull: its data is in, or why not
     uint64_t id = 0;
-    std::string bytes;
-    std::size_t offset = 0;
     Status status;
   };
   const P2PWindow window_;
@@ -216,7 +236,7 @@ class P2PMailbox {
   std::map<uint32_t, Held> out_;     // by receiver node: this node's sends, unanswered
   std::set<std::pair<Key, uint64_t>> awaiting_pull_, pulls_;  // sends whose data waits; pulls for them
   std::set<std::pair<Key, uint64_t>> sending_;                // sends that may take an answer
-  std::map<std::pair<Key, uint64_t>, Pull> pulls_sent_;
+  std::map<std::pair<uint32_t, uint64_t>, Body> bodies_;  // by (sender node, message id)
   std::map<Key, std::deque<Pulled>> pulled_;
   std::map<std::pair<Key, uint64_t>, Room> abandoned_;  // answers whose sends gave up on them, and their room
   std::map<std::pair<Key, uint64_t>, Room> lent_;       // messages take_any took, not kept or put back yet

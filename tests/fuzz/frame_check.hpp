@@ -113,8 +113,8 @@ class RecordingSink final : public FrameSink {
     if (h.type == FrameType::announce) (void)decode_announcement(buf_.data(), buf_.size(), error);
     if (h.type == FrameType::p2p_ack || h.type == FrameType::p2p_cancel || h.type == FrameType::p2p_pull)
       (void)decode_p2p_ack(buf_.data(), buf_.size(), error);
-    if (h.type == FrameType::p2p_pulled && h.slot <= h.bytes) (void)decode_p2p_ack(buf_.data(), h.slot, error);
-    if (h.type == FrameType::p2p_data && h.slot <= h.bytes) (void)decode_p2p_header(buf_.data(), h.slot, error);
+    if (h.type == FrameType::p2p_pulled) (void)decode_p2p_ack(buf_.data(), buf_.size(), error);
+    if (h.type == FrameType::p2p_data) (void)decode_p2p_header(buf_.data(), buf_.size(), error);
     if (h.type == FrameType::hello) (void)decode_data_hello(buf_.data(), buf_.size(), error);
   }
   bool open_ = false;
