@@ -87,6 +87,12 @@ constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSetti
      "more). `0`: every send's data waits for its receive. The receiving node holds each node to 64 MiB, the most "
      "this takes, so nodes may set it differently. See [multi-node.md](multi-node.md) (send/recv across nodes).",
      "send/recv across nodes: data sent ahead of its receive", "`actors/global_client/global_client.cpp`"},
+    {p2p_eager_message_kib, "CHORUS_P2P_EAGER_MESSAGE_KIB", R::library, K::number, 1024, 0, 65536, "1024 (1 MiB)",
+     "Sends across nodes (send/recv): the largest message whose data goes with its header (within "
+     "`CHORUS_P2P_EAGER_KIB`), in KiB; a larger one's data waits for the receive's pull, which lands it straight "
+     "in the receiving tensor (no copy) for a round trip more: worth it from about 1 MiB. See "
+     "[benchmarks.md](benchmarks.md#point-to-point-between-processes).",
+     "send/recv across nodes: the largest message sent eagerly", "`actors/global_client/global_client.cpp`"},
 
     {rank, "CHORUS_RANK", R::from_env, K::number, 0, 0, 65535, "unset",
      "This process's rank, below `CHORUS_WORLD_SIZE` (chorus-run sets both; so do torchrun's `RANK`/`WORLD_SIZE`, "

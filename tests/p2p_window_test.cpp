@@ -88,6 +88,12 @@ TEST_F(Mailbox, ASendReservesRoomAndItsDataGoesWithItWhileItFits) {
   // Another node's window is its own.
   ASSERT_EQ(box.reserve(6, 100, poller, soon(), eager, why), P2PMailbox::Took::it);
   EXPECT_TRUE(eager);
+  // A message larger than the most one may send eagerly waits for the pull, whatever room is left.
+  P2PMailbox small{P2PWindow{100, 2}, 100, 40};
+  ASSERT_EQ(small.reserve(5, 41, poller, soon(), eager, why), P2PMailbox::Took::it);
+  EXPECT_FALSE(eager);
+  ASSERT_EQ(small.reserve(5, 40, poller, soon(), eager, why), P2PMailbox::Took::it);
+  EXPECT_TRUE(eager);
   // A lost node ends a wait for room.
   box.node_lost(Status(Errc::node_lost, "node 5 lost"));
   EXPECT_EQ(box.reserve(5, 1, poller, later(), eager, why), P2PMailbox::Took::ended);
@@ -281,6 +287,21 @@ TEST(P2PWindowAcrossNodes, SendsThatOverrunTheWindowArriveWholeInAnyOrder) {
   EXPECT_TRUE(has(got, Errc::shape_mismatch, {"sender has f32[" + std::to_string(big.size()) + "], receiver f32[3]"}))
       << got.to_string();
   EXPECT_EQ(wrong.wait_for(20s), got);
+}
+
+// A tensor without elements has no data frame: it arrives as its header alone, on both paths.
+TEST(P2PWindowAcrossNodes, AnEmptyTensorCrossesAsItsHeaderAlone) {
+  for (const char* eager : {"65536", "0"}) {
+    setenv("CHORUS_P2P_EAGER_KIB", eager, 1);  // read as the nodes join
+    TwoNodes two;
+    const bool joined = two.join();
+    unsetenv("CHORUS_P2P_EAGER_KIB");
+    ASSERT_TRUE(joined);
+    Tensor none = Tensor::zeros(DType::f32, {0}), got = Tensor::zeros(DType::f32, {0});
+    Work sent = two.a->send_async(none, two.c->rank(), 3);
+    EXPECT_TRUE(two.c->recv(got, two.a->rank(), 3).is_ok()) << eager;
+    EXPECT_TRUE(sent.wait_for(20s).is_ok()) << eager;
+  }
 }
 
 // A node (here forged, from A's node) that sends more data than the window ahead of its receives:

@@ -25,6 +25,9 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
     on_node_lost(node, "node " + std::to_string(node) + " " + why);
     return nullptr;
   };
+  // An eager message's data is the frame right after its header (they leave in one write).
+  if (const auto next = std::exchange(r.body_next, std::nullopt); next && (h.type != FrameType::p2p_body || h.seq != *next))
+    return refuse("sent another frame where the data of message " + std::to_string(*next) + " belongs");
   switch (h.type) {
     case FrameType::data: {
       r.op = op_for(h.group, h.seq, true);
@@ -116,12 +119,14 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
                                       std::to_string(head->destination) + ", not from its peers to this node's");
       const P2PMailbox::Key k{h.group, head->source, head->destination, head->tag};
       P2PMailbox::Message m{0, head->dtype, head->numel, nullptr, 0, head->failed, head->id, node, head->pulled};
-      if (!head->data_follows()) return p2p_->deliver(k, std::move(m));
-      if (!p2p_->park(k, std::move(m), error)) {  // it waits for its data, the next frame
-        r.refused = true;
-        return on_node_lost(node, from + " " + error);
-      }
-      return;
+      if (head->pulled && (head->numel == 0 || !head->failed.is_ok()))
+        error = "sent a message whose data waits, with none to send";
+      else if (!head->data_follows())
+        return p2p_->deliver(k, std::move(m));
+      else if (p2p_->park(k, std::move(m), error))  // it waits for its data, the next frame
+        return void(r.body_next = head->id);
+      r.refused = true;
+      return on_node_lost(node, from + " " + error);
     }
     case FrameType::arena_offer:
     case FrameType::arena_answer: return arena_frame(node, h, r.bytes);
@@ -148,6 +153,10 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
     case FrameType::p2p_pulled: {  // a send that gave up before the pull came
       auto p = decode_p2p_ack(r.bytes.data(), r.bytes.size(), error);
       if (!p) return on_node_lost(node, from + " sent a garbled answer to a pull");
+      if (p->status.is_ok()) {
+        r.refused = true;
+        return on_node_lost(node, from + " answered a pull of message " + std::to_string(p->id) + " with neither its data nor why not");
+      }
       if (!pair_between(p->source, node, p->destination, topo_.node_id) ||
           !p2p_->deliver_pulled({h.group, p->source, p->destination, p->tag}, p->id, node, std::move(p->status))) {
         r.refused = true;

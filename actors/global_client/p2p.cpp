@@ -136,6 +136,7 @@ std::optional<Status> P2PMailbox::abandon(const Key& k, uint64_t id, uint32_t no
 }
 
 bool P2PMailbox::withdraw(const Key& k, uint64_t id) {
+  Message dropped;  // its buffer goes back to the pool after the lock
   std::lock_guard<std::mutex> lk(mu_);
   if (lent_.count({k, id})) {  // decided when the receive keeps it or puts it back
     withdrawn_lent_.insert({k, id});
@@ -146,6 +147,7 @@ bool P2PMailbox::withdraw(const Key& k, uint64_t id) {
   auto m = with_id(it->second, id);
   if (m == it->second.end()) return false;
   release(m->node, m->data_bytes());
+  dropped = std::move(*m);
   it->second.erase(m);
   if (it->second.empty()) inbox_.erase(it);
   return true;
@@ -309,7 +311,7 @@ P2PMailbox::Took P2PMailbox::reserve(uint32_t node, uint64_t bytes, Poller& poll
       if (ended_locked(std::span<const uint32_t>(&node, 1), why)) return Took::ended;
       Held& o = out_[node];
       if (o.messages < window_.messages) {
-        eager = o.bytes + bytes <= eager_;
+        eager = bytes <= eager_message_ && o.bytes + bytes <= eager_;
         ++o.messages;
         if (eager) o.bytes += bytes;
         return Took::it;
@@ -375,7 +377,8 @@ std::byte* P2PMailbox::body(uint32_t node, uint64_t id, uint64_t bytes, BufferPo
     std::lock_guard<std::mutex> lk(mu_);
     auto it = bodies_.find({node, id});
     if (it == bodies_.end() || it->second.writing) {
-      why = "sent data for message " + std::to_string(id) + ", which no header announced and no receive here pulled";
+      why = "sent data for message " + std::to_string(id) +
+            (it == bodies_.end() ? ", which no header announced and no receive here pulled" : " twice at once");
       return nullptr;
     }
     Body& b = it->second;
@@ -431,24 +434,28 @@ void P2PMailbox::body_done(uint32_t node, uint64_t id) {
 
 void P2PMailbox::body_failed(uint32_t node, uint64_t id) {
   std::shared_ptr<WaitWord> ended;
+  std::optional<Message> dropped;  // its buffer goes back to the pool after the lock
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = bodies_.find({node, id});
     if (it == bodies_.end()) return;
     ended = it->second.ended;
     if (it->second.parked) release(node, it->second.parked->size);
-    bodies_.erase(it);  // a pull's receive learns of the loss that ended the connection
+    dropped = std::move(it->second.parked);
+    bodies_.erase(it);  // a pull's receive ends its wait with the connection's end (or its timeout)
   }
   ended->set(1);
   bump();
 }
 
-void P2PMailbox::expect_pull(const Key& k, uint64_t id, uint32_t node, std::byte* into, uint64_t bytes) {
+bool P2PMailbox::expect_pull(const Key& k, uint64_t id, uint32_t node, std::byte* into, uint64_t bytes) {
   std::lock_guard<std::mutex> lk(mu_);
-  Body& b = bodies_[{node, id}];
-  b.k = k;
-  b.into = into;
-  b.bytes = bytes;
+  auto [it, fresh] = bodies_.try_emplace({node, id});
+  if (!fresh) return false;  // that node numbered two messages alike
+  it->second.k = k;
+  it->second.into = into;
+  it->second.bytes = bytes;
+  return true;
 }
 
 bool P2PMailbox::deliver_pulled(const Key& k, uint64_t id, uint32_t node, Status status) {
@@ -627,17 +634,21 @@ Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::
     s = Status(Errc::dtype_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
   else if (m.numel != t.numel() || (!m.pulled && m.size != t.nbytes()))
     s = Status(Errc::shape_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
-  else if (!m.pulled && m.size > 0)
-    std::memcpy(t.data(), m.data.get(), t.nbytes());
-  else
+  else if (m.pulled)
     s = pull(k, m.id, t, deadline);
+  else if (m.size > 0)
+    std::memcpy(t.data(), m.data.get(), t.nbytes());
   conns_[node]->send(SendTicket::owning(pair_frame(frame_header(FrameType::p2p_ack), k), encode_p2p_ack({src, dst, tag, s, m.id})));
   return s;
 }
 
 Status GlobalClient::pull(const P2PMailbox::Key& k, uint64_t id, Tensor& t, Clock::time_point deadline) {
   const uint32_t node = node_of(k.source);
-  p2p_->expect_pull(k, id, node, static_cast<std::byte*>(t.data()), t.nbytes());
+  if (!p2p_->expect_pull(k, id, node, static_cast<std::byte*>(t.data()), t.nbytes())) {
+    const std::string why = "node " + std::to_string(node) + " numbered two of its messages " + std::to_string(id);
+    on_node_lost(node, why);
+    return Status(Errc::node_lost, pair_label(k) + ": " + why);
+  }
   conns_[node]->send(SendTicket::owning(pair_frame(frame_header(FrameType::p2p_pull), k),
                                         encode_p2p_ack({k.source, k.destination, k.tag, Status::ok(), id})));
   Status status, why;
@@ -648,8 +659,8 @@ Status GlobalClient::pull(const P2PMailbox::Key& k, uint64_t id, Tensor& t, Cloc
     why = Status(Errc::timeout, pair_label(k) + ": peer " + std::to_string(k.source) + " (node " + std::to_string(node) +
                                     ") did not send the data of its message, which this receive pulled, within the receive's timeout");
   // Data on its way into t must stop before t goes back to the caller: a transfer that did not end
-  // within the whole timeout stalled, and its link is cut; one that a loss elsewhere interrupts
-  // may end first.
+  // within a whole timeout of its own has its link cut (as the sender's await_sent would); one
+  // that a loss elsewhere interrupts may end first.
   if (auto writing = p2p_->give_up_pull(k, id, node)) {
     if (took == P2PMailbox::Took::ended && poller_.wait(*writing, 1, Clock::now() + kWriteGrace, false)) return why;
     cut_off(node, "node " + std::to_string(node) + " stalled in the middle of a transfer");

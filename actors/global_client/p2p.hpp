@@ -48,8 +48,9 @@ struct P2PWindow {
 class P2PMailbox {
  public:
   // `eager`: how much of this node's data may go ahead of its receives to one node (CHORUS_P2P_EAGER_KIB),
-  // within the window.
-  explicit P2PMailbox(P2PWindow w = {}, uint64_t eager = UINT64_MAX) : window_(w), eager_(std::min(eager, w.bytes)) {}
+  // within the window; `eager_message`: the most one message may send so (CHORUS_P2P_EAGER_MESSAGE_KIB).
+  explicit P2PMailbox(P2PWindow w = {}, uint64_t eager = UINT64_MAX, uint64_t eager_message = UINT64_MAX)
+      : window_(w), eager_(std::min(eager, w.bytes)), eager_message_(eager_message) {}
   const P2PWindow& window() const { return window_; }
 
   struct Key {
@@ -176,7 +177,8 @@ class P2PMailbox {
   // wait longer (data that comes later is dropped). While the data is being written into `into`,
   // give_up_pull returns a word that rises to 1 once its frame ended: the receive must not
   // return (and free `into`) before.
-  void expect_pull(const Key& k, uint64_t id, uint32_t node, std::byte* into, uint64_t bytes);
+  // expect_pull is false where a message of that id from `node` is still on its way (a broken sender).
+  bool expect_pull(const Key& k, uint64_t id, uint32_t node, std::byte* into, uint64_t bytes);
   Took take_pulled(const Key& k, uint64_t id, uint32_t node, Poller& poller, Clock::time_point deadline,
                    Status& status, Status& why);
   std::shared_ptr<WaitWord> give_up_pull(const Key& k, uint64_t id, uint32_t node);
@@ -232,6 +234,7 @@ class P2PMailbox {
   };
   const P2PWindow window_;
   const uint64_t eager_;
+  const uint64_t eager_message_;
   std::map<uint32_t, Held> held_;    // by sender node: messages in the inbox or lent
   std::map<uint32_t, Held> out_;     // by receiver node: this node's sends, unanswered
   std::set<std::pair<Key, uint64_t>> awaiting_pull_, pulls_;  // sends whose data waits; pulls for them

@@ -47,12 +47,12 @@ std::string stream(const DataHello& hello) {
   a.kind = OpKind::all_reduce;
   a.count = 4;
   a.shape = {2, 2};
-  P2PHeaderData ph{hello.node, 0, 5, DType::f32, 2, Status::ok()};
+  P2PHeaderData ph{hello.node, 0, 5, DType::f32, 2, Status::ok(), 1};
   const std::string head = encode_p2p_header(ph);
   const std::string floats(8, '\x3f');
   return frame(FrameType::hello, encode_data_hello(hello)) + frame(FrameType::announce, encode_announcement(a), 0, 1) +
          frame(FrameType::data, std::string(16, '\x41'), 3, 1) +
-         frame(FrameType::p2p_data, head + floats, static_cast<uint32_t>(head.size()), 1) +
+         frame(FrameType::p2p_data, head, static_cast<uint32_t>(head.size()), 1) + frame(FrameType::p2p_body, floats, 0, 1) +
          frame(FrameType::p2p_ack, encode_p2p_ack({0, hello.node, 6, Status(Errc::dtype_mismatch, "f32 vs f64")})) +
          frame(FrameType::bye, "");
 }
