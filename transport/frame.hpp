@@ -8,7 +8,8 @@
 namespace chorus {
 
 // p2p_data: payload = a P2PHeader message (`slot` == `bytes`). Its data follows at once as a
-// p2p_body frame (payload = the data; `seq` = the message's id), unless the header says `pulled`:
+// p2p_body frame (payload = the data; `seq` = the message's id; P2PHeaderData::data_follows:
+// not where the send failed or the tensor has no elements), unless the header says `pulled`:
 // then the data waits for the receive's p2p_pull (a P2PAck naming the message) and goes as a
 // p2p_body then, or the sender answers the pull with p2p_pulled (a P2PAck with why it cannot).
 // stragglers: payload = a Stragglers message (the ranks an op of the header's group and seq still
