@@ -2,11 +2,11 @@
 //  * the mailbox alone, with a small window: what it admits from each node, the room a sender
 //    reserves (data with the header while it fits, else pulled; a wait for room beyond the
 //    message window), a send that gave up keeping its room until its answer, pulls only of
-//    messages a send waits with; a message's data frame, into a pooled buffer for a message
-//    that waits for it, or into the tensor of the receive that pulled it;
+//    messages a send waits with; pulled data, into the tensor of the receive that pulled it;
 //  * two nodes in this process: sends whose data overrun the window arrive whole, received in
 //    any order (the receive pulls what waits); a node that overruns the window, or sends data no
-//    receive pulled, has its link ended, named to the receive that waits on it.
+//    receive pulled, or sends another frame where a message's data belongs, has its link ended,
+//    named to the receive that waits on it.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -130,37 +130,36 @@ TEST_F(Mailbox, OnlyAMessageWhoseSendWaitsIsPulledAndOnce) {
 }
 
 TEST_F(Mailbox, PulledDataLandsInItsReceivesTensorOnlyFromItsNodeAtItsSize) {
-  BufferPool pool;
   std::string why;
-  EXPECT_EQ(box.body(3, 1, 4, pool, why), nullptr);
+  EXPECT_EQ(box.body(3, 1, 4, why), nullptr);
   EXPECT_EQ(why, "sent data for message 1, which no header announced and no receive here pulled");
   std::array<std::byte, 4> into{};
   box.expect_pull(k, 1, 3, into.data(), into.size());
   why.clear();
-  EXPECT_EQ(box.body(2, 1, 4, pool, why), nullptr);
+  EXPECT_EQ(box.body(2, 1, 4, why), nullptr);
   EXPECT_EQ(why, "sent data for message 1, which no header announced and no receive here pulled") << "another node's";
   why.clear();
-  EXPECT_EQ(box.body(3, 1, 5, pool, why), nullptr);
+  EXPECT_EQ(box.body(3, 1, 5, why), nullptr);
   EXPECT_EQ(why, "sent 5 bytes for message 1, of which a receive here pulled 4");
   why.clear();
-  ASSERT_EQ(box.body(3, 1, 4, pool, why), into.data()) << "straight into the receive's tensor";
+  ASSERT_EQ(box.body(3, 1, 4, why), into.data()) << "straight into the receive's tensor";
   EXPECT_EQ(why, "");
   Status status, lost;
   EXPECT_EQ(box.take_pulled(k, 1, 3, poller, soon(), status, lost), P2PMailbox::Took::nothing) << "before its frame ended";
   box.body_done(3, 1);
   ASSERT_EQ(box.take_pulled(k, 1, 3, poller, later(), status, lost), P2PMailbox::Took::it);
   EXPECT_TRUE(status.is_ok());
-  EXPECT_EQ(box.body(3, 1, 4, pool, why), nullptr);
+  EXPECT_EQ(box.body(3, 1, 4, why), nullptr);
   EXPECT_NE(why, "") << "pulled once";
   // A receive that gave up drops the data that comes after; data being written into its tensor
   // keeps it until the frame ends (here: its connection dies midway).
   box.expect_pull(k, 2, 3, into.data(), into.size());
   EXPECT_EQ(box.give_up_pull(k, 2, 3), nullptr) << "nothing is being written";
   why.clear();
-  EXPECT_EQ(box.body(3, 2, 4, pool, why), nullptr);
+  EXPECT_EQ(box.body(3, 2, 4, why), nullptr);
   EXPECT_EQ(why, "") << "read and dropped, not a broken rule";
   box.expect_pull(k, 3, 3, into.data(), into.size());
-  ASSERT_EQ(box.body(3, 3, 4, pool, why), into.data());
+  ASSERT_EQ(box.body(3, 3, 4, why), into.data());
   auto writing = box.give_up_pull(k, 3, 3);
   ASSERT_NE(writing, nullptr);
   EXPECT_EQ(writing->value.load(), 0u);
@@ -174,42 +173,6 @@ TEST_F(Mailbox, PulledDataLandsInItsReceivesTensorOnlyFromItsNodeAtItsSize) {
   ASSERT_TRUE(box.deliver_pulled(k, 4, 3, Status(Errc::timeout, "gave up")));
   ASSERT_EQ(box.take_pulled(k, 4, 3, poller, later(), status, lost), P2PMailbox::Took::it);
   EXPECT_EQ(status, Status(Errc::timeout, "gave up"));
-}
-
-// An eager message waits for its data frame, which lands in a pooled buffer, counted in its node's
-// window from the frame's start; a frame that fails midway takes its message with it.
-TEST_F(Mailbox, AMessageWaitsForItsDataWhichCountsInTheWindowFromItsFramesStart) {
-  BufferPool pool;
-  std::string why;
-  ASSERT_TRUE(box.park(k, message(3, 1, 60), why));
-  EXPECT_FALSE(box.park(k, message(3, 1, 60), why));
-  EXPECT_EQ(why, "sent message 1 while one of that number was on its way");
-  P2PMailbox::Message m;
-  Status lost;
-  EXPECT_EQ(box.take_message(k, 3, poller, soon(), m, lost), P2PMailbox::Took::nothing) << "taken before its data";
-  why.clear();
-  std::byte* at = box.body(3, 1, 60, pool, why);
-  ASSERT_NE(at, nullptr);
-  std::memset(at, 'x', 60);
-  EXPECT_FALSE(box.admit(3, 50, why)) << "its 60 bytes count from its frame's start";
-  box.body_done(3, 1);
-  ASSERT_EQ(box.take_message(k, 3, poller, later(), m, lost), P2PMailbox::Took::it);
-  ASSERT_EQ(m.size, 60u);
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(m.data.get()), 60), std::string(60, 'x'));
-  EXPECT_TRUE(box.admit(3, 100, why)) << "taken: its room is free";
-  // Data over the window is refused before it is read.
-  ASSERT_TRUE(box.park(k, message(3, 2, 0), why));
-  why.clear();
-  EXPECT_EQ(box.body(3, 2, 101, pool, why), nullptr);
-  EXPECT_EQ(why, "sent 101 bytes of data ahead of their receives, over the window of 100");
-  // A frame that fails midway: its message goes, and its room with it.
-  ASSERT_TRUE(box.park(k, message(3, 3, 0), why));
-  EXPECT_FALSE(box.admit(3, 0, why)) << "two messages wait for their data";
-  why.clear();
-  ASSERT_NE(box.body(3, 3, 100, pool, why), nullptr);
-  box.body_failed(3, 3);
-  EXPECT_TRUE(box.admit(3, 100, why)) << why;
-  EXPECT_EQ(box.take_message(k, 3, poller, soon(), m, lost), P2PMailbox::Took::nothing);
 }
 
 // A receive posted first takes a message before one posted later (MPI's order of posting), for as
@@ -387,6 +350,22 @@ TEST(P2PWindowAcrossNodes, ANodeThatOverrunsTheMessageWindowHasItsLinkEnded) {
   EXPECT_TRUE(has(got, Errc::node_lost,
                   {"node " + std::to_string(forger.node_id()) + " left more than " + std::to_string(most) +
                    " messages here that no receive took"}))
+      << got.to_string();
+}
+
+// An eager message's data is the frame right after its header (one write): a node that sends
+// anything else there breaks the protocol, and the message is not delivered without its data.
+TEST(P2PWindowAcrossNodes, ANodeThatSendsAnotherFrameWhereAMessagesDataBelongsHasItsLinkEnded) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  GlobalClient& forger = two.here();
+  const uint32_t a = two.a->rank(), c = two.c->rank();
+  two.forge(FrameType::p2p_data, a, c, encode_p2p_header({a, c, 7, DType::i32, 1, Status::ok(), 5}));
+  two.forge(FrameType::p2p_data, a, c, encode_p2p_header({a, c, 7, DType::i32, 0, Status::ok(), 6}));
+  Tensor t = Tensor::zeros(DType::i32, {1});
+  const Status got = two.c->recv(t, a, 7);
+  EXPECT_TRUE(has(got, Errc::node_lost,
+                  {"node " + std::to_string(forger.node_id()) + " sent another frame where the data of message 5 belongs"}))
       << got.to_string();
 }
 

@@ -13,6 +13,9 @@ namespace chorus {
 
 namespace {
 constexpr std::size_t kMaxControl = std::size_t{1} << 20;  // a larger control payload is garbled
+// Eager data from this size lands in a pooled buffer: a fresh allocation of many megabytes costs
+// more in page faults than its copy (below it, malloc reuses its heap).
+constexpr std::size_t kPooledData = std::size_t{1} << 20;
 } // namespace
 
 std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
@@ -26,8 +29,11 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
     return nullptr;
   };
   // An eager message's data is the frame right after its header (they leave in one write).
-  if (const auto next = std::exchange(r.body_next, std::nullopt); next && (h.type != FrameType::p2p_body || h.seq != *next))
-    return refuse("sent another frame where the data of message " + std::to_string(*next) + " belongs");
+  if (r.parked && (h.type != FrameType::p2p_body || h.seq != r.parked->second.id)) {
+    const uint64_t id = r.parked->second.id;
+    r.parked.reset();
+    return refuse("sent another frame where the data of message " + std::to_string(id) + " belongs");
+  }
   switch (h.type) {
     case FrameType::data: {
       r.op = op_for(h.group, h.seq, true);
@@ -49,10 +55,25 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
       return reinterpret_cast<std::byte*>(r.bytes.data());
     }
     case FrameType::p2p_body: {
-      // Into the buffer of the message it follows, or the tensor of the receive that pulled it.
       std::string why;
-      std::byte* at = p2p_->body(node, h.seq, h.bytes, pool_, why);
-      return why.empty() ? at : refuse(why);  // nullptr: its receive gave up; read and dropped
+      if (!r.parked) {  // pulled: straight into the tensor of the receive that pulled it
+        std::byte* at = p2p_->body(node, h.seq, h.bytes, why);
+        return why.empty() ? at : refuse(why);  // nullptr: its receive gave up; read and dropped
+      }
+      // The data of the message whose header came just before, within the window.
+      if (!p2p_->admit(node, h.bytes, why)) {
+        r.parked.reset();
+        return refuse(why);
+      }
+      P2PMailbox::Message& m = r.parked->second;
+      if (h.bytes >= kPooledData) {
+        m.data = pool_.take(h.bytes);
+      } else {
+        auto heap = std::make_shared_for_overwrite<std::byte[]>(h.bytes);
+        m.data = std::shared_ptr<std::byte>(heap, heap.get());
+      }
+      m.size = h.bytes;
+      return m.data.get();
     }
     case FrameType::announce:
     case FrameType::p2p_ack:
@@ -77,6 +98,11 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
     return;
   }
   if (got < h.bytes) return;
+  if (h.type == FrameType::p2p_body && r.parked) {  // the eager message is whole
+    auto [k, m] = std::move(*r.parked);
+    r.parked.reset();
+    return p2p_->deliver(k, std::move(m));
+  }
   if (h.type == FrameType::p2p_body) return p2p_->body_done(node, h.seq);
   const std::string from = "node " + std::to_string(node);
   std::string error;
@@ -123,8 +149,8 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
         error = "sent a message whose data waits, with none to send";
       else if (!head->data_follows())
         return p2p_->deliver(k, std::move(m));
-      else if (p2p_->park(k, std::move(m), error))  // it waits for its data, the next frame
-        return void(r.body_next = head->id);
+      else
+        return void(r.parked.emplace(k, std::move(m)));  // it waits for its data, the next frame
       r.refused = true;
       return on_node_lost(node, from + " " + error);
     }
@@ -190,7 +216,8 @@ bool GlobalClient::pair_between(uint32_t src, uint32_t src_node, uint32_t dst, u
 void GlobalClient::frame_failed(uint32_t node, const FrameHeader& h) {
   Reading& r = reading_[node];
   if (h.type == FrameType::data && r.op) r.op->incoming_failed(r.slot);
-  if (h.type == FrameType::p2p_body) p2p_->body_failed(node, h.seq);
+  if (h.type == FrameType::p2p_body && r.parked) r.parked.reset();  // its message goes with it
+  else if (h.type == FrameType::p2p_body) p2p_->body_failed(node, h.seq);
 }
 
 void GlobalClient::broken(uint32_t node, const std::string& why) { on_link_broken(node, why); }

@@ -269,7 +269,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
     uint32_t slot = 0;
     std::string bytes;          // a control frame's payload (a point-to-point header too)
     bool refused = false;       // the node broke the rules of point to point: its frames are dropped
-    std::optional<uint64_t> body_next;  // the message whose data must be the next frame
+    // An eager message whose data must be the next frame (p2p_body): delivered once that is in.
+    std::optional<std::pair<P2PMailbox::Key, P2PMailbox::Message>> parked;
   };
   std::vector<Reading> reading_;
   // By node: since when (steady clock, ns; 0: none) bytes to it have waited for acknowledgment,

@@ -359,57 +359,26 @@ bool P2PMailbox::pull(const Key& k, uint64_t id) {
 
 // ---- Data frames, and the receiver's side of a pull
 
-bool P2PMailbox::park(const Key& k, Message m, std::string& why) {
+std::byte* P2PMailbox::body(uint32_t node, uint64_t id, uint64_t bytes, std::string& why) {
   std::lock_guard<std::mutex> lk(mu_);
-  auto [it, fresh] = bodies_.try_emplace({m.node, m.id});
-  if (!fresh) {
-    why = "sent message " + std::to_string(m.id) + " while one of that number was on its way";
-    return false;
+  auto it = bodies_.find({node, id});
+  if (it == bodies_.end() || it->second.writing) {
+    why = "sent data for message " + std::to_string(id) +
+          (it == bodies_.end() ? ", which no header announced and no receive here pulled" : " twice at once");
+    return nullptr;
   }
-  ++held_[m.node].messages;  // its bytes count once its data frame says how many
-  it->second.k = k;
-  it->second.parked = std::move(m);
-  return true;
-}
-
-std::byte* P2PMailbox::body(uint32_t node, uint64_t id, uint64_t bytes, BufferPool& pool, std::string& why) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = bodies_.find({node, id});
-    if (it == bodies_.end() || it->second.writing) {
-      why = "sent data for message " + std::to_string(id) +
-            (it == bodies_.end() ? ", which no header announced and no receive here pulled" : " twice at once");
-      return nullptr;
-    }
-    Body& b = it->second;
-    if (!b.parked) {  // pulled: straight into the receive's tensor
-      if (b.bytes != bytes) {
-        why = "sent " + std::to_string(bytes) + " bytes for message " + std::to_string(id) + ", of which a receive here pulled " +
-              std::to_string(b.bytes);
-        return nullptr;
-      }
-      if (b.given_up) {  // its receive no longer waits: read and dropped
-        bodies_.erase(it);
-        return nullptr;
-      }
-      b.writing = true;
-      return b.into;
-    }
-    Held& h = held_[node];
-    if (h.bytes + bytes > window_.bytes) {
-      why = "sent " + std::to_string(h.bytes + bytes) + " bytes of data ahead of their receives, over the window of " +
-            std::to_string(window_.bytes);
-      return nullptr;
-    }
-    h.bytes += bytes;  // counted before it is read
-    b.parked->size = bytes;
-    b.writing = true;
+  Body& b = it->second;
+  if (b.bytes != bytes) {
+    why = "sent " + std::to_string(bytes) + " bytes for message " + std::to_string(id) + ", of which a receive here pulled " +
+          std::to_string(b.bytes);
+    return nullptr;
   }
-  auto buf = pool.take(bytes);  // without the lock: it may allocate
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = bodies_.find({node, id});  // only this frame's end removes it
-  it->second.parked->data = buf;
-  return buf.get();
+  if (b.given_up) {  // its receive no longer waits: read and dropped
+    bodies_.erase(it);
+    return nullptr;
+  }
+  b.writing = true;
+  return b.into;
 }
 
 void P2PMailbox::body_done(uint32_t node, uint64_t id) {
@@ -418,14 +387,8 @@ void P2PMailbox::body_done(uint32_t node, uint64_t id) {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = bodies_.find({node, id});
     if (it == bodies_.end()) return;
-    Body& b = it->second;
-    ended = b.ended;
-    if (b.parked) {
-      b.parked->order = ++delivered_;
-      inbox_[b.k].push_back(std::move(*b.parked));
-    } else if (!b.given_up) {
-      pulled_[b.k].push_back({id, Status::ok()});
-    }
+    ended = it->second.ended;
+    if (!it->second.given_up) pulled_[it->second.k].push_back({id, Status::ok()});
     bodies_.erase(it);
   }
   ended->set(1);
@@ -434,15 +397,12 @@ void P2PMailbox::body_done(uint32_t node, uint64_t id) {
 
 void P2PMailbox::body_failed(uint32_t node, uint64_t id) {
   std::shared_ptr<WaitWord> ended;
-  std::optional<Message> dropped;  // its buffer goes back to the pool after the lock
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = bodies_.find({node, id});
     if (it == bodies_.end()) return;
     ended = it->second.ended;
-    if (it->second.parked) release(node, it->second.parked->size);
-    dropped = std::move(it->second.parked);
-    bodies_.erase(it);  // a pull's receive ends its wait with the connection's end (or its timeout)
+    bodies_.erase(it);  // the receive ends its wait with the connection's end (or its timeout)
   }
   ended->set(1);
   bump();
@@ -451,7 +411,7 @@ void P2PMailbox::body_failed(uint32_t node, uint64_t id) {
 bool P2PMailbox::expect_pull(const Key& k, uint64_t id, uint32_t node, std::byte* into, uint64_t bytes) {
   std::lock_guard<std::mutex> lk(mu_);
   auto [it, fresh] = bodies_.try_emplace({node, id});
-  if (!fresh) return false;  // that node numbered two messages alike
+  if (!fresh) return false;  // that node numbered two messages alike (a broken sender)
   it->second.k = k;
   it->second.into = into;
   it->second.bytes = bytes;
@@ -462,7 +422,7 @@ bool P2PMailbox::deliver_pulled(const Key& k, uint64_t id, uint32_t node, Status
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = bodies_.find({node, id});
-    if (status.is_ok() || it == bodies_.end() || it->second.parked || it->second.writing || !(it->second.k == k))
+    if (status.is_ok() || it == bodies_.end() || it->second.writing || !(it->second.k == k))
       return false;
     const bool given_up = it->second.given_up;
     bodies_.erase(it);

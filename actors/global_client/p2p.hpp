@@ -9,9 +9,9 @@
 // node holds every sender to the same bounds and ends the link of one that overruns them.
 //
 // A message's data travels in a frame of its own (p2p_body), named by the sending node's number
-// for the message, right after its header (eager) or when pulled: eager data lands in a pooled
-// buffer (a fresh 64 MiB allocation costs more in page faults than the copy), pulled data
-// straight in the tensor of the receive that pulled it.
+// for the message, right after its header (eager: the frame routing keeps the header until its
+// data is in, then delivers both) or when pulled: straight into the tensor of the receive that
+// pulled it (body(), below).
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -29,7 +29,6 @@
 
 #include <chorus/status.hpp>
 #include <chorus/types.hpp>
-#include "core/buffer_pool.hpp"
 #include "core/wait.hpp"
 #include "transport/poller.hpp"
 
@@ -64,7 +63,7 @@ class P2PMailbox {
     uint64_t order = 0;  // when it arrived, among all messages (take_any takes the first)
     DType dtype;
     uint64_t numel;
-    std::shared_ptr<std::byte> data;  // its data (a pooled buffer), `size` bytes; none where pulled
+    std::shared_ptr<std::byte> data;  // its data, `size` bytes; none where pulled
     uint64_t size = 0;
     Status failed;       // the sender could not send (then there is no data)
     uint64_t id = 0;     // the sender node's number for it, which the answer names
@@ -82,19 +81,6 @@ class P2PMailbox {
   // routing asks before it reads the frame, and ends the link where it does not (`why` says so).
   bool admit(uint32_t node, uint64_t data_bytes, std::string& why);
   void deliver(const Key& k, Message m);
-  // A message whose data comes in the next frame (p2p_body): held back, counted in its node's
-  // window, until the data is whole. False (`why`) where that node has one of that id on its way.
-  bool park(const Key& k, Message m, std::string& why);
-
-  // ---- Data frames (p2p_body), by the sending node and its number for the message
-  // Where a frame of `bytes` for message `id` from `node` goes: a buffer from `pool` for a parked
-  // message (within the window), or the tensor of the receive that pulled it. nullptr without
-  // `why`: read and dropped (its receive gave up); with `why`: the node broke the rules.
-  std::byte* body(uint32_t node, uint64_t id, uint64_t bytes, BufferPool& pool, std::string& why);
-  // The frame is whole (the message is delivered, or its receive wakes) or its connection died
-  // midway (a parked message is dropped; the receive's wait ends with the loss).
-  void body_done(uint32_t node, uint64_t id);
-  void body_failed(uint32_t node, uint64_t id);
   // The answer to our message `id` of k: kept for its send, which registered it (sent) and has not
   // returned; dropped (its room freed) where the send gave up on it; otherwise dropped.
   void answer(const Key& k, uint64_t id, Status s);
@@ -171,6 +157,13 @@ class P2PMailbox {
   bool pull(const Key& k, uint64_t id);
 
   // ---- The receiver's side of a pull
+  // Pulled data arrives as a p2p_body frame, named by the sending node and its number for the
+  // message: body() says where it goes, the tensor of the receive that pulled it (nullptr without
+  // `why`: read and dropped, as its receive gave up; with `why`: the node broke the rules); the
+  // frame then ends whole (body_done: the receive wakes) or with its connection (body_failed).
+  std::byte* body(uint32_t node, uint64_t id, uint64_t bytes, std::string& why);
+  void body_done(uint32_t node, uint64_t id);
+  void body_failed(uint32_t node, uint64_t id);
   // The receive that took message `id` (pulled) asks its node for the data, which lands in `into`
   // (`bytes` long): expect_pull before the pull goes, take_pulled for the outcome (ok once the
   // data is in; else why the sender has none: its send gave up), give_up_pull where it will not
@@ -219,13 +212,12 @@ class P2PMailbox {
     uint32_t node = 0;
     uint64_t bytes = 0;         // 0 where its data waits for the pull
   };
-  struct Body {                 // a message's data on its way (p2p_body)
+  struct Body {                 // a pull's data on its way (p2p_body)
     Key k;
-    std::optional<Message> parked;  // eager: its message, delivered once the data is whole
-    std::byte* into = nullptr;      // pulled: the receive's tensor, `bytes` long
+    std::byte* into = nullptr;      // the receive's tensor, `bytes` long
     uint64_t bytes = 0;
     bool writing = false;           // its frame is being read in
-    bool given_up = false;          // pulled: its receive no longer waits
+    bool given_up = false;          // its receive no longer waits
     std::shared_ptr<WaitWord> ended = std::make_shared<WaitWord>();  // 1 once its frame ended
   };
   struct Pulled {               // the outcome of a pull: its data is in, or why not

@@ -220,7 +220,7 @@ bool TcpConnection::write_ticket_shm(SendTicket& t, bool wait) {
   // The same bytes as write_ticket, copied into the ring and published once per frame (or every
   // kPublish bytes of a large one, so the reader starts early); when the ring is full an inline
   // send leaves the rest to the writer thread, which waits for the reader to make room.
-  constexpr std::size_t kPublish = std::size_t{256} << 10;
+  constexpr std::size_t kPublish = std::size_t{64} << 10;
   const std::size_t total = t.total();
   while (t.sent < total) {
     const char* p = nullptr;
