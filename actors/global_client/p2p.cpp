@@ -381,28 +381,21 @@ std::byte* P2PMailbox::body(uint32_t node, uint64_t id, uint64_t bytes, std::str
   return b.into;
 }
 
-void P2PMailbox::body_done(uint32_t node, uint64_t id) {
-  std::shared_ptr<WaitWord> ended;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = bodies_.find({node, id});
-    if (it == bodies_.end()) return;
-    ended = it->second.ended;
-    if (!it->second.given_up) pulled_[it->second.k].push_back({id, Status::ok()});
-    bodies_.erase(it);
-  }
-  ended->set(1);
-  bump();
-}
+void P2PMailbox::body_done(uint32_t node, uint64_t id) { body_ended(node, id, true); }
 
-void P2PMailbox::body_failed(uint32_t node, uint64_t id) {
+// A frame that failed midway leaves its receive to end its wait with the connection's end (or its
+// timeout).
+void P2PMailbox::body_failed(uint32_t node, uint64_t id) { body_ended(node, id, false); }
+
+void P2PMailbox::body_ended(uint32_t node, uint64_t id, bool whole) {
   std::shared_ptr<WaitWord> ended;
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = bodies_.find({node, id});
     if (it == bodies_.end()) return;
     ended = it->second.ended;
-    bodies_.erase(it);  // the receive ends its wait with the connection's end (or its timeout)
+    if (whole && !it->second.given_up) pulled_[it->second.k].push_back({id, Status::ok()});
+    bodies_.erase(it);
   }
   ended->set(1);
   bump();

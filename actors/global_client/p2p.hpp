@@ -192,6 +192,7 @@ class P2PMailbox {
                   Clock::time_point deadline, const std::function<bool()>* stop, Key* k, T& out, Status& why,
                   bool loan = false);
   void bump();
+  void body_ended(uint32_t node, uint64_t id, bool whole);
   void release(uint32_t node, uint64_t data_bytes);  // under mu_: a message left this mailbox
   uint64_t post(const Key& k, std::function<bool()> waits);
   void unpost(uint64_t ticket);
