@@ -218,6 +218,19 @@ for k, w in reversed(list(enumerate(works))):
 fut = dist.all_reduce(torch.ones(8), async_op=True).get_future()
 assert torch.equal(fut.wait()[0], torch.full((8,), float(world))), fut.wait()
 
+# send/recv around the ring of tensors over the largest message sent with its header (1 MiB:
+# their data is pulled straight into the receiving tensor) and under it, waited last first.
+for n, dt in ((3 << 18, torch.float32), (1 << 16, torch.float64), (3 << 19, torch.bfloat16)):
+    def big_ring(group):
+        right, left = (rank + 1) % world, (rank - 1) % world
+        got = torch.empty(n, dtype=dt)
+        reqs = [dist.irecv(got, left, group=group, tag=5),
+                dist.isend(input_of(rank, n, dt, salt=5), right, group=group, tag=5)]
+        for r in reversed(reqs):
+            r.wait()
+        return got
+    compare(f"send/recv {dt} n={n}", *both(big_ring, dt=dt), input_of((rank - 1) % world, n, dt, salt=5))
+
 # Subgroups: the even ranks, and the odd ones (each built by every rank, as torch asks).
 evens = dist.new_group([r for r in range(world) if r % 2 == 0], backend="chorus")
 odds = dist.new_group([r for r in range(world) if r % 2 == 1], backend="chorus") if world > 1 else None
