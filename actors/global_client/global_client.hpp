@@ -9,7 +9,7 @@
 // node go through memory (strategies/executor.hpp) and the others through the data connections.
 //
 // Its parts: global_client.cpp (starting, closing, node loss, the topology), op_table.cpp (the ops
-// in flight), frame_routing.cpp (where arriving frames go), p2p.cpp (send and recv across nodes).
+// in flight), frame_routing.cpp (where arriving frames go), p2p_send_recv.cpp (send and recv across nodes).
 #pragma once
 #include <atomic>
 #include <chrono>

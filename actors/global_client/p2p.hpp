@@ -1,7 +1,7 @@
 // Point to point across nodes: the messages that other nodes' peers sent to ours and the answers to
 // our own sends, matched FIFO per (group, source, destination, tag): as within a node, a receive
 // takes only its own handle's messages. The frame routing delivers them;
-// GlobalClient::send and recv (p2p.cpp) take them, waiting through the poller.
+// GlobalClient::send and recv (p2p_send_recv.cpp) take them, waiting through the poller.
 //
 // What one node may leave in another's mailbox is bounded (P2PWindow): a send whose data does not
 // fit the data window sends its header alone, and its data when the receive that took the header
