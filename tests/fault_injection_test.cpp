@@ -1,5 +1,6 @@
 // Fault injection as a test: 3 node processes (1 to 3 peers each, drawn by the seed) run checked
-// all-reduces of mixed sizes (chorus-test-node's `soak`), and at a random moment the harness
+// all-reduces of mixed sizes and rounds of send/recv between the nodes (chorus-test-node's `soak`;
+// all-reduces alone where the link stalls), and at a random moment the harness
 // SIGKILLs one node, freezes one (SIGSTOP), SIGKILLs the orchestrator, closes the data connection
 // between two nodes (ss -K: that node reads ECONNABORTED, the other a reset) or stalls it (nftables
 // drops its packets both ways; the connection stays open). For every survivor:
@@ -98,7 +99,7 @@ TEST_P(Seeded, Fault) {
   // 20-420 ms in) and must complete them all.
   const std::string ops = fault == Fault::orchestrator ? "100" : "1000000";
   const auto op_timeout = fault == Fault::link_stalled ? 3000ms : 30000ms;
-  std::vector<std::string> common{"--scenario", "soak", "--ops", ops, "--at-op", std::to_string(seed),
+  std::vector<std::string> common{"--scenario", fault == Fault::link_stalled ? "soak-collectives" : "soak", "--ops", ops, "--at-op", std::to_string(seed),
                                   "--timeout-ms", std::to_string(op_timeout.count())};
   if (link) common.insert(common.end(), {"--transport", "network"});
   auto kids = spawn_nodes({{"--peers", std::to_string(peers[0])}, {"--peers", std::to_string(peers[1])},

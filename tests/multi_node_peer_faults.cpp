@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <thread>
 #include <string>
@@ -220,18 +221,58 @@ int stall(Peer& p, const NodeContext& node) {
   return static_cast<int>(a.at_op) + 1;
 }
 
+// One round of send/recv around the ring of the nodes' first peers (each sends to the next node's
+// and receives from the one before's, so every pair crosses nodes; the others go on to the
+// all-reduce), its message checked: the first failure, or ok. Within a node, pairs go on after a
+// loss elsewhere (they need no other node): a peer that stopped at the fault would leave its
+// neighbour's receive waiting out the op timeout.
+Status ring_round(Peer& p, const NodeContext& node, std::size_t count, uint32_t round) {
+  const GlobalClient& g = *RuntimeAccess::impl(node.runtime).global;
+  const uint32_t total = g.total_peers(), nodes = g.node_of(total - 1) + 1;
+  if (p.rank() != g.offset() || nodes < 2) return Status::ok();
+  auto first_of = [&](uint32_t n) {
+    uint32_t r = 0;
+    while (g.node_of(r) != n) ++r;
+    return r;
+  };
+  const uint32_t right = first_of((p.node() + 1) % nodes), left = first_of((p.node() + nodes - 1) % nodes);
+  Tensor mine = make_input(DType::f32, p.rank(), count, ReduceOp::sum, round % 5);
+  Tensor got = Tensor::zeros(DType::f32, {static_cast<int64_t>(count)});
+  Work sent = p.send_async(mine, right, 1000 + round);
+  const Status r = p.recv(got, left, 1000 + round);
+  const Status s = sent.wait();
+  if (!r.is_ok()) return r;
+  if (!s.is_ok()) return s;
+  const Tensor want = make_input(DType::f32, left, count, ReduceOp::sum, round % 5);
+  verify(std::memcmp(got.data(), want.data(), want.nbytes()) == 0, "send/recv",
+         "round " + std::to_string(round) + " took other data than rank " + std::to_string(left) + " sent");
+  return Status::ok();
+}
+
 // The fault harness's load (fault_injection_test.cpp): all-reduces of sizes from 1 KiB to 1 MiB
-// (the same for every peer, op by op), each result checked, until --ops are done or one fails;
-// the harness kills or freezes a process, or breaks a data connection, from outside at a random
-// moment. Each peer first says which node it is on, so that the harness knows whom it hits. After
-// a failed op a peer calls one more (the next all-reduce of the sequence) and prints its status as "PEER r NEXT code
-// message": what every later op reports once the node has heard of the fault.
-int soak(Peer& p, const NodeContext& node) {
+// (the same for every peer, op by op), each result checked, every third one after a round of
+// send/recv around the nodes (4 KiB that goes with its header, or 2 MiB that the receive pulls),
+// until --ops are done or one fails; the harness kills or freezes a process, or breaks a data
+// connection, from outside at a random moment. Each peer first says which node it is on, so that
+// the harness knows whom it hits. After a failed op a peer calls one more (the all-reduce the
+// other peers call next) and prints its status as "PEER r NEXT code message": what every later op
+// reports once the node has heard of the fault. soak-collectives: the all-reduces alone (for a
+// stalled link, which only the op timeout detects: a first peer held in a send/recv round for it
+// would have its node's other peers time out on it in the all-reduce, naming that peer).
+int soak_with(Peer& p, const NodeContext& node, bool p2p) {
   const std::string me = "PEER " + std::to_string(p.rank()) + " ";
   say(me + "ON NODE " + std::to_string(p.node()));
   static constexpr std::size_t kSizes[] = {256, 16384, 65536, 262144};  // f32 elements
   for (uint32_t i = 0; i < node.args.ops; ++i) {
     const std::size_t count = kSizes[(i * 7 + node.args.at_op) % 4];
+    if (p2p && i % 3 == 2) {
+      if (Status s = ring_round(p, node, (i / 3) % 2 ? 1024 : 524288, i); !s.is_ok()) {
+        Tensor y = make_input(DType::f32, p.rank(), count, ReduceOp::sum, i % 5);
+        const Status next = p.all_reduce(y, ReduceOp::sum);  // this round's, which the others call next
+        say(me + "NEXT " + std::string(to_string(next.code())) + " " + next.message());
+        must(s);
+      }
+    }
     Tensor x = make_input(DType::f32, p.rank(), count, ReduceOp::sum, i % 5);
     if (Status s = p.all_reduce(x, ReduceOp::sum); !s.is_ok()) {
       // The next op is the one the other nodes run next (a peer whose op timed out while theirs
@@ -247,6 +288,8 @@ int soak(Peer& p, const NodeContext& node) {
   }
   return static_cast<int>(node.args.ops);
 }
+int soak(Peer& p, const NodeContext& node) { return soak_with(p, node, true); }
+int soak_collectives(Peer& p, const NodeContext& node) { return soak_with(p, node, false); }
 
 // skip inside a group: ranks 1-5 make a group (rank 0 stays out, and so the group's ranks are the
 // global ones less one), and the victim (a global rank) stops calling the group's ops after --at-op.
@@ -273,6 +316,7 @@ Scenario fault_scenario(const std::string& name) {
   if (name == "skip-in-group") return skip_in_group;
   if (name == "stall") return stall;
   if (name == "soak") return soak;
+  if (name == "soak-collectives") return soak_collectives;
   if (name == "kill" || name == "freeze") return kill_or_freeze;
   if (name == "kill-while-waiting") return kill_while_waiting;
   return nullptr;
