@@ -122,11 +122,15 @@ TEST_F(Mailbox, OnlyAMessageWhoseSendWaitsIsPulledAndOnce) {
   box.pull(k, 9);  // a second pull of it is dropped
   EXPECT_TRUE(box.pulled(k, 9));
   EXPECT_FALSE(box.pulled(k, 9));
-  box.forget_pull(k, 9);
+  EXPECT_FALSE(box.forget_pull(k, 9)) << "its pull was taken";
   box.awaits_pull(k, 10);
-  box.forget_pull(k, 10);  // its send returned
+  EXPECT_FALSE(box.forget_pull(k, 10));  // its send returned
   box.pull(k, 10);
   EXPECT_FALSE(box.pulled(k, 10));
+  // A pull that comes as its send gives up: forget_pull says so, and the receive is told.
+  box.awaits_pull(k, 11);
+  EXPECT_TRUE(box.pull(k, 11));
+  EXPECT_TRUE(box.forget_pull(k, 11));
 }
 
 TEST_F(Mailbox, PulledDataLandsInItsReceivesTensorOnlyFromItsNodeAtItsSize) {
@@ -367,6 +371,23 @@ TEST(P2PWindowAcrossNodes, ANodeThatSendsAnotherFrameWhereAMessagesDataBelongsHa
   EXPECT_TRUE(has(got, Errc::node_lost,
                   {"node " + std::to_string(forger.node_id()) + " sent another frame where the data of message 5 belongs"}))
       << got.to_string();
+}
+
+// ... and so does data of another length than its header says.
+TEST(P2PWindowAcrossNodes, ANodeThatSendsDataOfAnotherLengthThanItsHeaderSaysHasItsLinkEnded) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  GlobalClient& forger = two.here();
+  const uint32_t a = two.a->rank(), c = two.c->rank();
+  static const int32_t values[2] = {42, 43};
+  two.forge(FrameType::p2p_data, a, c, encode_p2p_header({a, c, 7, DType::i32, 1, Status::ok(), 9}));
+  two.forge_body(9, values, sizeof values);
+  Tensor t = Tensor::zeros(DType::i32, {1});
+  const Status got = two.c->recv(t, a, 7);
+  EXPECT_TRUE(has(got, Errc::node_lost,
+                  {"node " + std::to_string(forger.node_id()) + " sent 8 bytes of data for message 9, whose header says i32[1]"}))
+      << got.to_string();
+  EXPECT_EQ(t.data_as<int32_t>()[0], 0);
 }
 
 TEST(P2PWindowAcrossNodes, ANodeThatSendsDataNoReceivePulledHasItsLinkEnded) {

@@ -66,6 +66,12 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
         return refuse(why);
       }
       P2PMailbox::Message& m = r.parked->second;
+      if (uint64_t want = 0; __builtin_mul_overflow(m.numel, dtype_size(m.dtype), &want) || want != h.bytes) {
+        const uint64_t id = m.id;
+        r.parked.reset();
+        return refuse("sent " + std::to_string(h.bytes) + " bytes of data for message " + std::to_string(id) +
+                      ", whose header says " + std::string(to_string(m.dtype)) + "[" + std::to_string(m.numel) + "]");
+      }
       if (h.bytes >= kPooledData) {
         m.data = pool_.take(h.bytes);
       } else {

@@ -19,6 +19,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -148,10 +149,11 @@ class P2PMailbox {
   Took reserve(uint32_t node, uint64_t bytes, Poller& poller, Clock::time_point deadline, bool& eager, Status& why);
   void unreserve(uint32_t node, uint64_t bytes, bool eager);
   // A send of message `id` whose data waits for the pull: awaits_pull before its header goes, and
-  // pulled() tells whether the receive pulled it (once); forget_pull when the send returns.
+  // pulled() tells whether the receive pulled it (once); forget_pull when the send returns, true
+  // where a pull came that the send did not take (it gave up just then: the receive is told so).
   void awaits_pull(const Key& k, uint64_t id);
   bool pulled(const Key& k, uint64_t id);
-  void forget_pull(const Key& k, uint64_t id);
+  bool forget_pull(const Key& k, uint64_t id);
   // A pull from the receiver's node (frame p2p_pull): kept for the send that waits for it (true);
   // false for a message no send waits with (it gave up: the receive is told so).
   bool pull(const Key& k, uint64_t id);

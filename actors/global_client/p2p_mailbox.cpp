@@ -322,10 +322,10 @@ bool P2PMailbox::pulled(const Key& k, uint64_t id) {
   return pulls_.erase({k, id}) > 0;
 }
 
-void P2PMailbox::forget_pull(const Key& k, uint64_t id) {
+bool P2PMailbox::forget_pull(const Key& k, uint64_t id) {
   std::lock_guard<std::mutex> lk(mu_);
   awaiting_pull_.erase({k, id});
-  pulls_.erase({k, id});
+  return pulls_.erase({k, id}) > 0;
 }
 
 bool P2PMailbox::pull(const Key& k, uint64_t id) {

@@ -61,7 +61,7 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
     std::function<void()> f;
     ~Done() { f(); }
   } done{[&] {
-    if (!eager) p2p_->forget_pull(k, id);
+    if (!eager && p2p_->forget_pull(k, id)) refuse_pull(k, id);  // a pull that came as it gave up
     p2p_->returned(k, id);
     if (!keep_room) p2p_->unreserve(node, bytes, eager);
   }};

@@ -46,7 +46,8 @@ class ShmChannel {
   // fit (0 when full). The reader sees them at the next publish().
   std::size_t write_some(const void* p, std::size_t n);
   // Makes what was written visible, and wakes the reader (a byte on the socket) when it sleeps:
-  // once per frame, so a frame written in parts wakes its reader once.
+  // once per frame, and every 64 KiB of a large one (so the reader copies out while the writer
+  // copies in).
   void publish();
   // Written but not yet published.
   std::size_t unpublished() const;
