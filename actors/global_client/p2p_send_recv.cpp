@@ -68,7 +68,7 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
   p2p_->sent(k, id);
   if (!eager) p2p_->awaits_pull(k, id);
   // The data's own frame (p2p_body), named by the message's number: the receiving node puts it
-  // where it belongs (a pooled buffer; the receive's tensor once pulled) before reading it.
+  // where it belongs (a buffer of its own; the receive's tensor once pulled) before reading it.
   FrameHeader body = frame_header(FrameType::p2p_body);
   body.group = group;
   body.seq = id;
