@@ -18,22 +18,25 @@ constexpr std::size_t kMaxControl = std::size_t{1} << 20;  // a larger control p
 constexpr std::size_t kPooledData = std::size_t{1} << 20;
 } // namespace
 
+void GlobalClient::refuse(uint32_t node, const std::string& why) {
+  Reading& r = reading_[node];
+  r.refused = true;
+  r.parked.reset();
+  on_node_lost(node, "node " + std::to_string(node) + " " + why);
+}
+
 std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
   Reading& r = reading_[node];
   if (r.refused) return nullptr;
   // What a node leaves here is bounded (P2PWindow), checked before a frame's bytes are kept; a
   // node that breaks the bounds has every later frame dropped.
-  auto refuse = [&](const std::string& why) -> std::byte* {
-    r.refused = true;
-    on_node_lost(node, "node " + std::to_string(node) + " " + why);
+  auto refused = [&](const std::string& why) -> std::byte* {
+    refuse(node, why);
     return nullptr;
   };
   // An eager message's data is the frame right after its header (they leave in one write).
-  if (r.parked && (h.type != FrameType::p2p_body || h.seq != r.parked->second.id)) {
-    const uint64_t id = r.parked->second.id;
-    r.parked.reset();
-    return refuse("sent another frame where the data of message " + std::to_string(id) + " belongs");
-  }
+  if (r.parked && (h.type != FrameType::p2p_body || h.seq != r.parked->second.id))
+    return refused("sent another frame where the data of message " + std::to_string(r.parked->second.id) + " belongs");
   switch (h.type) {
     case FrameType::data: {
       r.op = op_for(h.group, h.seq, true);
@@ -50,7 +53,7 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
         why = "sent a point-to-point header frame with data in it";
       else if (h.type == FrameType::p2p_data)
         (void)p2p_->admit(node, 0, why);
-      if (!why.empty()) return refuse(why);
+      if (!why.empty()) return refused(why);
       r.bytes.resize(h.bytes);
       return reinterpret_cast<std::byte*>(r.bytes.data());
     }
@@ -58,20 +61,14 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
       std::string why;
       if (!r.parked) {  // pulled: straight into the tensor of the receive that pulled it
         std::byte* at = p2p_->body(node, h.seq, h.bytes, why);
-        return why.empty() ? at : refuse(why);  // nullptr: its receive gave up; read and dropped
+        return why.empty() ? at : refused(why);  // nullptr: its receive gave up; read and dropped
       }
       // The data of the message whose header came just before, within the window.
-      if (!p2p_->admit(node, h.bytes, why)) {
-        r.parked.reset();
-        return refuse(why);
-      }
+      if (!p2p_->admit(node, h.bytes, why)) return refused(why);
       P2PMailbox::Message& m = r.parked->second;
-      if (uint64_t want = 0; __builtin_mul_overflow(m.numel, dtype_size(m.dtype), &want) || want != h.bytes) {
-        const uint64_t id = m.id;
-        r.parked.reset();
-        return refuse("sent " + std::to_string(h.bytes) + " bytes of data for message " + std::to_string(id) +
-                      ", whose header says " + std::string(to_string(m.dtype)) + "[" + std::to_string(m.numel) + "]");
-      }
+      if (uint64_t want = 0; __builtin_mul_overflow(m.numel, dtype_size(m.dtype), &want) || want != h.bytes)
+        return refused("sent " + std::to_string(h.bytes) + " bytes of data for message " + std::to_string(m.id) +
+                       ", whose header says " + std::string(to_string(m.dtype)) + "[" + std::to_string(m.numel) + "]");
       if (h.bytes >= kPooledData) {
         m.data = pool_.take(h.bytes);
       } else {
@@ -157,8 +154,7 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
         return p2p_->deliver(k, std::move(m));
       else
         return void(r.parked.emplace(k, std::move(m)));  // it waits for its data, the next frame
-      r.refused = true;
-      return on_node_lost(node, from + " " + error);
+      return refuse(node, error);
     }
     case FrameType::arena_offer:
     case FrameType::arena_answer: return arena_frame(node, h, r.bytes);
@@ -185,17 +181,13 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
     case FrameType::p2p_pulled: {  // a send that gave up before the pull came
       auto p = decode_p2p_ack(r.bytes.data(), r.bytes.size(), error);
       if (!p) return on_node_lost(node, from + " sent a garbled answer to a pull");
-      if (p->status.is_ok()) {
-        r.refused = true;
-        return on_node_lost(node, from + " answered a pull of message " + std::to_string(p->id) + " with neither its data nor why not");
-      }
+      if (p->status.is_ok())
+        return refuse(node, "answered a pull of message " + std::to_string(p->id) + " with neither its data nor why not");
       if (!pair_between(p->source, node, p->destination, topo_.node_id) ||
-          !p2p_->deliver_pulled({h.group, p->source, p->destination, p->tag}, p->id, node, std::move(p->status))) {
-        r.refused = true;
-        return on_node_lost(node, from + " answered a pull of message " + std::to_string(p->id) + " from peer " +
-                                      std::to_string(p->source) + " to peer " + std::to_string(p->destination) +
-                                      ", which no receive here made");
-      }
+          !p2p_->deliver_pulled({h.group, p->source, p->destination, p->tag}, p->id, node, std::move(p->status)))
+        return refuse(node, "answered a pull of message " + std::to_string(p->id) + " from peer " +
+                                std::to_string(p->source) + " to peer " + std::to_string(p->destination) +
+                                ", which no receive here made");
       return;
     }
     case FrameType::p2p_cancel: {

@@ -273,6 +273,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
     std::optional<std::pair<P2PMailbox::Key, P2PMailbox::Message>> parked;
   };
   std::vector<Reading> reading_;
+  // `node` broke the rules of point to point (`why`, after "node N "): lost, and every later frame
+  // of it dropped unread. The reader's (its Reading is the reading thread's alone).
+  void refuse(uint32_t node, const std::string& why);
   // By node: since when (steady clock, ns; 0: none) bytes to it have waited for acknowledgment,
   // as the notes of note_unacked_links() found.
   std::unique_ptr<std::atomic<int64_t>[]> unacked_since_;

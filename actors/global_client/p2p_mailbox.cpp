@@ -3,6 +3,7 @@
 #include "actors/global_client/p2p.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <type_traits>
 
 #include "core/op_kinds.hpp"
@@ -28,6 +29,21 @@ auto put_first(Box& box, const P2PMailbox::Key& k, uint64_t id) {
   if (e == q.end()) return box.end();
   std::rotate(q.begin(), e, e + 1);
   return it;
+}
+
+// Takes message `id`'s entry out of k's queue in `box` (messages, answers, pulled data), dropping
+// the queue once empty; nullopt where it has none (under the mailbox's lock).
+template <class Box>
+auto take_id(Box& box, const P2PMailbox::Key& k, uint64_t id) -> std::optional<typename Box::mapped_type::value_type> {
+  auto it = box.find(k);
+  if (it == box.end()) return std::nullopt;
+  auto& q = it->second;
+  auto e = with_id(q, id);
+  if (e == q.end()) return std::nullopt;
+  auto taken = std::move(*e);
+  q.erase(e);
+  if (q.empty()) box.erase(it);
+  return taken;
 }
 } // namespace
 
@@ -93,44 +109,27 @@ void P2PMailbox::sent(const Key& k, uint64_t id) {
 void P2PMailbox::returned(const Key& k, uint64_t id) {
   std::lock_guard<std::mutex> lk(mu_);
   sending_.erase({k, id});
-  if (auto it = answers_.find(k); it != answers_.end()) {  // an answer that came as it gave up
-    auto& q = it->second;
-    if (auto a = with_id(q, id); a != q.end()) q.erase(a);
-    if (q.empty()) answers_.erase(it);
-  }
+  (void)take_id(answers_, k, id);  // an answer that came as it gave up
 }
 
 std::optional<Status> P2PMailbox::abandon(const Key& k, uint64_t id, uint32_t node, uint64_t bytes, bool eager) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (auto it = answers_.find(k); it != answers_.end()) {
-    auto& q = it->second;
-    if (auto a = with_id(q, id); a != q.end()) {  // it came after all
-      Status s = std::move(a->status);
-      q.erase(a);
-      if (q.empty()) answers_.erase(it);
-      return s;
-    }
-  }
+  if (auto a = take_id(answers_, k, id)) return std::move(a->status);  // it came after all
   abandoned_.emplace(std::make_pair(k, id), Room{node, eager ? bytes : 0});
   sending_.erase({k, id});
   return std::nullopt;
 }
 
 bool P2PMailbox::withdraw(const Key& k, uint64_t id) {
-  Message dropped;  // its buffer goes back to the pool after the lock
+  std::optional<Message> dropped;  // its buffer goes back to the pool after the lock
   std::lock_guard<std::mutex> lk(mu_);
   if (lent_.count({k, id})) {  // decided when the receive keeps it or puts it back
     withdrawn_lent_.insert({k, id});
     return false;
   }
-  auto it = inbox_.find(k);
-  if (it == inbox_.end()) return false;
-  auto m = with_id(it->second, id);
-  if (m == it->second.end()) return false;
-  release(m->node, m->data_bytes());
-  dropped = std::move(*m);
-  it->second.erase(m);
-  if (it->second.empty()) inbox_.erase(it);
+  dropped = take_id(inbox_, k, id);
+  if (!dropped) return false;
+  release(dropped->node, dropped->data_bytes());
   return true;
 }
 
@@ -418,11 +417,7 @@ P2PMailbox::Took P2PMailbox::take_pulled(const Key& k, uint64_t id, uint32_t nod
 
 std::shared_ptr<WaitWord> P2PMailbox::give_up_pull(const Key& k, uint64_t id, uint32_t node) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (auto it = pulled_.find(k); it != pulled_.end()) {  // it came just now
-    auto& q = it->second;
-    if (auto p = with_id(q, id); p != q.end()) q.erase(p);
-    if (q.empty()) pulled_.erase(it);
-  }
+  (void)take_id(pulled_, k, id);  // it came just now
   auto it = bodies_.find({node, id});
   if (it == bodies_.end()) return nullptr;
   it->second.given_up = true;  // the sender's answer, when it comes, is dropped
