@@ -196,6 +196,115 @@ TEST_F(Mailbox, AReceivePostedEarlierHoldsMessagesBackOnlyWhileItWaitsForOne) {
   EXPECT_EQ(m.id, 1u);
 }
 
+// An eager message whose receive already waits lands in that receive's tensor (no buffer of its
+// own, no copy): only in the receive that will take it, of its type and length, once.
+TEST_F(Mailbox, EagerDataLandsInTheTensorOfTheReceiveThatWaitsForIt) {
+  std::array<std::byte, 4> into{};
+  const P2PMailbox::Landing landing{into.data(), DType::u8, 4, 4};
+  auto header = [](uint64_t id, uint64_t numel = 4, DType dt = DType::u8) {  // as the frame routing has it
+    return P2PMailbox::Message{0, dt, numel, nullptr, numel * dtype_size(dt), Status::ok(), id, 3};
+  };
+  P2PMailbox::Posted mine(box, k);
+  auto m = header(1);
+  EXPECT_EQ(box.land(k, m), nullptr) << "its receive does not wait yet";
+  P2PMailbox::Message out;
+  Status why;
+  ASSERT_EQ(box.take_message(k, 3, poller, soon(), out, why, mine.ticket(), &landing), P2PMailbox::Took::nothing);
+  auto wrong = header(1, 2, DType::f16);
+  EXPECT_EQ(box.land(k, wrong), nullptr) << "another type: the receive reports the mismatch";
+  auto longer = header(1, 5);
+  EXPECT_EQ(box.land(k, longer), nullptr) << "another length";
+  ASSERT_EQ(box.land(k, m), into.data());
+  EXPECT_EQ(m.landed_in, mine.ticket());
+  EXPECT_EQ(m.data.get(), into.data());
+  auto second = header(2);
+  EXPECT_EQ(box.land(k, second), nullptr) << "one message a receive";
+  std::shared_ptr<WaitWord> writing;
+  EXPECT_EQ(box.settle_landing(mine.ticket(), out, writing), P2PMailbox::Took::nothing);
+  ASSERT_NE(writing, nullptr) << "its frame is being read in";
+  EXPECT_EQ(writing->value.load(), 0u);
+  std::memcpy(into.data(), "abcd", 4);  // the transport writes it
+  box.deliver(k, m);
+  EXPECT_EQ(writing->value.load(), 1u);
+  writing.reset();
+  ASSERT_EQ(box.settle_landing(mine.ticket(), out, writing), P2PMailbox::Took::it) << "it came as the receive gave up";
+  EXPECT_EQ(out.id, 1u);
+  EXPECT_EQ(out.data.get(), into.data());
+  EXPECT_EQ(std::memcmp(into.data(), "abcd", 4), 0);
+  std::string admitted;
+  EXPECT_TRUE(box.admit(3, 100, admitted)) << "its room in the window is free again: " << admitted;
+}
+
+TEST_F(Mailbox, EagerDataLandsOnlyWhereNothingGoesAheadOfIt) {
+  std::array<std::byte, 4> into{};
+  const P2PMailbox::Landing landing{into.data(), DType::u8, 4, 4};
+  auto header = [](uint64_t id) { return P2PMailbox::Message{0, DType::u8, 4, nullptr, 4, Status::ok(), id, 3}; };
+  P2PMailbox::Message out;
+  Status why;
+  {  // a receive posted earlier for the same pair, which would take it
+    P2PMailbox::Posted first(box, k);
+    P2PMailbox::Posted mine(box, k);
+    EXPECT_EQ(box.take_message(k, 3, poller, soon(), out, why, mine.ticket(), &landing), P2PMailbox::Took::nothing);
+    auto m = header(1);
+    EXPECT_EQ(box.land(k, m), nullptr);
+    std::shared_ptr<WaitWord> writing;
+    EXPECT_EQ(box.settle_landing(mine.ticket(), out, writing), P2PMailbox::Took::nothing);
+    EXPECT_EQ(writing, nullptr);
+  }
+  {  // a receive from any source posted earlier, while it waits
+    P2PMailbox::Posted any(box, {0, kAnySource, 2, 7});
+    P2PMailbox::Posted mine(box, k);
+    EXPECT_EQ(box.take_message(k, 3, poller, soon(), out, why, mine.ticket(), &landing), P2PMailbox::Took::nothing);
+    auto m = header(2);
+    EXPECT_EQ(box.land(k, m), nullptr);
+  }
+  {  // an earlier message of the pair, queued
+    P2PMailbox::Posted mine(box, k);
+    EXPECT_EQ(box.take_message(k, 3, poller, soon(), out, why, mine.ticket(), &landing), P2PMailbox::Took::nothing);
+    box.deliver(k, message(3, 3, 4));
+    auto m = header(4);
+    EXPECT_EQ(box.land(k, m), nullptr);
+    ASSERT_EQ(box.take_message(k, 3, poller, later(), out, why, mine.ticket(), &landing), P2PMailbox::Took::it);
+    EXPECT_EQ(out.id, 3u);
+    EXPECT_NE(out.data.get(), into.data()) << "in a buffer of its own";
+    EXPECT_EQ(box.land(k, m), nullptr) << "a receive that took its message takes no other";
+  }
+}
+
+TEST_F(Mailbox, DataThatFailsToLandLeavesTheReceiveToItsWait) {
+  std::array<std::byte, 4> into{};
+  const P2PMailbox::Landing landing{into.data(), DType::u8, 4, 4};
+  P2PMailbox::Message out;
+  Status why;
+  std::shared_ptr<WaitWord> writing;
+  {
+    P2PMailbox::Posted mine(box, k);
+    EXPECT_EQ(box.take_message(k, 3, poller, soon(), out, why, mine.ticket(), &landing), P2PMailbox::Took::nothing);
+    P2PMailbox::Message m{0, DType::u8, 4, nullptr, 4, Status::ok(), 1, 3};
+    ASSERT_EQ(box.land(k, m), into.data());
+    EXPECT_EQ(box.settle_landing(mine.ticket(), out, writing), P2PMailbox::Took::nothing);
+    ASSERT_NE(writing, nullptr);
+    box.land_failed(m);  // its connection died midway
+    EXPECT_EQ(writing->value.load(), 1u);
+    writing.reset();
+    EXPECT_EQ(box.settle_landing(mine.ticket(), out, writing), P2PMailbox::Took::nothing);
+    EXPECT_EQ(writing, nullptr);
+  }
+  {  // Data that lands for a receive that has returned meanwhile (its link cut) is dropped.
+    P2PMailbox::Posted again(box, k);
+    EXPECT_EQ(box.take_message(k, 3, poller, soon(), out, why, again.ticket(), &landing), P2PMailbox::Took::nothing);
+    P2PMailbox::Message late{0, DType::u8, 4, nullptr, 4, Status::ok(), 2, 3};
+    ASSERT_EQ(box.land(k, late), into.data());
+    EXPECT_EQ(box.settle_landing(again.ticket(), out, writing), P2PMailbox::Took::nothing);
+    writing.reset();
+    out = late;
+  }
+  box.deliver(k, out);
+  P2PMailbox::Posted next(box, k);
+  EXPECT_EQ(box.take_message(k, 3, poller, soon(), out, why, next.ticket()), P2PMailbox::Took::nothing)
+      << "nothing of it is left to take";
+}
+
 TEST_F(Mailbox, AnAnswerIsKeptOnlyForASendThatWaitsForIt) {
   Status a, why;
   box.answer(k, 1, Status::ok());  // no send of ours: dropped
@@ -257,6 +366,43 @@ TEST(P2PWindowAcrossNodes, SendsThatOverrunTheWindowArriveWholeInAnyOrder) {
 }
 
 // A tensor without elements has no data frame: it arrives as its header alone, on both paths.
+// Receives that wait before their messages come have the data written straight into their
+// tensors (p2p_landing.cpp): each gets its own message whole, the first posted the first sent; one
+// whose length differs fails like its send, and the next receive of the pair still gets its own.
+TEST(P2PWindowAcrossNodes, ReceivesPostedFirstGetTheirOwnMessagesWhole) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  const std::vector<std::size_t> sizes{1, 1000, 16384, 262144};  // floats, up to 1 MiB: eager
+  std::vector<Tensor> in;
+  in.reserve(2 * sizes.size() + 2);
+  std::vector<Work> recvs, sends;
+  for (std::size_t t = 0; t < sizes.size(); ++t)
+    for (int j = 0; j < 2; ++j) {
+      in.push_back(Tensor::zeros(DType::f32, {static_cast<int64_t>(sizes[t])}));
+      recvs.push_back(two.c->recv_async(in.back(), two.a->rank(), t + 1));
+    }
+  std::vector<Tensor> out;
+  for (std::size_t t = 0; t < sizes.size(); ++t)
+    for (int j = 0; j < 2; ++j) out.push_back(Tensor::from(filled(sizes[t], 100.0f * (t + 1) + 10.0f * j)));
+  for (std::size_t i = 0; i < out.size(); ++i) sends.push_back(two.a->send_async(out[i], two.c->rank(), i / 2 + 1));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    ASSERT_TRUE(recvs[i].wait_for(20s).is_ok()) << i;
+    EXPECT_TRUE(sends[i].wait_for(20s).is_ok()) << i;
+    EXPECT_EQ(std::memcmp(in[i].data(), out[i].data(), in[i].nbytes()), 0) << "receive " << i << " got another's data";
+  }
+  in.push_back(Tensor::zeros(DType::f32, {3}));
+  Work wrong = two.c->recv_async(in.back(), two.a->rank(), 9);
+  in.push_back(Tensor::zeros(DType::f32, {1000}));
+  Work right = two.c->recv_async(in.back(), two.a->rank(), 9);
+  const Tensor four = Tensor::from(filled(4, 1.0f)), thousand = Tensor::from(filled(1000, 2.0f));
+  const Status sent = two.a->send(four, two.c->rank(), 9);
+  EXPECT_TRUE(has(sent, Errc::shape_mismatch, {"sender has f32[4], receiver f32[3]"})) << sent.to_string();
+  EXPECT_EQ(wrong.wait_for(20s), sent);
+  ASSERT_TRUE(two.a->send(thousand, two.c->rank(), 9).is_ok());
+  ASSERT_TRUE(right.wait_for(20s).is_ok());
+  EXPECT_EQ(std::memcmp(in.back().data(), thousand.data(), thousand.nbytes()), 0);
+}
+
 TEST(P2PWindowAcrossNodes, AnEmptyTensorCrossesAsItsHeaderAlone) {
   for (const char* eager : {"65536", "0"}) {
     setenv("CHORUS_P2P_EAGER_KIB", eager, 1);  // read as the nodes join

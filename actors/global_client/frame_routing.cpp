@@ -69,13 +69,14 @@ std::byte* GlobalClient::begin_frame(uint32_t node, const FrameHeader& h) {
       if (uint64_t want = 0; __builtin_mul_overflow(m.numel, dtype_size(m.dtype), &want) || want != h.bytes)
         return refused("sent " + std::to_string(h.bytes) + " bytes of data for message " + std::to_string(m.id) +
                        ", whose header says " + std::string(to_string(m.dtype)) + "[" + std::to_string(m.numel) + "]");
+      m.size = h.bytes;
+      if (std::byte* at = p2p_->land(r.parked->first, m)) return at;  // its receive waits: into its tensor
       if (h.bytes >= kPooledData) {
         m.data = pool_.take(h.bytes);
       } else {
         auto heap = std::make_shared_for_overwrite<std::byte[]>(h.bytes);
         m.data = std::shared_ptr<std::byte>(heap, heap.get());
       }
-      m.size = h.bytes;
       return m.data.get();
     }
     case FrameType::announce:
@@ -214,7 +215,10 @@ bool GlobalClient::pair_between(uint32_t src, uint32_t src_node, uint32_t dst, u
 void GlobalClient::frame_failed(uint32_t node, const FrameHeader& h) {
   Reading& r = reading_[node];
   if (h.type == FrameType::data && r.op) r.op->incoming_failed(r.slot);
-  if (h.type == FrameType::p2p_body && r.parked) r.parked.reset();  // its message goes with it
+  if (h.type == FrameType::p2p_body && r.parked) {  // its message goes with it
+    if (r.parked->second.landed_in) p2p_->land_failed(r.parked->second);
+    r.parked.reset();
+  }
   else if (h.type == FrameType::p2p_body) p2p_->body_failed(node, h.seq);
 }
 

@@ -229,6 +229,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // The data of message `id` of k, whose header came alone: asked of the sender's node (p2p_pull),
   // it lands in `t` as it arrives.
   Status pull(const P2PMailbox::Key& k, uint64_t id, Tensor& t, Clock::time_point deadline);
+  // A receive (`ticket`) that took no message: whether one landed in its tensor after all (m), once
+  // data still being written there stopped.
+  bool settle_landing(uint32_t node, uint64_t ticket, P2PMailbox::Message& m);
 
  private:
   // Whether peer `src` is on node `src_node` and `dst` on `dst_node`: a send's frame names the pair,

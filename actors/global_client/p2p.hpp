@@ -11,7 +11,8 @@
 // A message's data travels in a frame of its own (p2p_body), named by the sending node's number
 // for the message, right after its header (eager: the frame routing keeps the header until its
 // data is in, then delivers both) or when pulled: straight into the tensor of the receive that
-// pulled it (body(), below).
+// pulled it (body(), below). Eager data whose receive already waits for it lands straight in that
+// receive's tensor too (land(), p2p_landing.cpp).
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -70,6 +71,7 @@ class P2PMailbox {
     uint64_t id = 0;     // the sender node's number for it, which the answer names
     uint32_t node = 0;   // the sender's node
     bool pulled = false; // its data waits at the sender until the receive pulls it (frame p2p_pull)
+    uint64_t landed_in = 0;  // the ticket of the receive whose tensor holds its data (`data` points there)
     uint64_t data_bytes() const { return pulled ? 0 : size; }
   };
   // An answer to one of this node's sends: the message it answers (Message::id) and its status.
@@ -116,12 +118,33 @@ class P2PMailbox {
     uint64_t ticket_;
   };
 
+  // A receive's host tensor, where an eager message's data may land straight away.
+  struct Landing {
+    std::byte* into = nullptr;
+    DType dtype = DType::f32;
+    uint64_t numel = 0;
+    uint64_t bytes = 0;
+  };
+
   // Waits for the first message (answer) for k from `node`: `it` (out is filled), `ended` (`why`
   // is the loss or goodbye that ended the wait) or `nothing` (the deadline passed). `ticket`: the
-  // receive's Posted (0: none).
+  // receive's Posted (0: none). `landing` (with a ticket): while it waits, the data of a message
+  // for it that comes now may be written straight into that tensor (out.data then points there);
+  // a wait that ends without a message must then settle_landing before the tensor goes back.
   enum class Took { it, ended, nothing, stopped };
   Took take_message(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline, Message& out,
-                    Status& why, uint64_t ticket = 0);
+                    Status& why, uint64_t ticket = 0, const Landing* landing = nullptr);
+  // After a take_message with a landing that took nothing: no data lands there any more; a message
+  // whose data landed meanwhile is taken after all (`it`); where data is still being written,
+  // `writing` rises to 1 once its frame ended (then settle again) and `nothing` is returned.
+  Took settle_landing(uint64_t ticket, Message& out, std::shared_ptr<WaitWord>& writing);
+  // The frame routing, as an eager message's data (m's, its header just in) begins: the tensor it
+  // may go straight into (m.landed_in and m.data set), where the receive that will take it is the
+  // first posted for k, waits with a landing of m's type and length, and nothing of k is queued
+  // ahead; nullptr otherwise (a buffer of its own). The message is then delivered as ever, or, its
+  // frame failing, land_failed.
+  std::byte* land(const Key& k, Message& m);
+  void land_failed(const Message& m);
   // The answer to message `id` (answers to earlier messages of k, whose sends gave up, are dropped);
   // `stopped` once `stop` (if given) holds, checked after every wake.
   Took take_answer(const Key& k, uint64_t id, uint32_t node, Poller& poller, Clock::time_point deadline, Status& out,
@@ -182,10 +205,7 @@ class P2PMailbox {
   bool deliver_pulled(const Key& k, uint64_t id, uint32_t node, Status status);
 
  private:
-  template <class T>
-  Took take(std::map<Key, std::deque<T>>& box, const Key& k, uint32_t node, Poller& poller,
-            Clock::time_point deadline, T& out, Status& why, uint64_t ticket);
-  // The wait both takes share: the queue `pick()` names (box.end(): none yet; under mu_) gives
+  // The wait every take shares: the queue `pick()` names (box.end(): none yet; under mu_) gives
   // up its first entry (its key in `k`, when given), unless a node was lost, every node of `nodes`
   // left, `stop` holds, or the deadline passes.
   // `loan`: the message is lent (take_any's: it may come back, put_back), under the same lock.
@@ -242,7 +262,12 @@ class P2PMailbox {
   struct Post {
     Key k;
     std::function<bool()> waits;  // empty: for as long as it is posted
+    std::optional<Landing> landing;  // while its receive waits in take_message
+    bool landed = false;             // a message's data went into it (once)
+    bool writing = false;            // ... and its frame is being read in
+    std::shared_ptr<WaitWord> ended; // 1 once that frame ended
   };
+  void disarm(uint64_t ticket);  // under mu_: no data lands in its tensor any more
   std::map<uint64_t, Post> posted_;     // the receives posted, by ticket (in the order of their calls)
   uint64_t tickets_ = 0;
   std::optional<Status> lost_;          // a node died: every pair fails

@@ -67,14 +67,22 @@ bool P2PMailbox::admit(uint32_t node, uint64_t data_bytes, std::string& why) {
 }
 
 void P2PMailbox::deliver(const Key& k, Message m) {
+  std::shared_ptr<WaitWord> landed;
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (m.landed_in) {  // its data is in its receive's tensor (p2p_landing.cpp)
+      auto p = posted_.find(m.landed_in);
+      if (p == posted_.end()) return;  // that receive returned (its link cut): nothing to take
+      p->second.writing = false;
+      landed = p->second.ended;
+    }
     m.order = ++delivered_;
     Held& h = held_[m.node];
     ++h.messages;
     h.bytes += m.data_bytes();
     inbox_[k].push_back(std::move(m));
   }
+  if (landed) landed->set(1);
   bump();
 }
 
@@ -151,7 +159,9 @@ void P2PMailbox::node_left(uint32_t node, const Status& why) {
 
 uint64_t P2PMailbox::post(const Key& k, std::function<bool()> waits) {
   std::lock_guard<std::mutex> lk(mu_);
-  posted_.emplace(++tickets_, Post{k, std::move(waits)});
+  Post& p = posted_[++tickets_];
+  p.k = k;
+  p.waits = std::move(waits);
   return tickets_;
 }
 
@@ -214,19 +224,21 @@ P2PMailbox::Took P2PMailbox::take_first(std::map<Key, std::deque<T>>& box, Pick 
   }
 }
 
-template <class T>
-P2PMailbox::Took P2PMailbox::take(std::map<Key, std::deque<T>>& box, const Key& k, uint32_t node, Poller& poller,
-                                  Clock::time_point deadline, T& out, Status& why, uint64_t ticket) {
-  auto pick = [&] {
-    auto it = box.find(k);
-    return it != box.end() && !it->second.empty() && !left_to_earlier(k, ticket) ? it : box.end();
-  };
-  return take_first(box, pick, std::span<const uint32_t>(&node, 1), poller, deadline, nullptr, nullptr, out, why);
-}
-
 P2PMailbox::Took P2PMailbox::take_message(const Key& k, uint32_t node, Poller& poller, Clock::time_point deadline,
-                                          Message& out, Status& why, uint64_t ticket) {
-  return take(inbox_, k, node, poller, deadline, out, why, ticket);
+                                          Message& out, Status& why, uint64_t ticket, const Landing* landing) {
+  if (landing && ticket) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (auto p = posted_.find(ticket); p != posted_.end() && !p->second.landed) p->second.landing = *landing;
+  }
+  auto pick = [&] {
+    auto it = inbox_.find(k);
+    if (it == inbox_.end() || it->second.empty() || left_to_earlier(k, ticket)) return inbox_.end();
+    // Data that landed in another receive's tensor is that one's (it comes first among the posted).
+    if (const uint64_t in = it->second.front().landed_in; in && in != ticket) return inbox_.end();
+    if (ticket) disarm(ticket);  // taken, in the same hold of the lock: nothing lands in it from now
+    return it;
+  };
+  return take_first(inbox_, pick, std::span<const uint32_t>(&node, 1), poller, deadline, nullptr, nullptr, out, why);
 }
 
 P2PMailbox::Took P2PMailbox::take_answer(const Key& k, uint64_t id, uint32_t node, Poller& poller,
@@ -248,7 +260,7 @@ P2PMailbox::Took P2PMailbox::take_any(uint32_t group, uint32_t dst, uint64_t tag
     for (uint32_t src : from) {
       const Key key{group, src, dst, tag};
       auto it = inbox_.find(key);
-      if (it != inbox_.end() && !it->second.empty() && !left_to_earlier(key, ticket) &&
+      if (it != inbox_.end() && !it->second.empty() && !left_to_earlier(key, ticket) && !it->second.front().landed_in &&
           (at == inbox_.end() || it->second.front().order < at->second.front().order))
         at = it;
     }

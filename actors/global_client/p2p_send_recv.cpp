@@ -1,6 +1,7 @@
 // GlobalClient::send and recv with a peer of another node: a message's header and data as frames,
 // the receiver's answer, the pull of data that waits at the sender, a send's withdrawal.
 #include <cstring>
+#include <optional>
 
 #include "actors/global_client/global_client.hpp"
 #include "actors/global_client/p2p.hpp"
@@ -126,7 +127,15 @@ Status GlobalClient::recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point
   const std::string label = pair_label(k);
   P2PMailbox::Message m;
   Status why;
-  switch (p2p_->take_message(k, node, poller_, deadline, m, why, ticket)) {
+  // Eager data that comes while it waits lands straight in its tensor (p2p_landing.cpp), for which
+  // it needs a place among the posted receives: one of its own where it was not posted at its call.
+  std::optional<P2PMailbox::Posted> own;
+  if (!ticket) ticket = own.emplace(*p2p_, k).ticket();
+  const P2PMailbox::Landing landing{static_cast<std::byte*>(t.data()), t.dtype(), t.numel(), t.nbytes()};
+  const bool lands = !t.is_cuda() && t.nbytes() > 0;
+  auto took = p2p_->take_message(k, node, poller_, deadline, m, why, ticket, lands ? &landing : nullptr);
+  if (lands && took != P2PMailbox::Took::it && settle_landing(node, ticket, m)) took = P2PMailbox::Took::it;
+  switch (took) {
     case P2PMailbox::Took::it: break;
     case P2PMailbox::Took::ended: return why;
     case P2PMailbox::Took::nothing:
@@ -135,6 +144,20 @@ Status GlobalClient::recv(const P2PMailbox::Key& k, Tensor& t, Clock::time_point
     case P2PMailbox::Took::stopped: return {Errc::internal, label + ": the wait for the message stopped"};  // take_any's only
   }
   return take_delivered(k, m, t, deadline);
+}
+
+bool GlobalClient::settle_landing(uint32_t node, uint64_t ticket, P2PMailbox::Message& m) {
+  // The receive gives up (or its node's link ended): data that landed in its tensor meanwhile is
+  // its message after all; data still being written there must stop before the tensor goes back
+  // to the caller (a frame that does not end within the grace has its link cut, as in pull()).
+  std::shared_ptr<WaitWord> writing;
+  if (p2p_->settle_landing(ticket, m, writing) == P2PMailbox::Took::it) return true;
+  if (!writing) return false;
+  if (!poller_.wait(*writing, 1, Clock::now() + kWriteGrace, false)) {
+    cut_off(node, "node " + std::to_string(node) + " stalled in the middle of a message's data");
+    (void)poller_.wait(*writing, 1, Clock::now() + kWriteGrace, false);
+  }
+  return p2p_->settle_landing(ticket, m, writing) == P2PMailbox::Took::it;
 }
 
 void GlobalClient::refuse_pull(const P2PMailbox::Key& k, uint64_t id) {
@@ -168,7 +191,7 @@ Status GlobalClient::take_delivered(const P2PMailbox::Key& k, const P2PMailbox::
     s = Status(Errc::shape_mismatch, label + ": sender has " + theirs + ", receiver " + mine);
   else if (m.pulled)
     s = pull(k, m.id, t, deadline);
-  else if (m.size > 0)
+  else if (m.size > 0 && m.data.get() != t.data())  // else it landed there (p2p_landing.cpp)
     std::memcpy(t.data(), m.data.get(), t.nbytes());
   conns_[node]->send(SendTicket::owning(pair_frame(frame_header(FrameType::p2p_ack), k), encode_p2p_ack({src, dst, tag, s, m.id})));
   return s;
