@@ -271,6 +271,45 @@ TEST_F(Mailbox, EagerDataLandsOnlyWhereNothingGoesAheadOfIt) {
   }
 }
 
+TEST_F(Mailbox, AWaitingReceiveWakesWithTheMessageThatLandedInItsTensorAndNoOtherTakesIt) {
+  std::array<std::byte, 4> into{};
+  const P2PMailbox::Landing landing{into.data(), DType::u8, 4, 4};
+  auto header = [](uint64_t id) { return P2PMailbox::Message{0, DType::u8, 4, nullptr, 4, Status::ok(), id, 3}; };
+  const std::function<bool()> never = [] { return false; };
+  P2PMailbox::Message out, other;
+  Status why;
+  P2PMailbox::Key taken_key;
+  {
+    P2PMailbox::Posted mine(box, k);
+    P2PMailbox::Took took = P2PMailbox::Took::nothing;
+    std::thread receive([&] { took = box.take_message(k, 3, poller, later(), out, why, mine.ticket(), &landing); });
+    for (const auto until = Clock::now() + 10s; box.offered() == 0 && Clock::now() < until;) std::this_thread::yield();
+    ASSERT_EQ(box.offered(), 1u);
+    P2PMailbox::Posted any(box, {0, kAnySource, 2, 7});  // posted later: it does not take it
+    auto m = header(1);
+    ASSERT_EQ(box.land(k, m), into.data());
+    box.deliver(k, m);
+    receive.join();
+    ASSERT_EQ(took, P2PMailbox::Took::it);
+    EXPECT_EQ(out.id, 1u);
+    EXPECT_EQ(out.data.get(), into.data());
+    EXPECT_EQ(box.offered(), 0u) << "a receive that took its message offers its tensor no more";
+  }
+  // A message that landed in a receive that gave up just then is that one's: a receive from any
+  // source does not take it, and its receive's settling does.
+  P2PMailbox::Posted mine(box, k);
+  ASSERT_EQ(box.take_message(k, 3, poller, soon(), out, why, mine.ticket(), &landing), P2PMailbox::Took::nothing);
+  auto m = header(2);
+  ASSERT_EQ(box.land(k, m), into.data());
+  box.deliver(k, m);
+  P2PMailbox::Posted any(box, {0, kAnySource, 2, 7});
+  EXPECT_EQ(box.take_any(0, 2, 7, {1}, {3}, poller, soon(), never, taken_key, other, why, any.ticket()),
+            P2PMailbox::Took::nothing);
+  std::shared_ptr<WaitWord> writing;
+  ASSERT_EQ(box.settle_landing(mine.ticket(), out, writing), P2PMailbox::Took::it);
+  EXPECT_EQ(out.id, 2u);
+}
+
 TEST_F(Mailbox, DataThatFailsToLandLeavesTheReceiveToItsWait) {
   std::array<std::byte, 4> into{};
   const P2PMailbox::Landing landing{into.data(), DType::u8, 4, 4};
@@ -300,9 +339,21 @@ TEST_F(Mailbox, DataThatFailsToLandLeavesTheReceiveToItsWait) {
     out = late;
   }
   box.deliver(k, out);
+  {  // ... and so is one that lands whole after its receive settled, before its place went
+    P2PMailbox::Posted third(box, k);
+    EXPECT_EQ(box.take_message(k, 3, poller, soon(), out, why, third.ticket(), &landing), P2PMailbox::Took::nothing);
+    P2PMailbox::Message late{0, DType::u8, 4, nullptr, 4, Status::ok(), 3, 3};
+    ASSERT_EQ(box.land(k, late), into.data());
+    EXPECT_EQ(box.settle_landing(third.ticket(), out, writing), P2PMailbox::Took::nothing);
+    box.deliver(k, late);
+  }
+  std::string admitted;
+  EXPECT_TRUE(box.admit(3, 100, admitted)) << "its room in the window is free: " << admitted;
   P2PMailbox::Posted next(box, k);
-  EXPECT_EQ(box.take_message(k, 3, poller, soon(), out, why, next.ticket()), P2PMailbox::Took::nothing)
-      << "nothing of it is left to take";
+  box.deliver(k, message(3, 4, 4));
+  ASSERT_EQ(box.take_message(k, 3, poller, later(), out, why, next.ticket()), P2PMailbox::Took::it)
+      << "nothing of theirs is left ahead of the pair's next message";
+  EXPECT_EQ(out.id, 4u);
 }
 
 TEST_F(Mailbox, AnAnswerIsKeptOnlyForASendThatWaitsForIt) {
@@ -365,7 +416,6 @@ TEST(P2PWindowAcrossNodes, SendsThatOverrunTheWindowArriveWholeInAnyOrder) {
   EXPECT_EQ(wrong.wait_for(20s), got);
 }
 
-// A tensor without elements has no data frame: it arrives as its header alone, on both paths.
 // Receives that wait before their messages come have the data written straight into their
 // tensors (p2p_landing.cpp): each gets its own message whole, the first posted the first sent; one
 // whose length differs fails like its send, and the next receive of the pair still gets its own.
@@ -403,6 +453,28 @@ TEST(P2PWindowAcrossNodes, ReceivesPostedFirstGetTheirOwnMessagesWhole) {
   EXPECT_EQ(std::memcmp(in.back().data(), thousand.data(), thousand.nbytes()), 0);
 }
 
+// A receive that waits when its message comes has the data written straight into its tensor.
+TEST(P2PWindowAcrossNodes, AnEagerMessageLandsInTheTensorOfTheReceiveThatWaitsForIt) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  P2PMailbox& box = two.there().p2p();
+  const uint64_t before = box.landings();
+  Tensor in = Tensor::zeros(DType::f32, {4096});
+  Status got(Errc::internal, "not received");
+  std::thread receive([&] { got = two.c->recv(in, two.a->rank(), 3); });
+  for (const auto until = Clock::now() + 10s; box.offered() == 0 && Clock::now() < until;) std::this_thread::yield();
+  ASSERT_EQ(box.offered(), 1u) << "the receive never waited with its tensor offered";
+  const Tensor out = Tensor::from(filled(4096, 5.0f));
+  const Status sent = two.a->send(out, two.c->rank(), 3);
+  receive.join();
+  ASSERT_TRUE(sent.is_ok()) << sent.to_string();
+  ASSERT_TRUE(got.is_ok()) << got.to_string();
+  EXPECT_EQ(std::memcmp(in.data(), out.data(), out.nbytes()), 0);
+  EXPECT_EQ(box.landings(), before + 1) << "it went through a buffer of its own";
+  EXPECT_EQ(box.offered(), 0u);
+}
+
+// A tensor without elements has no data frame: it arrives as its header alone, on both paths.
 TEST(P2PWindowAcrossNodes, AnEmptyTensorCrossesAsItsHeaderAlone) {
   for (const char* eager : {"65536", "0"}) {
     setenv("CHORUS_P2P_EAGER_KIB", eager, 1);  // read as the nodes join

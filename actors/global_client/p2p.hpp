@@ -145,6 +145,10 @@ class P2PMailbox {
   // frame failing, land_failed.
   std::byte* land(const Key& k, Message& m);
   void land_failed(const Message& m);
+  // Receives that wait with a tensor offered, and the eager messages that landed so (tests order
+  // their sends by the first; the second says it happened).
+  std::size_t offered();
+  uint64_t landings();
   // The answer to message `id` (answers to earlier messages of k, whose sends gave up, are dropped);
   // `stopped` once `stop` (if given) holds, checked after every wake.
   Took take_answer(const Key& k, uint64_t id, uint32_t node, Poller& poller, Clock::time_point deadline, Status& out,
@@ -268,7 +272,10 @@ class P2PMailbox {
     std::shared_ptr<WaitWord> ended; // 1 once that frame ended
   };
   void disarm(uint64_t ticket);  // under mu_: no data lands in its tensor any more
+  // Under mu_: the message whose data landed in receive `ticket`'s tensor, out of the inbox.
+  std::optional<Message> take_landed_locked(const Key& k, uint64_t ticket);
   std::map<uint64_t, Post> posted_;     // the receives posted, by ticket (in the order of their calls)
+  uint64_t landings_ = 0;               // messages delivered whose data landed in their receive's tensor
   uint64_t tickets_ = 0;
   std::optional<Status> lost_;          // a node died: every pair fails
   std::map<uint32_t, Status> gone_;     // nodes that left in order: pairs with them fail

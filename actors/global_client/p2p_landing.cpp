@@ -60,15 +60,32 @@ P2PMailbox::Took P2PMailbox::settle_landing(uint64_t ticket, Message& out, std::
     return Took::nothing;
   }
   if (!p->second.landed) return Took::nothing;
-  auto q = inbox_.find(p->second.k);
-  if (q == inbox_.end()) return Took::nothing;  // withdrawn by its sender
+  auto m = take_landed_locked(p->second.k, ticket);
+  if (!m) return Took::nothing;  // withdrawn by its sender
+  out = std::move(*m);
+  return Took::it;
+}
+
+std::optional<P2PMailbox::Message> P2PMailbox::take_landed_locked(const Key& k, uint64_t ticket) {
+  auto q = inbox_.find(k);
+  if (q == inbox_.end()) return std::nullopt;
   auto e = std::find_if(q->second.begin(), q->second.end(), [&](const Message& m) { return m.landed_in == ticket; });
-  if (e == q->second.end()) return Took::nothing;
-  out = std::move(*e);
+  if (e == q->second.end()) return std::nullopt;
+  Message m = std::move(*e);
   q->second.erase(e);
   if (q->second.empty()) inbox_.erase(q);
-  release(out.node, out.data_bytes());
-  return Took::it;
+  release(m.node, m.data_bytes());
+  return m;
+}
+
+std::size_t P2PMailbox::offered() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return static_cast<std::size_t>(std::count_if(posted_.begin(), posted_.end(), [](const auto& p) { return p.second.landing.has_value(); }));
+}
+
+uint64_t P2PMailbox::landings() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return landings_;
 }
 
 } // namespace chorus

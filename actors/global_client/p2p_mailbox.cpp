@@ -75,6 +75,7 @@ void P2PMailbox::deliver(const Key& k, Message m) {
       if (p == posted_.end()) return;  // that receive returned (its link cut): nothing to take
       p->second.writing = false;
       landed = p->second.ended;
+      ++landings_;
     }
     m.order = ++delivered_;
     Held& h = held_[m.node];
@@ -168,7 +169,12 @@ uint64_t P2PMailbox::post(const Key& k, std::function<bool()> waits) {
 void P2PMailbox::unpost(uint64_t ticket) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    posted_.erase(ticket);
+    auto p = posted_.find(ticket);
+    if (p == posted_.end()) return;
+    // A message that landed in its tensor after its receive returned (its link cut, the frame
+    // ending late) would block the pair: no other receive may take it.
+    if (p->second.landed) (void)take_landed_locked(p->second.k, ticket);
+    posted_.erase(p);
   }
   bump();  // a receive posted later may now take what this one might have
 }

@@ -60,6 +60,7 @@ class Peer {
   // Returns once every peer has called barrier.
   Status barrier();
   // Point to point, matched FIFO per (source, destination, tag); both block until the copy is done.
+  // A receive that fails may have had some of its tensor written (as MPI's may).
   Status send(const Tensor& t, PeerId dst, uint64_t tag = 0);
   Status recv(Tensor& t, PeerId src, uint64_t tag = 0);
   // A receive from any rank (MPI_ANY_SOURCE; torch's recv without src): takes the first send to
