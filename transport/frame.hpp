@@ -16,7 +16,8 @@ namespace chorus {
 // waits for at the sender's node, half its timeout gone).
 // leaving: payload = a Leaving message (why the header's op failed at the sender, which leaves).
 // gave_up: payload = a Leaving message (the header's op timed out at the sender: its error, which
-// every node then reports for that op, unless it already ended there).
+// every node then reports for that op, unless it already ended there); slot kNeverLaunched: it
+// timed out among the sender's own peers, which will never take part (other nodes stop waiting).
 // arena_offer: payload = a SharedSegment::Offer (node 0's arena for a job on one host);
 // arena_answer: payload = one byte, 1 when the sender mapped it (mesh/host_arena.hpp).
 enum class FrameType : uint32_t {
@@ -24,6 +25,9 @@ enum class FrameType : uint32_t {
   arena_offer = 10, arena_answer = 11, p2p_cancel = 12, p2p_pull = 13, p2p_pulled = 14,
   gave_up = 15, p2p_body = 16
 };
+
+// A gave_up frame's slot: the sender's peers timed out before its part of the op began.
+inline constexpr uint32_t kNeverLaunched = 1;
 
 struct FrameHeader {
   uint32_t magic = kMagic;

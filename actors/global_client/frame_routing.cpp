@@ -130,7 +130,7 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       // The op timed out there: it fails here too, with the same error, unless it ended here.
       auto why = decode_leaving(r.bytes.data(), r.bytes.size(), error);
       if (!why || why->code() != Errc::timeout) return on_node_lost(node, from + " sent a garbled note of an op it gave up on");
-      if (auto op = op_for(h.group, h.seq, true)) op->gave_up(*why);
+      if (auto op = op_for(h.group, h.seq, true)) op->gave_up(*why, node, h.slot == kNeverLaunched);
       return;
     }
     case FrameType::leaving: {

@@ -101,13 +101,16 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // the world), so that they name those ranks rather than this node.
   void tell_stragglers(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
                        const std::vector<uint32_t>& ranks);
+  // Collective (group, seq) timed out among this node's peers (`why`), before they all called:
+  // its other nodes (members as for tell_stragglers) stop waiting for this one, and fail with `why`.
+  void tell_never_called(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members, const Status& why);
   // Another node's timeout on collective (group, seq), once its note came (NetOp::gave_up) and
   // while the op is in this node's table.
   std::optional<Status> given_up(uint32_t group, uint64_t seq);
   // A note on collective (group, seq) (a frame of `type`, `body` its payload) to each of `nodes`
   // (never this one), once the mesh is up.
   void tell_nodes(FrameType type, uint32_t group, uint64_t seq, const std::string& body,
-                  const std::vector<uint32_t>& nodes);
+                  const std::vector<uint32_t>& nodes, uint32_t slot = 0);
   // Collective (group, seq) failed here with `why`: the first such is what this node tells the
   // others when it leaves (close()), so that those still waiting in that op report `why`, the
   // cause, rather than this node's departure.
@@ -125,6 +128,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
 
   // The node of each rank of an op over `members` (global peer ids by rank; empty: the world).
   std::vector<uint32_t> rank_nodes(const std::vector<uint32_t>& members) const;
+  // The nodes an op over `members` takes part on, each once.
+  std::vector<uint32_t> op_nodes(const std::vector<uint32_t>& members) const;
   // What the choice of a GPU op's path reads (strategies/tuning.hpp's nccl_across_nodes): the node
   // of each rank of `members` and every node's registered GPUs.
   Topology gpu_topology(const std::vector<uint32_t>& members) const;

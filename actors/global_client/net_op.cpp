@@ -32,7 +32,7 @@ Status verdict(GlobalClient& client, Status fallback) {
 NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes,
              const std::optional<Status>& lost, const std::vector<std::pair<uint32_t, Status>>& left)
     : client_(std::move(client)), group_(group), seq_(seq), my_node_(client_->node_id()), ann_(num_nodes),
-      gone_(num_nodes, false), ann_frame_(num_nodes), sent_(std::size_t{num_nodes} * num_nodes, false),
+      gone_(num_nodes, false), absent_(num_nodes, false), ann_frame_(num_nodes), sent_(std::size_t{num_nodes} * num_nodes, false),
       stragglers_(num_nodes) {
   // What the node already knows, as node_lost() and node_left() would record it (nobody can wait
   // on the op yet, and it has nothing to send).
@@ -225,6 +225,10 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
     {
       std::lock_guard<std::mutex> lk(mu_);
       const bool complete = rec->started.load() && rec->got.load() >= rec->bytes;
+      if (absent_[node] && !complete) {  // it timed out before its part began
+        error = *absent_status_;
+        return nullptr;
+      }
       if (gone_[node] && !complete) {
         error = *left_status_;
         return nullptr;
@@ -289,7 +293,7 @@ Status NetOp::conclude(int p, Status local) {
     bool waiting = false;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (takes_part_[k] && !ann_[k] && !gone_[k]);
+      for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (takes_part_[k] && !ann_[k] && !gone_[k] && !absent_[k]);
       waiting = waiting && !lost_;
     }
     if (!waiting || !await(ann_word_, g + 1)) break;
@@ -310,6 +314,7 @@ Status NetOp::conclude(int p, Status local) {
                    ? *lost_
                    : Status(lost_->code(), label_ + ": " + lost_->message());
     if (result.is_ok() && !missing.empty() && left_status_) result = *left_status_;
+    if (result.is_ok() && !missing.empty() && absent_status_) result = *absent_status_;
     if (result.is_ok() && !missing.empty())
       result = Status(Errc::timeout, label_ + ": " + silent_names_locked(missing) + " never called within the op's timeout");
     if (result.is_ok()) result = std::move(local);

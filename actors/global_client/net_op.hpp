@@ -57,8 +57,11 @@ class NetOp : public RemoteSteps {
   void flush();
   // Another node's peers gave up on the op (their timeout ran out; frame gave_up): where it would
   // succeed here (its peers called late, and found all they need), it fails with their error,
-  // unless a peer of this node already ended it (its verdict stands).
-  void gave_up(const Status& why);
+  // unless a peer of this node already ended it (its verdict stands). `never_launched`: that node
+  // (`node`) timed out before its own peers all called, so it will take no part: nothing is
+  // waited for from it any more, and the op fails at once with its error (in the words of a
+  // deadline here: the ranks that never called).
+  void gave_up(const Status& why, uint32_t node, bool never_launched);
   std::optional<Status> given_up() const {
     std::lock_guard<std::mutex> lk(mu_);
     return given_up_;
@@ -121,6 +124,8 @@ class NetOp : public RemoteSteps {
   // ours; needs our own announcement (so also called from launch for those that came first).
   void stop_if_doomed_locked(const OpAnnouncement& theirs, Outbox& out);
   void wake_if_stopped_locked();  // wakes every receive wait once the op is stopped
+  // Wakes the waits for data in `recs` and for announcements, to look again (taken without mu_).
+  void wake_waits(const std::vector<std::shared_ptr<Incoming>>& recs);
   // Stops the op and tells every node everything we know (a node that waits for our forwards
   // would wait in vain otherwise; sends on connections that are gone just fail).
   void stop(const Status& why);
@@ -170,6 +175,8 @@ class NetOp : public RemoteSteps {
   bool told_given_up_ = false;      // ours went to the other nodes
   bool concluded_ok_ = false;       // a peer of this node ended it well: no note goes
   std::vector<bool> gone_;  // by node: left in order (see node_left)
+  std::vector<bool> absent_;  // by node: timed out before its part began (gave_up): nothing will come
+  std::optional<Status> absent_status_;  // the first such node's error
   std::optional<Status> left_status_;  // why, once a node has left
   std::vector<uint32_t> rank_node_;  // by op rank (set at launch)
   std::vector<bool> takes_part_;     // by node

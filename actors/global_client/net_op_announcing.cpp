@@ -210,11 +210,20 @@ void NetOp::node_lost(const Status& why) {
   ann_word_.set(kWordTop);
 }
 
-void NetOp::gave_up(const Status& why) {
+void NetOp::gave_up(const Status& why, uint32_t node, bool never_launched) {
   // The op is not stopped: what it waits for may yet fail it with a truer cause (a link that
-  // stalled, which that node's timeout only showed), and what came already may let it end.
-  std::lock_guard<std::mutex> lk(mu_);
-  if (!given_up_ && concluded_ == 0) given_up_ = why;
+  // stalled, which that node's timeout only showed), and what came already may let it end. A
+  // node that never launched it sent nothing and will send nothing: nothing is waited for from it.
+  std::vector<std::shared_ptr<Incoming>> recs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!given_up_ && concluded_ == 0) given_up_ = why;
+    if (!never_launched || node >= ann_.size() || ann_[node]) return;
+    absent_[node] = true;
+    if (!absent_status_) absent_status_ = why;
+    for (auto& [slot, rec] : in_) recs.push_back(rec);
+  }
+  wake_waits(recs);
 }
 
 void NetOp::tell_given_up(const Status& why) {
@@ -229,6 +238,15 @@ void NetOp::tell_given_up(const Status& why) {
   client_->tell_nodes(FrameType::gave_up, group_, seq_, encode_leaving(why), nodes);
 }
 
+void NetOp::wake_waits(const std::vector<std::shared_ptr<Incoming>>& recs) {
+  for (auto& r : recs) {
+    uint32_t v = r->word.value.load();
+    if (v != kWordTop) r->word.set(v + 1);
+  }
+  uint32_t v = ann_word_.value.load();
+  if (v != kWordTop) ann_word_.set(v + 1);
+}
+
 void NetOp::node_left(uint32_t node, const Status& why) {
   std::vector<std::shared_ptr<Incoming>> recs;
   {
@@ -238,12 +256,7 @@ void NetOp::node_left(uint32_t node, const Status& why) {
     left_status_ = why;
     for (auto& [slot, rec] : in_) recs.push_back(rec);
   }
-  for (auto& r : recs) {
-    uint32_t v = r->word.value.load();
-    if (v != kWordTop) r->word.set(v + 1);
-  }
-  uint32_t v = ann_word_.value.load();
-  if (v != kWordTop) ann_word_.set(v + 1);
+  wake_waits(recs);
 }
 
 void NetOp::flush() {

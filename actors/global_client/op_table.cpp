@@ -42,12 +42,21 @@ void GlobalClient::before_data_wait(uint32_t group, uint64_t seq) {
   if (hook) hook(group, seq);  // not under a lock: it may stop the process
 }
 
-void GlobalClient::tell_stragglers(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
-                                   const std::vector<uint32_t>& ranks) {
+std::vector<uint32_t> GlobalClient::op_nodes(const std::vector<uint32_t>& members) const {
   std::vector<uint32_t> nodes = rank_nodes(members);
   std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-  tell_nodes(FrameType::stragglers, group, seq, encode_stragglers(ranks), nodes);
+  return nodes;
+}
+
+void GlobalClient::tell_stragglers(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
+                                   const std::vector<uint32_t>& ranks) {
+  tell_nodes(FrameType::stragglers, group, seq, encode_stragglers(ranks), op_nodes(members));
+}
+
+void GlobalClient::tell_never_called(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
+                                     const Status& why) {
+  tell_nodes(FrameType::gave_up, group, seq, encode_leaving(why), op_nodes(members), kNeverLaunched);
 }
 
 std::optional<Status> GlobalClient::given_up(uint32_t group, uint64_t seq) {
@@ -56,11 +65,12 @@ std::optional<Status> GlobalClient::given_up(uint32_t group, uint64_t seq) {
 }
 
 void GlobalClient::tell_nodes(FrameType type, uint32_t group, uint64_t seq, const std::string& body,
-                              const std::vector<uint32_t>& nodes) {
+                              const std::vector<uint32_t>& nodes, uint32_t slot) {
   if (!meshed_.load(std::memory_order_acquire)) return;
   FrameHeader h = frame_header(type);
   h.group = group;
   h.seq = seq;
+  h.slot = slot;
   for (uint32_t n : nodes)
     if (n != topo_.node_id && conns_[n]) conns_[n]->send(SendTicket::owning(h, body));
 }

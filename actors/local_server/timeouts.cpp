@@ -131,7 +131,7 @@ std::string LocalServerCore::op_waits_for(uint32_t group, uint64_t seq) const {
 }
 
 void LocalServerCore::on_timeout(uint64_t key, std::optional<std::chrono::milliseconds> waited) {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_);
   const std::chrono::milliseconds bound = waited.value_or(config_ ? config_->timeout : std::chrono::milliseconds(0));
   if (auto t = group_timers_.find(key); t != group_timers_.end()) {
     auto pit = pending_groups_.find(t->second);
@@ -150,9 +150,22 @@ void LocalServerCore::on_timeout(uint64_t key, std::optional<std::chrono::millis
     auto it = ops_.find(ok);
     if (it == ops_.end() || it->second.failed) return;
     PendingOp& op = it->second;
-    fail_op(op, Status(Errc::timeout, op_label(op.kind, seq) + ": " + peer_names(missing_from(ok, op)) + " never called within " +
-                                          std::to_string(bound.count()) + " ms"));
-    if (global_) global_->note_failure(ok.first, seq, op.failure);  // a leaf lock: told when the node leaves
+    const std::vector<int> missing = missing_from(ok, op);
+    // Across nodes in the words the other nodes use at their deadline (NetOp::conclude), so that
+    // every peer everywhere reports one error, whichever hears of it first.
+    const std::string never = global_ ? rank_phrase(std::vector<uint32_t>(missing.begin(), missing.end())) +
+                                            " never called within the op's timeout"
+                                      : peer_names(missing) + " never called within " + std::to_string(bound.count()) + " ms";
+    fail_op(op, Status(Errc::timeout, op_label(op.kind, seq) + ": " + never));
+    if (!global_) return;
+    global_->note_failure(ok.first, seq, op.failure);  // a leaf lock: told when the node leaves
+    // The op's other nodes stop waiting for this one at once (told without the lock).
+    std::vector<uint32_t> members;
+    if (auto g = groups_.find(ok.first); ok.first != 0 && g != groups_.end()) members = g->second.members;
+    auto global = global_;
+    const Status why = op.failure;
+    lk.unlock();
+    global->tell_never_called(ok.first, seq, members, why);
     return;
   }
   if (!config_) return;
