@@ -8,8 +8,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <thread>
 #include <string>
 #include <vector>
@@ -307,6 +309,65 @@ int skip_in_group(Peer& p, const NodeContext& node) {
   return done;
 }
 
+// skip, where the victim's node-mates give op --at-op a tenth of the timeout: their node's
+// local phase times out long before the other nodes' deadline, which its note then ends at once.
+int skip_mates_brief(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  const uint32_t victim = static_cast<uint32_t>(a.victim_node), first = victim - victim % a.peers;
+  const bool mate = p.rank() != victim && p.rank() >= first && p.rank() < first + a.peers;
+  int done = 0;
+  for (uint32_t i = 0; i < a.at_op + 1; ++i, ++done) {
+    if (i == a.at_op && p.rank() == victim) throw Fail{Status(Errc::ok, "skipped")};
+    Tensor x = make_input(DType::f32, p.rank(), 100, ReduceOp::sum);
+    OpOptions o;
+    if (i == a.at_op && mate) o.timeout = std::chrono::milliseconds(a.timeout_ms / 10);
+    must(p.all_reduce_async(x, ReduceOp::sum, o).wait());
+  }
+  return done;
+}
+
+// skip-mates-brief, where the victim calls op --at-op late (once a node-mate's op failed: it gets
+// that failure) and every peer then runs one more all-reduce, which must succeed: the op that
+// timed out is in no node's table of ops in flight (where other nodes' frames had put it on the
+// victim's node), so that an op never launched here leaves nothing behind.
+int late_after_local_timeout(Peer& p, const NodeContext& node) {
+  const Args& a = node.args;
+  const uint32_t victim = static_cast<uint32_t>(a.victim_node), first = victim - victim % a.peers;
+  const bool mate = p.rank() != victim && p.rank() >= first && p.rank() < first + a.peers;
+  static std::mutex mu;  // the victim waits for its mate's failure (threads of one process)
+  static std::condition_variable cv;
+  static bool mate_failed = false;
+  const std::string expected = "all_reduce #" + std::to_string(a.at_op) + ": rank " + std::to_string(victim) +
+                               " never called within the op's timeout";
+  for (uint32_t i = 0; i < a.at_op + 2; ++i) {
+    Tensor x = make_input(DType::f32, p.rank(), 100, ReduceOp::sum, i);
+    if (i != a.at_op) {
+      must(p.all_reduce(x, ReduceOp::sum));
+      std::string why;
+      verify(check_reduced(x, DType::f32, ReduceOp::sum, p.size(), 100, i, why), "all_reduce", why);
+      continue;
+    }
+    if (p.rank() == victim) {
+      std::unique_lock<std::mutex> lk(mu);
+      verify(cv.wait_for(lk, std::chrono::milliseconds(a.timeout_ms), [] { return mate_failed; }), "late call",
+             "its node-mate's op never failed");
+    }
+    OpOptions o;
+    if (mate) o.timeout = std::chrono::milliseconds(a.timeout_ms / 10);
+    const Status s = p.all_reduce_async(x, ReduceOp::sum, o).wait();
+    verify(s.code() == Errc::timeout && s.message() == expected, "all_reduce #" + std::to_string(i),
+           "got '" + s.message() + "', not '" + expected + "'");
+    if (mate) {
+      std::lock_guard<std::mutex> lk(mu);
+      mate_failed = true;
+      cv.notify_all();
+    }
+  }
+  const GlobalClient& g = *RuntimeAccess::impl(node.runtime).global;
+  verify(!g.holds(0, a.at_op), "the op table", "all_reduce #" + std::to_string(a.at_op) + " is still in it");
+  return static_cast<int>(a.at_op + 2);
+}
+
 Scenario fault_scenario(const std::string& name) {
   if (name == "mismatch") return mismatch;
   if (name == "local-mismatch" || name == "gpu-staging" || name == "gpu-staging-two") return node_cannot_run;
@@ -314,6 +375,8 @@ Scenario fault_scenario(const std::string& name) {
   if (name == "group-mismatch") return group_mismatch;
   if (name == "skip") return skip;
   if (name == "skip-in-group") return skip_in_group;
+  if (name == "skip-mates-brief") return skip_mates_brief;
+  if (name == "late-after-local-timeout") return late_after_local_timeout;
   if (name == "stall") return stall;
   if (name == "soak") return soak;
   if (name == "soak-collectives") return soak_collectives;

@@ -260,6 +260,39 @@ TEST_F(MultiNode, APeerThatNeverCallsIsNamedAsTheRankByEveryNode) {
   }
 }
 
+// The same where rank 3's node-mate gives the op 1 s and every other peer 20 s: its node times
+// out in its local phase and tells the others, which stop at once (3 nodes: those waiting for
+// data forwarded from another node too), every peer with the same error.
+TEST_F(MultiNode, APeerThatNeverCallsEndsTheOpEverywhereOnceItsNodeTimesOut) {
+  start_orchestrator(3);
+  const auto t0 = Clock::now();
+  auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "skip-mates-brief", "--victim", "3", "--at-op",
+                                        "5", "--timeout-ms", "20000"});
+  EXPECT_LT(Clock::now() - t0, 12s) << "the other nodes waited out their own timeout";
+  auto lines = peer_lines(nodes);
+  ASSERT_EQ(lines.size(), 6u) << dump(nodes);
+  for (auto& [rank, p] : lines) {
+    if (rank == "3") continue;  // the one that stopped
+    EXPECT_EQ(p.code, "timeout") << "peer " << rank << ": " << p.message;
+    EXPECT_EQ(p.message, "all_reduce #5: rank 3 never called within the op's timeout") << "peer " << rank;
+  }
+}
+
+// An op that timed out among node 1's peers, before they all called, leaves nothing behind: the
+// victim's late call gets the same error, the next op runs on every node, and no node's table of
+// ops in flight still holds the one that failed (node 0's frames had put it in node 1's).
+TEST_F(MultiNode, AnOpThatTimedOutBeforeItsNodeLaunchedItLeavesNothingBehind) {
+  start_orchestrator(2);
+  auto nodes = run_nodes({{}, {}}, {"--peers", "2", "--scenario", "late-after-local-timeout", "--victim", "3",
+                                    "--at-op", "3", "--timeout-ms", "10000"});
+  auto lines = peer_lines(nodes);
+  ASSERT_EQ(lines.size(), 4u) << dump(nodes);
+  for (auto& [rank, p] : lines) {
+    EXPECT_TRUE(p.ok) << "peer " << rank << ": " << p.code << " " << p.message;
+    EXPECT_EQ(p.ops, 5) << "peer " << rank;
+  }
+}
+
 // Node 0's timeout (1 s) is shorter than the others' (6 s), and it exits at once after its op
 // fails: the peers of node 2 still waiting in that op see node 0 leave, and report what node 0
 // found (the straggler and the op), not its departure, long before their own timeout.

@@ -103,6 +103,8 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
                        const std::vector<uint32_t>& ranks);
   // Collective (group, seq) timed out among this node's peers (`why`), before they all called:
   // its other nodes (members as for tell_stragglers) stop waiting for this one, and fail with `why`.
+  // This node will never launch it: the op leaves the table (where other nodes' frames put it),
+  // and its later frames are dropped.
   void tell_never_called(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members, const Status& why);
   // Another node's timeout on collective (group, seq), once its note came (NetOp::gave_up) and
   // while the op is in this node's table.
@@ -117,6 +119,9 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   void note_failure(uint32_t group, uint64_t seq, const Status& why);
   // What collective (group, seq) waits for from other nodes (NetOp::waiting_for), or "".
   std::string op_waits_for(uint32_t group, uint64_t seq);
+  // Whether collective (group, seq) is in the table of ops in flight (for tests: an op that ended
+  // here must not stay).
+  bool holds(uint32_t group, uint64_t seq) const;
   // A test's hook: called on the thread of an op that is about to wait for data from another node,
   // with the op's (group, seq), after its announcement has left. Tests freeze a node there, inside
   // the op (an event, not a moment guessed from outside it). Empty: none.

@@ -225,10 +225,6 @@ const std::byte* NetOp::wait_received(uint32_t slot, int peer, std::size_t bytes
     {
       std::lock_guard<std::mutex> lk(mu_);
       const bool complete = rec->started.load() && rec->got.load() >= rec->bytes;
-      if (absent_[node] && !complete) {  // it timed out before its part began
-        error = *absent_status_;
-        return nullptr;
-      }
       if (gone_[node] && !complete) {
         error = *left_status_;
         return nullptr;

@@ -214,16 +214,17 @@ void NetOp::gave_up(const Status& why, uint32_t node, bool never_launched) {
   // The op is not stopped: what it waits for may yet fail it with a truer cause (a link that
   // stalled, which that node's timeout only showed), and what came already may let it end. A
   // node that never launched it sent nothing and will send nothing: nothing is waited for from it.
-  std::vector<std::shared_ptr<Incoming>> recs;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!given_up_ && concluded_ == 0) given_up_ = why;
     if (!never_launched || node >= ann_.size() || ann_[node]) return;
     absent_[node] = true;
     if (!absent_status_) absent_status_ = why;
-    for (auto& [slot, rec] : in_) recs.push_back(rec);
   }
-  wake_waits(recs);
+  // It cannot succeed without that node: every wait in it ends, those for other nodes' data too
+  // (which would need that node's), and the wait for the announcements stops counting on it.
+  stop(why);
+  wake_waits({});
 }
 
 void NetOp::tell_given_up(const Status& why) {

@@ -1,6 +1,7 @@
 // GlobalClient's table of the ops in flight: an op's NetOp exists from whichever comes first (this
 // node's peers all calling it, or a frame of it from another node) until this node's peers have
-// all concluded it; frames that come later for a finished op are dropped.
+// all concluded it, or it timed out here before they all called; frames that come later for a
+// finished op are dropped.
 #include "actors/global_client/global_client.hpp"
 
 #include <algorithm>
@@ -57,6 +58,12 @@ void GlobalClient::tell_stragglers(uint32_t group, uint64_t seq, const std::vect
 void GlobalClient::tell_never_called(uint32_t group, uint64_t seq, const std::vector<uint32_t>& members,
                                      const Status& why) {
   tell_nodes(FrameType::gave_up, group, seq, encode_leaving(why), op_nodes(members), kNeverLaunched);
+  finished(group, seq);
+}
+
+bool GlobalClient::holds(uint32_t group, uint64_t seq) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return ops_.count(std::make_pair(group, seq)) != 0;
 }
 
 std::optional<Status> GlobalClient::given_up(uint32_t group, uint64_t seq) {
