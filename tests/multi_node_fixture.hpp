@@ -254,6 +254,7 @@ class MultiNode : public ::testing::Test {
     return results;
   }
 
+ public:  // for the tests' own helpers too
   static std::string dump(const std::vector<NodeResult>& nodes) {
     std::string s;
     for (std::size_t i = 0; i < nodes.size(); ++i)

@@ -231,6 +231,18 @@ TEST_F(MultiNode, APeerWaitingForItsNodeMateHearsOfAKilledNodeAtOnce) {
   }
 }
 
+// Six peers on three nodes, and rank 3 never called op #5: every other peer reports it, in one
+// error (the words of every node's deadline).
+void expect_all_but_rank3_timed_out_waiting_for_it(const std::vector<NodeResult>& nodes) {
+  auto lines = peer_lines(nodes);
+  ASSERT_EQ(lines.size(), 6u) << MultiNode::dump(nodes);
+  for (auto& [rank, p] : lines) {
+    if (rank == "3") continue;  // the one that stopped
+    EXPECT_EQ(p.code, "timeout") << "peer " << rank << ": " << p.message;
+    EXPECT_EQ(p.message, "all_reduce #5: rank 3 never called within the op's timeout") << "peer " << rank;
+  }
+}
+
 // 3 nodes x 2 peers; rank 3 (node 1) never calls op #5, its node-mate rank 2 does. Half the
 // timeout gone, node 1 tells the others which of its ranks have not called, so every peer names
 // rank 3, not node 1 (whose rank 2 did call), in the same words: its node-mate too, whose timeout
@@ -251,13 +263,7 @@ TEST_F(MultiNode, APeerThatNeverCallsIsNamedAsTheRankByEveryNode) {
               all.find("all_reduce #5: waiting for rank 3 (not called yet), half the op's timeout gone") !=
                   std::string::npos)
       << all;
-  auto lines = peer_lines(nodes);
-  ASSERT_EQ(lines.size(), 6u) << dump(nodes);
-  for (auto& [rank, p] : lines) {
-    if (rank == "3") continue;  // the one that stopped
-    EXPECT_EQ(p.code, "timeout") << "peer " << rank << ": " << p.message;
-    EXPECT_EQ(p.message, "all_reduce #5: rank 3 never called within the op's timeout") << "peer " << rank;
-  }
+  expect_all_but_rank3_timed_out_waiting_for_it(nodes);
 }
 
 // The same where rank 3's node-mate gives the op 1 s and every other peer 20 s: its node times
@@ -269,13 +275,7 @@ TEST_F(MultiNode, APeerThatNeverCallsEndsTheOpEverywhereOnceItsNodeTimesOut) {
   auto nodes = run_nodes({{}, {}, {}}, {"--peers", "2", "--scenario", "skip-mates-brief", "--victim", "3", "--at-op",
                                         "5", "--timeout-ms", "20000"});
   EXPECT_LT(Clock::now() - t0, 12s) << "the other nodes waited out their own timeout";
-  auto lines = peer_lines(nodes);
-  ASSERT_EQ(lines.size(), 6u) << dump(nodes);
-  for (auto& [rank, p] : lines) {
-    if (rank == "3") continue;  // the one that stopped
-    EXPECT_EQ(p.code, "timeout") << "peer " << rank << ": " << p.message;
-    EXPECT_EQ(p.message, "all_reduce #5: rank 3 never called within the op's timeout") << "peer " << rank;
-  }
+  expect_all_but_rank3_timed_out_waiting_for_it(nodes);
 }
 
 // An op that timed out among node 1's peers, before they all called, leaves nothing behind: the
@@ -285,12 +285,7 @@ TEST_F(MultiNode, AnOpThatTimedOutBeforeItsNodeLaunchedItLeavesNothingBehind) {
   start_orchestrator(2);
   auto nodes = run_nodes({{}, {}}, {"--peers", "2", "--scenario", "late-after-local-timeout", "--victim", "3",
                                     "--at-op", "3", "--timeout-ms", "10000"});
-  auto lines = peer_lines(nodes);
-  ASSERT_EQ(lines.size(), 4u) << dump(nodes);
-  for (auto& [rank, p] : lines) {
-    EXPECT_TRUE(p.ok) << "peer " << rank << ": " << p.code << " " << p.message;
-    EXPECT_EQ(p.ops, 5) << "peer " << rank;
-  }
+  expect_all_ok(nodes, 4, 5);
 }
 
 // Node 0's timeout (1 s) is shorter than the others' (6 s), and it exits at once after its op
