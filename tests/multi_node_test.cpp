@@ -266,7 +266,7 @@ TEST_F(MultiNode, APeerThatNeverCallsIsNamedAsTheRankByEveryNode) {
   expect_all_but_rank3_timed_out_waiting_for_it(nodes);
 }
 
-// The same where rank 3's node-mate gives the op 1 s and every other peer 20 s: its node times
+// The same where rank 3's node-mate gives the op 2 s and every other peer 20 s: its node times
 // out in its local phase and tells the others, which stop at once (3 nodes: those waiting for
 // data forwarded from another node too), every peer with the same error.
 TEST_F(MultiNode, APeerThatNeverCallsEndsTheOpEverywhereOnceItsNodeTimesOut) {

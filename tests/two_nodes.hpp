@@ -16,6 +16,18 @@
 
 namespace chorus {
 
+// The config of one of `nodes` nodes that are Runtimes of this process, with `peers` peers,
+// joined through the daemon `orch` (20 s timeouts).
+inline Config in_process_node(const testkit::Orchestrator& orch, uint32_t peers, uint32_t nodes) {
+  Config cfg;
+  cfg.num_devices = peers;
+  cfg.num_nodes = nodes;
+  cfg.orchestrator_address = "127.0.0.1:" + std::to_string(orch.port);
+  cfg.node_address = "127.0.0.1";
+  cfg.timeout = std::chrono::seconds(20);
+  return cfg;
+}
+
 // Two nodes as two Runtimes of this process, joined through the daemon: node 0's runtime has
 // peers A and B, node 1's one peer, C (20 s timeouts). Node ids go by the order of joining:
 // either runtime may be node 0.
@@ -25,15 +37,7 @@ struct TwoNodes {
   Runtime nodes[2];
   Result<Peer> a = Status(Errc::internal, "not registered"), b = a, c = a;
 
-  Config config(uint32_t peers) const {
-    Config cfg;
-    cfg.num_devices = peers;
-    cfg.num_nodes = 2;
-    cfg.orchestrator_address = "127.0.0.1:" + std::to_string(orch.port);
-    cfg.node_address = "127.0.0.1";
-    cfg.timeout = std::chrono::seconds(20);
-    return cfg;
-  }
+  Config config(uint32_t peers) const { return in_process_node(orch, peers, 2); }
   ::testing::AssertionResult join() {
     if (orch.pid <= 0) return ::testing::AssertionFailure() << orch.error;
     // Registration blocks until both nodes joined: one thread per node.

@@ -290,7 +290,8 @@ Status NetOp::conclude(int p, Status local) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (takes_part_[k] && !ann_[k] && !gone_[k] && !absent_[k]);
-      waiting = waiting && !lost_;
+      // A node that never launched it decides the verdict already: no announcement can change it.
+      waiting = waiting && !lost_ && !absent_status_;
     }
     if (!waiting || !await(ann_word_, g + 1)) break;
   }

@@ -59,8 +59,8 @@ class NetOp : public RemoteSteps {
   // succeed here (its peers called late, and found all they need), it fails with their error,
   // unless a peer of this node already ended it (its verdict stands). `never_launched`: that node
   // (`node`) timed out before its own peers all called, so it will take no part: the op stops
-  // (nothing is waited for from it, nor any data) and fails with its error (in the words of a
-  // deadline here: the ranks that never called).
+  // (nothing is waited for from it, nor any data, nor other nodes' announcements) and fails with
+  // its error (in the words of a deadline here: the ranks that never called).
   void gave_up(const Status& why, uint32_t node, bool never_launched);
   std::optional<Status> given_up() const {
     std::lock_guard<std::mutex> lk(mu_);

@@ -211,9 +211,10 @@ void NetOp::node_lost(const Status& why) {
 }
 
 void NetOp::gave_up(const Status& why, uint32_t node, bool never_launched) {
-  // The op is not stopped: what it waits for may yet fail it with a truer cause (a link that
-  // stalled, which that node's timeout only showed), and what came already may let it end. A
-  // node that never launched it sent nothing and will send nothing: nothing is waited for from it.
+  // A node that timed out in the op's transfers: the op is not stopped, since what it waits for
+  // may yet fail it with a truer cause (a link that stalled, which that node's timeout only
+  // showed), and what came already may let it end. A node that never launched it sent nothing and
+  // will send nothing: the op is stopped (below).
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!given_up_ && concluded_ == 0) given_up_ = why;
