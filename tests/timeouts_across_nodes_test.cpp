@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
+#include <string>
+#include <tuple>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -20,10 +23,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Node 1's note from node 0 that op #0 was given up (its peers time out first), within 10 s.
-std::optional<Status> await_note(TwoNodes& two) {
+// The note of another node that op #0 was given up there (its peers timed out), as `g`'s node
+// has it within 10 s.
+std::optional<Status> await_note(GlobalClient& g) {
   std::optional<Status> note;
-  for (const auto until = Clock::now() + 10s; !(note = two.there().given_up(0, 0)) && Clock::now() < until;)
+  for (const auto until = Clock::now() + 10s; !(note = g.given_up(0, 0)) && Clock::now() < until;)
     std::this_thread::yield();
   return note;
 }
@@ -55,7 +59,7 @@ TEST(TimeoutsAcrossNodes, AnOpThatTimedOutOnOneNodeFailsAlikeOnANodeThatCallsItL
   ASSERT_TRUE(has(sa, Errc::timeout, {"all_reduce #0: ", "never called within the op's timeout"})) << sa.to_string();
   EXPECT_EQ(sb, sa);
   // Node 1 has the note before C calls (so C is late for sure).
-  const std::optional<Status> note = await_note(two);
+  const std::optional<Status> note = await_note(two.there());
   ASSERT_TRUE(note.has_value()) << "node 1 never heard that node 0 gave up";
   EXPECT_EQ(*note, sa);
   Tensor z = Tensor::from(std::vector<float>{7, 8, 9});
@@ -102,7 +106,7 @@ TEST(TimeoutsAcrossNodes, AnOpThatTimedOutAmongOneNodesPeersFailsAtOnceOnANodeTh
   Tensor x = Tensor::from(std::vector<float>{1, 2, 3}), z = Tensor::from(std::vector<float>{7, 8, 9});
   const Status sa = two.a->all_reduce_async(x, ReduceOp::sum, brief).wait_for(10s);
   ASSERT_EQ(sa.code(), Errc::timeout) << sa.to_string();
-  const std::optional<Status> note = await_note(two);
+  const std::optional<Status> note = await_note(two.there());
   ASSERT_TRUE(note.has_value()) << "node 1 never heard that node 0 gave up";
   EXPECT_EQ(*note, sa);
   const auto t0 = std::chrono::steady_clock::now();
@@ -111,60 +115,140 @@ TEST(TimeoutsAcrossNodes, AnOpThatTimedOutAmongOneNodesPeersFailsAtOnceOnANodeTh
   EXPECT_EQ(sc, sa) << sc.to_string();
 }
 
-// Three nodes as Runtimes of this process: node 0 runs A and B, node 1 runs C, node 2 runs D.
-struct ThreeNodes {
-  testkit::Orchestrator orch = testkit::start_orchestrator({"--port", "0", "--nodes", "3", "--heartbeat-ms", "500"});
-  testkit::ChildGuard daemon{orch.pid};
-  Runtime nodes[3];
-  Result<Peer> a = Status(Errc::internal, "not registered"), b = a, c = a, d = a;
+// Nodes as Runtimes of this process, joined through the daemon (20 s timeouts): runtime i runs
+// per_node[i] peers, and p lists them all, runtime 0's first. Node ids go by the order of
+// joining: any runtime may be node 0, so ranks are asked of the peers.
+struct Nodes {
+  std::vector<uint32_t> per_node;
+  testkit::Orchestrator orch;
+  testkit::ChildGuard daemon;
+  std::unique_ptr<Runtime[]> rts;
+  std::vector<Result<Peer>> p;
 
-  Config config(uint32_t peers) const { return in_process_node(orch, peers, 3); }
+  explicit Nodes(std::vector<uint32_t> peers)
+      : per_node(std::move(peers)),
+        orch(testkit::start_orchestrator({"--port", "0", "--nodes", std::to_string(per_node.size()), "--heartbeat-ms", "500"})),
+        daemon{orch.pid},
+        rts(new Runtime[per_node.size()]) {}
   ::testing::AssertionResult join() {
     if (orch.pid <= 0) return ::testing::AssertionFailure() << orch.error;
-    std::thread tb([&] { b = nodes[0].register_peer(1, config(2)); });
-    std::thread tc([&] { c = nodes[1].register_peer(0, config(1)); });
-    std::thread td([&] { d = nodes[2].register_peer(0, config(1)); });
-    a = nodes[0].register_peer(0, config(2));
-    tb.join();
-    tc.join();
-    td.join();
-    for (auto* p : {&a, &b, &c, &d})
-      if (!p->is_ok()) return ::testing::AssertionFailure() << p->status().to_string();
+    for (uint32_t n : per_node)
+      for (uint32_t j = 0; j < n; ++j) p.emplace_back(Status(Errc::internal, "not registered"));
+    std::vector<std::thread> joining;  // registration blocks until every node joined
+    for (std::size_t i = 0, k = 0; i < per_node.size(); ++i)
+      for (uint32_t j = 0; j < per_node[i]; ++j, ++k)
+        joining.emplace_back([this, i, j, k] {
+          p[k] = rts[i].register_peer(j, in_process_node(orch, per_node[i], static_cast<uint32_t>(per_node.size())));
+        });
+    for (auto& t : joining) t.join();
+    for (auto& r : p)
+      if (!r.is_ok()) return ::testing::AssertionFailure() << r.status().to_string();
     return ::testing::AssertionSuccess();
+  }
+  GlobalClient& global(std::size_t i) { return *RuntimeAccess::impl(rts[i]).global; }
+  // Every peer calls the next all-reduce at once (t[k] is p[k]'s): it succeeds everywhere, with
+  // one sum.
+  void expect_next_op_everywhere(std::vector<Tensor>& t) {
+    std::vector<Status> next(p.size());
+    std::vector<std::thread> calls;
+    for (std::size_t k = 0; k < p.size(); ++k) calls.emplace_back([&, k] { next[k] = p[k]->all_reduce(t[k], ReduceOp::sum); });
+    for (auto& c : calls) c.join();
+    for (const Status& s : next) EXPECT_TRUE(s.is_ok()) << s.to_string();
+    for (const Tensor& x : t) EXPECT_EQ(x.data_as<float>()[0], t[0].data_as<float>()[0]);
   }
 };
 
-// As above, but D (node 2) calls only after C returned: C's verdict does not wait for D's
-// announcement (node 0's note decides it; no announcement could change it), so C fails at once,
-// not at its 20 s deadline. D, calling late, fails alike at once; then the next op runs everywhere.
+// Whether `g`'s node drops op #0 from its table within 10 s (a note's receiver drops it once its
+// local server, which answers the peers first, has failed it).
+bool drops_op(GlobalClient& g) {
+  for (const auto until = Clock::now() + 10s; g.holds(0, 0) && Clock::now() < until;) std::this_thread::yield();
+  return !g.holds(0, 0);
+}
+
+std::vector<Tensor> inputs(std::size_t n) {
+  std::vector<Tensor> t;
+  for (std::size_t k = 0; k < n; ++k) t.push_back(Tensor::from(std::vector<float>{float(k + 1), float(k + 1)}));
+  return t;
+}
+
+std::string never_called(Result<Peer>& straggler) {
+  return "all_reduce #0: rank " + std::to_string(straggler->rank()) + " never called within the op's timeout";
+}
+
+// As above, with a third node, D's, which calls only after C returned: C's verdict does not wait
+// for D's announcement (node 0's note decides it; no announcement could change it), so C fails at
+// once, not at its 20 s deadline. D, calling late, fails alike at once; the next op runs everywhere.
 TEST(TimeoutsAcrossNodes, AnOpThatTimedOutAmongOneNodesPeersDoesNotWaitForAThirdNodeToCall) {
-  ThreeNodes three;
-  ASSERT_TRUE(three.join());
+  Nodes nodes({2, 1, 1});
+  ASSERT_TRUE(nodes.join());
+  auto [a, b, c, d] = std::tie(nodes.p[0], nodes.p[1], nodes.p[2], nodes.p[3]);
   OpOptions brief;
   brief.timeout = 300ms;
-  std::vector<Tensor> t;
-  for (float v : {1.f, 2.f, 3.f, 4.f}) t.push_back(Tensor::from(std::vector<float>{v, v}));
+  std::vector<Tensor> t = inputs(4);
   const auto t0 = std::chrono::steady_clock::now();
-  Work wc = three.c->all_reduce_async(t[2], ReduceOp::sum);
-  const Status sa = three.a->all_reduce_async(t[0], ReduceOp::sum, brief).wait_for(10s);
-  const std::string b_never = "all_reduce #0: rank " + std::to_string(three.b->rank()) + " never called within the op's timeout";
-  ASSERT_TRUE(has(sa, Errc::timeout, {b_never})) << sa.to_string();
+  Work wc = c->all_reduce_async(t[2], ReduceOp::sum);
+  const Status sa = a->all_reduce_async(t[0], ReduceOp::sum, brief).wait_for(10s);
+  ASSERT_TRUE(has(sa, Errc::timeout, {never_called(b)})) << sa.to_string();
   const Status sc = wc.wait_for(20s);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "C waited for D's announcement";
   EXPECT_EQ(sc, sa) << sc.to_string();
   const auto t1 = std::chrono::steady_clock::now();
-  EXPECT_EQ(three.d->all_reduce(t[3], ReduceOp::sum), sa) << "D, late on node 2";
+  EXPECT_EQ(d->all_reduce(t[3], ReduceOp::sum), sa) << "D, late on node 2";
   EXPECT_LT(std::chrono::steady_clock::now() - t1, 10s) << "D waited out its own timeout";
-  EXPECT_EQ(three.b->all_reduce(t[1], ReduceOp::sum), sa) << "B, late on node 0";
-  std::vector<Status> next(4);
-  std::vector<std::thread> others;
-  others.emplace_back([&] { next[1] = three.b->all_reduce(t[1], ReduceOp::sum); });
-  others.emplace_back([&] { next[2] = three.c->all_reduce(t[2], ReduceOp::sum); });
-  others.emplace_back([&] { next[3] = three.d->all_reduce(t[3], ReduceOp::sum); });
-  next[0] = three.a->all_reduce(t[0], ReduceOp::sum);
-  for (auto& th : others) th.join();
-  for (const Status& s : next) EXPECT_TRUE(s.is_ok()) << s.to_string();
-  for (const Tensor& x : t) EXPECT_EQ(x.data_as<float>()[0], 10.f);
+  EXPECT_EQ(b->all_reduce(t[1], ReduceOp::sum), sa) << "B, late on node 0";
+  nodes.expect_next_op_everywhere(t);
+}
+
+// Two nodes of two peers, each with one that has not called: C (node 1) calls with 300 ms and
+// times out; A (node 0), which called with 20 s and waits for B, its node-mate, fails as soon as
+// node 1's note comes, with C's error (naming D), not at its own deadline naming B. B and D, late,
+// fail alike, and neither node's table keeps the op.
+TEST(TimeoutsAcrossNodes, ANoteThatAnotherNodeNeverLaunchedTheOpEndsTheWaitForThisNodesOwnPeers) {
+  Nodes nodes({2, 2});
+  ASSERT_TRUE(nodes.join());
+  auto [a, b, c, d] = std::tie(nodes.p[0], nodes.p[1], nodes.p[2], nodes.p[3]);
+  OpOptions brief;
+  brief.timeout = 300ms;
+  std::vector<Tensor> t = inputs(4);
+  testing::EventCount entered;  // A's call reached node 0's local server
+  testing::count_server_entries(nodes.rts[0], entered);
+  const auto t0 = std::chrono::steady_clock::now();
+  Work wa = a->all_reduce_async(t[0], ReduceOp::sum);
+  ASSERT_TRUE(entered.wait_for(1));
+  const Status sc = c->all_reduce_async(t[2], ReduceOp::sum, brief).wait_for(10s);
+  ASSERT_TRUE(has(sc, Errc::timeout, {never_called(d)})) << sc.to_string();
+  const Status sa = wa.wait_for(20s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "A waited out its own timeout";
+  EXPECT_EQ(sa, sc) << sa.to_string();
+  EXPECT_EQ(b->all_reduce(t[1], ReduceOp::sum), sc) << "B, late on node 0";
+  EXPECT_EQ(d->all_reduce(t[3], ReduceOp::sum), sc) << "D, late on node 1";
+  EXPECT_TRUE(drops_op(nodes.global(0)));
+  EXPECT_TRUE(drops_op(nodes.global(1)));
+  nodes.expect_next_op_everywhere(t);
+}
+
+// The same where no peer of node 0 has called when node 1's note comes: the first to call fails
+// at once with C's error, and its node-mate too.
+TEST(TimeoutsAcrossNodes, ANoteThatAnotherNodeNeverLaunchedTheOpFailsItHereAtItsFirstCall) {
+  Nodes nodes({2, 2});
+  ASSERT_TRUE(nodes.join());
+  auto [a, b, c, d] = std::tie(nodes.p[0], nodes.p[1], nodes.p[2], nodes.p[3]);
+  OpOptions brief;
+  brief.timeout = 300ms;
+  std::vector<Tensor> t = inputs(4);
+  const Status sc = c->all_reduce_async(t[2], ReduceOp::sum, brief).wait_for(10s);
+  ASSERT_TRUE(has(sc, Errc::timeout, {never_called(d)})) << sc.to_string();
+  // Node 0's local server keeps the note for its first call (it comes after the global client's).
+  LocalServerCore& core0 = *RuntimeAccess::impl(nodes.rts[0]).core;
+  for (const auto until = Clock::now() + 10s; !core0.keeps_note(0, 0) && Clock::now() < until;) std::this_thread::yield();
+  ASSERT_TRUE(core0.keeps_note(0, 0)) << "node 0 never heard that node 1 gave up";
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(a->all_reduce(t[0], ReduceOp::sum), sc) << "A, first on node 0";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "A waited for B";
+  EXPECT_EQ(b->all_reduce(t[1], ReduceOp::sum), sc) << "B";
+  EXPECT_EQ(d->all_reduce(t[3], ReduceOp::sum), sc) << "D, late on node 1";
+  EXPECT_TRUE(drops_op(nodes.global(0)));
+  nodes.expect_next_op_everywhere(t);
 }
 
 } // namespace

@@ -130,7 +130,17 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       // The op timed out there: it fails here too, with the same error, unless it ended here.
       auto why = decode_leaving(r.bytes.data(), r.bytes.size(), error);
       if (!why || why->code() != Errc::timeout) return on_node_lost(node, from + " sent a garbled note of an op it gave up on");
-      if (auto op = op_for(h.group, h.seq, true)) op->gave_up(*why, node, h.slot == kNeverLaunched);
+      auto op = op_for(h.group, h.seq, true);
+      if (!op) return;
+      op->gave_up(*why, node, h.slot == kNeverLaunched);
+      if (h.slot != kNeverLaunched || op->launched()) return;
+      // This node's peers that called it stop waiting for the others here too (the local server).
+      NeverLaunchedListener tell;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        tell = never_listener_;
+      }
+      if (tell && tell(h.group, h.seq, *why)) finished(h.group, h.seq);
       return;
     }
     case FrameType::leaving: {

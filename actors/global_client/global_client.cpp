@@ -264,6 +264,11 @@ void GlobalClient::on_first_loss(LossListener listener) {
   if (already && listener) listener(*already);
 }
 
+void GlobalClient::on_never_launched(NeverLaunchedListener listener) {
+  std::lock_guard<std::mutex> lk(mu_);
+  never_listener_ = std::move(listener);
+}
+
 void GlobalClient::on_node_lost(uint32_t node, const std::string& heard, bool announced) {
   if (node == NodeEvents::kRevokeNotice) {
     CHORUS_LOG(info, net, (LogWhere{topo_.node_id}), heard);

@@ -95,6 +95,13 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // a later call replaces it.
   using LossListener = std::function<void(const Status& why)>;
   void on_first_loss(LossListener listener);
+  // `listener` hears that another node never launched collective (group, seq) (its own peers timed
+  // out before they all called: a gave_up note), after the client's locks are released; it says
+  // whether this node will never launch the op either (its peers' wait for each other ended with
+  // that error), and the op then leaves the table as tell_never_called's does. The local server's
+  // core registers it. One listener: a later call replaces it.
+  using NeverLaunchedListener = std::function<bool(uint32_t group, uint64_t seq, const Status& why)>;
+  void on_never_launched(NeverLaunchedListener listener);
 
   // Half of collective (group, seq)'s timeout gone with `ranks` (group ranks) of this node not
   // called yet: tells every other node of the op (members: global ids by group rank; empty for
@@ -317,6 +324,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::vector<std::pair<uint32_t, uint64_t>> done_order_;
   std::optional<Status> lost_;                     // a node died or froze: every op fails
   LossListener loss_listener_;                     // told of lost_ once, outside mu_
+  NeverLaunchedListener never_listener_;           // told of other nodes' never-launched notes, outside mu_
   std::vector<std::pair<uint32_t, Status>> left_;  // nodes that said goodbye
   struct Failure {
     uint32_t group = 0;

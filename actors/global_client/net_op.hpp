@@ -62,6 +62,11 @@ class NetOp : public RemoteSteps {
   // (nothing is waited for from it, nor any data, nor other nodes' announcements) and fails with
   // its error (in the words of a deadline here: the ranks that never called).
   void gave_up(const Status& why, uint32_t node, bool never_launched);
+  // Whether this node's peers launched it (begin_op).
+  bool launched() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return launched_;
+  }
   std::optional<Status> given_up() const {
     std::lock_guard<std::mutex> lk(mu_);
     return given_up_;

@@ -114,6 +114,7 @@ void LocalServerCore::fail_everyone(const Status& why) {
   pending_groups_.clear();
   group_timers_.clear();
   ops_.clear();
+  noted_never_.clear();
   sends_.clear();
   recvs_.clear();
   op_timers_.clear();
@@ -126,6 +127,7 @@ void LocalServerCore::clear() {
   registered_.clear();
   finished_.clear();
   ops_.clear();
+  noted_never_.clear();
   groups_.clear();
   next_group_ = 1;
 }

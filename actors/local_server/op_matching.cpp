@@ -18,6 +18,7 @@ void LocalServerCore::on_op(Call call) {
   // The launch of an op this call completed runs without the lock (see mu_ in server_core.hpp).
   if (fx.op) launch(*fx.op);
   if (fx.pair) launch_pair(*fx.pair);
+  if (fx.never && fx.never_global) fx.never_global->finished(fx.never->first, fx.never->second);
   if (enter_hook_) enter_hook_();
 }
 
@@ -97,6 +98,15 @@ void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t i
     op.kind = req.kind;
     op.timer = next_timer_++;
     op_timers_[op.timer] = key;
+    // Another node never launched it (noted before any peer here called): it fails here at once.
+    auto noted = std::find_if(noted_never_.begin(), noted_never_.end(), [&](const auto& e) { return e.first == key; });
+    if (noted != noted_never_.end()) {
+      fail_op(op, noted->second);
+      if (global_) global_->note_failure(req.group, req.seq, op.failure);
+      noted_never_.erase(noted);
+      fx.never = key;
+      fx.never_global = global_;
+    }
   }
   call.reply->timer = op.timer;
   if (op.failed) {  // a late peer of an op that already failed gets the same error

@@ -66,8 +66,22 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // Multi-node mode: registers group `gid` (members: global ids, by rank) on this node once its
   // members agreed (Peer::new_group). Idempotent: each local member calls it.
   void adopt_group(uint32_t gid, const std::vector<uint32_t>& members);
-  // Also asks `g` to tell on_node_lost the first node loss it learns of (timeouts.cpp).
+  // Also asks `g` to tell on_node_lost the first node loss it learns of, and
+  // on_never_launched_elsewhere other nodes' never-launched notes (timeouts.cpp).
   void set_global(std::shared_ptr<GlobalClient> g);
+  // Multi-node mode: another node never launched collective (group, seq) (its own peers timed out
+  // before they all called: `why`, in the words of every node's deadline). The op cannot succeed:
+  // where this node's peers wait for each other in it, they fail with `why` at once (true: it will
+  // never launch here); where none called it yet, the first that does fails so, and its node-mates
+  // too (false; the note is kept for the last kNotedNever ops so noted).
+  bool on_never_launched_elsewhere(uint32_t group, uint64_t seq, const Status& why);
+  // Whether such a note of collective (group, seq) waits for this node's first call (for tests).
+  bool keeps_note(uint32_t group, uint64_t seq) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& [key, why] : noted_never_)
+      if (key == OpKey{group, seq}) return true;
+    return false;
+  }
   // A node was lost (`why` is the global client's first loss, "node K lost: ..."): every collective
   // waiting here for this node's own peers fails with it at once, and so does every later one, at
   // its first local peer. Send/recv pairs within the node go on. Idempotent; the first loss stays.
@@ -161,6 +175,10 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   struct Effects {
     std::optional<Launch> op;
     std::optional<PairLaunch> pair;
+    // An op that will never launch here (another node's note): out of the global table, through
+    // the client as it was under the lock (close() may clear global_ once it is released).
+    std::optional<std::pair<uint32_t, uint64_t>> never;
+    std::shared_ptr<GlobalClient> never_global;
   };
 
   // A control message that does not decode.
@@ -219,9 +237,10 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // its locks or writes to sockets (GlobalClient::lost, rank_nodes, begin_op: GlobalClient::mu_,
   // NetOp::mu_, the Poller's and the connections' locks, TLS). So mu_ is a leaf: no other lock is
   // taken while it is held (the global client's topology getters, called under it, take none).
-  // The one call the other way, the global client telling on_node_lost of a lost node, comes
-  // after it released its own locks (the poller's leader token may still be held: fine, since mu_
-  // is a leaf), so there is no order to break. The replies of one op stay consistent: an op
+  // The calls the other way, the global client telling on_node_lost of a lost node and
+  // on_never_launched_elsewhere of another node's note, come after it released its own locks (the
+  // poller's leader token may still be held: fine, since mu_ is a leaf), so there is no order to
+  // break. The replies of one op stay consistent: an op
   // leaves ops_ when it is launched, so a timeout, reset, close or node loss that comes meanwhile
   // no longer sees it, and its launch answers all its peers alike (a loss by then reaches them
   // through the global client). Every node still sees every announcement: begin_op runs for every
@@ -235,6 +254,10 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   std::shared_ptr<const Config> config_;
   std::vector<bool> registered_, finished_;
   std::map<OpKey, PendingOp> ops_;
+  // Other nodes' never-launched notes of ops no peer here had called (on_never_launched_elsewhere),
+  // until one does; the oldest dropped past kNotedNever.
+  static constexpr std::size_t kNotedNever = 64;
+  std::deque<std::pair<OpKey, Status>> noted_never_;
   std::map<uint32_t, Group> groups_;                         // 0 is the world, made at register
   std::map<std::vector<uint32_t>, PendingGroup> pending_groups_;  // by member list
   std::map<uint64_t, std::vector<uint32_t>> group_timers_;   // timer id -> pending member list

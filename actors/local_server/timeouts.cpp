@@ -30,6 +30,26 @@ void LocalServerCore::set_global(std::shared_ptr<GlobalClient> g) {
   g->on_first_loss([weak](const Status& why) {
     if (auto core = weak.lock()) core->on_node_lost(why);
   });
+  g->on_never_launched([weak](uint32_t group, uint64_t seq, const Status& why) {
+    auto core = weak.lock();
+    return core && core->on_never_launched_elsewhere(group, seq, why);
+  });
+}
+
+bool LocalServerCore::on_never_launched_elsewhere(uint32_t group, uint64_t seq, const Status& why) {
+  std::lock_guard<std::mutex> lk(mu_);
+  const OpKey key{group, seq};
+  if (auto it = ops_.find(key); it != ops_.end()) {
+    if (it->second.failed) return false;  // it failed here first (its own timeout told the others)
+    fail_op(it->second, why);
+    if (global_) global_->note_failure(group, seq, why);  // a leaf lock: told when the node leaves
+    return true;
+  }
+  // Not called here yet (the global client asks only while the op has not launched here; a
+  // launch under way meanwhile leaves a note that nobody asks for, dropped in time).
+  if (noted_never_.size() == kNotedNever) noted_never_.pop_front();
+  noted_never_.emplace_back(key, why);
+  return false;
 }
 
 void LocalServerCore::on_node_lost(const Status& why) {
