@@ -199,56 +199,59 @@ TEST(TimeoutsAcrossNodes, AnOpThatTimedOutAmongOneNodesPeersDoesNotWaitForAThird
   nodes.expect_next_op_everywhere(t);
 }
 
-// Two nodes of two peers, each with one that has not called: C (node 1) calls with 300 ms and
-// times out; A (node 0), which called with 20 s and waits for B, its node-mate, fails as soon as
-// node 1's note comes, with C's error (naming D), not at its own deadline naming B. B and D, late,
-// fail alike, and neither node's table keeps the op.
-TEST(TimeoutsAcrossNodes, ANoteThatAnotherNodeNeverLaunchedTheOpEndsTheWaitForThisNodesOwnPeers) {
-  Nodes nodes({2, 2});
-  ASSERT_TRUE(nodes.join());
-  auto [a, b, c, d] = std::tie(nodes.p[0], nodes.p[1], nodes.p[2], nodes.p[3]);
-  OpOptions brief;
-  brief.timeout = 300ms;
+// Two nodes of two peers, A and B (p[0], p[1]) on one, C and D (p[2], p[3]) on the other; C
+// calls op #0 with 300 ms, and D does not: node 1's local phase times out, and its note reaches
+// node 0. Then B and D, late, fail alike, neither node's table keeps the op, and the next op runs.
+class NeverLaunchedNote : public ::testing::Test {
+ protected:
+  Nodes nodes{{2, 2}};
   std::vector<Tensor> t = inputs(4);
+
+  void SetUp() override { ASSERT_TRUE(nodes.join()); }
+  Result<Peer>& p(std::size_t k) { return nodes.p[k]; }
+  Status c_times_out() {
+    OpOptions brief;
+    brief.timeout = 300ms;
+    const Status sc = p(2)->all_reduce_async(t[2], ReduceOp::sum, brief).wait_for(10s);
+    EXPECT_TRUE(has(sc, Errc::timeout, {never_called(p(3))})) << sc.to_string();
+    return sc;
+  }
+  void expect_the_rest(const Status& sc) {
+    EXPECT_EQ(p(1)->all_reduce(t[1], ReduceOp::sum), sc) << "B, late on node 0";
+    EXPECT_EQ(p(3)->all_reduce(t[3], ReduceOp::sum), sc) << "D, late on node 1";
+    EXPECT_TRUE(drops_op(nodes.global(0)));
+    EXPECT_TRUE(drops_op(nodes.global(1)));
+    nodes.expect_next_op_everywhere(t);
+  }
+};
+
+// A, which called with 20 s and waits for B, its node-mate, fails as soon as node 1's note comes,
+// with C's error (naming D), not at its own deadline naming B.
+TEST_F(NeverLaunchedNote, EndsTheWaitForThisNodesOwnPeers) {
   testing::EventCount entered;  // A's call reached node 0's local server
   testing::count_server_entries(nodes.rts[0], entered);
   const auto t0 = std::chrono::steady_clock::now();
-  Work wa = a->all_reduce_async(t[0], ReduceOp::sum);
+  Work wa = p(0)->all_reduce_async(t[0], ReduceOp::sum);
   ASSERT_TRUE(entered.wait_for(1));
-  const Status sc = c->all_reduce_async(t[2], ReduceOp::sum, brief).wait_for(10s);
-  ASSERT_TRUE(has(sc, Errc::timeout, {never_called(d)})) << sc.to_string();
+  const Status sc = c_times_out();
   const Status sa = wa.wait_for(20s);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "A waited out its own timeout";
   EXPECT_EQ(sa, sc) << sa.to_string();
-  EXPECT_EQ(b->all_reduce(t[1], ReduceOp::sum), sc) << "B, late on node 0";
-  EXPECT_EQ(d->all_reduce(t[3], ReduceOp::sum), sc) << "D, late on node 1";
-  EXPECT_TRUE(drops_op(nodes.global(0)));
-  EXPECT_TRUE(drops_op(nodes.global(1)));
-  nodes.expect_next_op_everywhere(t);
+  expect_the_rest(sc);
 }
 
-// The same where no peer of node 0 has called when node 1's note comes: the first to call fails
-// at once with C's error, and its node-mate too.
-TEST(TimeoutsAcrossNodes, ANoteThatAnotherNodeNeverLaunchedTheOpFailsItHereAtItsFirstCall) {
-  Nodes nodes({2, 2});
-  ASSERT_TRUE(nodes.join());
-  auto [a, b, c, d] = std::tie(nodes.p[0], nodes.p[1], nodes.p[2], nodes.p[3]);
-  OpOptions brief;
-  brief.timeout = 300ms;
-  std::vector<Tensor> t = inputs(4);
-  const Status sc = c->all_reduce_async(t[2], ReduceOp::sum, brief).wait_for(10s);
-  ASSERT_TRUE(has(sc, Errc::timeout, {never_called(d)})) << sc.to_string();
+// No peer of node 0 has called when the note comes: the first to call fails at once with C's
+// error, and its node-mate too.
+TEST_F(NeverLaunchedNote, FailsTheOpHereAtItsFirstCall) {
+  const Status sc = c_times_out();
   // Node 0's local server keeps the note for its first call (it comes after the global client's).
   LocalServerCore& core0 = *RuntimeAccess::impl(nodes.rts[0]).core;
   for (const auto until = Clock::now() + 10s; !core0.keeps_note(0, 0) && Clock::now() < until;) std::this_thread::yield();
   ASSERT_TRUE(core0.keeps_note(0, 0)) << "node 0 never heard that node 1 gave up";
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(a->all_reduce(t[0], ReduceOp::sum), sc) << "A, first on node 0";
+  EXPECT_EQ(p(0)->all_reduce(t[0], ReduceOp::sum), sc) << "A, first on node 0";
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "A waited for B";
-  EXPECT_EQ(b->all_reduce(t[1], ReduceOp::sum), sc) << "B";
-  EXPECT_EQ(d->all_reduce(t[3], ReduceOp::sum), sc) << "D, late on node 1";
-  EXPECT_TRUE(drops_op(nodes.global(0)));
-  nodes.expect_next_op_everywhere(t);
+  expect_the_rest(sc);
 }
 
 } // namespace
