@@ -32,7 +32,7 @@ Status verdict(GlobalClient& client, Status fallback) {
 NetOp::NetOp(std::shared_ptr<GlobalClient> client, uint32_t group, uint64_t seq, uint32_t num_nodes,
              const std::optional<Status>& lost, const std::vector<std::pair<uint32_t, Status>>& left)
     : client_(std::move(client)), group_(group), seq_(seq), my_node_(client_->node_id()), ann_(num_nodes),
-      gone_(num_nodes, false), absent_(num_nodes, false), ann_frame_(num_nodes), sent_(std::size_t{num_nodes} * num_nodes, false),
+      gone_(num_nodes, false), ann_frame_(num_nodes), sent_(std::size_t{num_nodes} * num_nodes, false),
       stragglers_(num_nodes) {
   // What the node already knows, as node_lost() and node_left() would record it (nobody can wait
   // on the op yet, and it has nothing to send).
@@ -289,7 +289,7 @@ Status NetOp::conclude(int p, Status local) {
     bool waiting = false;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (takes_part_[k] && !ann_[k] && !gone_[k] && !absent_[k]);
+      for (uint32_t k = 0; k < nodes; ++k) waiting = waiting || (takes_part_[k] && !ann_[k] && !gone_[k]);
       // A node that never launched it decides the verdict already: no announcement can change it.
       waiting = waiting && !lost_ && !absent_status_;
     }

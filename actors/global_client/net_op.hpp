@@ -180,8 +180,9 @@ class NetOp : public RemoteSteps {
   bool told_given_up_ = false;      // ours went to the other nodes
   bool concluded_ok_ = false;       // a peer of this node ended it well: no note goes
   std::vector<bool> gone_;  // by node: left in order (see node_left)
-  std::vector<bool> absent_;  // by node: timed out before its part began (gave_up): nothing will come
-  std::optional<Status> absent_status_;  // the first such node's error
+  // The error of the first node that timed out before its part began (gave_up): nothing will come
+  // from it, and no announcement can change the verdict.
+  std::optional<Status> absent_status_;
   std::optional<Status> left_status_;  // why, once a node has left
   std::vector<uint32_t> rank_node_;  // by op rank (set at launch)
   std::vector<bool> takes_part_;     // by node

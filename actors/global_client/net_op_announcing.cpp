@@ -219,7 +219,6 @@ void NetOp::gave_up(const Status& why, uint32_t node, bool never_launched) {
     std::lock_guard<std::mutex> lk(mu_);
     if (!given_up_ && concluded_ == 0) given_up_ = why;
     if (!never_launched || node >= ann_.size() || ann_[node]) return;
-    absent_[node] = true;
     if (!absent_status_) absent_status_ = why;
   }
   // It cannot succeed without that node: every wait in it ends, those for other nodes' data too
