@@ -309,12 +309,18 @@ int skip_in_group(Peer& p, const NodeContext& node) {
   return done;
 }
 
+// Whether p is a node-mate of the victim (--victim, a rank here), not the victim itself.
+bool victims_mate(const Peer& p, const Args& a) {
+  const uint32_t victim = static_cast<uint32_t>(a.victim_node), first = victim - victim % a.peers;
+  return p.rank() != victim && p.rank() >= first && p.rank() < first + a.peers;
+}
+
 // skip, where the victim's node-mates give op --at-op a tenth of the timeout: their node's
 // local phase times out long before the other nodes' deadline, which its note then ends at once.
 int skip_mates_brief(Peer& p, const NodeContext& node) {
   const Args& a = node.args;
-  const uint32_t victim = static_cast<uint32_t>(a.victim_node), first = victim - victim % a.peers;
-  const bool mate = p.rank() != victim && p.rank() >= first && p.rank() < first + a.peers;
+  const uint32_t victim = static_cast<uint32_t>(a.victim_node);
+  const bool mate = victims_mate(p, a);
   int done = 0;
   for (uint32_t i = 0; i < a.at_op + 1; ++i, ++done) {
     if (i == a.at_op && p.rank() == victim) throw Fail{Status(Errc::ok, "skipped")};
@@ -332,8 +338,8 @@ int skip_mates_brief(Peer& p, const NodeContext& node) {
 // victim's node), so that an op never launched here leaves nothing behind.
 int late_after_local_timeout(Peer& p, const NodeContext& node) {
   const Args& a = node.args;
-  const uint32_t victim = static_cast<uint32_t>(a.victim_node), first = victim - victim % a.peers;
-  const bool mate = p.rank() != victim && p.rank() >= first && p.rank() < first + a.peers;
+  const uint32_t victim = static_cast<uint32_t>(a.victim_node);
+  const bool mate = victims_mate(p, a);
   static std::mutex mu;  // the victim waits for its mate's failure (threads of one process)
   static std::condition_variable cv;
   static bool mate_failed = false;
