@@ -75,6 +75,9 @@ class Lane {
   bool wakes_at_once() const;
   // Waiters sleeping until the lane is free, to drain it (a hook for tests).
   int waiters_to_drain() const;
+  // While paused, the lane's thread takes no task (a hook for tests: a waiter then always finds its
+  // task queued, where otherwise it races the thread for it).
+  void pause_thread(bool paused);
 
  private:
   std::shared_ptr<Core> core_;  // shared with the lane's thread, which may outlive the Lane

@@ -2,7 +2,8 @@
 // keeps what comes after it waiting, a task that enters its own lane runs at once, and a lane's
 // thread starts again after it ended for lack of work; a lane whose tasks their waiters claim at
 // once stops waking its thread, still runs a task nobody claims, and wakes at once again for a
-// waiter that cannot run its task.
+// waiter that cannot run its task. Where a test needs the waiter to find its task still queued, it
+// pauses the lane's thread (Lane::pause_thread) rather than hope to win the race.
 #include <gtest/gtest.h>
 
 #include <time.h>
@@ -199,24 +200,23 @@ TEST(Lane, AWaitRunsAnOpThatHasNotStartedOnTheWaitingThread) {
 }
 
 // Tasks claimed by their "waiter" right after they were handed in, as a blocking call made as an op
-// and its wait claims them, until the lane stops waking its thread for each. The lane's thread,
-// woken for each, may take one first; then it runs there (the next claims count from 0 again).
-// How many the waiter claimed.
+// and its wait claims them, until the lane stops waking its thread for each. The lane's thread is
+// paused meanwhile: woken for each task, it would otherwise race the waiter for it, and on a busy
+// host it can win every race. A claim counts as quick only within 50 us of the hand-in, so a
+// preempted waiter starts the count again; hence up to 400 tries. How many the waiter claimed.
 int make_lazy(Lane& lane) {
   static int keys[400];
   int claimed = 0;
   EventCount ran;
+  lane.pause_thread(true);
   for (int i = 0; i < 400 && lane.wakes_at_once(); ++i) {
     lane.submit([&] { ran.raise(); }, &keys[i]);
-    if (lane.runner(&keys[i])()) ++claimed;
+    EXPECT_TRUE(lane.runner(&keys[i])()) << "the paused lane's thread took task " << i;
+    ++claimed;
     EXPECT_TRUE(ran.wait_for(i + 1));
-    // The task is done once it raised; the lane is free a moment later. Waiting for that keeps
-    // the next claim from finding the lane busy (a waiter would then drain it, turning it lazy
-    // by another rule, tested apart).
-    const auto until = std::chrono::steady_clock::now() + 10s;
-    while (!lane.idle() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   }
-  EXPECT_FALSE(lane.wakes_at_once()) << "still waking its thread after 400 tasks, " << claimed << " claimed";
+  lane.pause_thread(false);
+  EXPECT_FALSE(lane.wakes_at_once()) << "still waking its thread after " << claimed << " claimed tasks";
   return claimed;
 }
 
@@ -301,15 +301,15 @@ TEST(Lane, ATaskClaimedLongAfterItCameMakesALazyLaneWakeAtOnceAgain) {
   // a quick claim): its waiter overlapped it with work of its own.
   int late = 0;
   EventCount ran_late;
+  lane.pause_thread(true);  // a preempted test would otherwise find the task taken by the thread
   lane.submit([&] { ran_late.raise(); }, &late);
   const auto until = std::chrono::steady_clock::now() + 200us;
   while (std::chrono::steady_clock::now() < until) {
   }
-  if (lane.runner(&late)()) {
-    EXPECT_TRUE(lane.wakes_at_once()) << "a late claim kept the lane lazy";
-  }
+  EXPECT_TRUE(lane.runner(&late)());
+  lane.pause_thread(false);
   ASSERT_TRUE(ran_late.wait_for(1));
-  EXPECT_TRUE(lane.wakes_at_once());
+  EXPECT_TRUE(lane.wakes_at_once()) << "a late claim kept the lane lazy";
 }
 
 TEST(Lane, AThreadEndedForLackOfWorkIsStartedAgain) {
