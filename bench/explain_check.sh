@@ -35,5 +35,11 @@ check --nodes 3 --peers 1 --transport network
 check --nodes 2 --peers 1 --op broadcast
 check --nodes 3 --peers 1 --transport network --op reduce_scatter --strategy tree:3
 check --nodes 2 --peers 2 --op all_to_all --transport network
+# --explain alone, last or before another flag, is --explain 1.
+one=$("$bench" --peers 3 --op broadcast -b 1K -e 64K --explain 1)
+for args in "--peers 3 --op broadcast -b 1K -e 64K --explain" "--explain --peers 3 --op broadcast -b 1K -e 64K"; do
+  # shellcheck disable=SC2086
+  if [ "$("$bench" $args)" != "$one" ]; then echo "'chorus-bench $args' did not print --explain 1's plan"; fails=$((fails + 1)); fi
+done
 echo "explain_check: $checked sizes, $fails mismatches"
 [ "$checked" -gt 30 ] && [ "$fails" -eq 0 ]
