@@ -68,7 +68,7 @@ int explain(const Options& o, const std::vector<std::size_t>& sizes) {
   q.redop = o.redop;
   q.root = static_cast<int>(o.root);
   q.on_device = o.device == DeviceType::cuda;
-  q.world = o.group.empty();
+  q.group = o.group.empty() ? 0 : 1;  // --group: a subgroup (any id but the world's 0)
   q.topology = topology_of(o, threads);
   // The arena: the threads of one process share one; node processes one host's, where they share
   // its memory (every node here, unless --transport network); sized by every peer of the job.

@@ -15,6 +15,8 @@
 
 #include <chorus/types.hpp>
 
+#include "core/op_desc.hpp"
+
 namespace chorus::gpu {
 
 struct DevicePeerBuffers {
@@ -23,12 +25,8 @@ struct DevicePeerBuffers {
   void* out = nullptr;       // null where the op writes nothing here
 };
 
-struct DeviceCollective {
-  OpKind kind = OpKind::barrier;  // send/recv run as a two-peer broadcast from rank 0
-  DType dtype = DType::f32;
-  ReduceOp redop = ReduceOp::sum;
-  int root = 0;
-  std::size_t count = 0;  // per-peer block, in elements (strategies/schedule.hpp's sense)
+// An op over every peer's GPU buffers (send/recv run as a two-peer broadcast from rank 0).
+struct DeviceCollective : OpDesc {
   std::vector<DevicePeerBuffers> peers;  // by rank
   bool use_nccl = false;
   std::string label;  // "all_reduce #3", for messages

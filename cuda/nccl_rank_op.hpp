@@ -11,16 +11,13 @@
 
 #include <chorus/types.hpp>
 
+#include "core/op_desc.hpp"
 #include "cuda/nccl_calls.hpp"
 
 namespace chorus::gpu {
 
-struct NcclRankOp {
-  OpKind kind = OpKind::barrier;  // send/recv: a two-rank broadcast from `root`
-  DType dtype = DType::f32;
-  ReduceOp redop = ReduceOp::sum;
-  int root = 0;
-  std::size_t count = 0;  // the per-rank block, in elements (strategies/schedule.hpp's sense)
+// One rank's part in an op NCCL runs (send/recv: a two-rank broadcast from `root`).
+struct NcclRankOp : OpDesc {
   int nranks = 0;
   int rank = 0;
   const void* in = nullptr;  // null where the op reads nothing from this rank

@@ -37,8 +37,8 @@ std::size_t arena_input_bytes(const ArenaOp& op) {
     case OpKind::gather: return block;
     case OpKind::reduce_scatter:
     case OpKind::all_to_all: return block * op.n;
-    case OpKind::broadcast: return op.rank == op.root ? block : 0;
-    case OpKind::scatter: return op.rank == op.root ? block * op.n : 0;
+    case OpKind::broadcast: return op.at_root() ? block : 0;
+    case OpKind::scatter: return op.at_root() ? block * op.n : 0;
     default: return 0;
   }
 }
@@ -53,16 +53,16 @@ Status run_arena_op(const Arena& a, uint64_t seq, const ArenaOp& op, void* out) 
       read_all = true;
       break;
     case OpKind::reduce:
-      if (op.rank == op.root && op.count && out) fold(a, seq, op, 0, out);
-      read_all = op.rank == op.root;
+      if (op.at_root() && op.count && out) fold(a, seq, op, 0, out);
+      read_all = op.at_root();
       break;
     case OpKind::reduce_scatter:
       if (op.count) fold(a, seq, op, op.rank, out);
       read_all = true;
       break;
     case OpKind::broadcast:
-      if (op.rank != op.root && block) std::memcpy(o, a.input_of(op.root, seq), block);
-      read_root = op.rank != op.root;
+      if (!op.at_root() && block) std::memcpy(o, a.input_of(op.root, seq), block);
+      read_root = !op.at_root();
       break;
     case OpKind::scatter:
       if (block) std::memcpy(o, a.input_of(op.root, seq) + op.rank * block, block);
@@ -74,9 +74,9 @@ Status run_arena_op(const Arena& a, uint64_t seq, const ArenaOp& op, void* out) 
       read_all = true;
       break;
     case OpKind::gather:
-      if (op.rank == op.root && block && out)
+      if (op.at_root() && block && out)
         for (uint32_t r = 0; r < op.n; ++r) std::memcpy(o + r * block, a.input_of(r, seq), block);
-      read_all = op.rank == op.root;
+      read_all = op.at_root();
       break;
     case OpKind::all_to_all:
       if (block)

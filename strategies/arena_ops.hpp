@@ -9,22 +9,22 @@
 #include <chorus/status.hpp>
 #include <chorus/types.hpp>
 
+#include "core/op_desc.hpp"
 #include "strategies/arena.hpp"
 
 namespace chorus {
 
-struct ArenaOp {
-  OpKind kind = OpKind::barrier;
-  DType dtype = DType::f32;
-  ReduceOp redop = ReduceOp::sum;
-  uint32_t root = 0;
-  std::size_t count = 0;  // per-peer elements (schedule.hpp's sense)
-  uint32_t n = 1;         // peers of the op
-  uint32_t rank = 0;      // this peer's
+// An op as peer `rank` of `n` runs it in the arena.
+struct ArenaOp : OpDesc {
+  uint32_t n = 1;     // peers of the op
+  uint32_t rank = 0;  // this peer's
 
+  ArenaOp() = default;
+  ArenaOp(const OpDesc& op, uint32_t n_, uint32_t rank_) : OpDesc(op), n(n_), rank(rank_) {}
+  bool at_root() const { return rank == static_cast<uint32_t>(root); }
   // The op of a call every peer posted alike (strategies/arena.hpp), for peer `rank` of `n`.
   static ArenaOp of(const ArenaCall& c, uint32_t n, uint32_t rank) {
-    return {c.kind, c.dtype, c.redop, c.root, static_cast<std::size_t>(c.count), n, rank};
+    return {OpDesc::of(c.kind, c.dtype, c.redop, static_cast<int>(c.root), static_cast<std::size_t>(c.count)), n, rank};
   }
 };
 

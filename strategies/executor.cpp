@@ -45,10 +45,9 @@ std::shared_ptr<const CompiledSchedule> CompiledSchedule::compile(std::vector<Pr
   return cs;
 }
 
-OpPlan::OpPlan(OpKind kind, DType dtype, ReduceOp redop, int n, int root, std::size_t count,
-               std::shared_ptr<const CompiledSchedule> schedule, Clock::time_point deadline,
+OpPlan::OpPlan(const OpDesc& op, int n, std::shared_ptr<const CompiledSchedule> schedule, Clock::time_point deadline,
                std::string label, std::shared_ptr<RemoteSteps> remote, unsigned local_threads)
-    : kind_(kind), dtype_(dtype), redop_(redop), n_(n), root_(root), count_(count),
+    : op_(op), n_(n),
       schedule_(std::move(schedule)), slots_(new Slot[schedule_->num_slots ? schedule_->num_slots : 1]),
       deadline_(deadline),
       spin_(patience_for(local_threads ? local_threads : static_cast<unsigned>(n))),
@@ -82,7 +81,7 @@ Status OpPlan::run(int p, WorkBuffer& work, StepTrace* trace) {
 void OpPlan::offer_early(int p, std::size_t r, std::size_t first, WorkBuffer& work, Landing& land) {
   const auto& early = schedule_->early_receives[static_cast<std::size_t>(p)];
   const auto& program = schedule_->programs[static_cast<std::size_t>(p)];
-  const std::size_t esize = dtype_size(dtype_);
+  const std::size_t esize = dtype_size(op_.dtype);
   auto offer = [&](const EarlyReceive& e) {
     std::size_t at = e.step - first;  // the step, found from round r's first by its flat index
     std::size_t round = r;
@@ -118,7 +117,7 @@ void OpPlan::offer_early(int p, std::size_t r, std::size_t first, WorkBuffer& wo
 }
 
 Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& work, std::byte* landing) {
-  const std::size_t esize = dtype_size(dtype_);
+  const std::size_t esize = dtype_size(op_.dtype);
   const std::size_t bytes = s.count * esize;
   // Pieces small enough that reducing the first overlaps receiving the next.
   const std::size_t piece = std::max<std::size_t>(1, (std::size_t{1} << 20) / esize);
@@ -142,7 +141,7 @@ Status OpPlan::receive_remote(int p, const Step& s, uint32_t slot, WorkBuffer& w
     if (aborted_.load()) return aborted_status();
     if (cnt == 0 || copied) continue;
     if (s.kind == StepKind::recv_copy) work.copy_from(s.offset + off, cnt, base + off * esize);
-    else work.reduce_from(s.offset + off, cnt, base + off * esize, redop_);
+    else work.reduce_from(s.offset + off, cnt, base + off * esize, op_.redop);
   }
   remote_->done_with(slot);
   return Status::ok();
@@ -167,7 +166,7 @@ struct StepClock {
 template <bool kTraced>
 Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
   const StepClock<kTraced> clock{trace};
-  const std::size_t esize = dtype_size(dtype_);
+  const std::size_t esize = dtype_size(op_.dtype);
   const auto& program = schedule_->programs[p];
   const auto& slot_ids = schedule_->slot_of_step[p];
   auto timeout = [&](const Step& s) {
@@ -215,7 +214,7 @@ Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
           continue;
         }
         if (s.kind == StepKind::reduce) {
-          work.reduce_from(s.offset, s.count, work.read_ptr(s.src_offset, s.count), redop_);
+          work.reduce_from(s.offset, s.count, work.read_ptr(s.src_offset, s.count), op_.redop);
           ended(s, t, false);
           ++i;
           continue;
@@ -240,7 +239,7 @@ Status OpPlan::run_program(int p, WorkBuffer& work, StepTrace* trace) {
           sources[k - i] = sl.data;
         }
         if (s.kind == StepKind::recv_copy) work.copy_from(s.offset, s.count, sources[0]);
-        else work.reduce_many(s.offset, s.count, sources.data(), j - i, redop_);
+        else work.reduce_many(s.offset, s.count, sources.data(), j - i, op_.redop);
         for (std::size_t k = i; k < j; ++k) slots_[slot_ids[first + k]].word.set(2);
         ended(s, t, false, false, j - i);
         i = j;

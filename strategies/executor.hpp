@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <chorus/status.hpp>
+#include "core/op_desc.hpp"
 #include "core/wait.hpp"
 #include "strategies/early_receives.hpp"
 #include "strategies/schedule.hpp"
@@ -64,20 +65,21 @@ class RemoteSteps {
 // The shared state of one op in flight. Created by the local server, handed to every peer.
 class OpPlan {
  public:
-  OpPlan(OpKind kind, DType dtype, ReduceOp redop, int n, int root, std::size_t count,
-         std::shared_ptr<const CompiledSchedule> schedule, Clock::time_point deadline,
+  // `op`: what the schedule runs, over `n` peers.
+  OpPlan(const OpDesc& op, int n, std::shared_ptr<const CompiledSchedule> schedule, Clock::time_point deadline,
          std::string label, std::shared_ptr<RemoteSteps> remote = nullptr, unsigned local_threads = 0);
 
   // Executes rank p's program over its work buffer. Returns the op's status for this peer.
   // `trace` (null: none) hears of every step run and, across nodes, of the wait for the outcome.
   Status run(int p, WorkBuffer& work, StepTrace* trace = nullptr);
 
-  OpKind kind() const { return kind_; }
-  DType dtype() const { return dtype_; }
-  ReduceOp redop() const { return redop_; }
+  const OpDesc& op() const { return op_; }
+  OpKind kind() const { return op_.kind; }
+  DType dtype() const { return op_.dtype; }
+  ReduceOp redop() const { return op_.redop; }
   int size() const { return n_; }
-  int root() const { return root_; }
-  std::size_t count() const { return count_; }
+  int root() const { return op_.root; }
+  std::size_t count() const { return op_.count; }
   const std::string& label() const { return label_; }
 
  private:
@@ -103,11 +105,8 @@ class OpPlan {
   // where safe (see EarlyReceive).
   void offer_early(int p, std::size_t r, std::size_t first, WorkBuffer& work, Landing& land);
 
-  OpKind kind_;
-  DType dtype_;
-  ReduceOp redop_;
-  int n_, root_;
-  std::size_t count_;
+  OpDesc op_;
+  int n_;
   std::shared_ptr<const CompiledSchedule> schedule_;
   std::unique_ptr<Slot[]> slots_;
   Clock::time_point deadline_;

@@ -14,7 +14,7 @@ bool p2p(OpKind k) { return k == OpKind::send || k == OpKind::recv; }
 // Whether the op may meet in the arena at all: the world's op, not rooted by its data, of a kind
 // whose strategy is auto at its level (arena_allowed), where an arena is mapped.
 bool arena_open(const Config& c, const PlanQuery& q) {
-  return q.arena_slot > 0 && q.world && !q.root_from_data && arena_allowed(c, q.kind, q.arena_across_nodes);
+  return q.arena_slot > 0 && q.group == 0 && !q.root_from_data && arena_allowed(c, q.kind, q.arena_across_nodes);
 }
 
 // The most any peer posts into its slot (a rooted op's root posts more, or less, than the others).
@@ -22,8 +22,7 @@ std::size_t arena_need(const PlanQuery& q) {
   const auto n = static_cast<uint32_t>(std::max(1, q.topology.peers));
   const auto root = static_cast<uint32_t>(q.root);
   std::size_t most = 0;
-  for (uint32_t rank : {root, (root + 1) % n})
-    most = std::max(most, arena_input_bytes(ArenaOp{q.kind, q.dtype, q.redop, root, q.count, n, rank}));
+  for (uint32_t rank : {root, (root + 1) % n}) most = std::max(most, arena_input_bytes(ArenaOp{q, n, rank}));
   return most;
 }
 

@@ -13,19 +13,16 @@
 
 #include <chorus/config.hpp>
 
+#include "core/op_desc.hpp"
 #include "strategies/tuning.hpp"
 
 namespace chorus {
 
-// One op as the planner sees it.
-struct PlanQuery {
-  OpKind kind = OpKind::all_reduce;
-  DType dtype = DType::f32;
-  ReduceOp redop = ReduceOp::sum;
-  int root = 0;
-  std::size_t count = 0;        // elements per peer, in the sense of strategies/schedule.hpp
-  bool on_device = false;       // GPU tensors
-  bool world = true;            // the world's op: the arena serves no subgroup
+// One op as the planner sees it: its description (the group's: the arena serves the world's ops
+// alone), and where its peers are.
+struct PlanQuery : OpDesc {
+  PlanQuery() { kind = OpKind::all_reduce; }
+  explicit PlanQuery(const OpDesc& op) : OpDesc(op) {}
   bool root_from_data = false;  // a broadcast or scatter whose root is found from the data: never in the arena
   // Where the peers are: threads of one process (topology.shared_memory), or node processes.
   Topology topology;

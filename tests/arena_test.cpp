@@ -202,7 +202,7 @@ TEST(Arena, AReaderThatFellBehindLearnsItsInputsWereOverwritten) {
   const auto c = all_reduce_call(2);
   float a[2] = {1, 2}, b[2] = {10, 20};
   ASSERT_EQ(meet_all(r.arena, 0, {c, c}), std::vector<Verdict>(2, Verdict::go));
-  ArenaOp op{OpKind::all_reduce, DType::f32, ReduceOp::sum, 0, 2, 2, 0};
+  ArenaOp op{OpDesc::of(OpKind::all_reduce, DType::f32, ReduceOp::sum, 0, 2), 2, 0};
   float out[2] = {};
   // Peer 1 moves two ops on (as it could after timeouts): its slot of op 0 holds op 2 now.
   r.arena.meet(1, 1, c, b, sizeof b, Clock::now(), kSpin);
@@ -250,14 +250,14 @@ TEST(ArenaOps, EveryOpReadsWhatItShouldFromEveryPeer) {
     std::vector<std::thread> ts;
     for (uint32_t p = 0; p < n; ++p)
       ts.emplace_back([&, p] {
-        ArenaOp op{kind, DType::i32, ReduceOp::sum, root, count, n, p};
+        ArenaOp op{OpDesc::of(kind, DType::i32, ReduceOp::sum, static_cast<int>(root), count), n, p};
         v[p] = r.arena.meet(p, 0, c, in[p].data(), arena_input_bytes(op), Clock::now() + 2s, kSpin);
       });
     for (auto& t : ts) t.join();
     ASSERT_EQ(v, std::vector<Verdict>(n, Verdict::go));
     for (uint32_t p = 0; p < n; ++p) {
       SCOPED_TRACE("peer " + std::to_string(p));
-      ArenaOp op{kind, DType::i32, ReduceOp::sum, root, count, n, p};
+      ArenaOp op{OpDesc::of(kind, DType::i32, ReduceOp::sum, static_cast<int>(root), count), n, p};
       const bool gathers = kind == OpKind::all_gather || kind == OpKind::gather || kind == OpKind::all_to_all;
       std::vector<int32_t> out(gathers ? n * count : count, -1);
       if (kind == OpKind::broadcast && p == root) out = in[p];  // the root's buffer is its input

@@ -143,7 +143,7 @@ struct TwoNodeRing {
   explicit TwoNodeRing(const std::vector<float>& mine)
       : remote(std::make_shared<LandingRemote>(std::map<uint32_t, std::vector<float>>{
             {rs_slot, {10, 20}}, {ag_slot, {mine[2] + 30, mine[3] + 40}}})),
-        plan(OpKind::all_reduce, DType::f32, ReduceOp::sum, 2, 0, 4, schedule, Clock::now() + std::chrono::seconds(10),
+        plan(OpDesc::of(OpKind::all_reduce, DType::f32, ReduceOp::sum, 0, 4), 2, schedule, Clock::now() + std::chrono::seconds(10),
              "all_reduce #0", remote) {}
   std::size_t at(const std::string& entry) const {
     const auto& log = remote->log();
@@ -207,7 +207,7 @@ TEST(EarlyLanding, AFourNodeRingOffersEveryAllGatherRegionOnceTheRoundThatReadIt
   ASSERT_EQ(theirs.size(), 6u);
   ASSERT_EQ(copies.size(), 3u);
   auto remote = std::make_shared<LandingRemote>(theirs);
-  OpPlan plan(OpKind::all_reduce, DType::f32, ReduceOp::sum, 4, 0, count, schedule,
+  OpPlan plan(OpDesc::of(OpKind::all_reduce, DType::f32, ReduceOp::sum, 0, count), 4, schedule,
               Clock::now() + std::chrono::seconds(10), "all_reduce #0", remote);
   WorkBuffer work = WorkBuffer::bind(OpKind::all_reduce, 0, 4, 0, count, DType::f32, bytes_of(in), bytes_of(out));
   ASSERT_TRUE(plan.run(0, work).is_ok());

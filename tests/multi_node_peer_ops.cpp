@@ -264,7 +264,7 @@ int strategies(Peer& p, const Config& cfg, uint32_t peers) {
   int done = 0;
   // What rank 0 would post (as the root of a broadcast): every rank's call fits when it does.
   auto in_arena = [&](OpKind kind, std::size_t count) {
-    const ArenaOp op{kind, DType::f32, ReduceOp::sum, 0, count, n, 0};
+    const ArenaOp op{OpDesc::of(kind, DType::f32, ReduceOp::sum, 0, count), n, 0};
     return cfg.host_transport == HostTransport::automatic && arena_allowed(cfg, kind, true) &&
            arena_input_bytes(op) <= arena_slot_bytes(n);
   };

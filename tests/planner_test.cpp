@@ -58,7 +58,7 @@ TEST(Planner, ACoalescedAllReducePacksWhatTheArenaTakes) {
   auto q = nodes(2, 1, OpKind::all_reduce, 0);
   q.arena_slot = 32 << 10;
   EXPECT_EQ(plan_pack_bytes(Config{}, q), std::size_t{32} << 10) << "node processes of one host";
-  q.world = false;
+  q.group = 1;  // a subgroup
   EXPECT_EQ(plan_pack_bytes(Config{}, q), std::size_t{1} << 20) << "a subgroup: no arena";
   EXPECT_EQ(plan_pack_bytes(Config{}, nodes(2, 1, OpKind::all_reduce, 0)), std::size_t{1} << 20) << "none mapped";
   Config ring;
@@ -68,7 +68,7 @@ TEST(Planner, ACoalescedAllReducePacksWhatTheArenaTakes) {
 
 TEST(Planner, TheArenaServesOnlyTheWorldsAutoOpsWhereOneIsMapped) {
   auto q = threads(4, OpKind::all_reduce, 16);
-  q.world = false;
+  q.group = 1;  // a subgroup
   EXPECT_EQ(plan_op(Config{}, q).first, RunStrategy::Path::none);
   q = threads(4, OpKind::broadcast, 16);
   q.root_from_data = true;

@@ -296,7 +296,7 @@ TEST(Trace, TheExecutorNamesRemoteStepsToItsTrace) {
   auto schedule = CompiledSchedule::compile(
       make_schedule({OpKind::all_reduce, Strategy{Algorithm::centralized, 2}, 2, 0, 4, sizeof(float)}));
   auto remote = std::make_shared<FakeRemote>(std::vector<float>{10, 20, 30, 40});
-  OpPlan plan(OpKind::all_reduce, DType::f32, ReduceOp::sum, 2, 0, 4, schedule, Clock::now() + std::chrono::seconds(10),
+  OpPlan plan(OpDesc::of(OpKind::all_reduce, DType::f32, ReduceOp::sum, 0, 4), 2, schedule, Clock::now() + std::chrono::seconds(10),
               "all_reduce #0", remote);
   std::vector<float> in{1, 2, 3, 4}, out(4);
   WorkBuffer work = WorkBuffer::bind(OpKind::all_reduce, 0, 2, 0, 4, DType::f32, reinterpret_cast<const std::byte*>(in.data()),

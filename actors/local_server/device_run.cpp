@@ -27,11 +27,7 @@ Status DeviceRun::join() {
 Status make_device_run(const std::vector<PeerTensors>& peers, const OpShape& shape, const StrategyChoice& choice,
                        Clock::time_point deadline, const std::string& label, std::shared_ptr<DeviceRun>& run) {
   gpu::DeviceCollective c;
-  c.kind = shape.kind;
-  c.dtype = shape.dtype;
-  c.redop = shape.redop;
-  c.root = shape.root;
-  c.count = shape.count;
+  static_cast<OpDesc&>(c) = shape;
   c.label = label;
   // One kind of device for the whole op: checked first, so that a host peer is named even where
   // the GPUs themselves are missing.

@@ -27,10 +27,7 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const L
   // The topology as plain data, the same on every node (the orchestrator's), so that every node
   // of the op picks the same schedule.
   const auto& topo = l.global->topology();
-  PlanQuery q;
-  q.kind = shape.kind;
-  q.dtype = shape.dtype;
-  q.count = shape.count;
+  PlanQuery q(shape);
   Topology& t = q.topology;
   t.peers = l.n;
   t.shared_memory = false;
@@ -94,7 +91,7 @@ void LocalServerCore::launch_global(Launch& l) {
     s = announce_nccl(global, l.key.first, rank_node, mine_ranks, mine, nccl_parts);
     mine.status = s;  // a failure goes to every node, which words it with the op and this node
     for (auto& p : nccl_parts) {
-      p.kind = shape.kind, p.dtype = shape.dtype, p.redop = shape.redop, p.root = shape.root, p.count = shape.count;
+      static_cast<OpDesc&>(p) = shape;
       p.nranks = n;
     }
     strategy = RunStrategy::of(RunStrategy::Path::nccl);
@@ -125,14 +122,16 @@ void LocalServerCore::launch_global(Launch& l) {
       // like every other node, judging every node's announcement, so that every peer everywhere
       // reports the same error, also when several nodes fail the op at once.
       // An NCCL op's plan is empty too: it concludes the announcements; then NCCL runs it.
-      plan = std::make_shared<OpPlan>(l.kind, DType::f32, ReduceOp::sum, n, 0, 0,
+      OpDesc none;  // no data of this node's: only the conclusion
+      none.kind = l.kind, none.group = l.key.first, none.seq = seq;
+      plan = std::make_shared<OpPlan>(none, n,
                                       CompiledSchedule::compile(std::vector<Program>(static_cast<std::size_t>(n))),
                                       data_when, label, remote, static_cast<unsigned>(local));
       if (s && l.gpu)
         nccl = std::make_shared<NcclRun>(l.global, std::dynamic_pointer_cast<NetOp>(remote), l.key.first, rank_node,
                                          std::move(nccl_parts), data_when, label);
     } else {
-      plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
+      plan = std::make_shared<OpPlan>(shape, n, std::move(cs),
                                       data_when, label, remote, static_cast<unsigned>(local));
     }
   } catch (const std::exception& e) {

@@ -44,12 +44,10 @@ bool LocalServerCore::prepare_launch(const OpKey& key, PendingOp& op, Launch& l)
   if (l.status) l.status = check_agreement(reqs, l.n, l.shape);
   // Checked without copying tensors: host ops are the hot path.
   for (auto& a : op.arrivals) l.gpu = l.gpu || on_device(a->call.input, a->call.output);
+  l.shape.on_device = l.gpu;
   if (l.status && !l.gpu && !global_) {
     // In one process the planner's answer is cheap; the cached schedule is the usual case.
-    PlanQuery q;
-    q.kind = l.shape.kind;
-    q.dtype = l.shape.dtype;
-    q.count = l.shape.count;
+    PlanQuery q(l.shape);
     q.topology.peers = l.n;
     l.strategy = plan_path(*config_, q);
     auto it = schedule_cache_.find(FlatKey{static_cast<int>(l.shape.kind), static_cast<int>(l.strategy.strategy.algorithm),
@@ -91,7 +89,7 @@ void LocalServerCore::launch(Launch& l) {
                                         p.strategy.arity, p.n, p.root, p.count, p.elem_size},
                                 cs);
       }
-      plan = std::make_shared<OpPlan>(shape.kind, shape.dtype, shape.redop, n, shape.root, shape.count, std::move(cs),
+      plan = std::make_shared<OpPlan>(shape, n, std::move(cs),
                                       deadline(config), label);
     } catch (const std::exception& e) {
       s = Status(Errc::internal, e.what());
@@ -139,7 +137,9 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
   const RunStrategy p2p = RunStrategy::of(RunStrategy::Path::p2p);
   if (on_device(snd.call.input, rcv.call.output)) {
     std::vector<PeerTensors> tensors{{snd.call.input, snd.call.input, src}, {Tensor(), rcv.call.output, dst}};
-    OpShape shape{OpKind::send, snd.req.input.dtype, ReduceOp::sum, 0, count, snd.req.input.dtype, {}, {}};
+    OpShape shape;
+    shape.kind = OpKind::send, shape.dtype = shape.out_dtype = snd.req.input.dtype, shape.count = count;
+    shape.on_device = true;
     std::shared_ptr<DeviceRun> device;
     s = make_device_run(tensors, shape, pl.config->local[static_cast<std::size_t>(OpKind::broadcast)],
                         deadline(*pl.config), label, device);
@@ -156,7 +156,9 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
   std::vector<Program> progs(2);
   progs[0].push_back(Round{{Step{StepKind::send, 1, 0, count}}});
   progs[1].push_back(Round{{Step{StepKind::recv_copy, 0, 0, count}}});
-  auto plan = std::make_shared<OpPlan>(OpKind::broadcast, snd.req.input.dtype, ReduceOp::sum, 2, 0, count,
+  OpDesc copy;  // the pair as a broadcast from its sender
+  copy.kind = OpKind::broadcast, copy.group = snd.req.group, copy.dtype = snd.req.input.dtype, copy.count = count;
+  auto plan = std::make_shared<OpPlan>(copy, 2,
                                        CompiledSchedule::compile(std::move(progs)), deadline(*pl.config), label);
   for (Arrival* a : {&snd, &rcv}) {
     a->call.reply->plan = plan;

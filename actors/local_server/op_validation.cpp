@@ -121,6 +121,8 @@ Status check_agreement(const std::vector<const OpRequestData*>& reqs, int n, OpS
       return {Errc::op_mismatch, "peers " + std::to_string(first.peer) + " and " + std::to_string(r->peer) +
                                      " mix the by-root and by-data forms of " + std::string(to_string(first.kind))};
   shape.kind = first.kind;
+  shape.group = first.group;
+  shape.seq = first.seq;
   shape.root = 0;
   shape.redop = first.redop;
   const bool data_form = by_data(first);

@@ -7,17 +7,14 @@
 
 #include <chorus/status.hpp>
 #include "actors/local_server/op_request.hpp"
+#include "core/op_desc.hpp"
 #include "core/op_kinds.hpp"  // reduces, rooted: what its checks ask of a kind
 
 namespace chorus {
 
-struct OpShape {
-  OpKind kind;
-  DType dtype;
-  ReduceOp redop;
-  int root;             // rank; 0 where the op has none
-  std::size_t count;    // per-peer element count in the sense of schedule.hpp
-  DType out_dtype;      // broadcast/scatter by data: what receivers allocate
+// The op its peers agreed on, and what its by-data forms need beside.
+struct OpShape : OpDesc {
+  DType out_dtype = DType::f32;  // broadcast/scatter by data: what receivers allocate
   Shape out_shape;
   Shape agreed_shape;   // the shape every peer passed (by-root forms)
 };

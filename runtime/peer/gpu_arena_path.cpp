@@ -86,11 +86,8 @@ bool export_buffers(gpu::IpcCalls& ipc, int device, const Tensor& in, const Tens
 Status lead(gpu::IpcCalls& ipc, const Arena& arena, uint64_t seq, const ArenaOp& op,
             const GpuPost& mine, int device, const std::string& label, Clock::time_point deadline) {
   gpu::DeviceCollective c;
-  c.kind = op.kind;
-  c.dtype = op.dtype;
-  c.redop = op.redop;
-  c.root = static_cast<int>(op.root);
-  c.count = op.count;
+  static_cast<OpDesc&>(c) = op;
+  c.on_device = true;
   c.label = label;
   // What this op opened is held until its plan has run (a held mapping is never closed).
   struct Held {
@@ -130,7 +127,7 @@ Status lead(gpu::IpcCalls& ipc, const Arena& arena, uint64_t seq, const ArenaOp&
   return ipc.run(c, deadline);
 }
 
-uint32_t lead_of(const ArenaOp& op) { return rooted(op.kind) ? op.root : 0; }
+uint32_t lead_of(const ArenaOp& op) { return rooted(op.kind) ? static_cast<uint32_t>(op.root) : 0; }
 
 // After a go: the lead runs the op and concludes it in the arena (concluded, `how` its status);
 // the others wait for its word until `give_up`.

@@ -170,7 +170,7 @@ Status logged(const PeerState& s, OpKind kind, uint64_t seq, Status st) {
 PlanQuery host_query(const PeerState& s, OpKind kind) {
   PlanQuery q;
   q.kind = kind;
-  q.world = s.group == 0;
+  q.group = s.group;
   q.topology.shared_memory = !s.global;
   if (s.arena && !s.finished && !s.destroyed && s.arena->arena.usable()) {
     q.arena_slot = s.arena->arena.slot_bytes();
