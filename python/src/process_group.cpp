@@ -3,6 +3,8 @@
 #include <string>
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/record_function.h>
 
 #include "errors.hpp"
 #include "torch_tensor.hpp"
@@ -27,6 +29,12 @@ ReduceOp reduce_op_of(const c10d::ReduceOp& op) {
     case c10d::ReduceOp::BXOR: return ReduceOp::bxor;
     default: invalid("chorus has no reduce op " + std::to_string(static_cast<int>(op.op_)) + " (PREMUL_SUM is NCCL's)");
   }
+}
+
+// The op chorus runs for torch's `op` over `t`'s dtype (bool's and complex's rules; an
+// undefined tensor is view_of's to refuse).
+ReduceOp reduce_op_of(const c10d::ReduceOp& op, const at::Tensor& t, const std::string& what) {
+  return t.defined() ? reduce_op_for(reduce_op_of(op), t.scalar_type(), what) : reduce_op_of(op);
 }
 
 at::Tensor& one(std::vector<at::Tensor>& ts, const char* op) {
@@ -92,29 +100,58 @@ std::function<void()> then_copy_out(const Ordered& o, at::Tensor flat, std::vect
 }
 
 // A tensor as chorus takes it (contiguous): itself, or, for a CPU tensor of other strides (a
-// transpose, a slice with a step; gloo takes those), a contiguous copy whose result `back` copies
-// into it once the op is done (where the op writes it: `writes`).
+// transpose, a slice with a step; gloo takes those), a contiguous copy. What the op reads (`in`,
+// `inout`) is copied in at the call; what it writes (`out`, `inout`), `back` copies into the
+// caller's tensor once the op is done.
+enum class Use { in, out, inout };
 struct Staged {
   at::Tensor t;
   std::function<void()> back;
 };
-Staged staged(const at::Tensor& t, bool writes) {
+Staged staged(const at::Tensor& t, Use use, const std::string& what) {
   if (!t.defined() || t.is_contiguous() || t.layout() != c10::kStrided || !t.is_cpu()) return {t, {}};
+  // An expanded tensor (elements sharing memory) could not take the result: say so at the call,
+  // not once the op is done.
+  if (use != Use::in && at::has_internal_overlap(t) == at::MemOverlap::Yes)
+    invalid(what + " has elements that share memory (an expand): the op cannot write it (call .clone() first)");
   at::NoGradGuard raw;  // the tensor is read as memory, as gloo does (autograd has no say)
-  at::Tensor c = t.detach().contiguous();
-  if (!writes) return {c, {}};
+  at::Tensor c = use == Use::out ? at::empty(t.sizes(), t.options()) : t.detach().contiguous();
+  if (use == Use::in) return {c, {}};
   return {c, [t, c]() mutable {
             at::NoGradGuard raw;  // a parameter's view is written as memory, as gloo does
             t.copy_(c);
           }};
 }
 
+// What runs once an op is done: the copies back of an op's several staged tensors, as one.
+struct After {
+  std::vector<std::function<void()>> fns;
+  void add(std::function<void()> f) {
+    if (f) fns.push_back(std::move(f));
+  }
+  std::function<void()> take() {
+    if (fns.empty()) return {};
+    if (fns.size() == 1) return std::move(fns[0]);
+    return [fns = std::move(fns)]() mutable {
+      for (auto& f : fns) f();
+    };
+  }
+};
+
+// torch.profiler's name of an op ("chorus:all_reduce"), where a profiler (any RecordFunction
+// callback) is on: c10d::Work records the op from its construction to its end
+// (recordFunctionEndCallback_, which ChorusWork calls once the op is done). Without callbacks,
+// no title, so that the Work does not allocate a RecordFunction that records nothing.
+const char* title(const char* name) { return at::hasCallbacks() ? name : nullptr; }
+
 // A Work whose result is copied out (`after`) copies it as soon as the op is done, also where
 // the caller drops the Work unwaited (as gloo fills its lists).
-c10::intrusive_ptr<c10d::Work> work(int rank, c10d::OpType type, std::vector<chorus::Work> parts,
+// `name`: torch.profiler's (title()).
+c10::intrusive_ptr<c10d::Work> work(int rank, c10d::OpType type, const char* name, std::vector<chorus::Work> parts,
                                     std::vector<at::Tensor> outputs, std::function<void()> after = {}) {
   const bool copies = static_cast<bool>(after);
-  auto w = c10::make_intrusive<ChorusWork>(rank, type, std::move(parts), std::move(outputs), std::move(after));
+  auto w = c10::make_intrusive<ChorusWork>(rank, type, title(name), std::move(parts), std::move(outputs),
+                                           std::move(after));
   if (copies) w->settle_when_done();
   return w;
 }
@@ -130,11 +167,11 @@ ProcessGroupChorus::ProcessGroupChorus(std::shared_ptr<World> world, Peer peer, 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
   world_->check_up();
-  auto st = staged(one(tensors, "broadcast"), true);
+  auto st = staged(one(tensors, "broadcast"), Use::inout, "broadcast's tensor");
   const at::Tensor& t = st.t;
   Tensor v = view_of(t, "broadcast's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::BROADCAST,
+  return work(rank_, c10d::OpType::BROADCAST, "chorus:broadcast",
               {peer_.broadcast_async(v, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), t))}, tensors,
               std::move(st.back));
 }
@@ -142,44 +179,58 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   world_->check_up();
-  auto st = staged(one(tensors, "allreduce"), true);
+  auto& in = one(tensors, "allreduce");
+  const ReduceOp op = reduce_op_of(opts.reduceOp, in, "allreduce");
+  auto st = staged(in, Use::inout, "allreduce's tensor");
   const at::Tensor& t = st.t;
   Tensor v = view_of(t, "allreduce's tensor");
-  const ReduceOp op = reduce_op_of(opts.reduceOp);
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::ALLREDUCE, {peer_.all_reduce_async(v, op, options_for(op_timeout(opts.timeout), t))}, tensors,
-              std::move(st.back));
+  return work(rank_, c10d::OpType::ALLREDUCE, "chorus:all_reduce",
+              {peer_.all_reduce_async(v, op, options_for(op_timeout(opts.timeout), t))}, tensors, std::move(st.back));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                       const c10d::AllreduceCoalescedOptions& opts) {
   world_->check_up();
-  std::vector<Tensor> views;
   for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i].defined()) invalid("allreduce_coalesced's tensor " + std::to_string(i) + " is an undefined tensor");
     // One device, as gloo's asks: the op is ordered in one stream, the first tensor's.
     if (tensors[i].device() != tensors[0].device())
       invalid("allreduce_coalesced's tensor " + std::to_string(i) + " is on " + tensors[i].device().str() +
               " but tensor 0 is on " + tensors[0].device().str() + ": the tensors of one call share a device");
-    views.push_back(view_of(tensors[i], "allreduce_coalesced's tensor " + std::to_string(i)));
+    // One dtype, as gloo's asks and chorus's op takes (and so one reduction: bool's SUM is a MAX).
+    if (tensors[i].scalar_type() != tensors[0].scalar_type())
+      invalid("allreduce_coalesced's tensor " + std::to_string(i) + " is " + dtype_name(tensors[i].scalar_type()) +
+              " but tensor 0 is " + dtype_name(tensors[0].scalar_type()) + ": the tensors of one call share a dtype");
   }
-  const ReduceOp op = reduce_op_of(opts.reduceOp);
+  const ReduceOp op = tensors.empty() ? reduce_op_of(opts.reduceOp)
+                                      : reduce_op_of(opts.reduceOp, tensors[0], "allreduce_coalesced");
+  std::vector<Tensor> views;
+  After after;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string what = "allreduce_coalesced's tensor " + std::to_string(i);
+    auto st = staged(tensors[i], Use::inout, what);
+    views.push_back(view_of(st.t, what));
+    after.add(std::move(st.back));
+  }
   // One op of chorus (small tensors packed into shared buffers), ordered in the first tensor's
   // stream where it has one.
   const Ordered o = options_for(op_timeout(opts.timeout), tensors.empty() ? at::empty({0}) : tensors[0]);
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::ALLREDUCE_COALESCED, {peer_.all_reduce_coalesced_async(std::move(views), op, o)},
-              tensors);
+  return work(rank_, c10d::OpType::ALLREDUCE_COALESCED, "chorus:all_reduce_coalesced",
+              {peer_.all_reduce_coalesced_async(std::move(views), op, o)}, tensors, after.take());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
   world_->check_up();
-  auto st = staged(one(tensors, "reduce"), true);
+  auto& in = one(tensors, "reduce");
+  const ReduceOp op = reduce_op_of(opts.reduceOp, in, "reduce");
+  auto st = staged(in, Use::inout, "reduce's tensor");
   const at::Tensor& t = st.t;
   Tensor v = view_of(t, "reduce's tensor");
-  const ReduceOp op = reduce_op_of(opts.reduceOp);
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::REDUCE,
+  return work(rank_, c10d::OpType::REDUCE, "chorus:reduce",
               {peer_.reduce_async(v, op, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), t))}, tensors,
               std::move(st.back));
 }
@@ -191,22 +242,76 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::ve
   auto& in = one(inputs, "allgather");
   if (outputs.size() != 1) invalid("allgather takes one output list per process, not " + std::to_string(outputs.size()));
   check_blocks(outputs[0], size_, in, "allgather's output list");
-  Tensor vin = view_of(in, "allgather's input");
+  auto st = staged(in, Use::in, "allgather's input");
+  Tensor vin = view_of(st.t, "allgather's input");
   at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
   Tensor vflat = view_of(flat, "allgather's buffer");
   const Ordered o = options_for(op_timeout(opts.timeout), in);
   std::lock_guard<std::mutex> lk(issue_mu_);
   auto part = peer_.all_gather_async(vin, vflat, o);
-  return work(rank_, c10d::OpType::ALLGATHER, {std::move(part)}, outputs[0], then_copy_out(o, flat, outputs[0]));
+  return work(rank_, c10d::OpType::ALLGATHER, "chorus:all_gather", {std::move(part)}, outputs[0],
+              then_copy_out(o, flat, outputs[0]));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                   const c10d::AllgatherOptions& opts) {
   world_->check_up();
-  Tensor vin = view_of(input, "_allgather_base's input"), vout = view_of(output, "_allgather_base's output");
+  auto in = staged(input, Use::in, "_allgather_base's input");
+  auto out = staged(output, Use::out, "_allgather_base's output");
+  Tensor vin = view_of(in.t, "_allgather_base's input"), vout = view_of(out.t, "_allgather_base's output");
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::_ALLGATHER_BASE,
-              {peer_.all_gather_async(vin, vout, options_for(op_timeout(opts.timeout), input))}, {output});
+  return work(rank_, c10d::OpType::_ALLGATHER_BASE, "chorus:_allgather_base",
+              {peer_.all_gather_async(vin, vout, options_for(op_timeout(opts.timeout), input))}, {output},
+              std::move(out.back));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  world_->check_up();
+  // One all_gather of one flat buffer: block r is rank r's inputs, flat and in order, so the
+  // inputs share a dtype and a device (as gloo's do) and every rank's list is shaped alike.
+  if (inputs.empty()) invalid("allgather_coalesced takes a list of at least one input tensor, not an empty one");
+  if (static_cast<int>(output_lists.size()) != size_)
+    invalid("allgather_coalesced takes one output list per rank (" + std::to_string(size_) + "), not " +
+            std::to_string(output_lists.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].defined()) invalid("allgather_coalesced's input " + std::to_string(i) + " is an undefined tensor");
+  const at::Tensor& first = inputs[0];
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (inputs[i].scalar_type() != first.scalar_type() || inputs[i].device() != first.device())
+      invalid("allgather_coalesced's input " + std::to_string(i) + " is " + dtype_name(inputs[i].scalar_type()) +
+              " on " + inputs[i].device().str() + " but input 0 is " + dtype_name(first.scalar_type()) + " on " +
+              first.device().str() + ": the inputs of one call share a dtype and a device");
+  }
+  std::vector<at::Tensor> list;  // every output, rank by rank: the buffer's order
+  for (size_t r = 0; r < output_lists.size(); ++r) {
+    const auto& outs = output_lists[r];
+    if (outs.size() != inputs.size())
+      invalid("allgather_coalesced's output list " + std::to_string(r) + " holds " + std::to_string(outs.size()) +
+              " tensors, not one per input (" + std::to_string(inputs.size()) + ")");
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const at::Tensor& t = outs[i];
+      if (!t.defined() || !t.sizes().equals(inputs[i].sizes()) || t.scalar_type() != inputs[i].scalar_type() ||
+          t.device() != inputs[i].device())
+        invalid("allgather_coalesced's output list " + std::to_string(r) + " holds at " + std::to_string(i) + " " +
+                (t.defined() ? "a " + dtype_name(t.scalar_type()) + c10::str(t.sizes()) + " on " +
+                                   t.device().str()
+                             : std::string("an undefined tensor")) +
+                " where input " + std::to_string(i) + " is " + dtype_name(inputs[i].scalar_type()) +
+                c10::str(inputs[i].sizes()) + " on " + inputs[i].device().str());
+      list.push_back(t);
+    }
+  }
+  at::Tensor in_flat = flat_copy(inputs);  // a contiguous copy, whatever the inputs' strides
+  Tensor vin = view_of(in_flat, "allgather_coalesced's inputs");
+  at::Tensor flat = at::empty({size_ * in_flat.numel()}, in_flat.options());
+  Tensor vflat = view_of(flat, "allgather_coalesced's buffer");
+  const Ordered o = options_for(op_timeout(opts.timeout), first);
+  std::lock_guard<std::mutex> lk(issue_mu_);
+  auto part = peer_.all_gather_async(vin, vflat, o);
+  return work(rank_, c10d::OpType::ALLGATHER_COALESCED, "chorus:all_gather_coalesced", {std::move(part)}, list,
+              then_copy_out(o, flat, list));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -214,7 +319,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vecto
                                                          const c10d::GatherOptions& opts) {
   world_->check_up();
   auto& in = one(inputs, "gather");
-  Tensor vin = view_of(in, "gather's input");
   const bool root = opts.rootRank == rank_;
   at::Tensor flat;
   Tensor vflat;
@@ -228,11 +332,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vecto
   } else if (!outputs.empty() && !outputs[0].empty()) {
     invalid("gather takes no output list on a rank other than the root (" + std::to_string(opts.rootRank) + ")");
   }
+  auto st = staged(in, Use::in, "gather's input");
+  Tensor vin = view_of(st.t, "gather's input");
   const Ordered o = options_for(op_timeout(opts.timeout), in);
   std::lock_guard<std::mutex> lk(issue_mu_);
   auto part = peer_.gather_async(vin, vflat, static_cast<PeerId>(opts.rootRank), o);
-  if (!root) return work(rank_, c10d::OpType::GATHER, {std::move(part)}, {});
-  return work(rank_, c10d::OpType::GATHER, {std::move(part)}, list, then_copy_out(o, flat, list));
+  if (!root) return work(rank_, c10d::OpType::GATHER, "chorus:gather", {std::move(part)}, {});
+  return work(rank_, c10d::OpType::GATHER, "chorus:gather", {std::move(part)}, list, then_copy_out(o, flat, list));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tensor>& outputs,
@@ -240,7 +346,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tenso
                                                           const c10d::ScatterOptions& opts) {
   world_->check_up();
   auto& out = one(outputs, "scatter");
-  Tensor vout = view_of(out, "scatter's output");
   Tensor vflat;
   if (opts.rootRank == rank_) {
     if (inputs.size() != 1) invalid("scatter takes one input list on the root, not " + std::to_string(inputs.size()));
@@ -249,10 +354,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tenso
   } else if (!inputs.empty() && !inputs[0].empty()) {
     invalid("scatter takes no input list on a rank other than the root (" + std::to_string(opts.rootRank) + ")");
   }
+  auto st = staged(out, Use::out, "scatter's output");
+  Tensor vout = view_of(st.t, "scatter's output");
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::SCATTER,
+  return work(rank_, c10d::OpType::SCATTER, "chorus:scatter",
               {peer_.scatter_async(vflat, vout, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), out))},
-              outputs);
+              outputs, std::move(st.back));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -262,22 +369,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(std::vector<at
   auto& out = one(outputs, "reduce_scatter");
   if (inputs.size() != 1) invalid("reduce_scatter takes one input list per process, not " + std::to_string(inputs.size()));
   check_blocks(inputs[0], size_, out, "reduce_scatter's input list");
-  Tensor vout = view_of(out, "reduce_scatter's output");
+  const ReduceOp op = reduce_op_of(opts.reduceOp, out, "reduce_scatter");
+  auto st = staged(out, Use::out, "reduce_scatter's output");
+  Tensor vout = view_of(st.t, "reduce_scatter's output");
   Tensor vflat = view_of(flat_copy(inputs[0]), "reduce_scatter's buffer");
-  const ReduceOp op = reduce_op_of(opts.reduceOp);
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::REDUCE_SCATTER,
-              {peer_.reduce_scatter_async(vflat, vout, op, options_for(op_timeout(opts.timeout), out))}, outputs);
+  return work(rank_, c10d::OpType::REDUCE_SCATTER, "chorus:reduce_scatter",
+              {peer_.reduce_scatter_async(vflat, vout, op, options_for(op_timeout(opts.timeout), out))}, outputs,
+              std::move(st.back));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                        const c10d::ReduceScatterOptions& opts) {
   world_->check_up();
-  Tensor vin = view_of(input, "_reduce_scatter_base's input"), vout = view_of(output, "_reduce_scatter_base's output");
-  const ReduceOp op = reduce_op_of(opts.reduceOp);
+  if (input.defined() && output.defined() && input.scalar_type() != output.scalar_type())
+    invalid("_reduce_scatter_base's input is " + dtype_name(input.scalar_type()) + " and its output " +
+            dtype_name(output.scalar_type()) + ": they share a dtype");
+  const ReduceOp op = reduce_op_of(opts.reduceOp, input, "_reduce_scatter_base");
+  auto in = staged(input, Use::in, "_reduce_scatter_base's input");
+  auto out = staged(output, Use::out, "_reduce_scatter_base's output");
+  Tensor vin = view_of(in.t, "_reduce_scatter_base's input"), vout = view_of(out.t, "_reduce_scatter_base's output");
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::_REDUCE_SCATTER_BASE,
-              {peer_.reduce_scatter_async(vin, vout, op, options_for(op_timeout(opts.timeout), output))}, {output});
+  return work(rank_, c10d::OpType::_REDUCE_SCATTER_BASE, "chorus:_reduce_scatter_base",
+              {peer_.reduce_scatter_async(vin, vout, op, options_for(op_timeout(opts.timeout), output))}, {output},
+              std::move(out.back));
 }
 
 std::vector<chorus::Work> ProcessGroupChorus::exchange(const std::vector<at::Tensor>& out_blocks,
@@ -311,17 +426,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
                                                                 std::vector<int64_t>& input_splits,
                                                                 const c10d::AllToAllOptions& opts) {
   world_->check_up();
-  (void)dtype_of(input.scalar_type());  // before any block is sent
-  (void)dtype_of(output.scalar_type());
+  if (!input.defined() || !output.defined()) invalid("alltoall_base takes defined input and output tensors");
+  (void)elements_of(input.scalar_type());  // before any block is sent
+  if (input.scalar_type() != output.scalar_type())
+    invalid("alltoall_base's input is " + dtype_name(input.scalar_type()) + " and its output " +
+            dtype_name(output.scalar_type()) + ": they share a dtype");
+  auto in = staged(input, Use::in, "alltoall_base's input");
+  auto out = staged(output, Use::out, "alltoall_base's output");
   if (output_splits.empty() && input_splits.empty()) {
-    Tensor vin = view_of(input, "alltoall_base's input"), vout = view_of(output, "alltoall_base's output");
+    Tensor vin = view_of(in.t, "alltoall_base's input"), vout = view_of(out.t, "alltoall_base's output");
     std::lock_guard<std::mutex> lk(issue_mu_);
-    return work(rank_, c10d::OpType::ALLTOALL_BASE, {peer_.all_to_all_async(vin, vout, options_for(op_timeout(opts.timeout), input))},
-                {output});
+    return work(rank_, c10d::OpType::ALLTOALL_BASE, "chorus:all_to_all_single",
+                {peer_.all_to_all_async(vin, vout, options_for(op_timeout(opts.timeout), input))}, {output},
+                std::move(out.back));
   }
   // Split sizes count rows (the first dimension); an empty list splits evenly.
   auto blocks = [&](at::Tensor& t, std::vector<int64_t>& splits, const char* what) {
-    if (!t.is_contiguous()) invalid(std::string("alltoall_base's ") + what + " is not contiguous");
+    if (!t.is_contiguous())
+      invalid(std::string("alltoall_base's ") + what + " is not contiguous (a CUDA tensor is not staged)");
     const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
     std::vector<int64_t> s = splits;
     if (s.empty()) {
@@ -349,10 +471,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
     }
     return out;
   };
-  auto outs = blocks(output, output_splits, "output");
-  auto ins = blocks(input, input_splits, "input");
+  auto outs = blocks(out.t, output_splits, "output");
+  auto ins = blocks(in.t, input_splits, "input");
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::ALLTOALL_BASE, exchange(outs, ins, op_timeout(opts.timeout)), {output});
+  return work(rank_, c10d::OpType::ALLTOALL_BASE, "chorus:all_to_all_single",
+              exchange(outs, ins, op_timeout(opts.timeout)), {output}, std::move(out.back));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tensor>& outputs,
@@ -362,44 +485,60 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
   if (static_cast<int>(outputs.size()) != size_ || static_cast<int>(inputs.size()) != size_)
     invalid("alltoall takes one input and one output tensor per rank (" + std::to_string(size_) + "), not " +
             std::to_string(inputs.size()) + " and " + std::to_string(outputs.size()));
+  // Every check before any block is sent or staged.
   for (int j = 0; j < size_; ++j) {
-    if (!outputs[j].is_contiguous() || !inputs[j].is_contiguous())
-      invalid("alltoall's tensors for rank " + std::to_string(j) + " are not contiguous");
-    (void)dtype_of(inputs[j].scalar_type());  // before any block is sent
-    (void)dtype_of(outputs[j].scalar_type());
+    if (!outputs[j].defined() || !inputs[j].defined())
+      invalid("alltoall's tensors for rank " + std::to_string(j) + " are not both defined");
+    (void)elements_of(inputs[j].scalar_type());
+    if (inputs[j].scalar_type() != inputs[0].scalar_type() || outputs[j].scalar_type() != inputs[0].scalar_type())
+      invalid("alltoall's tensors for rank " + std::to_string(j) + " are " + dtype_name(inputs[j].scalar_type()) +
+              " in and " + dtype_name(outputs[j].scalar_type()) + " out where input 0 is " +
+              dtype_name(inputs[0].scalar_type()) + ": the tensors of one call share a dtype");
+    if ((!outputs[j].is_cpu() && !outputs[j].is_contiguous()) || (!inputs[j].is_cpu() && !inputs[j].is_contiguous()))
+      invalid("alltoall's tensors for rank " + std::to_string(j) + " are not contiguous (a CUDA tensor is not staged)");
+  }
+  std::vector<at::Tensor> outs, ins;
+  After after;
+  for (int j = 0; j < size_; ++j) {
+    auto i = staged(inputs[j], Use::in, "alltoall's input " + std::to_string(j));
+    auto o = staged(outputs[j], Use::out, "alltoall's output " + std::to_string(j));
+    ins.push_back(std::move(i.t));
+    outs.push_back(std::move(o.t));
+    after.add(std::move(o.back));
   }
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::ALLTOALL, exchange(outputs, inputs, op_timeout(opts.timeout)), outputs);
+  return work(rank_, c10d::OpType::ALLTOALL, "chorus:all_to_all", exchange(outs, ins, op_timeout(opts.timeout)), outputs,
+              after.take());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   world_->check_up();
-  auto st = staged(one(tensors, "send"), false);
+  auto st = staged(one(tensors, "send"), Use::in, "send's tensor");
   const at::Tensor& t = st.t;
   Tensor v = view_of(t, "send's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::SEND,
+  return work(rank_, c10d::OpType::SEND, "chorus:send",
               {peer_.send_async(v, static_cast<PeerId>(dst), static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   world_->check_up();
-  auto st = staged(one(tensors, "recv"), true);
+  auto st = staged(one(tensors, "recv"), Use::out, "recv's tensor");
   const at::Tensor& t = st.t;
   Tensor v = view_of(t, "recv's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::RECV,
+  return work(rank_, c10d::OpType::RECV, "chorus:recv",
               {peer_.recv_async(v, static_cast<PeerId>(src), static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors,
               std::move(st.back));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   world_->check_up();
-  auto st = staged(one(tensors, "recv"), true);
+  auto st = staged(one(tensors, "recv"), Use::out, "recv's tensor");
   const at::Tensor& t = st.t;
   Tensor v = view_of(t, "recv's tensor");
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::RECVANYSOURCE,
+  return work(rank_, c10d::OpType::RECVANYSOURCE, "chorus:recv_anysource",
               {peer_.recv_any_async(v, static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors,
               std::move(st.back));
 }
@@ -409,7 +548,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOp
   OpOptions o;
   o.timeout = op_timeout(opts.timeout);
   std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::BARRIER, {peer_.barrier_async(o)}, {});
+  return work(rank_, c10d::OpType::BARRIER, "chorus:barrier", {peer_.barrier_async(o)}, {});
 }
 
 } // namespace chorus::python

@@ -1,7 +1,7 @@
 // torch.distributed's "chorus" backend: a c10d ProcessGroup whose every op is one or more chorus
 // ops on the caller's tensors (no copy where torch's layout is chorus's; a staging buffer where
-// torch hands a list of tensors for one buffer), returned at once as a ChorusWork. Ranks and
-// roots are the group's ranks, as in torch.
+// torch hands a list of tensors for one buffer, or a CPU tensor of other strides), returned at
+// once as a ChorusWork. Ranks and roots are the group's ranks, as in torch.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -51,6 +51,11 @@ class ProcessGroupChorus : public C10dBase {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
+  // dist.all_gather_coalesced: one all_gather of every input, flat; output_lists[r][i] gets rank
+  // r's input i. The inputs share a dtype and a device.
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,

@@ -12,27 +12,76 @@
 
 namespace chorus::python {
 
-DType dtype_of(c10::ScalarType t) {
+std::string dtype_name(c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Half: return DType::f16;
-    case c10::ScalarType::BFloat16: return DType::bf16;
-    case c10::ScalarType::Float: return DType::f32;
-    case c10::ScalarType::Double: return DType::f64;
-    case c10::ScalarType::Char: return DType::i8;
-    case c10::ScalarType::Byte: return DType::u8;
-    case c10::ScalarType::Int: return DType::i32;
-    case c10::ScalarType::Long: return DType::i64;
-    default:
-      invalid(std::string("chorus has no dtype for torch.") + c10::toString(t) +
-              " (it takes float16, bfloat16, float32, float64, int8, uint8, int32 and int64)");
+    case c10::ScalarType::Half: return "torch.float16";
+    case c10::ScalarType::BFloat16: return "torch.bfloat16";
+    case c10::ScalarType::Float: return "torch.float32";
+    case c10::ScalarType::Double: return "torch.float64";
+    case c10::ScalarType::Char: return "torch.int8";
+    case c10::ScalarType::Byte: return "torch.uint8";
+    case c10::ScalarType::Short: return "torch.int16";
+    case c10::ScalarType::Int: return "torch.int32";
+    case c10::ScalarType::Long: return "torch.int64";
+    case c10::ScalarType::Bool: return "torch.bool";
+    case c10::ScalarType::ComplexHalf: return "torch.complex32";
+    case c10::ScalarType::ComplexFloat: return "torch.complex64";
+    case c10::ScalarType::ComplexDouble: return "torch.complex128";
+    default: return std::string("torch.") + c10::toString(t);
   }
+}
+
+Elements elements_of(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return {DType::f16, 1};
+    case c10::ScalarType::BFloat16: return {DType::bf16, 1};
+    case c10::ScalarType::Float: return {DType::f32, 1};
+    case c10::ScalarType::Double: return {DType::f64, 1};
+    case c10::ScalarType::Char: return {DType::i8, 1};
+    case c10::ScalarType::Byte: return {DType::u8, 1};
+    case c10::ScalarType::Int: return {DType::i32, 1};
+    case c10::ScalarType::Long: return {DType::i64, 1};
+    // torch's bool is one byte, 0 or 1: moved as uint8 (reductions map their op, reduce_op_for).
+    case c10::ScalarType::Bool: return {DType::u8, 1};
+    // A complex number is its real and imaginary parts, side by side (torch.view_as_real).
+    case c10::ScalarType::ComplexFloat: return {DType::f32, 2};
+    case c10::ScalarType::ComplexDouble: return {DType::f64, 2};
+    default:
+      invalid("chorus has no dtype for " + dtype_name(t) +
+              " (it takes float16, bfloat16, float32, float64, int8, uint8, int32, int64, bool, complex64 and "
+              "complex128)");
+  }
+}
+
+ReduceOp reduce_op_for(ReduceOp op, c10::ScalarType t, const std::string& what) {
+  const char* name = op == ReduceOp::sum ? "SUM" : op == ReduceOp::avg ? "AVG" : op == ReduceOp::prod ? "PRODUCT"
+                     : op == ReduceOp::min ? "MIN" : op == ReduceOp::max ? "MAX" : op == ReduceOp::band ? "BAND"
+                     : op == ReduceOp::bor ? "BOR" : "BXOR";
+  if (t == c10::ScalarType::Bool) {
+    // As ProcessGroupNCCL maps them: a sum of truths is true where any is (an OR, the max of 0s
+    // and 1s), a product where all are (an AND, the min). A mean of truths is no truth.
+    switch (op) {
+      case ReduceOp::sum: return ReduceOp::max;
+      case ReduceOp::prod: return ReduceOp::min;
+      case ReduceOp::avg:
+        invalid(what + ": AVG of bool tensors has no bool result (cast to a numeric dtype first)");
+      default: return op;  // MIN, MAX, BAND, BOR, BXOR of 0s and 1s are 0 or 1
+    }
+  }
+  if (t == c10::ScalarType::ComplexFloat || t == c10::ScalarType::ComplexDouble) {
+    // Only ops that act on the real and imaginary parts apart are right on their pairs of reals.
+    if (op != ReduceOp::sum && op != ReduceOp::avg)
+      invalid(what + ": " + name + " of complex tensors (" + dtype_name(t) +
+              ") is not defined elementwise; chorus reduces complex tensors with SUM and AVG only");
+  }
+  return op;
 }
 
 Tensor view_of(const at::Tensor& t, const std::string& what) {
   if (!t.defined()) invalid(what + " is an undefined tensor");
   if (t.layout() != c10::kStrided)
     invalid(what + " is a " + c10::str(t.layout()) + " tensor: chorus takes dense (strided) tensors (call .to_dense())");
-  const DType dtype = dtype_of(t.scalar_type());
+  const Elements e = elements_of(t.scalar_type());
   if (!t.is_contiguous()) invalid(what + " is not contiguous (call .contiguous() first)");
   Device device = Device::cpu();
   if (t.is_cuda()) {
@@ -46,7 +95,8 @@ Tensor view_of(const at::Tensor& t, const std::string& what) {
   }
   // The reference to the torch tensor lives as long as any copy of the chorus tensor.
   auto keep = std::make_shared<at::Tensor>(t);
-  return Tensor::wrap(t.data_ptr(), dtype, Shape{t.numel()}, device, std::static_pointer_cast<void>(keep));
+  return Tensor::wrap(t.data_ptr(), e.dtype, Shape{t.numel() * e.per_element}, device,
+                      std::static_pointer_cast<void>(keep));
 }
 
 void* stream_of(const at::Tensor& t) {

@@ -1,6 +1,7 @@
 // Torch tensors as chorus tensors: the same memory, never copied. The chorus tensor holds a
 // reference to the torch tensor, so an op in flight keeps its memory alive.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -11,11 +12,24 @@
 
 namespace chorus::python {
 
-// chorus's dtype for a torch dtype; an invalid_argument Error naming the dtype otherwise.
-DType dtype_of(c10::ScalarType t);
+// A dtype as Python names it ("torch.int16"), for messages.
+std::string dtype_name(c10::ScalarType t);
 
-// `t`'s memory as a flat chorus tensor of t.numel() elements. `what` names it in errors
-// ("allreduce's tensor"). Contiguous tensors only; on the CPU, or on a GPU when this module's
+// How chorus holds a torch dtype's elements: `per_element` values of `dtype` each (a complex
+// number is two reals); an invalid_argument Error naming the dtype where chorus has none.
+struct Elements {
+  DType dtype;
+  int64_t per_element;
+};
+Elements elements_of(c10::ScalarType t);
+
+// The op chorus runs for `op` over tensors of torch dtype `t`: bool's SUM and PRODUCT become
+// MAX and MIN of 0s and 1s (as ProcessGroupNCCL does), complex takes SUM and AVG only; an
+// invalid_argument Error naming `what` for an op the dtype has no meaning for.
+ReduceOp reduce_op_for(ReduceOp op, c10::ScalarType t, const std::string& what);
+
+// `t`'s memory as a flat chorus tensor of t.numel() elements (twice that for complex). `what`
+// names it in errors ("allreduce's tensor"). Contiguous tensors only; on the CPU, or on a GPU when this module's
 // torch has CUDA.
 Tensor view_of(const at::Tensor& t, const std::string& what);
 

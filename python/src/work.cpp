@@ -85,9 +85,12 @@ class FutureThreads {
 
 void stop_future_thread() { FutureThreads::get().stop(); }
 
-ChorusWork::ChorusWork(int rank, c10d::OpType type, std::vector<chorus::Work> parts, std::vector<at::Tensor> outputs,
-                       std::function<void()> after)
-    : c10d::Work(rank, type), parts_(std::move(parts)), outputs_(std::move(outputs)), after_(std::move(after)) {}
+ChorusWork::ChorusWork(int rank, c10d::OpType type, const char* profiling_title, std::vector<chorus::Work> parts,
+                       std::vector<at::Tensor> outputs, std::function<void()> after)
+    : c10d::Work(rank, type, profiling_title),
+      parts_(std::move(parts)),
+      outputs_(std::move(outputs)),
+      after_(std::move(after)) {}
 
 ChorusWork::~ChorusWork() = default;
 
@@ -105,6 +108,12 @@ void ChorusWork::settle() {
       }
     }
     status_ = std::move(s);
+    // The profiler's event ends with the op (c10d::Work's own finish() is not used here), before
+    // anyone sees it done, so that a trace taken around wait() holds it.
+    if (recordFunctionEndCallback_) {
+      recordFunctionEndCallback_();
+      recordFunctionEndCallback_ = nullptr;
+    }
     done_.store(true, std::memory_order_release);
   });
 }

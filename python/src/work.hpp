@@ -22,9 +22,10 @@ namespace chorus::python {
 class ChorusWork : public c10d::Work {
  public:
   // `outputs`: what result() and the future give; `after` runs once, after every part succeeded,
-  // on the thread that first sees the op done.
-  ChorusWork(int rank, c10d::OpType type, std::vector<chorus::Work> parts, std::vector<at::Tensor> outputs,
-             std::function<void()> after = {});
+  // on the thread that first sees the op done. `profiling_title` (a string literal, or null):
+  // torch.profiler's name of the op, recorded from here until the op is done.
+  ChorusWork(int rank, c10d::OpType type, const char* profiling_title, std::vector<chorus::Work> parts,
+             std::vector<at::Tensor> outputs, std::function<void()> after = {});
   ~ChorusWork() override;
 
   bool isCompleted() override;
