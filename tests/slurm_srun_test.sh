@@ -4,9 +4,15 @@
 # `srun -n 4 chorus-node-example`, which needs no chorus variable: the ranks meet through rank 0's
 # rendezvous file (Config::from_env; Slurm's SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NUM_NODES,
 # SLURM_JOB_ID). Skips (exit 77) where Slurm is not installed (apt-get install slurm-wlm).
-# usage: slurm_srun_test.sh BIN_DIR
+# With --python PYTHON PKG_DIR: `srun -n 3 PYTHON tests/python/srun_job.py` instead, whose
+# chorus.torch_api.init_process_group() meets the same way (a file store named by the job).
+# usage: slurm_srun_test.sh BIN_DIR [--python PYTHON PKG_DIR]
 set -uo pipefail
-bin=${1:?usage: slurm_srun_test.sh BIN_DIR}
+bin=${1:?usage: slurm_srun_test.sh BIN_DIR [--python PYTHON PKG_DIR]}
+py=() pkg=""
+if [ "${2:-}" = "--python" ]; then
+  py=("${3:?--python needs PYTHON PKG_DIR}") pkg=${4:?--python needs PYTHON PKG_DIR}
+fi
 for p in munged slurmctld slurmd srun sinfo; do
   command -v "$p" >/dev/null || PATH=$PATH:/usr/sbin command -v "$p" >/dev/null ||
     { echo "SKIPPED: $p is not installed (apt-get install slurm-wlm)"; exit 77; }
@@ -73,6 +79,18 @@ for _ in $(seq 1 150); do  # up to 30 s for the node to be idle
   sleep 0.2
 done
 sinfo -h -o %t 2>/dev/null | grep -q idle || fail "the Slurm node never became idle: $(sinfo 2>&1)"
+if [ ${#py[@]} -gt 0 ]; then
+  here=$(cd "$(dirname "$0")" && pwd)
+  out=$(TMPDIR=$d PYTHONPATH=$pkg timeout 180 srun -n 3 "${py[@]}" "$here/python/srun_job.py" 2>&1)
+  rc=$?
+  echo "$out"
+  [ $rc -eq 0 ] || fail "srun -n 3 python exited with $rc"
+  for r in 0 1 2; do
+    grep -q "rank $r of 3: init from Slurm, all_reduce ok" <<<"$out" || fail "rank $r did not report"
+  done
+  echo "srun -n 3 python: every rank ok"
+  exit 0
+fi
 out=$(TMPDIR=$d timeout 120 srun -n 4 "$bin/chorus-node-example" 2>&1)
 rc=$?
 echo "$out"

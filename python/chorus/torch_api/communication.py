@@ -18,6 +18,8 @@ import os
 import pickle
 import re
 import socket
+import stat
+import zlib
 
 import torch
 import torch.distributed as dist
@@ -128,6 +130,59 @@ def _env_int(*names, default=None, env=os.environ):
     return default
 
 
+def _job_key(env):
+    """What tells this launcher's job from every other on the host, or None (core/config_env.cpp's
+    job_key: a requeued Slurm job keeps its id, so its restart count goes in; Open MPI's job id
+    is a 16-bit hash, so mpirun's address goes in too)."""
+    if env.get("SLURM_JOB_ID") and env.get("SLURM_PROCID"):
+        key = "slurm-%s.%s.%s" % (env["SLURM_JOB_ID"], env.get("SLURM_STEP_ID", "0"), env.get("SLURM_RESTART_COUNT", "0"))
+    elif env.get("OMPI_MCA_ess_base_jobid") and env.get("OMPI_COMM_WORLD_RANK"):
+        uri = env.get("OMPI_MCA_orte_hnp_uri", "")
+        key = "ompi-%s-%08x" % (env["OMPI_MCA_ess_base_jobid"], zlib.crc32(uri.encode()))
+    else:
+        return None
+    # A file name part: nothing a launcher's id could use to climb out of the directory.
+    return key if re.fullmatch(r"[A-Za-z0-9._-]+", key) and ".." not in key else None
+
+
+def _one_host(env):
+    """Whether the launcher says every rank of the job is on this host."""
+    if env.get("SLURM_PROCID"):
+        return env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES")) == "1"
+    if env.get("OMPI_COMM_WORLD_RANK"):
+        size = env.get("OMPI_COMM_WORLD_SIZE")
+        return size is not None and env.get("OMPI_COMM_WORLD_LOCAL_SIZE") == size
+    return False
+
+
+def _private_dir(env):
+    """This user's directory for chorus's files (core/env.cpp's private_file_dir), made if missing,
+    refused unless this user's alone (mode 0700): another user could otherwise plant the store."""
+    run = env.get("XDG_RUNTIME_DIR")
+    if run and os.access(run, os.W_OK | os.X_OK):
+        d = os.path.join(run, "chorus")
+    else:
+        d = os.path.join(env.get("TMPDIR", "/tmp"), "chorus-%d" % os.getuid())
+    try:
+        os.mkdir(d, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise RuntimeError(f"chorus.torch_api.init_process_group: {d} is not this user's private directory "
+                           "(a directory owned by this user, mode 0700)")
+    return d
+
+
+def _one_host_store_file(env):
+    """The file the ranks of a one-host srun or mpirun job meet in (torch's FileStore), or None
+    where the launcher names no job or its ranks may be on several hosts."""
+    key = _job_key(env)
+    if key is None or not _one_host(env):
+        return None
+    return os.path.join(_private_dir(env), key + ".torchstore")
+
+
 def init_process_group(store=None, rank=-1, world_size=-1, local_world_size=-1, timeout=None):
     """Joins the job named by the environment (torchrun's, chorus-run's, Slurm's or Open MPI's
     variables), or by ``store``, ``rank`` and ``world_size``; chorus is the default group's backend."""
@@ -146,11 +201,17 @@ def init_process_group(store=None, rank=-1, world_size=-1, local_world_size=-1, 
             if "MASTER_ADDR" not in os.environ and n == 1:
                 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
                 os.environ.setdefault("MASTER_PORT", "0")
+            init = "env://"
             if "MASTER_ADDR" not in os.environ:
-                raise RuntimeError("chorus.torch_api.init_process_group: no MASTER_ADDR and MASTER_PORT in the "
-                                   "environment (torchrun and chorus-run set them; under srun or mpirun, set them "
-                                   "to rank 0's host and a free port)")
-            kw.update(init_method="env://", rank=r, world_size=n)
+                # Every rank on this host (srun or mpirun on one machine): the ranks meet in a file
+                # named by the launcher's job, as chorus's C++ programs do (docs/launching.md).
+                path = _one_host_store_file(os.environ)
+                if path is None:
+                    raise RuntimeError("chorus.torch_api.init_process_group: no MASTER_ADDR and MASTER_PORT in the "
+                                       "environment (torchrun and chorus-run set them; under srun or mpirun on "
+                                       "several hosts, set them to rank 0's host and a free port)")
+                init = "file://" + path
+            kw.update(init_method=init, rank=r, world_size=n)
         dist.init_process_group("chorus", **kw)
     global _local_rank, _local_size
     _local_rank = _env_int("LOCAL_RANK", "CHORUS_LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", default=0)
