@@ -20,7 +20,8 @@ namespace chorus::python {
 namespace {
 
 std::mutex registry_mu;
-std::weak_ptr<World> the_world;  // the World up now
+std::weak_ptr<World> the_world;              // the World up now
+std::vector<std::weak_ptr<World>> own_groups;  // groups of their own (join_group), for shutdown_all
 bool joining = false;            // a join is under way (it blocks, so not under the lock)
 
 // How long rank 0 keeps serving, once its own node is gone, for the others to leave.
@@ -71,6 +72,16 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
   JoinTurn turn("this process is in a chorus collective already (one default group at a time: "
                 "destroy_process_group() first, and drop what still holds a group of the old one, "
                 "such as a DistributedDataParallel: the collective lasts as long as any of its groups)");
+  return meet(store, rank, size, timeout, false);
+}
+
+std::shared_ptr<World> World::join_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                         std::chrono::milliseconds timeout) {
+  return meet(store, rank, size, timeout, true);
+}
+
+std::shared_ptr<World> World::meet(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                   std::chrono::milliseconds timeout, bool own_group) {
   if (size < 1 || rank < 0 || rank >= size)
     throw Error(Status(Errc::invalid_config, "rank " + std::to_string(rank) + " of " + std::to_string(size)));
   std::shared_ptr<World> w(new World);
@@ -78,7 +89,7 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
   Config c;
   c.num_devices = 1;
   c.timeout = timeout;
-  if (size > 1 && setting_text(SettingId::orchestrator)) {
+  if (size > 1 && !own_group && setting_text(SettingId::orchestrator)) {
     // Launched by chorus-run (or beside a chorus-orchestrator daemon): its orchestrator, its
     // secret, its numbering, which must be torch's.
     c = launcher_config();
@@ -100,11 +111,13 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
       std::string secret = secret_from_env();
       if (secret.empty()) secret = value_of(draw_secret());
       // Every rank here: loopback only. Else the address others reach: CHORUS_NODE_ADDRESS,
-      // MASTER_ADDR (torch's own store is there), or this host's first address that is not
-      // loopback; the door listens on every interface, as torch's store does.
+      // MASTER_ADDR (torch's own store is there, with the default group's rank 0: not a group of
+      // its own's), or this host's first address that is not loopback; the door listens on every
+      // interface, as torch's store does.
       std::string host = "127.0.0.1";
       if (!one_host) {
-        host = setting_text(SettingId::node_address).value_or(env_text("MASTER_ADDR").value_or(first_address(me, true)));
+        const auto master = own_group ? std::nullopt : env_text("MASTER_ADDR");
+        host = setting_text(SettingId::node_address).value_or(master.value_or(first_address(me, true)));
         if (host.empty())
           throw Error(Status(Errc::invalid_config, "rank 0 cannot tell an address of " + me +
                                                        " that the other hosts reach; set CHORUS_NODE_ADDRESS"));
@@ -131,7 +144,7 @@ std::shared_ptr<World> World::join(const c10::intrusive_ptr<c10d::Store>& store,
                                                    " cannot tell its address toward the orchestrator at " +
                                                    c.orchestrator_address + "; set CHORUS_NODE_ADDRESS"));
   }
-  return enter(std::move(w), c);
+  return enter(std::move(w), c, own_group);
 }
 
 std::shared_ptr<World> World::join_newcomer(std::chrono::milliseconds timeout) {
@@ -147,7 +160,7 @@ std::shared_ptr<World> World::join_newcomer(std::chrono::milliseconds timeout) {
   return enter(std::move(w), c);
 }
 
-std::shared_ptr<World> World::enter(std::shared_ptr<World> w, const Config& c) {
+std::shared_ptr<World> World::enter(std::shared_ptr<World> w, const Config& c, bool own_group) {
   w->runtime_ = std::make_unique<Runtime>();
   auto peer = w->runtime_->register_peer(0, c);
   if (!peer) {
@@ -156,27 +169,31 @@ std::shared_ptr<World> World::enter(std::shared_ptr<World> w, const Config& c) {
   }
   w->peer_ = *peer;
   std::lock_guard<std::mutex> reg(registry_mu);
-  the_world = w;
+  if (own_group) {
+    std::erase_if(own_groups, [](const std::weak_ptr<World>& g) { return g.expired(); });
+    own_groups.push_back(w);
+  } else {
+    the_world = w;
+  }
   return w;
 }
 
-std::shared_ptr<World> World::current() {
+std::shared_ptr<World> World::current_or_none() {
   std::lock_guard<std::mutex> reg(registry_mu);
   auto w = the_world.lock();
-  if (!w || w->is_down())
-    throw Error(Status(Errc::invalid_config,
-                       "no chorus collective is up in this process: a chorus subgroup needs chorus as the default "
-                       "group's backend (init_process_group(\"chorus\"))"));
-  return w;
+  return w && !w->is_down() ? w : nullptr;
 }
 
 void World::shutdown_all() {
-  std::shared_ptr<World> w;
+  std::vector<std::shared_ptr<World>> up;
   {
     std::lock_guard<std::mutex> reg(registry_mu);
-    w = the_world.lock();
+    for (auto& g : own_groups)
+      if (auto w = g.lock()) up.push_back(std::move(w));
+    own_groups.clear();
+    if (auto w = the_world.lock()) up.push_back(std::move(w));
   }
-  if (w) w->shutdown();
+  for (auto& w : up) w->shutdown();  // groups of their own first, the World last
 }
 
 World::~World() { shutdown(); }

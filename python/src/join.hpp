@@ -2,6 +2,8 @@
 // the orchestrator it hosts. torch.distributed's default group makes it through the store torch
 // passes every backend: rank 0 starts the orchestrator on a free port and publishes its address
 // and a drawn secret there; every rank reads them and joins. Subgroups are groups of its peer.
+// Where the default group has another backend (gloo, NCCL), each chorus group is a collective of
+// its own, made the same way through the group's store (join_group).
 #pragma once
 #include <chrono>
 #include <memory>
@@ -29,9 +31,14 @@ class World {
   // orchestrator in the environment): registers and waits, up to `timeout`, until the members
   // grow; the World is then the grown world.
   static std::shared_ptr<World> join_newcomer(std::chrono::milliseconds timeout);
-  // The World up now, or an invalid_config Error saying why there is none.
-  static std::shared_ptr<World> current();
-  // Ends every World (the interpreter's exit; ops after it raise chorus.Finished).
+  // A chorus group whose members are a collective of their own (new_group(backend="chorus")
+  // where the default group has another backend): `rank` of `size` in the group, its rank 0
+  // hosting the orchestrator. Any number may be up at once, beside none or the World.
+  static std::shared_ptr<World> join_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                           std::chrono::milliseconds timeout);
+  // The World up now (the default group's), or null.
+  static std::shared_ptr<World> current_or_none();
+  // Ends every World and group of its own (the interpreter's exit; ops after it raise chorus.Finished).
   static void shutdown_all();
   ~World();
 
@@ -56,8 +63,13 @@ class World {
 
  private:
   World() = default;
-  // Registers w's peer with config `c` and makes w the World up now (or throws, w shut down).
-  static std::shared_ptr<World> enter(std::shared_ptr<World> w, const Config& c);
+  // The members meet through `store` (join's and join_group's common part): `own_group`, a group
+  // of its own, neither takes a launcher's orchestrator nor looks for rank 0 at MASTER_ADDR.
+  static std::shared_ptr<World> meet(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                     std::chrono::milliseconds timeout, bool own_group);
+  // Registers w's peer with config `c` and, unless `own_group`, makes w the World up now (or
+  // throws, w shut down).
+  static std::shared_ptr<World> enter(std::shared_ptr<World> w, const Config& c, bool own_group = false);
   mutable std::mutex mu_;
   std::unique_ptr<HostedOrchestrator> hosted_;
   std::unique_ptr<Runtime> runtime_;

@@ -19,7 +19,8 @@ namespace {
 constexpr std::chrono::milliseconds kTorchDefaultTimeout{30 * 60 * 1000};
 
 // torch.distributed's default group (`global_ranks` empty) joins the collective; a subgroup is a
-// group of its peer.
+// group of its peer, or, where the default group has another backend (gloo for the host, NCCL for
+// GPUs, chorus for a group beside them), a collective of its own.
 c10::intrusive_ptr<C10dBase> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                             int size, std::chrono::milliseconds timeout,
                                                             const std::vector<int64_t>& global_ranks) {
@@ -28,7 +29,12 @@ c10::intrusive_ptr<C10dBase> create_process_group(const c10::intrusive_ptr<c10d:
     chorus::Peer peer = world->peer();
     return c10::make_intrusive<ProcessGroupChorus>(std::move(world), std::move(peer));
   }
-  auto world = World::current();
+  auto world = World::current_or_none();
+  if (!world) {
+    auto own = World::join_group(store, rank, size, timeout);
+    chorus::Peer peer = own->peer();
+    return c10::make_intrusive<ProcessGroupChorus>(std::move(own), std::move(peer));
+  }
   chorus::Peer peer = world->group(global_ranks);
   // torch passes its default (30 minutes) where new_group was given no timeout: the group then
   // keeps the world's (init_process_group's), as it would not otherwise learn it was not given one.

@@ -59,10 +59,20 @@ Ordered options_for(std::chrono::milliseconds timeout, const at::Tensor& t) {
 }
 
 // A list of `n` tensors shaped like `like`, for one staged buffer of n blocks.
-void check_blocks(const std::vector<at::Tensor>& list, size_t n, const at::Tensor& like, const std::string& what) {
+// An output the op writes whose elements share memory (an expand) could not take the result:
+// refused at the call, not once the op is done (when part of it may have been written).
+void check_writable(const at::Tensor& t, const std::string& what) {
+  if (t.defined() && at::has_internal_overlap(t) == at::MemOverlap::Yes)
+    invalid(what + " has elements that share memory (an expand): the op cannot write it (call .clone() first)");
+}
+
+// `written`: the op writes the list's tensors (an output list).
+void check_blocks(const std::vector<at::Tensor>& list, size_t n, const at::Tensor& like, const std::string& what,
+                  bool written) {
   if (list.size() != n)
     invalid(what + " holds " + std::to_string(list.size()) + " tensors, not one per rank (" + std::to_string(n) + ")");
   for (const auto& t : list) {
+    if (written) check_writable(t, what + "'s tensor");
     if (t.numel() != like.numel() || t.scalar_type() != like.scalar_type())
       invalid(what + " holds a tensor of " + std::to_string(t.numel()) + " " + c10::toString(t.scalar_type()) +
               " elements where " + std::to_string(like.numel()) + " " + c10::toString(like.scalar_type()) +
@@ -109,13 +119,14 @@ struct Staged {
   std::function<void()> back;
 };
 Staged staged(const at::Tensor& t, Use use, const std::string& what) {
-  if (!t.defined() || t.is_contiguous() || t.layout() != c10::kStrided || !t.is_cpu()) return {t, {}};
-  // An expanded tensor (elements sharing memory) could not take the result: say so at the call,
-  // not once the op is done.
-  if (use != Use::in && at::has_internal_overlap(t) == at::MemOverlap::Yes)
-    invalid(what + " has elements that share memory (an expand): the op cannot write it (call .clone() first)");
+  if (!t.defined() || t.layout() != c10::kStrided || !t.is_cpu()) return {t, {}};
+  // A conjugate or negative view (x.conj()) is contiguous, but its memory holds the values before
+  // the conjugation: staged too, its values resolved (copy_ writes one back as it should).
+  if (t.is_contiguous() && !t.is_conj() && !t.is_neg()) return {t, {}};
+  if (use != Use::in) check_writable(t, what);
   at::NoGradGuard raw;  // the tensor is read as memory, as gloo does (autograd has no say)
-  at::Tensor c = use == Use::out ? at::empty(t.sizes(), t.options()) : t.detach().contiguous();
+  at::Tensor c = use == Use::out ? at::empty(t.sizes(), t.options())
+                                 : t.detach().resolve_conj().resolve_neg().contiguous();
   if (use == Use::in) return {c, {}};
   return {c, [t, c]() mutable {
             at::NoGradGuard raw;  // a parameter's view is written as memory, as gloo does
@@ -149,10 +160,13 @@ const char* title(const char* name) { return at::hasCallbacks() ? name : nullptr
 // `name`: torch.profiler's (title()).
 c10::intrusive_ptr<c10d::Work> work(int rank, c10d::OpType type, const char* name, std::vector<chorus::Work> parts,
                                     std::vector<at::Tensor> outputs, std::function<void()> after = {}) {
-  const bool copies = static_cast<bool>(after);
-  auto w = c10::make_intrusive<ChorusWork>(rank, type, title(name), std::move(parts), std::move(outputs),
+  const char* profiled = title(name);
+  // A Work that copies out, or whose profiler event should end when the op does (not at a later
+  // wait), settles as soon as the op is done.
+  const bool settle_now = static_cast<bool>(after) || profiled;
+  auto w = c10::make_intrusive<ChorusWork>(rank, type, profiled, std::move(parts), std::move(outputs),
                                            std::move(after));
-  if (copies) w->settle_when_done();
+  if (settle_now) w->settle_when_done();
   return w;
 }
 
@@ -198,13 +212,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vect
     if (tensors[i].device() != tensors[0].device())
       invalid("allreduce_coalesced's tensor " + std::to_string(i) + " is on " + tensors[i].device().str() +
               " but tensor 0 is on " + tensors[0].device().str() + ": the tensors of one call share a device");
-    // One dtype, as gloo's asks and chorus's op takes (and so one reduction: bool's SUM is a MAX).
-    if (tensors[i].scalar_type() != tensors[0].scalar_type())
-      invalid("allreduce_coalesced's tensor " + std::to_string(i) + " is " + dtype_name(tensors[i].scalar_type()) +
-              " but tensor 0 is " + dtype_name(tensors[0].scalar_type()) + ": the tensors of one call share a dtype");
   }
-  const ReduceOp op = tensors.empty() ? reduce_op_of(opts.reduceOp)
-                                      : reduce_op_of(opts.reduceOp, tensors[0], "allreduce_coalesced");
+  // One reduction for every tensor, each checked for its own dtype (a complex tensor takes SUM and
+  // AVG only). bool's SUM is a MAX over bytes and complex's a sum over float pairs, which the op
+  // would not tell from a uint8's or a float's: those do not mix with other dtypes here. (Other
+  // mixes of dtypes the op refuses itself, on every rank at once.)
+  ReduceOp op = reduce_op_of(opts.reduceOp);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string what = "allreduce_coalesced's tensor " + std::to_string(i);
+    op = reduce_op_of(opts.reduceOp, tensors[i], what);
+    const auto kind = [](const at::Tensor& t) { return t.scalar_type() == at::kBool ? 1 : t.is_complex() ? 2 : 0; };
+    if (kind(tensors[i]) != kind(tensors[0]))
+      invalid(what + " is " + dtype_name(tensors[i].scalar_type()) + " but tensor 0 is " +
+              dtype_name(tensors[0].scalar_type()) + ": bool and complex tensors do not mix with other dtypes in one call");
+  }
   std::vector<Tensor> views;
   After after;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -241,7 +262,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::ve
   world_->check_up();
   auto& in = one(inputs, "allgather");
   if (outputs.size() != 1) invalid("allgather takes one output list per process, not " + std::to_string(outputs.size()));
-  check_blocks(outputs[0], size_, in, "allgather's output list");
+  check_blocks(outputs[0], size_, in, "allgather's output list", true);
   auto st = staged(in, Use::in, "allgather's input");
   Tensor vin = view_of(st.t, "allgather's input");
   at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
@@ -300,6 +321,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
                              : std::string("an undefined tensor")) +
                 " where input " + std::to_string(i) + " is " + dtype_name(inputs[i].scalar_type()) +
                 c10::str(inputs[i].sizes()) + " on " + inputs[i].device().str());
+      check_writable(t, "allgather_coalesced's output list " + std::to_string(r) + "'s tensor " + std::to_string(i));
       list.push_back(t);
     }
   }
@@ -325,7 +347,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vecto
   std::vector<at::Tensor> list;
   if (root) {
     if (outputs.size() != 1) invalid("gather takes one output list on the root, not " + std::to_string(outputs.size()));
-    check_blocks(outputs[0], size_, in, "gather's output list");
+    check_blocks(outputs[0], size_, in, "gather's output list", true);
     list = outputs[0];
     flat = at::empty({size_ * in.numel()}, in.options());
     vflat = view_of(flat, "gather's buffer");
@@ -349,7 +371,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tenso
   Tensor vflat;
   if (opts.rootRank == rank_) {
     if (inputs.size() != 1) invalid("scatter takes one input list on the root, not " + std::to_string(inputs.size()));
-    check_blocks(inputs[0], size_, out, "scatter's input list");
+    check_blocks(inputs[0], size_, out, "scatter's input list", false);
     vflat = view_of(flat_copy(inputs[0]), "scatter's buffer");
   } else if (!inputs.empty() && !inputs[0].empty()) {
     invalid("scatter takes no input list on a rank other than the root (" + std::to_string(opts.rootRank) + ")");
@@ -368,7 +390,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(std::vector<at
   world_->check_up();
   auto& out = one(outputs, "reduce_scatter");
   if (inputs.size() != 1) invalid("reduce_scatter takes one input list per process, not " + std::to_string(inputs.size()));
-  check_blocks(inputs[0], size_, out, "reduce_scatter's input list");
+  check_blocks(inputs[0], size_, out, "reduce_scatter's input list", false);
   const ReduceOp op = reduce_op_of(opts.reduceOp, out, "reduce_scatter");
   auto st = staged(out, Use::out, "reduce_scatter's output");
   Tensor vout = view_of(st.t, "reduce_scatter's output");

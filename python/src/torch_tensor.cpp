@@ -83,6 +83,10 @@ Tensor view_of(const at::Tensor& t, const std::string& what) {
     invalid(what + " is a " + c10::str(t.layout()) + " tensor: chorus takes dense (strided) tensors (call .to_dense())");
   const Elements e = elements_of(t.scalar_type());
   if (!t.is_contiguous()) invalid(what + " is not contiguous (call .contiguous() first)");
+  // (CPU tensors of these come staged, resolved: process_group.cpp's staged().)
+  if (t.is_conj() || t.is_neg())
+    invalid(what + " is a conjugate or negative view (x.conj()), whose memory holds other values than it reads "
+                   "(call .resolve_conj() or .resolve_neg() first)");
   Device device = Device::cpu();
   if (t.is_cuda()) {
 #ifdef CHORUS_TORCH_CUDA

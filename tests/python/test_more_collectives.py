@@ -296,7 +296,7 @@ def coalesced(ts, op):
     opts = dist.AllreduceCoalescedOptions()
     opts.reduceOp = op
     return pg.allreduce_coalesced(ts, opts)
-raises("allreduce_coalesced of uint8 and bool", chorus.InvalidArgument, "share a dtype",
+raises("allreduce_coalesced of uint8 and bool", chorus.InvalidArgument, "do not mix",
        lambda: coalesced([torch.ones(2, dtype=torch.uint8), bools(rank, 3)], dist.ReduceOp.SUM))
 
 bins = [bools(r, m) for r in range(world)]
@@ -389,6 +389,24 @@ for dt in (torch.complex64, torch.complex128):
     t = cins[rank].clone()
     dist.broadcast(t, world - 1)  # complex itself (gloo 1.13 refuses it)
     compare(f"broadcast {dt}", t, None, cins[world - 1])
+    # A conjugate view (x.conj(): contiguous, its memory the values before the conjugation) is
+    # sent as the values it reads. (torch 1.13's binding hands the backend such a view resolved,
+    # a copy, so a receiving one is not written: the backend stages them itself where it is not.)
+    t = cins[rank].clone()
+    if rank == world - 1:
+        t = t.conj()
+    dist.broadcast(t, world - 1)
+    compare(f"broadcast {dt} of a conjugate view", t.resolve_conj(), None, cins[world - 1].conj().resolve_conj())
+
+    # bool and complex tensors do not mix with others in one coalesced call: bool's SUM is a MAX,
+    # complex's MAX is refused, and the op would see neither.
+    copts = dist.AllreduceCoalescedOptions()
+    copts.reduceOp = dist.ReduceOp.MAX
+    raises(f"the group's allreduce_coalesced of float32 and {dt}, MAX", chorus.InvalidArgument,
+           "MAX of complex tensors", lambda: pg.allreduce_coalesced([torch.ones(2), cins[rank].clone()], copts))
+    copts.reduceOp = dist.ReduceOp.SUM
+    raises(f"the group's allreduce_coalesced of float32 and {dt}", chorus.InvalidArgument, "do not mix",
+           lambda: pg.allreduce_coalesced([torch.ones(2), cins[rank].clone()], copts))
 
     def all_gather(group):  # through view_as_real, on both
         outs = [torch.empty(m, dtype=dt) for _ in range(world)]
@@ -438,6 +456,14 @@ for dt in (torch.complex64, torch.complex128):
 raises("alltoall_base complex in, float out", chorus.InvalidArgument, "they share a dtype",
        lambda: pg.alltoall_base(torch.empty(2 * world), torch.zeros(world, dtype=torch.complex64), [], [],
                                 dist.AllToAllOptions()))
+
+# --- outputs the op cannot write --------------------------------------------------------------
+# An expanded tensor (its elements share memory) in an output list is refused at the call, on
+# every rank alike, before the op writes anything.
+raises("all_gather into an expanded tensor", chorus.InvalidArgument, "share memory",
+       lambda: dist.all_gather([torch.zeros(1).expand(4) for _ in range(world)], torch.ones(4)))
+raises("all_gather_coalesced into an expanded tensor", chorus.InvalidArgument, "share memory",
+       lambda: dist.all_gather_coalesced([[torch.zeros(1).expand(4)] for _ in range(world)], [torch.ones(4)]))
 
 # --- dtypes chorus has not -------------------------------------------------------------------
 raises("all_reduce int16", chorus.InvalidArgument, "chorus has no dtype for torch.int16",

@@ -222,34 +222,17 @@ def init_process_group(store=None, rank=-1, world_size=-1, local_world_size=-1, 
     _default = BaguaProcessGroup(range(dist.get_world_size()), dist.group.WORLD)
 
 
-def _slurm_tasks_per_node(value):
-    """Slurm's SLURM_TASKS_PER_NODE, one count per node of the step: "2(x3),1" is [2, 2, 2, 1]."""
-    counts = []
-    for part in value.split(","):
-        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
-        if m is None:
-            raise ValueError(f"SLURM_TASKS_PER_NODE={value!r}: {part!r} is neither N nor N(xK)")
-        counts += [int(m.group(1))] * int(m.group(2) or 1)
-    return counts
-
-
 def _local_size_of(asked, hosts, rank, env=os.environ):
     """This rank's host's number of ranks: `asked` (init_process_group's local_world_size), a
-    launcher's own count, Slurm's count for this node, else the ranks on this host in `hosts`
-    (every rank's host name). SLURM_NTASKS_PER_NODE is not read: Slurm sets it only where
-    --ntasks-per-node was given."""
+    launcher's own count, else the ranks on this host in `hosts` (every rank's host name, exact).
+    Slurm's counts are not read: they describe the step's tasks, which are not the ranks where
+    an sbatch script starts ranks with a launcher of its own (and SLURM_NTASKS_PER_NODE is set
+    only where --ntasks-per-node was given)."""
     if asked > 0:
         return asked
     n = _env_int("LOCAL_WORLD_SIZE", "CHORUS_LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", env=env)
     if n is not None:
         return n
-    if env.get("SLURM_TASKS_PER_NODE") and env.get("SLURM_NODEID"):
-        counts = _slurm_tasks_per_node(env["SLURM_TASKS_PER_NODE"])
-        node = int(env["SLURM_NODEID"])
-        if not 0 <= node < len(counts):
-            raise ValueError(f"SLURM_NODEID={node} names no node of SLURM_TASKS_PER_NODE="
-                             f"{env['SLURM_TASKS_PER_NODE']!r} ({len(counts)} nodes)")
-        return counts[node]
     return hosts.count(hosts[rank])
 
 
