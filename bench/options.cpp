@@ -157,9 +157,10 @@ std::string usage(std::string_view program) {
     "                     orchestrator and to every node it starts\n"
     "  --seal-data 0|1    1: without TLS files, the data connections between nodes are TLS keyed by\n"
     "                     the secret (Config::seal_data; no certificates)\n"
-    "  --explain [0|1]    1 (or alone): run nothing; print, for each size, the planner's decision for these\n"
-    "                     options: where the op meets first (the arena), what runs it otherwise, the\n"
-    "                     rounds and messages of its schedule, and why (strategies/planner.hpp)\n"
+    "  --explain [0|1]    1 (or alone): run nothing; print, for each size, the planner's decision\n"
+    "                     for these options: where the op meets first (the arena), what runs it\n"
+    "                     otherwise, the rounds and messages of its schedule, and why\n"
+    "                     (strategies/planner.hpp)\n"
     "\n"
     "Columns: size (B), count (elements), type, redop, root (-1: unrooted), time (us per iteration\n"
     "of the slowest peer, mean over ITERS), algbw = size / time (GB/s), busbw = algbw x factor\n"
@@ -209,7 +210,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     if (std::find(std::begin(known), std::end(known), flag) == std::end(known))
       return fail("unknown flag " + std::string(args[i]));
     // --explain alone means --explain 1 (nccl-tests' 0|1 form still works).
-    if (flag == "--explain" && !has_inline && (i + 1 >= args.size() || (args[i + 1] != "0" && args[i + 1] != "1"))) {
+    if (flag == "--explain" && !has_inline && (i + 1 >= args.size() || args[i + 1].substr(0, 1) == "-")) {
       o.explain = true;
       continue;
     }

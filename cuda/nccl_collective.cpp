@@ -131,11 +131,7 @@ bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
 // Rank r's part of `c` as NCCL sees it.
 NcclRankOp rank_op(const DeviceCollective& c, int r) {
   NcclRankOp op;
-  op.kind = c.kind;
-  op.dtype = c.dtype;
-  op.redop = c.redop;
-  op.root = c.root;
-  op.count = c.count;
+  static_cast<OpDesc&>(op) = c;
   op.nranks = static_cast<int>(c.peers.size());
   op.rank = r;
   op.in = c.peers[r].in;

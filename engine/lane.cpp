@@ -51,7 +51,7 @@ struct Lane::Core {
   bool closed = false;          // the Lane is gone: the thread ends once the queue is empty
   bool lazy = false;            // see kLazyAge
   bool draining = false;        // lazy because a waiter drains the lane: kDrainGrace, not kLazyAge
-  bool thread_paused = false;   // the lane's thread takes no task (pause_thread, for tests)
+  bool thread_paused = false;   // the lane's thread takes no task (pause_thread, for tests) until closed
   int claimants = 0;            // waiters sleeping on cv until the lane is free, to drain it
   int quick_claims = 0;         // tasks claimed by their waiters within kQuick, in a row (capped)
   Clock::time_point last_used;  // a task last ran, on the lane's thread or a waiter's
@@ -88,7 +88,7 @@ void ensure_thread(const std::shared_ptr<Lane::Core>& c);
 // Under c->mu: whether the lane's thread takes the first queued task now. A lazy lane leaves a task
 // with a waiter to it until the task is kLazyAge old; `until` is then when to look again.
 bool thread_takes_front(Lane::Core& c, Clock::time_point& until) {
-  if (c.busy || c.queue.empty() || c.thread_paused) return false;
+  if (c.busy || c.queue.empty() || (c.thread_paused && !c.closed)) return false;
   const auto& front = c.queue.front();
   if (!front.key) return true;
   if (!c.lazy) {
