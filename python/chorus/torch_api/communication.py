@@ -284,13 +284,24 @@ def new_group(ranks=None, stream=None):
 
 
 def from_torch_group(group, stream=None):
-    """A Bagua process group over a torch.distributed group made with the chorus backend."""
+    """A Bagua process group over a torch.distributed group made with the chorus backend. Every
+    rank of the world calls it, as it called new_group (the group's host communicators are made
+    then): a rank outside the group passes what new_group gave it, and learns the members from
+    the others."""
     _need()
-    if dist.get_backend(group) != "chorus":
-        raise ValueError(f"from_torch_group: the group's backend is {dist.get_backend(group)}, not chorus")
-    ranks = list(range(get_world_size())) if group is dist.group.WORLD else dist.get_process_group_ranks(group) \
-        if hasattr(dist, "get_process_group_ranks") else sorted(dist.distributed_c10d._pg_group_ranks[group])
-    return BaguaProcessGroup(ranks, group)
+    member = group is not None and group is not dist.GroupMember.NON_GROUP_MEMBER
+    mine = None
+    if member:
+        if dist.get_backend(group) != "chorus":
+            raise ValueError(f"from_torch_group: the group's backend is {dist.get_backend(group)}, not chorus")
+        mine = list(range(get_world_size())) if group is dist.group.WORLD else dist.get_process_group_ranks(group) \
+            if hasattr(dist, "get_process_group_ranks") else sorted(dist.distributed_c10d._pg_group_ranks[group])
+    told = [None] * get_world_size()
+    dist.all_gather_object(told, mine)
+    ranks = next((r for r in told if r is not None), None)
+    if ranks is None:
+        raise ValueError("from_torch_group: no rank is a member of the group")
+    return BaguaProcessGroup(ranks, group if member else dist.GroupMember.NON_GROUP_MEMBER)
 
 
 def _comm(comm):
