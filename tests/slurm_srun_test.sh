@@ -81,7 +81,8 @@ done
 sinfo -h -o %t 2>/dev/null | grep -q idle || fail "the Slurm node never became idle: $(sinfo 2>&1)"
 if [ ${#py[@]} -gt 0 ]; then
   here=$(cd "$(dirname "$0")" && pwd)
-  out=$(TMPDIR=$d PYTHONPATH=$pkg timeout 180 srun -n 3 "${py[@]}" "$here/python/srun_job.py" 2>&1)
+  # (without XDG_RUNTIME_DIR the store file goes under TMPDIR, with the rest of this run)
+  out=$(TMPDIR=$d PYTHONPATH=$pkg timeout 180 env -u XDG_RUNTIME_DIR srun -n 3 "${py[@]}" "$here/python/srun_job.py" 2>&1)
   rc=$?
   echo "$out"
   [ $rc -eq 0 ] || fail "srun -n 3 python exited with $rc"

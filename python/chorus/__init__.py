@@ -40,8 +40,10 @@ _check_torch()
 
 def _create(opts, pg_options=None):
     # torch.distributed's extended API hands the group's ranks in the world (empty: the world).
-    return _chorus._create_process_group(opts.store, opts.group_rank, opts.group_size, opts.timeout,
-                                         list(opts.global_ranks_in_group))
+    # A subgroup where the default group has another backend (gloo, NCCL) is a collective of its own.
+    ranks = list(opts.global_ranks_in_group)
+    own = bool(ranks) and _dist.is_initialized() and _dist.get_backend() != "chorus"
+    return _chorus._create_process_group(opts.store, opts.group_rank, opts.group_size, opts.timeout, ranks, own)
 
 
 from .elastic import _DEVICES, epoch, grow, join, new_group, newcomers, revoke, shrink  # noqa: E402,F401

@@ -108,16 +108,20 @@ std::shared_ptr<World> World::meet(const c10::intrusive_ptr<c10d::Store>& store,
     if (rank == 0) {
       bool one_host = true;
       for (int r = 1; r < size; ++r) one_host = one_host && text_of(store->get(kHostKey + std::to_string(r))) == me;
-      std::string secret = secret_from_env();
+      // A group of its own draws its own: the store it is published in is not the launcher's to
+      // see (under chorus-run, CHORUS_SECRET is the job's).
+      std::string secret = own_group ? std::string() : secret_from_env();
       if (secret.empty()) secret = value_of(draw_secret());
       // Every rank here: loopback only. Else the address others reach: CHORUS_NODE_ADDRESS,
-      // MASTER_ADDR (torch's own store is there, with the default group's rank 0: not a group of
-      // its own's), or this host's first address that is not loopback; the door listens on every
-      // interface, as torch's store does.
+      // MASTER_ADDR (torch's own store is there, with the default group's rank 0), for a group of
+      // its own (whose rank 0 may be on another host) this host's address toward MASTER_ADDR (the
+      // job's network), else this host's first address that is not loopback; the door listens on
+      // every interface, as torch's store does.
       std::string host = "127.0.0.1";
       if (!one_host) {
-        const auto master = own_group ? std::nullopt : env_text("MASTER_ADDR");
-        host = setting_text(SettingId::node_address).value_or(master.value_or(first_address(me, true)));
+        const auto master = env_text("MASTER_ADDR");
+        const std::string guess = own_group && master ? address_toward(*master, false) : master.value_or("");
+        host = setting_text(SettingId::node_address).value_or(guess.empty() ? first_address(me, true) : guess);
         if (host.empty())
           throw Error(Status(Errc::invalid_config, "rank 0 cannot tell an address of " + me +
                                                        " that the other hosts reach; set CHORUS_NODE_ADDRESS"));
@@ -178,10 +182,13 @@ std::shared_ptr<World> World::enter(std::shared_ptr<World> w, const Config& c, b
   return w;
 }
 
-std::shared_ptr<World> World::current_or_none() {
+std::shared_ptr<World> World::current() {
   std::lock_guard<std::mutex> reg(registry_mu);
   auto w = the_world.lock();
-  return w && !w->is_down() ? w : nullptr;
+  if (!w || w->is_down())
+    throw Error(Status(Errc::invalid_config, "no chorus collective is up in this process for this chorus subgroup "
+                                             "(its default group was destroyed, or is not chorus's)"));
+  return w;
 }
 
 void World::shutdown_all() {

@@ -36,8 +36,8 @@ class World {
   // hosting the orchestrator. Any number may be up at once, beside none or the World.
   static std::shared_ptr<World> join_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                            std::chrono::milliseconds timeout);
-  // The World up now (the default group's), or null.
-  static std::shared_ptr<World> current_or_none();
+  // The World up now (the default group's), or an invalid_config Error saying why there is none.
+  static std::shared_ptr<World> current();
   // Ends every World and group of its own (the interpreter's exit; ops after it raise chorus.Finished).
   static void shutdown_all();
   ~World();

@@ -19,22 +19,22 @@ namespace {
 constexpr std::chrono::milliseconds kTorchDefaultTimeout{30 * 60 * 1000};
 
 // torch.distributed's default group (`global_ranks` empty) joins the collective; a subgroup is a
-// group of its peer, or, where the default group has another backend (gloo for the host, NCCL for
-// GPUs, chorus for a group beside them), a collective of its own.
+// group of its peer, or, where the default group has another backend (`own_group`: gloo for the
+// host, NCCL for GPUs, chorus for a group beside them), a collective of its own.
 c10::intrusive_ptr<C10dBase> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                             int size, std::chrono::milliseconds timeout,
-                                                            const std::vector<int64_t>& global_ranks) {
+                                                            const std::vector<int64_t>& global_ranks, bool own_group) {
+  if (own_group) {
+    auto own = World::join_group(store, rank, size, timeout);
+    chorus::Peer peer = own->peer();
+    return c10::make_intrusive<ProcessGroupChorus>(std::move(own), std::move(peer));
+  }
   if (global_ranks.empty()) {
     auto world = World::join(store, rank, size, timeout);
     chorus::Peer peer = world->peer();
     return c10::make_intrusive<ProcessGroupChorus>(std::move(world), std::move(peer));
   }
-  auto world = World::current_or_none();
-  if (!world) {
-    auto own = World::join_group(store, rank, size, timeout);
-    chorus::Peer peer = own->peer();
-    return c10::make_intrusive<ProcessGroupChorus>(std::move(own), std::move(peer));
-  }
+  auto world = World::current();
   chorus::Peer peer = world->group(global_ranks);
   // torch passes its default (30 minutes) where new_group was given no timeout: the group then
   // keeps the world's (init_process_group's), as it would not otherwise learn it was not given one.
@@ -106,7 +106,7 @@ PYBIND11_MODULE(_chorus, m) {
       m, "ProcessGroupChorus", "torch.distributed's \"chorus\" backend (made by init_process_group / new_group)");
   bind_elastic(m);
   m.def("_create_process_group", &create_process_group, py::arg("store"), py::arg("rank"), py::arg("size"),
-        py::arg("timeout"), py::arg("global_ranks"), py::call_guard<py::gil_scoped_release>(),
+        py::arg("timeout"), py::arg("global_ranks"), py::arg("own_group") = false, py::call_guard<py::gil_scoped_release>(),
         "The backend's constructor (torch.distributed calls it through chorus's registration)");
   m.def(
       "_shutdown",

@@ -15,7 +15,7 @@ def main():
     r, n = comm.get_rank(), comm.get_world_size()
     assert (r, n) == (int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])), (r, n)
     assert comm.get_local_rank() == int(os.environ["SLURM_LOCALID"]), comm.get_local_rank()
-    assert comm.get_local_size() == n, comm.get_local_size()  # one host: from SLURM_TASKS_PER_NODE
+    assert comm.get_local_size() == n, comm.get_local_size()  # one host: every rank's host is this one
     t = torch.full((1001,), float(r + 1))
     comm.allreduce_inplace(t, op=comm.ReduceOp.SUM)
     want = n * (n + 1) / 2

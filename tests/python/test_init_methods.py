@@ -26,15 +26,17 @@ def summed(what):
     assert dist.get_backend() == "chorus" and dist.get_rank() == rank and dist.get_world_size() == world
 
 
-# tcp://: rank 0 hosts torch's TCPStore at the address (the next port: env://'s store may linger).
-port = int(os.environ["MASTER_PORT"]) + 2
+# tcp://: rank 0 hosts torch's TCPStore at the address (the launcher's free port: nothing here
+# makes an env:// store).
+port = int(os.environ["MASTER_PORT"])
 dist.init_process_group("chorus", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                         timeout=timeout)
 summed("tcp://")
 dist.destroy_process_group()
 
-# A store handed in, as a program with a store of its own does (one file, named by the job's port).
-path = os.path.join(tempfile.gettempdir(), f"chorus-init-methods-{os.environ['MASTER_PORT']}.store")
+# A store handed in, as a program with a store of its own does (one file, named by the launch: its
+# port and the launcher's pid; the last rank to drop its FileStore removes it).
+path = os.path.join(tempfile.gettempdir(), f"chorus-init-methods-{os.environ['MASTER_PORT']}-{os.getppid()}.store")
 store = dist.FileStore(path, world)
 dist.init_process_group("chorus", store=store, rank=rank, world_size=world, timeout=timeout)
 summed("store=")
@@ -61,6 +63,8 @@ else:
     t = torch.full((5,), float(rank))
     comm.allreduce_inplace(t, op=comm.ReduceOp.MAX, comm=c)
     assert torch.all(t == world - 1), t
+whole = comm.from_torch_group(None)  # None is the world, as torch reads it
+assert whole.get_global_communicator().nranks() == world
 dist.barrier()
 print(f"rank {rank}: tcp://, store=, batch_isend_irecv and from_torch_group ok")
 dist.destroy_process_group()

@@ -19,7 +19,6 @@ import pickle
 import re
 import socket
 import stat
-import zlib
 
 import torch
 import torch.distributed as dist
@@ -130,28 +129,59 @@ def _env_int(*names, default=None, env=os.environ):
     return default
 
 
-def _job_key(env):
-    """What tells this launcher's job from every other on the host, or None (core/config_env.cpp's
-    job_key: a requeued Slurm job keeps its id, so its restart count goes in; Open MPI's job id
-    is a 16-bit hash, so mpirun's address goes in too)."""
-    if env.get("SLURM_JOB_ID") and env.get("SLURM_PROCID"):
-        key = "slurm-%s.%s.%s" % (env["SLURM_JOB_ID"], env.get("SLURM_STEP_ID", "0"), env.get("SLURM_RESTART_COUNT", "0"))
-    elif env.get("OMPI_MCA_ess_base_jobid") and env.get("OMPI_COMM_WORLD_RANK"):
-        uri = env.get("OMPI_MCA_orte_hnp_uri", "")
-        key = "ompi-%s-%08x" % (env["OMPI_MCA_ess_base_jobid"], zlib.crc32(uri.encode()))
+# The launchers whose numbering a process takes, in the order chorus's C++ programs take them
+# (core/config_env.cpp): a launcher started inside another's job sees both. Slurm's pair counts
+# inside a job step only (srun's: SLURM_STEP_ID set): an sbatch script's own shell has
+# SLURM_PROCID and SLURM_NTASKS too, and a program it runs by itself is one process.
+_LAUNCHERS = (  # name, rank, size, set only inside its job
+    ("chorus-run", "CHORUS_RANK", "CHORUS_WORLD_SIZE", None),
+    ("torchrun", "RANK", "WORLD_SIZE", None),
+    ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", None),
+    ("Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID"),
+    ("MPICH", "PMI_RANK", "PMI_SIZE", None),
+)
+
+
+def _numbering(env):
+    """(launcher, rank, size) from the first launcher whose pair is set; (None, 0, 1) for none."""
+    for name, rank, size, inside in _LAUNCHERS:
+        if env.get(rank) and env.get(size) and (inside is None or env.get(inside)):
+            return name, int(env[rank]), int(env[size])
+    return None, 0, 1
+
+
+def _fold(text):
+    """FNV-1a, as core/config_env.cpp folds a launcher's long id into a file name."""
+    h = 1469598103934665603
+    for ch in text.encode():
+        h = ((h ^ ch) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % h
+
+
+def _job_key(launcher, env):
+    """What tells this launch of the job from every other on the host, or None. As
+    core/config_env.cpp's job_key (a requeued Slurm job keeps its id, so its restart count goes
+    in; Open MPI's job id is a 16-bit hash, so mpirun's address goes in too), and, for Slurm, the
+    launching srun's ports: a store file, unlike the C++ rendezvous file, cannot say which process
+    wrote it, so one left by an earlier launch of the same step must not be found."""
+    if launcher == "Slurm" and env.get("SLURM_JOB_ID"):
+        key = "slurm-%s.%s.%s-%s" % (env["SLURM_JOB_ID"], env["SLURM_STEP_ID"], env.get("SLURM_RESTART_COUNT", "0"),
+                                     _fold(env.get("SLURM_SRUN_COMM_PORT", "") + "/" +
+                                           env.get("SLURM_STEP_LAUNCHER_PORT", "")))
+    elif launcher == "Open MPI" and env.get("OMPI_MCA_ess_base_jobid"):
+        key = "ompi-%s-%s" % (env["OMPI_MCA_ess_base_jobid"], _fold(env.get("OMPI_MCA_orte_hnp_uri", "")))
     else:
         return None
     # A file name part: nothing a launcher's id could use to climb out of the directory.
     return key if re.fullmatch(r"[A-Za-z0-9._-]+", key) and ".." not in key else None
 
 
-def _one_host(env):
+def _one_host(launcher, env):
     """Whether the launcher says every rank of the job is on this host."""
-    if env.get("SLURM_PROCID"):
-        return env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES")) == "1"
-    if env.get("OMPI_COMM_WORLD_RANK"):
-        size = env.get("OMPI_COMM_WORLD_SIZE")
-        return size is not None and env.get("OMPI_COMM_WORLD_LOCAL_SIZE") == size
+    if launcher == "Slurm":
+        return env.get("SLURM_STEP_NUM_NODES") == "1"
+    if launcher == "Open MPI":
+        return env.get("OMPI_COMM_WORLD_LOCAL_SIZE") == env.get("OMPI_COMM_WORLD_SIZE")
     return False
 
 
@@ -174,11 +204,11 @@ def _private_dir(env):
     return d
 
 
-def _one_host_store_file(env):
+def _one_host_store_file(launcher, env):
     """The file the ranks of a one-host srun or mpirun job meet in (torch's FileStore), or None
     where the launcher names no job or its ranks may be on several hosts."""
-    key = _job_key(env)
-    if key is None or not _one_host(env):
+    key = _job_key(launcher, env)
+    if key is None or not _one_host(launcher, env):
         return None
     return os.path.join(_private_dir(env), key + ".torchstore")
 
@@ -195,9 +225,9 @@ def init_process_group(store=None, rank=-1, world_size=-1, local_world_size=-1, 
         if store is not None:
             kw.update(store=store, rank=rank, world_size=world_size)
         else:
-            r = rank if rank >= 0 else _env_int("RANK", "CHORUS_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", default=0)
-            n = world_size if world_size > 0 else _env_int("WORLD_SIZE", "CHORUS_WORLD_SIZE", "SLURM_NTASKS",
-                                                           "OMPI_COMM_WORLD_SIZE", default=1)
+            launcher, r, n = _numbering(os.environ)
+            r = rank if rank >= 0 else r
+            n = world_size if world_size > 0 else n
             if "MASTER_ADDR" not in os.environ and n == 1:
                 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
                 os.environ.setdefault("MASTER_PORT", "0")
@@ -205,7 +235,7 @@ def init_process_group(store=None, rank=-1, world_size=-1, local_world_size=-1, 
             if "MASTER_ADDR" not in os.environ:
                 # Every rank on this host (srun or mpirun on one machine): the ranks meet in a file
                 # named by the launcher's job, as chorus's C++ programs do (docs/launching.md).
-                path = _one_host_store_file(os.environ)
+                path = _one_host_store_file(launcher, os.environ)
                 if path is None:
                     raise RuntimeError("chorus.torch_api.init_process_group: no MASTER_ADDR and MASTER_PORT in the "
                                        "environment (torchrun and chorus-run set them; under srun or mpirun on "
@@ -289,7 +319,8 @@ def from_torch_group(group, stream=None):
     then): a rank outside the group passes what new_group gave it, and learns the members from
     the others."""
     _need()
-    member = group is not None and group is not dist.GroupMember.NON_GROUP_MEMBER
+    group = dist.group.WORLD if group is None else group  # as torch reads None
+    member = group is not dist.GroupMember.NON_GROUP_MEMBER
     mine = None
     if member:
         if dist.get_backend(group) != "chorus":
@@ -301,6 +332,8 @@ def from_torch_group(group, stream=None):
     ranks = next((r for r in told if r is not None), None)
     if ranks is None:
         raise ValueError("from_torch_group: no rank is a member of the group")
+    if any(r is not None and r != ranks for r in told):
+        raise ValueError(f"from_torch_group: the ranks passed different groups ({sorted({tuple(r) for r in told if r})})")
     return BaguaProcessGroup(ranks, group if member else dist.GroupMember.NON_GROUP_MEMBER)
 
 
