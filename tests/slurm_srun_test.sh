@@ -4,7 +4,7 @@
 # `srun -n 4 chorus-node-example`, which needs no chorus variable: the ranks meet through rank 0's
 # rendezvous file (Config::from_env; Slurm's SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NUM_NODES,
 # SLURM_JOB_ID). Skips (exit 77) where Slurm is not installed (apt-get install slurm-wlm).
-# With --python PYTHON PKG_DIR: `srun -n 3 PYTHON tests/python/srun_job.py` instead, whose
+# With --python PYTHON PKG_DIR: `srun -n 3 PYTHON tests/python/one_host_job.py` instead, whose
 # chorus.torch_api.init_process_group() meets the same way (a file store named by the job).
 # usage: slurm_srun_test.sh BIN_DIR [--python PYTHON PKG_DIR]
 set -uo pipefail
@@ -82,12 +82,12 @@ sinfo -h -o %t 2>/dev/null | grep -q idle || fail "the Slurm node never became i
 if [ ${#py[@]} -gt 0 ]; then
   here=$(cd "$(dirname "$0")" && pwd)
   # (without XDG_RUNTIME_DIR the store file goes under TMPDIR, with the rest of this run)
-  out=$(TMPDIR=$d PYTHONPATH=$pkg timeout 180 env -u XDG_RUNTIME_DIR srun -n 3 "${py[@]}" "$here/python/srun_job.py" 2>&1)
+  out=$(TMPDIR=$d PYTHONPATH=$pkg timeout 180 env -u XDG_RUNTIME_DIR srun -n 3 "${py[@]}" "$here/python/one_host_job.py" 2>&1)
   rc=$?
   echo "$out"
   [ $rc -eq 0 ] || fail "srun -n 3 python exited with $rc"
   for r in 0 1 2; do
-    grep -q "rank $r of 3: init from Slurm, all_reduce ok" <<<"$out" || fail "rank $r did not report"
+    grep -q "rank $r of 3: init from the launcher, all_reduce ok" <<<"$out" || fail "rank $r did not report"
   done
   echo "srun -n 3 python: every rank ok"
   exit 0
