@@ -73,7 +73,6 @@ class OpPlan {
   // `trace` (null: none) hears of every step run and, across nodes, of the wait for the outcome.
   Status run(int p, WorkBuffer& work, StepTrace* trace = nullptr);
 
-  const OpDesc& op() const { return op_; }
   OpKind kind() const { return op_.kind; }
   DType dtype() const { return op_.dtype; }
   ReduceOp redop() const { return op_.redop; }

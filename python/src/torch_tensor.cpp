@@ -54,9 +54,6 @@ Elements elements_of(c10::ScalarType t) {
 }
 
 ReduceOp reduce_op_for(ReduceOp op, c10::ScalarType t, const std::string& what) {
-  const char* name = op == ReduceOp::sum ? "SUM" : op == ReduceOp::avg ? "AVG" : op == ReduceOp::prod ? "PRODUCT"
-                     : op == ReduceOp::min ? "MIN" : op == ReduceOp::max ? "MAX" : op == ReduceOp::band ? "BAND"
-                     : op == ReduceOp::bor ? "BOR" : "BXOR";
   if (t == c10::ScalarType::Bool) {
     // As ProcessGroupNCCL maps them: a sum of truths is true where any is (an OR, the max of 0s
     // and 1s), a product where all are (an AND, the min). A mean of truths is no truth.
@@ -70,9 +67,12 @@ ReduceOp reduce_op_for(ReduceOp op, c10::ScalarType t, const std::string& what) 
   }
   if (t == c10::ScalarType::ComplexFloat || t == c10::ScalarType::ComplexDouble) {
     // Only ops that act on the real and imaginary parts apart are right on their pairs of reals.
-    if (op != ReduceOp::sum && op != ReduceOp::avg)
+    if (op != ReduceOp::sum && op != ReduceOp::avg) {
+      const char* name = op == ReduceOp::prod ? "PRODUCT" : op == ReduceOp::min ? "MIN" : op == ReduceOp::max ? "MAX"
+                         : op == ReduceOp::band ? "BAND" : op == ReduceOp::bor ? "BOR" : "BXOR";
       invalid(what + ": " + name + " of complex tensors (" + dtype_name(t) +
               ") is not defined elementwise; chorus reduces complex tensors with SUM and AVG only");
+    }
   }
   return op;
 }
