@@ -1,8 +1,9 @@
 // One collective op, described once: which op of which group it is, and what its peers agree on.
 // The layers that describe an op hold one rather than repeat its fields: the planner's question
 // (PlanQuery, strategies/planner.hpp), what a meeting's peers agreed on (OpShape,
-// actors/local_server/op_validation.hpp), an op in the arena (ArenaOp, strategies/arena_ops.hpp)
-// and the op the executor runs (OpPlan, strategies/executor.hpp), each adding what it alone needs.
+// actors/local_server/op_validation.hpp), an op in the arena (ArenaOp, strategies/arena_ops.hpp),
+// the op the executor runs (OpPlan, strategies/executor.hpp), a device run (gpu::DeviceCollective)
+// and one NCCL rank's part (gpu::NcclRankOp), each adding what it alone needs.
 #pragma once
 #include <cstddef>
 #include <cstdint>
