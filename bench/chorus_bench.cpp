@@ -18,6 +18,7 @@
 #include <chorus/chorus.hpp>
 #include "cuda/gpu.hpp"
 #include "explain.hpp"
+#include "strategies/plan_rules.hpp"
 #include "node_launcher.hpp"
 #include "node_run.hpp"
 #include "op_runner.hpp"
@@ -92,6 +93,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::size_t> sizes = sweep(o);
   if (o.explain) return explain(o, sizes);
+  if (o.rules) return std::fputs(describe_rules().c_str(), stdout) < 0 ? 1 : 0;
   if (o.multi_node() && !o.launcher()) return run_node(o, sizes);
 
   Config cfg;

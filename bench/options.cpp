@@ -161,6 +161,8 @@ std::string usage(std::string_view program) {
     "                     for these options: where the op meets first (the arena), what runs it\n"
     "                     otherwise, the rounds and messages of its schedule, and why\n"
     "                     (strategies/planner.hpp)\n"
+    "  --rules            run nothing; print the planner's rules, the tables every decision is\n"
+    "                     read from (strategies/plan_rules.hpp)\n"
     "\n"
     "Columns: size (B), count (elements), type, redop, root (-1: unrooted), time (us per iteration\n"
     "of the slowest peer, mean over ITERS), algbw = size / time (GB/s), busbw = algbw x factor\n"
@@ -206,9 +208,13 @@ ParseResult parse_options(int argc, const char* const* argv) {
         "--op", "--peers", "--dtype", "--redop", "--strategy", "-b", "--minbytes", "-e", "--maxbytes",
         "-f", "--stepfactor", "-n", "--iters", "-w", "--warmup_iters", "--root", "-c", "--check",
         "--timeout-ms", "--device", "--gpus", "--group", "--nodes", "--orchestrator", "--node-address", "--secret", "--transport",
-        "--tls-cert", "--tls-key", "--tls-ca", "--seal-data", "--explain"};
+        "--tls-cert", "--tls-key", "--tls-ca", "--seal-data", "--explain", "--rules"};
     if (std::find(std::begin(known), std::end(known), flag) == std::end(known))
       return fail("unknown flag " + std::string(args[i]));
+    if (flag == "--rules") {
+      o.rules = true;
+      continue;
+    }
     // --explain alone means --explain 1 (nccl-tests' 0|1 form still works).
     if (flag == "--explain" && !has_inline && (i + 1 >= args.size() || args[i + 1].substr(0, 1) == "-")) {
       o.explain = true;

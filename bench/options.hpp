@@ -61,6 +61,7 @@ struct Options {
   std::string tls_cert, tls_key, tls_ca;
   bool tls() const { return !tls_cert.empty() || !tls_key.empty() || !tls_ca.empty(); }
   bool seal_data = false;  // --seal-data 1: data connections TLS keyed by the secret
+  bool rules = false;      // --rules: print the planner's rules; run nothing
   bool explain = false;    // --explain: print the planner's decision for each size; run nothing
   bool multi_node() const { return nodes > 0; }
   bool launcher() const { return nodes > 0 && orchestrator.empty(); }

@@ -92,7 +92,7 @@ constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSetti
      "`CHORUS_P2P_EAGER_KIB`), in KiB; a larger one's data waits for the receive's pull, which lands it straight "
      "in the receiving tensor (no copy) for a round trip more: worth it from about 1 MiB. See "
      "[benchmarks.md](benchmarks.md#point-to-point-between-processes).",
-     "send/recv across nodes: the largest message sent eagerly", "`actors/global_client/global_client.cpp`"},
+     "send/recv across nodes: the largest message sent eagerly", "`strategies/planner.cpp`"},
 
     {rank, "CHORUS_RANK", R::from_env, K::number, 0, 0, 65535, "unset",
      "This process's rank, below `CHORUS_WORLD_SIZE` (chorus-run sets both; so do torchrun's `RANK`/`WORLD_SIZE`, "

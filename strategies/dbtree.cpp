@@ -45,8 +45,8 @@ std::vector<Program> dbtree_schedule(const ScheduleParams& p) {
   // pipelines can share rounds without one writing what the other sends.
   const Range half_a = split(Range{0, p.count}, 2, 0), half_b = split(Range{0, p.count}, 2, 1);
   Plan plan(p.n);
-  tree_pipeline(plan, a, half_a, pipeline_chunks(half_a.count, p.elem_size), up, down, 0);
-  tree_pipeline(plan, b, half_b, pipeline_chunks(half_b.count, p.elem_size), up, down, 0);
+  tree_pipeline(plan, a, half_a, pipeline_chunks(half_a.count, p.elem_size, p.chunk_bytes), up, down, 0);
+  tree_pipeline(plan, b, half_b, pipeline_chunks(half_b.count, p.elem_size, p.chunk_bytes), up, down, 0);
   return plan.build();
 }
 

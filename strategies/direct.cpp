@@ -62,7 +62,7 @@ std::vector<Program> direct_schedule(const ScheduleParams& p) {
       // Part d is reduced on peer d, then d hands it to everyone. Large parts are cut into
       // pipeline chunks: in step t a peer reduces chunk t of its part while the others copy chunk
       // t-1 of it, which it has just written and which is likely still in the shared cache.
-      const std::size_t chunks = pipeline_chunks(part(0).count, p.elem_size);
+      const std::size_t chunks = pipeline_chunks(part(0).count, p.elem_size, p.chunk_bytes);
       auto chunk = [&](int q, std::size_t c) { return split(part(q), chunks, c); };
       for (std::size_t c = 0; c < chunks; ++c) {
         all_pairs(plan, n, c, [&](int, int d) { return chunk(d, c); }, true);

@@ -2,20 +2,16 @@
 
 #include <algorithm>
 
+#include "core/settings.hpp"
 #include "strategies/arena_ops.hpp"
+#include "strategies/plan_rules.hpp"
 #include "strategies/schedule.hpp"
 
 namespace chorus {
 
 namespace {
 
-bool p2p(OpKind k) { return k == OpKind::send || k == OpKind::recv; }
-
-// Whether the op may meet in the arena at all: the world's op, not rooted by its data, of a kind
-// whose strategy is auto at its level (arena_allowed), where an arena is mapped.
-bool arena_open(const Config& c, const PlanQuery& q) {
-  return q.arena_slot > 0 && q.group == 0 && !q.root_from_data && arena_allowed(c, q.kind, q.arena_across_nodes);
-}
+using P = RunStrategy::Path;
 
 // The most any peer posts into its slot (a rooted op's root posts more, or less, than the others).
 std::size_t arena_need(const PlanQuery& q) {
@@ -28,84 +24,107 @@ std::size_t arena_need(const PlanQuery& q) {
 
 // The rounds and messages of the host schedule `s` runs (as the local server builds it).
 void count_schedule(const PlanQuery& q, const RunStrategy& s, PlanDecision& d) {
-  const ScheduleParams p{q.kind, s.strategy, q.topology.peers, q.root, q.count, dtype_size(q.dtype)};
+  const ScheduleParams p = plan_schedule(q, q.topology.peers, s);
   for (const Program& prog : schedule_of(s, p, q.topology)) {
     d.rounds = std::max(d.rounds, prog.size());
     for (const Round& r : prog)
-      for (const Step& st : r.steps) d.messages += st.kind == StepKind::send ? 1 : 0;
+      for (const Step& st : r.steps)
+        if (st.kind == StepKind::send) {
+          ++d.messages;
+          d.largest_message = std::max(d.largest_message, st.count * p.elem_size);
+        }
   }
 }
 
-void say(std::string* why, const char* s) {
-  if (why) *why += (why->empty() ? "" : "; ") + std::string(s);
+void say(std::string* why, const std::string& s) {
+  if (why && !s.empty()) *why += (why->empty() ? "" : "; ") + s;
 }
-void say(std::string* why, const std::string& s) { say(why, s.c_str()); }
 
 std::string counted(std::size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
 
+// The host schedule's strategy: the spread table, then the algorithm table (among the leaders,
+// where the spread picked them).
+RunStrategy host_schedule(const Config& c, const PlanQuery& q, const PlanFacts& route, std::string* why) {
+  const PlanFacts op = schedule_facts(c, q, route, q.topology.peers, false);
+  const Rule<Spread>& spread = first_rule(spread_rules(), q.kind, op.set);
+  const int n = spread.pick == Spread::leaders_per_host ? op.hosts : spread.pick == Spread::leaders_per_node ? op.nodes : op.peers;
+  const PlanFacts f = spread.pick == Spread::flat ? op : schedule_facts(c, q, op, n, true);
+  const Rule<AlgorithmPick>& rule = first_rule(algorithm_rules(), q.kind, f.set);
+  if (why) *why += words(spread.why, op) + words(rule.why, f);
+  const AlgorithmPick& a = rule.pick;
+  const Strategy s = a.configured ? level_choice(c, q).fixed : Strategy{a.algorithm, a.arity == 0 ? c.auto_tree_arity : a.arity};
+  switch (spread.pick) {
+    case Spread::leaders_per_host: return RunStrategy::among_hosts(s);
+    case Spread::leaders_per_node: return RunStrategy::among_leaders(s);
+    case Spread::flat: break;
+  }
+  return RunStrategy::flat(s);
+}
+
 } // namespace
 
-bool device_through_nccl(const StrategyChoice& choice, bool nccl_takes) { return auto_or_nccl(choice) && nccl_takes; }
+bool device_through_nccl(const StrategyChoice& choice, bool nccl_takes) {
+  PlanFacts f;
+  f.set = bit(Fact::gpu) | (nccl_takes ? Fact::distinct_gpus | Fact::nccl_serves : 0) |
+          (auto_or_nccl(choice) ? 0 : bit(Fact::configured));
+  return first_rule(path_rules(), OpKind::all_reduce, f.set).pick.path == P::nccl;
+}
+
+bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, bool nccl_serves, const Topology& topology) {
+  Config c;
+  if (static_cast<std::size_t>(kind) < c.global.size()) c.global[static_cast<std::size_t>(kind)] = choice;
+  PlanQuery q;
+  q.kind = kind;
+  q.on_device = true;
+  q.nccl_serves = nccl_serves;
+  q.topology = topology;
+  q.topology.shared_memory = false;
+  return first_rule(path_rules(), kind, route_facts(c, q).set).pick.path == P::nccl;
+}
+
+RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& t, std::string* why) {
+  PlanQuery q(OpDesc::of(op, dtype, ReduceOp::sum, 0, count));
+  q.topology = t;
+  return host_schedule(config, q, route_facts(config, q), why);
+}
+
+bool plan_p2p_eager(std::size_t bytes) {
+  static const uint64_t most = tuned_number(SettingId::p2p_eager_message_kib) * 1024;
+  return bytes <= most;
+}
+
+ScheduleParams plan_schedule(const OpDesc& op, int peers, const RunStrategy& s) {
+  ScheduleParams p{op.kind, s.strategy, peers, op.root, op.count, dtype_size(op.dtype)};
+  p.chunk_bytes = kPipelineChunkBytes;
+  return p;
+}
 
 Route plan_route(const Config& config, const PlanQuery& q) {
+  const PlanFacts f = route_facts(config, q);
   Route r;
-  const bool across = !q.topology.shared_memory;
-  if (p2p(q.kind)) {
-    r.staged = q.on_device && across;
-    return r;
-  }
-  if (arena_open(config, q)) {
-    if (!q.on_device) r.meet = RunStrategy::Path::arena;
-    else if (!across) r.meet = RunStrategy::Path::device;
-    else if (q.arena_across_nodes) r.meet = RunStrategy::Path::cuda_ipc;
-  }
-  if (q.on_device && across)
-    r.staged = !nccl_across_nodes(config.global[static_cast<std::size_t>(q.kind)], q.kind, q.nccl_serves, q.topology);
+  r.meet = first_rule(meet_rules(), q.kind, f.set).pick;
+  // Only GPU tensors across nodes are ever staged: host ops need not read the path table here.
+  if (q.on_device && !q.topology.shared_memory) r.staged = first_rule(path_rules(), q.kind, f.set).pick.staged;
   return r;
 }
 
 std::size_t plan_pack_bytes(const Config& config, const PlanQuery& q) {
-  // The arena meets host ops only, and only with a slot (arena_open).
-  return plan_route(config, q).meet == RunStrategy::Path::arena ? q.arena_slot : std::size_t{1} << 20;
+  // The arena meets host ops only, and only with a slot.
+  return plan_route(config, q).meet == P::arena ? q.arena_slot : std::size_t{1} << 20;
 }
 
 RunStrategy plan_path(const Config& config, const PlanQuery& q, std::string* why) {
-  const bool across = !q.topology.shared_memory;
-  const auto k = static_cast<std::size_t>(q.kind);
-  if (p2p(q.kind)) {
-    say(why, q.on_device ? (across ? "GPU tensors across nodes: staged through host memory, then a copy between the pair"
-                                   : "GPU tensors of one process: a device copy between the pair")
-                         : "a copy between the pair");
-    return RunStrategy::of(RunStrategy::Path::p2p);
+  const PlanFacts f = route_facts(config, q);
+  const Rule<PathPick>& rule = first_rule(path_rules(), q.kind, f.set);
+  if (rule.pick.path != P::schedule) {
+    say(why, rule.why);
+    return RunStrategy::of(rule.pick.path);
   }
-  if (q.on_device && !across) {
-    // The local server's device run (actors/local_server/device_run.cpp).
-    // NCCL takes no op of one rank (gpu::nccl_supports).
-    const bool distinct = q.distinct_gpus && q.topology.peers >= 2;
-    if (device_through_nccl(config.local[k], distinct && q.nccl_serves)) {
-      say(why, "every peer on a GPU of its own and NCCL serves the op (unless a peer's input and output overlap "
-               "other than in place: then the on-device plan)");
-      return RunStrategy::of(RunStrategy::Path::nccl);
-    }
-    say(why, !distinct ? (q.topology.peers < 2 ? "one peer: the on-device plan" : "peers share a GPU: the on-device plan")
-             : !q.nccl_serves ? "NCCL cannot serve the op: the on-device plan"
-                              : "a host strategy is configured: the on-device plan");
-    return RunStrategy::of(RunStrategy::Path::device);
-  }
-  if (q.on_device) {
-    const StrategyChoice& choice = config.global[k];
-    if (nccl_across_nodes(choice, q.kind, q.nccl_serves, q.topology)) {
-      say(why, "NCCL serves the op and every node has a GPU");
-      return RunStrategy::of(RunStrategy::Path::nccl);
-    }
-    say(why, !auto_or_nccl(choice) ? "a host strategy is configured: staged through host memory"
-             : !q.nccl_serves      ? "NCCL cannot serve the op: staged through host memory"
-                                   : "some node has no GPU: staged through host memory");
-  }
-  if (!why) return tune(config, q.kind, q.dtype, q.count, q.topology);
-  std::string rule;
-  const RunStrategy s = tune(config, q.kind, q.dtype, q.count, q.topology, &rule);
-  say(why, rule);
+  say(why, rule.why);
+  if (!why) return host_schedule(config, q, f, nullptr);
+  std::string rest;
+  const RunStrategy s = host_schedule(config, q, f, &rest);
+  say(why, rest);
   return s;
 }
 
@@ -114,25 +133,24 @@ PlanDecision plan_op(const Config& config, const PlanQuery& q) {
   const Route r = plan_route(config, q);
   d.first = r.meet;
   d.staged = r.staged;
-  switch (r.meet) {
-    case RunStrategy::Path::cuda_ipc:
-      say(&d.why, "node processes sharing the GPU meet in the arena first (one lead's plan over every buffer)");
-      break;
-    case RunStrategy::Path::device:
-      say(&d.why, "peers of one process meet first; where their buffers lie on one GPU a lead runs the op");
-      break;
-    case RunStrategy::Path::arena: {
-      // Every peer posts its call; where it does not fit the slot, all of them see so and go on.
-      const std::size_t need = arena_need(q);
-      const bool fits = need <= q.arena_slot;
-      if (!fits) d.first = RunStrategy::Path::none;
-      say(&d.why, std::to_string(need) + " B " + (fits ? "fit" : "do not fit") + " the arena's slot of " +
-                      std::to_string(q.arena_slot) + " B");
-      break;
-    }
-    default: break;
+  if (r.meet == P::arena) {
+    // Every peer posts its call; where it does not fit the slot, all of them see so and go on.
+    const std::size_t need = arena_need(q);
+    const bool fits = need <= q.arena_slot;
+    if (!fits) d.first = P::none;
+    say(&d.why, std::to_string(need) + " B " + (fits ? "fit" : "do not fit") + " the arena's slot of " +
+                    std::to_string(q.arena_slot) + " B");
+  } else {
+    say(&d.why, first_rule(meet_rules(), q.kind, route_facts(config, q).set).why);
   }
   d.path = plan_path(config, q, &d.why);
+  if (d.path.path == P::p2p && !q.topology.shared_memory) {
+    const std::size_t bytes = q.count * dtype_size(q.dtype);
+    say(&d.why, std::to_string(bytes) + " B" +
+                    (plan_p2p_eager(bytes) ? " go with the header where the receiving node's window has room, else "
+                                             "wait for the receive's pull"
+                                           : " wait for the receive's pull (above the eager limit)"));
+  }
   if (d.path.path == RunStrategy::Path::schedule) count_schedule(q, d.path, d);
   return d;
 }
@@ -143,7 +161,8 @@ std::string to_string(const PlanDecision& d) {
   s += to_string(d.path);
   if (d.staged) s += " (staged)";
   if (d.path.path == RunStrategy::Path::schedule)
-    s += " (" + counted(d.rounds, "round") + ", " + counted(d.messages, "message") + ")";
+    s += " (" + counted(d.rounds, "round") + ", " + counted(d.messages, "message") +
+         (d.largest_message ? ", the largest " + std::to_string(d.largest_message) + " B" : "") + ")";
   return s + ": " + d.why;
 }
 

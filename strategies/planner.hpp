@@ -1,8 +1,8 @@
 // The planner: one op, described once, and where its peers are, give one plan: where the op meets
-// first (the arena), the path that runs it otherwise, the algorithm, its rounds and messages, and
-// why, in words. Its rules are the tuning module's (tuning.hpp: the algorithm, NCCL or staging
-// across nodes, the arena's kinds and slot); this is the only place that composes them. The op
-// path asks it at each of its two steps: a peer, before its op leaves it, where the op goes
+// first (the arena), the path that runs it otherwise, the algorithm, its chunking, its rounds and
+// messages, and why, in words. Its rules are four tables of data (plan_rules.hpp: where an op
+// meets, what runs it, a host schedule's spread over nodes, its algorithm), the only place a
+// choice is made; this reads them. The op path asks it at each of its two steps: a peer, before its op leaves it, where the op goes
 // (plan_route: runtime/peer/run_op.cpp), and the local server, once the op's peers have met, what
 // runs it (plan_path: the host schedule, NCCL or the on-device plan). plan_op is the two together
 // with the reasons, as chorus-bench --explain prints them for each size.
@@ -43,6 +43,7 @@ struct PlanDecision {
   bool staged = false;    // GPU tensors copied through host memory for a host schedule
   std::size_t rounds = 0;    // host schedules: the rounds of the longest peer's program
   std::size_t messages = 0;  // host schedules: sends of every peer together
+  std::size_t largest_message = 0;  // host schedules: bytes (the chunking's bound, where it pipelines)
   std::string why;
 };
 
@@ -68,6 +69,27 @@ RunStrategy plan_path(const Config& config, const PlanQuery& query, std::string*
 // the runtime decide (auto or nccl) and NCCL takes every peer's buffers (`nccl_takes`: each on a
 // GPU of its own, an op NCCL serves, no overlap but its in-place forms); else the on-device plan.
 bool device_through_nccl(const StrategyChoice& choice, bool nccl_takes);
+
+// A host schedule's parameters for an op of `peers` peers that `strategy` runs: the chunking is
+// the planner's (kPipelineChunkBytes: pipelined algorithms cut their data into parts of about
+// that many bytes, small enough to keep every hop busy, large enough to amortise a round).
+ScheduleParams plan_schedule(const OpDesc& op, int peers, const RunStrategy& strategy);
+
+// The host strategy of an op of `count` elements per peer over `topology` (the spread and
+// algorithm tables alone); `why`, where given, is told the rules' words.
+RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& topology,
+                 std::string* why = nullptr);
+
+// An op across nodes on GPU tensors: true where it runs on one NCCL communicator over every rank
+// of every node (the path table's NCCL rows), false where its tensors are staged through host
+// memory. Read from the topology alone, so that every node decides alike.
+bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, bool nccl_serves, const Topology& topology);
+
+// A send across nodes of `bytes` bytes: whether its data may go with its header (eager: where the
+// receiving node's window has room for it, P2PMailbox::reserve) or waits for the receive's pull,
+// which lands it straight in the receiving tensor for a round trip more: eager up to
+// CHORUS_P2P_EAGER_MESSAGE_KIB.
+bool plan_p2p_eager(std::size_t bytes);
 
 // all_reduce_coalesced (runtime/peer/coalesced.cpp): the bytes it packs into one op of host
 // tensors. Where that op meets in the arena, the arena's slot: the pack then runs as one arena op

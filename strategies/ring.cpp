@@ -38,7 +38,7 @@ std::vector<Program> ring_schedule(const ScheduleParams& p) {
   const Range all{0, count};
   auto block = [&](int q) { return Range{static_cast<std::size_t>(q) * count, count}; };
   auto part = [&](int i) { return split(all, static_cast<std::size_t>(n), static_cast<std::size_t>(i)); };
-  const std::size_t chunks = pipeline_chunks(count, p.elem_size);
+  const std::size_t chunks = pipeline_chunks(count, p.elem_size, p.chunk_bytes);
 
   Plan plan(n, p.op == OpKind::barrier);
   switch (p.op) {

@@ -65,6 +65,10 @@ struct Round {
 
 using Program = std::vector<Round>;
 
+// Pipelined algorithms cut their data into chunks of about this many bytes (the planner's
+// chunking, strategies/planner.hpp's plan_schedule; the default of ScheduleParams).
+inline constexpr std::size_t kPipelineChunkBytes = 512 * 1024;
+
 struct ScheduleParams {
   OpKind op;           // any OpKind except send and recv
   Strategy strategy;
@@ -72,6 +76,7 @@ struct ScheduleParams {
   int root = 0;        // reduce, broadcast, gather, scatter
   std::size_t count;   // per-peer element count as described above (0 allowed)
   std::size_t elem_size = 4;  // bytes per element; lets ring/tree pick chunk sizes (pipelining)
+  std::size_t chunk_bytes = kPipelineChunkBytes;  // pipelined algorithms' parts, about this many bytes
 };
 
 // Elements in one peer's work buffer for this op (see the table above).

@@ -9,10 +9,6 @@
 
 namespace chorus::detail {
 
-// Pipelined algorithms cut their data into chunks of about this many bytes so that every hop of a
-// chain or tree is busy at once: small enough to overlap hops, large enough to amortise a round.
-inline constexpr std::size_t kPipelineChunkBytes = 512 * 1024;
-
 struct Range {
   std::size_t offset = 0;
   std::size_t count = 0;
@@ -25,11 +21,13 @@ inline Range split(Range whole, std::size_t parts, std::size_t i) {
   return {whole.offset + i * q + std::min(i, r), q + (i < r ? 1 : 0)};
 }
 
-// Pipeline chunks for `count` elements: about kPipelineChunkBytes each, at least one, and never
-// more than there are elements (so no chunk is empty unless count is 0).
-inline std::size_t pipeline_chunks(std::size_t count, std::size_t elem_size) {
+// Pipeline chunks for `count` elements: about `chunk_bytes` each (ScheduleParams::chunk_bytes, the
+// planner's), so that every hop of a chain or tree is busy at once; at least one, and never more
+// than there are elements (so no chunk is empty unless count is 0).
+inline std::size_t pipeline_chunks(std::size_t count, std::size_t elem_size, std::size_t chunk_bytes) {
   const std::size_t bytes = count * std::max<std::size_t>(elem_size, 1);
-  const std::size_t chunks = (bytes + kPipelineChunkBytes - 1) / kPipelineChunkBytes;
+  const std::size_t part = std::max<std::size_t>(chunk_bytes, 1);
+  const std::size_t chunks = (bytes + part - 1) / part;
   return std::clamp<std::size_t>(chunks, 1, std::max<std::size_t>(count, 1));
 }
 

@@ -78,8 +78,8 @@ std::vector<Program> tree_schedule(const ScheduleParams& p) {
                       p.op == OpKind::gather || p.op == OpKind::scatter;
   const RangeTree rt = make_range_tree(n, p.strategy.arity, rooted ? p.root : 0);
   const Range all{0, p.count}, whole{0, un * p.count};
-  const std::size_t chunks = pipeline_chunks(p.count, p.elem_size);
-  const std::size_t whole_chunks = pipeline_chunks(whole.count, p.elem_size);
+  const std::size_t chunks = pipeline_chunks(p.count, p.elem_size, p.chunk_bytes);
+  const std::size_t whole_chunks = pipeline_chunks(whole.count, p.elem_size, p.chunk_bytes);
 
   Plan plan(n, p.op == OpKind::barrier);
   switch (p.op) {

@@ -1,7 +1,7 @@
-// The tuning module: the rules that choose what runs an op, from the configuration, the op, its
-// size and where its peers are: the host strategy (tune), NCCL or staging across nodes
-// (nccl_across_nodes), the arena's kinds and slot. The planner (planner.hpp) is the one place that
-// composes them, for the peer and for the local server; what it answers is what runs and what the
+// The tuning module: what a plan is made of (RunStrategy: what runs an op; the host schedule a
+// strategy runs), the facts about the peers' machines that the planner's rules read (crowding),
+// and the arena's kinds and slot. The choices themselves are the planner's rules
+// (plan_rules.hpp), the one place any is made; what the planner answers is what runs and what the
 // op's reply reports (Peer::last_strategy(), chorus-bench's strategy column).
 //
 // Every node of an op must pick the same schedule, so the decision reads nothing but its
@@ -88,35 +88,17 @@ static_assert(unpack_strategy(pack(RunStrategy{})) == RunStrategy{});
 static_assert(unpack_strategy(pack(RunStrategy::among_hosts(Strategy{Algorithm::tree, 7}))) ==
               RunStrategy::among_hosts(Strategy{Algorithm::tree, 7}));
 
-// Crowded small all-reduces across nodes go centralized (a star) up to this many peers.
+// Crowded small all-reduces across nodes go centralized (a star) up to this many peers (the
+// planner's rule "star").
 inline constexpr int kStarPeers = 8;
-
-// The strategy of an op of `count` elements per peer (in the sense of strategies/schedule.hpp)
-// with host tensors: the configured choice for its level (config.local in shared memory,
-// config.global over a network) when fixed, else what auto picks:
-//  - shared memory: centralized below config.auto_threshold_bytes (one hand-off in, one out), direct
-//    at or above it (each peer reduces 1/n in one pass over all inputs, then copies the other
-//    parts: about 3x the buffer per peer where the ring moves 5x, in 2 rounds instead of 2(n-1));
-//  - network, all-reduce, all-gather or reduce-scatter with several node processes sharing the
-//    memory of some host and more than one host: hierarchical by host (one leader per host; only
-//    the leaders' op crosses the network), with what the rules below pick among the leaders;
-//  - network, all-reduce, all-gather or reduce-scatter with several peers on some node:
-//    hierarchical, with what the rules below pick for the node leaders among them;
-//  - network, all-reduce with every peer on a node of its own and an inflow (the n - 1 buffers
-//    each peer takes in) below the threshold: one-shot (strategies/oneshot.cpp), unless more than
-//    two nodes are crowded (see below): then a star (centralized) up to kStarPeers peers;
-//  - network otherwise: a tree of config.auto_tree_arity below the threshold, the ring above.
-// Crowded: node processes of the op that share one machine outnumber its hardware threads, so
-// every message costs CPU time they all wait for.
-// `why`, where given, is told the rule that decided, in words (strategies/planner.hpp's explanation).
-RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& topology,
-                 std::string* why = nullptr);
 
 // The host schedule a RunStrategy of Path::schedule runs: flat over every peer, or hierarchical
 // with the rank's node (by_host: its node's memory domain) as the local level.
 std::vector<Program> schedule_of(const RunStrategy& strategy, const ScheduleParams& params, const Topology& topology);
 
-// Whether the op's node processes crowd some machine (see tune); false in shared memory.
+// Whether the op's node processes crowd some machine: node processes of the op that share one
+// machine outnumber its hardware threads, so every message costs CPU time they all wait for
+// (the planner's fact `crowded`); false in shared memory.
 bool crowded(const Topology& topology);
 
 // The arena (strategies/arena.hpp): small ops of host tensors among peers that share memory (the
@@ -133,18 +115,5 @@ bool arena_allowed(const Config& config, OpKind kind, bool across_nodes);
 // every error and long wait: the spin and yield of `patience_for`, then sleeping, 50 ms at most
 // (CHORUS_ARENA_WAIT_MS), and never more than a quarter of the op's timeout.
 std::chrono::milliseconds arena_wait(const Config& config);
-
-// An op across nodes on GPU tensors: true where it runs on one NCCL communicator over every rank
-// of every node, false where its tensors are staged through host memory for a host schedule.
-//  - NCCL only for what it serves: not barrier, send or recv, and a reduction only where NCCL has
-//    it for the dtype (`nccl_serves`: cuda/'s gpu::nccl_serves, which sits above this layer);
-//  - the nccl strategy: wherever NCCL serves the op;
-//  - auto: where moreover every node hosting a rank of the op (topology.rank_node) registered a
-//    GPU (topology.node_gpus). Read from the topology alone, so every node decides alike: a node
-//    whose peers pass host tensors takes the host path, and where it meets a node on the NCCL path
-//    the announcements give every peer device_mismatch; where some node of the op has no GPU,
-//    every node stages.
-// Any other strategy stages.
-bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, bool nccl_serves, const Topology& topology);
 
 } // namespace chorus

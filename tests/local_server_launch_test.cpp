@@ -14,6 +14,7 @@
 #include <chorus/runtime.hpp>
 #include "runtime/runtime_impl.hpp"
 #include "local_server_fixtures.hpp"
+#include "strategies/planner.hpp"
 #include "strategies/work_buffer.hpp"
 #include "testkit/process.hpp"
 
@@ -52,6 +53,30 @@ TEST_F(CoreTest, AFixedStrategyIsReportedAsNamed) {
   auto replies = collective({all_reduce_req(0, 0, 1 << 20), all_reduce_req(1, 0, 1 << 20)});
   expect_all_planned(replies);
   for (auto& r : replies) EXPECT_EQ(to_string(r->strategy), "tree:3");
+}
+
+// A caller's per-op timeout (OpOptions::timeout, Call::timeout) bounds the plan's steps too, not
+// only the wait for the others: the plan of one process ends by the shortest bound among its
+// callers. Rank 1 never runs its part here; rank 0's run fails at rank 1's 300 ms, not at the
+// configuration's 60 s.
+TEST_F(CoreTest, APlanEndsByItsCallersShortestTimeout) {
+  reg_all(cfg(2, 60000));
+  std::vector<std::shared_ptr<Reply>> replies;
+  for (uint32_t p = 0; p < 2; ++p) {
+    Call call = op_call(all_reduce_req(p, 0, 1 << 18));
+    call.timeout = p == 1 ? ms(300) : ms(60000);
+    replies.push_back(call.reply);
+    core->on_op(std::move(call));
+  }
+  expect_all_planned(replies);
+  OpPlan& plan = *replies[0]->plan;
+  std::vector<float> in(1 << 18, 1.0f), out(1 << 18);
+  WorkBuffer w = WorkBuffer::bind(plan.kind(), 0, plan.size(), plan.root(), plan.count(), plan.dtype(),
+                                  reinterpret_cast<const std::byte*>(in.data()), reinterpret_cast<std::byte*>(out.data()));
+  auto ran = std::async(std::launch::async, [&] { return plan.run(0, w); });
+  ASSERT_EQ(ran.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "the plan outlived its callers' bound";
+  const Status s = ran.get();
+  EXPECT_EQ(s.code(), Errc::timeout) << s.to_string();
 }
 
 // --- nothing that may block runs under the core's lock

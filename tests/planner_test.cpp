@@ -44,7 +44,7 @@ TEST(Planner, SmallOpsOfThreadsMeetInTheArenaAndLargeOnesRunDirect) {
   EXPECT_EQ(small.rounds, 2u);
   EXPECT_EQ(small.messages, 6u);  // 3 peers hand in, the center hands 3 back
   EXPECT_EQ(plan(threads(4, OpKind::all_reduce, 256)),
-            "arena, else centralized (2 rounds, 6 messages): 1024 B fit the arena's slot of 65536 B; one process: "
+            "arena, else centralized (2 rounds, 6 messages, the largest 1024 B): 1024 B fit the arena's slot of 65536 B; one process: "
             "1024 B < the threshold (262144 B)");
   auto large = plan_op(Config{}, threads(4, OpKind::all_reduce, 1 << 20));
   EXPECT_EQ(large.first, RunStrategy::Path::none);

@@ -8,7 +8,7 @@
 
 #include <chorus/config.hpp>
 #include "cuda/nccl_rank_op.hpp"
-#include "strategies/tuning.hpp"
+#include "strategies/planner.hpp"
 
 namespace chorus {
 namespace {

@@ -56,8 +56,7 @@ Result<std::shared_ptr<GlobalClient>> GlobalClient::start(const Config& config, 
   // sides (Topology.relink), since the other side may still hold its end as live.
   if (before && rejoin.kind != RejoinData::Kind::none) reg.rejoin.unkept = before->unkept_links();
   reg.newcomer = config.newcomer && rejoin.kind == RejoinData::Kind::none;
-  c->p2p_ = std::make_unique<P2PMailbox>(P2PWindow{}, tuned_number(SettingId::p2p_eager_kib) * 1024,
-                                         tuned_number(SettingId::p2p_eager_message_kib) * 1024);  // before joining: a loss notice may come at once
+  c->p2p_ = std::make_unique<P2PMailbox>(P2PWindow{}, tuned_number(SettingId::p2p_eager_kib) * 1024);  // before joining: a loss notice may come at once
   c->pause_ = PauseWatch::shared();  // the same: a loss notice asks whether we stood still
   c->watched_from_ = PauseWatch::Clock::now();
   std::weak_ptr<GlobalClient> weak = c;

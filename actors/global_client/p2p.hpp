@@ -49,9 +49,8 @@ struct P2PWindow {
 class P2PMailbox {
  public:
   // `eager`: how much of this node's data may go ahead of its receives to one node (CHORUS_P2P_EAGER_KIB),
-  // within the window; `eager_message`: the most one message may send so (CHORUS_P2P_EAGER_MESSAGE_KIB).
-  explicit P2PMailbox(P2PWindow w = {}, uint64_t eager = UINT64_MAX, uint64_t eager_message = UINT64_MAX)
-      : window_(w), eager_(std::min(eager, w.bytes)), eager_message_(eager_message) {}
+  // within the window.
+  explicit P2PMailbox(P2PWindow w = {}, uint64_t eager = UINT64_MAX) : window_(w), eager_(std::min(eager, w.bytes)) {}
   const P2PWindow& window() const { return window_; }
 
   struct Key {
@@ -169,8 +168,9 @@ class P2PMailbox {
   void wake() { bump(); }
 
   // ---- The sender's side of the windows
-  // Room for one more message to `node`, waited for (`it`; `ended`, `nothing`): `eager` says whether
-  // its `bytes` of data go with it, or wait for the receive's pull. The send ends it with
+  // Room for one more message to `node`, waited for (`it`; `ended`, `nothing`). `eager`, in: the
+  // planner lets its `bytes` of data go with it (plan_p2p_eager); out: they do (the window has room
+  // for them), or they wait for the receive's pull. The send ends it with
   // unreserve (its answer came, or its node is gone); a send that gave up on its answer (abandon)
   // keeps its room until the answer comes, as the receiving node may still hold the message.
   Took reserve(uint32_t node, uint64_t bytes, Poller& poller, Clock::time_point deadline, bool& eager, Status& why);
@@ -253,7 +253,6 @@ class P2PMailbox {
   };
   const P2PWindow window_;
   const uint64_t eager_;
-  const uint64_t eager_message_;
   std::map<uint32_t, Held> held_;    // by sender node: messages in the inbox or lent
   std::map<uint32_t, Held> out_;     // by receiver node: this node's sends, unanswered
   std::set<std::pair<Key, uint64_t>> awaiting_pull_, pulls_;  // sends whose data waits; pulls for them

@@ -309,7 +309,7 @@ P2PMailbox::Took P2PMailbox::reserve(uint32_t node, uint64_t bytes, Poller& poll
       if (ended_locked(std::span<const uint32_t>(&node, 1), why)) return Took::ended;
       Held& o = out_[node];
       if (o.messages < window_.messages) {
-        eager = bytes <= eager_message_ && o.bytes + bytes <= eager_;
+        eager = eager && o.bytes + bytes <= eager_;
         ++o.messages;
         if (eager) o.bytes += bytes;
         return Took::it;

@@ -6,6 +6,7 @@
 #include "actors/global_client/global_client.hpp"
 #include "actors/global_client/p2p.hpp"
 #include "messages/data_codec.hpp"
+#include "strategies/planner.hpp"
 
 namespace chorus {
 
@@ -44,9 +45,9 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
                                                             " could not send its tensor: " + failed.message())
                                                                .substr(0, P2PWindow::kHeaderBytes / 2));
   const uint64_t bytes = sends_data ? t.nbytes() : 0;
-  // Room in the receiving node's windows: the data goes with the header where it fits (eager),
-  // else when the receive that takes the header pulls it.
-  bool eager = true;
+  // Room in the receiving node's windows: the data goes with the header where the planner lets it
+  // and it fits (eager), else when the receive that takes the header pulls it.
+  bool eager = plan_p2p_eager(bytes);
   Status why;
   switch (p2p_->reserve(node, bytes, poller_, deadline, eager, why)) {
     case P2PMailbox::Took::it: break;

@@ -40,8 +40,7 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const L
     t.node_domain.push_back(share ? node.host : topo.num_nodes + k);
   }
   strategy = plan_path(*l.config, q);
-  const ScheduleParams p{shape.kind, strategy.strategy, l.n, shape.root, shape.count, dtype_size(shape.dtype)};
-  auto cs = CompiledSchedule::compile(schedule_of(strategy, p, t));
+  auto cs = CompiledSchedule::compile(schedule_of(strategy, plan_schedule(shape, l.n, strategy), t));
   std::lock_guard<std::mutex> lk(mu_);
   if (global_cache_.size() >= 512) global_cache_.clear();  // bound memory; rebuilding is cheap
   global_cache_.emplace(std::move(key), std::make_pair(cs, strategy));
@@ -71,10 +70,8 @@ void LocalServerCore::launch_global(Launch& l) {
   }
   mine.status = s;
   // The other nodes are waited for as long as the local peer that gives the least time says.
-  std::optional<std::chrono::milliseconds> bound;
-  for (const auto& a : l.arrivals)
-    if (a && a->call.timeout.count() > 0) bound = bound ? std::min(*bound, a->call.timeout) : a->call.timeout;
-  const auto when = Clock::now() + bound.value_or(l.config->timeout);
+  const auto bound = shortest_timeout(l.arrivals);
+  const auto when = Clock::now() + (bound.count() > 0 ? bound : l.config->timeout);
   // Once every node called (the announcements: NetOp's own deadline moves out then), the data
   // and NCCL's run have the Config's timeout: a short bound must not end a large transfer.
   const auto data_when = std::max(when, Clock::now() + l.config->timeout);

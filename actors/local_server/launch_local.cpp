@@ -22,6 +22,26 @@ Status LocalServerCore::local_errors(const std::vector<std::optional<Arrival>>& 
   return Status::ok();
 }
 
+namespace {
+// `least`, or `t` where it is a bound (not zero) and shorter.
+void keep_shorter(std::chrono::milliseconds& least, std::chrono::milliseconds t) {
+  if (t.count() > 0 && (least.count() == 0 || t < least)) least = t;
+}
+} // namespace
+
+std::chrono::milliseconds LocalServerCore::shortest_timeout(std::initializer_list<const Call*> calls) {
+  std::chrono::milliseconds least{0};
+  for (const Call* c : calls) keep_shorter(least, c->timeout);
+  return least;
+}
+
+std::chrono::milliseconds LocalServerCore::shortest_timeout(const std::vector<std::optional<Arrival>>& arrivals) {
+  std::chrono::milliseconds least{0};
+  for (const auto& a : arrivals)
+    if (a) keep_shorter(least, a->call.timeout);
+  return least;
+}
+
 bool LocalServerCore::prepare_launch(const OpKey& key, PendingOp& op, Launch& l) {
   l.key = key;
   l.kind = op.kind;
@@ -69,11 +89,12 @@ void LocalServerCore::launch(Launch& l) {
   std::shared_ptr<OpPlan> plan;
   std::shared_ptr<DeviceRun> device;
   RunStrategy strategy = l.strategy;
+  const auto bound = shortest_timeout(l.arrivals);
   if (s && l.gpu) {
     if (launch_hook_) launch_hook_("device");
     std::vector<PeerTensors> tensors;
     for (auto& a : l.arrivals) tensors.push_back({a->call.input, a->call.output, a->req.peer});
-    s = make_device_run(tensors, shape, config.local[static_cast<std::size_t>(shape.kind)], deadline(config), label,
+    s = make_device_run(tensors, shape, config.local[static_cast<std::size_t>(shape.kind)], deadline(config, bound), label,
                         device);
     if (s) strategy = device->strategy();
   } else if (s) {
@@ -81,7 +102,7 @@ void LocalServerCore::launch(Launch& l) {
     try {
       auto cs = l.schedule;
       if (!cs) {  // compiled without the lock; another thread may have cached the same meanwhile
-        const ScheduleParams p{shape.kind, strategy.strategy, n, shape.root, shape.count, dtype_size(shape.dtype)};
+        const ScheduleParams p = plan_schedule(shape, n, strategy);
         cs = CompiledSchedule::compile(make_schedule(p));
         std::lock_guard<std::mutex> lk(mu_);
         if (schedule_cache_.size() >= 512) schedule_cache_.clear();  // bound memory; rebuilding is cheap
@@ -89,8 +110,7 @@ void LocalServerCore::launch(Launch& l) {
                                         p.strategy.arity, p.n, p.root, p.count, p.elem_size},
                                 cs);
       }
-      plan = std::make_shared<OpPlan>(shape, n, std::move(cs),
-                                      deadline(config), label);
+      plan = std::make_shared<OpPlan>(shape, n, std::move(cs), deadline(config, bound), label);
     } catch (const std::exception& e) {
       s = Status(Errc::internal, e.what());
     }
@@ -142,7 +162,7 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
     shape.on_device = true;
     std::shared_ptr<DeviceRun> device;
     s = make_device_run(tensors, shape, pl.config->local[static_cast<std::size_t>(OpKind::broadcast)],
-                        deadline(*pl.config), label, device);
+                        deadline(*pl.config, shortest_timeout({&snd.call, &rcv.call})), label, device);
     if (!s) s = Status(s.code(), label + ": " + s.message());
     for (Arrival* a : {&snd, &rcv}) {
       a->call.reply->device = device;
@@ -159,7 +179,8 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
   OpDesc copy;  // the pair as a broadcast from its sender
   copy.kind = OpKind::broadcast, copy.group = snd.req.group, copy.dtype = snd.req.input.dtype, copy.count = count;
   auto plan = std::make_shared<OpPlan>(copy, 2,
-                                       CompiledSchedule::compile(std::move(progs)), deadline(*pl.config), label);
+                                       CompiledSchedule::compile(std::move(progs)),
+                                       deadline(*pl.config, shortest_timeout({&snd.call, &rcv.call})), label);
   for (Arrival* a : {&snd, &rcv}) {
     a->call.reply->plan = plan;
     a->call.reply->strategy = p2p;

@@ -226,7 +226,15 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // lock for the cache only: a schedule not cached yet is compiled without it.
   std::shared_ptr<const CompiledSchedule> global_schedule(const Launch& l, const std::vector<uint32_t>& rank_node,
                                                           RunStrategy& strategy);
-  static Clock::time_point deadline(const Config& c) { return Clock::now() + c.timeout; }
+  // The shortest per-op timeout (OpOptions::timeout, Call::timeout) among an op's callers; zero:
+  // none gave one.
+  static std::chrono::milliseconds shortest_timeout(std::initializer_list<const Call*> calls);
+  static std::chrono::milliseconds shortest_timeout(const std::vector<std::optional<Arrival>>& arrivals);
+  // When an op of one process launched now must end: its callers' shortest per-op timeout from
+  // now, else the configuration's (the first peer whose bound runs out fails the op for all).
+  static Clock::time_point deadline(const Config& c, std::chrono::milliseconds shortest) {
+    return Clock::now() + (shortest.count() > 0 ? shortest : c.timeout);
+  }
 
   // The core's lock. It guards the bookkeeping below and nothing else happens under it: matching
   // calls, agreement checks, picking a strategy and looking up the schedule cache, and completing
