@@ -1,9 +1,12 @@
 #include "core/env.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 
 namespace chorus {
 
@@ -29,6 +32,17 @@ Result<std::optional<uint64_t>> env_number(const char* name, uint64_t min, uint6
     return Status(Errc::invalid_config, std::string(name) + "='" + *text + "' is not a whole number from " +
                                             std::to_string(min) + " to " + std::to_string(max));
   return std::optional<uint64_t>{*v};
+}
+
+Status make_private_dir(const std::string& dir, const char* what) {
+  const std::string named = std::string("the ") + what + " directory " + dir;
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return {Errc::invalid_config, "cannot make " + named + ": " + std::strerror(errno)};
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return {Errc::invalid_config, "cannot look at " + named + ": " + std::strerror(errno)};
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 077) != 0)
+    return {Errc::invalid_config, named + " is not this user's private directory (a directory owned by this user, mode 0700)"};
+  return Status::ok();
 }
 
 std::string private_file_dir() {

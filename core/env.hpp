@@ -21,5 +21,9 @@ Result<std::optional<uint64_t>> env_number(const char* name, uint64_t min, uint6
 // directory when it has one (no other user can take its name first), else a directory of this
 // user's in TMPDIR (made private, or refused, by whoever writes there: rendezvous_file.hpp).
 std::string private_file_dir();
+// The directory `dir` exists (made, mode 0700, where missing), is a directory (not a link), is this
+// user's, and no one else may enter it; else an error naming it (`what`: whose directory it is,
+// "rendezvous" or "store"), for another user could otherwise plant the files read there.
+Status make_private_dir(const std::string& dir, const char* what);
 
 } // namespace chorus

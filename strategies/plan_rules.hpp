@@ -2,7 +2,7 @@
 // include the op's and whose every asked fact holds decides (NCCL's tuning.cc is the model: the
 // choices in one place, read as a table, not spread as branches). A row asks each fact `yes`,
 // `no` or not at all; the facts of an op are worked out once from its description, the
-// configuration and where its peers are (plan_facts). Every table ends with a row that asks
+// configuration and where its peers are (route_facts, schedule_facts). Every table ends with a row that asks
 // nothing, so every op finds one. planner.cpp runs them; tests/plan_rules_test.cpp checks them as
 // plain data; chorus-bench --rules prints them.
 //
@@ -38,7 +38,7 @@ enum class Fact : uint8_t {
   small,           // its bytes (all-gather, reduce-scatter: the whole buffer) below Config::auto_threshold_bytes
   small_inflow,    // the bytes one peer takes in from the n - 1 others below that threshold
   every_peer_a_node,
-  crowded,         // more than two peers, on node processes that outnumber some machine's hardware threads
+  crowded,         // node processes that outnumber some machine's hardware threads, and not a pair (n != 2)
   few_peers,       // at most kStarPeers peers
   hosts_shared,    // two hosts or more, some with several node processes that share its memory
   nodes_shared,    // two nodes or more, some with several peers
@@ -56,7 +56,8 @@ using KindSet = uint16_t;
 constexpr KindSet bit(OpKind k) { return static_cast<KindSet>(1u << static_cast<unsigned>(k)); }
 constexpr KindSet operator|(OpKind a, OpKind b) { return bit(a) | bit(b); }
 constexpr KindSet operator|(KindSet a, OpKind b) { return a | bit(b); }
-inline constexpr KindSet kAnyKind = 0x7ff;
+inline constexpr KindSet kAnyKind = 0x7ff;  // the 11 kinds, all_reduce .. recv
+static_assert(static_cast<unsigned>(OpKind::recv) == 10, "a new OpKind: widen kAnyKind and the tables' kinds");
 inline constexpr KindSet kPairKinds = OpKind::send | OpKind::recv;
 inline constexpr KindSet kCollectiveKinds = static_cast<KindSet>(kAnyKind & ~kPairKinds);
 

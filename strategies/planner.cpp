@@ -36,9 +36,10 @@ void count_schedule(const PlanQuery& q, const RunStrategy& s, PlanDecision& d) {
   }
 }
 
-void say(std::string* why, const std::string& s) {
-  if (why && !s.empty()) *why += (why->empty() ? "" : "; ") + s;
+void say(std::string* why, const char* s) {
+  if (why && *s) *why += (why->empty() ? "" : "; ") + std::string(s);
 }
+void say(std::string* why, const std::string& s) { say(why, s.c_str()); }
 
 std::string counted(std::size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
 
@@ -95,6 +96,8 @@ bool plan_p2p_eager(std::size_t bytes) {
 
 ScheduleParams plan_schedule(const OpDesc& op, int peers, const RunStrategy& s) {
   ScheduleParams p{op.kind, s.strategy, peers, op.root, op.count, dtype_size(op.dtype)};
+  // One size for every op: the local server's schedule caches are keyed by the op and its strategy
+  // alone, so a chunk that varied with anything else would have to join their keys.
   p.chunk_bytes = kPipelineChunkBytes;
   return p;
 }
@@ -116,11 +119,8 @@ std::size_t plan_pack_bytes(const Config& config, const PlanQuery& q) {
 RunStrategy plan_path(const Config& config, const PlanQuery& q, std::string* why) {
   const PlanFacts f = route_facts(config, q);
   const Rule<PathPick>& rule = first_rule(path_rules(), q.kind, f.set);
-  if (rule.pick.path != P::schedule) {
-    say(why, rule.why);
-    return RunStrategy::of(rule.pick.path);
-  }
   say(why, rule.why);
+  if (rule.pick.path != P::schedule) return RunStrategy::of(rule.pick.path);
   if (!why) return host_schedule(config, q, f, nullptr);
   std::string rest;
   const RunStrategy s = host_schedule(config, q, f, &rest);

@@ -90,7 +90,7 @@ std::vector<Program> make_schedule(const ScheduleParams& p) {
     case Algorithm::dbtree: return detail::dbtree_schedule(p);
     case Algorithm::direct: return detail::direct_schedule(p);
     case Algorithm::oneshot: return detail::oneshot_schedule(p);
-    case Algorithm::nccl: break;  // no host schedule: tune() (tuning.hpp) resolves it for host data
+    case Algorithm::nccl: break;  // no host schedule: the planner's rules resolve it for host data
   }
   throw std::invalid_argument("make_schedule: unknown algorithm");
 }

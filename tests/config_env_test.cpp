@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chorus/config.hpp>
+#include "core/launch_env.hpp"
 #include "status_matchers.hpp"
 
 namespace chorus {
@@ -29,7 +30,7 @@ class Env : public ::testing::Test {
       "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid", "PMI_RANK",
       "PMI_SIZE", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_NUM_NODES",
       "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_RESTART_COUNT", "OMPI_MCA_orte_hnp_uri", "XDG_RUNTIME_DIR", "TMPDIR",
-      "CHORUS_ELASTIC", "CHORUS_JOIN", "CHORUS_SEAL_DATA"};
+      "CHORUS_ELASTIC", "CHORUS_JOIN", "CHORUS_SEAL_DATA", "SLURM_SRUN_COMM_PORT", "SLURM_STEP_LAUNCHER_PORT"};
   void SetUp() override {
     for (const char* v : kAll) {
       if (const char* was = std::getenv(v)) saved_[v] = was;
@@ -173,6 +174,30 @@ TEST_F(Env, OpenMpiOnOneHostMeetsThroughARendezvousFile) {
   c = Config::from_env();
   ASSERT_TRUE(c) << c.status().to_string();
   EXPECT_EQ(c->rendezvous_file.rfind("/var/tmp/chorus-", 0), 0u) << c->rendezvous_file;
+}
+
+// The numbering and job key the Python package reads too (core/launch_env.hpp): a store file
+// (which cannot say who wrote it) names the launching srun's ports; a job id that is not a plain
+// file name part names nothing.
+TEST_F(Env, TheJobKeyOfAStoreNamesTheLaunchingSrun) {
+  set({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_JOB_ID", "77"},
+       {"SLURM_STEP_ID", "3"}, {"SLURM_SRUN_COMM_PORT", "40001"}, {"SLURM_STEP_LAUNCHER_PORT", "40002"}});
+  auto n = launch_numbering();
+  ASSERT_TRUE(n) << n.status().to_string();
+  ASSERT_NE(n->by, nullptr);
+  EXPECT_STREQ(n->by->name, "Slurm");
+  EXPECT_EQ(n->world, 2u);
+  EXPECT_TRUE(n->one_host);
+  EXPECT_EQ(launch_job_key(*n->by), "slurm-77.3.0");
+  const std::string with_ports = launch_job_key(*n->by, true);
+  EXPECT_EQ(with_ports.rfind("slurm-77.3.0-", 0), 0u) << with_ports;
+  EXPECT_EQ(with_ports.size(), std::string("slurm-77.3.0-").size() + 16) << with_ports;
+  set({{"SLURM_SRUN_COMM_PORT", "40003"}});  // another srun of the same step
+  EXPECT_NE(launch_job_key(*n->by, true), with_ports);
+  set({{"SLURM_JOB_ID", "../77"}});
+  EXPECT_EQ(launch_job_key(*n->by), "") << "a job id that could climb out of the directory";
+  set({{"SLURM_NTASKS", ""}});
+  EXPECT_TRUE(has(launch_numbering().status(), Errc::invalid_config, {"SLURM_PROCID is set but SLURM_NTASKS is not"}));
 }
 
 TEST_F(Env, SlurmOnOneHostAndOnSeveral) {

@@ -100,7 +100,7 @@ TEST_F(Mailbox, ASendReservesRoomAndItsDataGoesWithItWhileItFits) {
 }
 
 TEST_F(Mailbox, ASendThatGaveUpKeepsItsRoomUntilItsAnswerComes) {
-  bool eager = false;
+  bool eager = true;
   Status why;
   ASSERT_EQ(box.reserve(5, 10, poller, later(), eager, why), P2PMailbox::Took::it);
   ASSERT_EQ(box.reserve(5, 10, poller, later(), eager, why), P2PMailbox::Took::it);

@@ -1,4 +1,5 @@
-// The tuning module (strategies/tuning.hpp): every branch of tune(), over plain topology data,
+// The planner's host-schedule rules (tune(), strategies/planner.hpp, read from the tables of
+// plan_rules.hpp): every case, over plain topology data,
 // the names of what it picks, and whether GPU tensors across nodes go through NCCL.
 #include <gtest/gtest.h>
 

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "core/env.hpp"
+
 #include "core/log.hpp"
 #include "core/whole_file.hpp"
 
@@ -21,20 +23,6 @@ namespace {
 std::string dir_of(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-// The directory exists (made if missing), is a directory (not a link), is this user's, and no one
-// else may enter it.
-Status private_dir(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return {Errc::invalid_config, "cannot make the rendezvous directory " + dir + ": " + std::strerror(errno)};
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0)
-    return {Errc::invalid_config, "cannot look at the rendezvous directory " + dir + ": " + std::strerror(errno)};
-  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 077) != 0)
-    return {Errc::invalid_config, "the rendezvous directory " + dir +
-                                      " is not this user's private directory (a directory owned by this user, mode 0700)"};
-  return Status::ok();
 }
 
 // The start time of process `pid` (field 22 of /proc/PID/stat, in clock ticks since boot), or
@@ -55,7 +43,7 @@ std::string started(long pid) {
 } // namespace
 
 Status write_rendezvous(const std::string& path, const Rendezvous& r) {
-  if (auto s = private_dir(dir_of(path)); !s) return s;
+  if (auto s = make_private_dir(dir_of(path), "rendezvous"); !s) return s;
   const std::string text = std::to_string(r.port) + " " + std::to_string(::getpid()) + " " + started(::getpid()) + " " +
                            r.secret + "\n" + (r.host.empty() ? "" : "host " + r.host + "\n");
   if (auto why = replace_whole(path, text, 0600))
@@ -64,7 +52,7 @@ Status write_rendezvous(const std::string& path, const Rendezvous& r) {
 }
 
 Result<Rendezvous> read_rendezvous(const std::string& path, Clock::time_point deadline) {
-  if (auto s = private_dir(dir_of(path)); !s) return s;
+  if (auto s = make_private_dir(dir_of(path), "rendezvous"); !s) return s;
   auto pause = std::chrono::milliseconds(10);
   bool said_stale = false;
   for (bool said = false;; said = true) {

@@ -142,7 +142,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   std::vector<uint32_t> rank_nodes(const std::vector<uint32_t>& members) const;
   // The nodes an op over `members` takes part on, each once.
   std::vector<uint32_t> op_nodes(const std::vector<uint32_t>& members) const;
-  // What the choice of a GPU op's path reads (strategies/tuning.hpp's nccl_across_nodes): the node
+  // What the choice of a GPU op's path reads (the planner's path table, strategies/plan_rules.hpp): the node
   // of each rank of `members` and every node's registered GPUs.
   Topology gpu_topology(const std::vector<uint32_t>& members) const;
 

@@ -56,7 +56,8 @@ struct Call {
   // the op, so that sequence numbers stay aligned, and every peer of the op gets this error.
   Status local_error;
   // How long the caller waits for the others (OpOptions::timeout, else its Config's): across
-  // nodes, the op waits for the other nodes as long as the shortest of its local peers' says.
+  // nodes, the op waits for the other nodes as long as the shortest of its local peers' says; in
+  // one process, the plan launched once all called ends by that shortest bound too.
   std::chrono::milliseconds timeout{0};
 };
 

@@ -1,4 +1,4 @@
-// Ops on GPU tensors across nodes through NCCL (where strategies/tuning.hpp's nccl_across_nodes
+// Ops on GPU tensors across nodes through NCCL (where the planner's path table, strategies/plan_rules.hpp,
 // sends them: the nccl strategy, or auto with a GPU on every node of the op): instead of a host
 // schedule, every node announces its ranks' GPUs, its communicator (cuda/nccl_job.hpp's
 // NcclAnnounce) and, from the node of rank 0, the unique id a fresh communicator would use. The

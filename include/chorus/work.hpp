@@ -22,8 +22,9 @@ struct WorkState;
 struct OpOptions {
   // How long this peer waits for the others to call, from the op's start; zero: Config::timeout.
   // Like Config::timeout it is this peer's bound: peers of one op may give different ones, and the
-  // first to run out fails the op for everyone, naming who never called. (The plan's steps, once
-  // everyone called, keep Config::timeout.)
+  // first to run out fails the op for everyone, naming who never called. In one process it bounds
+  // the op's run too (the plan, once everyone called, ends by the shortest bound among them,
+  // counted from then); across nodes the data, once every node called, keeps Config::timeout.
   std::chrono::milliseconds timeout{0};
   // A CUDA stream (a cudaStream_t) to order the op in, as NCCL does: the op starts once the work
   // queued on the stream before the call is done, and work queued on it after the call waits for

@@ -5,6 +5,8 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "core/env.hpp"
+#include "core/launch_env.hpp"
 #include "errors.hpp"
 #include "join.hpp"
 #include "process_group.hpp"
@@ -90,6 +92,32 @@ void bind_elastic(py::module_& m) {
       "A newcomer's registration (CHORUS_JOIN=1): waits until the members grow, then the grown world");
 }
 
+// What the launcher's environment says of this process (core/launch_env.hpp, as chorus's C++
+// programs read it), for chorus.torch_api.init_process_group.
+void bind_launch(py::module_& m) {
+  m.def(
+      "_launch_numbering",
+      [] {
+        const chorus::LaunchNumbering n = value_of(chorus::launch_numbering());
+        return py::make_tuple(n.by ? py::object(py::str(n.by->name)) : py::object(py::none()), n.rank, n.world);
+      },
+      "(launcher or None, rank, world size) from the first launcher whose pair is set; chorus.InvalidConfig "
+      "where a pair is half set or a value is out of range");
+  m.def(
+      "_one_host_store_file",
+      []() -> std::optional<std::string> {
+        const chorus::LaunchNumbering n = value_of(chorus::launch_numbering());
+        if (!n.by || !n.one_host) return std::nullopt;
+        const std::string key = chorus::launch_job_key(*n.by, /*with_srun_ports=*/true);
+        if (key.empty()) return std::nullopt;
+        const std::string dir = chorus::private_file_dir();
+        check(chorus::make_private_dir(dir, "store"));
+        return dir + "/" + key + ".torchstore";
+      },
+      "The file the ranks of a one-host srun or mpirun job meet in (torch's FileStore), in this user's private "
+      "directory; None where the launcher names no job or its ranks may be on several hosts");
+}
+
 } // namespace
 
 PYBIND11_MODULE(_chorus, m) {
@@ -105,6 +133,7 @@ PYBIND11_MODULE(_chorus, m) {
   py::class_<ProcessGroupChorus, C10dBase, c10::intrusive_ptr<ProcessGroupChorus>>(
       m, "ProcessGroupChorus", "torch.distributed's \"chorus\" backend (made by init_process_group / new_group)");
   bind_elastic(m);
+  bind_launch(m);
   m.def("_create_process_group", &create_process_group, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout"), py::arg("global_ranks"), py::arg("own_group") = false, py::call_guard<py::gil_scoped_release>(),
         "The backend's constructor (torch.distributed calls it through chorus's registration)");

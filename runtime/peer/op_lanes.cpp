@@ -26,14 +26,6 @@ struct StartFailureScope {
 // The handle whose Work this thread is completing (running its callbacks), if any.
 thread_local const PeerState* tl_completing = nullptr;
 
-struct TimeoutScope {
-  std::chrono::milliseconds before;
-  explicit TimeoutScope(std::chrono::milliseconds t) : before(tl_op_timeout) {
-    if (t.count() > 0) tl_op_timeout = t;
-  }
-  ~TimeoutScope() { tl_op_timeout = before; }
-};
-
 // The send/recv lanes kept at most before idle ones are dropped (a tag per message would make
 // one each).
 constexpr std::size_t kKeptP2pLanes = 64;
@@ -58,6 +50,11 @@ auto on_lane(PeerState& s, LaneKey k, Step&& step) {
 }
 } // namespace
 
+OpTimeoutScope::OpTimeoutScope(std::chrono::milliseconds t) : before_(tl_op_timeout) {
+  if (t.count() > 0) tl_op_timeout = t;
+}
+OpTimeoutScope::~OpTimeoutScope() { tl_op_timeout = before_; }
+
 std::chrono::milliseconds op_timeout(const PeerState& s) {
   return tl_op_timeout.count() > 0 ? tl_op_timeout : s.config.timeout;
 }
@@ -65,7 +62,7 @@ std::chrono::milliseconds op_timeout(const PeerState& s) {
 void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkState& w, StreamOrder* order) {
   Status st;
   try {
-    TimeoutScope scope(o.timeout);
+    OpTimeoutScope scope(o.timeout);
     // A stream's earlier work not done in time: the op still takes its place (failing it for
     // every peer, with this cause), so that the handle's ops stay aligned with the others'.
     Status not_started;

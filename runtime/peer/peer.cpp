@@ -157,17 +157,21 @@ struct RecvCall {
   bool any;    // a receive from any source (not a recv whose src is out of range)
   bool host;   // a host tensor, not ordered in a stream
   bool late = false;  // it enters in its body (counted on its lane), not at its call
+  std::chrono::milliseconds timeout;  // OpOptions::timeout: the posted request carries it
   PostedRecv posted;
 
   RecvCall(PeerState* state, const Tensor& tensor, PeerId from, uint64_t tg, bool from_any, const OpOptions& o)
       : s(state), t(tensor), src(from_any ? kAnySource : from), tag(tg), any(from_any),
-        host(!tensor.is_cuda() && !o.stream) {}
+        host(!tensor.is_cuda() && !o.stream), timeout(o.timeout) {}
   std::pair<uint32_t, uint64_t> lane() const { return {src, tag}; }
   // Under p2p_mu, in the step that takes its place in its lane.
   void enter() {
     auto it = s->late_receives.find(lane());
     late = !host || it != s->late_receives.end();
-    if (!late) return peer_impl::post_recv(*s, posted, t, src, tag, any);
+    if (!late) {
+      peer_impl::OpTimeoutScope scope(timeout);  // at the call, before its body puts it in force
+      return peer_impl::post_recv(*s, posted, t, src, tag, any);
+    }
     if (it != s->late_receives.end()) ++it->second;
     else s->late_receives.emplace(lane(), 1);
   }

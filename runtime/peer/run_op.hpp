@@ -20,6 +20,18 @@ Status no_peer();
 // handle's Config::timeout (op_lanes.cpp keeps it). What an op waits for on the peer's side
 // counts from it.
 std::chrono::milliseconds op_timeout(const PeerState& s);
+// Puts `t` (an OpOptions::timeout; zero: none) in force on this thread for a scope: what an op
+// does at its call, before its body runs (a receive posting itself), then counts from it too.
+class OpTimeoutScope {
+ public:
+  explicit OpTimeoutScope(std::chrono::milliseconds t);
+  ~OpTimeoutScope();
+  OpTimeoutScope(const OpTimeoutScope&) = delete;
+  OpTimeoutScope& operator=(const OpTimeoutScope&) = delete;
+
+ private:
+  std::chrono::milliseconds before_;
+};
 // Why the op running on this thread cannot start (its stream's earlier work did not finish in
 // time, op_lanes.cpp), else ok: the op then takes its place failing (Call::local_error).
 Status start_failure();

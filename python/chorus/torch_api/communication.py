@@ -16,14 +16,12 @@ import datetime
 import enum
 import os
 import pickle
-import re
 import socket
-import stat
 
 import torch
 import torch.distributed as dist
 
-from .. import _chorus  # noqa: F401  (the backend is registered by the package)
+from .. import _chorus
 
 __all__ = [
     "ReduceOp", "BaguaCommunicator", "BaguaProcessGroup", "init_process_group", "is_initialized", "get_rank",
@@ -129,90 +127,6 @@ def _env_int(*names, default=None, env=os.environ):
     return default
 
 
-# The launchers whose numbering a process takes, in the order chorus's C++ programs take them
-# (core/config_env.cpp): a launcher started inside another's job sees both. Slurm's pair counts
-# inside a job step only (srun's: SLURM_STEP_ID set): an sbatch script's own shell has
-# SLURM_PROCID and SLURM_NTASKS too, and a program it runs by itself is one process.
-_LAUNCHERS = (  # name, rank, size, set only inside its job
-    ("chorus-run", "CHORUS_RANK", "CHORUS_WORLD_SIZE", None),
-    ("torchrun", "RANK", "WORLD_SIZE", None),
-    ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", None),
-    ("Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID"),
-    ("MPICH", "PMI_RANK", "PMI_SIZE", None),
-)
-
-
-def _numbering(env):
-    """(launcher, rank, size) from the first launcher whose pair is set; (None, 0, 1) for none."""
-    for name, rank, size, inside in _LAUNCHERS:
-        if env.get(rank) and env.get(size) and (inside is None or env.get(inside)):
-            return name, int(env[rank]), int(env[size])
-    return None, 0, 1
-
-
-def _fold(text):
-    """FNV-1a, as core/config_env.cpp folds a launcher's long id into a file name."""
-    h = 1469598103934665603
-    for ch in text.encode():
-        h = ((h ^ ch) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % h
-
-
-def _job_key(launcher, env):
-    """What tells this launch of the job from every other on the host, or None. As
-    core/config_env.cpp's job_key (a requeued Slurm job keeps its id, so its restart count goes
-    in; Open MPI's job id is a 16-bit hash, so mpirun's address goes in too), and, for Slurm, the
-    launching srun's ports: a store file, unlike the C++ rendezvous file, cannot say which process
-    wrote it, so one left by an earlier launch of the same step must not be found."""
-    if launcher == "Slurm" and env.get("SLURM_JOB_ID"):
-        key = "slurm-%s.%s.%s-%s" % (env["SLURM_JOB_ID"], env["SLURM_STEP_ID"], env.get("SLURM_RESTART_COUNT", "0"),
-                                     _fold(env.get("SLURM_SRUN_COMM_PORT", "") + "/" +
-                                           env.get("SLURM_STEP_LAUNCHER_PORT", "")))
-    elif launcher == "Open MPI" and env.get("OMPI_MCA_ess_base_jobid"):
-        key = "ompi-%s-%s" % (env["OMPI_MCA_ess_base_jobid"], _fold(env.get("OMPI_MCA_orte_hnp_uri", "")))
-    else:
-        return None
-    # A file name part: nothing a launcher's id could use to climb out of the directory.
-    return key if re.fullmatch(r"[A-Za-z0-9._-]+", key) and ".." not in key else None
-
-
-def _one_host(launcher, env):
-    """Whether the launcher says every rank of the job is on this host."""
-    if launcher == "Slurm":
-        return env.get("SLURM_STEP_NUM_NODES") == "1"
-    if launcher == "Open MPI":
-        return env.get("OMPI_COMM_WORLD_LOCAL_SIZE") == env.get("OMPI_COMM_WORLD_SIZE")
-    return False
-
-
-def _private_dir(env):
-    """This user's directory for chorus's files (core/env.cpp's private_file_dir), made if missing,
-    refused unless this user's alone (mode 0700): another user could otherwise plant the store."""
-    run = env.get("XDG_RUNTIME_DIR")
-    if run and os.access(run, os.W_OK | os.X_OK):
-        d = os.path.join(run, "chorus")
-    else:
-        d = os.path.join(env.get("TMPDIR", "/tmp"), "chorus-%d" % os.getuid())
-    try:
-        os.mkdir(d, 0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(d)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise RuntimeError(f"chorus.torch_api.init_process_group: {d} is not this user's private directory "
-                           "(a directory owned by this user, mode 0700)")
-    return d
-
-
-def _one_host_store_file(launcher, env):
-    """The file the ranks of a one-host srun or mpirun job meet in (torch's FileStore), or None
-    where the launcher names no job or its ranks may be on several hosts."""
-    key = _job_key(launcher, env)
-    if key is None or not _one_host(launcher, env):
-        return None
-    return os.path.join(_private_dir(env), key + ".torchstore")
-
-
 def init_process_group(store=None, rank=-1, world_size=-1, local_world_size=-1, timeout=None):
     """Joins the job named by the environment (torchrun's, chorus-run's, Slurm's or Open MPI's
     variables), or by ``store``, ``rank`` and ``world_size``; chorus is the default group's backend."""
@@ -225,7 +139,8 @@ def init_process_group(store=None, rank=-1, world_size=-1, local_world_size=-1, 
         if store is not None:
             kw.update(store=store, rank=rank, world_size=world_size)
         else:
-            launcher, r, n = _numbering(os.environ)
+            # The launcher's numbering as chorus's C++ programs take it (core/launch_env.hpp).
+            _, r, n = _chorus._launch_numbering()
             r = rank if rank >= 0 else r
             n = world_size if world_size > 0 else n
             if "MASTER_ADDR" not in os.environ and n == 1:
@@ -235,7 +150,7 @@ def init_process_group(store=None, rank=-1, world_size=-1, local_world_size=-1, 
             if "MASTER_ADDR" not in os.environ:
                 # Every rank on this host (srun or mpirun on one machine): the ranks meet in a file
                 # named by the launcher's job, as chorus's C++ programs do (docs/launching.md).
-                path = _one_host_store_file(launcher, os.environ)
+                path = _chorus._one_host_store_file()
                 if path is None:
                     raise RuntimeError("chorus.torch_api.init_process_group: no MASTER_ADDR and MASTER_PORT in the "
                                        "environment (torchrun and chorus-run set them; under srun or mpirun on "
