@@ -174,7 +174,7 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // its timed-out send waits for).
   void answer_withdrawn(const P2PMailbox::Key& k, uint64_t id);
   // Tells the receive that pulled message `id` of k that its send gave up (a p2p_pulled frame
-  // without data, saying so).
+  // without data, saying why: the job's lost node where there is one, else the send's timeout).
   void refuse_pull(const P2PMailbox::Key& k, uint64_t id);
   P2PMailbox& p2p() { return *p2p_; }
 

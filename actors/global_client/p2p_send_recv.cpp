@@ -163,10 +163,13 @@ bool GlobalClient::settle_landing(uint32_t node, uint64_t ticket, P2PMailbox::Me
 
 void GlobalClient::refuse_pull(const P2PMailbox::Key& k, uint64_t id) {
   FrameHeader h = pair_frame(frame_header(FrameType::p2p_pulled), k);
-  std::string head = encode_p2p_ack({k.source, k.destination, k.tag,
-                                     Status(Errc::timeout, pair_label(k) + ": peer " + std::to_string(k.source) +
-                                                               " gave up on its send (its timeout ran out) before the receive pulled the data"),
-                                     id});
+  // The send ended before the pull came: through a lost node (the job's loss, the true cause, which
+  // the receive would otherwise not learn before its own timeout), else its timeout ran out.
+  const Status loss = lost();
+  const Status why = !loss.is_ok() ? Status(loss.code(), loss.message().substr(0, P2PWindow::kHeaderBytes / 2))
+                                   : Status(Errc::timeout, pair_label(k) + ": peer " + std::to_string(k.source) +
+                                                               " gave up on its send (its timeout ran out) before the receive pulled the data");
+  std::string head = encode_p2p_ack({k.source, k.destination, k.tag, why, id});
   h.slot = static_cast<uint32_t>(head.size());
   conns_[node_of(k.destination)]->send(SendTicket::owning(h, std::move(head)));
 }
