@@ -155,6 +155,11 @@ PlanDecision plan_op(const Config& config, const PlanQuery& q) {
   return d;
 }
 
+void log_plan(const Config& config, const PlanQuery& q, const LogWhere& where, const std::string& label) {
+  if (!log_on(LogLevel::trace, Subsys::op)) return;
+  log_line(LogLevel::trace, Subsys::op, where, label + ": planned " + to_string(plan_op(config, q)));
+}
+
 std::string to_string(const PlanDecision& d) {
   std::string s;
   if (d.first != RunStrategy::Path::none) s += to_string(RunStrategy::of(d.first)) + ", else ";

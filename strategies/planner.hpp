@@ -13,6 +13,7 @@
 
 #include <chorus/config.hpp>
 
+#include "core/log.hpp"
 #include "core/op_desc.hpp"
 #include "strategies/tuning.hpp"
 
@@ -101,6 +102,11 @@ std::size_t plan_pack_bytes(const Config& config, const PlanQuery& query);
 // Both, with the reasons, the arena's fit and the schedule's rounds and messages (chorus-bench
 // --explain, tests).
 PlanDecision plan_op(const Config& config, const PlanQuery& query);
+
+// At CHORUS_DEBUG=trace (subsystem op): "LABEL: planned NAME (rounds, messages...): why", what
+// plan_op says of the op, as chorus-bench --explain words it. The local server says so for each
+// op of a shape it has not planned before (a schedule it compiles), not for every op.
+void log_plan(const Config& config, const PlanQuery& query, const LogWhere& where, const std::string& label);
 
 // One line of chorus-bench --explain: "arena, else tree:2 (5 rounds, 6 messages): why".
 std::string to_string(const PlanDecision& plan);

@@ -144,6 +144,29 @@ TEST(Log, ASuccessfulJobSaysNothingAboutItsOps) {
   EXPECT_TRUE(c.all().empty());
 }
 
+// At trace the local server says how it planned an op of a shape it had not planned before (what
+// runs it and why, as chorus-bench --explain words it), once per shape: the later ops of the
+// shape take the cached schedule and say nothing.
+TEST(Log, AtTraceTheFirstOpOfAShapeSaysItsPlan) {
+  Captured c;
+  configure_log("trace", "op");
+  Runtime rt;
+  run_peers(rt, config_for(2), [](Peer& p) {
+    for (int i = 0; i < 3; ++i) {
+      Tensor t = Tensor::zeros(DType::f32, {1 << 18});  // 1 MiB: past the arena's slot, to the local server
+      EXPECT_TRUE(p.all_reduce(t, ReduceOp::sum).is_ok());
+    }
+  });
+  std::vector<std::string> plans;
+  for (const auto& l : c.all())
+    if (l.find("planned") != std::string::npos) plans.push_back(l);
+  ASSERT_EQ(plans.size(), 1u) << (plans.empty() ? "none" : plans.back());
+  EXPECT_NE(plans[0].find("TRACE op group 0 op 0: all_reduce #0: planned direct (2 rounds, 4 messages, the largest 524288 B): one process: 1048576 B >= "
+                          "the threshold (262144 B)"),
+            std::string::npos)
+      << plans[0];
+}
+
 TEST(Log, ABadLevelInConfigIsAConfigError) {
   Config cfg = config_for(1);
   cfg.debug = "loud";

@@ -41,6 +41,8 @@ std::shared_ptr<const CompiledSchedule> LocalServerCore::global_schedule(const L
   }
   strategy = plan_path(*l.config, q);
   auto cs = CompiledSchedule::compile(schedule_of(strategy, plan_schedule(shape, l.n, strategy), t));
+  log_plan(*l.config, q, LogWhere{l.global->node_id(), -1, l.key.first, static_cast<int64_t>(l.key.second)},
+           op_label(shape.kind, l.key.second));
   std::lock_guard<std::mutex> lk(mu_);
   if (global_cache_.size() >= 512) global_cache_.clear();  // bound memory; rebuilding is cheap
   global_cache_.emplace(std::move(key), std::make_pair(cs, strategy));

@@ -104,6 +104,9 @@ void LocalServerCore::launch(Launch& l) {
       if (!cs) {  // compiled without the lock; another thread may have cached the same meanwhile
         const ScheduleParams p = plan_schedule(shape, n, strategy);
         cs = CompiledSchedule::compile(make_schedule(p));
+        PlanQuery q(shape);
+        q.topology.peers = n;
+        log_plan(config, q, LogWhere{-1, -1, l.key.first, static_cast<int64_t>(l.key.second)}, label);
         std::lock_guard<std::mutex> lk(mu_);
         if (schedule_cache_.size() >= 512) schedule_cache_.clear();  // bound memory; rebuilding is cheap
         schedule_cache_.emplace(FlatKey{static_cast<int>(p.op), static_cast<int>(p.strategy.algorithm),
