@@ -99,17 +99,17 @@ constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSetti
      "Open MPI's `OMPI_COMM_WORLD_RANK`/`_SIZE`, MPICH's `PMI_RANK`/`PMI_SIZE`, Slurm's `SLURM_PROCID`/"
      "`SLURM_NTASKS`: [which wins](launching.md#which-launchers-numbering)). One set without the other is an error.",
      "this process's rank, as chorus-run sets it ([launching](docs/launching.md#which-launchers-numbering))",
-     "`core/config_env.cpp`"},
+     "`core/launch_env.cpp`"},
     {world_size, "CHORUS_WORLD_SIZE", R::from_env, K::number, 1, 1, 65536, "unset: one process",
-     "The job's processes. Unset, or 1: one process.", "the job's processes", "`core/config_env.cpp`"},
+     "The job's processes. Unset, or 1: one process.", "the job's processes", "`core/launch_env.cpp`"},
     {local_rank, "CHORUS_LOCAL_RANK", R::from_env, K::number, 0, 0, 65535, "unset",
      "This process's index among the job's processes on its host (chorus-run sets it; the Python package's "
      "`get_local_rank()` reads it).",
-     "the process's index among its host's", "`launch/rank_env.cpp` (sets), `python/chorus/torch_api.py`"},
+     "the process's index among its host's", "`launch/rank_env.cpp` (sets), `python/chorus/torch_api/communication.py`"},
     {local_world_size, "CHORUS_LOCAL_WORLD_SIZE", R::from_env, K::number, 1, 1, 65536, "unset",
      "The job's processes on this host; equal to the world size, it says the job is on one host (the rendezvous file "
      "may serve).",
-     "the job's processes on this host", "`core/config_env.cpp`"},
+     "the job's processes on this host", "`core/launch_env.cpp`"},
     {peers, "CHORUS_PEERS", R::from_env, K::number, 1, 1, 4096, "1", "Peers of this process (`Config::num_devices`).",
      "peers of this process (`Config::num_devices`)", "`core/config_env.cpp`"},
     {orchestrator, "CHORUS_ORCHESTRATOR", R::from_env, K::text, 0, 0, 0, "unset",

@@ -105,7 +105,7 @@ PlanDecision plan_op(const Config& config, const PlanQuery& query);
 
 // At CHORUS_DEBUG=trace (subsystem op): "LABEL: planned NAME (rounds, messages...): why", what
 // plan_op says of the op, as chorus-bench --explain words it. The local server says so for each
-// op of a shape it has not planned before (a schedule it compiles), not for every op.
+// host-schedule op of a shape it has not planned before (a schedule it compiles), not every op.
 void log_plan(const Config& config, const PlanQuery& query, const LogWhere& where, const std::string& label);
 
 // One line of chorus-bench --explain: "arena, else tree:2 (5 rounds, 6 messages): why".

@@ -1,18 +1,13 @@
 #include "transport/rendezvous_file.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "core/env.hpp"
-
 #include "core/log.hpp"
 #include "core/whole_file.hpp"
 

@@ -185,8 +185,13 @@ void GlobalClient::progress(uint32_t node, const FrameHeader& h, std::size_t got
       if (!pair_between(p->source, topo_.node_id, p->destination, node))
         return on_node_lost(node, from + " pulled a message from peer " + std::to_string(p->source) + " to peer " +
                                       std::to_string(p->destination) + ", not one from this node's peers to its own");
-      // One whose send gave up meanwhile (or never was) is told so, rather than waiting in vain.
-      if (const P2PMailbox::Key k{h.group, p->source, p->destination, p->tag}; !p2p_->pull(k, p->id)) refuse_pull(k, p->id);
+      // One whose send gave up meanwhile (or never was) is told so, rather than waiting in vain: the
+      // status that ended every op of the job where there is one (a lost node, a revoke: what
+      // ended the send too, as likely as not), else the send's timeout.
+      if (const P2PMailbox::Key k{h.group, p->source, p->destination, p->tag}; !p2p_->pull(k, p->id)) {
+        const Status ended = lost();
+        refuse_pull(k, p->id, ended.is_ok() ? gave_up_in_time(k) : ended);
+      }
       return;
     }
     case FrameType::p2p_pulled: {  // a send that gave up before the pull came

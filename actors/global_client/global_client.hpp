@@ -174,8 +174,10 @@ class GlobalClient : public FrameSink, public std::enable_shared_from_this<Globa
   // its timed-out send waits for).
   void answer_withdrawn(const P2PMailbox::Key& k, uint64_t id);
   // Tells the receive that pulled message `id` of k that its send gave up (a p2p_pulled frame
-  // without data, saying why: the job's lost node where there is one, else the send's timeout).
-  void refuse_pull(const P2PMailbox::Key& k, uint64_t id);
+  // without data, saying why: `cause`, cut to what a header holds).
+  void refuse_pull(const P2PMailbox::Key& k, uint64_t id, const Status& cause);
+  // The cause of a send of k that gave up because its own timeout ran out.
+  Status gave_up_in_time(const P2PMailbox::Key& k) const;
   P2PMailbox& p2p() { return *p2p_; }
 
   // This node's NCCL communicators across nodes (cuda/nccl_job.hpp), made on first use; nullptr

@@ -59,11 +59,13 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
   }
   const uint64_t id = ++p2p_ids_;
   bool keep_room = false;  // a send that gave up on its answer leaves its room to the answer
+  Status ended_by;         // what ended the send where not its own timeout (a lost node)
   struct Done {
     std::function<void()> f;
     ~Done() { f(); }
   } done{[&] {
-    if (!eager && p2p_->forget_pull(k, id)) refuse_pull(k, id);  // a pull that came as it gave up
+    // A pull that came as it gave up: the receive is told why it gave up.
+    if (!eager && p2p_->forget_pull(k, id)) refuse_pull(k, id, ended_by.is_ok() ? gave_up_in_time(k) : ended_by);
     p2p_->returned(k, id);
     if (!keep_room) p2p_->unreserve(node, bytes, eager);
   }};
@@ -101,7 +103,7 @@ Status GlobalClient::send(const P2PMailbox::Key& k, const Tensor& t, Clock::time
   for (;;) {
     switch (p2p_->take_answer(k, id, node, poller_, deadline, answer, why, &pulled)) {
       case P2PMailbox::Took::it: return outcome(answer);
-      case P2PMailbox::Took::ended: return why;
+      case P2PMailbox::Took::ended: return ended_by = why;
       case P2PMailbox::Took::nothing: break;
       case P2PMailbox::Took::stopped:  // the receive that took the header wants the data: it gets the
         // time a transfer has (the Config's timeout), however little of the send's own is left
@@ -161,14 +163,15 @@ bool GlobalClient::settle_landing(uint32_t node, uint64_t ticket, P2PMailbox::Me
   return p2p_->settle_landing(ticket, m, writing) == P2PMailbox::Took::it;
 }
 
-void GlobalClient::refuse_pull(const P2PMailbox::Key& k, uint64_t id) {
+Status GlobalClient::gave_up_in_time(const P2PMailbox::Key& k) const {
+  return Status(Errc::timeout, pair_label(k) + ": peer " + std::to_string(k.source) +
+                                   " gave up on its send (its timeout ran out) before the receive pulled the data");
+}
+
+void GlobalClient::refuse_pull(const P2PMailbox::Key& k, uint64_t id, const Status& cause) {
   FrameHeader h = pair_frame(frame_header(FrameType::p2p_pulled), k);
-  // The send ended before the pull came: through a lost node (the job's loss, the true cause, which
-  // the receive would otherwise not learn before its own timeout), else its timeout ran out.
-  const Status loss = lost();
-  const Status why = !loss.is_ok() ? Status(loss.code(), loss.message().substr(0, P2PWindow::kHeaderBytes / 2))
-                                   : Status(Errc::timeout, pair_label(k) + ": peer " + std::to_string(k.source) +
-                                                               " gave up on its send (its timeout ran out) before the receive pulled the data");
+  // Cut to what a header holds, as a sender's failure is (send()).
+  const Status why(cause.code(), cause.message().substr(0, P2PWindow::kHeaderBytes / 2));
   std::string head = encode_p2p_ack({k.source, k.destination, k.tag, why, id});
   h.slot = static_cast<uint32_t>(head.size());
   conns_[node_of(k.destination)]->send(SendTicket::owning(h, std::move(head)));

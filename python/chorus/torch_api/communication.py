@@ -139,10 +139,13 @@ def init_process_group(store=None, rank=-1, world_size=-1, local_world_size=-1, 
         if store is not None:
             kw.update(store=store, rank=rank, world_size=world_size)
         else:
-            # The launcher's numbering as chorus's C++ programs take it (core/launch_env.hpp).
-            _, r, n = _chorus._launch_numbering()
-            r = rank if rank >= 0 else r
-            n = world_size if world_size > 0 else n
+            # The launcher's numbering as chorus's C++ programs take it (core/launch_env.hpp), where
+            # the call does not give both.
+            r, n = rank, world_size
+            if r < 0 or n <= 0:
+                _, env_rank, env_size = _chorus._launch_numbering()
+                r = r if r >= 0 else env_rank
+                n = n if n > 0 else env_size
             if "MASTER_ADDR" not in os.environ and n == 1:
                 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
                 os.environ.setdefault("MASTER_PORT", "0")
