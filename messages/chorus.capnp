@@ -8,7 +8,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("chorus::wire");
 
-const protocolVersion :UInt32 = 13;  # 13: a point-to-point message's data travels in a frame of its own (p2p_body), named by its id; 12: a node whose op timed out tells the op's other nodes (frame gave_up); 11: a point-to-point send whose data does not fit the receiver's window sends its header alone and its data when pulled (frames p2p_pull, p2p_pulled); 10: a point-to-point message carries an id its answer names, and a send that timed out withdraws its message (frame p2p_cancel); 9: a point-to-point frame carries its handle's group (FrameHeader.group); 8: links to remake in a shrink or grow (Rejoin.unkept, Topology.relink); 7: membership epochs (Rejoin, tickets, revoke, newcomers); 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields); 6: every node's GPU count (auto runs GPU tensors through NCCL where every node of an op has a GPU)
+const protocolVersion :UInt32 = 14;  # 14: an announcement carries the shortest timeout its node's peers gave the op (OpAnnounce.timeoutMs), which bounds the transfers on every node; 13: a point-to-point message's data travels in a frame of its own (p2p_body), named by its id; 12: a node whose op timed out tells the op's other nodes (frame gave_up); 11: a point-to-point send whose data does not fit the receiver's window sends its header alone and its data when pulled (frames p2p_pull, p2p_pulled); 10: a point-to-point message carries an id its answer names, and a send that timed out withdraws its message (frame p2p_cancel); 9: a point-to-point frame carries its handle's group (FrameHeader.group); 8: links to remake in a shrink or grow (Rejoin.unkept, Topology.relink); 7: membership epochs (Rejoin, tickets, revoke, newcomers); 2: host identity, host transport, shared memory between processes of a host; 3: status requests (orchestrator and node actors answer them); 4: broken data connections (LinkLost); 5: GPU ops across nodes through NCCL (OpAnnounce's gpu fields); 6: every node's GPU count (auto runs GPU tensors through NCCL where every node of an op has a GPU)
 
 enum DType { f16 @0; bf16 @1; f32 @2; f64 @3; i8 @4; u8 @5; i32 @6; i64 @7; }
 enum ReduceOp { sum @0; prod @1; min @2; max @3; avg @4; band @5; bor @6; bxor @7; }
@@ -240,6 +240,7 @@ struct OpAnnounce {
   ncclLive @11 :UInt64;        # the generation of this node's usable communicator (0: none)
   ncclLast @12 :UInt64;        # the group's last generation this node built or joined
   ncclId @13 :Data;            # from the node of rank 0: the unique id of generation ncclLast + 1
+  timeoutMs @14 :UInt32;       # the shortest timeout this node's peers gave the op of their own (OpOptions::timeout); 0: none
 }
 
 # Point to point across nodes: the header of a send, followed by the data frame. The frame

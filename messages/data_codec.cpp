@@ -81,6 +81,7 @@ std::string encode_announcement(const OpAnnouncement& a) {
   b.setNcclLast(a.nccl_last);
   if (!a.nccl_id.empty())
     b.setNcclId(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(a.nccl_id.data()), a.nccl_id.size()));
+  b.setTimeoutMs(a.timeout_ms);
   return envelope_bytes(seal(mb));
 }
 
@@ -109,6 +110,7 @@ std::optional<OpAnnouncement> decode_announcement(const void* data, std::size_t 
     a.nccl_last = m.getNcclLast();
     auto id = m.getNcclId();
     a.nccl_id.assign(reinterpret_cast<const char*>(id.begin()), id.size());
+    a.timeout_ms = m.getTimeoutMs();
     return a;
   });
 }

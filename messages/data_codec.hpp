@@ -39,6 +39,9 @@ struct OpAnnouncement {
   uint64_t nccl_live = 0;        // NcclAnnounce
   uint64_t nccl_last = 0;
   std::string nccl_id;           // rank 0's node: the id of generation nccl_last + 1 (128 bytes)
+  // The shortest timeout this node's peers gave the op of its own (OpOptions::timeout), in ms; 0:
+  // none. The shortest of every node's bounds the op's transfers on every node (NetOp).
+  uint32_t timeout_ms = 0;
 };
 
 // The header of a point-to-point send across nodes; the tensor's bytes follow it in the frame.

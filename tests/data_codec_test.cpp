@@ -35,6 +35,7 @@ OpAnnouncement sample_announcement() {
   a.count = 0x123456789ULL;
   a.shape = {7, 0, -1, std::numeric_limits<int64_t>::max()};
   a.status = Status(Errc::shape_mismatch, "peer 0 has f32[4] but peer 1 has f32[5]");
+  a.timeout_ms = 4000000000u;
   return a;
 }
 
@@ -145,6 +146,7 @@ TEST(DataCodecRoundTrip, AnnouncementWithEveryFieldSet) {
   EXPECT_EQ(d->shape, a.shape);
   EXPECT_EQ(d->status.code(), Errc::shape_mismatch);
   EXPECT_EQ(d->status.message(), a.status.message());
+  EXPECT_EQ(d->timeout_ms, 4000000000u);
 }
 
 TEST(DataCodecRoundTrip, AnnouncementOfAnNcclOpCarriesItsGpusCommunicatorAndId) {
@@ -171,6 +173,12 @@ TEST(DataCodecRoundTrip, AnnouncementOfAnNcclOpCarriesItsGpusCommunicatorAndId) 
   EXPECT_FALSE(h->gpu);
   EXPECT_TRUE(h->devices.empty() && h->nccl_id.empty());
   EXPECT_EQ(h->nccl_last, 0u);
+  // Nor does one whose peers gave no timeout of their own.
+  a.timeout_ms = 0;
+  const std::string none = encode_announcement(a);
+  auto n = decode_announcement(none.data(), none.size(), err);
+  ASSERT_TRUE(n) << err;
+  EXPECT_EQ(n->timeout_ms, 0u);
 }
 
 TEST(DataCodecGarbled, AnAnnouncementWithANegativeGpuOrAnIdOfAnotherSizeIsRefused) {

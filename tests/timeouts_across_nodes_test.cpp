@@ -115,6 +115,52 @@ TEST(TimeoutsAcrossNodes, AnOpThatTimedOutAmongOneNodesPeersFailsAtOnceOnANodeTh
   EXPECT_EQ(sc, sa) << sc.to_string();
 }
 
+// A and B (node 0) give their all-reduce no timeout of their own (the Config's 20 s) and wait in
+// it for node 1's data; then C (node 1) calls it with 1 s of its own, and stops inside it as it
+// is about to wait for data (the data-wait hook holds C until node 0's peers are done), so node
+// 0's peers wait for data that does not come. C's bound, which its node's announcement carried
+// to every node of the op, ends their waits (counted from when every node had called), though
+// they began waiting under their own 20 s. C, let go, is past the same bound and fails too; no
+// link was cut for it: the next op runs everywhere.
+TEST(TimeoutsAcrossNodes, AnOpsOwnTimeoutGivenOnOneNodeBoundsItsTransfersOnEveryNode) {
+  TwoNodes two;
+  ASSERT_TRUE(two.join());
+  OpOptions brief;
+  brief.timeout = 1000ms;
+  constexpr std::size_t kElements = 1 << 18;  // steps each way: node 0 waits on node 1's later ones
+  Tensor x = Tensor::from(std::vector<float>(kElements, 1)), y = Tensor::from(std::vector<float>(kElements, 2));
+  Tensor z = Tensor::from(std::vector<float>(kElements, 3));
+  testing::EventCount here_waits, c_waits, let_go;
+  two.here().set_data_wait_hook([&](uint32_t, uint64_t seq) {
+    if (seq == 0) here_waits.raise();
+  });
+  two.there().set_data_wait_hook([&](uint32_t, uint64_t seq) {
+    if (seq != 0) return;
+    c_waits.raise();
+    (void)let_go.wait_for(1, 30s);
+  });
+  Work wa = two.a->all_reduce_async(x, ReduceOp::sum);
+  Work wb = two.b->all_reduce_async(y, ReduceOp::sum);
+  ASSERT_TRUE(here_waits.wait_for(1)) << "node 0 never waited for node 1's data";
+  const auto t0 = std::chrono::steady_clock::now();
+  Work wc = two.c->all_reduce_async(z, ReduceOp::sum, brief);
+  const Status sa = wa.wait_for(30s), sb = wb.wait_for(30s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  const bool held = c_waits.count() > 0;
+  let_go.raise();
+  const Status sc = wc.wait_for(30s);
+  two.here().set_data_wait_hook({});
+  two.there().set_data_wait_hook({});
+  ASSERT_TRUE(held) << "C never waited for data in the op";
+  EXPECT_LT(took, 10s) << "node 0 waited out its own 20 s";
+  EXPECT_TRUE(has(sa, Errc::timeout, {"all_reduce #0: node " + std::to_string(two.there().node_id()),
+                                      "within the op's timeout"}))
+      << sa.to_string();
+  EXPECT_EQ(sb.code(), Errc::timeout) << sb.to_string();
+  EXPECT_EQ(sc.code(), Errc::timeout) << sc.to_string();
+  expect_next_op_everywhere(two, x, y, z);
+}
+
 // Nodes as Runtimes of this process, joined through the daemon (20 s timeouts): runtime i runs
 // per_node[i] peers, and p lists them all, runtime 0's first. Node ids go by the order of
 // joining: any runtime may be node 0, so ranks are asked of the peers.
@@ -124,6 +170,7 @@ struct Nodes {
   testkit::ChildGuard daemon;
   std::unique_ptr<Runtime[]> rts;
   std::vector<Result<Peer>> p;
+  std::vector<std::chrono::milliseconds> timeout;  // runtime i's Config::timeout, where given before join()
 
   explicit Nodes(std::vector<uint32_t> peers)
       : per_node(std::move(peers)),
@@ -138,7 +185,9 @@ struct Nodes {
     for (std::size_t i = 0, k = 0; i < per_node.size(); ++i)
       for (uint32_t j = 0; j < per_node[i]; ++j, ++k)
         joining.emplace_back([this, i, j, k] {
-          p[k] = rts[i].register_peer(j, in_process_node(orch, per_node[i], static_cast<uint32_t>(per_node.size())));
+          Config cfg = in_process_node(orch, per_node[i], static_cast<uint32_t>(per_node.size()));
+          if (i < timeout.size()) cfg.timeout = timeout[i];
+          p[k] = rts[i].register_peer(j, cfg);
         });
     for (auto& t : joining) t.join();
     for (auto& r : p)
@@ -196,6 +245,86 @@ TEST(TimeoutsAcrossNodes, AnOpThatTimedOutAmongOneNodesPeersDoesNotWaitForAThird
   EXPECT_EQ(d->all_reduce(t[3], ReduceOp::sum), sa) << "D, late on node 2";
   EXPECT_LT(std::chrono::steady_clock::now() - t1, 10s) << "D waited out its own timeout";
   EXPECT_EQ(b->all_reduce(t[1], ReduceOp::sum), sa) << "B, late on node 0";
+  nodes.expect_next_op_everywhere(t);
+}
+
+// Three nodes of one peer each, ranks 0, 1 and 2 around the op's ring. Rank 0 and rank 2 call an
+// all-reduce with no timeout of their own (the Config's 20 s); rank 2 stops inside it as it is
+// about to wait for data (the data-wait hook holds it), so rank 0 waits, already, for a step of
+// rank 2's that does not come. Then rank 1 calls with 1 s of its own: once rank 0 has its
+// announcement (every node called), the bound comes closer and rank 0's wait, begun under the
+// old one, ends by it (NetOp::wake_all_waits), not at half its 20 s or after them.
+TEST(TimeoutsAcrossNodes, AWaitBegunBeforeAnotherNodesShorterBoundCameEndsByIt) {
+  Nodes nodes({1, 1, 1});
+  ASSERT_TRUE(nodes.join());
+  std::size_t of_rank[3];
+  for (std::size_t k = 0; k < 3; ++k) of_rank[nodes.p[k]->rank()] = k;
+  const std::size_t waits = of_rank[0], bound = of_rank[1], held = of_rank[2];
+  OpOptions brief;
+  brief.timeout = 1000ms;
+  std::vector<Tensor> t;
+  for (std::size_t k = 0; k < 3; ++k) t.push_back(Tensor::from(std::vector<float>(1 << 18, float(k + 1))));
+  testing::EventCount stopped, let_go, second_wait;
+  nodes.global(held).set_data_wait_hook([&](uint32_t, uint64_t seq) {
+    if (seq != 0) return;
+    stopped.raise();
+    (void)let_go.wait_for(1, 30s);
+  });
+  nodes.global(waits).set_data_wait_hook([&](uint32_t, uint64_t seq) {
+    if (seq == 0) second_wait.raise();
+  });
+  Work w_held = nodes.p[held]->all_reduce_async(t[held], ReduceOp::sum);
+  Work w_waits = nodes.p[waits]->all_reduce_async(t[waits], ReduceOp::sum);
+  ASSERT_TRUE(stopped.wait_for(1)) << "rank 2 never waited for data";
+  ASSERT_TRUE(second_wait.wait_for(2)) << "rank 0 never waited for a second step";
+  const auto t0 = std::chrono::steady_clock::now();
+  Work w_bound = nodes.p[bound]->all_reduce_async(t[bound], ReduceOp::sum, brief);
+  const Status s_waits = w_waits.wait_for(30s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  let_go.raise();
+  const Status s_bound = w_bound.wait_for(30s), s_held = w_held.wait_for(30s);
+  nodes.global(held).set_data_wait_hook({});
+  nodes.global(waits).set_data_wait_hook({});
+  EXPECT_LT(took, 5s) << "rank 0's wait kept its own bound";
+  EXPECT_TRUE(has(s_waits, Errc::timeout, {"all_reduce #0: ", "within the op's timeout"})) << s_waits.to_string();
+  EXPECT_EQ(s_bound.code(), Errc::timeout) << s_bound.to_string();
+  EXPECT_EQ(s_held.code(), Errc::timeout) << s_held.to_string();
+  nodes.expect_next_op_everywhere(t);
+}
+
+// A Config's timeout stays its process's own: three nodes of one peer each around the op's ring,
+// X's runtime with 5 s, Y's and Z's with 1 s, and no peer gives OpOptions::timeout. X stops
+// inside the op as it is about to wait for data (the data-wait hook holds it), so Y and Z wait for
+// steps that need X's and time out by their 1 s. X, let go then, waits for a step that needs
+// theirs, and is not held to their 1 s: it waits out its own 5 s (from its launch) and fails.
+TEST(TimeoutsAcrossNodes, AConfigsTimeoutBoundsOnlyItsOwnProcessesTransfers) {
+  Nodes nodes({1, 1, 1});
+  nodes.timeout = {5000ms, 1000ms, 1000ms};
+  ASSERT_TRUE(nodes.join());
+  std::vector<Tensor> t;
+  for (std::size_t k = 0; k < 3; ++k) t.push_back(Tensor::from(std::vector<float>(1 << 18, float(k + 1))));
+  testing::EventCount held, let_go;
+  nodes.global(0).set_data_wait_hook([&](uint32_t, uint64_t seq) {
+    if (seq != 0) return;
+    held.raise();
+    (void)let_go.wait_for(1, 30s);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Work> w;
+  for (std::size_t k = 0; k < 3; ++k) w.push_back(nodes.p[k]->all_reduce_async(t[k], ReduceOp::sum));
+  const Status sy = w[1].wait_for(30s), sz = w[2].wait_for(30s);
+  const auto yz_took = std::chrono::steady_clock::now() - t0;
+  const bool was_held = held.count() > 0;
+  let_go.raise();
+  const Status sx = w[0].wait_for(30s);
+  const auto x_took = std::chrono::steady_clock::now() - t0;
+  nodes.global(0).set_data_wait_hook({});
+  ASSERT_TRUE(was_held) << "X never waited for data in the op";
+  EXPECT_EQ(sy.code(), Errc::timeout) << sy.to_string();
+  EXPECT_EQ(sz.code(), Errc::timeout) << sz.to_string();
+  EXPECT_LT(yz_took, 4s) << "Y and Z did not keep their own 1 s";
+  EXPECT_EQ(sx.code(), Errc::timeout) << sx.to_string();
+  EXPECT_GE(x_took, 4500ms) << "X was held to Y's Config: " << sx.to_string() << " / " << sy.to_string();
   nodes.expect_next_op_everywhere(t);
 }
 

@@ -148,7 +148,7 @@ void NetOp::release_offered(int p) {
       std::lock_guard<std::mutex> lk(mu_);
       return lost_.has_value();
     };
-    while (!done() && Clock::now() < deadline_.load() && !lost()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (!done() && Clock::now() < link_deadline() && !lost()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (done()) continue;
     // The sender stalled mid-transfer: cut the connection so that pumping it lets go of the memory.
     client_->cut_off(rec->node, "node " + std::to_string(rec->node) + " stalled in the middle of a transfer");
@@ -192,10 +192,11 @@ Status NetOp::wait_sent(uint32_t slot) {
   }
   // Waited for as a receive is (await): a send that takes long (its receiver busy or frozen)
   // spreads what we know to every node, so none takes this node for one that has not called.
-  // Past the deadline, await_sent cuts the receiver off as frozen. A send already out (most small
-  // ones, written by the calling thread) skips the wait altogether.
+  // Past the op's bound, the send still has until the link's deadline (link_deadline: a short
+  // bound ends the op, not a frame half written), then await_sent cuts the receiver off as frozen.
+  // A send already out (most small ones, written by the calling thread) skips the wait altogether.
   const bool ended = o.ticket->done.value.load() != 0 || await(o.ticket->done, 1, false);
-  if ((ended || client_->await_sent(*o.ticket, o.node, deadline_.load())) && o.ticket->done.value.load() == 1)
+  if ((ended || client_->await_sent(*o.ticket, o.node, link_deadline())) && o.ticket->done.value.load() == 1)
     return Status::ok();
   return verdict(*client_, {Errc::node_lost, label_ + ": the connection to node " + std::to_string(o.node) + " failed"});
 }
@@ -281,7 +282,7 @@ Status NetOp::conclude(int p, Status local) {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto& [slot, o] : out_) outs.push_back(o);
   }
-  for (auto& o : outs) client_->await_sent(*o.ticket, o.node, deadline_.load());
+  for (auto& o : outs) client_->await_sent(*o.ticket, o.node, link_deadline());
   // Every node's announcement decides the error, so every peer everywhere reports the same one.
   const uint32_t nodes = static_cast<uint32_t>(ann_.size());
   for (;;) {

@@ -160,15 +160,27 @@ class NetOp : public RemoteSteps {
   std::vector<std::optional<OpAnnouncement>> ann_;  // by node
   WaitWord ann_word_;                               // announcements so far; the top on node loss
   bool launched_ = false;
-  // Until every node taking part announced, the op's own bound (the shortest of its local peers'
-  // timeouts); then the Config's, for moving the data (a short bound must not cut a link in the
-  // middle of a large transfer). Read without mu_ by the waits.
+  // The op's bound, read without mu_ by the waits. Until every node taking part announced, the
+  // meeting's: the shortest of this node's peers' timeouts (else the Config's). Then, where any
+  // node's peers gave the op a timeout of its own (OpAnnouncement::timeout_ms), the shortest of
+  // those, counted from then: the same on every node, and never later than data_deadline_ (this
+  // node's own bound, else its Config's, from the launch). It may come closer (the waits are
+  // woken to look again). Where none gave one, data_deadline_, as ever.
   std::atomic<Clock::time_point> deadline_{Clock::time_point{}};
   Clock::time_point data_deadline_{};
-  void extend_if_all_called_locked();
+  bool all_called_ = false;
+  // Sets the bound for the transfers once every node announced; true where it came closer.
+  bool extend_if_all_called_locked();
+  // Wakes every wait of the op, so that each looks again at the bound and what it waits for.
+  void wake_all_waits();
+  // How long a send of ours, or a transfer into the caller's memory, that has begun may still
+  // take: never less than data_deadline_. A short bound ends the op, not a link in the middle
+  // of a frame: the frame is finished (the other node reads on), or the link cut as stalled.
+  std::atomic<Clock::time_point> link_floor_{Clock::time_point{}};
+  Clock::time_point link_deadline() const { return std::max(deadline_.load(), link_floor_.load()); }
   Clock::time_point spread_at_{};
   std::atomic<bool> spread_{false};  // await() spread once
-  Clock::time_point half_at_{};     // half the op's time gone: await() says what it waits for, once
+  std::atomic<Clock::time_point> half_at_{};  // half the op's time gone: await() says what it waits for, once
   std::atomic<bool> warned_{false};
   std::string label_;
   uint32_t local_peers_ = 0, concluded_ = 0;

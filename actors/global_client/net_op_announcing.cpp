@@ -55,12 +55,13 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
   const auto now = Clock::now();
   deadline_.store(deadline);
   data_deadline_ = std::max(deadline, now + client_->config().timeout);
+  link_floor_.store(data_deadline_);
   spread_at_ = std::min(deadline, now + kSpreadAfter);
-  half_at_ = now + (deadline - now) / 2;
+  half_at_.store(now + (deadline - now) / 2);
   label_ = std::move(label);
   local_peers_ = local_peers;
   ann_[my_node_] = std::move(mine);
-  extend_if_all_called_locked();
+  extend_if_all_called_locked();  // no wait of ours has begun yet
   for (uint32_t k = 0; k < ann_.size(); ++k)
     if (k != my_node_ && ann_[k]) stop_if_doomed_locked(*ann_[k], out);
   ann_word_.set(ann_word_.value.load() + 1);
@@ -70,11 +71,39 @@ void NetOp::launch(OpAnnouncement mine, Clock::time_point deadline, std::string 
   out.send();
 }
 
-void NetOp::extend_if_all_called_locked() {
-  if (!launched_) return;
-  for (uint32_t k = 0; k < ann_.size(); ++k)
-    if (takes_part_[k] && !ann_[k]) return;
-  if (data_deadline_ > deadline_.load()) deadline_.store(data_deadline_);
+bool NetOp::extend_if_all_called_locked() {
+  if (!launched_ || all_called_) return false;
+  uint32_t bound_ms = 0;  // the shortest timeout any node's peers gave the op; 0: none
+  for (uint32_t k = 0; k < ann_.size(); ++k) {
+    if (!takes_part_[k]) continue;
+    if (!ann_[k]) return false;
+    if (const uint32_t t = ann_[k]->timeout_ms; t != 0 && (bound_ms == 0 || t < bound_ms)) bound_ms = t;
+  }
+  all_called_ = true;
+  const Clock::time_point before = deadline_.load();
+  if (bound_ms == 0) {
+    if (data_deadline_ > before) deadline_.store(data_deadline_);
+    return false;
+  }
+  // Counted from when every node called, as in one process from when every peer did: each node
+  // learns it at about the same moment, so every node's transfers end by about the same time. It
+  // only ever shortens what this node had (data_deadline_: its own bound, else its Config's, from
+  // the launch, which its plan's own waits keep): no node waits past its own bound.
+  const auto now = Clock::now();
+  const auto bound = std::chrono::milliseconds(bound_ms);
+  const Clock::time_point d = std::min(now + bound, std::max(before, data_deadline_));
+  deadline_.store(d);
+  if (now + bound / 2 < half_at_.load()) half_at_.store(now + bound / 2);
+  return d < before;
+}
+
+void NetOp::wake_all_waits() {
+  std::vector<std::shared_ptr<Incoming>> recs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [slot, rec] : in_) recs.push_back(rec);
+  }
+  wake_waits(recs);
 }
 
 void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs, Outbox& out) {
@@ -89,12 +118,13 @@ void NetOp::stop_if_doomed_locked(const OpAnnouncement& theirs, Outbox& out) {
 
 void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::string& frame) {
   Outbox out;
+  bool closer = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (a.node >= ann_.size() || ann_[a.node]) return;
     ann_[a.node] = a;
     ann_frame_[a.node] = whole_frame(h, frame);
-    extend_if_all_called_locked();
+    closer = extend_if_all_called_locked();
     if (launched_ && abort_) spread_locked(out);  // stopped: we no longer forward along the schedule
     stop_if_doomed_locked(a, out);
     wake_if_stopped_locked();
@@ -102,6 +132,7 @@ void NetOp::announced(const OpAnnouncement& a, const FrameHeader& h, const std::
     if (v != kWordTop) ann_word_.set(v + 1);
   }
   out.send();
+  if (closer) wake_all_waits();  // each waits on to a later moment: it must see the new bound
 }
 
 bool NetOp::await(WaitWord& w, uint32_t target, bool spin) {
@@ -120,7 +151,7 @@ bool NetOp::await(WaitWord& w, uint32_t target, bool spin) {
   }
   // Half the op's time gone: say once what it still waits for (the local phase says it for the
   // node's own peers, LocalServerCore::at_half_time).
-  if (!warned_.load() && Clock::now() < half_at_ && poller.wait(w, target, half_at_, spin)) return true;
+  if (!warned_.load() && Clock::now() < half_at_.load() && poller.wait(w, target, half_at_.load(), spin)) return true;
   if (!warned_.load()) client_->note_unacked_links();  // once per op, give or take a racing peer
   if (!warned_.exchange(true) && log_on(LogLevel::warn, Subsys::op)) {
     const std::string what = waiting_for();
@@ -128,7 +159,8 @@ bool NetOp::await(WaitWord& w, uint32_t target, bool spin) {
       CHORUS_LOG(warn, op, (LogWhere{my_node_, -1, group_, static_cast<int64_t>(seq_)}),
                  label_ + ": waiting for " + what + ", half the op's timeout gone");
   }
-  // The deadline moves out once every node announced: wait on to the new one.
+  // The deadline moves once every node announced: wait on to the new one (one that came closer
+  // wakes the waits, which then look again).
   for (Clock::time_point d = deadline_.load();; ) {
     if (poller.wait(w, target, d, spin)) return true;
     const Clock::time_point now_d = deadline_.load();

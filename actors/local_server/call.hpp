@@ -59,6 +59,9 @@ struct Call {
   // nodes, the op waits for the other nodes as long as the shortest of its local peers' says; in
   // one process, the plan launched once all called ends by that shortest bound too.
   std::chrono::milliseconds timeout{0};
+  // Whether `timeout` is the op's own (OpOptions::timeout), which across nodes goes to every node
+  // of the op; a Config's stays its process's own.
+  bool timeout_given = false;
 };
 
 } // namespace chorus

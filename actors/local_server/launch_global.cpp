@@ -3,6 +3,9 @@
 // All of it runs after the core's lock is released (see mu_ in server_core.hpp).
 #include "actors/local_server/server_core.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "actors/global_client/global_client.hpp"
 #include "actors/global_client/net_op.hpp"
 #include "strategies/planner.hpp"
@@ -72,10 +75,15 @@ void LocalServerCore::launch_global(Launch& l) {
   }
   mine.status = s;
   // The other nodes are waited for as long as the local peer that gives the least time says.
-  const auto bound = shortest_timeout(l.arrivals);
-  const auto when = Clock::now() + (bound.count() > 0 ? bound : l.config->timeout);
-  // Once every node called (the announcements: NetOp's own deadline moves out then), the data
-  // and NCCL's run have the Config's timeout: a short bound must not end a large transfer.
+  // The shortest op's own timeout (OpOptions::timeout) goes to every node: once every node
+  // called, the op's transfers end by the shortest any node's peers gave
+  // (NetOp::extend_if_all_called_locked). A Config's timeout stays its process's own.
+  const auto shortest = shortest_timeout(l.arrivals);
+  const auto given = shortest_timeout(l.arrivals, true);
+  mine.timeout_ms = static_cast<uint32_t>(std::clamp<int64_t>(given.count(), 0, UINT32_MAX));
+  const auto when = Clock::now() + (shortest.count() > 0 ? shortest : l.config->timeout);
+  // What this node's own peers wait for among themselves in the plan has the Config's timeout
+  // (the NetOp's bound fails the plan sooner where it runs out), and so has NCCL's run.
   const auto data_when = std::max(when, Clock::now() + l.config->timeout);
   std::vector<uint32_t> rank_node = global.rank_nodes(l.members);
   std::shared_ptr<const CompiledSchedule> cs;

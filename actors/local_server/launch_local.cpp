@@ -35,10 +35,11 @@ std::chrono::milliseconds LocalServerCore::shortest_timeout(std::initializer_lis
   return least;
 }
 
-std::chrono::milliseconds LocalServerCore::shortest_timeout(const std::vector<std::optional<Arrival>>& arrivals) {
+std::chrono::milliseconds LocalServerCore::shortest_timeout(const std::vector<std::optional<Arrival>>& arrivals,
+                                                            bool given_only) {
   std::chrono::milliseconds least{0};
   for (const auto& a : arrivals)
-    if (a) keep_shorter(least, a->call.timeout);
+    if (a && (a->call.timeout_given || !given_only)) keep_shorter(least, a->call.timeout);
   return least;
 }
 

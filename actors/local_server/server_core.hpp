@@ -229,7 +229,9 @@ class LocalServerCore : public std::enable_shared_from_this<LocalServerCore> {
   // The shortest per-op timeout (OpOptions::timeout, Call::timeout) among an op's callers; zero:
   // none gave one.
   static std::chrono::milliseconds shortest_timeout(std::initializer_list<const Call*> calls);
-  static std::chrono::milliseconds shortest_timeout(const std::vector<std::optional<Arrival>>& arrivals);
+  // given_only: only the ops' own (Call::timeout_given), not the callers' Configs'.
+  static std::chrono::milliseconds shortest_timeout(const std::vector<std::optional<Arrival>>& arrivals,
+                                                    bool given_only = false);
   // When an op of one process launched now must end: its callers' shortest per-op timeout from
   // now, else the configuration's (the first peer whose bound runs out fails the op for all).
   static Clock::time_point deadline(const Config& c, std::chrono::milliseconds shortest) {

@@ -24,7 +24,9 @@ struct OpOptions {
   // Like Config::timeout it is this peer's bound: peers of one op may give different ones, and the
   // first to run out fails the op for everyone, naming who never called. In one process it bounds
   // the op's run too (the plan, once everyone called, ends by the shortest bound among them,
-  // counted from then); across nodes the data, once every node called, keeps Config::timeout.
+  // counted from then); across nodes, once every node called, the transfers end by the shortest
+  // OpOptions::timeout any node's peers gave, counted from then, on every node (none waits past
+  // its own bound; docs/work.md, "Per-op timeouts").
   std::chrono::milliseconds timeout{0};
   // A CUDA stream (a cudaStream_t) to order the op in, as NCCL does: the op starts once the work
   // queued on the stream before the call is done, and work queued on it after the call waits for

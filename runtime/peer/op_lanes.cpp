@@ -59,6 +59,8 @@ std::chrono::milliseconds op_timeout(const PeerState& s) {
   return tl_op_timeout.count() > 0 ? tl_op_timeout : s.config.timeout;
 }
 
+bool op_timeout_given() { return tl_op_timeout.count() > 0; }
+
 void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkState& w, StreamOrder* order) {
   Status st;
   try {

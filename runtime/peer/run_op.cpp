@@ -57,6 +57,7 @@ Call op_call(const PeerState& s, OpRequestData req, const Tensor& in, const Tens
   call.output = out;
   call.local_error = local_error.is_ok() ? start_failure() : std::move(local_error);
   call.timeout = op_timeout(s);
+  call.timeout_given = op_timeout_given();
   return call;
 }
 

@@ -20,6 +20,8 @@ Status no_peer();
 // handle's Config::timeout (op_lanes.cpp keeps it). What an op waits for on the peer's side
 // counts from it.
 std::chrono::milliseconds op_timeout(const PeerState& s);
+// Whether that timeout is the op's own (OpOptions::timeout), not the Config's.
+bool op_timeout_given();
 // Puts `t` (an OpOptions::timeout; zero: none) in force on this thread for a scope: what an op
 // does at its call, before its body runs (a receive posting itself), then counts from it too.
 class OpTimeoutScope {

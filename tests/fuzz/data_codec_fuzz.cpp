@@ -11,7 +11,8 @@ using namespace chorus;
 bool same(const OpAnnouncement& a, const OpAnnouncement& b) {
   return a.node == b.node && a.kind == b.kind && a.dtype == b.dtype && a.redop == b.redop && a.root == b.root &&
          a.count == b.count && a.shape == b.shape && a.status == b.status && a.gpu == b.gpu && a.devices == b.devices &&
-         a.nccl_live == b.nccl_live && a.nccl_last == b.nccl_last && a.nccl_id == b.nccl_id;
+         a.nccl_live == b.nccl_live && a.nccl_last == b.nccl_last && a.nccl_id == b.nccl_id &&
+         a.timeout_ms == b.timeout_ms;
 }
 
 template <class T, class Encode, class Decode, class Same>

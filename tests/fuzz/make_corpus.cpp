@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
   a.count = 12;
   a.shape = {3, 4, 1};
   a.status = Status(Errc::shape_mismatch, "rank 3 has [3,4]");
+  a.timeout_ms = 300;  // a peer's OpOptions::timeout
   seed("data_codec", "hello", encode_data_hello(hello));
   seed("data_codec", "announcement", encode_announcement(a));
   OpAnnouncement g = a;  // an NCCL op's, from the node of rank 0
