@@ -62,6 +62,25 @@ RunStrategy host_schedule(const Config& c, const PlanQuery& q, const PlanFacts& 
   return RunStrategy::flat(s);
 }
 
+Route route_of(const PlanQuery& q, const PlanFacts& f) {
+  Route r;
+  r.meet = first_rule(meet_rules(), q.kind, f.set).pick;
+  // Only GPU tensors across nodes are ever staged: host ops need not read the path table here.
+  if (q.on_device && !q.topology.shared_memory) r.staged = first_rule(path_rules(), q.kind, f.set).pick.staged;
+  return r;
+}
+
+RunStrategy path_of(const Config& config, const PlanQuery& q, const PlanFacts& f, std::string* why) {
+  const Rule<PathPick>& rule = first_rule(path_rules(), q.kind, f.set);
+  say(why, rule.why);
+  if (rule.pick.path != P::schedule) return RunStrategy::of(rule.pick.path);
+  if (!why) return host_schedule(config, q, f, nullptr);
+  std::string rest;
+  const RunStrategy s = host_schedule(config, q, f, &rest);
+  say(why, rest);
+  return s;
+}
+
 } // namespace
 
 bool device_through_nccl(const StrategyChoice& choice, bool nccl_takes) {
@@ -102,14 +121,7 @@ ScheduleParams plan_schedule(const OpDesc& op, int peers, const RunStrategy& s) 
   return p;
 }
 
-Route plan_route(const Config& config, const PlanQuery& q) {
-  const PlanFacts f = route_facts(config, q);
-  Route r;
-  r.meet = first_rule(meet_rules(), q.kind, f.set).pick;
-  // Only GPU tensors across nodes are ever staged: host ops need not read the path table here.
-  if (q.on_device && !q.topology.shared_memory) r.staged = first_rule(path_rules(), q.kind, f.set).pick.staged;
-  return r;
-}
+Route plan_route(const Config& config, const PlanQuery& q) { return route_of(q, route_facts(config, q)); }
 
 std::size_t plan_pack_bytes(const Config& config, const PlanQuery& q) {
   // The arena meets host ops only, and only with a slot.
@@ -117,20 +129,13 @@ std::size_t plan_pack_bytes(const Config& config, const PlanQuery& q) {
 }
 
 RunStrategy plan_path(const Config& config, const PlanQuery& q, std::string* why) {
-  const PlanFacts f = route_facts(config, q);
-  const Rule<PathPick>& rule = first_rule(path_rules(), q.kind, f.set);
-  say(why, rule.why);
-  if (rule.pick.path != P::schedule) return RunStrategy::of(rule.pick.path);
-  if (!why) return host_schedule(config, q, f, nullptr);
-  std::string rest;
-  const RunStrategy s = host_schedule(config, q, f, &rest);
-  say(why, rest);
-  return s;
+  return path_of(config, q, route_facts(config, q), why);
 }
 
 PlanDecision plan_op(const Config& config, const PlanQuery& q) {
   PlanDecision d;
-  const Route r = plan_route(config, q);
+  const PlanFacts f = route_facts(config, q);  // once: the route, the meeting's words and the path read it
+  const Route r = route_of(q, f);
   d.first = r.meet;
   d.staged = r.staged;
   if (r.meet == P::arena) {
@@ -141,9 +146,9 @@ PlanDecision plan_op(const Config& config, const PlanQuery& q) {
     say(&d.why, std::to_string(need) + " B " + (fits ? "fit" : "do not fit") + " the arena's slot of " +
                     std::to_string(q.arena_slot) + " B");
   } else {
-    say(&d.why, first_rule(meet_rules(), q.kind, route_facts(config, q).set).why);
+    say(&d.why, first_rule(meet_rules(), q.kind, f.set).why);
   }
-  d.path = plan_path(config, q, &d.why);
+  d.path = path_of(config, q, f, &d.why);
   if (d.path.path == P::p2p && !q.topology.shared_memory) {
     const std::size_t bytes = q.count * dtype_size(q.dtype);
     say(&d.why, std::to_string(bytes) + " B" +

@@ -173,9 +173,10 @@ class NetOp : public RemoteSteps {
   bool extend_if_all_called_locked();
   // Wakes every wait of the op, so that each looks again at the bound and what it waits for.
   void wake_all_waits();
-  // How long a send of ours, or a transfer into the caller's memory, that has begun may still
-  // take: never less than data_deadline_. A short bound ends the op, not a link in the middle
-  // of a frame: the frame is finished (the other node reads on), or the link cut as stalled.
+  // How long a send of ours (begun or queued), or a transfer into the caller's memory that has
+  // begun, may still take: never less than data_deadline_. A short bound ends the op, not a link
+  // in the middle of a frame or to a receiver only slow: the frame is finished (the other node
+  // reads on), or the link cut as stalled.
   std::atomic<Clock::time_point> link_floor_{Clock::time_point{}};
   Clock::time_point link_deadline() const { return std::max(deadline_.load(), link_floor_.load()); }
   Clock::time_point spread_at_{};
