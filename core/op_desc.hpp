@@ -3,7 +3,9 @@
 // (PlanQuery, strategies/planner.hpp), what a meeting's peers agreed on (OpShape,
 // actors/local_server/op_validation.hpp), an op in the arena (ArenaOp, strategies/arena_ops.hpp),
 // the op the executor runs (OpPlan, strategies/executor.hpp), a device run (gpu::DeviceCollective)
-// and one NCCL rank's part (gpu::NcclRankOp), each adding what it alone needs.
+// and one NCCL rank's part (gpu::NcclRankOp), each adding what it alone needs; and the records
+// of an op: what a peer tells the flight recorder and the trace (FlightOp) and the recorder's row
+// (FlightRow).
 #pragma once
 #include <cstddef>
 #include <cstdint>

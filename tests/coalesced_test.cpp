@@ -40,7 +40,7 @@ std::vector<std::string> ops_of_peer0(Runtime& rt) {
   auto& flight = RuntimeAccess::impl(rt).flight;
   if (!flight) return out;
   auto rows = flight->rows();
-  std::sort(rows.begin(), rows.end(), [](const FlightRow& a, const FlightRow& b) { return a.seq < b.seq; });
+  std::sort(rows.begin(), rows.end(), [](const FlightRow& a, const FlightRow& b) { return a.op.seq < b.op.seq; });
   for (const auto& row : rows)
     if (row.peer == 0 && row.collective()) out.push_back(row.describe() + " @" + row.strategy);
   return out;

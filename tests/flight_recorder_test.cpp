@@ -41,8 +41,8 @@ std::string read_file(const std::string& path) {
 FlightOp op_of(uint32_t peer, uint64_t seq, OpKind kind, const Tensor* t) {
   FlightOp o;
   o.peer = o.rank = peer;
-  o.seq = seq;
-  o.kind = kind;
+  o.op.seq = seq;
+  o.op.kind = kind;
   o.data = t;
   return o;
 }
@@ -59,13 +59,16 @@ TEST(FlightRecorder, RecordsEntryMatchAndEndAndForgetsTheOldest) {
   EXPECT_EQ(r.begin(2, op_of(2, 0, OpKind::barrier, nullptr)), 0u) << "peer 2 is not local";
   auto rows = r.rows();
   ASSERT_EQ(rows.size(), 3u) << "a ring of 3 keeps the last 3 ops";
-  EXPECT_EQ(rows[0].seq, 2u);
-  EXPECT_EQ(rows[2].seq, 4u);
+  EXPECT_EQ(rows[0].op.seq, 2u);
+  EXPECT_EQ(rows[2].op.seq, 4u);
   EXPECT_EQ(rows[1].state, FlightState::done);
   EXPECT_EQ(rows[2].state, FlightState::running) << "matched, not ended";
   EXPECT_EQ(rows[2].strategy, "p2p");
   EXPECT_EQ(rows[2].shape, (Shape{2, 3}));
   EXPECT_EQ(rows[2].bytes, 24u);
+  EXPECT_EQ(rows[2].op.count, 6u) << "the op's description takes its count and dtype from the tensor";
+  EXPECT_EQ(rows[2].op.dtype, DType::f32);
+  EXPECT_FALSE(rows[2].op.on_device);
   EXPECT_EQ(rows[2].exit_ns, 0);
   EXPECT_GT(rows[1].exit_ns, 0);
   EXPECT_LE(rows[1].enter_ns, rows[1].matched_ns);
@@ -88,7 +91,7 @@ TEST(FlightRecorder, AFailuresDumpHoldsTheRowsOfItsMoment) {
   EXPECT_NE(d->reason.find("all_reduce f32[4] sum #1 failed at rank 0: node_lost"), std::string::npos) << d->reason;
   ASSERT_EQ(d->rows.size(), 2u) << "the broadcast began after the failure";
   EXPECT_EQ(d->rows[0].state, FlightState::done);
-  EXPECT_EQ(d->rows[1].seq, 1u);
+  EXPECT_EQ(d->rows[1].op.seq, 1u);
   EXPECT_EQ(d->rows[1].state, FlightState::failed);
   EXPECT_NE(d->rows[1].error.find("node 3 lost"), std::string::npos) << d->rows[1].error;
   std::remove(r.path().c_str());
@@ -153,14 +156,14 @@ TEST(FlightRecorder, TheFileReadsBackAsWritten) {
   FlightRow a;
   a.peer = 5;
   a.rank = 1;
-  a.group = 7;
-  a.seq = 12;
-  a.kind = OpKind::reduce;
+  a.op.group = 7;
+  a.op.seq = 12;
+  a.op.kind = OpKind::reduce;
   a.has_data = true;
-  a.dtype = DType::bf16;
+  a.op.dtype = DType::bf16;
   a.shape = {4, 1, 8};
-  a.redop = ReduceOp::max;
-  a.root = 2;
+  a.op.redop = ReduceOp::max;
+  a.op.root = 2;
   a.bytes = 64;
   a.strategy = "hier+ring";
   a.state = FlightState::failed;
@@ -170,8 +173,8 @@ TEST(FlightRecorder, TheFileReadsBackAsWritten) {
   a.error = "node_lost: node 1 lost: \"gone\"";
   FlightRow b;
   b.peer = 5;
-  b.kind = OpKind::recv;
-  b.seq = kNoSeq;
+  b.op.kind = OpKind::recv;
+  b.op.seq = kNoSeq;
   b.other = 3;
   b.tag = 99;
   d.rows = {a, b};
@@ -186,8 +189,11 @@ TEST(FlightRecorder, TheFileReadsBackAsWritten) {
   ASSERT_EQ(back->rows.size(), 2u);
   const FlightRow& x = back->rows[0];
   EXPECT_EQ(x.describe(), "reduce bf16[4, 1, 8] max root 2");
-  EXPECT_EQ(x.group, 7u);
-  EXPECT_EQ(x.seq, 12u);
+  EXPECT_EQ(x.op.group, 7u);
+  EXPECT_EQ(x.op.seq, 12u);
+  EXPECT_EQ(x.op.root, 2);
+  EXPECT_EQ(x.op.count, 32u) << "the count is the shape's elements";
+  EXPECT_EQ(back->rows[1].op.count, 0u) << "no data, no count";
   EXPECT_EQ(x.rank, 1u);
   EXPECT_EQ(x.strategy, "hier+ring");
   EXPECT_EQ(x.state, FlightState::failed);
@@ -210,8 +216,8 @@ TEST(FlightRecorder, TheFileReadsBackAsWritten) {
 FlightRow row(uint32_t peer, uint64_t seq, FlightState st, OpKind kind = OpKind::all_reduce) {
   FlightRow r;
   r.peer = r.rank = peer;
-  r.seq = seq;
-  r.kind = kind;
+  r.op.seq = seq;
+  r.op.kind = kind;
   r.has_data = true;
   r.shape = {4};
   r.state = st;
@@ -378,7 +384,7 @@ TEST(FlightRecorder, OverlappingCallsOfOnePeerAreEachEnded) {
   ASSERT_TRUE(flight);
   std::vector<FlightRow> sends;
   for (const auto& r : flight->rows())
-    if (r.peer == 0 && r.kind == OpKind::send) sends.push_back(r);
+    if (r.peer == 0 && r.op.kind == OpKind::send) sends.push_back(r);
   ASSERT_EQ(sends.size(), 2u);
   for (const auto& r : sends) {
     EXPECT_EQ(r.state, FlightState::done) << "tag " << r.tag;

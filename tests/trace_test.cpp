@@ -190,7 +190,7 @@ TEST(Trace, KeepsWhatItsBudgetAllowsAndCountsTheRest) {
     Tensor t = Tensor::zeros(DType::i32, {2, 3, 4, 5, 6});
     for (uint64_t seq = 0; seq < 3; ++seq) {  // 3 ops of 2 steps: 9 records
       FlightOp op;
-      op.seq = seq;
+      op.op.seq = seq;
       op.data = &t;
       OpSpan span;
       p.begin(span, op);
@@ -222,12 +222,12 @@ TEST(Trace, AnOpSpanSaysItsShapeAndStrategy) {
   EXPECT_EQ(trace.path(), ::testing::TempDir() + "chorus-trace-op-" + std::to_string(::getpid()) + ".node4.json");
   Tensor t = Tensor::zeros(DType::i32, {2, 3, 4, 5, 6});
   FlightOp op;
-  op.kind = OpKind::reduce;
-  op.seq = 9;
-  op.group = 3;
+  op.op.kind = OpKind::reduce;
+  op.op.seq = 9;
+  op.op.group = 3;
   op.rank = 1;
-  op.root = 2;
-  op.redop = ReduceOp::bxor;
+  op.op.root = 2;
+  op.op.redop = ReduceOp::bxor;
   op.data = &t;
   OpSpan span;
   trace.peer(1)->begin(span, op);

@@ -15,16 +15,16 @@ namespace chorus {
 namespace {
 
 std::string op_of(const FlightRow& r) {
-  return r.collective() ? "group " + std::to_string(r.group) + " #" + std::to_string(r.seq) + " " + r.describe()
-                        : "group " + std::to_string(r.group) + " " + r.describe();
+  return r.collective() ? "group " + std::to_string(r.op.group) + " #" + std::to_string(r.op.seq) + " " + r.describe()
+                        : "group " + std::to_string(r.op.group) + " " + r.describe();
 }
 
 // A world op waiting in the host's arena (strategies/arena.hpp) before it reached the local
 // server: the peers of the job that have not called it yet.
 std::string arena_waits_for(const FlightRow& r, const GlobalClient& client) {
   const auto seat = client.arena();
-  if (r.group != 0 || !seat || !seat->arena.usable()) return {};
-  const auto missing = seat->arena.not_posted(r.seq);
+  if (r.op.group != 0 || !seat || !seat->arena.usable()) return {};
+  const auto missing = seat->arena.not_posted(r.op.seq);
   if (missing.empty()) return {};
   return peer_names(std::vector<int>(missing.begin(), missing.end())) + " (not called yet)";
 }
@@ -34,9 +34,9 @@ std::string arena_waits_for(const FlightRow& r, const GlobalClient& client) {
 std::string waits_for(const FlightRow& r, const LocalServerCore& core, GlobalClient& client) {
   if (!r.collective() && r.other == kAnySource) return "a send from any rank with tag " + std::to_string(r.tag);
   if (!r.collective())
-    return std::string("the matching ") + (r.kind == OpKind::send ? "recv" : "send") + " of rank " + std::to_string(r.other);
-  if (r.state != FlightState::waiting) return client.op_waits_for(r.group, r.seq);
-  std::string local = core.op_waits_for(r.group, r.seq);
+    return std::string("the matching ") + (r.op.kind == OpKind::send ? "recv" : "send") + " of rank " + std::to_string(r.other);
+  if (r.state != FlightState::waiting) return client.op_waits_for(r.op.group, r.op.seq);
+  std::string local = core.op_waits_for(r.op.group, r.op.seq);
   return local.empty() ? arena_waits_for(r, client) : local;
 }
 
@@ -61,8 +61,8 @@ NodeStatusData node_status(const FlightRecorder* flight, const LocalServerCore& 
     s.rank = offset + p;
     if (const auto& r = newest[p]) {
       s.busy = r->state == FlightState::waiting || r->state == FlightState::running;
-      s.group = r->group;
-      s.seq = r->seq;
+      s.group = r->op.group;
+      s.seq = r->op.seq;
       if (s.busy) {
         s.op = r->describe();
         s.state = std::string(to_string(r->state));

@@ -92,12 +92,12 @@ std::string read_row(const std::map<std::string, std::string>& f, FlightRow& r) 
   std::string s;
   if (!number(f, "peer", r.peer)) return "peer";
   if (!number(f, "rank", r.rank)) return "rank";
-  if (!number(f, "group", r.group)) return "group";
+  if (!number(f, "group", r.op.group)) return "group";
   if (!text(f, "seq", s)) return "seq";
-  if (s == "-") r.seq = kNoSeq;
-  else if (!number(f, "seq", r.seq)) return "seq";
+  if (s == "-") r.op.seq = kNoSeq;
+  else if (!number(f, "seq", r.op.seq)) return "seq";
   if (!text(f, "kind", s) || !parse_op_kind(s)) return "kind";
-  r.kind = *parse_op_kind(s);
+  r.op.kind = *parse_op_kind(s);
   if (!text(f, "shape", s)) return "shape";
   r.has_data = s != "-";
   r.shape.clear();
@@ -111,14 +111,19 @@ std::string read_row(const std::map<std::string, std::string>& f, FlightRow& r) 
       i = x + 1;
     }
   }
+  r.op.count = 0;
+  if (r.has_data) {
+    r.op.count = 1;
+    for (int64_t d : r.shape) r.op.count *= static_cast<std::size_t>(d);
+  }
   if (!text(f, "dtype", s)) return "dtype";
   if (r.has_data) {
     if (!parse_dtype(s)) return "dtype";
-    r.dtype = *parse_dtype(s);
+    r.op.dtype = *parse_dtype(s);
   }
   if (!text(f, "redop", s) || !parse_reduce_op(s)) return "redop";
-  r.redop = *parse_reduce_op(s);
-  if (!number(f, "root", r.root)) return "root";
+  r.op.redop = *parse_reduce_op(s);
+  if (!number(f, "root", r.op.root)) return "root";
   if (!number(f, "other", r.other)) return "other";
   if (!number(f, "tag", r.tag)) return "tag";
   if (!number(f, "bytes", r.bytes)) return "bytes";
@@ -139,10 +144,10 @@ std::string write_flight_dump(const FlightDump& d) {
          " written_ns=" + std::to_string(d.written_ns) + " world=" + std::to_string(d.world) +
          " reason=" + quote_text(d.reason) + "\n";
   for (const FlightRow& r : d.rows) {
-    out += "op peer=" + std::to_string(r.peer) + " rank=" + std::to_string(r.rank) + " group=" + std::to_string(r.group) +
-           " seq=" + (r.collective() ? std::to_string(r.seq) : "-") + " kind=" + std::string(to_string(r.kind)) +
-           " dtype=" + (r.has_data ? std::string(to_string(r.dtype)) : "-") + " shape=" + dims(r) +
-           " redop=" + std::string(to_string(r.redop)) + " root=" + std::to_string(r.root) +
+    out += "op peer=" + std::to_string(r.peer) + " rank=" + std::to_string(r.rank) + " group=" + std::to_string(r.op.group) +
+           " seq=" + (r.collective() ? std::to_string(r.op.seq) : "-") + " kind=" + std::string(to_string(r.op.kind)) +
+           " dtype=" + (r.has_data ? std::string(to_string(r.op.dtype)) : "-") + " shape=" + dims(r) +
+           " redop=" + std::string(to_string(r.op.redop)) + " root=" + std::to_string(r.op.root) +
            " other=" + std::to_string(r.other) + " tag=" + std::to_string(r.tag) + " bytes=" + std::to_string(r.bytes) +
            " strategy=" + quote_text(r.strategy) + " state=" + std::string(to_string(r.state)) +
            " enter_ns=" + std::to_string(r.enter_ns) + " matched_ns=" + std::to_string(r.matched_ns) +

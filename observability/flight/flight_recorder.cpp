@@ -86,16 +86,14 @@ uint64_t FlightRecorder::begin(uint32_t local_peer, const FlightOp& op) {
   w.ticket = ticket;
   w.peer = op.peer;
   w.rank = op.rank;
-  w.group = op.group;
-  w.seq = op.seq;
-  w.kind = op.kind;
-  w.redop = op.redop;
-  w.root = op.root;
+  w.op = op.op;
   w.other = op.other;
   w.tag = op.tag;
   w.has_data = op.data && op.data->defined();
   if (w.has_data) {
-    w.dtype = op.data->dtype();
+    w.op.dtype = op.data->dtype();
+    w.op.count = op.data->numel();
+    w.op.on_device = op.data->is_cuda();
     w.shape.assign(op.data->shape().begin(), op.data->shape().end());  // reuses the slot's buffer
     w.bytes = op.data->nbytes();
   } else {
@@ -144,16 +142,16 @@ void FlightRecorder::end(uint32_t local_peer, uint64_t ticket, const Status& sta
 void FlightRecorder::dump_on_failure(const FlightRow& row) const {
   {
     std::lock_guard<std::mutex> lk(dump_mu_);
-    const std::pair<uint32_t, uint64_t> op{row.group, row.seq};
+    const std::pair<uint32_t, uint64_t> op{row.op.group, row.op.seq};
     if (row.collective() && op == last_failure_op_) return;  // the op's other peers fail alike
     if (row.exit_ns - last_failure_dump_ns_ < std::chrono::nanoseconds(kDumpEvery).count()) return;
     last_failure_dump_ns_ = row.exit_ns;
     last_failure_op_ = op;
   }
-  const std::string reason = row.describe() + (row.collective() ? " #" + std::to_string(row.seq) : "") +
+  const std::string reason = row.describe() + (row.collective() ? " #" + std::to_string(row.op.seq) : "") +
                              " failed at rank " + std::to_string(row.peer) + ": " + row.error;
-  LogWhere where{node(), static_cast<int64_t>(row.peer), static_cast<int64_t>(row.group),
-                 row.collective() ? static_cast<int64_t>(row.seq) : -1};
+  LogWhere where{node(), static_cast<int64_t>(row.peer), static_cast<int64_t>(row.op.group),
+                 row.collective() ? static_cast<int64_t>(row.op.seq) : -1};
   // On disk before the op's error returns (a launcher may end the process right after), and
   // outside every lock: the rows are taken first. Into the file made ahead, when there is one.
   auto written = write_flight_file(path_, snapshot(reason), spare_->take());

@@ -33,11 +33,9 @@ class FlightSpare;
 struct FlightOp {
   uint32_t peer = 0;   // global peer id
   uint32_t rank = 0;   // in the group
-  uint32_t group = 0;
-  uint64_t seq = kNoSeq;  // collectives; send/recv have none
-  OpKind kind = OpKind::barrier;
-  ReduceOp redop = ReduceOp::sum;
-  uint32_t root = 0;
+  // Its kind, group, sequence (collectives; send/recv have none: kNoSeq), reduce op and root;
+  // begin() takes dtype, count and on_device from `data`.
+  OpDesc op{.seq = kNoSeq};
   uint32_t other = 0;  // send/recv: the other side's rank in the group
   uint64_t tag = 0;
   const Tensor* data = nullptr;  // the tensor that names dtype and shape (input, else output)

@@ -31,7 +31,7 @@ ByOp collectives(const std::vector<FlightDump>& dumps) {
   for (const FlightDump& d : dumps)
     for (const FlightRow& r : d.rows)
       if (r.collective()) {
-        Seen& s = by[r.group][r.seq][r.peer];
+        Seen& s = by[r.op.group][r.op.seq][r.peer];
         if (!s.row || s.row->enter_ns <= r.enter_ns) s = Seen{&r, d.written_ns};
       }
   return by;
@@ -210,7 +210,7 @@ std::string flight_report(const std::vector<FlightDump>& dumps, const FlightRepo
   for (const FlightDump& d : dumps)
     for (const FlightRow& r : d.rows)
       if (!r.collective() && r.state != FlightState::done)
-        p2p += "  rank " + std::to_string(r.peer) + ": " + r.describe() + " (group " + std::to_string(r.group) + "), " +
+        p2p += "  rank " + std::to_string(r.peer) + ": " + r.describe() + " (group " + std::to_string(r.op.group) + "), " +
                std::string(to_string(r.state)) + " " + duration((r.exit_ns ? r.exit_ns : d.written_ns) - r.enter_ns) +
                (r.error.empty() ? "" : ": " + r.error) + "\n";
   if (!p2p.empty()) out += "sends and receives not done:\n" + p2p;

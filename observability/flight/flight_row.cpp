@@ -24,33 +24,33 @@ bool parse_flight_state(std::string_view text, FlightState& s) {
 }
 
 std::string FlightRow::describe() const {
-  std::string d(to_string(kind));
+  std::string d(to_string(op.kind));
   if (has_data) {
     d += ' ';
-    d += to_string(dtype);
+    d += to_string(op.dtype);
     d += shape_string(shape);
   }
-  if (reduces(kind)) {
+  if (reduces(op.kind)) {
     d += ' ';
-    d += to_string(redop);
+    d += to_string(op.redop);
   }
   auto field = [&d](const char* name, uint64_t v) {
     d += name;
     d += std::to_string(v);
   };
-  if (rooted(kind)) field(" root ", root);
-  if (kind == OpKind::send) field(" to ", other);
-  if (kind == OpKind::recv && other == kAnySource) d += " from any";
-  else if (kind == OpKind::recv) field(" from ", other);
-  if (kind == OpKind::send || kind == OpKind::recv) field(" tag ", tag);
+  if (rooted(op.kind)) field(" root ", static_cast<uint64_t>(op.root));
+  if (op.kind == OpKind::send) field(" to ", other);
+  if (op.kind == OpKind::recv && other == kAnySource) d += " from any";
+  else if (op.kind == OpKind::recv) field(" from ", other);
+  if (op.kind == OpKind::send || op.kind == OpKind::recv) field(" tag ", tag);
   return d;
 }
 
 bool FlightRow::same_call(const FlightRow& o) const {
-  if (kind != o.kind || has_data != o.has_data) return false;
-  if (has_data && (dtype != o.dtype || shape != o.shape)) return false;
-  if (reduces(kind) && redop != o.redop) return false;
-  return !rooted(kind) || root == o.root;
+  if (op.kind != o.op.kind || has_data != o.has_data) return false;
+  if (has_data && (op.dtype != o.op.dtype || shape != o.shape)) return false;
+  if (reduces(op.kind) && op.redop != o.op.redop) return false;
+  return !rooted(op.kind) || op.root == o.op.root;
 }
 
 } // namespace chorus

@@ -8,6 +8,7 @@
 
 #include <chorus/tensor.hpp>
 #include <chorus/types.hpp>
+#include "core/op_desc.hpp"
 
 namespace chorus {
 
@@ -23,14 +24,12 @@ struct FlightRow {
   uint64_t ticket = 0;  // 0: an empty slot
   uint32_t peer = 0;    // global peer id (the rank in the world)
   uint32_t rank = 0;    // in the op's group
-  uint32_t group = 0;
-  uint64_t seq = kNoSeq;
-  OpKind kind = OpKind::barrier;
-  DType dtype = DType::f32;
+  // The op: its kind, group, sequence (kNoSeq: send/recv), reduce op and root (the root's rank in
+  // the group); where has_data, its dtype, count (the shape's elements) and on_device too (a file
+  // read back does not keep on_device).
+  OpDesc op{.seq = kNoSeq};
   bool has_data = false;  // dtype and shape are known (barrier: none)
   Shape shape;
-  ReduceOp redop = ReduceOp::sum;
-  uint32_t root = 0;
   uint32_t other = 0;  // send/recv: the other side's rank in the group
   uint64_t tag = 0;
   uint64_t bytes = 0;
@@ -39,7 +38,7 @@ struct FlightRow {
   int64_t enter_ns = 0, matched_ns = 0, exit_ns = 0;  // UNIX time in ns (flight_clock readings in a recorder slot); 0: not yet
   std::string error;  // failed: the op's error
 
-  bool collective() const { return seq != kNoSeq; }
+  bool collective() const { return op.seq != kNoSeq; }
   // "all_reduce f32[1024] sum", "broadcast f32[4] root 2", "send f32[8] to 3 tag 5".
   std::string describe() const;
   // What every peer of one collective must agree on (kind, dtype, shape, root, reduce op).

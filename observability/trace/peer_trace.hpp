@@ -25,9 +25,8 @@ inline constexpr std::size_t kTraceDims = 4;  // dimensions of a shape kept (the
 // One op of one peer: the op's span, and its wait for the plan (entered until matched).
 struct OpSpan {
   uint64_t begin = 0, matched = 0, end = 0;  // flight_clock readings; matched 0: never matched
-  FlightOp op;  // as the peer entered it, without its tensor (`data` is null)
+  FlightOp op;  // as the peer entered it, without its tensor (`data` is null); op.op has its dtype and count
   uint64_t bytes = 0;
-  DType dtype = DType::f32;
   bool has_data = false;  // dtype and shape are known (barrier: none)
   uint8_t dims = 0;       // the shape's rank; its first kTraceDims sizes are in `shape`
   std::array<int64_t, kTraceDims> shape{};

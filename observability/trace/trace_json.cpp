@@ -65,19 +65,20 @@ class Args {
 };
 
 std::string op_args(const OpSpan& span) {
-  const FlightOp& op = span.op;
+  const FlightOp& f = span.op;
+  const OpDesc& op = f.op;
   Args a;
-  a.num("group", op.group).num("rank", op.rank);
+  a.num("group", op.group).num("rank", f.rank);
   if (op.seq != kNoSeq) a.num("seq", op.seq);
-  else if (op.other == kAnySource) a.num("tag", op.tag);  // a receive from any source
-  else a.num("peer", op.other).num("tag", op.tag);
+  else if (f.other == kAnySource) a.num("tag", f.tag);  // a receive from any source
+  else a.num("peer", f.other).num("tag", f.tag);
   if (span.has_data) {
     std::string shape = "[";
     for (std::size_t i = 0; i < span.dims && i < kTraceDims; ++i) {
       if (i) shape += ',';
       shape += std::to_string(span.shape[i]);
     }
-    a.str("dtype", to_string(span.dtype)).raw("shape", shape + "]").num("bytes", span.bytes);
+    a.str("dtype", to_string(op.dtype)).raw("shape", shape + "]").num("bytes", span.bytes);
     if (span.dims > kTraceDims) a.num("dims", span.dims);  // the shape above is its first kTraceDims sizes
   }
   if (span.strategy.path != RunStrategy::Path::none) a.str("strategy", to_string(span.strategy));
@@ -141,10 +142,10 @@ std::string json_string(std::string_view s) {
 } // namespace
 
 std::string op_span_name(const OpSpan& span) {
-  const FlightOp& op = span.op;
-  if (op.seq != kNoSeq) return op_label(op.kind, op.seq);
-  return std::string(to_string(op.kind)) + (op.kind == OpKind::send ? " to " : " from ") +
-         (op.other == kAnySource ? std::string("any") : std::to_string(op.other));
+  const FlightOp& f = span.op;
+  if (f.op.seq != kNoSeq) return op_label(f.op.kind, f.op.seq);
+  return std::string(to_string(f.op.kind)) + (f.op.kind == OpKind::send ? " to " : " from ") +
+         (f.other == kAnySource ? std::string("any") : std::to_string(f.other));
 }
 
 std::string_view step_span_name(const StepRecord& s) {

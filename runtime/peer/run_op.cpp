@@ -122,8 +122,17 @@ Status run_plan(Reply& r, const std::byte* in, std::byte* out, StepTrace* trace)
 void record_begin(PeerState& s, OpRecord& rec, const OpRequestData& req, const Tensor& data) {
   if (!s.flight && !s.trace) return;
   const bool p2p = req.kind == OpKind::send || req.kind == OpKind::recv;
-  const FlightOp op{s.offset + s.id, s.rank,   s.group,   p2p ? kNoSeq : req.seq, req.kind,
-                    req.redop,       req.root, req.other, req.tag,                &data};
+  FlightOp op;
+  op.peer = s.offset + s.id;
+  op.rank = s.rank;
+  op.op.kind = req.kind;
+  op.op.group = s.group;
+  op.op.seq = p2p ? kNoSeq : req.seq;
+  op.op.redop = req.redop;
+  op.op.root = static_cast<int>(req.root);
+  op.other = req.other;
+  op.tag = req.tag;
+  op.data = &data;
   if (s.trace) s.trace->begin(rec.span.emplace(), op);
   rec.flight_ticket = s.flight ? s.flight->begin(s.id, op) : 0;
 }
