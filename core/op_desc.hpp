@@ -5,7 +5,7 @@
 // the op the executor runs (OpPlan, strategies/executor.hpp), a device run (gpu::DeviceCollective)
 // and one NCCL rank's part (gpu::NcclRankOp), each adding what it alone needs; and the records
 // of an op: what a peer tells the flight recorder and the trace (FlightOp) and the recorder's row
-// (FlightRow).
+// (FlightRow); and a peer's request to the local server (OpRequestData).
 #pragma once
 #include <cstddef>
 #include <cstdint>

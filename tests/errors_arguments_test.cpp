@@ -102,6 +102,17 @@ TEST(Errors, RootIsNotAPeer) {
       Errc::invalid_argument, {"reduce #0", "root 7 is not a peer (group of 3)"});
 }
 
+// A root past every int (the request keeps it as the op's int root): named as the caller gave it.
+TEST(Errors, ARootBeyondEveryIntIsNamedAsGiven) {
+  expect_shared_error(
+      2,
+      [](Peer& p) {
+        Tensor t = f32_zeros(4);
+        return p.broadcast(t, UINT32_MAX);
+      },
+      Errc::invalid_argument, {"broadcast #0", "root 4294967295 is not a peer (group of 2)"});
+}
+
 TEST(Errors, BroadcastByDataWithoutData) {
   expect_shared_error(
       3, [](Peer& p) { return p.broadcast(std::nullopt).status(); }, Errc::no_data,

@@ -66,12 +66,12 @@ OpRequestData req(uint32_t peer, uint64_t seq, OpKind kind, TensorMeta in = {}, 
                   ReduceOp op = ReduceOp::sum, uint32_t root = 0) {
   OpRequestData r;
   r.peer = peer;
-  r.seq = seq;
-  r.kind = kind;
+  r.op.seq = seq;
+  r.op.kind = kind;
   r.input = std::move(in);
   r.output = std::move(out);
-  r.redop = op;
-  r.root = root;
+  r.op.redop = op;
+  r.op.root = static_cast<int>(root);
   return r;
 }
 OpRequestData all_reduce_req(uint32_t peer, uint64_t seq, int64_t n = 4, ReduceOp op = ReduceOp::sum) {
@@ -91,7 +91,7 @@ OpRequestData all_reduce_req(uint32_t peer, uint64_t seq, int64_t n = 4, ReduceO
 Call op_call(OpRequestData r) {
   Call call;
   r.epoch = g_epoch.load();
-  call.op = std::move(r);
+  call.request = std::move(r);
   return call;
 }
 
@@ -185,7 +185,7 @@ class CoreTest : public ::testing::Test {
     auto replies = collective(reqs);
     expect_all_failed(replies, code, parts);
     EXPECT_EQ(core->pending_ops(), 0u);
-    expect_next_all_reduce_works(static_cast<uint32_t>(reqs.size()), reqs[0].seq + 1);
+    expect_next_all_reduce_works(static_cast<uint32_t>(reqs.size()), reqs[0].op.seq + 1);
   }
 };
 

@@ -154,7 +154,7 @@ TEST_F(CoreTest, OpFromAnUnregisteredPeerId) {
 TEST_F(CoreTest, UnknownGroup) {
   reg_all(cfg(2));
   OpRequestData r = all_reduce_req(0, 0);
-  r.group = 3;
+  r.op.group = 3;
   auto reply = op(r);
   EXPECT_TRUE(has(reply->status, Errc::invalid_argument, {"group 3"}));
   expect_next_all_reduce_works(2, 0);

@@ -60,7 +60,7 @@ class CoreNodeLoss : public ::testing::Test {
   std::shared_ptr<Reply> submit(OpRequestData req) {
     req.epoch = epoch;
     Call call;
-    call.op = std::move(req);
+    call.request = std::move(req);
     auto r = call.reply;
     core->on_op(std::move(call));
     return r;
@@ -68,15 +68,15 @@ class CoreNodeLoss : public ::testing::Test {
   std::shared_ptr<Reply> all_reduce(uint32_t peer, uint64_t seq) {
     OpRequestData r;
     r.peer = peer;
-    r.seq = seq;
-    r.kind = OpKind::all_reduce;
+    r.op.seq = seq;
+    r.op.kind = OpKind::all_reduce;
     r.input = r.output = {true, DType::f32, {4}};
     return submit(r);
   }
   std::shared_ptr<Reply> half(OpKind kind, uint32_t peer, uint32_t other) {
     OpRequestData r;
     r.peer = peer;
-    r.kind = kind;
+    r.op.kind = kind;
     r.other = other;
     (kind == OpKind::send ? r.input : r.output) = {true, DType::f32, {4}};
     return submit(r);

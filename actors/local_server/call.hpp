@@ -46,7 +46,7 @@ struct Reply {
 
 // One request to the local server and its in-process side-car.
 struct Call {
-  OpRequestData op;        // on_op
+  OpRequestData request;   // on_op
   GroupRequestData group;  // on_group
   Envelope message;        // the control messages (register, finish, reset)
   Tensor input;    // what the caller sends (may be undefined)

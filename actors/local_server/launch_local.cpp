@@ -181,7 +181,7 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
   progs[0].push_back(Round{{Step{StepKind::send, 1, 0, count}}});
   progs[1].push_back(Round{{Step{StepKind::recv_copy, 0, 0, count}}});
   OpDesc copy;  // the pair as a broadcast from its sender
-  copy.kind = OpKind::broadcast, copy.group = snd.req.group, copy.dtype = snd.req.input.dtype, copy.count = count;
+  copy.kind = OpKind::broadcast, copy.group = snd.req.op.group, copy.dtype = snd.req.input.dtype, copy.count = count;
   auto plan = std::make_shared<OpPlan>(copy, 2,
                                        CompiledSchedule::compile(std::move(progs)),
                                        deadline(*pl.config, shortest_timeout({&snd.call, &rcv.call})), label);

@@ -24,16 +24,16 @@ void LocalServerCore::on_op(Call call) {
 
 void LocalServerCore::match(Call call, Effects& fx) {
   if (closed_) return call.reply->complete(*closed_);
-  std::optional<OpRequestData> req = std::move(call.op);
+  std::optional<OpRequestData> req = std::move(call.request);
   if (auto s = check_caller(req->peer, req->epoch); !s) return call.reply->complete(s);
   if (global_) return global_op(std::move(*req), std::move(call), fx);
   Status not_member;
-  const Group* g = group_of(req->group, req->peer, not_member);
+  const Group* g = group_of(req->op.group, req->peer, not_member);
   if (!g) return call.reply->complete(not_member);
   req->rank = static_cast<uint32_t>(std::find(g->members.begin(), g->members.end(), req->peer) - g->members.begin());
-  if (req->kind == OpKind::send || req->kind == OpKind::recv) {
+  if (req->op.kind == OpKind::send || req->op.kind == OpKind::recv) {
     // The other side is named by its rank in the group; queues are keyed by global ids.
-    const bool is_send = req->kind == OpKind::send;
+    const bool is_send = req->op.kind == OpKind::send;
     if (!is_send && req->any_source) return point_to_point(std::move(*req), std::move(call), fx);
     if (req->other >= g->members.size())
       return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req->peer) + ": " +
@@ -50,18 +50,18 @@ void LocalServerCore::global_op(OpRequestData req, Call call, Effects& fx) {
   const uint32_t offset = global_->offset(), total = global_->total_peers(), here = config_->num_devices;
   const uint32_t me = offset + req.peer;  // global id
   const std::vector<uint32_t>* members = nullptr;  // by rank; null for the world (rank = global id)
-  if (req.group != 0) {
+  if (req.op.group != 0) {
     Status not_member;
-    const Group* g = group_of(req.group, me, not_member);
+    const Group* g = group_of(req.op.group, me, not_member);
     if (!g) return call.reply->complete(not_member);
     members = &g->members;
   }
   auto global_of = [&](uint32_t rank) { return members ? (*members)[rank] : rank; };
   const uint32_t size = members ? static_cast<uint32_t>(members->size()) : total;
   req.rank = members ? static_cast<uint32_t>(std::find(members->begin(), members->end(), me) - members->begin()) : me;
-  if (req.kind == OpKind::send || req.kind == OpKind::recv) {
+  if (req.op.kind == OpKind::send || req.op.kind == OpKind::recv) {
     // Pairs across nodes go through GlobalClient::send/recv; here both ends are on this node.
-    const bool is_send = req.kind == OpKind::send;
+    const bool is_send = req.op.kind == OpKind::send;
     if (!is_send && req.any_source) return point_to_point(std::move(req), std::move(call), fx);
     const uint32_t other = req.other < size ? global_of(req.other) : UINT32_MAX;
     if (other < offset || other >= offset + here)
@@ -87,22 +87,22 @@ void LocalServerCore::global_op(OpRequestData req, Call call, Effects& fx) {
 }
 
 void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t index, Effects& fx) {
-  const OpKey key{req.group, req.seq};
+  const OpKey key{req.op.group, req.op.seq};
   // After a node loss no collective can run (launch_global would fail it): a new one fails at its
   // first peer instead of waiting for this node's others, who may have stopped calling on the loss.
-  if (node_lost_ && !ops_.count(key)) return call.reply->complete(lost_op(req.kind, req.seq, *node_lost_));
+  if (node_lost_ && !ops_.count(key)) return call.reply->complete(lost_op(req.op.kind, req.op.seq, *node_lost_));
   auto [it, fresh] = ops_.try_emplace(key);
   PendingOp& op = it->second;
   if (fresh) {
     op.arrivals.resize(n);
-    op.kind = req.kind;
+    op.kind = req.op.kind;
     op.timer = next_timer_++;
     op_timers_[op.timer] = key;
     // Another node never launched it (noted before any peer here called): it fails here at once.
     auto noted = std::find_if(noted_never_.begin(), noted_never_.end(), [&](const auto& e) { return e.first == key; });
     if (noted != noted_never_.end()) {
       fail_op(op, noted->second);
-      if (global_) global_->note_failure(req.group, req.seq, op.failure);
+      if (global_) global_->note_failure(req.op.group, req.op.seq, op.failure);
       noted_never_.erase(noted);
       fx.never = key;
       fx.never_global = global_;
@@ -116,7 +116,7 @@ void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t i
   }
   const uint32_t rank = index;
   if (op.arrivals[rank])
-    return call.reply->complete({Errc::internal, op_label(req.kind, req.seq) + ": peer " +
+    return call.reply->complete({Errc::internal, op_label(req.op.kind, req.op.seq) + ": peer " +
                                     std::to_string(req.peer) + " called twice with one sequence number"});
   op.arrivals[rank] = Arrival{std::move(req), std::move(call)};
   if (++op.arrived == n) {
@@ -129,7 +129,7 @@ void LocalServerCore::collective(OpRequestData req, Call call, int n, uint32_t i
 
 void LocalServerCore::point_to_point(OpRequestData req, Call call, Effects& fx) {
   const uint32_t n = config_->num_devices;
-  const bool is_send = req.kind == OpKind::send;
+  const bool is_send = req.op.kind == OpKind::send;
   const bool any = !is_send && req.any_source;
   if (any) req.other = kAnySource;  // its queue's source
   const std::string what = is_send ? "send" : "recv";
@@ -140,7 +140,7 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call, Effects& fx) 
   const TensorMeta& mine = is_send ? req.input : req.output;
   if (!mine.present)
     return call.reply->complete({Errc::invalid_argument, "peer " + std::to_string(req.peer) + ": " + what + " without a buffer"});
-  P2PKey key = is_send ? P2PKey{req.group, req.peer, req.other, req.tag} : P2PKey{req.group, req.other, req.peer, req.tag};
+  P2PKey key = is_send ? P2PKey{req.op.group, req.peer, req.other, req.tag} : P2PKey{req.op.group, req.other, req.peer, req.tag};
   auto& mine_q = is_send ? sends_ : recvs_;
   auto& other_q = is_send ? recvs_ : sends_;
   // The half to pair with: the one queued first (timers grow) of those this call may take. A
@@ -154,10 +154,10 @@ void LocalServerCore::point_to_point(OpRequestData req, Call call, Effects& fx) 
   };
   if (is_send) {
     consider(other_q.find(key));
-    consider(other_q.find(P2PKey{req.group, kAnySource, req.other, req.tag}));
+    consider(other_q.find(P2PKey{req.op.group, kAnySource, req.other, req.tag}));
   } else if (any) {
-    for (auto it = other_q.lower_bound(P2PKey{req.group, 0, 0, 0});
-         it != other_q.end() && std::get<0>(it->first) == req.group; ++it)
+    for (auto it = other_q.lower_bound(P2PKey{req.op.group, 0, 0, 0});
+         it != other_q.end() && std::get<0>(it->first) == req.op.group; ++it)
       if (std::get<2>(it->first) == req.peer && std::get<3>(it->first) == req.tag) consider(it);
   } else {
     consider(other_q.find(key));

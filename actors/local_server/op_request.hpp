@@ -8,6 +8,7 @@
 
 #include <chorus/tensor.hpp>
 #include <chorus/types.hpp>
+#include "core/op_desc.hpp"
 
 namespace chorus {
 
@@ -22,11 +23,11 @@ struct TensorMeta {
 
 struct OpRequestData {
   uint32_t peer = 0;
-  uint64_t seq = 0;
-  uint32_t group = 0;
-  OpKind kind = OpKind::barrier;
-  ReduceOp redop = ReduceOp::sum;
-  uint32_t root = 0;
+  // What the call names: kind, group, sequence, reduce op and root. The root is the caller's
+  // PeerId, not yet checked (static_cast<uint32_t>(op.root) is what it passed; check_request
+  // names it so). dtype, count and on_device are left to the agreement (OpShape): what a peer
+  // brings is its tensors, `input` and `output`.
+  OpDesc op;
   TensorMeta input, output;
   uint32_t other = 0;
   uint64_t tag = 0;

@@ -5,15 +5,18 @@ namespace chorus {
 namespace {
 
 bool by_data(const OpRequestData& r) {
-  return r.root_from_data && (r.kind == OpKind::broadcast || r.kind == OpKind::scatter);
+  return r.root_from_data && (r.op.kind == OpKind::broadcast || r.op.kind == OpKind::scatter);
 }
 // The tensor whose dtype and shape every peer must agree on.
 const TensorMeta& agreed_tensor(const OpRequestData& r) {
-  bool out_is_data = (r.kind == OpKind::broadcast || r.kind == OpKind::scatter) && !r.root_from_data;
+  bool out_is_data = (r.op.kind == OpKind::broadcast || r.op.kind == OpKind::scatter) && !r.root_from_data;
   return out_is_data ? r.output : r.input;
 }
 
 Status bad(std::string msg) { return {Errc::invalid_argument, std::move(msg)}; }
+
+// The root as the caller passed it (a PeerId), unchecked: what an error names.
+uint32_t given_root(const OpRequestData& r) { return static_cast<uint32_t>(r.op.root); }
 
 std::string peer_list(const std::vector<int>& ps) {
   std::string s;
@@ -41,17 +44,17 @@ Status check_request(const OpRequestData& r, int n) {
       return Status(Errc::dtype_mismatch, who + "input is " + I.describe() + " but output is " + O.describe());
     return Status::ok();
   };
-  if (reduces(r.kind)) {
+  if (reduces(r.op.kind)) {
     if (!I.present) return bad(who + "input buffer is missing");
-    if (!reduce_op_valid(I.dtype, r.redop))
-      return bad(who + "reduce op " + std::string(to_string(r.redop)) + " is not defined for " +
+    if (!reduce_op_valid(I.dtype, r.op.redop))
+      return bad(who + "reduce op " + std::string(to_string(r.op.redop)) + " is not defined for " +
                  std::string(to_string(I.dtype)) + " (bitwise ops need an integer type)");
   }
-  if (rooted(r.kind) && !by_data(r) && r.root >= static_cast<uint32_t>(n))
-    return bad(who + "root " + std::to_string(r.root) + " is not a peer (group of " + std::to_string(n) + ")");
+  if (rooted(r.op.kind) && !by_data(r) && given_root(r) >= static_cast<uint32_t>(n))
+    return bad(who + "root " + std::to_string(given_root(r)) + " is not a peer (group of " + std::to_string(n) + ")");
   if (auto s = same_dtype(); !s) return s;
-  const bool is_root = r.rank == r.root;
-  switch (r.kind) {
+  const bool is_root = r.rank == given_root(r);
+  switch (r.op.kind) {
     case OpKind::barrier: return Status::ok();
     case OpKind::all_reduce:
       if (O.present && O.numel() != I.numel())
@@ -110,21 +113,21 @@ Status check_request(const OpRequestData& r, int n) {
 Status check_agreement(const std::vector<const OpRequestData*>& reqs, int n, OpShape& shape) {
   const OpRequestData& first = *reqs[0];
   for (auto* r : reqs)
-    if (r->kind != first.kind)
+    if (r->op.kind != first.op.kind)
       return {Errc::op_mismatch, "peer " + std::to_string(first.peer) + " called " +
-                                     std::string(to_string(first.kind)) + " but peer " +
-                                     std::to_string(r->peer) + " called " + std::string(to_string(r->kind))};
+                                     std::string(to_string(first.op.kind)) + " but peer " +
+                                     std::to_string(r->peer) + " called " + std::string(to_string(r->op.kind))};
   for (auto* r : reqs)
     if (auto s = check_request(*r, n); !s) return s;
   for (auto* r : reqs)
     if (r->root_from_data != first.root_from_data)
       return {Errc::op_mismatch, "peers " + std::to_string(first.peer) + " and " + std::to_string(r->peer) +
-                                     " mix the by-root and by-data forms of " + std::string(to_string(first.kind))};
-  shape.kind = first.kind;
-  shape.group = first.group;
-  shape.seq = first.seq;
+                                     " mix the by-root and by-data forms of " + std::string(to_string(first.op.kind))};
+  shape.kind = first.op.kind;
+  shape.group = first.op.group;
+  shape.seq = first.op.seq;
   shape.root = 0;
-  shape.redop = first.redop;
+  shape.redop = first.op.redop;
   const bool data_form = by_data(first);
   const OpRequestData* source = &first;
   if (data_form) {
@@ -137,21 +140,21 @@ Status check_agreement(const std::vector<const OpRequestData*>& reqs, int n, OpS
       return {Errc::multiple_data, "peers " + peer_list(sources) + " all supplied data; exactly one may"};
     shape.root = sources[0];
     source = reqs[sources[0]];
-  } else if (rooted(first.kind)) {
+  } else if (rooted(first.op.kind)) {
     for (auto* r : reqs)
-      if (r->root != first.root)
+      if (r->op.root != first.op.root)
         return {Errc::root_mismatch, "peer " + std::to_string(first.peer) + " names root " +
-                                         std::to_string(first.root) + " but peer " + std::to_string(r->peer) +
-                                         " names root " + std::to_string(r->root)};
-    shape.root = static_cast<int>(first.root);
+                                         std::to_string(given_root(first)) + " but peer " + std::to_string(r->peer) +
+                                         " names root " + std::to_string(given_root(*r))};
+    shape.root = first.op.root;
   }
-  if (reduces(first.kind))
+  if (reduces(first.op.kind))
     for (auto* r : reqs)
-      if (r->redop != first.redop)
+      if (r->op.redop != first.op.redop)
         return {Errc::reduce_op_mismatch, "peer " + std::to_string(first.peer) + " reduces with " +
-                                              std::string(to_string(first.redop)) + " but peer " +
-                                              std::to_string(r->peer) + " with " + std::string(to_string(r->redop))};
-  if (first.kind != OpKind::barrier && !data_form) {
+                                              std::string(to_string(first.op.redop)) + " but peer " +
+                                              std::to_string(r->peer) + " with " + std::string(to_string(r->op.redop))};
+  if (first.op.kind != OpKind::barrier && !data_form) {
     const TensorMeta& a = agreed_tensor(first);
     for (auto* r : reqs) {
       const TensorMeta& b = agreed_tensor(*r);
@@ -167,7 +170,7 @@ Status check_agreement(const std::vector<const OpRequestData*>& reqs, int n, OpS
   shape.dtype = data_form ? source->input.dtype : agreed_tensor(first).dtype;
   if (!data_form) shape.agreed_shape = agreed_tensor(first).shape;
   shape.out_dtype = shape.dtype;
-  switch (first.kind) {
+  switch (first.op.kind) {
     case OpKind::all_reduce:
     case OpKind::reduce:
     case OpKind::all_gather:

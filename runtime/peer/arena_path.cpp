@@ -10,15 +10,15 @@ namespace chorus::peer_impl {
 
 ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor& out, uint32_t n, uint32_t rank) {
   ArenaCall c;
-  c.kind = req.kind;
-  const bool is_root = rank == req.root;
-  if (reduces(req.kind) && (!in.defined() || !reduce_op_valid(in.dtype(), req.redop))) return c;
-  if (rooted(req.kind) && req.root >= n) return c;
+  c.kind = req.op.kind;
+  const bool is_root = rank == static_cast<uint32_t>(req.op.root);
+  if (reduces(req.op.kind) && (!in.defined() || !reduce_op_valid(in.dtype(), req.op.redop))) return c;
+  if (rooted(req.op.kind) && static_cast<uint32_t>(req.op.root) >= n) return c;
   if (in.defined() && out.defined() && in.dtype() != out.dtype()) return c;
   const std::size_t ni = in.defined() ? in.numel() : 0, no = out.defined() ? out.numel() : 0;
   bool ok = false;
   std::size_t count = 0;
-  switch (req.kind) {
+  switch (req.op.kind) {
     case OpKind::barrier: ok = true; break;
     case OpKind::all_reduce: ok = out.defined() && no == ni, count = ni; break;
     case OpKind::reduce: ok = !is_root || (out.defined() && no == ni), count = ni; break;
@@ -31,9 +31,9 @@ ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor
     default: return c;
   }
   if (!ok) return c;
-  if (req.kind != OpKind::barrier) {
+  if (req.op.kind != OpKind::barrier) {
     // The tensor every peer must pass alike, as check_agreement compares it.
-    const bool out_agrees = req.kind == OpKind::broadcast || req.kind == OpKind::scatter;
+    const bool out_agrees = req.op.kind == OpKind::broadcast || req.op.kind == OpKind::scatter;
     const Tensor& agreed = out_agrees ? out : in;
     const Shape& shape = agreed.shape();
     if (shape.size() > 4) return c;
@@ -41,8 +41,8 @@ ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor
     c.ndim = static_cast<uint32_t>(shape.size());
     for (std::size_t d = 0; d < shape.size(); ++d) c.dims[d] = shape[d];
   }
-  if (reduces(req.kind)) c.redop = req.redop;
-  if (rooted(req.kind)) c.root = req.root;
+  if (reduces(req.op.kind)) c.redop = req.op.redop;
+  if (rooted(req.op.kind)) c.root = static_cast<uint32_t>(req.op.root);
   c.count = count;
   c.fits = true;
   return c;
@@ -53,7 +53,7 @@ namespace {
 // A call on host tensors fits where its input fits the slot.
 ArenaCall describe(const OpRequestData& req, const Tensor& in, const Tensor& out, std::size_t slot, uint32_t n,
                    uint32_t rank) {
-  if ((in.defined() && in.is_cuda()) || (out.defined() && out.is_cuda())) return ArenaCall{.kind = req.kind};
+  if ((in.defined() && in.is_cuda()) || (out.defined() && out.is_cuda())) return ArenaCall{.kind = req.op.kind};
   ArenaCall c = describe_call(req, in, out, n, rank);
   c.fits = c.fits && arena_input_bytes(ArenaOp::of(c, n, rank)) <= slot;
   return c;
@@ -75,7 +75,7 @@ std::shared_ptr<ArenaSeat> local_arena(uint32_t peers) {
 }
 
 void enter_arena(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& data) {
-  req.seq = s.seq++;
+  req.op.seq = s.seq++;
   rec.entered = true;
   rec.since = Clock::now();
   record_begin(s, rec, req, data);
@@ -85,7 +85,7 @@ std::optional<Status> arena_collective(PeerState& s, OpRecord& rec, OpRequestDat
                                        const Tensor& out) {
   Arena& arena = s.arena->arena;
   enter_arena(s, rec, req, in.defined() ? in : out);
-  const uint64_t seq = req.seq;
+  const uint64_t seq = req.op.seq;
   const ArenaCall call = describe(req, in, out, arena.slot_bytes(), arena.peers(), s.rank);
   const ArenaOp op = ArenaOp::of(call, arena.peers(), s.rank);
   const std::size_t bytes = call.fits ? arena_input_bytes(op) : 0;

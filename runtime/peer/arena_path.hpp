@@ -22,12 +22,12 @@ std::shared_ptr<ArenaSeat> local_arena(uint32_t peers);
 // ordinary way). Each path adds its own conditions (host tensors that fit a slot; tensors on one GPU).
 ArenaCall describe_call(const OpRequestData& req, const Tensor& in, const Tensor& out, uint32_t n, uint32_t rank);
 
-// An op enters the arena: it takes its sequence number (req.seq) and notes its entry in `rec`
+// An op enters the arena: it takes its sequence number (req.op.seq) and notes its entry in `rec`
 // (the flight recorder's and the trace's begin; its timeout counts from here).
 void enter_arena(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& data);
 
 // The op in the arena: its status when it ran there; nullopt when it takes the ordinary path,
-// with req.seq its sequence number (already taken) and `rec` noting its entry.
+// with req.op.seq its sequence number (already taken) and `rec` noting its entry.
 std::optional<Status> arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
                                        const Tensor& out);
 

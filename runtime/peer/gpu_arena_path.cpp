@@ -162,11 +162,11 @@ std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpReques
   // work are often far apart, and the ordinary path cannot run processes sharing a GPU through
   // NCCL; half the timeout leaves the ordinary path time to name a peer that never comes.
   const Clock::time_point meet_by = rec.since + op_timeout(s) / 2;
-  const uint64_t first = req.seq;  // the op's name in messages, as the flight recorder has it
+  const uint64_t first = req.op.seq;  // the op's name in messages, as the flight recorder has it
   if (arena.meet(op.rank, first, call, nullptr, 0, meet_by, patience_for(op.n)) == Arena::Verdict::slow)
     return std::nullopt;
-  req.seq = s.seq++;
-  const uint64_t seq = req.seq;
+  req.op.seq = s.seq++;
+  const uint64_t seq = req.op.seq;
   call.fits = export_buffers(*ipc, device, in, out, post);
   if (arena.meet(op.rank, seq, call, &post, call.fits ? sizeof post : 0, meet_by, patience_for(op.n)) ==
       Arena::Verdict::slow)
@@ -209,11 +209,11 @@ std::optional<Status> gpu_local_arena_collective(PeerState& s, OpRecord& rec, Op
   int device = -1;
   // Without the GPU layer's calls the call is posted as one that does not fit, so that the others
   // learn it at once.
-  ArenaCall call = ipc ? describe_gpu(s, *ipc, req, in, out, arena.peers(), post, device) : ArenaCall{.kind = req.kind};
+  ArenaCall call = ipc ? describe_gpu(s, *ipc, req, in, out, arena.peers(), post, device) : ArenaCall{.kind = req.op.kind};
   if (sizeof post > arena.slot_bytes()) call.fits = false;
   if (call.fits) place_buffers(in, out, post);
   const ArenaOp op = ArenaOp::of(call, arena.peers(), s.rank);
-  const uint64_t seq = req.seq;
+  const uint64_t seq = req.op.seq;
   if (arena.meet(op.rank, seq, call, &post, call.fits ? sizeof post : 0, rec.since + arena_wait(s.config),
                  patience_for(op.n)) == Arena::Verdict::slow)
     return std::nullopt;

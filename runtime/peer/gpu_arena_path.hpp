@@ -22,7 +22,7 @@
 namespace chorus::peer_impl {
 
 // The op in the arena on GPU tensors: its status when it ran there; nullopt when it takes the
-// ordinary path, with req.seq its sequence number (already taken) and `rec` noting its entry.
+// ordinary path, with req.op.seq its sequence number (already taken) and `rec` noting its entry.
 std::optional<Status> gpu_arena_collective(PeerState& s, OpRecord& rec, OpRequestData& req, const Tensor& in,
                                            const Tensor& out);
 // The same for the logical peers of one process (no node, no export; the path is "device").

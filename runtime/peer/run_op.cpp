@@ -21,9 +21,9 @@ Status already_finished(PeerId who) {
 
 OpRequestData make_op(OpKind k, ReduceOp op, PeerId root) {
   OpRequestData r;
-  r.kind = k;
-  r.redop = op;
-  r.root = root;
+  r.op.kind = k;
+  r.op.redop = op;
+  r.op.root = static_cast<int>(root);  // as given: the server checks it (op_validation.cpp)
   return r;
 }
 
@@ -48,11 +48,11 @@ Status callable(const PeerState& s) {
 Call op_call(const PeerState& s, OpRequestData req, const Tensor& in, const Tensor& out, Status local_error) {
   req.peer = s.id;
   req.epoch = s.epoch;
-  req.group = s.group;
+  req.op.group = s.group;
   req.input = TensorMeta::of(in);
   req.output = TensorMeta::of(out);
   Call call;
-  call.op = std::move(req);
+  call.request = std::move(req);
   call.input = in;
   call.output = out;
   call.local_error = local_error.is_ok() ? start_failure() : std::move(local_error);
@@ -64,7 +64,7 @@ Call op_call(const PeerState& s, OpRequestData req, const Tensor& in, const Tens
 std::shared_ptr<Reply> enter_request(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in,
                                      const Tensor& out, Status& status, Status local_error) {
   if (status = callable(s); !status) return nullptr;
-  if (req.kind != OpKind::send && req.kind != OpKind::recv && !rec.entered) req.seq = s.seq++;
+  if (req.op.kind != OpKind::send && req.op.kind != OpKind::recv && !rec.entered) req.op.seq = s.seq++;
   if (!rec.entered) record_begin(s, rec, req, in.defined() ? in : out);
   Call call = op_call(s, std::move(req), in, out, std::move(local_error));
   auto reply = call.reply;
@@ -121,15 +121,15 @@ Status run_plan(Reply& r, const std::byte* in, std::byte* out, StepTrace* trace)
 
 void record_begin(PeerState& s, OpRecord& rec, const OpRequestData& req, const Tensor& data) {
   if (!s.flight && !s.trace) return;
-  const bool p2p = req.kind == OpKind::send || req.kind == OpKind::recv;
+  const bool p2p = req.op.kind == OpKind::send || req.op.kind == OpKind::recv;
   FlightOp op;
   op.peer = s.offset + s.id;
   op.rank = s.rank;
-  op.op.kind = req.kind;
+  op.op.kind = req.op.kind;
   op.op.group = s.group;
-  op.op.seq = p2p ? kNoSeq : req.seq;
-  op.op.redop = req.redop;
-  op.op.root = static_cast<int>(req.root);
+  op.op.seq = p2p ? kNoSeq : req.op.seq;
+  op.op.redop = req.op.redop;
+  op.op.root = req.op.root;
   op.other = req.other;
   op.tag = req.tag;
   op.data = &data;
@@ -193,9 +193,9 @@ namespace {
 // The planner's question for this peer's op (strategies/planner.hpp): what it is, whether an arena
 // is open to it, and for GPU tensors across nodes, which nodes have GPUs.
 PlanQuery query_of(const PeerState& s, const OpRequestData& req, const Tensor& in, const Tensor& out) {
-  PlanQuery q = host_query(s, req.kind);
-  q.redop = req.redop;
-  q.root = static_cast<int>(req.root);
+  PlanQuery q = host_query(s, req.op.kind);
+  q.redop = req.op.redop;
+  q.root = req.op.root;
   q.on_device = on_device(in, out);
   q.root_from_data = req.root_from_data;
   if (q.on_device && s.global) {
@@ -209,8 +209,8 @@ PlanQuery query_of(const PeerState& s, const OpRequestData& req, const Tensor& i
 
 Status ordinary(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in, const Tensor& out) {
   Status st;
-  const OpKind kind = req.kind;
-  const uint64_t seq = rec.entered ? req.seq : s.seq.load();
+  const OpKind kind = req.op.kind;
+  const uint64_t seq = rec.entered ? req.op.seq : s.seq.load();
   auto reply = request(s, rec, std::move(req), in, out, st);
   if (!st) return logged(s, kind, seq, st);
   return logged(s, kind, seq, execute(s, rec, *reply, bytes(in), bytes(out.defined() ? out : in)));
@@ -218,7 +218,7 @@ Status ordinary(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in
 
 Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tensor& out) {
   if (!s) return no_peer();
-  const OpKind kind = req.kind;
+  const OpKind kind = req.op.kind;
   OpRecord rec;
   if (Status why = start_failure(); !why.is_ok()) return logged(*s, kind, s->seq.load(), fail_op(*s, rec, std::move(req), why));
   const PlanQuery q = query_of(*s, req, in, out);
@@ -233,9 +233,9 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
     case RunStrategy::Path::cuda_ipc: done = gpu_arena_collective(*s, rec, req, in, out); break;
     default: break;
   }
-  if (done) return logged(*s, kind, req.seq, *done);
+  if (done) return logged(*s, kind, req.op.seq, *done);
   if (route.staged) {  // GPU tensors across nodes that NCCL does not take: through host memory
-    const uint64_t seq = rec.entered ? req.seq : s->seq.load();
+    const uint64_t seq = rec.entered ? req.op.seq : s->seq.load();
     const auto k = static_cast<std::size_t>(kind);
     const StrategyChoice choice = k < s->config.global.size() ? s->config.global[k] : StrategyChoice{};
     if (!choice.is_auto && choice.fixed.algorithm == Algorithm::nccl)
@@ -243,7 +243,7 @@ Status collective(PeerState* s, OpRequestData req, const Tensor& in, const Tenso
                  (LogWhere{-1, static_cast<int64_t>(s->offset + s->id), static_cast<int64_t>(s->group),
                            static_cast<int64_t>(seq)}),
                  std::string(to_string(kind)) + " of " + std::string(to_string(q.dtype)) + " with " +
-                     std::string(to_string(req.redop)) + ": NCCL cannot serve it; through host memory");
+                     std::string(to_string(req.op.redop)) + ": NCCL cannot serve it; through host memory");
     return logged(*s, kind, seq, staged_collective(s, rec, std::move(req), in, out));
   }
   return ordinary(*s, rec, std::move(req), in, out);
