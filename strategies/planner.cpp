@@ -90,24 +90,6 @@ bool device_through_nccl(const StrategyChoice& choice, bool nccl_takes) {
   return first_rule(path_rules(), OpKind::all_reduce, f.set).pick.path == P::nccl;
 }
 
-bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, bool nccl_serves, const Topology& topology) {
-  Config c;
-  if (static_cast<std::size_t>(kind) < c.global.size()) c.global[static_cast<std::size_t>(kind)] = choice;
-  PlanQuery q;
-  q.kind = kind;
-  q.on_device = true;
-  q.nccl_serves = nccl_serves;
-  q.topology = topology;
-  q.topology.shared_memory = false;
-  return first_rule(path_rules(), kind, route_facts(c, q).set).pick.path == P::nccl;
-}
-
-RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& t, std::string* why) {
-  PlanQuery q(OpDesc::of(op, dtype, ReduceOp::sum, 0, count));
-  q.topology = t;
-  return host_schedule(config, q, route_facts(config, q), why);
-}
-
 bool plan_p2p_eager(std::size_t bytes) {
   static const uint64_t most = tuned_number(SettingId::p2p_eager_message_kib) * 1024;
   return bytes <= most;

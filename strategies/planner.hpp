@@ -76,16 +76,6 @@ bool device_through_nccl(const StrategyChoice& choice, bool nccl_takes);
 // that many bytes, small enough to keep every hop busy, large enough to amortise a round).
 ScheduleParams plan_schedule(const OpDesc& op, int peers, const RunStrategy& strategy);
 
-// The host strategy of an op of `count` elements per peer over `topology` (the spread and
-// algorithm tables alone); `why`, where given, is told the rules' words.
-RunStrategy tune(const Config& config, OpKind op, DType dtype, std::size_t count, const Topology& topology,
-                 std::string* why = nullptr);
-
-// An op across nodes on GPU tensors: true where it runs on one NCCL communicator over every rank
-// of every node (the path table's NCCL rows), false where its tensors are staged through host
-// memory. Read from the topology alone, so that every node decides alike.
-bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, bool nccl_serves, const Topology& topology);
-
 // A send across nodes of `bytes` bytes: whether its data may go with its header (eager: where the
 // receiving node's window has room for it, P2PMailbox::reserve) or waits for the receive's pull,
 // which lands it straight in the receiving tensor for a round trip more: eager up to

@@ -35,7 +35,9 @@ TEST_F(CoreTest, RepliesCarryTheStrategyTheTuningModulePicked) {
     auto replies = collective({all_reduce_req(0, seq, count), all_reduce_req(1, seq, count), all_reduce_req(2, seq, count)});
     ++seq;
     expect_all_planned(replies);
-    const RunStrategy picked = tune(c, OpKind::all_reduce, DType::f32, static_cast<std::size_t>(count), three);
+    PlanQuery q(OpDesc::of(OpKind::all_reduce, DType::f32, ReduceOp::sum, 0, static_cast<std::size_t>(count)));
+    q.topology = three;
+    const RunStrategy picked = plan_path(c, q);
     EXPECT_EQ(picked, RunStrategy::flat({count < large ? Algorithm::centralized : Algorithm::direct, 2})) << count;
     for (auto& r : replies) EXPECT_EQ(r->strategy, picked) << count;
   }

@@ -1,4 +1,4 @@
-// The planner's host-schedule rules (tune(), strategies/planner.hpp, read from the tables of
+// The planner's host-schedule rules (plan_path, strategies/planner.hpp, read from the tables of
 // plan_rules.hpp): every case, over plain topology data,
 // the names of what it picks, and whether GPU tensors across nodes go through NCCL.
 #include <gtest/gtest.h>
@@ -48,6 +48,28 @@ Topology one_machine(int n, unsigned threads) {
   for (int k = 0; k < n; ++k) rank_node.push_back(static_cast<uint32_t>(k));
   return network(rank_node, std::vector<std::string>(static_cast<std::size_t>(n), "127.0.0.1"),
                  std::vector<unsigned>(static_cast<std::size_t>(n), threads));
+}
+
+// What the planner runs an op of host tensors, `count` elements per peer, over `t` with.
+RunStrategy tune(const Config& c, OpKind op, DType dtype, std::size_t count, const Topology& t) {
+  PlanQuery q(OpDesc::of(op, dtype, ReduceOp::sum, 0, count));
+  q.topology = t;
+  return plan_path(c, q);
+}
+
+// An op across nodes on GPU tensors, `choice` its kind's strategy across nodes: whether the
+// planner runs it on one NCCL communicator over every rank of every node (else its tensors are
+// staged through host memory).
+bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, bool nccl_serves, const Topology& topology) {
+  Config c;
+  if (static_cast<std::size_t>(kind) < c.global.size()) c.global[static_cast<std::size_t>(kind)] = choice;
+  PlanQuery q;
+  q.kind = kind;
+  q.on_device = true;
+  q.nccl_serves = nccl_serves;
+  q.topology = topology;
+  q.topology.shared_memory = false;  // across nodes
+  return plan_path(c, q).path == RunStrategy::Path::nccl;
 }
 
 std::string tuned(const Config& c, OpKind op, DType dtype, std::size_t count, const Topology& t) {
