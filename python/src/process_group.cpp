@@ -170,6 +170,20 @@ c10::intrusive_ptr<c10d::Work> work(int rank, c10d::OpType type, const char* nam
   return w;
 }
 
+// An op on the one tensor torch passes in a list (`op` names it in errors; `use`: what the op does
+// with it): staged where chorus cannot take it as it is, then handed in under `issue_mu` by
+// `issue`, given chorus's view of it and the op's options (made within the expression that hands
+// the op in, as Ordered asks). The caller checks the world first.
+template <class Issue>
+c10::intrusive_ptr<c10d::Work> on_one_tensor(std::mutex& issue_mu, int rank, std::vector<at::Tensor>& tensors,
+                                             const std::string& op, Use use, c10d::OpType type, const char* name,
+                                             std::chrono::milliseconds timeout, Issue issue) {
+  auto st = staged(one(tensors, op.c_str()), use, op + "'s tensor");
+  Tensor v = view_of(st.t, op + "'s tensor");
+  std::lock_guard<std::mutex> lk(issue_mu);
+  return work(rank, type, name, {issue(v, options_for(timeout, st.t))}, tensors, std::move(st.back));
+}
+
 } // namespace
 
 ProcessGroupChorus::ProcessGroupChorus(std::shared_ptr<World> world, Peer peer, std::chrono::milliseconds timeout)
@@ -181,26 +195,19 @@ ProcessGroupChorus::ProcessGroupChorus(std::shared_ptr<World> world, Peer peer, 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
   world_->check_up();
-  auto st = staged(one(tensors, "broadcast"), Use::inout, "broadcast's tensor");
-  const at::Tensor& t = st.t;
-  Tensor v = view_of(t, "broadcast's tensor");
-  std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::BROADCAST, "chorus:broadcast",
-              {peer_.broadcast_async(v, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), t))}, tensors,
-              std::move(st.back));
+  return on_one_tensor(issue_mu_, rank_, tensors, "broadcast", Use::inout, c10d::OpType::BROADCAST, "chorus:broadcast",
+                       op_timeout(opts.timeout), [&](Tensor& v, const Ordered& o) {
+                         return peer_.broadcast_async(v, static_cast<PeerId>(opts.rootRank), o);
+                       });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   world_->check_up();
-  auto& in = one(tensors, "allreduce");
-  const ReduceOp op = reduce_op_of(opts.reduceOp, in, "allreduce");
-  auto st = staged(in, Use::inout, "allreduce's tensor");
-  const at::Tensor& t = st.t;
-  Tensor v = view_of(t, "allreduce's tensor");
-  std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::ALLREDUCE, "chorus:all_reduce",
-              {peer_.all_reduce_async(v, op, options_for(op_timeout(opts.timeout), t))}, tensors, std::move(st.back));
+  const ReduceOp op = reduce_op_of(opts.reduceOp, one(tensors, "allreduce"), "allreduce");
+  return on_one_tensor(issue_mu_, rank_, tensors, "allreduce", Use::inout, c10d::OpType::ALLREDUCE, "chorus:all_reduce",
+                       op_timeout(opts.timeout),
+                       [&](Tensor& v, const Ordered& o) { return peer_.all_reduce_async(v, op, o); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -245,15 +252,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(std::vect
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
   world_->check_up();
-  auto& in = one(tensors, "reduce");
-  const ReduceOp op = reduce_op_of(opts.reduceOp, in, "reduce");
-  auto st = staged(in, Use::inout, "reduce's tensor");
-  const at::Tensor& t = st.t;
-  Tensor v = view_of(t, "reduce's tensor");
-  std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::REDUCE, "chorus:reduce",
-              {peer_.reduce_async(v, op, static_cast<PeerId>(opts.rootRank), options_for(op_timeout(opts.timeout), t))}, tensors,
-              std::move(st.back));
+  const ReduceOp op = reduce_op_of(opts.reduceOp, one(tensors, "reduce"), "reduce");
+  return on_one_tensor(issue_mu_, rank_, tensors, "reduce", Use::inout, c10d::OpType::REDUCE, "chorus:reduce",
+                       op_timeout(opts.timeout), [&](Tensor& v, const Ordered& o) {
+                         return peer_.reduce_async(v, op, static_cast<PeerId>(opts.rootRank), o);
+                       });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -535,34 +538,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   world_->check_up();
-  auto st = staged(one(tensors, "send"), Use::in, "send's tensor");
-  const at::Tensor& t = st.t;
-  Tensor v = view_of(t, "send's tensor");
-  std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::SEND, "chorus:send",
-              {peer_.send_async(v, static_cast<PeerId>(dst), static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors);
+  return on_one_tensor(issue_mu_, rank_, tensors, "send", Use::in, c10d::OpType::SEND, "chorus:send", op_timeout({}),
+                       [&](Tensor& v, const Ordered& o) {
+                         return peer_.send_async(v, static_cast<PeerId>(dst), static_cast<uint32_t>(tag), o);
+                       });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   world_->check_up();
-  auto st = staged(one(tensors, "recv"), Use::out, "recv's tensor");
-  const at::Tensor& t = st.t;
-  Tensor v = view_of(t, "recv's tensor");
-  std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::RECV, "chorus:recv",
-              {peer_.recv_async(v, static_cast<PeerId>(src), static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors,
-              std::move(st.back));
+  return on_one_tensor(issue_mu_, rank_, tensors, "recv", Use::out, c10d::OpType::RECV, "chorus:recv", op_timeout({}),
+                       [&](Tensor& v, const Ordered& o) {
+                         return peer_.recv_async(v, static_cast<PeerId>(src), static_cast<uint32_t>(tag), o);
+                       });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   world_->check_up();
-  auto st = staged(one(tensors, "recv"), Use::out, "recv's tensor");
-  const at::Tensor& t = st.t;
-  Tensor v = view_of(t, "recv's tensor");
-  std::lock_guard<std::mutex> lk(issue_mu_);
-  return work(rank_, c10d::OpType::RECVANYSOURCE, "chorus:recv_anysource",
-              {peer_.recv_any_async(v, static_cast<uint32_t>(tag), options_for(op_timeout({}), t))}, tensors,
-              std::move(st.back));
+  return on_one_tensor(issue_mu_, rank_, tensors, "recv", Use::out, c10d::OpType::RECVANYSOURCE, "chorus:recv_anysource",
+                       op_timeout({}),
+                       [&](Tensor& v, const Ordered& o) { return peer_.recv_any_async(v, static_cast<uint32_t>(tag), o); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions& opts) {
