@@ -233,6 +233,26 @@ FlightDump dump_of(std::vector<FlightRow> rows) {
   return d;
 }
 
+// The root is recorded as the caller gave it, before the checks: one past every int is written,
+// described and read back as that PeerId, not as a negative int.
+TEST(FlightRecorder, ARootBeyondEveryIntIsRecordedAsGiven) {
+  FlightRecorder r(1, 2, "/nonexistent");
+  Tensor t = Tensor::zeros(DType::f32, {4});
+  FlightOp o = op_of(0, 0, OpKind::broadcast, &t);
+  o.op.root = static_cast<int>(UINT32_MAX);
+  ASSERT_NE(r.begin(0, o), 0u);
+  const auto rows = r.rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].describe(), "broadcast f32[4] root 4294967295");
+  const std::string file = write_flight_dump(dump_of(rows));
+  EXPECT_NE(file.find(" root=4294967295 "), std::string::npos) << file;
+  auto back = parse_flight_dump(file);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  ASSERT_EQ(back->rows.size(), 1u);
+  EXPECT_EQ(back->rows[0].describe(), "broadcast f32[4] root 4294967295");
+  EXPECT_TRUE(back->rows[0].same_call(rows[0]));
+}
+
 TEST(FlightReport, NamesTheRankThatDidNotCall) {
   // Two processes: ranks 0-1 reached #2; rank 2 is still in #1.
   std::vector<FlightDump> dumps{

@@ -51,16 +51,18 @@ Topology one_machine(int n, unsigned threads) {
 }
 
 // What the planner runs an op of host tensors, `count` elements per peer, over `t` with.
-RunStrategy tune(const Config& c, OpKind op, DType dtype, std::size_t count, const Topology& t) {
+RunStrategy host_plan(const Config& c, OpKind op, DType dtype, std::size_t count, const Topology& t) {
   PlanQuery q(OpDesc::of(op, dtype, ReduceOp::sum, 0, count));
   q.topology = t;
-  return plan_path(c, q);
+  const RunStrategy s = plan_path(c, q);
+  EXPECT_EQ(s.path, RunStrategy::Path::schedule) << "a collective of host tensors runs a host schedule";
+  return s;
 }
 
 // An op across nodes on GPU tensors, `choice` its kind's strategy across nodes: whether the
 // planner runs it on one NCCL communicator over every rank of every node (else its tensors are
 // staged through host memory).
-bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, bool nccl_serves, const Topology& topology) {
+bool nccl_across(const StrategyChoice& choice, OpKind kind, bool nccl_serves, const Topology& topology) {
   Config c;
   if (static_cast<std::size_t>(kind) < c.global.size()) c.global[static_cast<std::size_t>(kind)] = choice;
   PlanQuery q;
@@ -73,15 +75,15 @@ bool nccl_across_nodes(const StrategyChoice& choice, OpKind kind, bool nccl_serv
 }
 
 std::string tuned(const Config& c, OpKind op, DType dtype, std::size_t count, const Topology& t) {
-  return to_string(tune(c, op, dtype, count, t));
+  return to_string(host_plan(c, op, dtype, count, t));
 }
 
 TEST(Tuning, SharedMemorySmallIsCentralizedLargeIsDirect) {
   Config c;
   const std::size_t t = c.auto_threshold_bytes;
-  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, t / 4 - 1, one_process(4)),
+  EXPECT_EQ(host_plan(c, OpKind::all_reduce, DType::f32, t / 4 - 1, one_process(4)),
             RunStrategy::flat({Algorithm::centralized, 2}));
-  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, t / 4, one_process(4)), RunStrategy::flat({Algorithm::direct, 2}));
+  EXPECT_EQ(host_plan(c, OpKind::all_reduce, DType::f32, t / 4, one_process(4)), RunStrategy::flat({Algorithm::direct, 2}));
   EXPECT_EQ(tuned(c, OpKind::broadcast, DType::f64, t / 8, one_process(2)), "direct");
   // All-gather and reduce-scatter are sized by the whole buffer (n blocks of count).
   EXPECT_EQ(tuned(c, OpKind::all_gather, DType::u8, t / 4, one_process(4)), "direct");
@@ -123,7 +125,7 @@ TEST(Tuning, NetworkSmallIsATreeLargeIsTheRing) {
 TEST(Tuning, OneShotAcrossSeparateNodesForASmallInflow) {
   Config c;
   const std::size_t t = c.auto_threshold_bytes;
-  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, 256, separate_machines(2)),
+  EXPECT_EQ(host_plan(c, OpKind::all_reduce, DType::f32, 256, separate_machines(2)),
             RunStrategy::flat({Algorithm::oneshot, 2}));
   EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 256, separate_machines(8)), "oneshot");
   EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 256, separate_machines(kStarPeers + 3)), "oneshot");
@@ -179,7 +181,7 @@ TEST(Tuning, HierarchicalWithSeveralPeersOnANode) {
   Config c;
   const std::size_t t = c.auto_threshold_bytes;
   const Topology two_by_two = network({0, 0, 1, 1}, {"a", "b"}, {8, 8});
-  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, 16, two_by_two), RunStrategy::among_leaders({Algorithm::oneshot, 2}));
+  EXPECT_EQ(host_plan(c, OpKind::all_reduce, DType::f32, 16, two_by_two), RunStrategy::among_leaders({Algorithm::oneshot, 2}));
   EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, two_by_two), "hier+oneshot");
   EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, t, two_by_two), "hier+ring");
   // The leaders' all-gather and reduce-scatter are sized by the leaders' blocks.
@@ -189,7 +191,7 @@ TEST(Tuning, HierarchicalWithSeveralPeersOnANode) {
   EXPECT_EQ(tuned(c, OpKind::reduce_scatter, DType::f32, t, two_by_two), "hier+ring");
   for (OpKind flat : {OpKind::reduce, OpKind::broadcast, OpKind::gather, OpKind::scatter, OpKind::all_to_all,
                       OpKind::barrier})
-    EXPECT_FALSE(tune(c, flat, DType::f32, 16, two_by_two).hierarchical) << to_string(flat);
+    EXPECT_FALSE(host_plan(c, flat, DType::f32, 16, two_by_two).hierarchical) << to_string(flat);
   // Uneven and interleaved layouts: the leaders are one per node, whatever the order of ranks.
   EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, network({1, 0, 1}, {"a", "b"}, {8, 8})), "hier+oneshot");
   // Crowded leaders: 3 nodes on a 2-thread machine, 2 peers each: a star among them.
@@ -206,11 +208,11 @@ TEST(Tuning, HierarchicalByHostWhenProcessesOfAHostShareMemory) {
   Config c;
   Topology t = network({0, 0, 1, 1, 2, 2, 3, 3}, {"a", "a", "b", "b"}, {8, 8, 8, 8});
   t.node_domain = {0, 0, 1, 1};
-  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, 16, t), RunStrategy::among_hosts({Algorithm::oneshot, 2}));
+  EXPECT_EQ(host_plan(c, OpKind::all_reduce, DType::f32, 16, t), RunStrategy::among_hosts({Algorithm::oneshot, 2}));
   EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, t), "hosts+oneshot");
   EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, c.auto_threshold_bytes, t), "hosts+ring");
   EXPECT_EQ(tuned(c, OpKind::all_gather, DType::f32, 16, t), "hosts+tree:2");
-  EXPECT_FALSE(tune(c, OpKind::broadcast, DType::f32, 16, t).hierarchical);
+  EXPECT_FALSE(host_plan(c, OpKind::broadcast, DType::f32, 16, t).hierarchical);
   t.node_domain = {0, 1, 2, 3};
   EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, t), "hier+oneshot");
   t.node_domain.clear();
@@ -228,7 +230,7 @@ TEST(Tuning, FixedStrategiesRunAsNamedAndNcclIsAutoForHostTensors) {
   Config c;
   const Topology two_by_two = network({0, 0, 1, 1}, {"a", "b"}, {8, 8});
   c.with_global_strategy(*parse_strategy("ring"));
-  EXPECT_EQ(tune(c, OpKind::all_reduce, DType::f32, 16, two_by_two), RunStrategy::flat({Algorithm::ring, 2}));
+  EXPECT_EQ(host_plan(c, OpKind::all_reduce, DType::f32, 16, two_by_two), RunStrategy::flat({Algorithm::ring, 2}));
   EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, separate_machines(2)), "ring");
   EXPECT_EQ(tuned(c, OpKind::all_reduce, DType::f32, 16, one_machine(4, 1)), "ring");
   // The global choice is not the local one.
@@ -262,40 +264,40 @@ StrategyChoice named(const char* s) { return *parse_strategy(s); }
 TEST(Tuning, TheNcclStrategyRunsGpuTensorsAcrossNodesThroughNcclWhereNcclServesTheOp) {
   const StrategyChoice nccl = named("nccl");
   const Topology every = gpu_nodes({0, 0, 1, 1, 2, 2}, {2, 2, 2});
-  EXPECT_TRUE(nccl_across_nodes(nccl, OpKind::all_reduce, true, every));
-  EXPECT_TRUE(nccl_across_nodes(nccl, OpKind::all_to_all, true, every));
+  EXPECT_TRUE(nccl_across(nccl, OpKind::all_reduce, true, every));
+  EXPECT_TRUE(nccl_across(nccl, OpKind::all_to_all, true, every));
   // Named, it does not ask the nodes' GPUs (a node without one is told by the announcements).
-  EXPECT_TRUE(nccl_across_nodes(nccl, OpKind::all_reduce, true, gpu_nodes({0, 0, 1, 1, 2, 2}, {2, 0, 2})));
+  EXPECT_TRUE(nccl_across(nccl, OpKind::all_reduce, true, gpu_nodes({0, 0, 1, 1, 2, 2}, {2, 0, 2})));
   // What NCCL does not serve goes through host memory.
-  EXPECT_FALSE(nccl_across_nodes(nccl, OpKind::all_reduce, false, every));
+  EXPECT_FALSE(nccl_across(nccl, OpKind::all_reduce, false, every));
   for (OpKind k : {OpKind::barrier, OpKind::send, OpKind::recv})
-    EXPECT_FALSE(nccl_across_nodes(nccl, k, true, every)) << to_string(k);
+    EXPECT_FALSE(nccl_across(nccl, k, true, every)) << to_string(k);
 }
 
 TEST(Tuning, AutoRunsGpuTensorsAcrossNodesThroughNcclWhereEveryNodeOfTheOpHasAGpu) {
   const StrategyChoice a{};
   ASSERT_TRUE(a.is_auto);
-  EXPECT_TRUE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 0, 1, 1, 2, 2}, {2, 2, 2})));
-  EXPECT_TRUE(nccl_across_nodes(a, OpKind::broadcast, true, gpu_nodes({0, 1}, {1, 8})));
+  EXPECT_TRUE(nccl_across(a, OpKind::all_reduce, true, gpu_nodes({0, 0, 1, 1, 2, 2}, {2, 2, 2})));
+  EXPECT_TRUE(nccl_across(a, OpKind::broadcast, true, gpu_nodes({0, 1}, {1, 8})));
   // One node of the op without a GPU: every node stages.
-  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 0, 1, 1, 2, 2}, {2, 0, 2})));
-  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 1}, {0, 0})));
+  EXPECT_FALSE(nccl_across(a, OpKind::all_reduce, true, gpu_nodes({0, 0, 1, 1, 2, 2}, {2, 0, 2})));
+  EXPECT_FALSE(nccl_across(a, OpKind::all_reduce, true, gpu_nodes({0, 1}, {0, 0})));
   // Only the op's nodes count: a group on nodes 0 and 2 runs through NCCL beside a node 1 without.
-  EXPECT_TRUE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 2, 2}, {1, 0, 1})));
-  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 1, 2}, {1, 0, 1})));
+  EXPECT_TRUE(nccl_across(a, OpKind::all_reduce, true, gpu_nodes({0, 2, 2}, {1, 0, 1})));
+  EXPECT_FALSE(nccl_across(a, OpKind::all_reduce, true, gpu_nodes({0, 1, 2}, {1, 0, 1})));
   // A node the topology says nothing of, or no ranks: host memory.
-  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({0, 3}, {1, 1, 1})));
-  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, true, gpu_nodes({}, {1, 1})));
+  EXPECT_FALSE(nccl_across(a, OpKind::all_reduce, true, gpu_nodes({0, 3}, {1, 1, 1})));
+  EXPECT_FALSE(nccl_across(a, OpKind::all_reduce, true, gpu_nodes({}, {1, 1})));
   // What NCCL does not serve, and the ops it never runs, stage under auto too.
-  EXPECT_FALSE(nccl_across_nodes(a, OpKind::all_reduce, false, gpu_nodes({0, 1}, {1, 1})));
+  EXPECT_FALSE(nccl_across(a, OpKind::all_reduce, false, gpu_nodes({0, 1}, {1, 1})));
   for (OpKind k : {OpKind::barrier, OpKind::send, OpKind::recv})
-    EXPECT_FALSE(nccl_across_nodes(a, k, true, gpu_nodes({0, 1}, {1, 1}))) << to_string(k);
+    EXPECT_FALSE(nccl_across(a, k, true, gpu_nodes({0, 1}, {1, 1}))) << to_string(k);
 }
 
 TEST(Tuning, AHostStrategyStagesGpuTensorsAcrossNodes) {
   const Topology every = gpu_nodes({0, 0, 1, 1}, {2, 2});
   for (const char* s : {"ring", "tree:2", "centralized", "direct", "dbtree"})
-    EXPECT_FALSE(nccl_across_nodes(named(s), OpKind::all_reduce, true, every)) << s;
+    EXPECT_FALSE(nccl_across(named(s), OpKind::all_reduce, true, every)) << s;
 }
 
 // What the peer asks (cuda/'s gpu::nccl_serves, then the choice): bitwise reductions and float
@@ -305,7 +307,7 @@ TEST(Tuning, AutoStagesWhatNcclCannotServe) {
   const StrategyChoice a{};
   const Topology every = gpu_nodes({0, 1, 2}, {1, 1, 1});
   auto through_nccl = [&](OpKind k, DType t, ReduceOp op) {
-    return nccl_across_nodes(a, k, gpu::nccl_serves(k, t, op), every);
+    return nccl_across(a, k, gpu::nccl_serves(k, t, op), every);
   };
   EXPECT_FALSE(through_nccl(OpKind::all_reduce, DType::i32, ReduceOp::bor));
   EXPECT_FALSE(through_nccl(OpKind::reduce_scatter, DType::u8, ReduceOp::bxor));

@@ -123,7 +123,9 @@ std::string read_row(const std::map<std::string, std::string>& f, FlightRow& r) 
   }
   if (!text(f, "redop", s) || !parse_reduce_op(s)) return "redop";
   r.op.redop = *parse_reduce_op(s);
-  if (!number(f, "root", r.op.root)) return "root";
+  uint32_t root = 0;  // the caller's PeerId as given (OpDesc keeps it as an int)
+  if (!number(f, "root", root)) return "root";
+  r.op.root = static_cast<int>(root);
   if (!number(f, "other", r.other)) return "other";
   if (!number(f, "tag", r.tag)) return "tag";
   if (!number(f, "bytes", r.bytes)) return "bytes";
@@ -147,7 +149,7 @@ std::string write_flight_dump(const FlightDump& d) {
     out += "op peer=" + std::to_string(r.peer) + " rank=" + std::to_string(r.rank) + " group=" + std::to_string(r.op.group) +
            " seq=" + (r.collective() ? std::to_string(r.op.seq) : "-") + " kind=" + std::string(to_string(r.op.kind)) +
            " dtype=" + (r.has_data ? std::string(to_string(r.op.dtype)) : "-") + " shape=" + dims(r) +
-           " redop=" + std::string(to_string(r.op.redop)) + " root=" + std::to_string(r.op.root) +
+           " redop=" + std::string(to_string(r.op.redop)) + " root=" + std::to_string(static_cast<uint32_t>(r.op.root)) +
            " other=" + std::to_string(r.other) + " tag=" + std::to_string(r.tag) + " bytes=" + std::to_string(r.bytes) +
            " strategy=" + quote_text(r.strategy) + " state=" + std::string(to_string(r.state)) +
            " enter_ns=" + std::to_string(r.enter_ns) + " matched_ns=" + std::to_string(r.matched_ns) +

@@ -33,8 +33,8 @@ class FlightSpare;
 struct FlightOp {
   uint32_t peer = 0;   // global peer id
   uint32_t rank = 0;   // in the group
-  // Its kind, group, sequence (collectives; send/recv have none: kNoSeq), reduce op and root;
-  // begin() takes dtype, count and on_device from `data`.
+  // Its kind, group, sequence (collectives; send/recv have none: kNoSeq), reduce op and root (as
+  // FlightRow's: as given); begin() takes dtype, count and on_device from `data`.
   OpDesc op{.seq = kNoSeq};
   uint32_t other = 0;  // send/recv: the other side's rank in the group
   uint64_t tag = 0;

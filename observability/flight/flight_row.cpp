@@ -38,7 +38,7 @@ std::string FlightRow::describe() const {
     d += name;
     d += std::to_string(v);
   };
-  if (rooted(op.kind)) field(" root ", static_cast<uint64_t>(op.root));
+  if (rooted(op.kind)) field(" root ", static_cast<uint32_t>(op.root));  // as the caller gave it
   if (op.kind == OpKind::send) field(" to ", other);
   if (op.kind == OpKind::recv && other == kAnySource) d += " from any";
   else if (op.kind == OpKind::recv) field(" from ", other);

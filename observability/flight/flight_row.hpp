@@ -24,9 +24,10 @@ struct FlightRow {
   uint64_t ticket = 0;  // 0: an empty slot
   uint32_t peer = 0;    // global peer id (the rank in the world)
   uint32_t rank = 0;    // in the op's group
-  // The op: its kind, group, sequence (kNoSeq: send/recv), reduce op and root (the root's rank in
-  // the group); where has_data, its dtype, count (the shape's elements) and on_device too (a file
-  // read back does not keep on_device).
+  // The op: its kind, group, sequence (kNoSeq: send/recv), reduce op and root (the caller's PeerId
+  // as given, recorded before the checks: static_cast<uint32_t>(op.root) is what it passed); where
+  // has_data, its dtype, count (the shape's elements) and on_device too (a file read back does not
+  // keep on_device).
   OpDesc op{.seq = kNoSeq};
   bool has_data = false;  // dtype and shape are known (barrier: none)
   Shape shape;

@@ -83,7 +83,7 @@ std::string op_args(const OpSpan& span) {
   }
   if (span.strategy.path != RunStrategy::Path::none) a.str("strategy", to_string(span.strategy));
   if (reduces(op.kind)) a.str("reduce_op", to_string(op.redop));
-  if (rooted(op.kind)) a.num("root", op.root);
+  if (rooted(op.kind)) a.num("root", static_cast<uint32_t>(op.root));  // as the caller gave it
   if (span.error) a.str("status", *span.error);
   return a.done();
 }
