@@ -90,10 +90,11 @@ void Tensor::copy_from(const Tensor& src) {
 
 std::string Device::str() const { return is_cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
 
-std::size_t Tensor::numel() const {
-  if (!shape_set_) return 0;
+std::size_t Tensor::numel() const { return shape_set_ ? shape_numel(shape_) : 0; }
+
+std::size_t shape_numel(const Shape& s) {
   std::size_t n = 1;
-  for (auto d : shape_) n *= static_cast<std::size_t>(d);
+  for (auto d : s) n *= static_cast<std::size_t>(d);
   return n;
 }
 

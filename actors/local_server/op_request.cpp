@@ -2,11 +2,7 @@
 
 namespace chorus {
 
-std::size_t TensorMeta::numel() const {
-  std::size_t n = 1;
-  for (auto d : shape) n *= static_cast<std::size_t>(d);
-  return present ? n : 0;
-}
+std::size_t TensorMeta::numel() const { return present ? shape_numel(shape) : 0; }
 
 std::string TensorMeta::describe() const {
   return present ? std::string(to_string(dtype)) + shape_string(shape) : "none";

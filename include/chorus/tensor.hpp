@@ -92,5 +92,6 @@ class Tensor {
 };
 
 std::string shape_string(const Shape& s);  // "[4, 4]"
+std::size_t shape_numel(const Shape& s);   // the product of its sizes (1: a scalar)
 
 } // namespace chorus

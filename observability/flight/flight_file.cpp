@@ -111,11 +111,7 @@ std::string read_row(const std::map<std::string, std::string>& f, FlightRow& r) 
       i = x + 1;
     }
   }
-  r.op.count = 0;
-  if (r.has_data) {
-    r.op.count = 1;
-    for (int64_t d : r.shape) r.op.count *= static_cast<std::size_t>(d);
-  }
+  r.op.count = r.has_data ? shape_numel(r.shape) : 0;
   if (!text(f, "dtype", s)) return "dtype";
   if (r.has_data) {
     if (!parse_dtype(s)) return "dtype";

@@ -75,6 +75,16 @@ FlightRecorder::Slot* FlightRecorder::slot(Ring& r, uint64_t ticket) {
   return s.row.ticket == ticket ? &s : nullptr;
 }
 
+OpDesc FlightOp::described() const {
+  OpDesc d = op;
+  if (data && data->defined()) {
+    d.dtype = data->dtype();
+    d.count = data->numel();
+    d.on_device = data->is_cuda();
+  }
+  return d;
+}
+
 uint64_t FlightRecorder::begin(uint32_t local_peer, const FlightOp& op) {
   if (local_peer >= rings_.size()) return 0;
   const auto t = static_cast<int64_t>(flight_clock::now());
@@ -86,14 +96,11 @@ uint64_t FlightRecorder::begin(uint32_t local_peer, const FlightOp& op) {
   w.ticket = ticket;
   w.peer = op.peer;
   w.rank = op.rank;
-  w.op = op.op;
+  w.op = op.described();
   w.other = op.other;
   w.tag = op.tag;
   w.has_data = op.data && op.data->defined();
   if (w.has_data) {
-    w.op.dtype = op.data->dtype();
-    w.op.count = op.data->numel();
-    w.op.on_device = op.data->is_cuda();
     w.shape.assign(op.data->shape().begin(), op.data->shape().end());  // reuses the slot's buffer
     w.bytes = op.data->nbytes();
   } else {

@@ -39,6 +39,10 @@ struct FlightOp {
   uint32_t other = 0;  // send/recv: the other side's rank in the group
   uint64_t tag = 0;
   const Tensor* data = nullptr;  // the tensor that names dtype and shape (input, else output)
+
+  // `op` with the dtype, count and device of `data` where it is defined (the recorder's row and
+  // the trace's span keep this).
+  OpDesc described() const;
 };
 
 class FlightRecorder {

@@ -13,13 +13,11 @@ void PeerTrace::begin(OpSpan& o, const FlightOp& op) {
   o = OpSpan{};
   o.begin = t;
   o.op = op;
-  o.op.data = nullptr;  // the caller's tensor: what it names is copied below
+  o.op.op = op.described();
+  o.op.data = nullptr;  // the caller's tensor: what it names is kept here and below
   o.has_data = op.data && op.data->defined();
   if (o.has_data) {
     const Shape& shape = op.data->shape();
-    o.op.op.dtype = op.data->dtype();
-    o.op.op.count = op.data->numel();
-    o.op.op.on_device = op.data->is_cuda();
     o.bytes = op.data->nbytes();
     o.dims = static_cast<uint8_t>(std::min<std::size_t>(shape.size(), UINT8_MAX));
     std::copy_n(shape.begin(), std::min(shape.size(), kTraceDims), o.shape.begin());

@@ -178,8 +178,9 @@ template <class Issue>
 c10::intrusive_ptr<c10d::Work> on_one_tensor(std::mutex& issue_mu, int rank, std::vector<at::Tensor>& tensors,
                                              const std::string& op, Use use, c10d::OpType type, const char* name,
                                              std::chrono::milliseconds timeout, Issue issue) {
-  auto st = staged(one(tensors, op.c_str()), use, op + "'s tensor");
-  Tensor v = view_of(st.t, op + "'s tensor");
+  const std::string what = op + "'s tensor";
+  auto st = staged(one(tensors, op.c_str()), use, what);
+  Tensor v = view_of(st.t, what);
   std::lock_guard<std::mutex> lk(issue_mu);
   return work(rank, type, name, {issue(v, options_for(timeout, st.t))}, tensors, std::move(st.back));
 }
