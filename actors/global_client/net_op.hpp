@@ -163,8 +163,8 @@ class NetOp : public RemoteSteps {
   // The op's bound, read without mu_ by the waits. Until every node taking part announced, the
   // meeting's: the shortest of this node's peers' timeouts (else the Config's). Then, where any
   // node's peers gave the op a timeout of its own (OpAnnouncement::timeout_ms), the shortest of
-  // those, counted from then: the same on every node, and never later than data_deadline_ (this
-  // node's own bound, else its Config's, from the launch). It may come closer (the waits are
+  // those, counted from then: the same on every node, and never later than data_deadline_ (the
+  // later of this node's own bound and its Config's, from the launch). It may come closer (the waits are
   // woken to look again). Where none gave one, data_deadline_, as ever.
   std::atomic<Clock::time_point> deadline_{Clock::time_point{}};
   Clock::time_point data_deadline_{};

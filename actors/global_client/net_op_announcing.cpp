@@ -87,8 +87,8 @@ bool NetOp::extend_if_all_called_locked() {
   }
   // Counted from when every node called, as in one process from when every peer did: each node
   // learns it at about the same moment, so every node's transfers end by about the same time. It
-  // only ever shortens what this node had (data_deadline_: its own bound, else its Config's, from
-  // the launch, which its plan's own waits keep): no node waits past its own bound.
+  // only ever shortens what this node had (data_deadline_: the later of its own bound and its
+  // Config's, from the launch, which its plan's own waits keep): no node waits past its own bound.
   const auto now = Clock::now();
   const auto bound = std::chrono::milliseconds(bound_ms);
   const Clock::time_point d = std::min(now + bound, std::max(before, data_deadline_));
