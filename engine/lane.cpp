@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "core/wait.hpp"  // chorus::Clock
@@ -58,6 +59,8 @@ struct Lane::Core {
   std::chrono::milliseconds idle{0};
   Clock::duration lazy_age = kLazyAge;
   Clock::duration drain_grace = kDrainGrace;
+  Clock::duration quick = kQuick;
+  int thread_sleeps = 0;  // see Lane::thread_sleeps
   // How long the lane's thread leaves a task with a waiter to it, once the lane is free.
   Clock::duration leave_for() const { return draining ? drain_grace : lazy_age; }
 };
@@ -140,6 +143,7 @@ void run_lane(std::shared_ptr<Lane::Core> c) {
       auto wake = c->queue.empty() ? c->last_used + c->idle : now + c->idle;
       if (until != Clock::time_point{}) wake = std::min(wake, until);
       if (c->lazy) wake = std::min(wake, now + c->leave_for());
+      ++c->thread_sleeps;
       c->cv.wait_until(lk, wake);
       continue;
     }
@@ -154,12 +158,19 @@ void ensure_thread(const std::shared_ptr<Lane::Core>& c) {
     c->cv.notify_one();
     return;
   }
-  c->thread_running = true;
   // Its idle time counts from here: set when the thread starts running, which may be much later
   // on a busy host, it would make the lane look just used to a waiter's claim (a late claim
   // would pass for a quick one).
   c->last_used = std::max(c->last_used, Clock::now());
-  std::thread(run_lane, c).detach();  // holds the core; ends by itself (idle, or closed and empty)
+  try {
+    std::thread(run_lane, c).detach();  // holds the core; ends by itself (idle, or closed and empty)
+  } catch (const std::system_error&) {
+    // No thread to be had now: what is queued stays, for a waiter's runner to run, and the next
+    // hand-in or wait without running (hurry) tries again. (Thrown, it would leave the lane
+    // believing in a thread that never came, or end the program from Hold's destructor.)
+    return;
+  }
+  c->thread_running = true;
 }
 
 // Under c->mu, after a task ran on a caller's thread: the queue's next task to whoever runs it. A
@@ -188,8 +199,9 @@ std::deque<Lane::Core::Queued>::iterator find_key(Lane::Core& c, const void* key
 // Under c->mu: someone waits for the task `key` without running it (the lane is busy, the task is
 // not first in line, or the wait has a limit, polls or registered a callback): a lazy lane turns
 // eager, so that its thread takes the task as soon as it can rather than a millisecond after it came.
+// A lane with no thread (none could be started: ensure_thread) tries again.
 void hurry(const std::shared_ptr<Lane::Core>& c, const void* key) {
-  if (!c->lazy) return;
+  if (!c->lazy && c->thread_running) return;
   for (const auto& q : c->queue) {
     if (q.key != key) continue;
     c->lazy = c->draining = false;
@@ -200,9 +212,11 @@ void hurry(const std::shared_ptr<Lane::Core>& c, const void* key) {
 }
 } // namespace
 
-Lane::Lane(std::chrono::milliseconds idle, std::chrono::milliseconds lazy_age) : core_(std::make_shared<Core>()) {
+Lane::Lane(std::chrono::milliseconds idle, std::chrono::milliseconds lazy_age, std::chrono::microseconds quick)
+    : core_(std::make_shared<Core>()) {
   core_->idle = idle;
   if (lazy_age.count() > 0) core_->lazy_age = core_->drain_grace = lazy_age;
+  if (quick.count() > 0) core_->quick = quick;
 }
 
 Lane::~Lane() {
@@ -219,10 +233,14 @@ void Lane::submit(Task t, const void* key) {
   if (!(core_->lazy && key && core_->thread_running)) ensure_thread(core_);
 }
 
-std::function<bool()> Lane::runner(const void* key) const {
+std::function<Lane::Claim()> Lane::runner(const void* key) const {
   return [weak = std::weak_ptr<Core>(core_), key] {
     auto c = weak.lock();  // the lane's core outlives the Lane while tasks are queued
-    if (!c || tl_held.has(c.get())) return false;  // this thread runs one of the lane's tasks: not now
+    if (!c) return Claim::left;
+    if (tl_held.has(c.get())) {  // this thread runs one of the lane's tasks: not now, and not before it returns
+      std::lock_guard<std::mutex> lk(c->mu);
+      return find_key(*c, key) != c->queue.end() ? Claim::stuck : Claim::left;
+    }
     // A thread inside another lane's task does not wait for this lane to be free (that lane's
     // tasks wait for it meanwhile): it sleeps for its task as before, the lane hurried.
     const bool may_drain = tl_held.n == 0;
@@ -233,11 +251,11 @@ std::function<bool()> Lane::runner(const void* key) const {
       if (first_on_free_lane) break;  // run it
       if (!may_drain || c->queue.empty() || (at == c->queue.end() && !c->busy)) {
         hurry(c, key);  // its waiter sleeps until the lane's thread has run it
-        return false;
+        return Claim::left;
       }
       // Others are ahead of it: this waiter runs the lane from the moment it is free.
       drain_from_now(c);
-      if (at == c->queue.end()) return false;  // it runs now: wait for it, then run what follows
+      if (at == c->queue.end()) return Claim::left;  // it runs now: wait for it, then run what follows
       if (!c->busy) break;                     // tasks ahead, none running: run them, then it
       ++c->claimants;
       c->cv.wait_until(lk, Clock::now() + std::chrono::seconds(1));  // the running task is bounded
@@ -249,10 +267,14 @@ std::function<bool()> Lane::runner(const void* key) const {
       auto& front = c->queue.front();
       last = front.key == key;
       if (last && c->queue.size() == 1) {  // with more behind it, the drain goes on: stay lazy
-        const bool quick = now - std::max(front.at, c->last_used) < kQuick;
+        const bool quick = now - std::max(front.at, c->last_used) < c->quick;
+        const bool was_lazy = c->lazy;
         c->quick_claims = quick ? std::min(c->quick_claims + 1, kQuickClaimsToLazy) : 0;
         c->lazy = quick && c->quick_claims >= kQuickClaimsToLazy;
         c->draining = false;
+        // A thread asleep with an eager lane's deadline (its idle time, 2 s) looks again at the
+        // lazy one (kLazyAge): a lazy lane's submit wakes no one.
+        if (!was_lazy && c->lazy && c->thread_running) c->cv.notify_all();
       }
       c->last_used = now;
       try {
@@ -263,7 +285,7 @@ std::function<bool()> Lane::runner(const void* key) const {
       }
     }
     pass_on(c);
-    return true;
+    return Claim::ran;
   };
 }
 
@@ -304,10 +326,15 @@ int Lane::waiters_to_drain() const {
   return core_->claimants;
 }
 
-void Lane::pause_thread(bool paused) {
+int Lane::thread_sleeps() const {
+  std::lock_guard<std::mutex> lk(core_->mu);
+  return core_->thread_sleeps;
+}
+
+void Lane::pause_thread(bool paused, bool wake) {
   std::lock_guard<std::mutex> lk(core_->mu);
   core_->thread_paused = paused;
-  if (!paused) core_->cv.notify_all();
+  if (!paused && wake) core_->cv.notify_all();
 }
 
 bool Lane::idle() const {

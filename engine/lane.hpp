@@ -26,9 +26,11 @@ class Lane {
 
   // A thread with nothing to do for `idle` ends (the next task starts another). `lazy_age`: how long
   // a lazy lane's thread leaves a task to its waiter (0: the defaults, 1 ms, and 200 us where a
-  // waiter drains the lane; tests set both long).
+  // waiter drains the lane; tests set both long). `quick`: how soon after its hand-in a claim
+  // counts as quick (0: the default, 50 us; tests that let the thread settle first set it long).
   explicit Lane(std::chrono::milliseconds idle = std::chrono::milliseconds(2000),
-                std::chrono::milliseconds lazy_age = std::chrono::milliseconds(0));
+                std::chrono::milliseconds lazy_age = std::chrono::milliseconds(0),
+                std::chrono::microseconds quick = std::chrono::microseconds(0));
   ~Lane();  // queued tasks still run (each holds what it needs); the thread then ends
   Lane(const Lane&) = delete;
   Lane& operator=(const Lane&) = delete;
@@ -43,7 +45,11 @@ class Lane {
   // already, with others queued, it returns false, leaving what follows to the waits to come.
   // Either way the lane turns lazy. A thread inside another lane's task only runs its task first
   // in line on a free lane. Valid after the Lane is gone.
-  std::function<bool()> runner(const void* key) const;
+  // `stuck`: the task is queued and the calling thread holds the lane (it runs one of the lane's
+  // tasks, or a callback of one): the task cannot start before the calling thread returns, so a
+  // wait for it here would never end.
+  enum class Claim { ran, left, stuck };
+  std::function<Claim()> runner(const void* key) const;
   // A call for whoever waits for the task `key` without running it (a wait with a limit, a poll, a
   // callback): a lazy lane (below) turns eager, so that its thread takes the task as soon as it can.
   // Valid after the Lane is gone.
@@ -75,9 +81,13 @@ class Lane {
   bool wakes_at_once() const;
   // Waiters sleeping until the lane is free, to drain it (a hook for tests).
   int waiters_to_drain() const;
+  // How many times the lane's threads went to sleep (a hook for tests: one that went back to sleep
+  // after a hand-in woke it has seen that hand-in).
+  int thread_sleeps() const;
   // While paused, the lane's thread takes no task (a hook for tests: a waiter then always finds its
-  // task queued, where otherwise it races the thread for it).
-  void pause_thread(bool paused);
+  // task queued, where otherwise it races the thread for it). `wake`: let go with a wake-up of the
+  // thread (false: it takes tasks from its next look on, as it would have without the pause).
+  void pause_thread(bool paused, bool wake = true);
 
  private:
   std::shared_ptr<Core> core_;  // shared with the lane's thread, which may outlive the Lane

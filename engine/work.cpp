@@ -10,7 +10,9 @@ void WorkState::complete(Status s) {
     status = std::move(s);
     run.swap(callbacks_);
     // Done before the lock is let go: a callback handed in from now on (run at once) sees it so.
-    done.value.store(1, std::memory_order_release);
+    // seq_cst, as a sleeper's count and look (WaitWord::sleep): set() below then reads the
+    // sleepers after this store, not before it (a release store may pass that load).
+    done.value.store(1, std::memory_order_seq_cst);
   }
   done.set(1);  // the value is there already: this wakes the sleepers and the watcher
   for (auto& fn : run) fn(status);
@@ -41,7 +43,11 @@ Status Work::wait() const {
   if (!state_) return empty_work();
   // Not started yet: run it here rather than wait to be woken by the lane's thread. (wait_for
   // does not: the op could outlast its limit.)
-  if (state_->run_here && !state_->is_done()) state_->run_here();
+  if (state_->run_here && !state_->is_done() && state_->run_here() == Lane::Claim::stuck)
+    return {Errc::invalid_argument,
+            "Work::wait() for an op of a handle, on a thread that runs an earlier op of that handle (a "
+            "callback of its Work, on_complete): the op starts only once that one returned, so the wait "
+            "would never end (the op still runs: wait for it elsewhere)"};
   // The op itself is bounded by its timeout, so this ends: slices only keep each sleep finite.
   // No spin: the thread that runs the op (a lane's) wants this core more than a spinning waiter.
   while (!state_->done.wait_at_least(1, Clock::now() + std::chrono::seconds(1), kNoSpin)) {

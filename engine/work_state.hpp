@@ -10,6 +10,7 @@
 
 #include <chorus/work.hpp>
 #include "core/wait.hpp"
+#include "engine/lane.hpp"
 
 namespace chorus {
 
@@ -21,7 +22,7 @@ struct WorkState {
   std::optional<PeerId> source;       // Work::source(): a receive's sender
   // Runs the op on the calling thread when it has not started yet (Lane::runner); set before the
   // Work is handed out, never after. Work::wait() calls it before it sleeps.
-  std::function<bool()> run_here;
+  std::function<Lane::Claim()> run_here;
   // Says that someone waits for the op without running it (Work::wait_for, test, on_complete), so
   // that its lane's thread takes it as soon as it can (Lane::hurrier). Set with run_here.
   std::function<void()> hurry;

@@ -91,10 +91,10 @@ TEST(Lane, ARunnerRunsNothingThatIsNotQueued) {
   Lane lane;
   int a = 0;
   EventCount ran;
-  EXPECT_FALSE(lane.runner(&a)()) << "nothing is queued";
+  EXPECT_EQ(lane.runner(&a)(), Lane::Claim::left) << "nothing is queued";
   lane.submit([&] { ran.raise(); }, &a);
   ASSERT_TRUE(ran.wait_for(1));
-  EXPECT_FALSE(lane.runner(&a)()) << "a task that ran is not run again";
+  EXPECT_EQ(lane.runner(&a)(), Lane::Claim::left) << "a task that ran is not run again";
 }
 
 // Ops issued in a burst and then waited one by one: the waiter of an op queued behind a busy lane
@@ -122,7 +122,7 @@ TEST(Lane, AWaiterWhoseTaskIsQueuedBehindABusyLaneRunsItAndTheTasksAheadOfItOnce
     lane.submit(task(3), &c);
     waiter = std::thread([&] {
       waiter_id = std::this_thread::get_id();
-      took = lane.runner(&b)();
+      took = lane.runner(&b)() == Lane::Claim::ran;
     });
     EXPECT_TRUE(a_waiter_drains(lane)) << "the waiter did not wait for the held lane";
     EXPECT_EQ(lane.waiters_to_drain(), 1);
@@ -136,7 +136,7 @@ TEST(Lane, AWaiterWhoseTaskIsQueuedBehindABusyLaneRunsItAndTheTasksAheadOfItOnce
     EXPECT_EQ(ran[0], std::make_pair(1, waiter_id));
     EXPECT_EQ(ran[1], std::make_pair(2, waiter_id));
   }
-  EXPECT_TRUE(lane.runner(&c)()) << "the next task was not left first in line for its waiter";
+  EXPECT_EQ(lane.runner(&c)(), Lane::Claim::ran) << "the next task was not left first in line for its waiter";
   std::lock_guard<std::mutex> lk(mu);
   ASSERT_EQ(ran.size(), 3u);
   EXPECT_EQ(ran[2], std::make_pair(3, std::this_thread::get_id()));
@@ -167,7 +167,7 @@ TEST(Lane, AWaiterForARunningTaskTurnsTheLaneLazyOnlyWithTasksQueuedBehindIt) {
   EventCount gate, ran_b;
   std::thread::id b_on;
   submit_running_until(lane, &a, gate);
-  EXPECT_FALSE(lane.runner(&a)()) << "a runner took a running task";
+  EXPECT_EQ(lane.runner(&a)(), Lane::Claim::left) << "a runner took a running task";
   EXPECT_TRUE(lane.wakes_at_once()) << "a waiter for the lane's only op turned it lazy";
   lane.submit(
       [&] {
@@ -175,10 +175,10 @@ TEST(Lane, AWaiterForARunningTaskTurnsTheLaneLazyOnlyWithTasksQueuedBehindIt) {
         ran_b.raise();
       },
       &b);
-  EXPECT_FALSE(lane.runner(&a)());
+  EXPECT_EQ(lane.runner(&a)(), Lane::Claim::left);
   EXPECT_FALSE(lane.wakes_at_once()) << "a waiter with an op queued behind its own left the lane eager";
   gate.raise();
-  EXPECT_TRUE(lane.runner(&b)()) << "the waiter did not run the op after its own";
+  EXPECT_EQ(lane.runner(&b)(), Lane::Claim::ran) << "the waiter did not run the op after its own";
   ASSERT_TRUE(ran_b.wait_for(1));
   EXPECT_EQ(b_on, std::this_thread::get_id());
 }
@@ -191,7 +191,7 @@ TEST(Lane, AWaitRunsAnOpThatHasNotStartedOnTheWaitingThread) {
   ws->run_here = [&, raw = ws.get()] {
     ran_on = std::this_thread::get_id();
     raw->complete(Status(Errc::shape_mismatch, "ran here"));
-    return true;
+    return Lane::Claim::ran;
   };
   Status s = WorkAccess::make(ws).wait();
   EXPECT_EQ(ran_on, std::this_thread::get_id());
@@ -204,18 +204,27 @@ TEST(Lane, AWaitRunsAnOpThatHasNotStartedOnTheWaitingThread) {
 // paused meanwhile: woken for each task, it would otherwise race the waiter for it, and on a busy
 // host it can win every race. A claim counts as quick only within 50 us of the hand-in, so a
 // preempted waiter starts the count again; hence up to 400 tries. How many the waiter claimed.
-int make_lazy(Lane& lane) {
+// `settle`: before each claim, the lane's thread has seen the hand-in and gone back to sleep (so
+// the claims are quick only on a lane whose `quick` is long), and it is let go without a wake-up:
+// it goes on from its last look, as a thread that was never paused would.
+int make_lazy(Lane& lane, bool settle = false) {
   static int keys[400];
   int claimed = 0;
   EventCount ran;
   lane.pause_thread(true);
   for (int i = 0; i < 400 && lane.wakes_at_once(); ++i) {
+    const int slept = lane.thread_sleeps();
     lane.submit([&] { ran.raise(); }, &keys[i]);
-    if (lane.runner(&keys[i])()) ++claimed;
+    if (settle) {
+      const auto until = std::chrono::steady_clock::now() + 10s;
+      while (lane.thread_sleeps() == slept && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      EXPECT_GT(lane.thread_sleeps(), slept) << "the lane's thread never went back to sleep";
+    }
+    if (lane.runner(&keys[i])() == Lane::Claim::ran) ++claimed;
     else ADD_FAILURE() << "task " << i << " was not left to its waiter by the paused lane's thread";
     EXPECT_TRUE(ran.wait_for(i + 1));
   }
-  lane.pause_thread(false);
+  lane.pause_thread(false, !settle);
   EXPECT_FALSE(lane.wakes_at_once()) << "still waking its thread after " << claimed << " claimed tasks";
   return claimed;
 }
@@ -240,6 +249,44 @@ TEST(Lane, ALaneWhoseWaitersClaimTheirTasksStopsWakingItsThreadYetRunsATaskNobod
   EXPECT_TRUE(lane.wakes_at_once());
 }
 
+// The same, with the lane's thread asleep, as it is between tasks, when the lane turns lazy: its
+// last look (a task handed in to an eager lane) set it to sleep out the lane's idle time, and a
+// lazy lane's hand-in wakes no one, so turning lazy must wake it to look every millisecond instead.
+// (The thread is let go without a wake-up here: make_lazy's would hide a missing one.)
+TEST(Lane, ALaneTurnedLazyWhileItsThreadSleepsStillRunsATaskNobodyClaims) {
+  Lane lane(std::chrono::seconds(60), std::chrono::milliseconds(0), std::chrono::seconds(60));  // without the wake, its thread would sleep 60 s
+  EXPECT_GE(make_lazy(lane, true), 4);
+  ASSERT_FALSE(lane.wakes_at_once());
+  static int lonely = 0;
+  auto ran_lonely = std::make_shared<EventCount>();  // the task's: without the wake it runs after the test
+  lane.submit([ran_lonely] { ran_lonely->raise(); }, &lonely);
+  ASSERT_TRUE(ran_lonely->wait_for(1, 5s)) << "a lazy lane's unclaimed task did not run within 5 s";
+}
+
+// A task that waits for a later task of its own lane (a callback of an op's Work waiting for the
+// handle's next op) would wait for itself: the runner says so rather than leave it to sleep.
+TEST(Lane, ARunnerCalledFromATaskOfItsOwnLaneForALaterTaskSaysItIsStuck) {
+  Lane lane;
+  int later = 0, done_key = 0;
+  Lane::Claim claim = Lane::Claim::ran, of_done = Lane::Claim::ran;
+  EventCount asked, ran_later;
+  {
+    Lane::Hold hold = lane.enter();  // both are queued before the first runs
+    ASSERT_TRUE(hold);
+    lane.submit([] {}, &done_key);
+    lane.submit([&] {
+      claim = lane.runner(&later)();
+      of_done = lane.runner(&done_key)();
+      asked.raise();
+    });
+    lane.submit([&] { ran_later.raise(); }, &later);
+  }
+  ASSERT_TRUE(asked.wait_for(1));
+  EXPECT_EQ(claim, Lane::Claim::stuck);
+  EXPECT_EQ(of_done, Lane::Claim::left) << "a task that ran already is not one to wait for";
+  EXPECT_TRUE(ran_later.wait_for(1)) << "the later task still runs once the task returned";
+}
+
 TEST(Lane, AWaiterThatCannotRunItsTaskMakesALazyLaneWakeAtOnce) {
   Lane lane;
   EventCount ran;
@@ -256,7 +303,7 @@ TEST(Lane, AWaiterThatCannotRunItsTaskMakesALazyLaneWakeAtOnce) {
     EventCount asked;
     bool took = true;
     outer.submit([&] {
-      took = lane.runner(&key)();
+      took = lane.runner(&key)() == Lane::Claim::ran;
       asked.raise();
     });
     ASSERT_TRUE(asked.wait_for(1));
@@ -306,7 +353,7 @@ TEST(Lane, ATaskClaimedLongAfterItCameMakesALazyLaneWakeAtOnceAgain) {
   const auto until = std::chrono::steady_clock::now() + 200us;
   while (std::chrono::steady_clock::now() < until) {
   }
-  EXPECT_TRUE(lane.runner(&late)());
+  EXPECT_EQ(lane.runner(&late)(), Lane::Claim::ran);
   lane.pause_thread(false);
   ASSERT_TRUE(ran_late.wait_for(1));
   EXPECT_TRUE(lane.wakes_at_once()) << "a late claim kept the lane lazy";

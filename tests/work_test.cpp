@@ -334,6 +334,68 @@ TEST(Work, AnOpFromACallbackOfItsOwnHandleIsRefused) {
   rep.expect_clean();
 }
 
+// A wait, from a callback of one of a handle's Works, for a later op of the same handle is refused:
+// that op starts only once the op whose callback runs has returned, so the wait would never end.
+// The op itself still runs. (Registered before the other peer calls, as above.)
+TEST(Work, AWaitFromACallbackForALaterOpOfItsOwnHandleIsRefused) {
+  Runtime rt;
+  Reporter rep;
+  EventCount registered, called_back;
+  Status from_callback;
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    Tensor t = Tensor::from(filled(4, 1.0f)), u = Tensor::from(filled(4, 3.0f));
+    if (peer.rank() == 1) {
+      if (!registered.wait_for(1)) rep.fail("rank 0 never registered its callback");
+      if (Status s = peer.all_reduce(t, ReduceOp::sum); !s) rep.fail("rank 1, first: " + s.to_string());
+      if (Status s = peer.all_reduce(u, ReduceOp::sum); !s) rep.fail("rank 1, second: " + s.to_string());
+      return;
+    }
+    Work first = peer.all_reduce_async(t, ReduceOp::sum);
+    Work second = peer.all_reduce_async(u, ReduceOp::sum);
+    first.on_complete([&](const Status&) {
+      from_callback = second.wait();
+      called_back.raise();
+    });
+    registered.raise();
+    if (!called_back.wait_for(1, 60s)) return rep.fail("the callback's wait never ended");
+    if (Status s = second.wait(); !s) rep.fail("rank 0, second: " + s.to_string());
+    if (u.to_vector<float>() != filled(4, 6.0f)) rep.fail("the second op's result");
+  });
+  EXPECT_EQ(from_callback.code(), Errc::invalid_argument) << from_callback.to_string();
+  EXPECT_NE(from_callback.message().find("would never end"), std::string::npos) << from_callback.to_string();
+  rep.expect_clean();
+}
+
+// finish() from a callback of a receive's Work is refused as an op is (it would wait for the
+// receive's lane, which runs the callback), not left to wait for itself. (A receive completes only
+// once the sender sent, after the callback was registered: it runs on the thread that completes it.)
+TEST(Work, FinishFromACallbackOfItsOwnHandleIsRefused) {
+  Runtime rt;
+  Reporter rep;
+  EventCount registered, called_back;
+  Status from_callback;
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    Tensor m = Tensor::from(filled(3, peer.rank() == 1 ? 5.0f : 0.0f));
+    if (peer.rank() == 1) {
+      if (!registered.wait_for(1)) rep.fail("rank 0 never registered its callback");
+      if (Status s = peer.send(m, 0, 9); !s) rep.fail("rank 1: " + s.to_string());
+      return;
+    }
+    Work w = peer.recv_async(m, 1, 9);
+    w.on_complete([&](const Status&) {
+      from_callback = peer.finish();
+      called_back.raise();
+    });
+    registered.raise();
+    if (Status s = w.wait(); !s) rep.fail("rank 0: " + s.to_string());
+    if (!called_back.wait_for(1, 60s)) rep.fail("finish from the callback never returned");
+    if (m.to_vector<float>() != filled(3, 5.0f)) rep.fail("the message");
+  });
+  EXPECT_EQ(from_callback.code(), Errc::invalid_argument) << from_callback.to_string();
+  EXPECT_NE(from_callback.message().find("callback"), std::string::npos) << from_callback.to_string();
+  rep.expect_clean();
+}
+
 // finish() leaves only after every op handed in before it, its sends and receives included; an
 // op after it fails.
 TEST(Work, FinishWaitsForEveryOpBeforeIt) {

@@ -64,7 +64,8 @@ class Work {
   // Calls `fn` once with the op's Status when it is done: at once, on this thread, if it is done
   // already; else on the thread that completes it, before the handle's next op starts (keep it
   // short). An op of the same handle called from `fn` fails with Errc::invalid_argument (its place
-  // among the handle's ops would depend on timing); ops of other handles are fine.
+  // among the handle's ops would depend on timing), as do its finish() and destroy(), and a wait()
+  // for a later op of the handle (that op starts only after `fn` returned); other handles are fine.
   void on_complete(std::function<void(const Status&)> fn) const;
 
  private:

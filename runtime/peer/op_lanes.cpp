@@ -74,6 +74,8 @@ void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkSt
     if (!not_started.is_ok() && st.is_ok()) st = not_started;  // an op that needed no other peer
   } catch (const std::exception& e) {  // on a lane's thread nobody else would catch it
     st = Status(Errc::internal, std::string("the op threw: ") + e.what());
+  } catch (...) {
+    st = Status(Errc::internal, "the op threw something other than a std::exception");
   }
   if (order) order->release();  // the stream goes on, whatever the outcome, before anyone hears
   // The callbacks run here: an op of this handle called from one would take a place among its
