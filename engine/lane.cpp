@@ -182,13 +182,19 @@ void pass_on(const std::shared_ptr<Lane::Core>& c) {
   ensure_thread(c);
 }
 
-// Under c->mu: a waiter drains the lane from now on. A thread asleep with an eager lane's deadline
-// (its idle time) is woken to look again at the drain's shorter one.
+// Under c.mu, after the lane may have turned lazy: a thread asleep with an eager lane's deadline
+// (its idle time, 2 s) is woken to look again at the lazy one (kLazyAge, or the drain's grace),
+// since a lazy lane's hand-in wakes no one.
+void wake_if_turned_lazy(Lane::Core& c, bool was_lazy) {
+  if (!was_lazy && c.lazy && c.thread_running) c.cv.notify_all();
+}
+
+// Under c->mu: a waiter drains the lane from now on.
 void drain_from_now(const std::shared_ptr<Lane::Core>& c) {
   const bool was_lazy = c->lazy;
   c->lazy = c->draining = true;
   c->quick_claims = kQuickClaimsToLazy;
-  if (!was_lazy && c->thread_running) c->cv.notify_all();
+  wake_if_turned_lazy(*c, was_lazy);
 }
 
 // Under c->mu: where the task `key` is queued (queue.end(): not queued: it runs or ran).
@@ -272,9 +278,7 @@ std::function<Lane::Claim()> Lane::runner(const void* key) const {
         c->quick_claims = quick ? std::min(c->quick_claims + 1, kQuickClaimsToLazy) : 0;
         c->lazy = quick && c->quick_claims >= kQuickClaimsToLazy;
         c->draining = false;
-        // A thread asleep with an eager lane's deadline (its idle time, 2 s) looks again at the
-        // lazy one (kLazyAge): a lazy lane's submit wakes no one.
-        if (!was_lazy && c->lazy && c->thread_running) c->cv.notify_all();
+        wake_if_turned_lazy(*c, was_lazy);
       }
       c->last_used = now;
       try {

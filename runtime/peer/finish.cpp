@@ -23,9 +23,7 @@ Status Peer::finish_now() {
 
 // After every op of the world handle handed in before it: its sends and receives, then its lane.
 Status Peer::finish() {
-  // Refused from a callback first: the wait below would wait for the lane that runs the callback.
-  if (auto e = peer_impl::called_from_callback(state_.get()); !e) return e;
-  if (state_) peer_impl::wait_for_p2p(*state_);
+  if (auto e = peer_impl::wait_for_p2p(state_.get()); !e) return e;
   return peer_impl::run_now(state_, peer_impl::LaneKey::collective(), [&](WorkState&) { return finish_now(); });
 }
 

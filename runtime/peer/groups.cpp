@@ -203,9 +203,7 @@ Result<Peer> Peer::split(int color, int key) {
 Result<Peer> Peer::intra_node() { return in_lane<Result<Peer>>(state_, [&] { return intra_node_now(); }); }
 Result<Peer> Peer::inter_node() { return in_lane<Result<Peer>>(state_, [&] { return inter_node_now(); }); }
 Status Peer::destroy() {
-  // Refused from a callback first: the wait below would wait for the lane that runs the callback.
-  if (auto e = peer_impl::called_from_callback(state_.get()); !e) return e;
-  if (state_) peer_impl::wait_for_p2p(*state_);
+  if (auto e = peer_impl::wait_for_p2p(state_.get()); !e) return e;
   return in_lane<Status>(state_, [&] { return destroy_now(); });
 }
 

@@ -150,18 +150,20 @@ Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& 
   return WorkAccess::make(ws);
 }
 
-void wait_for_p2p(PeerState& s) {
-  if (!s.lanes_used.load(std::memory_order_acquire)) return;  // no send/recv was ever queued
+Status wait_for_p2p(PeerState* s) {
+  if (auto e = called_from_callback(s); !e) return e;
+  if (!s || !s->lanes_used.load(std::memory_order_acquire)) return Status::ok();  // no send/recv was ever queued
   std::vector<std::shared_ptr<WorkState>> marks;
   {
-    std::lock_guard<std::mutex> lk(s.p2p_mu);
-    for (auto& [key, lane] : s.p2p_lanes) {
+    std::lock_guard<std::mutex> lk(s->p2p_mu);
+    for (auto& [key, lane] : s->p2p_lanes) {
       auto mark = std::make_shared<WorkState>();
       lane->submit([mark] { mark->complete(Status::ok()); });
       marks.push_back(std::move(mark));
     }
   }
   for (auto& m : marks) (void)WorkAccess::make(m).wait();  // each op ahead is bounded by its timeout
+  return Status::ok();
 }
 
 } // namespace chorus::peer_impl

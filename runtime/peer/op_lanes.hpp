@@ -107,8 +107,10 @@ R in_lane(const std::shared_ptr<PeerState>& s, F&& f) {
   return std::move(*out);
 }
 
-// Waits until every send and recv of `s` handed in before now is done (finish, destroy).
-void wait_for_p2p(PeerState& s);
+// Waits until every send and recv of `s` handed in before now is done (finish, destroy). Refused
+// from a callback of one of its Works (invalid_argument): the wait would be for the lane that runs
+// the callback. A null `s` has nothing to wait for.
+Status wait_for_p2p(PeerState* s);
 
 // Non-blocking: `body` (which owns copies of what it needs) after what is queued on its lane;
 // `enter`, when given, runs at the call as the body is handed in.
