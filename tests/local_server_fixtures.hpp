@@ -20,14 +20,16 @@
 #include "status_matchers.hpp"
 
 namespace chorus {
-namespace {
+// Named, not anonymous: CoreTest must be one class wherever its suite's cases are (one program
+// may hold them all: chorus-suites), as GoogleTest requires of a suite's fixture.
+inline namespace local_server_fixtures {
 
 using namespace std::chrono_literals;
 using ms = std::chrono::milliseconds;
 
 // ---------------------------------------------------------------- message builders
 
-Config cfg(uint32_t n, int timeout_ms = 200, const char* strategy = "auto") {
+inline Config cfg(uint32_t n, int timeout_ms = 200, const char* strategy = "auto") {
   Config c;
   c.num_devices = n;
   c.with_local_strategy(*parse_strategy(strategy));
@@ -35,34 +37,34 @@ Config cfg(uint32_t n, int timeout_ms = 200, const char* strategy = "auto") {
   return c;
 }
 
-TensorMeta meta(DType t, Shape s) { return {true, t, std::move(s)}; }
-TensorMeta f32(int64_t n) { return meta(DType::f32, {n}); }
-[[maybe_unused]] TensorMeta none() { return {}; }
+inline TensorMeta meta(DType t, Shape s) { return {true, t, std::move(s)}; }
+inline TensorMeta f32(int64_t n) { return meta(DType::f32, {n}); }
+inline TensorMeta none() { return {}; }
 
 // The registration generation the server handed out last (register replies carry it); ops and
 // finishes carry it back, as a Peer handle does. Each fixture starts a fresh server at epoch 0.
-std::atomic<uint64_t> g_epoch{0};
-void note_epoch(const Reply& r) {
+inline std::atomic<uint64_t> g_epoch{0};
+inline void note_epoch(const Reply& r) {
   if (r.status.is_ok() && r.epoch > g_epoch.load()) g_epoch = r.epoch;
 }
 
-Call register_call(uint32_t peer, const Config& c, uint32_t version = protocol_version()) {
+inline Call register_call(uint32_t peer, const Config& c, uint32_t version = protocol_version()) {
   Call call;
   call.message = encode_register({version, peer, c});
   return call;
 }
-Call finish_call(uint32_t peer) {
+inline Call finish_call(uint32_t peer) {
   Call call;
   call.message = encode_peer_only(peer, false, g_epoch.load());
   return call;
 }
-Call reset_call(uint32_t peer) {
+inline Call reset_call(uint32_t peer) {
   Call call;
   call.message = encode_peer_only(peer, true);
   return call;
 }
 
-OpRequestData req(uint32_t peer, uint64_t seq, OpKind kind, TensorMeta in = {}, TensorMeta out = {},
+inline OpRequestData req(uint32_t peer, uint64_t seq, OpKind kind, TensorMeta in = {}, TensorMeta out = {},
                   ReduceOp op = ReduceOp::sum, uint32_t root = 0) {
   OpRequestData r;
   r.peer = peer;
@@ -74,28 +76,28 @@ OpRequestData req(uint32_t peer, uint64_t seq, OpKind kind, TensorMeta in = {}, 
   r.op.root = static_cast<int>(root);
   return r;
 }
-OpRequestData all_reduce_req(uint32_t peer, uint64_t seq, int64_t n = 4, ReduceOp op = ReduceOp::sum) {
+inline OpRequestData all_reduce_req(uint32_t peer, uint64_t seq, int64_t n = 4, ReduceOp op = ReduceOp::sum) {
   return req(peer, seq, OpKind::all_reduce, f32(n), f32(n), op);
 }
-[[maybe_unused]] OpRequestData by_data(uint32_t peer, uint64_t seq, OpKind kind, TensorMeta in) {
+inline OpRequestData by_data(uint32_t peer, uint64_t seq, OpKind kind, TensorMeta in) {
   OpRequestData r = req(peer, seq, kind, std::move(in));
   r.root_from_data = true;
   return r;
 }
-[[maybe_unused]] OpRequestData p2p(OpKind kind, uint32_t peer, uint32_t other, TensorMeta t, uint64_t tag = 0) {
+inline OpRequestData p2p(OpKind kind, uint32_t peer, uint32_t other, TensorMeta t, uint64_t tag = 0) {
   OpRequestData r = kind == OpKind::send ? req(peer, 0, kind, std::move(t)) : req(peer, 0, kind, {}, std::move(t));
   r.other = other;
   r.tag = tag;
   return r;
 }
-Call op_call(OpRequestData r) {
+inline Call op_call(OpRequestData r) {
   Call call;
   r.epoch = g_epoch.load();
   call.request = std::move(r);
   return call;
 }
 
-bool is_done(const Reply& r) { return r.done.value.load() >= 1; }
+inline bool is_done(const Reply& r) { return r.done.value.load() >= 1; }
 
 // ---------------------------------------------------------------- LocalServerCore, entered directly
 
@@ -189,5 +191,5 @@ class CoreTest : public ::testing::Test {
   }
 };
 
-} // namespace
+} // namespace local_server_fixtures
 } // namespace chorus

@@ -28,7 +28,7 @@ inline constexpr OpKind kOps[] = {OpKind::all_reduce,     OpKind::reduce,     Op
                            OpKind::all_gather,     OpKind::reduce_scatter, OpKind::gather,
                            OpKind::scatter,        OpKind::all_to_all, OpKind::barrier};
 
-inline const std::vector<Strategy> kStrategies = {
+inline const std::vector<Strategy> kScheduleStrategies = {
     {Algorithm::centralized, 2}, {Algorithm::tree, 2}, {Algorithm::tree, 3}, {Algorithm::tree, 4},
     {Algorithm::tree, 7},        {Algorithm::ring, 2}, {Algorithm::dbtree, 2},
     {Algorithm::direct, 2}};

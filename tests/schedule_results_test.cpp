@@ -63,13 +63,13 @@ std::string param_name(const ::testing::TestParamInfo<ScheduleTest::ParamType>& 
 
 INSTANTIATE_TEST_SUITE_P(AllOpsAllAlgorithms, ScheduleTest,
                          ::testing::Combine(::testing::ValuesIn(kOps),
-                                            ::testing::ValuesIn(kStrategies)),
+                                            ::testing::ValuesIn(kScheduleStrategies)),
                          param_name);
 
 // With a combine that depends on order and grouping, all_reduce must still leave every peer with
 // the same bits: each chunk is reduced once, in one order, then distributed.
 TEST(Schedule, AllReduceIsBitIdenticalAcrossPeers) {
-  for (const Strategy& strategy : kStrategies)
+  for (const Strategy& strategy : kScheduleStrategies)
     for (int n = 2; n <= 16; ++n)
       for (std::size_t count : {std::size_t{1}, static_cast<std::size_t>(n) + 1, std::size_t{1001}})
         for (std::size_t elem_size : kElemSizes) {
@@ -121,7 +121,7 @@ TEST(Schedule, Hierarchical) {
       {0, 0, 1, 1, 2, 2}, {0, 1, 1, 1, 2, 2}, {0, 1, 0, 1}, {5, 5, 5, 2}, {0, 0, 0, 0, 1}, {3, 1, 2}};
   for (OpKind op : {OpKind::all_reduce, OpKind::reduce, OpKind::broadcast, OpKind::all_gather, OpKind::reduce_scatter})
     for (const auto& node_of : layouts)
-      for (const Strategy& inner : kStrategies)
+      for (const Strategy& inner : kScheduleStrategies)
         for (int root = 0; root < static_cast<int>(node_of.size()); ++root)
           for (std::size_t count : {std::size_t{1}, std::size_t{1001}}) {
             const bool rooted = op == OpKind::reduce || op == OpKind::broadcast;
@@ -183,7 +183,7 @@ TEST(Schedule, HierarchicalWithOneShotBetweenLeadersUnderMixedSemantics) {
 // all-reduce reaches everyone, a reduce does not reach the leaves from each other.
 TEST(Schedule, CausalReachMatchesTheSimulation) {
   for (OpKind op : kOps)
-    for (const Strategy& strategy : kStrategies)
+    for (const Strategy& strategy : kScheduleStrategies)
       for (int n : {1, 2, 4, 7})
         for (std::size_t count : {std::size_t{1}, std::size_t{33}}) {
           const ScheduleParams sp{op, strategy, n, n - 1, count, 4};
@@ -201,7 +201,7 @@ TEST(Schedule, CausalReachMatchesTheSimulation) {
 
 TEST(Schedule, IsDeterministic) {
   for (OpKind op : kOps)
-    for (const Strategy& strategy : kStrategies)
+    for (const Strategy& strategy : kScheduleStrategies)
       for (int n : {1, 5, 8, 13})
         for (std::size_t elem_size : kElemSizes) {
           const ScheduleParams sp{op, strategy, n, n / 2, 1001, elem_size};
@@ -213,7 +213,7 @@ TEST(Schedule, IsDeterministic) {
 // other before its program ends (checked in MatchesReference through heard_from, re-checked here
 // for bigger groups).
 TEST(Schedule, BarrierEveryoneHearsFromEveryone) {
-  for (const Strategy& strategy : kStrategies)
+  for (const Strategy& strategy : kScheduleStrategies)
     for (int n : {1, 2, 17, 32, 33, 64}) {
       const ScheduleParams sp{OpKind::barrier, strategy, n, 0, 0, 4};
       const auto programs = make_schedule(sp);
@@ -230,7 +230,7 @@ TEST(Schedule, BarrierEveryoneHearsFromEveryone) {
 // Larger groups than the main grid, a few counts: still correct and deadlock free.
 TEST(Schedule, LargerGroups) {
   for (OpKind op : kOps)
-    for (const Strategy& strategy : kStrategies)
+    for (const Strategy& strategy : kScheduleStrategies)
       for (int n : {31, 64})
         for (std::size_t count : {std::size_t{3}, std::size_t{100}}) {
           const ScheduleParams sp{op, strategy, n, n / 3, count, 4096};

@@ -26,11 +26,14 @@ namespace {
 using namespace std::chrono_literals;
 using namespace testing;
 
-// Small rings (64 KiB), so that large frames wrap them many times and writers wait for room.
-const bool kSmallRings = [] {
-  setenv("CHORUS_SHM_RING_KIB", "64", 1);
-  return true;
-}();
+// Small rings (64 KiB), so that large frames wrap them many times and writers wait for room:
+// set before the suite's first case, not at the program's start, since one program may hold
+// every suite (chorus-suites).
+class ShmTransport : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { setenv("CHORUS_SHM_RING_KIB", "64", 1); }
+  static void TearDownTestSuite() { unsetenv("CHORUS_SHM_RING_KIB"); }
+};
 
 std::set<std::string> dev_shm() {
   std::set<std::string> names;
@@ -90,9 +93,8 @@ struct ConnectedPair {
   }
 };
 
-TEST(ShmTransport, FramesOfEverySizeGoBothWaysIntact) {
+TEST_F(ShmTransport, FramesOfEverySizeGoBothWaysIntact) {
   const auto before = dev_shm();
-  ASSERT_TRUE(kSmallRings);
   EXPECT_EQ(ShmChannel::ring_bytes(), std::size_t{64} << 10);
   ConnectedPair pair(42);
   ASSERT_TRUE(pair.a && pair.b) << pair.declined;
@@ -175,7 +177,7 @@ std::shared_ptr<SendTicket> frame_of(uint32_t slot, const std::string& bytes) {
 // A link kept into the next membership epoch (a shrink): rehomed while nobody reads it, it names
 // the other node by its new id and hands its new sink only frames stamped with the new epoch; an
 // old epoch's frame half read is dropped (its old sink told), and so is one still on the way.
-TEST(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
+TEST_F(ShmTransport, AKeptLinkHandsOnOnlyTheNewEpochsFrames) {
   ConnectedPair pair(11);
   ASSERT_TRUE(pair.a && pair.b) << pair.declined;
   auto& [sink_a, sink_b, a, b, declined] = pair;
@@ -234,7 +236,7 @@ struct MidFrame {
   }
 };
 
-TEST(ShmTransport, AFrameBegunIsWrittenOutAheadOfTheNextEpochs) {
+TEST_F(ShmTransport, AFrameBegunIsWrittenOutAheadOfTheNextEpochs) {
   MidFrame m(13, 4);
   ASSERT_TRUE(m.begun) << m.pair.declined;
   ASSERT_EQ(m.begun->done.value.load(), 0u) << "stopped in its middle";
@@ -275,7 +277,7 @@ TEST(ShmTransport, AFrameBegunIsWrittenOutAheadOfTheNextEpochs) {
 // side took nothing): the link is cut, whatever epoch it serves now, so that nothing reads the
 // op's memory once it returns; the new epoch's frames queued behind it fail, and the readers of
 // both sides tell the new epoch's sinks the link broke. A frame only queued just leaves.
-TEST(ShmTransport, AbandoningABegunFrameEndsTheKeptLink) {
+TEST_F(ShmTransport, AbandoningABegunFrameEndsTheKeptLink) {
   MidFrame m(14, 5);
   ASSERT_TRUE(m.begun) << m.pair.declined;
   ASSERT_EQ(m.begun->done.value.load(), 0u) << "stopped in its middle";
@@ -311,7 +313,7 @@ TEST(ShmTransport, AbandoningABegunFrameEndsTheKeptLink) {
 // The other side is in the next epoch first: the old epoch's reader stops (parked) at its first
 // frame, unread, which after the rehome is the first the new sink gets; a straggler of the old
 // epoch sent after it is dropped.
-TEST(ShmTransport, AFrameOfTheNextEpochWaitsUnreadForIt) {
+TEST_F(ShmTransport, AFrameOfTheNextEpochWaitsUnreadForIt) {
   ConnectedPair pair(12);
   ASSERT_TRUE(pair.a && pair.b) << pair.declined;
   auto& [sink_a, sink_b, a, b, declined] = pair;
@@ -344,7 +346,7 @@ TEST(ShmTransport, AFrameOfTheNextEpochWaitsUnreadForIt) {
   EXPECT_EQ(sink_b.frames().size(), 1u);
 }
 
-TEST(ShmTransport, AKilledSideEndsTheOthersReadingAndItsWaitingWriter) {
+TEST_F(ShmTransport, AKilledSideEndsTheOthersReadingAndItsWaitingWriter) {
   ConnectedPair pair(5);
   ASSERT_TRUE(pair.a && pair.b) << pair.declined;
   auto& [sink_a, sink_b, a, b, declined] = pair;
@@ -365,7 +367,7 @@ TEST(ShmTransport, AKilledSideEndsTheOthersReadingAndItsWaitingWriter) {
 
 // What a waiting thread looks at before it sleeps: bytes in the ring make a connection ready
 // (and refuse to arm), until it ended; an ended one is never ready, or its poller would spin.
-TEST(ShmTransport, ReadyWhileBytesWaitUntilItEnded) {
+TEST_F(ShmTransport, ReadyWhileBytesWaitUntilItEnded) {
   ConnectedPair pair(9);
   ASSERT_TRUE(pair.a && pair.b) << pair.declined;
   auto& [sink_a, sink_b, a, b, declined] = pair;
@@ -391,7 +393,7 @@ TEST(ShmTransport, ReadyWhileBytesWaitUntilItEnded) {
 // An offer whose pid and descriptor name something else (what /proc/PID/fd/N is in another PID
 // namespace): an empty file, then a file of the offered size. Declined without touching it (no
 // SIGBUS), the socket left as it was.
-TEST(ShmTransport, AnOfferNamingAnotherFileIsDeclined) {
+TEST_F(ShmTransport, AnOfferNamingAnotherFileIsDeclined) {
   for (off_t size : {off_t{0}, off_t{1} << 20}) {
     int sv[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -419,7 +421,7 @@ TEST(ShmTransport, AnOfferNamingAnotherFileIsDeclined) {
   }
 }
 
-TEST(ShmTransport, AWrongTokenIsDeclinedAndTheSocketStillWorks) {
+TEST_F(ShmTransport, AWrongTokenIsDeclinedAndTheSocketStillWorks) {
   Channels ch = agree(1, 2);
   EXPECT_FALSE(ch.offered);
   EXPECT_FALSE(ch.attached);
