@@ -7,6 +7,10 @@
 //     the op's own time, against the longer of the two alone. Ratio = together / max(op, compute).
 //  3. Coalesced: K all-reduces of C bytes each one after another, against one
 //     all_reduce_coalesced of the K tensors. Ratio = coalesced / one by one.
+//  4. Tagged send/recv: each peer sends K messages of C bytes to the next peer and receives K from
+//     the one before, all in flight at once, then waited; with one tag for all, against a new tag
+//     for each message (as programs that tag each message by its step do: each (direction, peer,
+//     tag) is a lane of its own, with a thread while it has work). Ratio = new tags / one tag.
 // Every result is checked. Times: the median over --reps of peer 0's wall time between barriers.
 //
 // Usage: chorus-work-bench [--peers N] [--ops K] [--bytes B] [--overlap-bytes O] [--coalesce-bytes C] [--reps R]
@@ -49,6 +53,7 @@ void compute(long iters) {
 struct Timings {
   double one_by_one = 0, at_once = 0, op_alone = 0, compute_alone = 0, together = 0;
   double small_one_by_one = 0, coalesced = 0;
+  double one_tag = 0, new_tags = 0;
   long wrong = 0;
 };
 
@@ -106,6 +111,33 @@ void run_peer(Peer& peer, const Opts& o, Timings& res, long compute_iters_per_us
     scoal.push_back(us_since(t0));
     if (lead) check_all(small);
   }
+  // Tagged send/recv: K messages each way, one tag for all or a tag never used before for each.
+  const uint32_t next = (peer.rank() + 1) % peer.size(), prev = (peer.rank() + peer.size() - 1) % peer.size();
+  std::vector<Tensor> out = tensors(o.coalesce_bytes / sizeof(float)), in = tensors(o.coalesce_bytes / sizeof(float));
+  uint64_t fresh = 1;
+  std::vector<double> one_tag, new_tags;
+  for (int r = 0; r < o.reps; ++r)
+    for (bool each_new : {false, true}) {
+      for (int i = 0; i < o.ops; ++i) std::fill_n(out[i].data_as<float>(), out[i].numel(), float(peer.rank() * 1000 + i));
+      (void)peer.barrier();
+      auto t0 = Clock::now();
+      std::vector<Work> w;
+      w.reserve(2 * o.ops);
+      for (int i = 0; i < o.ops; ++i) {
+        const uint64_t tag = each_new ? fresh + i : 0;
+        w.push_back(peer.recv_async(in[i], prev, tag));
+        w.push_back(peer.send_async(out[i], next, tag));
+      }
+      long failed = 0;
+      for (auto& x : w) failed += x.wait().is_ok() ? 0 : 1;
+      (each_new ? new_tags : one_tag).push_back(us_since(t0));
+      if (each_new) fresh += o.ops;
+      if (lead) {
+        res.wrong += failed;
+        for (int i = 0; i < o.ops; ++i)
+          if (in[i].data_as<float>()[0] != float(prev * 1000 + i)) ++res.wrong;
+      }
+    }
   // Overlap.
   const std::size_t ocount = o.overlap_bytes / sizeof(float);
   Tensor big = Tensor::zeros(DType::f32, {static_cast<int64_t>(ocount)});
@@ -143,6 +175,8 @@ void run_peer(Peer& peer, const Opts& o, Timings& res, long compute_iters_per_us
     res.together = median(both);
     res.small_one_by_one = median(sone);
     res.coalesced = median(scoal);
+    res.one_tag = median(one_tag);
+    res.new_tags = median(new_tags);
   }
 }
 
@@ -202,6 +236,8 @@ int main(int argc, char** argv) {
               res.op_alone, res.compute_alone, res.together, res.together / longer);
   std::printf("coalesced: %d x %zu B all_reduce: one by one %.1f us, coalesced %.1f us, ratio %.2f\n", o.ops,
               o.coalesce_bytes, res.small_one_by_one, res.coalesced, res.coalesced / res.small_one_by_one);
+  std::printf("tagged send/recv: %d x %zu B each way: one tag %.1f us, a new tag each %.1f us, ratio %.2f\n", o.ops,
+              o.coalesce_bytes, res.one_tag, res.new_tags, res.new_tags / res.one_tag);
   std::printf("#wrong %ld\n", res.wrong);
   return res.wrong == 0 ? 0 : 1;
 }

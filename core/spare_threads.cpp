@@ -49,12 +49,14 @@ struct Idle {
   std::function<void()> job;
   std::shared_ptr<SpareJob::Done> done;
   bool given = false;
+  std::thread::id id = std::this_thread::get_id();  // the thread's own (spare_thread_idle)
 };
 
 // Never destroyed: a thread may still wait in it while static objects go away.
 struct Pool {
   std::mutex mu;  // a leaf; guards the two below
   std::vector<Idle*> idle;
+  std::condition_variable idle_grew;  // for spare_thread_idle
   pid_t pid = ::getpid();  // a forked child has none of its parent's threads
 };
 
@@ -96,6 +98,7 @@ void serve(std::function<void()> job, std::shared_ptr<SpareJob::Done> done) {
     std::unique_lock<std::mutex> lk(p.mu);
     if (p.pid != ::getpid()) return finish(done);
     p.idle.push_back(&me);  // before the join returns: a job run after it takes this thread
+    p.idle_grew.notify_all();
     lk.unlock();
     finish(done);
     done.reset();
@@ -133,6 +136,14 @@ SpareJob run_on_spare_thread(std::function<void()> job) {
   }
   std::thread(serve, std::move(job), done).detach();
   return SpareJob(done);
+}
+
+bool spare_thread_idle(std::thread::id id, std::chrono::milliseconds limit) {
+  Pool& p = pool();
+  std::unique_lock<std::mutex> lk(p.mu);
+  return p.idle_grew.wait_for(lk, limit, [&] {
+    return std::any_of(p.idle.begin(), p.idle.end(), [&](const Idle* w) { return w->id == id; });
+  });
 }
 
 } // namespace chorus

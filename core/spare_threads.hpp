@@ -5,6 +5,7 @@
 // instead; a thread idle for kSpareIdle ends.
 #pragma once
 #include <chrono>
+#include <thread>
 #include <functional>
 #include <memory>
 
@@ -37,5 +38,10 @@ class SpareJob {
 // Runs `job` on an idle kept thread, or on a new one (std::system_error, as std::thread, when
 // none can be had). The thread is named "chorus-spare" between jobs; a job may name it.
 [[nodiscard]] SpareJob run_on_spare_thread(std::function<void()> job);
+
+// Until the kept thread `id` waits for a job, or `limit` has passed; whether it does (a hook for
+// tests: a thread whose job ended takes the next job only once it is back on the list, and the
+// last one back takes it).
+bool spare_thread_idle(std::thread::id id, std::chrono::milliseconds limit);
 
 } // namespace chorus

@@ -7,6 +7,9 @@
 #include <system_error>
 #include <thread>
 
+#include <pthread.h>
+
+#include "core/spare_threads.hpp"
 #include "core/wait.hpp"  // chorus::Clock
 
 namespace chorus {
@@ -128,7 +131,8 @@ void run_front(Lane::Core& c, std::unique_lock<std::mutex>& lk) {
   ran.t();
 }
 
-void run_lane(std::shared_ptr<Lane::Core> c) {
+void run_lane(const std::shared_ptr<Lane::Core>& c) {
+  pthread_setname_np(pthread_self(), "chorus-lane");  // a spare thread's name again once it ends
   std::unique_lock<std::mutex> lk(c->mu);
   for (;;) {
     Clock::time_point until{};
@@ -163,7 +167,11 @@ void ensure_thread(const std::shared_ptr<Lane::Core>& c) {
   // would pass for a quick one).
   c->last_used = std::max(c->last_used, Clock::now());
   try {
-    std::thread(run_lane, c).detach();  // holds the core; ends by itself (idle, or closed and empty)
+    // A thread the process keeps (core/spare_threads.hpp), as every lane's is: a program that
+    // tags each message by its step makes a send/recv lane per message, dropped once idle, whose
+    // thread then serves the next lane rather than end. It holds the core; its job ends by itself
+    // (idle, or closed and empty).
+    run_on_spare_thread([c] { run_lane(c); }).detach();
   } catch (const std::system_error&) {
     // No thread to be had now: what is queued stays, for a waiter's runner to run, and the next
     // hand-in or wait without running (hurry) tries again. (Thrown, it would leave the lane

@@ -1,6 +1,7 @@
 // One ordered line of ops: tasks run one at a time, in the order they were handed in, on a thread
-// of the lane's own, so that whoever hands them in goes on. The thread starts when work comes and
-// ends after a while without any. A blocking call on an idle lane runs on its caller's thread
+// the lane holds, so that whoever hands them in goes on. The lane takes its thread when work comes
+// from those the process keeps (core/spare_threads.hpp) and gives it back after a while without
+// any, or when the lane goes. A blocking call on an idle lane runs on its caller's thread
 // instead (no hand-off, so a blocking op costs what it did before there were lanes), holding the
 // lane meanwhile so that what is handed in after it waits its turn.
 // A lane whose tasks are claimed by their waiters right after they were handed in (a blocking
