@@ -54,8 +54,8 @@ constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSetti
     {socket_spin_us, "CHORUS_SOCKET_SPIN_US", R::library, K::number, 200, 0, kSecondUs, "200 (µs)",
      "How long a thread waiting for a small receive from another node (256 KiB or less) polls before it sleeps in "
      "epoll, where threads do not outnumber the cores (where they do, it yields between looks for `CHORUS_YIELD_US` "
-     "instead). `0`: sockets are never polled, neither by spinning nor by yielding. ctest sets it to `0` for every "
-     "suite but `poller_test` and `multi_node_ops_test`.",
+     "instead). `0`: sockets are never polled, neither by spinning nor by yielding. ctest sets it to `0` for most "
+     "cases (docs/testing.md says which poll).",
      "how long a small receive polls its socket", "`core/wait.cpp`"},
     {data_port_from_any, "CHORUS_DATA_PORT_FROM_ANY", R::library, K::flag, 0, 0, 1, "0",
      "`1`: a node's data port takes connections from any address (behind NAT, where nodes connect from other addresses "

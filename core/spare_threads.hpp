@@ -1,8 +1,9 @@
 // Threads kept for reuse. A node's setup runs work on threads of its own for a while (each data
 // connection's hello check, the connecting to lower nodes, the poller's background reader): a
 // shrink of 8 processes on 2 cores started and ended about 35 of them, a tenth of its CPU (clone,
-// the stack's mapping and guard page, exit). Such work takes a thread that finished earlier work
-// instead; a thread idle for kSpareIdle ends.
+// the stack's mapping and guard page, exit). So do the engine's lanes while they have work (a
+// send/recv lane per message, where each message has a tag of its own). Such work takes a thread
+// that finished earlier work instead; a thread idle for kSpareIdle ends.
 #pragma once
 #include <chrono>
 #include <thread>

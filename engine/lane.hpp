@@ -25,14 +25,15 @@ class Lane {
   using Task = std::function<void()>;
   struct Core;
 
-  // A thread with nothing to do for `idle` ends (the next task starts another). `lazy_age`: how long
-  // a lazy lane's thread leaves a task to its waiter (0: the defaults, 1 ms, and 200 us where a
-  // waiter drains the lane; tests set both long). `quick`: how soon after its hand-in a claim
-  // counts as quick (0: the default, 50 us; tests that let the thread settle first set it long).
+  // A thread with nothing to do for `idle` goes back to the kept ones (the next task takes
+  // another). `lazy_age`: how long a lazy lane's thread leaves a task to its waiter (0: the
+  // defaults, 1 ms, and 200 us where a waiter drains the lane; tests set both long). `quick`: how
+  // soon after its hand-in a claim counts as quick (0: the default, 50 us; tests that let the
+  // thread settle first set it long).
   explicit Lane(std::chrono::milliseconds idle = std::chrono::milliseconds(2000),
                 std::chrono::milliseconds lazy_age = std::chrono::milliseconds(0),
                 std::chrono::microseconds quick = std::chrono::microseconds(0));
-  ~Lane();  // queued tasks still run (each holds what it needs); the thread then ends
+  ~Lane();  // queued tasks still run (each holds what it needs); the thread then goes back
   Lane(const Lane&) = delete;
   Lane& operator=(const Lane&) = delete;
 

@@ -12,7 +12,8 @@ base=${2:-20}
 here=$(cd "$(dirname "$0")/.." && pwd)
 kind=${3:-}
 bin=${4:-$here/build}/bin/fault_injection_test
-[ -x "$bin" ] || { echo "no $bin: build the tests first" >&2; exit 2; }
+[ -x "$bin" ] || bin=$(dirname "$bin")/chorus-suites  # a sanitizer build's one program of every suite
+[ -x "$bin" ] || { echo "no fault_injection_test or chorus-suites in $(dirname "$bin"): build the tests first" >&2; exit 2; }
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for ((b = base; b < base + n; b += 20)); do
