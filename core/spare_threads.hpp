@@ -6,9 +6,9 @@
 // that finished earlier work instead; a thread idle for kSpareIdle ends.
 #pragma once
 #include <chrono>
-#include <thread>
 #include <functional>
 #include <memory>
+#include <thread>
 
 namespace chorus {
 

@@ -5,7 +5,6 @@
 #include <deque>
 #include <mutex>
 #include <system_error>
-#include <thread>
 
 #include <pthread.h>
 
