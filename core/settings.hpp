@@ -17,6 +17,7 @@ namespace chorus {
 enum class SettingId : uint8_t {
   debug, debug_subsys, flight_recorder, flight_dir, flight_signal, trace, spin_us, yield_us, socket_spin_us,
   data_port_from_any, arena_kib, arena_wait_ms, shm_ring_kib, p2p_eager_kib, p2p_eager_message_kib,
+  p2p_local_eager_kib,
   rank, world_size, local_rank, local_world_size, peers, orchestrator, node_address, secret_file, timeout_ms,
   join_timeout_ms, seal_data, elastic, join,
   secret, run_ssh, bench_node_id_fd, extra_packages,

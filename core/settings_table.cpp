@@ -93,6 +93,13 @@ constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSetti
      "in the receiving tensor (no copy) for a round trip more: worth it from about 1 MiB. See "
      "[benchmarks.md](benchmarks.md#point-to-point-between-processes).",
      "send/recv across nodes: the largest message sent eagerly", "`strategies/planner.cpp`"},
+    {p2p_local_eager_kib, "CHORUS_P2P_LOCAL_EAGER_KIB", R::library, K::number, 256, 0, 65536, "256 (256 KiB)",
+     "Sends between peers of one process (send/recv of host tensors): the largest message that the second of the "
+     "pair to arrive copies as it pairs them, in KiB, so that neither waits for the other's thread to wake (what "
+     "many small messages in flight cost). A larger one is copied by the receiver's thread, which then holds the "
+     "data it reads next in its cache: faster from about 1 MiB. `0`: the receiver copies every message. See "
+     "[benchmarks.md](benchmarks.md#send-recv-in-one-process).",
+     "send/recv in one process: the largest message copied as it is paired", "`strategies/planner.cpp`"},
 
     {rank, "CHORUS_RANK", R::from_env, K::number, 0, 0, 65535, "unset",
      "This process's rank, below `CHORUS_WORLD_SIZE` (chorus-run sets both; so do torchrun's `RANK`/`WORLD_SIZE`, "

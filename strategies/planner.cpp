@@ -95,6 +95,11 @@ bool plan_p2p_eager(std::size_t bytes) {
   return bytes <= most;
 }
 
+bool plan_pair_copy_at_pairing(std::size_t bytes) {
+  static const uint64_t most = tuned_number(SettingId::p2p_local_eager_kib) * 1024;
+  return bytes <= most;
+}
+
 ScheduleParams plan_schedule(const OpDesc& op, int peers, const RunStrategy& s) {
   ScheduleParams p{op.kind, s.strategy, peers, op.root, op.count, dtype_size(op.dtype)};
   // One size for every op: the local server's schedule caches are keyed by the op and its strategy
@@ -137,6 +142,11 @@ PlanDecision plan_op(const Config& config, const PlanQuery& q) {
                     (plan_p2p_eager(bytes) ? " go with the header where the receiving node's window has room, else "
                                              "wait for the receive's pull"
                                            : " wait for the receive's pull (above the eager limit)"));
+  } else if (d.path.path == P::p2p && !q.on_device) {
+    const std::size_t bytes = q.count * dtype_size(q.dtype);
+    say(&d.why, std::to_string(bytes) + " B, copied " +
+                    (plan_pair_copy_at_pairing(bytes) ? "by the second of the pair to arrive, as it pairs them"
+                                                      : "by the receiver's thread (above the eager limit in one process)"));
   }
   if (d.path.path == RunStrategy::Path::schedule) count_schedule(q, d.path, d);
   return d;

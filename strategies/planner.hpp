@@ -82,6 +82,13 @@ ScheduleParams plan_schedule(const OpDesc& op, int peers, const RunStrategy& str
 // CHORUS_P2P_EAGER_MESSAGE_KIB.
 bool plan_p2p_eager(std::size_t bytes);
 
+// A send/recv pair of host tensors in one process, once paired (LocalServerCore::launch_pair):
+// whether the second of the two to arrive copies it there and then (neither waits for the other's
+// thread to wake: what small messages cost), or the receiver's thread copies it in a two-peer
+// plan (its cache then holds the data it reads next: what large ones cost). At the pairing up to
+// CHORUS_P2P_LOCAL_EAGER_KIB.
+bool plan_pair_copy_at_pairing(std::size_t bytes);
+
 // all_reduce_coalesced (runtime/peer/coalesced.cpp): the bytes it packs into one op of host
 // tensors. Where that op meets in the arena, the arena's slot: the pack then runs as one arena op
 // (a larger one would run as a schedule whose meetings, after a pause, cost more than packing

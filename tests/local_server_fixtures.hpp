@@ -7,6 +7,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -90,9 +91,13 @@ inline OpRequestData p2p(OpKind kind, uint32_t peer, uint32_t other, TensorMeta 
   r.tag = tag;
   return r;
 }
+// A send or receive carries a buffer of its size (zeros), as a peer's does: the core copies
+// between the two when it pairs them (launch_pair).
 inline Call op_call(OpRequestData r) {
   Call call;
   r.epoch = g_epoch.load();
+  if (r.op.kind == OpKind::send && r.input.present) call.input = Tensor::zeros(r.input.dtype, r.input.shape);
+  if (r.op.kind == OpKind::recv && r.output.present) call.output = Tensor::zeros(r.output.dtype, r.output.shape);
   call.request = std::move(r);
   return call;
 }
@@ -131,11 +136,23 @@ class CoreTest : public ::testing::Test {
     EXPECT_TRUE(is_done(*r));
     return r->status;
   }
-  std::shared_ptr<Reply> op(const OpRequestData& r) {
-    Call call = op_call(r);
+  std::shared_ptr<Reply> op(const OpRequestData& r) { return op(op_call(r)); }
+  std::shared_ptr<Reply> op(Call call) {
     auto reply = call.reply;
     core->on_op(std::move(call));
     return reply;
+  }
+  // A send or receive whose buffer the test keeps: a send's holds `mark` in every element (f32).
+  struct Half {
+    std::shared_ptr<Reply> reply;
+    Tensor buf;
+    std::vector<float> values() const { return buf.to_vector<float>(); }
+  };
+  Half half(const OpRequestData& r, float mark = 0) {
+    Call call = op_call(r);
+    Tensor buf = r.op.kind == OpKind::send ? call.input : call.output;
+    std::fill_n(buf.data_as<float>(), buf.numel(), mark);
+    return {op(std::move(call)), buf};
   }
   // Submits one request per peer; every reply must be done once the last one arrived.
   std::vector<std::shared_ptr<Reply>> collective(const std::vector<OpRequestData>& reqs) {

@@ -83,7 +83,7 @@ TEST_F(CoreTest, APlanEndsByItsCallersShortestTimeout) {
 
 // --- nothing that may block runs under the core's lock
 
-// Where a launch makes an op's plan, a GPU run or a send/recv pair's plan (and, across nodes, calls
+// Where a launch makes an op's plan, a GPU run or a send/recv pair's copy (and, across nodes, calls
 // GlobalClient::begin_op: the same hook), another thread finds the core's lock free.
 TEST_F(CoreTest, LaunchesRunWithoutTheCoresLock) {
   std::vector<std::pair<std::string, bool>> seen;

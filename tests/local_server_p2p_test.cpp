@@ -23,19 +23,43 @@ namespace {
 
 // --- point to point
 
-TEST_F(CoreTest, SendRecvMatchAndPlan) {
+// The second half to arrive copies the sender's buffer into the receiver's (here the receive, on
+// the test's thread): both come back done, with nothing left to run.
+TEST_F(CoreTest, SendRecvMatchAndCopy) {
   reg_all(cfg(2));
-  auto s = op(p2p(OpKind::send, 0, 1, f32(4), 7));
-  EXPECT_FALSE(is_done(*s));
-  auto r = op(p2p(OpKind::recv, 1, 0, f32(4), 7));
-  ASSERT_TRUE(is_done(*s));
-  ASSERT_TRUE(is_done(*r));
-  ASSERT_TRUE(s->status.is_ok()) << s->status.to_string();
-  ASSERT_TRUE(r->status.is_ok()) << r->status.to_string();
-  EXPECT_EQ(s->plan, r->plan);
-  EXPECT_EQ(s->rank, 0);
-  EXPECT_EQ(r->rank, 1);
-  EXPECT_EQ(s->plan->label(), "send/recv 0->1 tag 7");
+  auto s = half(p2p(OpKind::send, 0, 1, f32(4), 7), 3.5f);
+  EXPECT_FALSE(is_done(*s.reply));
+  auto r = half(p2p(OpKind::recv, 1, 0, f32(4), 7));
+  ASSERT_TRUE(is_done(*s.reply));
+  ASSERT_TRUE(is_done(*r.reply));
+  ASSERT_TRUE(s.reply->status.is_ok()) << s.reply->status.to_string();
+  ASSERT_TRUE(r.reply->status.is_ok()) << r.reply->status.to_string();
+  EXPECT_EQ(r.values(), std::vector<float>(4, 3.5f));
+  for (const auto& h : {s, r}) {
+    EXPECT_TRUE(h.reply->copied);
+    EXPECT_EQ(h.reply->plan, nullptr);
+    EXPECT_EQ(h.reply->strategy.path, RunStrategy::Path::p2p);
+  }
+  EXPECT_EQ(s.reply->rank, 0);
+  EXPECT_EQ(r.reply->rank, 1);
+}
+
+// Above CHORUS_P2P_LOCAL_EAGER_KIB (256 KiB unless set) the pair becomes a two-peer plan, which
+// the receiver's thread copies once both run it: nothing has moved when they are answered.
+TEST_F(CoreTest, ALargePairBecomesAPlanOfTheTwo) {
+  reg_all(cfg(2));
+  const int64_t n = (256 << 10) / 4 + 1;
+  auto s = half(p2p(OpKind::send, 0, 1, f32(n), 7), 3.5f);
+  auto r = half(p2p(OpKind::recv, 1, 0, f32(n), 7));
+  ASSERT_TRUE(s.reply->status.is_ok() && r.reply->status.is_ok()) << s.reply->status.to_string();
+  ASSERT_NE(s.reply->plan, nullptr);
+  EXPECT_EQ(s.reply->plan, r.reply->plan);
+  EXPECT_FALSE(s.reply->copied || r.reply->copied);
+  EXPECT_EQ(s.reply->plan->count(), static_cast<std::size_t>(n));
+  EXPECT_EQ(s.reply->plan->label(), "send/recv 0->1 tag 7");
+  EXPECT_EQ(s.reply->rank, 0);
+  EXPECT_EQ(r.reply->rank, 1);
+  EXPECT_EQ(r.values()[0], 0.0f);
 }
 
 TEST_F(CoreTest, SendToSelfAndToANonPeer) {
@@ -70,17 +94,15 @@ TEST_F(CoreTest, SendRecvMismatches) {
 
 TEST_F(CoreTest, SendRecvAreMatchedFifoPerTag) {
   reg_all(cfg(2));
-  auto s1 = op(p2p(OpKind::send, 0, 1, f32(4)));
-  auto s2 = op(p2p(OpKind::send, 0, 1, f32(8)));
-  auto other_tag = op(p2p(OpKind::send, 0, 1, f32(16), 1));
-  auto r1 = op(p2p(OpKind::recv, 1, 0, f32(4)));
-  auto r2 = op(p2p(OpKind::recv, 1, 0, f32(8)));
-  for (auto* r : {&s1, &s2, &r1, &r2}) EXPECT_TRUE((*r)->status.is_ok()) << (*r)->status.to_string();
-  EXPECT_EQ(s1->plan, r1->plan);
-  EXPECT_EQ(s2->plan, r2->plan);
-  EXPECT_EQ(s1->plan->count(), 4u);
-  EXPECT_EQ(s2->plan->count(), 8u);
-  EXPECT_FALSE(is_done(*other_tag));
+  auto s1 = half(p2p(OpKind::send, 0, 1, f32(4)), 1);
+  auto s2 = half(p2p(OpKind::send, 0, 1, f32(8)), 2);
+  auto other_tag = half(p2p(OpKind::send, 0, 1, f32(16), 1), 9);
+  auto r1 = half(p2p(OpKind::recv, 1, 0, f32(4)));
+  auto r2 = half(p2p(OpKind::recv, 1, 0, f32(8)));
+  for (const auto& h : {s1, s2, r1, r2}) EXPECT_TRUE(h.reply->status.is_ok()) << h.reply->status.to_string();
+  EXPECT_EQ(r1.values(), std::vector<float>(4, 1.0f));
+  EXPECT_EQ(r2.values(), std::vector<float>(8, 2.0f));
+  EXPECT_FALSE(is_done(*other_tag.reply));
 }
 
 TEST_F(CoreTest, SendTimeoutNamesTheMissingReceiver) {
@@ -136,19 +158,18 @@ TEST_F(CoreTest, ARecvFromAnySourceTakesTheFirstSendToIt) {
   reg_all(cfg(4));
   auto other_tag = op(p2p(OpKind::send, 3, 0, f32(4), 6));
   auto other_dst = op(p2p(OpKind::send, 3, 1, f32(4), 5));
-  auto from2 = op(p2p(OpKind::send, 2, 0, f32(4), 5));
-  auto from1 = op(p2p(OpKind::send, 1, 0, f32(8), 5));
-  auto r1 = op(any_recv(0, f32(4), 5));
-  ASSERT_TRUE(is_done(*r1) && is_done(*from2));
-  ASSERT_TRUE(r1->status.is_ok()) << r1->status.to_string();
-  EXPECT_EQ(r1->source, 2u);
-  EXPECT_EQ(r1->plan, from2->plan);
-  EXPECT_EQ(r1->plan->label(), "send/recv 2->0 tag 5");
-  EXPECT_FALSE(is_done(*from1));
-  auto r2 = op(any_recv(0, f32(8), 5));
-  ASSERT_TRUE(is_done(*r2) && is_done(*from1));
-  EXPECT_EQ(r2->source, 1u);
-  EXPECT_EQ(r2->plan->count(), 8u);
+  auto from2 = half(p2p(OpKind::send, 2, 0, f32(4), 5), 2);
+  auto from1 = half(p2p(OpKind::send, 1, 0, f32(8), 5), 1);
+  auto r1 = half(any_recv(0, f32(4), 5));
+  ASSERT_TRUE(is_done(*r1.reply) && is_done(*from2.reply));
+  ASSERT_TRUE(r1.reply->status.is_ok()) << r1.reply->status.to_string();
+  EXPECT_EQ(r1.reply->source, 2u);
+  EXPECT_EQ(r1.values(), std::vector<float>(4, 2.0f));
+  EXPECT_FALSE(is_done(*from1.reply));
+  auto r2 = half(any_recv(0, f32(8), 5));
+  ASSERT_TRUE(is_done(*r2.reply) && is_done(*from1.reply));
+  EXPECT_EQ(r2.reply->source, 1u);
+  EXPECT_EQ(r2.values(), std::vector<float>(8, 1.0f));
   EXPECT_FALSE(is_done(*other_tag));
   EXPECT_FALSE(is_done(*other_dst));
   // A mismatch fails both sides, naming the sender it took.
@@ -161,21 +182,23 @@ TEST_F(CoreTest, ARecvFromAnySourceTakesTheFirstSendToIt) {
 // A send goes to the receive posted first of those that may take it: from its peer or from any.
 TEST_F(CoreTest, ASendGoesToTheReceivePostedFirst) {
   reg_all(cfg(3));
-  auto any = op(any_recv(0, f32(4), 1));
-  auto from1 = op(p2p(OpKind::recv, 0, 1, f32(4), 1));
-  auto s1 = op(p2p(OpKind::send, 1, 0, f32(4), 1));
-  ASSERT_TRUE(is_done(*any) && is_done(*s1));
-  EXPECT_EQ(any->plan, s1->plan);
-  EXPECT_EQ(any->source, 1u);
-  EXPECT_FALSE(is_done(*from1));
-  auto s2 = op(p2p(OpKind::send, 1, 0, f32(4), 1));
-  EXPECT_EQ(from1->plan, s2->plan);
+  auto any = half(any_recv(0, f32(4), 1));
+  auto from1 = half(p2p(OpKind::recv, 0, 1, f32(4), 1));
+  auto s1 = half(p2p(OpKind::send, 1, 0, f32(4), 1), 1);  // the send copies, on its arrival
+  ASSERT_TRUE(is_done(*any.reply) && is_done(*s1.reply));
+  EXPECT_EQ(any.values(), std::vector<float>(4, 1.0f));
+  EXPECT_EQ(any.reply->source, 1u);
+  EXPECT_FALSE(is_done(*from1.reply));
+  EXPECT_EQ(from1.values(), std::vector<float>(4, 0.0f));
+  auto s2 = half(p2p(OpKind::send, 1, 0, f32(4), 1), 2);
+  EXPECT_EQ(from1.values(), std::vector<float>(4, 2.0f));
   // The other way round: the specific receive first.
-  auto specific = op(p2p(OpKind::recv, 0, 2, f32(4), 1));
-  auto any2 = op(any_recv(0, f32(4), 1));
-  auto s3 = op(p2p(OpKind::send, 2, 0, f32(4), 1));
-  EXPECT_EQ(specific->plan, s3->plan);
-  EXPECT_FALSE(is_done(*any2));
+  auto specific = half(p2p(OpKind::recv, 0, 2, f32(4), 1));
+  auto any2 = half(any_recv(0, f32(4), 1));
+  auto s3 = half(p2p(OpKind::send, 2, 0, f32(4), 1), 3);
+  EXPECT_EQ(specific.values(), std::vector<float>(4, 3.0f));
+  EXPECT_FALSE(is_done(*any2.reply));
+  EXPECT_EQ(any2.values(), std::vector<float>(4, 0.0f));
 }
 
 // A receive from any source expires naming what it waited for; one withdrawn (it took a message
@@ -185,19 +208,21 @@ TEST_F(CoreTest, ARecvFromAnySourceExpiresOrIsWithdrawn) {
   auto r = op(any_recv(1, f32(4), 3));
   core->on_timeout(r->timer);
   EXPECT_TRUE(has(r->status, Errc::timeout, {"recv any->1 tag 3: no peer sent to peer 1 with tag 3 within"}));
-  auto w = op(any_recv(1, f32(4), 3));
-  EXPECT_TRUE(core->withdraw(w->timer));
-  EXPECT_FALSE(core->withdraw(w->timer));
-  auto s = op(p2p(OpKind::send, 0, 1, f32(4), 3));
-  EXPECT_FALSE(is_done(*w));
-  EXPECT_FALSE(is_done(*s));
+  auto w = half(any_recv(1, f32(4), 3));
+  EXPECT_TRUE(core->withdraw(w.reply->timer));
+  EXPECT_FALSE(core->withdraw(w.reply->timer));
+  auto s = half(p2p(OpKind::send, 0, 1, f32(4), 3), 5);
+  EXPECT_FALSE(is_done(*w.reply));
+  EXPECT_FALSE(is_done(*s.reply));
   // A plain receive from the id that stands for "any" is no receive from any source.
   auto bad = op(p2p(OpKind::recv, 1, kAnySource, f32(4), 3));
   EXPECT_TRUE(has(bad->status, Errc::invalid_argument, {"peer 1: recv from peer 4294967295 (not a peer)"}));
-  auto r2 = op(any_recv(1, f32(4), 3));
-  EXPECT_TRUE(r2->status.is_ok());
-  EXPECT_EQ(r2->plan, s->plan);
-  EXPECT_FALSE(core->withdraw(r2->timer)) << "a paired receive cannot be withdrawn";
+  auto r2 = half(any_recv(1, f32(4), 3));
+  EXPECT_TRUE(r2.reply->status.is_ok());
+  EXPECT_TRUE(is_done(*s.reply));
+  EXPECT_EQ(r2.values(), std::vector<float>(4, 5.0f));
+  EXPECT_EQ(w.values(), std::vector<float>(4, 0.0f)) << "a withdrawn receive takes nothing";
+  EXPECT_FALSE(core->withdraw(r2.reply->timer)) << "a paired receive cannot be withdrawn";
 }
 
 // --- reset and shutdown

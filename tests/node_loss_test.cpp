@@ -73,13 +73,21 @@ class CoreNodeLoss : public ::testing::Test {
     r.input = r.output = {true, DType::f32, {4}};
     return submit(r);
   }
-  std::shared_ptr<Reply> half(OpKind kind, uint32_t peer, uint32_t other) {
+  // A send of four `mark`s, or a receive into `into` (its four floats), as a peer's carry them.
+  std::shared_ptr<Reply> half(OpKind kind, uint32_t peer, uint32_t other, float mark = 0, Tensor into = {}) {
     OpRequestData r;
     r.peer = peer;
     r.op.kind = kind;
     r.other = other;
+    r.epoch = epoch;
     (kind == OpKind::send ? r.input : r.output) = {true, DType::f32, {4}};
-    return submit(r);
+    Call call;
+    call.request = std::move(r);
+    if (kind == OpKind::send) call.input = Tensor::from(std::vector<float>(4, mark));
+    else call.output = into.defined() ? into : Tensor::zeros(DType::f32, {4});
+    auto reply = call.reply;
+    core->on_op(std::move(call));
+    return reply;
   }
 };
 
@@ -132,18 +140,21 @@ TEST_F(CoreNodeLoss, TheFirstLossIsTheOneReported) {
 // both run.
 TEST_F(CoreNodeLoss, SendRecvWithinTheNodeGoOn) {
   register_all(2);
-  auto waiting = half(OpKind::send, 0, 1);
+  auto waiting = half(OpKind::send, 0, 1, 7);
   core->on_node_lost(loss);
   EXPECT_FALSE(is_done(*waiting)) << "a send/recv half within the node is not failed by a loss";
-  auto matched = half(OpKind::recv, 1, 0);
+  Tensor got = Tensor::zeros(DType::f32, {4});
+  auto matched = half(OpKind::recv, 1, 0, 0, got);
   ASSERT_TRUE(is_done(*waiting) && is_done(*matched));
   ASSERT_TRUE(waiting->status.is_ok()) << waiting->status.to_string();
   ASSERT_TRUE(matched->status.is_ok()) << matched->status.to_string();
-  EXPECT_NE(waiting->plan, nullptr);
-  auto s = half(OpKind::send, 1, 0);
-  auto r = half(OpKind::recv, 0, 1);
+  EXPECT_EQ(got.to_vector<float>(), std::vector<float>(4, 7.0f));
+  Tensor back = Tensor::zeros(DType::f32, {4});
+  auto s = half(OpKind::send, 1, 0, 9);
+  auto r = half(OpKind::recv, 0, 1, 0, back);
   ASSERT_TRUE(is_done(*s) && is_done(*r));
   EXPECT_TRUE(s->status.is_ok() && r->status.is_ok()) << s->status.to_string() << " / " << r->status.to_string();
+  EXPECT_EQ(back.to_vector<float>(), std::vector<float>(4, 9.0f));
 }
 
 // ---------------------------------------------------------------- two nodes in this process

@@ -171,7 +171,14 @@ TEST(Planner, GpuTensorsOfOneProcessTakeNcclOnlyWhereTheStrategyLetsTheRuntimeDe
 }
 
 TEST(Planner, SendAndRecvAreACopyBetweenThePair) {
-  EXPECT_EQ(plan(threads(2, OpKind::send, 100)), "p2p: a copy between the pair");
+  EXPECT_EQ(plan(threads(2, OpKind::send, 100)),
+            "p2p: a copy between the pair; 400 B, copied by the second of the pair to arrive, as it pairs them");
+  // In one process, above CHORUS_P2P_LOCAL_EAGER_KIB (256 KiB unless set) the receiver copies.
+  EXPECT_TRUE(plan_pair_copy_at_pairing(256 << 10));
+  EXPECT_FALSE(plan_pair_copy_at_pairing((256 << 10) + 1));
+  EXPECT_EQ(plan(threads(2, OpKind::recv, (256 << 10) / 4 + 1)),
+            "p2p: a copy between the pair; 262148 B, copied by the receiver's thread (above the eager limit in one "
+            "process)");
   auto gpu = threads(2, OpKind::send, 100);
   gpu.on_device = true;  // as the local server reports a pair of GPU tensors too
   EXPECT_EQ(plan_op(Config{}, gpu).path.path, RunStrategy::Path::p2p);

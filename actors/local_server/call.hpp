@@ -25,6 +25,7 @@ struct Reply {
   std::shared_ptr<OpPlan> plan;   // the op to run, when ok (host tensors)
   std::shared_ptr<DeviceRun> device;  // or the op on GPU tensors
   std::shared_ptr<NcclRun> nccl;      // or, after the plan's announcements, NCCL across nodes
+  bool copied = false;            // or nothing: a send/recv pair of host tensors, copied when paired
   int rank = -1;                  // the index this peer runs in the plan
   DType out_dtype = DType::f32;   // broadcast/scatter by data: what the receivers allocate
   Shape out_shape;

@@ -1,8 +1,11 @@
 // The local server core: launching an op whose peers have all called. Under the lock it is taken
 // out of the pending ops with what its launch needs (prepare_launch); after unlocking it becomes a
 // host schedule's plan or a GPU run for every peer of this process (launch), or goes to the global
-// client (launch_global.cpp). A matched send/recv pair becomes a two-peer plan (launch_pair).
+// client (launch_global.cpp). A matched send/recv pair is copied there and then, or becomes a two-peer
+// plan (launch_pair).
 #include "actors/local_server/server_core.hpp"
+
+#include <cstring>
 
 #include "actors/global_client/global_client.hpp"
 #include "strategies/planner.hpp"
@@ -173,6 +176,19 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
       a->call.reply->strategy = p2p;
       a->call.reply->rank = a == &snd ? 0 : 1;
       a->call.reply->complete(s);
+    }
+    return;
+  }
+  const std::size_t bytes = count * dtype_size(snd.req.input.dtype);
+  if (plan_pair_copy_at_pairing(bytes)) {
+    // The second of the two to arrive copies the sender's buffer into the receiver's here (both
+    // are the callers': the sender waits for this answer, the receive was posted with its buffer).
+    if (bytes > 0) std::memmove(rcv.call.output.data(), snd.call.input.data(), bytes);
+    for (Arrival* a : {&snd, &rcv}) {
+      a->call.reply->copied = true;
+      a->call.reply->strategy = p2p;
+      a->call.reply->rank = a == &snd ? 0 : 1;
+      a->call.reply->complete(Status::ok());
     }
     return;
   }

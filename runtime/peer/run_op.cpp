@@ -104,6 +104,7 @@ std::shared_ptr<Reply> group_request(PeerState& s, GroupRequestData g, Status& s
 namespace {
 Status run_plan(Reply& r, const std::byte* in, std::byte* out, StepTrace* trace) {
   if (r.device) return r.device->join();  // GPU tensors: the device actors run it (avg included)
+  if (r.copied) return Status::ok();      // a send/recv pair: the data moved when it was paired
   OpPlan& plan = *r.plan;
   if (r.nccl) {  // GPU tensors across nodes: the (empty) plan concludes the announcements, then NCCL
     WorkBuffer none = WorkBuffer::bind(plan.kind(), r.rank, plan.size(), plan.root(), 0, plan.dtype(), nullptr, nullptr);
