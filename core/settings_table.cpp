@@ -97,8 +97,8 @@ constexpr std::array<Setting, static_cast<std::size_t>(SettingId::count)> kSetti
      "Sends between peers of one process (send/recv of host tensors): the largest message that the second of the "
      "pair to arrive copies as it pairs them, in KiB, so that neither waits for the other's thread to wake (what "
      "many small messages in flight cost). A larger one is copied by the receiver's thread, which then holds the "
-     "data it reads next in its cache: faster from about 1 MiB. `0`: the receiver copies every message. See "
-     "[benchmarks.md](benchmarks.md#send-recv-in-one-process).",
+     "data it reads next in its cache: faster from about 1 MiB. `0`: the receiver copies every message with data. "
+     "See [benchmarks.md](benchmarks.md#sendrecv-in-one-process).",
      "send/recv in one process: the largest message copied as it is paired", "`strategies/planner.cpp`"},
 
     {rank, "CHORUS_RANK", R::from_env, K::number, 0, 0, 65535, "unset",

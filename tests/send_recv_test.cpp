@@ -152,6 +152,39 @@ TEST(SendRecv, ARecvFromAnySourceNamesItsSender) {
   rep.expect_clean();
 }
 
+// Messages up to CHORUS_P2P_LOCAL_EAGER_KIB (256 KiB unless set) are copied as their pair is
+// made; larger ones run as a plan of the two, which the receiver copies: both kinds arrive whole,
+// to a receive from its sender and to one from any source, each way round.
+TEST(SendRecv, MessagesAboveTheEagerLimitArriveWholeToo) {
+  Runtime rt;
+  Reporter rep;
+  const int64_t large = (256 << 10) / 4 + 1, small = 256;
+  auto values = [](int64_t n, float base) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = base + static_cast<float>(i % 1000);
+    return v;
+  };
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    int tag = 0;
+    for (int64_t n : {small, large})
+      for (bool any : {false, true}) {
+        ++tag;
+        const std::vector<float> want = values(n, static_cast<float>(tag) * 1000);
+        if (peer.id() == 0) {
+          if (Status st = peer.send(Tensor::from(want), 1, tag); !st) rep.fail("send: " + st.to_string());
+          continue;
+        }
+        Tensor got = Tensor::zeros(DType::f32, {n});
+        Status st = any ? peer.recv_any(got, tag).status() : peer.recv(got, 0, tag);
+        const std::string what = std::to_string(n * 4) + " B" + (any ? " from any source" : "");
+        if (!st) rep.fail("recv of " + what + ": " + st.to_string());
+        else if (got.to_vector<float>() != want) rep.fail("recv of " + what + " got other data");
+        else if (peer.last_strategy() != "p2p") rep.fail("recv of " + what + " was not p2p");
+      }
+  });
+  rep.expect_clean();
+}
+
 // MPI's order of posting: receives that may take the same sends take them in the order they were
 // called, whichever lane each runs on. Peer 0 calls recv from 1, recv from 1 (queued behind the
 // first on its lane) and recv from any source, all with tag 5; peer 1 then sends X, A, B: the

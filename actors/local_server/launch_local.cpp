@@ -183,6 +183,8 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
   if (plan_pair_copy_at_pairing(bytes)) {
     // The second of the two to arrive copies the sender's buffer into the receiver's here (both
     // are the callers': the sender waits for this answer, the receive was posted with its buffer).
+    // A side whose wait ran out meanwhile finds neither half left to expire (they were paired
+    // under the lock) and waits RuntimeImpl::grace for this answer before it gives up.
     if (bytes > 0) std::memmove(rcv.call.output.data(), snd.call.input.data(), bytes);
     for (Arrival* a : {&snd, &rcv}) {
       a->call.reply->copied = true;

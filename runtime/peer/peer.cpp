@@ -127,7 +127,8 @@ Status send_now(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   peer_impl::OpRecord rec;
   auto reply = peer_impl::request(s, rec, req, t, Tensor(), st);
   if (!st) return st;
-  // The sender is rank 0 of a two-peer broadcast, in place: its buffer is only read.
+  // The sender is rank 0 of a two-peer broadcast, in place: its buffer is only read (a small pair
+  // was copied as it was paired: nothing is left to run).
   return peer_impl::execute(s, rec, *reply, bytes(t), bytes(t));
 }
 

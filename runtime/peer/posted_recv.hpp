@@ -3,7 +3,8 @@
 // place in its lane (op_lanes.hpp, OpEntry). Of a handle's receives that may take one send (one
 // tag; the same rank, or either from any source) the one called first takes it, and a lane's
 // order is the order its receives entered. Its body (on the lane, or the caller's thread) then
-// waits for the pairing or the message and copies. Receives into GPU tensors, or ordered in a
+// waits for the pairing or the message and copies (a small pair in one process was copied as it
+// was paired: the body only learns so). Receives into GPU tensors, or ordered in a
 // CUDA stream, enter when their body runs: a stream's earlier work may fail them before they
 // start, and the local server must then hear it with the request (Call::local_error).
 #pragma once

@@ -25,7 +25,7 @@ Result<PeerId> rank_of(const PeerState& s, uint32_t g) {
 }
 
 // The pairing the local server made, where the receive entered it without waiting: this peer's
-// part of the two-peer plan.
+// part of the two-peer plan (nothing, where the pair was copied as it was paired).
 Result<PeerId> run_paired(PeerState& s, OpRecord& rec, Reply& r, Tensor& t) {
   if (Status st = r.status; !st) return record_end(s, rec, st);
   record_matched(s, rec, r.strategy);
