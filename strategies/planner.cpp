@@ -136,18 +136,16 @@ PlanDecision plan_op(const Config& config, const PlanQuery& q) {
     say(&d.why, first_rule(meet_rules(), q.kind, f.set).why);
   }
   d.path = path_of(config, q, f, &d.why);
-  if (d.path.path == P::p2p && !q.topology.shared_memory) {
-    const std::size_t bytes = q.count * dtype_size(q.dtype);
+  const std::size_t bytes = q.count * dtype_size(q.dtype);
+  if (d.path.path == P::p2p && !q.topology.shared_memory)
     say(&d.why, std::to_string(bytes) + " B" +
                     (plan_p2p_eager(bytes) ? " go with the header where the receiving node's window has room, else "
                                              "wait for the receive's pull"
                                            : " wait for the receive's pull (above the eager limit)"));
-  } else if (d.path.path == P::p2p && !q.on_device) {
-    const std::size_t bytes = q.count * dtype_size(q.dtype);
+  else if (d.path.path == P::p2p && !q.on_device)
     say(&d.why, std::to_string(bytes) + " B, copied " +
                     (plan_pair_copy_at_pairing(bytes) ? "by the second of the pair to arrive, as it pairs them"
                                                       : "by the receiver's thread (above the eager limit in one process)"));
-  }
   if (d.path.path == RunStrategy::Path::schedule) count_schedule(q, d.path, d);
   return d;
 }

@@ -57,10 +57,12 @@ class CoreNodeLoss : public ::testing::Test {
       epoch = r->epoch;
     }
   }
-  std::shared_ptr<Reply> submit(OpRequestData req) {
+  std::shared_ptr<Reply> submit(OpRequestData req, Tensor in = {}, Tensor out = {}) {
     req.epoch = epoch;
     Call call;
     call.request = std::move(req);
+    call.input = std::move(in);
+    call.output = std::move(out);
     auto r = call.reply;
     core->on_op(std::move(call));
     return r;
@@ -79,15 +81,9 @@ class CoreNodeLoss : public ::testing::Test {
     r.peer = peer;
     r.op.kind = kind;
     r.other = other;
-    r.epoch = epoch;
     (kind == OpKind::send ? r.input : r.output) = {true, DType::f32, {4}};
-    Call call;
-    call.request = std::move(r);
-    if (kind == OpKind::send) call.input = Tensor::from(std::vector<float>(4, mark));
-    else call.output = into.defined() ? into : Tensor::zeros(DType::f32, {4});
-    auto reply = call.reply;
-    core->on_op(std::move(call));
-    return reply;
+    if (kind == OpKind::send) return submit(r, Tensor::from(std::vector<float>(4, mark)));
+    return submit(r, {}, into.defined() ? into : Tensor::zeros(DType::f32, {4}));
   }
 };
 

@@ -142,18 +142,21 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
   Arrival& snd = pl.snd;
   Arrival& rcv = pl.rcv;
   const auto& [gid, src, dst, tag] = pl.key;
-  const std::string label = "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
+  // Made where it is used (errors, a device run, a plan): a pair copied at once needs none.
+  auto label = [&] {
+    return "send/recv " + std::to_string(src) + "->" + std::to_string(dst) + " tag " + std::to_string(tag);
+  };
   rcv.call.reply->source = src;  // what a receive from any source took
   // A side that could not take part (OpOptions::stream's earlier work not done): neither moves data.
   const uint32_t offset = global_ ? global_->offset() : 0;
   Status s = local_error_of(snd, offset);
   if (s) s = local_error_of(rcv, offset);
   if (!s)
-    s = {s.code(), label + ": " + s.message()};
+    s = {s.code(), label() + ": " + s.message()};
   else if (snd.req.input.dtype != rcv.req.output.dtype)
-    s = {Errc::dtype_mismatch, label + ": sender has " + snd.req.input.describe() + ", receiver " + rcv.req.output.describe()};
+    s = {Errc::dtype_mismatch, label() + ": sender has " + snd.req.input.describe() + ", receiver " + rcv.req.output.describe()};
   else if (snd.req.input.numel() != rcv.req.output.numel())
-    s = {Errc::shape_mismatch, label + ": sender has " + snd.req.input.describe() + ", receiver " + rcv.req.output.describe()};
+    s = {Errc::shape_mismatch, label() + ": sender has " + snd.req.input.describe() + ", receiver " + rcv.req.output.describe()};
   if (!s) {
     snd.call.reply->complete(s);
     rcv.call.reply->complete(s);
@@ -169,8 +172,8 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
     shape.on_device = true;
     std::shared_ptr<DeviceRun> device;
     s = make_device_run(tensors, shape, pl.config->local[static_cast<std::size_t>(OpKind::broadcast)],
-                        deadline(*pl.config, shortest_timeout({&snd.call, &rcv.call})), label, device);
-    if (!s) s = Status(s.code(), label + ": " + s.message());
+                        deadline(*pl.config, shortest_timeout({&snd.call, &rcv.call})), label(), device);
+    if (!s) s = Status(s.code(), label() + ": " + s.message());
     for (Arrival* a : {&snd, &rcv}) {
       a->call.reply->device = device;
       a->call.reply->strategy = p2p;
@@ -180,31 +183,26 @@ void LocalServerCore::launch_pair(PairLaunch& pl) {
     return;
   }
   const std::size_t bytes = count * dtype_size(snd.req.input.dtype);
+  std::shared_ptr<OpPlan> plan;  // none: copied here
   if (plan_pair_copy_at_pairing(bytes)) {
     // The second of the two to arrive copies the sender's buffer into the receiver's here (both
     // are the callers': the sender waits for this answer, the receive was posted with its buffer).
     // A side whose wait ran out meanwhile finds neither half left to expire (they were paired
     // under the lock) and waits RuntimeImpl::grace for this answer before it gives up.
     if (bytes > 0) std::memmove(rcv.call.output.data(), snd.call.input.data(), bytes);
-    for (Arrival* a : {&snd, &rcv}) {
-      a->call.reply->copied = true;
-      a->call.reply->strategy = p2p;
-      a->call.reply->rank = a == &snd ? 0 : 1;
-      a->call.reply->complete(Status::ok());
-    }
-    return;
+  } else {
+    // Two-peer plan: rank 0 sends its buffer, rank 1 copies it straight into its own.
+    std::vector<Program> progs(2);
+    progs[0].push_back(Round{{Step{StepKind::send, 1, 0, count}}});
+    progs[1].push_back(Round{{Step{StepKind::recv_copy, 0, 0, count}}});
+    OpDesc copy;  // the pair as a broadcast from its sender
+    copy.kind = OpKind::broadcast, copy.group = snd.req.op.group, copy.dtype = snd.req.input.dtype, copy.count = count;
+    plan = std::make_shared<OpPlan>(copy, 2, CompiledSchedule::compile(std::move(progs)),
+                                    deadline(*pl.config, shortest_timeout({&snd.call, &rcv.call})), label());
   }
-  // Two-peer plan: rank 0 sends its buffer, rank 1 copies it straight into its own.
-  std::vector<Program> progs(2);
-  progs[0].push_back(Round{{Step{StepKind::send, 1, 0, count}}});
-  progs[1].push_back(Round{{Step{StepKind::recv_copy, 0, 0, count}}});
-  OpDesc copy;  // the pair as a broadcast from its sender
-  copy.kind = OpKind::broadcast, copy.group = snd.req.op.group, copy.dtype = snd.req.input.dtype, copy.count = count;
-  auto plan = std::make_shared<OpPlan>(copy, 2,
-                                       CompiledSchedule::compile(std::move(progs)),
-                                       deadline(*pl.config, shortest_timeout({&snd.call, &rcv.call})), label);
   for (Arrival* a : {&snd, &rcv}) {
     a->call.reply->plan = plan;
+    a->call.reply->copied = !plan;
     a->call.reply->strategy = p2p;
     a->call.reply->rank = a == &snd ? 0 : 1;
     a->call.reply->complete(Status::ok());
