@@ -181,6 +181,37 @@ TEST(StreamOrder, AHostReceiveDoesNotOvertakeAStreamOrderedOneOfItsLane) {
   rep.expect_clean();
 }
 
+// The same for sends: a host send called after a stream-ordered one of its lane (same destination
+// and tag) enters the server after it, though host sends are otherwise posted at their call.
+TEST(StreamOrder, AHostSendDoesNotOvertakeAStreamOrderedOneOfItsLane) {
+  fake::StreamsDoubleInPlace streams;
+  fake::FakeStream s;
+  s.hold_earlier_work();
+  Runtime rt;
+  Reporter rep;
+  WaitWord posted;
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    if (peer.rank() == 0) {
+      Tensor one = Tensor::from(filled(3, 1.0f)), two = Tensor::from(filled(3, 2.0f));
+      Work a = peer.send_async(one, 1, 4, OpOptions{.stream = &s});
+      Work b = peer.send_async(two, 1, 4);
+      posted.set(1);
+      s.finish_earlier_work();
+      for (Work* w : {&a, &b})
+        if (Status st = w->wait(); !st) rep.fail("send: " + st.to_string());
+      return;
+    }
+    if (!posted.wait_at_least(1, Clock::now() + 10s)) return rep.fail("rank 0 never sent");
+    Tensor first = Tensor::zeros(DType::f32, {3}), second = Tensor::zeros(DType::f32, {3});
+    for (Tensor* t : {&first, &second})
+      if (Status st = peer.recv(*t, 0, 4); !st) rep.fail("recv: " + st.to_string());
+    if (first.to_vector<float>() != filled(3, 1.0f) || second.to_vector<float>() != filled(3, 2.0f))
+      rep.fail("the receives got " + std::to_string(first.data_as<float>()[0]) + " and " +
+               std::to_string(second.data_as<float>()[0]) + ", not 1 and 2");
+  });
+  rep.expect_clean();
+}
+
 // ... and when both send first, each recv waits on its stream for its own send, which waits for
 // the other's recv (NCCL would hang so without a group). The cycle breaks at a recv's timeout: that
 // recv, unable to start, takes its place failing, which fails the send it pairs with, naming the

@@ -275,6 +275,90 @@ TEST(Work, NonBlockingSendsAndReceivesExchange) {
   rep.expect_clean();
 }
 
+// A host send or receive whose partner is already waiting (in one process, up to
+// CHORUS_P2P_LOCAL_EAGER_KIB) is done when its call returns: the pair was copied as it was made,
+// with no task on its lane. Once with the receive posted first (tag 3), once with the send (tag 4):
+// the half that comes first is not done until its partner comes.
+TEST(Work, ASendOrReceiveWhosePartnerWaitsIsDoneAtItsCall) {
+  Runtime rt;
+  Reporter rep;
+  WaitWord step;
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    Tensor m = Tensor::from(filled(4, 7.0f)), n = Tensor::from(filled(4, 8.0f));
+    if (peer.rank() == 1) {
+      if (!step.wait_at_least(1, Clock::now() + 10s)) return rep.fail("rank 0 never posted its receive");
+      Work sent = peer.send_async(m, 0, 3);
+      if (!sent.test()) rep.fail("a send to a posted receive was not done at its call");
+      Work first = peer.send_async(n, 0, 4);
+      if (first.test()) rep.fail("a send was done before its receive was called");
+      step.set(2);
+      for (Work* w : {&sent, &first})
+        if (Status s = w->wait(); !s) rep.fail("rank 1: " + s.to_string());
+      return;
+    }
+    Tensor got = Tensor::zeros(DType::f32, {4}), got2 = Tensor::zeros(DType::f32, {4});
+    Work first = peer.recv_async(got, 1, 3);
+    step.set(1);
+    if (Status s = first.wait(); !s) rep.fail("rank 0: " + s.to_string());
+    if (got.to_vector<float>() != filled(4, 7.0f)) rep.fail("the receive posted first got other data");
+    if (!step.wait_at_least(2, Clock::now() + 10s)) return rep.fail("rank 1 never sent");
+    Work second = peer.recv_async(got2, 1, 4);
+    if (!second.test()) rep.fail("a receive of a waiting send was not done at its call");
+    else if (got2.to_vector<float>() != filled(4, 8.0f)) rep.fail("the receive done at its call got other data");
+    if (Status s = second.wait(); !s) rep.fail("rank 0, second: " + s.to_string());
+    if (auto src = second.source(); !src || *src != 1) rep.fail("the receive done at its call names its sender wrongly");
+  });
+  rep.expect_clean();
+}
+
+// A blocking send called after a non-blocking one of its lane (same destination and tag) still
+// arrives second, though each enters the server at its call.
+TEST(Work, ABlockingSendAfterANonBlockingOneOfItsLaneArrivesSecond) {
+  Runtime rt;
+  Reporter rep;
+  WaitWord posted;
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    if (peer.rank() == 0) {
+      Tensor a = Tensor::from(filled(3, 1.0f)), b = Tensor::from(filled(3, 2.0f));
+      Work first = peer.send_async(a, 1, 6);
+      posted.set(1);
+      if (Status s = peer.send(b, 1, 6); !s) rep.fail("the blocking send: " + s.to_string());
+      if (Status s = first.wait(); !s) rep.fail("the non-blocking send: " + s.to_string());
+      return;
+    }
+    if (!posted.wait_at_least(1, Clock::now() + 10s)) return rep.fail("rank 0 never sent");
+    Tensor x = Tensor::zeros(DType::f32, {3}), y = Tensor::zeros(DType::f32, {3});
+    for (Tensor* t : {&x, &y})
+      if (Status s = peer.recv(*t, 0, 6); !s) rep.fail("recv: " + s.to_string());
+    if (x.to_vector<float>() != filled(3, 1.0f) || y.to_vector<float>() != filled(3, 2.0f))
+      rep.fail("the receives got " + std::to_string(x.data_as<float>()[0]) + " and " +
+               std::to_string(y.data_as<float>()[0]) + ", not 1 and 2");
+  });
+  rep.expect_clean();
+}
+
+// A non-blocking send nobody receives fails in its own timeout, naming the receive that never
+// came; the other peer's later ops are unaffected.
+TEST(Work, ASendNobodyReceivesFailsInItsTimeout) {
+  Runtime rt;
+  Reporter rep;
+  EventCount failed;
+  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
+    Tensor t = Tensor::from(filled(2, 1.0f));
+    if (peer.rank() == 0) {
+      Status s = peer.send_async(t, 1, 11, OpOptions{.timeout = 200ms}).wait();
+      if (s.code() != Errc::timeout || s.message().find("send 0->1") == std::string::npos ||
+          s.message().find("never posted the matching recv") == std::string::npos)
+        rep.fail("the unreceived send: " + s.to_string());
+      failed.raise();
+    } else if (!failed.wait_for(1, 30s)) {
+      return rep.fail("the unreceived send never failed");
+    }
+    if (Status s = peer.all_reduce(t, ReduceOp::sum); !s) rep.fail("the op after: " + s.to_string());
+  });
+  rep.expect_clean();
+}
+
 // A callback runs once, with the op's Status: on the completing thread for an op in flight, at
 // once for one already done.
 TEST(Work, CallbacksRunOnceWithTheStatus) {
@@ -434,6 +518,10 @@ TEST(Work, EmptyHandlesSaySo) {
   EXPECT_TRUE(w.test());
   EXPECT_EQ(w.wait().code(), Errc::not_registered);
   EXPECT_EQ(unregistered.all_reduce(t, ReduceOp::sum).code(), Errc::not_registered);
+  for (Work x : {unregistered.send_async(t, 1, 2), unregistered.recv_async(t, 1, 2), unregistered.recv_any_async(t, 2)}) {
+    EXPECT_TRUE(x.test());
+    EXPECT_EQ(x.wait().code(), Errc::not_registered);
+  }
 }
 
 } // namespace

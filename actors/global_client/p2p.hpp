@@ -97,7 +97,7 @@ class P2PMailbox {
   void node_lost(const Status& why);                 // every pair fails
   void node_left(uint32_t node, const Status& why);  // pairs with that node fail
 
-  // A receive posted here at its call (MPI's order of posting; runtime/peer/posted_recv.hpp), for
+  // A receive posted here at its call (MPI's order of posting; runtime/peer/posted_op.hpp), for
   // as long as it lives: a message that a receive posted before it may take is left to that one.
   // `k.source` may be kAnySource. Its ticket goes to the takes (0: none, in no line). `waits`
   // (if given; called under the mailbox's lock, so it only looks at a word) says whether it still

@@ -3,7 +3,7 @@
 // result copied back into the caller's GPU tensor (cuda/staging.hpp); a copy that fails still
 // takes this peer's place in the op, so every peer gets the error instead of a timeout.
 #include "actors/global_client/global_client.hpp"
-#include "runtime/peer/posted_recv.hpp"
+#include "runtime/peer/posted_op.hpp"
 #include "runtime/peer/run_op.hpp"
 #include "cuda/staging.hpp"
 
@@ -62,7 +62,7 @@ Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
   return record_end(s, rec, why ? sent : why);
 }
 
-Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedRecv* posted) {
+Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedOp* posted) {
   const PeerId me = s.offset + s.id;
   if (s.finished) return already_finished(me);
   const P2PMailbox::Key k{s.group, s.members[src], me, tag};

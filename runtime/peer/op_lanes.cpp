@@ -113,11 +113,12 @@ Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody
                     const OpEntry& enter) {
   // The task fills its own state (the caller's `w` may be waited on from here only).
   auto ws = std::make_shared<WorkState>();
-  on_lane(*s, k, [&](Lane& lane) {
-    if (enter) enter();
+  const bool done = on_lane(*s, k, [&](Lane& lane) {
+    if (enter && enter()) return true;
     lane.submit([s, ws, &body] { run_body(s.get(), body, OpOptions{}, *ws); });
-    return 0;
+    return false;
   });
+  if (done) return body(w);  // nothing ahead to wait for: its partner already came
   Status st = WorkAccess::make(ws).wait();
   w.tensors = std::move(ws->tensors);
   w.objects = std::move(ws->objects);
@@ -140,13 +141,17 @@ Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& 
   }
   auto ws = std::make_shared<WorkState>();
   s->lanes_used.store(true, std::memory_order_release);
-  on_lane(*s, k, [&](Lane& lane) {
+  // Done at its entry (its partner came first, and they were copied as they paired): its body only
+  // concludes it, here, and no thread of its lane is woken for it. Ops ahead on its lane have
+  // paired already (the server pairs in lane order), so this overtakes none of them.
+  const bool done = on_lane(*s, k, [&](Lane& lane) {
+    if (enter && enter()) return true;
     ws->run_here = lane.runner(ws.get());
     ws->hurry = lane.hurrier(ws.get());
-    if (enter) enter();
     lane.submit([s, ws, o, order, body = std::move(body)] { run_body(s.get(), body, o, *ws, order.get()); }, ws.get());
-    return 0;
+    return false;
   });
+  if (done) run_body(s.get(), body, o, *ws, order.get());
   return WorkAccess::make(ws);
 }
 

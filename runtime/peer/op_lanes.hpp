@@ -54,11 +54,14 @@ void run_body(const PeerState* s, const OpBody& body, const OpOptions& o, WorkSt
 Status called_from_callback(const PeerState* s);
 
 // What an op does at its call, under its lane's lock, in the same step that takes its place in
-// the lane (a receive posting itself: posted_recv.hpp), so that a lane's order is their order.
-using OpEntry = std::function<void()>;
+// the lane (a send or receive posting itself: posted_op.hpp), so that a lane's order is their
+// order. True where that left nothing to wait for (a pair copied as it was paired, or an error):
+// its body then runs on the caller's thread at once, as no task on its lane.
+using OpEntry = std::function<bool()>;
 
 // Hands `body` to its lane and waits for it; the blocking forms go through here when the lane is
-// busy. `enter`, when given, runs as the body is handed in.
+// busy. `enter`, when given, runs as the body is handed in (or in its stead, where it says the op
+// is done: the body then runs here).
 Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody& body, WorkState& w,
                     const OpEntry& enter = {});
 
@@ -88,7 +91,7 @@ Status run_now_entered(const std::shared_ptr<PeerState>& s, LaneKey k, E&& enter
   if (!s) return Status(Errc::not_registered, "this Peer handle was never registered");
   WorkState w;
   if (auto e = called_from_callback(s.get()); !e) return e;
-  const OpEntry entry([&enter] { enter(); });
+  const OpEntry entry([&enter] { return enter(); });
   if (auto hold = enter_lane(*s, k, entry)) return body(w);
   return wait_in_lane(s, k, OpBody([&body](WorkState& ws) { return body(ws); }), w, entry);
 }
@@ -113,7 +116,8 @@ R in_lane(const std::shared_ptr<PeerState>& s, F&& f) {
 Status wait_for_p2p(PeerState* s);
 
 // Non-blocking: `body` (which owns copies of what it needs) after what is queued on its lane;
-// `enter`, when given, runs at the call as the body is handed in.
+// `enter`, when given, runs at the call as the body is handed in, or in its stead where it says
+// the op is done: the body then runs at once, and the Work returned is complete.
 Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& o, OpBody body,
                const OpEntry& enter = {});
 

@@ -7,7 +7,7 @@
 #include "actors/global_client/global_client.hpp"
 #include "core/op_kinds.hpp"
 #include "runtime/peer/op_lanes.hpp"
-#include "runtime/peer/posted_recv.hpp"
+#include "runtime/peer/posted_op.hpp"
 #include "runtime/peer/run_op.hpp"
 
 namespace chorus {
@@ -119,64 +119,72 @@ Work Peer::barrier_async(OpOptions o) { return later(state_, {make_op(OpKind::ba
 
 namespace {
 using peer_impl::on_other_node;
+using peer_impl::PostedOp;
 
-Status send_now(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag) {
+// `posted`: the send as posted at its call (posted_op.hpp); null: it enters now.
+Status send_now(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag, PostedOp* posted) {
   if (on_other_node(s, dst)) return peer_impl::send_to_node(s, t, dst, tag);
-  OpRequestData req = make_p2p(OpKind::send, dst, tag);
+  if (posted && !posted->failed) return posted->failed;
   Status st;
-  peer_impl::OpRecord rec;
-  auto reply = peer_impl::request(s, rec, req, t, Tensor(), st);
+  peer_impl::OpRecord own;
+  peer_impl::OpRecord& rec = posted ? posted->rec : own;
+  auto reply = peer_impl::server_answer(s, rec, posted, make_p2p(OpKind::send, dst, tag), t, Tensor(), st);
   if (!st) return st;
   // The sender is rank 0 of a two-peer broadcast, in place: its buffer is only read (a small pair
   // was copied as it was paired: nothing is left to run).
   return peer_impl::execute(s, rec, *reply, bytes(t), bytes(t));
 }
 
-using peer_impl::PostedRecv;
-
-// `posted`: the receive as posted at its call (posted_recv.hpp); null: it enters now.
-Status recv_now(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedRecv* posted) {
+// `posted`: the receive as posted at its call; null: it enters now.
+Status recv_now(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedOp* posted) {
   if (on_other_node(s, src)) return peer_impl::recv_from_node(s, t, src, tag, posted);
   if (posted && !posted->failed) return posted->failed;
   Status st;
   peer_impl::OpRecord own;
   peer_impl::OpRecord& rec = posted ? posted->rec : own;
-  auto reply = peer_impl::server_answer(s, rec, posted, make_p2p(OpKind::recv, src, tag), t, st);
+  auto reply = peer_impl::server_answer(s, rec, posted, make_p2p(OpKind::recv, src, tag), Tensor(), t, st);
   if (!st) return st;
   return peer_impl::execute(s, rec, *reply, nullptr, bytes(t));
 }
 
-// A receive's two steps (posted_recv.hpp): its entry at its call, and its body on its lane.
-// Host receives post themselves at the call; a GPU or stream-ordered one enters in its body (it
-// is "late"), and so does a host receive called while a late one is queued or running on its
-// lane, which it must not overtake (PeerState::late_receives counts them).
-struct RecvCall {
+// A send's or receive's two steps (posted_op.hpp): its entry at its call, and its body on its
+// lane (or, where the entry found it done, on the caller's thread at once). Host sends and
+// receives post themselves at the call; one on a GPU tensor or ordered in a stream, or a send to
+// another node, enters in its body (it is "late"), and so does a host op called while a late one
+// is queued or running on its lane, which it must not overtake (PeerState::late_ops counts them).
+struct P2pCall {
   PeerState* s;
+  bool send;
   Tensor t;
-  PeerId src;  // kAnySource where `any`
+  PeerId other;  // kAnySource where `any`
   uint64_t tag;
   bool any;    // a receive from any source (not a recv whose src is out of range)
-  bool host;   // a host tensor, not ordered in a stream
+  bool host;   // a host tensor, not ordered in a stream, within this node where a send
   bool late = false;  // it enters in its body (counted on its lane), not at its call
   std::chrono::milliseconds timeout;  // OpOptions::timeout: the posted request carries it
-  PostedRecv posted;
+  PostedOp posted;
 
-  RecvCall(PeerState* state, const Tensor& tensor, PeerId from, uint64_t tg, bool from_any, const OpOptions& o)
-      : s(state), t(tensor), src(from_any ? kAnySource : from), tag(tg), any(from_any),
-        host(!tensor.is_cuda() && !o.stream), timeout(o.timeout) {}
-  std::pair<uint32_t, uint64_t> lane() const { return {src, tag}; }
-  // Under p2p_mu, in the step that takes its place in its lane.
-  void enter() {
-    auto it = s->late_receives.find(lane());
-    late = !host || it != s->late_receives.end();
+  P2pCall(PeerState* state, bool is_send, const Tensor& tensor, PeerId peer, uint64_t tg, bool from_any,
+          const OpOptions& o)
+      : s(state), send(is_send), t(tensor), other(from_any ? kAnySource : peer), tag(tg), any(from_any),
+        host(!tensor.is_cuda() && !o.stream && !(is_send && state && on_other_node(*state, peer))),
+        timeout(o.timeout) {}  // (a null state: the handle was never registered, which the call says)
+  PeerState::P2pKey lane() const { return {send, other, tag}; }
+  // Under p2p_mu, in the step that takes its place in its lane: true where it is done already.
+  bool enter() {
+    auto it = s->late_ops.find(lane());
+    late = !host || it != s->late_ops.end();
     if (!late) {
       peer_impl::OpTimeoutScope scope(timeout);  // at the call, before its body puts it in force
-      return peer_impl::post_recv(*s, posted, t, src, tag, any);
+      if (send) peer_impl::post_send(*s, posted, t, other, tag);
+      else peer_impl::post_recv(*s, posted, t, other, tag, any);
+      return posted.done();
     }
-    if (it != s->late_receives.end()) ++it->second;
-    else s->late_receives.emplace(lane(), 1);
+    if (it != s->late_ops.end()) ++it->second;
+    else s->late_ops.emplace(lane(), 1);
+    return false;
   }
-  PostedRecv* at_call() { return late ? nullptr : &posted; }
+  PostedOp* at_call() { return late ? nullptr : &posted; }
   // At the end of its body (not when its task goes, after its Work's callbacks): its places go,
   // and a late one leaves the count.
   void ended() {
@@ -185,32 +193,38 @@ struct RecvCall {
     posted.global.reset();
     if (!late) return;
     std::lock_guard<std::mutex> lk(s->p2p_mu);
-    auto it = s->late_receives.find(lane());
-    if (it != s->late_receives.end() && --it->second == 0) s->late_receives.erase(it);
+    auto it = s->late_ops.find(lane());
+    if (it != s->late_ops.end() && --it->second == 0) s->late_ops.erase(it);
   }
 };
 
 struct Ended {
-  RecvCall& c;
+  P2pCall& c;
   ~Ended() { c.ended(); }
 };
 
-// A blocking receive before the handle's first non-blocking op: nothing is queued ahead of it
-// (and blocking calls of several threads at once have no order), so it enters as it runs, as
-// before receives were posted, on the caller's thread.
+// A blocking send or receive before the handle's first non-blocking op: nothing is queued ahead of
+// it (and blocking calls of several threads at once have no order), so it enters as it runs, as
+// before sends and receives were posted, on the caller's thread.
 bool nothing_queued(const std::shared_ptr<PeerState>& s) {
   return s && !s->lanes_used.load(std::memory_order_acquire);
 }
 } // namespace
 
 Status Peer::send(const Tensor& t, PeerId dst, uint64_t tag) {
-  return run_now(state_, LaneKey::p2p(LaneKey::send, dst, tag), [&](WorkState&) { return send_now(*state_, t, dst, tag); });
+  if (nothing_queued(state_)) return send_now(*state_, t, dst, tag, nullptr);
+  P2pCall c(state_.get(), true, t, dst, tag, false, {});
+  return run_now_entered(state_, LaneKey::p2p(LaneKey::send, dst, tag), [&] { return c.enter(); },
+                         [&](WorkState&) {
+                           Ended end{c};
+                           return send_now(*state_, t, dst, tag, c.at_call());
+                         });
 }
 
 Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
   if (nothing_queued(state_)) return recv_now(*state_, t, src, tag, nullptr);
-  RecvCall c(state_.get(), t, src, tag, false, {});
-  return run_now_entered(state_, LaneKey::p2p(LaneKey::recv, src, tag), [&] { c.enter(); },
+  P2pCall c(state_.get(), false, t, src, tag, false, {});
+  return run_now_entered(state_, LaneKey::p2p(LaneKey::recv, src, tag), [&] { return c.enter(); },
                          [&](WorkState&) {
                            Ended end{c};
                            return recv_now(*state_, t, src, tag, c.at_call());
@@ -218,32 +232,38 @@ Status Peer::recv(Tensor& t, PeerId src, uint64_t tag) {
 }
 
 Work Peer::send_async(const Tensor& t, PeerId dst, uint64_t tag, OpOptions o) {
-  return run_async(state_, LaneKey::p2p(LaneKey::send, dst, tag), o,
-                   [s = state_.get(), t, dst, tag](WorkState&) { return send_now(*s, t, dst, tag); });
+  auto c = std::make_shared<P2pCall>(state_.get(), true, t, dst, tag, false, o);
+  return run_async(
+      state_, LaneKey::p2p(LaneKey::send, dst, tag), o,
+      [c](WorkState&) {
+        Ended end{*c};
+        return send_now(*c->s, c->t, c->other, c->tag, c->at_call());
+      },
+      [c] { return c->enter(); });
 }
 
 Work Peer::recv_async(Tensor& t, PeerId src, uint64_t tag, OpOptions o) {
-  auto c = std::make_shared<RecvCall>(state_.get(), t, src, tag, false, o);
+  auto c = std::make_shared<P2pCall>(state_.get(), false, t, src, tag, false, o);
   return run_async(
       state_, LaneKey::p2p(LaneKey::recv, src, tag), o,
       [c](WorkState& w) {
         Ended end{*c};
-        Status st = recv_now(*c->s, c->t, c->src, c->tag, c->at_call());
+        Status st = recv_now(*c->s, c->t, c->other, c->tag, c->at_call());
         if (st) {
           w.tensors.push_back(c->t);
-          w.source = c->src;
+          w.source = c->other;
         }
         return st;
       },
-      [c] { c->enter(); });
+      [c] { return c->enter(); });
 }
 
 // A receive from any source runs on a lane of its own per tag, beside the receives from each rank.
 Result<PeerId> Peer::recv_any(Tensor& t, uint64_t tag) {
   if (nothing_queued(state_)) return peer_impl::recv_any_now(*state_, t, tag, nullptr);
   PeerId from = kAnySource;
-  RecvCall c(state_.get(), t, kAnySource, tag, true, {});
-  Status st = run_now_entered(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), [&] { c.enter(); },
+  P2pCall c(state_.get(), false, t, kAnySource, tag, true, {});
+  Status st = run_now_entered(state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), [&] { return c.enter(); },
                               [&](WorkState&) -> Status {
                                 Ended end{c};
                                 auto r = peer_impl::recv_any_now(*state_, t, tag, c.at_call());
@@ -256,7 +276,7 @@ Result<PeerId> Peer::recv_any(Tensor& t, uint64_t tag) {
 }
 
 Work Peer::recv_any_async(Tensor& t, uint64_t tag, OpOptions o) {
-  auto c = std::make_shared<RecvCall>(state_.get(), t, kAnySource, tag, true, o);
+  auto c = std::make_shared<P2pCall>(state_.get(), false, t, kAnySource, tag, true, o);
   return run_async(
       state_, LaneKey::p2p(LaneKey::recv, kAnySource, tag), o,
       [c](WorkState& w) {
@@ -267,7 +287,7 @@ Work Peer::recv_any_async(Tensor& t, uint64_t tag, OpOptions o) {
         w.source = *r;
         return Status::ok();
       },
-      [c] { c->enter(); });
+      [c] { return c->enter(); });
 }
 
 } // namespace chorus

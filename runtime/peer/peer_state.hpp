@@ -54,9 +54,9 @@ struct PeerState {
   using P2pKey = std::tuple<bool, uint32_t, uint64_t>;
   std::mutex p2p_mu;
   std::map<P2pKey, std::unique_ptr<Lane>> p2p_lanes;
-  // Under p2p_mu: per receive lane (source or kAnySource, tag), the receives queued or running
-  // there that enter the server in their body (runtime/peer/peer.cpp, RecvCall).
-  std::map<std::pair<uint32_t, uint64_t>, uint32_t> late_receives;
+  // Under p2p_mu: per send/recv lane, the ops queued or running there that enter the server in
+  // their body (runtime/peer/peer.cpp, P2pCall): later ones of the lane must not overtake them.
+  std::map<P2pKey, uint32_t> late_ops;
 };
 
 // The library's way into the public handle (its internals are private to host apps).

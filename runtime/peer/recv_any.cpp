@@ -8,7 +8,7 @@
 #include "actors/global_client/global_client.hpp"
 #include "core/op_kinds.hpp"
 #include "cuda/staging.hpp"
-#include "runtime/peer/posted_recv.hpp"
+#include "runtime/peer/posted_op.hpp"
 #include "runtime/peer/run_op.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -72,7 +72,7 @@ AnySenders any_senders(const PeerState& s) {
   return who;
 }
 
-Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, PostedRecv* posted) {
+Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, PostedOp* posted) {
   OpRequestData req = make_p2p(OpKind::recv, kAnySource, tag);
   req.any_source = true;
   const uint32_t me = s.offset + s.id;
@@ -85,7 +85,7 @@ Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, PostedRecv* p
   OpRecord& rec = posted ? posted->rec : own;
   if (remote.empty()) {  // the local server pairs it
     Status st;
-    auto reply = server_answer(s, rec, posted, req, t, st);
+    auto reply = server_answer(s, rec, posted, req, Tensor(), t, st);
     if (!st) return st;
     if (!(st = execute(s, rec, *reply, nullptr, bytes(t)))) return st;
     return rank_of(s, s.offset + reply->source);

@@ -46,7 +46,7 @@ OpRequestData make_op(OpKind k, ReduceOp op = ReduceOp::sum, PeerId root = 0);
 // A send's or a receive's request: the peer at the other end and the tag.
 OpRequestData make_p2p(OpKind k, PeerId other, uint64_t tag);
 
-struct PostedRecv;
+struct PostedOp;
 
 // One call's notes while it runs: the flight recorder's ticket and the trace's span. A peer's
 // calls may overlap (send and recv from several threads, a group handle's op beside the
@@ -106,10 +106,10 @@ Status ordinary(PeerState& s, OpRecord& rec, OpRequestData req, const Tensor& in
 Status staged_collective(PeerState* s, OpRecord& rec, OpRequestData req, const Tensor& in, const Tensor& out);
 Result<Tensor> staged_by_data(PeerState& s, OpKind kind, const Tensor& data);
 Status send_to_node(PeerState& s, const Tensor& t, PeerId dst, uint64_t tag);
-// `posted`: the receive as it was posted at its call (posted_recv.hpp); null: it enters now.
-Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedRecv* posted);
+// `posted`: the receive as it was posted at its call (posted_op.hpp); null: it enters now.
+Status recv_from_node(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedOp* posted);
 // recv_any.cpp: a receive from any rank of the group; the sender's rank.
-Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, PostedRecv* posted);
+Result<PeerId> recv_any_now(PeerState& s, Tensor& t, uint64_t tag, PostedOp* posted);
 // Who may send to a receive from any source of the handle: its group's peers on other nodes
 // (global ids) and their nodes, and whether any is on this node.
 struct AnySenders {

@@ -1,4 +1,4 @@
-#include "runtime/peer/posted_recv.hpp"
+#include "runtime/peer/posted_op.hpp"
 
 #include "actors/global_client/global_client.hpp"
 #include "core/op_kinds.hpp"
@@ -6,7 +6,19 @@
 
 namespace chorus::peer_impl {
 
-void post_recv(PeerState& s, PostedRecv& p, const Tensor& t, PeerId src, uint64_t tag, bool any) {
+bool PostedOp::done() const {
+  if (!failed) return true;
+  if (!reply || mailbox || reply->done.value.load(std::memory_order_acquire) == 0) return false;
+  return reply->copied || !reply->status;  // not a plan of the two, which its body runs
+}
+
+void post_send(PeerState& s, PostedOp& p, const Tensor& t, PeerId dst, uint64_t tag) {
+  Status st;
+  p.reply = enter_request(s, p.rec, make_p2p(OpKind::send, dst, tag), t, Tensor(), st);
+  p.failed = st;
+}
+
+void post_recv(PeerState& s, PostedOp& p, const Tensor& t, PeerId src, uint64_t tag, bool any) {
   const PeerId me = s.offset + s.id;
   Status st;
   if (!any) {
@@ -50,9 +62,9 @@ void post_recv(PeerState& s, PostedRecv& p, const Tensor& t, PeerId src, uint64_
                                                    std::move(waits));
 }
 
-std::shared_ptr<Reply> server_answer(PeerState& s, OpRecord& rec, PostedRecv* posted, const OpRequestData& req,
-                                     const Tensor& t, Status& status) {
-  if (!posted) return request(s, rec, req, Tensor(), t, status);
+std::shared_ptr<Reply> server_answer(PeerState& s, OpRecord& rec, PostedOp* posted, const OpRequestData& req,
+                                     const Tensor& in, const Tensor& out, Status& status) {
+  if (!posted) return request(s, rec, req, in, out, status);
   status = await_request(s, rec, posted->reply, Clock::now());
   return posted->reply;
 }
