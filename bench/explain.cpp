@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <chorus/gpu.hpp>
 
@@ -53,6 +54,27 @@ Topology topology_of(const Options& o, unsigned threads) {
   return t;
 }
 
+// Send/recv: the sweep's pairs (rank 2k sends to 2k + 1) as the planner sees each: a pair on one
+// node process is paired by its local server, as threads of one process are; one across node
+// processes goes through the network. The first pair of each kind, in rank order.
+struct PairKind {
+  uint32_t from, to;
+  Topology topology;
+};
+std::vector<PairKind> pair_kinds(const Topology& all) {
+  std::vector<PairKind> kinds;
+  bool seen[2] = {false, false};
+  for (uint32_t r = 0; r + 1 < all.rank_node.size(); r += 2) {
+    const bool across = all.rank_node[r] != all.rank_node[r + 1];
+    if (seen[across]) continue;
+    seen[across] = true;
+    Topology one_process;
+    one_process.peers = 2;
+    kinds.push_back({r, r + 1, across ? all : one_process});
+  }
+  return kinds;
+}
+
 } // namespace
 
 int explain(const Options& o, const std::vector<std::size_t>& sizes) {
@@ -83,10 +105,25 @@ int explain(const Options& o, const std::vector<std::size_t>& sizes) {
               o.multi_node() ? (" on " + std::to_string(o.nodes) + " node processes").c_str() : "",
               std::string(to_string(o.dtype)).c_str());
   std::printf("#%12s %12s  %s\n", "size", "count", "plan");
+  std::vector<PairKind> pairs;
+  if (o.op == BenchOp::send_recv && o.multi_node()) pairs = pair_kinds(q.topology);
+  auto where = [](const PairKind& p) { return p.topology.shared_memory ? "on one node process" : "across nodes"; };
+  if (pairs.size() > 1)
+    std::printf("# ranks %u->%u are %s, ranks %u->%u %s: each size's line is the first pair's, the line after "
+                "it (#) the other's\n",
+                pairs[0].from, pairs[0].to, where(pairs[0]), pairs[1].from, pairs[1].to, where(pairs[1]));
   for (std::size_t size : sizes) {
     const Layout l = layout_for(o.op, o.dtype, o.participants(), size);
     q.count = l.block;
-    std::printf(" %12zu %12zu  %s\n", l.bytes, l.count, to_string(plan_op(cfg, q)).c_str());
+    if (pairs.empty()) {
+      std::printf(" %12zu %12zu  %s\n", l.bytes, l.count, to_string(plan_op(cfg, q)).c_str());
+      continue;
+    }
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      PlanQuery pq = q;
+      pq.topology = pairs[i].topology;
+      std::printf("%s%12zu %12zu  %s\n", i == 0 ? " " : "#", l.bytes, l.count, to_string(plan_op(cfg, pq)).c_str());
+    }
   }
   return 0;
 }

@@ -41,5 +41,15 @@ for args in "--peers 3 --op broadcast -b 1K -e 64K --explain" "--explain --peers
   # shellcheck disable=SC2086
   if [ "$("$bench" $args)" != "$one" ]; then echo "'chorus-bench $args' did not print --explain 1's plan"; fails=$((fails + 1)); fi
 done
+# Send/recv between node processes: a pair on one node process is copied as its local server
+# pairs it (the words of threads of one process); a pair across nodes goes through the network.
+words() { "$bench" --op send_recv "$@" -b 1K -e 1K --explain 1 | grep -v '^# [a-z]\|^#  *size'; }
+for spec in "--nodes 2 --peers 2|^ .*copied by the second of the pair" "--nodes 2 --peers 1|^ .*receiving node's window" \
+            "--nodes 2 --peers 3|^ .*copied by the second of the pair" "--nodes 2 --peers 3|^#.*receiving node's window"; do
+  # shellcheck disable=SC2086
+  if ! words ${spec%%|*} | grep -q "${spec#*|}"; then
+    echo "send/recv --explain ${spec%%|*}: no line matching '${spec#*|}'"; fails=$((fails + 1))
+  fi
+done
 echo "explain_check: $checked sizes, $fails mismatches"
 [ "$checked" -gt 30 ] && [ "$fails" -eq 0 ]

@@ -42,11 +42,13 @@ Lane& p2p_lane(PeerState& s, LaneKey k) {
 
 // Enters or hands in, as one step under the table's lock for send/recv lanes, so a lane is never
 // dropped between being found and being used (an op of the same key would then run beside it).
+// `step` gets its lane by calling `lane()`: a send/recv lane is found (or made) only where asked,
+// so an op done at its entry makes none.
 template <class Step>
 auto on_lane(PeerState& s, LaneKey k, Step&& step) {
-  if (k.kind == LaneKey::ops) return step(s.ops_lane);
+  if (k.kind == LaneKey::ops) return step([&s]() -> Lane& { return s.ops_lane; });
   std::lock_guard<std::mutex> lk(s.p2p_mu);
-  return step(p2p_lane(s, k));
+  return step([&s, k]() -> Lane& { return p2p_lane(s, k); });
 }
 } // namespace
 
@@ -102,8 +104,8 @@ Status called_from_callback(const PeerState* s) {
 }
 
 Lane::Hold enter_lane(PeerState& s, LaneKey k, const OpEntry& enter) {
-  return on_lane(s, k, [&](Lane& lane) {
-    Lane::Hold hold = lane.enter();
+  return on_lane(s, k, [&](auto lane) {
+    Lane::Hold hold = lane().enter();
     if (hold && enter) enter();
     return hold;
   });
@@ -113,9 +115,9 @@ Status wait_in_lane(const std::shared_ptr<PeerState>& s, LaneKey k, const OpBody
                     const OpEntry& enter) {
   // The task fills its own state (the caller's `w` may be waited on from here only).
   auto ws = std::make_shared<WorkState>();
-  const bool done = on_lane(*s, k, [&](Lane& lane) {
+  const bool done = on_lane(*s, k, [&](auto lane) {
     if (enter && enter()) return true;
-    lane.submit([s, ws, &body] { run_body(s.get(), body, OpOptions{}, *ws); });
+    lane().submit([s, ws, &body] { run_body(s.get(), body, OpOptions{}, *ws); });
     return false;
   });
   if (done) return body(w);  // nothing ahead to wait for: its partner already came
@@ -144,8 +146,9 @@ Work run_async(const std::shared_ptr<PeerState>& s, LaneKey k, const OpOptions& 
   // Done at its entry (its partner came first, and they were copied as they paired): its body only
   // concludes it, here, and no thread of its lane is woken for it. Ops ahead on its lane have
   // paired already (the server pairs in lane order), so this overtakes none of them.
-  const bool done = on_lane(*s, k, [&](Lane& lane) {
+  const bool done = on_lane(*s, k, [&](auto get) {
     if (enter && enter()) return true;
+    Lane& lane = get();
     ws->run_here = lane.runner(ws.get());
     ws->hurry = lane.hurrier(ws.get());
     lane.submit([s, ws, o, order, body = std::move(body)] { run_body(s.get(), body, o, *ws, order.get()); }, ws.get());

@@ -9,6 +9,7 @@
 #include "runtime/peer/op_lanes.hpp"
 #include "runtime/peer/posted_op.hpp"
 #include "runtime/peer/run_op.hpp"
+#include "strategies/planner.hpp"
 
 namespace chorus {
 
@@ -150,8 +151,9 @@ Status recv_now(PeerState& s, Tensor& t, PeerId src, uint64_t tag, PostedOp* pos
 // A send's or receive's two steps (posted_op.hpp): its entry at its call, and its body on its
 // lane (or, where the entry found it done, on the caller's thread at once). Host sends and
 // receives post themselves at the call; one on a GPU tensor or ordered in a stream, or a send to
-// another node, enters in its body (it is "late"), and so does a host op called while a late one
-// is queued or running on its lane, which it must not overtake (PeerState::late_ops counts them).
+// another node or above CHORUS_P2P_LOCAL_EAGER_KIB, enters in its body (it is "late"), and so
+// does a host op called while a late one is queued or running on its lane, which it must not
+// overtake (PeerState::late_ops counts them).
 struct P2pCall {
   PeerState* s;
   bool send;
@@ -159,7 +161,7 @@ struct P2pCall {
   PeerId other;  // kAnySource where `any`
   uint64_t tag;
   bool any;    // a receive from any source (not a recv whose src is out of range)
-  bool host;   // a host tensor, not ordered in a stream, within this node where a send
+  bool host;   // a host tensor, not ordered in a stream; where a send, one posted at its call
   bool late = false;  // it enters in its body (counted on its lane), not at its call
   std::chrono::milliseconds timeout;  // OpOptions::timeout: the posted request carries it
   PostedOp posted;
@@ -167,8 +169,15 @@ struct P2pCall {
   P2pCall(PeerState* state, bool is_send, const Tensor& tensor, PeerId peer, uint64_t tg, bool from_any,
           const OpOptions& o)
       : s(state), send(is_send), t(tensor), other(from_any ? kAnySource : peer), tag(tg), any(from_any),
-        host(!tensor.is_cuda() && !o.stream && !(is_send && state && on_other_node(*state, peer))),
-        timeout(o.timeout) {}  // (a null state: the handle was never registered, which the call says)
+        host(!tensor.is_cuda() && !o.stream && !(is_send && !posts_at_call(state, tensor, peer))),
+        timeout(o.timeout) {}
+  // A send enters at its call only where its pair will be copied as it pairs (a null state: the
+  // handle was never registered, which the call says). A larger one would pair at its call with
+  // a receive posted earlier, and its plan's deadline would run from then while the sends ahead
+  // of it on its lane still ran theirs: it pairs when its body starts, as its timeout does.
+  static bool posts_at_call(const PeerState* state, const Tensor& t, PeerId dst) {
+    return !state || (!on_other_node(*state, dst) && plan_pair_copy_at_pairing(t.nbytes()));
+  }
   PeerState::P2pKey lane() const { return {send, other, tag}; }
   // Under p2p_mu, in the step that takes its place in its lane: true where it is done already.
   bool enter() {
