@@ -150,10 +150,11 @@ TEST(StreamOrder, AnExchangeOrderedAlikeOnOneStreamEachRuns) {
   rep.expect_clean();
 }
 
-// A receive ordered in a stream enters the local server when its stream lets it start; a host
-// receive called after it on the same lane (same source and tag) enters after it too, though host
-// receives are otherwise posted at their call: rank 1's first send lands in the first receive.
-TEST(StreamOrder, AHostReceiveDoesNotOvertakeAStreamOrderedOneOfItsLane) {
+// Rank 0 calls two ops of one lane (rank 1, tag 4), the first ordered in a stream whose earlier
+// work is held, the second on the host; rank 1 then calls the matching two blocking. `sends`:
+// rank 0's are sends, else receives. Host ops are otherwise posted at their call, but the second
+// enters the local server after the first, when its stream lets it start: 1 lands before 2.
+void expect_the_host_op_behind_the_stream_ordered_one(bool sends) {
   fake::StreamsDoubleInPlace streams;
   fake::FakeStream s;
   s.hold_earlier_work();
@@ -161,55 +162,36 @@ TEST(StreamOrder, AHostReceiveDoesNotOvertakeAStreamOrderedOneOfItsLane) {
   Reporter rep;
   WaitWord posted;
   harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
-    if (peer.rank() == 1) {
-      if (!posted.wait_at_least(1, Clock::now() + 10s)) return rep.fail("rank 0 never posted");
-      for (float v : {1.0f, 2.0f})
-        if (Status st = peer.send(Tensor::from(filled(3, v)), 0, 4); !st) rep.fail("send: " + st.to_string());
-      return;
+    const bool sender = (peer.rank() == 0) == sends;
+    Tensor first = Tensor::from(filled(3, sender ? 1.0f : 0.0f)), second = Tensor::from(filled(3, sender ? 2.0f : 0.0f));
+    auto call = [&](Tensor& t, OpOptions o) {
+      return sender ? peer.send_async(t, 1 - peer.rank(), 4, o) : peer.recv_async(t, 1 - peer.rank(), 4, o);
+    };
+    if (peer.rank() == 0) {
+      Work a = call(first, OpOptions{.stream = &s});
+      Work b = call(second, {});
+      posted.set(1);
+      s.finish_earlier_work();
+      for (Work* w : {&a, &b})
+        if (Status st = w->wait(); !st) rep.fail("rank 0: " + st.to_string());
+    } else {
+      if (!posted.wait_at_least(1, Clock::now() + 10s)) return rep.fail("rank 0 never called");
+      for (Tensor* t : {&first, &second})
+        if (Status st = call(*t, {}).wait(); !st) rep.fail("rank 1: " + st.to_string());
     }
-    Tensor first = Tensor::zeros(DType::f32, {3}), second = Tensor::zeros(DType::f32, {3});
-    Work a = peer.recv_async(first, 1, 4, OpOptions{.stream = &s});
-    Work b = peer.recv_async(second, 1, 4);
-    posted.set(1);
-    s.finish_earlier_work();
-    for (Work* w : {&a, &b})
-      if (Status st = w->wait(); !st) rep.fail("receive: " + st.to_string());
-    if (first.to_vector<float>() != filled(3, 1.0f) || second.to_vector<float>() != filled(3, 2.0f))
+    if (!sender && (first.to_vector<float>() != filled(3, 1.0f) || second.to_vector<float>() != filled(3, 2.0f)))
       rep.fail("the receives got " + std::to_string(first.data_as<float>()[0]) + " and " +
                std::to_string(second.data_as<float>()[0]) + ", not 1 and 2");
   });
   rep.expect_clean();
 }
 
-// The same for sends: a host send called after a stream-ordered one of its lane (same destination
-// and tag) enters the server after it, though host sends are otherwise posted at their call.
+TEST(StreamOrder, AHostReceiveDoesNotOvertakeAStreamOrderedOneOfItsLane) {
+  expect_the_host_op_behind_the_stream_ordered_one(false);
+}
+
 TEST(StreamOrder, AHostSendDoesNotOvertakeAStreamOrderedOneOfItsLane) {
-  fake::StreamsDoubleInPlace streams;
-  fake::FakeStream s;
-  s.hold_earlier_work();
-  Runtime rt;
-  Reporter rep;
-  WaitWord posted;
-  harness::run_peers(rt, harness::config_for(2), [&](Peer& peer) {
-    if (peer.rank() == 0) {
-      Tensor one = Tensor::from(filled(3, 1.0f)), two = Tensor::from(filled(3, 2.0f));
-      Work a = peer.send_async(one, 1, 4, OpOptions{.stream = &s});
-      Work b = peer.send_async(two, 1, 4);
-      posted.set(1);
-      s.finish_earlier_work();
-      for (Work* w : {&a, &b})
-        if (Status st = w->wait(); !st) rep.fail("send: " + st.to_string());
-      return;
-    }
-    if (!posted.wait_at_least(1, Clock::now() + 10s)) return rep.fail("rank 0 never sent");
-    Tensor first = Tensor::zeros(DType::f32, {3}), second = Tensor::zeros(DType::f32, {3});
-    for (Tensor* t : {&first, &second})
-      if (Status st = peer.recv(*t, 0, 4); !st) rep.fail("recv: " + st.to_string());
-    if (first.to_vector<float>() != filled(3, 1.0f) || second.to_vector<float>() != filled(3, 2.0f))
-      rep.fail("the receives got " + std::to_string(first.data_as<float>()[0]) + " and " +
-               std::to_string(second.data_as<float>()[0]) + ", not 1 and 2");
-  });
-  rep.expect_clean();
+  expect_the_host_op_behind_the_stream_ordered_one(true);
 }
 
 // ... and when both send first, each recv waits on its stream for its own send, which waits for
