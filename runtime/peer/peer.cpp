@@ -161,7 +161,7 @@ struct P2pCall {
   PeerId other;  // kAnySource where `any`
   uint64_t tag;
   bool any;    // a receive from any source (not a recv whose src is out of range)
-  bool host;   // a host tensor, not ordered in a stream; where a send, one posted at its call
+  bool may_post;  // a host tensor, not ordered in a stream, and where a send, posts_at_call
   bool late = false;  // it enters in its body (counted on its lane), not at its call
   std::chrono::milliseconds timeout;  // OpOptions::timeout: the posted request carries it
   PostedOp posted;
@@ -169,7 +169,7 @@ struct P2pCall {
   P2pCall(PeerState* state, bool is_send, const Tensor& tensor, PeerId peer, uint64_t tg, bool from_any,
           const OpOptions& o)
       : s(state), send(is_send), t(tensor), other(from_any ? kAnySource : peer), tag(tg), any(from_any),
-        host(!tensor.is_cuda() && !o.stream && !(is_send && !posts_at_call(state, tensor, peer))),
+        may_post(!tensor.is_cuda() && !o.stream && (!is_send || posts_at_call(state, tensor, peer))),
         timeout(o.timeout) {}
   // A send enters at its call only where its pair will be copied as it pairs (a null state: the
   // handle was never registered, which the call says). A larger one would pair at its call with
@@ -182,7 +182,7 @@ struct P2pCall {
   // Under p2p_mu, in the step that takes its place in its lane: true where it is done already.
   bool enter() {
     auto it = s->late_ops.find(lane());
-    late = !host || it != s->late_ops.end();
+    late = !may_post || it != s->late_ops.end();
     if (!late) {
       peer_impl::OpTimeoutScope scope(timeout);  // at the call, before its body puts it in force
       if (send) peer_impl::post_send(*s, posted, t, other, tag);

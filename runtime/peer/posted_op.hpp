@@ -5,10 +5,11 @@
 // called first takes it, and a lane's order is the order its ops entered. Its body (on the lane,
 // or the caller's thread) then waits for the pairing or the message and copies. A small pair in
 // one process is copied as it is paired, so the second of the two is done at its call (done()):
-// it takes no task on its lane. Ops on GPU tensors, ordered in a CUDA stream, or sends to
-// another node enter when their body runs: a stream's earlier work may fail them before they
-// start, and the local server must then hear it with the request (Call::local_error); a send to
-// another node blocks in its body.
+// it takes no task on its lane. Ops on GPU tensors, ordered in a CUDA stream, sends to another
+// node and sends above CHORUS_P2P_LOCAL_EAGER_KIB enter when their body runs: a stream's earlier
+// work may fail them before they start, and the local server must then hear it with the request
+// (Call::local_error); a send to another node blocks in its body; a larger send's plan counts its
+// deadline from its start (runtime/peer/peer.cpp, P2pCall).
 #pragma once
 #include <cstdint>
 #include <memory>
